@@ -1,0 +1,43 @@
+"""lakecore: the TrinityLake lakehouse format in Python.
+
+``Lakehouse`` is the catalog API; ``lakecore.tree`` the B-epsilon tree; ``lakecore.maintenance``
+the engine-neutral units of work that the Spark jobs in ``jobs/`` distribute.
+"""
+
+from lakecore.errors import (
+    AlreadyExistsError,
+    CommitConflictError,
+    CorruptNodeFileError,
+    InvalidLocationError,
+    InvalidNameError,
+    LakecoreError,
+    NamespaceNotEmptyError,
+    NotFoundError,
+    UnsupportedFormatVersionError,
+    VersionExpiredError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlreadyExistsError",
+    "CommitConflictError",
+    "CorruptNodeFileError",
+    "InvalidLocationError",
+    "InvalidNameError",
+    "LakecoreError",
+    "Lakehouse",
+    "NamespaceNotEmptyError",
+    "NotFoundError",
+    "UnsupportedFormatVersionError",
+    "VersionExpiredError",
+]
+
+
+def __getattr__(name: str) -> object:
+    # Lazy: `import lakecore` stays cheap (the Airflow DAGs and the CLI's --help import it).
+    if name == "Lakehouse":
+        from lakecore.lakehouse import Lakehouse
+
+        return Lakehouse
+    raise AttributeError(f"module 'lakecore' has no attribute {name!r}")

@@ -1,0 +1,86 @@
+"""``make demo``: build a sample lakehouse under the repo and show what it holds.
+
+Creates (or recreates) a local lakehouse with a few namespaces and tables over many small
+commits, so that the root buffer overflows and the tree flushes, then prints the version log,
+the tree structure and the files on disk. With ``--pipeline`` (the default when the Spark jobs
+are available) it then runs the maintenance jobs on it, see ``jobs/pipeline.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import shutil
+import sys
+from collections import Counter
+
+from lakecore.lakehouse import Lakehouse
+from lakecore.locations import FileKind, classify_path
+
+
+def build_sample(uri: str, *, namespaces: int = 4, tables_per_namespace: int = 60) -> Lakehouse:
+    # Small nodes so that a demo-sized catalog shows flushes and a multi-level tree.
+    lh = Lakehouse.create(uri, name="demo", order=8, node_file_max_size_bytes=16 * 1024,
+                          namespace_name_max_size_bytes=32, table_name_max_size_bytes=48,
+                          file_name_max_size_bytes=128, minimum_versions_to_keep=5)
+    for n in range(namespaces):
+        ns = f"sales_{n}"
+        with lh.transaction() as tx:
+            tx.create_namespace(ns, properties={"owner": f"team-{n}"})
+        for t in range(tables_per_namespace):
+            with lh.transaction() as tx:
+                tx.create_table(ns, f"orders_{t:03d}",
+                                columns=[{"id": 1, "name": "order_id", "type": "INT8", "nullable": False},
+                                         {"id": 2, "name": "amount", "type": "DECIMAL"}],
+                                properties={"created_by": "demo"})
+    with lh.transaction() as tx:
+        for t in range(0, tables_per_namespace, 7):
+            tx.drop_table("sales_0", f"orders_{t:03d}")
+    return lh
+
+
+def describe(lh: Lakehouse) -> str:
+    from lakecore.treeinfo import describe_tree
+
+    lines = [f"lakehouse {lh.lakehouse_def.name!r} at {lh.uri}, latest version {lh.version}"]
+    versions = lh.versions()
+    lines.append(f"retained versions: {len(versions)} (newest {versions[0].version}, oldest {versions[-1].version})")
+    summary = describe_tree(lh)
+    lines.append(f"tree: depth {summary['depth']}, {summary['nodes']} nodes, {summary['keys']} keys in key tables, "
+                 f"{summary['messages']} buffered messages")
+    kinds: Counter[str] = Counter()
+    total = 0
+    for info in lh.storage.list():
+        classified = classify_path(info.path)
+        kinds[classified.kind.value if classified else "foreign"] += 1
+        total += info.size
+    lines.append("files: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + f" ({total / 1024:.0f} KiB)")
+    sample = sorted(i.path for i in lh.storage.list() if (c := classify_path(i.path)) and c.kind is FileKind.NODE)[:3]
+    lines.extend(f"  e.g. {p}" for p in sample)
+    lines.append(f"namespaces: {', '.join(lh.list_namespaces())}; tables in sales_0: {len(lh.list_tables('sales_0'))}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lakehouse", default=os.path.abspath("demo-lakehouse"))
+    parser.add_argument("--no-pipeline", action="store_true", help="only build and describe the sample")
+    args = parser.parse_args(argv)
+    path = args.lakehouse.removeprefix("file://")
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    print(f"building a sample lakehouse at {path} ...", flush=True)
+    lh = build_sample(path)
+    print(describe(lh), flush=True)
+    if args.no_pipeline:
+        return 0
+    try:
+        pipeline = importlib.import_module("jobs.pipeline")
+    except ImportError:
+        return 0
+    return int(pipeline.run_pipeline(path))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

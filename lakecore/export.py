@@ -1,0 +1,126 @@
+"""Snapshot export: copy one version to a target root as a lakehouse of its own.
+
+Modes (TrinityLake's transaction spec: an export may stop replicating at any level):
+
+    minimal   the root node only; its pointers become full URIs into the source
+    partial   the root and every internal node; leaves and definitions stay in the source
+    full      every reachable node and definition file; nothing points back
+
+The copy is written as version 0 of the target, with a lakehouse definition that records the
+source root (``lakecore.export.source_root``), the mode, the export name and the version, so
+that readers of the copy may follow pointers into the source and nowhere else. A relative
+location is always relative to the lakehouse the file holding it lives in, which is why copied
+nodes that keep pointing at the source have those pointers made absolute.
+
+The caller (``Lakehouse.export_snapshot``) then records the export in the source's definition,
+which pins the exported version against expiry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from lakecore.errors import AlreadyExistsError, LakecoreError
+from lakecore.locations import new_lakehouse_def_path, root_node_file_name
+from lakecore.maintenance.reachable import reachable_from_root
+from lakecore.node import Node, encode_node, encoded_size
+from lakecore.storage import Storage
+from lakecore.tree.store import absolute_location
+from lakecore.versions import RootInfo, encode_root, write_hint
+
+if TYPE_CHECKING:
+    from lakecore.lakehouse import LakehouseView
+
+
+def _absolute_values(node: Node, source_root: str) -> Node:
+    return Node(
+        list(node.keys),
+        [absolute_location(v, source_root) for v in node.values],
+        list(node.children),
+        {k: (None if v is None else absolute_location(v, source_root)) for k, v in node.buffer.items()},
+        dict(node.system),
+    )
+
+
+def copy_snapshot(
+    view: LakehouseView,
+    exported: RootInfo,
+    mode: str,
+    target: str,
+    target_storage_options: Mapping[str, Any] | None,
+    name: str,
+) -> Storage:
+    from lakecore.lakehouse import (
+        EXPORT_MODE_PROPERTY,
+        EXPORT_SOURCE_PROPERTY,
+        _has_lakehouse,
+        read_lakehouse_def,
+    )
+
+    source = view.storage
+    target_storage = Storage(target, target_storage_options or source.storage_options)
+    if target_storage.root_uri == source.root_uri:
+        raise AlreadyExistsError("an export target must be another root than the lakehouse itself")
+    if _has_lakehouse(target_storage):
+        raise AlreadyExistsError(f"a lakehouse already exists at the export target {target_storage.root_uri}")
+    source_def = read_lakehouse_def(source, exported.lakehouse_def_path)
+    properties = dict(source_def.properties)
+    properties.update({EXPORT_MODE_PROPERTY: mode, "lakecore.export.name": name,
+                       "lakecore.export.version": str(exported.version)})
+    if mode != "full":
+        properties[EXPORT_SOURCE_PROPERTY] = source.root_uri
+    target_def = source_def.with_changes(properties=properties, exported_snapshots={},
+                                         maximum_version_age_millis_overrides={})
+    order = source_def.order
+    store = view.store
+    root = exported.node
+    max_bytes = source_def.node_file_max_size_bytes
+
+    def check_size(node: Node, what: str) -> None:
+        size = encoded_size(node, order)
+        if size > max_bytes:
+            raise LakecoreError(
+                f"{what} would be {size} bytes with full URIs into {source.root_uri}, over "
+                f"node_file_max_size_bytes={max_bytes}; use a full export instead"
+            )
+
+    if mode == "full":
+        reach = reachable_from_root(store, root)
+        for path in sorted(reach.files):
+            target_storage.write(path, source.read(path))
+        new_root = root
+    elif mode == "minimal":
+        new_root = _absolute_values(root, source.root_uri)
+        new_root.children = [absolute_location(c, source.root_uri) for c in root.children]
+    else:
+        new_root = _copy_internal(store, source, target_storage, root, order, check_size)
+    target_def_path = new_lakehouse_def_path()
+    target_storage.write(target_def_path, target_def.to_bytes())
+    check_size(new_root, "the exported root")
+    data = encode_root(Node(new_root.keys, new_root.values, new_root.children, new_root.buffer), order,
+                       lakehouse_def_path=target_def_path, previous_root=None,
+                       created_at_millis=exported.created_at_millis)
+    target_storage.create_exclusive(root_node_file_name(0), data)
+    write_hint(target_storage, 0)
+    return target_storage
+
+
+def _copy_internal(store: Any, source: Storage, target: Storage, node: Node, order: int,
+                   check_size: Any) -> Node:
+    """Copy ``node``'s internal descendants to ``target`` (partial export); leaves stay."""
+    copied = _absolute_values(node, source.root_uri)
+    if not node.children:
+        return copied
+    children = []
+    for child in node.children:
+        loaded = store.load(child)
+        if loaded.children:
+            new_child = _copy_internal(store, source, target, loaded, order, check_size)
+            check_size(new_child, f"internal node {child}")
+            target.write(child, encode_node(new_child, order))
+            children.append(child)
+        else:
+            children.append(absolute_location(child, source.root_uri))
+    copied.children = children
+    return copied

@@ -1,0 +1,725 @@
+"""The catalog API: a lakehouse of namespaces and tables, versions, transactions and exports.
+
+Objects live in the tree under their encoded keys (``lakecore.keys``); each key's pvalue is the
+location of the object's definition file (``.binpb``). A change writes new definition files and
+new nodes and commits a new root (``lakecore.commit``).
+
+Isolation (FORMAT.md section 5), validated by value when a commit loses a race:
+
+* ``snapshot``: every key the transaction wrote must hold, at the new latest version, the value
+  it held at the transaction's base. Write skew is allowed.
+* ``serializable``: also every key read and every range listed must be unchanged.
+
+Under both levels the catalog's own structure is guarded: creating a table requires its
+namespace to be unchanged, and dropping a namespace requires its table range to be unchanged,
+so that concurrent commits can never leave a table without its namespace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal
+
+from lakecore import keys as K
+from lakecore import tree
+from lakecore.commit import CommitOutcome, CommitPolicy, RootPlan, commit
+from lakecore.defs import (
+    LakehouseDef,
+    decode_namespace_def,
+    decode_table_def,
+    encode_def,
+    namespace_def,
+    pb,
+    table_def,
+)
+from lakecore.errors import (
+    AlreadyExistsError,
+    CommitConflictError,
+    InvalidArgumentError,
+    InvalidLocationError,
+    NamespaceNotEmptyError,
+    NotFoundError,
+)
+from lakecore.locations import (
+    check_relative_path,
+    is_full_uri,
+    new_lakehouse_def_path,
+    new_namespace_def_path,
+    new_table_def_path,
+    root_node_file_name,
+)
+from lakecore.node import Node
+from lakecore.storage import Storage
+from lakecore.tree import NodeStore, TreeShape, TreeWriter
+from lakecore.versions import (
+    RootInfo,
+    decode_root,
+    latest_version,
+    read_version,
+    version_as_of,
+    walk_back,
+    write_hint,
+)
+
+Isolation = Literal["snapshot", "serializable"]
+ExportMode = Literal["minimal", "partial", "full"]
+EXPORT_SOURCE_PROPERTY = "lakecore.export.source_root"
+EXPORT_MODE_PROPERTY = "lakecore.export.mode"
+_ABSENT = object()
+
+
+def _now_millis() -> int:
+    return int(time.time() * 1000)
+
+
+def _definition_cache_key(storage: Storage, location: str) -> tuple[str, str]:
+    return (storage.root_uri, location)
+
+
+_DEF_CACHE: dict[tuple[str, str], LakehouseDef] = {}
+
+
+def read_lakehouse_def(storage: Storage, location: str) -> LakehouseDef:
+    """A lakehouse definition file (immutable, so cached per process)."""
+    key = _definition_cache_key(storage, location)
+    cached = _DEF_CACHE.get(key)
+    if cached is not None:
+        return cached
+    path = check_relative_path(location)
+    try:
+        data = storage.read(path)
+    except NotFoundError:
+        raise NotFoundError(f"lakehouse definition {storage.uri(path)} is missing") from None
+    definition = LakehouseDef.from_bytes(data, storage.uri(path))
+    if len(_DEF_CACHE) > 1024:
+        _DEF_CACHE.clear()
+    _DEF_CACHE[key] = definition
+    return definition
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    version: int
+    created_at_millis: int
+    rollback_from_version: int | None
+    lakehouse_def_path: str
+    n_root_keys: int
+    root_buffer_messages: int
+
+
+class LakehouseView:
+    """A read-only view of one version of a lakehouse."""
+
+    def __init__(self, storage: Storage, root: RootInfo, lakehouse_def: LakehouseDef, store: NodeStore) -> None:
+        self.storage = storage
+        self.root_info = root
+        self.lakehouse_def = lakehouse_def
+        self.store = store
+        self.shape = TreeShape.of(lakehouse_def)
+
+    # -- identity -----------------------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        return self.storage.root_uri
+
+    @property
+    def version(self) -> int:
+        return self.root_info.version
+
+    @property
+    def root(self) -> Node:
+        return self.root_info.node
+
+    @property
+    def created_at_millis(self) -> int:
+        return self.root_info.created_at_millis
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.uri!r}, version={self.version})"
+
+    # -- raw tree access ------------------------------------------------------------------------
+
+    def get(self, key: str) -> str | None:
+        """The pvalue stored under an object key at this version (None if absent)."""
+        return tree.get(self.store, self.root, key)
+
+    def items(self, prefix: str = "") -> Iterator[tuple[str, str]]:
+        return tree.scan_prefix(self.store, self.root, prefix)
+
+    def read_location(self, location: str) -> bytes:
+        """Bytes of a stored location: a path under the root, or a full URI under an allowed
+        export source; anything else is refused."""
+        if is_full_uri(location):
+            for root in self.store.external_roots:
+                if location.startswith(root):
+                    return Storage(root, self.storage.storage_options).read(location[len(root) :])
+            raise InvalidLocationError(f"location {location!r} is outside the lakehouse {self.uri}; refusing to read it")
+        return self.storage.read(check_relative_path(location))
+
+    # -- catalog reads --------------------------------------------------------------------------
+
+    def namespace_exists(self, ns: str) -> bool:
+        return self.get(K.namespace_key(ns, self.lakehouse_def)) is not None
+
+    def table_exists(self, ns: str, table: str) -> bool:
+        return self.get(K.table_key(ns, table, self.lakehouse_def)) is not None
+
+    def list_namespaces(self) -> list[str]:
+        return [K.parse_namespace_key(k, self.lakehouse_def) for k, _ in self.items(K.NAMESPACE_KEY_PREFIX)]
+
+    def list_tables(self, ns: str) -> list[str]:
+        if not self.namespace_exists(ns):
+            raise NotFoundError(f"namespace {ns!r} does not exist at version {self.version}")
+        prefix = K.table_key_prefix(ns, self.lakehouse_def)
+        return [K.parse_table_key(k, self.lakehouse_def)[1] for k, _ in self.items(prefix)]
+
+    def load_namespace(self, ns: str) -> pb.NamespaceDef:
+        location = self.get(K.namespace_key(ns, self.lakehouse_def))
+        if location is None:
+            raise NotFoundError(f"namespace {ns!r} does not exist at version {self.version}")
+        return decode_namespace_def(self.read_location(location), location)
+
+    def load_table(self, ns: str, table: str) -> pb.TableDef:
+        location = self.get(K.table_key(ns, table, self.lakehouse_def))
+        if location is None:
+            raise NotFoundError(f"table {ns}.{table} does not exist at version {self.version}")
+        return decode_table_def(self.read_location(location), location)
+
+
+class Lakehouse(LakehouseView):
+    """A lakehouse at its latest version (as of open or the last refresh or commit)."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        root: RootInfo,
+        lakehouse_def: LakehouseDef,
+        store: NodeStore,
+        *,
+        commit_policy: CommitPolicy | None = None,
+    ) -> None:
+        super().__init__(storage, root, lakehouse_def, store)
+        self.commit_policy = commit_policy or CommitPolicy()
+        self.last_commit: CommitOutcome | None = None
+
+    # -- opening --------------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        uri: str,
+        name: str = "lakehouse",
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        properties: Mapping[str, str] | None = None,
+        **definition: Any,
+    ) -> Lakehouse:
+        """Create a lakehouse (version 0, an empty tree) at ``uri``; AlreadyExistsError if one is there."""
+        unknown = set(definition) - set(LakehouseDef.__dataclass_fields__) - {"properties"}
+        if unknown:
+            raise InvalidArgumentError(f"unknown lakehouse definition fields: {', '.join(sorted(unknown))}")
+        if "major_version" in definition and definition["major_version"] != 0:
+            from lakecore.errors import UnsupportedFormatVersionError
+
+            raise UnsupportedFormatVersionError(
+                f"this lakecore writes format major version 0, not {definition['major_version']}"
+            )
+        lakehouse_def = LakehouseDef(name=name, properties=dict(properties or {}), **definition).validate()
+        storage = Storage(uri, storage_options)
+        if _has_lakehouse(storage):
+            raise AlreadyExistsError(f"a lakehouse already exists at {storage.root_uri}; open it instead")
+        def_path = new_lakehouse_def_path()
+        storage.write(def_path, lakehouse_def.to_bytes())
+        from lakecore.versions import encode_root
+
+        created = _now_millis()
+        data = encode_root(Node(), lakehouse_def.order, lakehouse_def_path=def_path, previous_root=None,
+                           created_at_millis=created)
+        try:
+            storage.create_exclusive(root_node_file_name(0), data)
+        except AlreadyExistsError:
+            raise AlreadyExistsError(
+                f"another process created a lakehouse at {storage.root_uri} at the same time"
+            ) from None
+        write_hint(storage, 0)
+        return cls.open(storage.root_uri, storage_options=storage_options)
+
+    @classmethod
+    def open(
+        cls,
+        uri: str,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        version: int | None = None,
+        commit_policy: CommitPolicy | None = None,
+    ) -> Lakehouse:
+        """Open the latest version (or ``version``); NotFoundError if there is no lakehouse."""
+        storage = Storage(uri, storage_options)
+        root, lakehouse_def = _read_root_and_def(storage, version)
+        return cls(storage, root, lakehouse_def, _store_for(storage, lakehouse_def), commit_policy=commit_policy)
+
+    def refresh(self) -> Lakehouse:
+        """Move to the latest version."""
+        root, lakehouse_def = _read_root_and_def(self.storage, None)
+        self._install(root, lakehouse_def)
+        return self
+
+    def _install(self, root: RootInfo, lakehouse_def: LakehouseDef) -> None:
+        self.root_info = root
+        if lakehouse_def != self.lakehouse_def:
+            self.lakehouse_def = lakehouse_def
+            self.store = _store_for(self.storage, lakehouse_def)
+            self.shape = TreeShape.of(lakehouse_def)
+
+    # -- time travel ----------------------------------------------------------------------------
+
+    def at_version(self, version: int) -> LakehouseView:
+        root, lakehouse_def = _read_root_and_def(self.storage, version)
+        return LakehouseView(self.storage, root, lakehouse_def, _store_for(self.storage, lakehouse_def))
+
+    def as_of(self, timestamp_millis: int) -> LakehouseView:
+        latest, _ = _read_root_and_def(self.storage, None)
+        found = version_as_of(self.storage, int(timestamp_millis), latest)
+        return self.at_version(found.version)
+
+    def versions(self) -> list[VersionInfo]:
+        """Retained versions, newest first, along previous_root."""
+        latest, _ = _read_root_and_def(self.storage, None)
+        out = []
+        for info in walk_back(self.storage, latest):
+            rollback = info.rollback_from_root
+            from lakecore.locations import version_from_root_node_file_name
+
+            out.append(
+                VersionInfo(
+                    info.version,
+                    info.created_at_millis,
+                    version_from_root_node_file_name(rollback) if rollback else None,
+                    info.lakehouse_def_path,
+                    len(info.node.keys),
+                    len(info.node.buffer),
+                )
+            )
+        return out
+
+    # -- changes --------------------------------------------------------------------------------
+
+    def transaction(self, isolation: Isolation = "snapshot", *, max_retries: int | None = None) -> Transaction:
+        if isolation not in ("snapshot", "serializable"):
+            raise InvalidArgumentError(f"isolation {isolation!r} must be 'snapshot' or 'serializable'")
+        policy = self.commit_policy
+        if max_retries is not None:
+            policy = CommitPolicy(max_retries, policy.backoff_base_seconds, policy.backoff_cap_seconds, policy.rng)
+        return Transaction(self, isolation, policy)
+
+    def commit_plan(
+        self,
+        plan: Callable[[RootInfo], RootPlan],
+        still_valid: Callable[[RootInfo], str | None],
+        *,
+        policy: CommitPolicy | None = None,
+    ) -> CommitOutcome:
+        """Commit on top of this object's version; on success this object moves to it."""
+        outcome = commit(self.storage, self.lakehouse_def.order, self.root_info, plan, still_valid,
+                         policy or self.commit_policy)
+        self.last_commit = outcome
+        lakehouse_def = read_lakehouse_def(self.storage, outcome.root.lakehouse_def_path)
+        self._install(outcome.root, lakehouse_def)
+        return outcome
+
+    def rollback(self, to_version: int) -> int:
+        """Roll forward to the content of ``to_version``; returns the new version."""
+        target = read_version(self.storage, to_version, self.lakehouse_def.order)
+        base_version = self.version
+
+        def plan(base: RootInfo) -> RootPlan:
+            node = Node(target.node.keys, target.node.values, target.node.children, target.node.buffer)
+            return RootPlan(node, base.lakehouse_def_path, rollback_from_root=root_node_file_name(base.version))
+
+        def still_valid(latest: RootInfo) -> str | None:
+            return f"version {latest.version} was committed after {base_version} while rolling back; rerun the rollback"
+
+        return self.commit_plan(plan, still_valid, policy=CommitPolicy(max_retries=0)).version
+
+    def update_definition(self, change: Callable[[LakehouseDef], LakehouseDef]) -> int:
+        """Commit a new lakehouse definition (same tree content); returns the new version."""
+
+        def plan(base: RootInfo) -> RootPlan:
+            current = read_lakehouse_def(self.storage, base.lakehouse_def_path)
+            new_def = change(current).validate()
+            if (new_def.order, new_def.namespace_name_max_size_bytes, new_def.table_name_max_size_bytes) != (
+                current.order, current.namespace_name_max_size_bytes, current.table_name_max_size_bytes
+            ):
+                raise InvalidArgumentError("the order and the name limits of a lakehouse cannot change")
+            path = new_lakehouse_def_path()
+            self.storage.write(path, new_def.to_bytes())
+            return RootPlan(Node(base.node.keys, base.node.values, base.node.children, base.node.buffer), path)
+
+        return self.commit_plan(plan, lambda latest: None).version
+
+    def export_snapshot(
+        self,
+        name: str,
+        mode: ExportMode = "minimal",
+        *,
+        target: str | None = None,
+        target_storage_options: Mapping[str, Any] | None = None,
+        version: int | None = None,
+    ) -> int:
+        """Export a version (default: this one) under ``name``; returns the new source version.
+
+        The source's lakehouse definition records ``exported_snapshots[name]`` = the exported
+        root file, which pins that version against expiry. With ``target``, a read-only copy is
+        made there: ``minimal`` copies the root node only, ``partial`` every node file, and
+        ``full`` every node and definition file; what is not copied is referenced by full URI."""
+        from lakecore.export import copy_snapshot
+
+        if mode not in ("minimal", "partial", "full"):
+            raise InvalidArgumentError(f"export mode {mode!r} must be minimal, partial or full")
+        if not name or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in name):
+            raise InvalidArgumentError(f"export name {name!r} must be non-empty with no spaces or control characters")
+        if name in self.lakehouse_def.exported_snapshots:
+            raise AlreadyExistsError(f"an export named {name!r} already exists")
+        exported = self.root_info if version is None else read_version(self.storage, version, self.lakehouse_def.order)
+        if target is not None:
+            copy_snapshot(self, exported, mode, target, target_storage_options, name)
+        root_file = root_node_file_name(exported.version)
+
+        def record(current: LakehouseDef) -> LakehouseDef:
+            if name in current.exported_snapshots:
+                raise AlreadyExistsError(f"an export named {name!r} already exists")
+            snapshots = dict(current.exported_snapshots)
+            snapshots[name] = root_file
+            return current.with_changes(exported_snapshots=snapshots)
+
+        return self.update_definition(record)
+
+
+# ---------------------------------------------------------------------------------------------
+# Transactions
+
+
+class Transaction:
+    """A set of catalog changes committed together as one new version.
+
+    Use as a context manager: a clean exit commits, an exception aborts and writes no root.
+    Reads inside the transaction see its own writes."""
+
+    def __init__(self, lakehouse: Lakehouse, isolation: Isolation, policy: CommitPolicy) -> None:
+        self.lakehouse = lakehouse
+        self.isolation = isolation
+        self.policy = policy
+        self.base = lakehouse.root_info
+        self.base_view = LakehouseView(lakehouse.storage, lakehouse.root_info, lakehouse.lakehouse_def, lakehouse.store)
+        self.lakehouse_def = lakehouse.lakehouse_def
+        self.writes: dict[str, str | None] = {}
+        self.new_files: dict[str, bytes] = {}
+        self._files_written: set[str] = set()
+        self.reads: dict[str, str | None] = {}
+        self.ranges: dict[str, list[tuple[str, str]]] = {}
+        self.guard_keys: dict[str, str | None] = {}
+        self.guard_ranges: dict[str, list[tuple[str, str]]] = {}
+        self.committed_version: int | None = None
+        self.outcome: CommitOutcome | None = None
+        self._closed = False
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    # -- reads that see own writes --------------------------------------------------------------
+
+    def _get(self, key: str, record: bool = True) -> str | None:
+        if key in self.writes:
+            return self.writes[key]
+        value = self.base_view.get(key)
+        if record:
+            self.reads.setdefault(key, value)
+        return value
+
+    def _scan(self, prefix: str, record: bool = True) -> list[tuple[str, str]]:
+        base = list(self.base_view.items(prefix))
+        if record:
+            self.ranges.setdefault(prefix, base)
+        merged = dict(base)
+        for key, value in self.writes.items():
+            if key.startswith(prefix):
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+        return sorted(merged.items())
+
+    def _read_def(self, location: str) -> bytes:
+        if location in self.new_files:
+            return self.new_files[location]
+        return self.base_view.read_location(location)
+
+    def namespace_exists(self, ns: str) -> bool:
+        return self._get(K.namespace_key(ns, self.lakehouse_def)) is not None
+
+    def table_exists(self, ns: str, table: str) -> bool:
+        return self._get(K.table_key(ns, table, self.lakehouse_def)) is not None
+
+    def list_namespaces(self) -> list[str]:
+        return [K.parse_namespace_key(k, self.lakehouse_def) for k, _ in self._scan(K.NAMESPACE_KEY_PREFIX)]
+
+    def list_tables(self, ns: str) -> list[str]:
+        self._require_namespace(ns, guard=False)
+        return [K.parse_table_key(k, self.lakehouse_def)[1] for k, _ in self._scan(K.table_key_prefix(ns, self.lakehouse_def))]
+
+    def load_namespace(self, ns: str) -> pb.NamespaceDef:
+        location = self._get(K.namespace_key(ns, self.lakehouse_def))
+        if location is None:
+            raise NotFoundError(f"namespace {ns!r} does not exist")
+        return decode_namespace_def(self._read_def(location), location)
+
+    def load_table(self, ns: str, table: str) -> pb.TableDef:
+        location = self._get(K.table_key(ns, table, self.lakehouse_def))
+        if location is None:
+            raise NotFoundError(f"table {ns}.{table} does not exist")
+        return decode_table_def(self._read_def(location), location)
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidArgumentError("this transaction has already been committed or aborted")
+
+    def _require_namespace(self, ns: str, *, guard: bool) -> str:
+        key = K.namespace_key(ns, self.lakehouse_def)
+        value = self._get(key)
+        if value is None:
+            raise NotFoundError(f"namespace {ns!r} does not exist; create it first")
+        if guard and key not in self.writes:
+            self.guard_keys.setdefault(key, value)
+        return key
+
+    def _stage(self, key: str, location: str | None, data: bytes | None = None) -> None:
+        if location is not None and data is not None:
+            self.new_files[location] = data
+        self.writes[key] = location
+
+    def create_namespace(self, ns: str, properties: Mapping[str, str] | None = None) -> None:
+        self._check_open()
+        key = K.namespace_key(ns, self.lakehouse_def)
+        if self._get(key) is not None:
+            raise AlreadyExistsError(f"namespace {ns!r} already exists")
+        definition = namespace_def(ns, properties)
+        self._stage(key, new_namespace_def_path(ns), encode_def(definition))
+
+    def update_namespace(self, ns: str, properties: Mapping[str, str] | None = None,
+                         remove_properties: Iterable[str] = ()) -> None:
+        self._check_open()
+        current = self.load_namespace(ns)
+        definition = namespace_def(ns, {**{k: v for k, v in current.properties.items() if k not in set(remove_properties)},
+                                        **dict(properties or {})})
+        self._stage(K.namespace_key(ns, self.lakehouse_def), new_namespace_def_path(ns), encode_def(definition))
+
+    def drop_namespace(self, ns: str) -> None:
+        self._check_open()
+        key = self._require_namespace(ns, guard=False)
+        prefix = K.table_key_prefix(ns, self.lakehouse_def)
+        tables = self._scan(prefix)
+        if tables:
+            names = [K.parse_table_key(k, self.lakehouse_def)[1] for k, _ in tables[:5]]
+            raise NamespaceNotEmptyError(
+                f"namespace {ns!r} still holds {len(tables)} table(s) ({', '.join(names)}"
+                f"{', ...' if len(tables) > 5 else ''}); drop them first"
+            )
+        self.guard_ranges.setdefault(prefix, self.ranges.get(prefix, []))
+        self._stage(key, None)
+
+    def create_table(
+        self,
+        ns: str,
+        table: str,
+        columns: Iterable[Mapping[str, Any] | pb.Column] = (),
+        *,
+        table_format: str = "ICEBERG",
+        table_type: str = "MANAGED",
+        properties: Mapping[str, str] | None = None,
+        format_properties: Mapping[str, str] | None = None,
+        distribution_keys: Iterable[int] = (),
+        primary_key: Iterable[int] = (),
+        sort_keys: Iterable[int] = (),
+        unique_columns: Iterable[int] = (),
+    ) -> None:
+        self._check_open()
+        key = K.table_key(ns, table, self.lakehouse_def)
+        self._require_namespace(ns, guard=True)
+        if self._get(key) is not None:
+            raise AlreadyExistsError(f"table {ns}.{table} already exists")
+        definition = table_def(
+            table, columns=columns, table_type=table_type, table_format=table_format, properties=properties,
+            format_properties=format_properties, distribution_keys=distribution_keys, primary_key=primary_key,
+            sort_keys=sort_keys, unique_columns=unique_columns,
+        )
+        self._stage(key, new_table_def_path(ns, table), encode_def(definition))
+
+    def update_table(
+        self,
+        ns: str,
+        table: str,
+        *,
+        properties: Mapping[str, str] | None = None,
+        remove_properties: Iterable[str] = (),
+        columns: Iterable[Mapping[str, Any] | pb.Column] | None = None,
+        format_properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """Merge ``properties`` (and ``format_properties``) into the table's, drop
+        ``remove_properties``, and replace the schema when ``columns`` is given."""
+        self._check_open()
+        current = self.load_table(ns, table)
+        removed = set(remove_properties)
+        merged_properties = {k: v for k, v in current.properties.items() if k not in removed}
+        merged_properties.update(properties or {})
+        merged_format = dict(current.format_properties)
+        merged_format.update(format_properties or {})
+        definition = table_def(
+            table,
+            columns=list(current.schema.columns) if columns is None else columns,
+            table_type=current.table_type or "MANAGED",
+            table_format=current.table_format or "ICEBERG",
+            properties=merged_properties,
+            format_properties=merged_format,
+            distribution_keys=current.distribution_keys,
+            primary_key=current.primary_key,
+            sort_keys=current.sort_keys,
+            unique_columns=current.unique_columns,
+        )
+        self._stage(K.table_key(ns, table, self.lakehouse_def), new_table_def_path(ns, table), encode_def(definition))
+
+    def drop_table(self, ns: str, table: str) -> None:
+        self._check_open()
+        key = K.table_key(ns, table, self.lakehouse_def)
+        if self._get(key) is None:
+            raise NotFoundError(f"table {ns}.{table} does not exist")
+        self._stage(key, None)
+
+    # -- commit ---------------------------------------------------------------------------------
+
+    def abort(self) -> None:
+        """Drop the staged changes; nothing has been written."""
+        self._closed = True
+        self.writes.clear()
+        self.new_files.clear()
+
+    def _write_new_files(self) -> None:
+        # Only definitions a key still points to: a table created and then updated in the same
+        # transaction needs its last definition file, not the first.
+        live = {location for location in self.writes.values() if location is not None}
+        for path, data in self.new_files.items():
+            if path in live and path not in self._files_written:
+                self.lakehouse.storage.write(path, data)
+                self._files_written.add(path)
+
+    def _plan(self, base: RootInfo) -> RootPlan:
+        self._write_new_files()
+        writer = TreeWriter(self.lakehouse.store, TreeShape.of(self.lakehouse_def), base.node)
+        for key in sorted(self.writes):
+            writer.put(key, self.writes[key])
+        return RootPlan(writer.finish(), base.lakehouse_def_path)
+
+    def _still_valid(self, latest: RootInfo) -> str | None:
+        latest_def = read_lakehouse_def(self.lakehouse.storage, latest.lakehouse_def_path)
+        view = LakehouseView(self.lakehouse.storage, latest, latest_def, _store_for(self.lakehouse.storage, latest_def))
+        if (latest_def.namespace_name_max_size_bytes, latest_def.table_name_max_size_bytes, latest_def.order) != (
+            self.lakehouse_def.namespace_name_max_size_bytes, self.lakehouse_def.table_name_max_size_bytes,
+            self.lakehouse_def.order,
+        ):
+            return "the lakehouse definition changed its key layout"
+        base_values = {key: self.base_view.get(key) for key in self.writes}
+        for key, before in base_values.items():
+            if view.get(key) != before:
+                return f"key {key.rstrip()!r} was changed by another commit"
+        checks: list[tuple[dict[str, str | None], dict[str, list[tuple[str, str]]]]] = [(self.guard_keys, self.guard_ranges)]
+        if self.isolation == "serializable":
+            checks.append((self.reads, self.ranges))
+        for keys, ranges in checks:
+            for key, before in keys.items():
+                if view.get(key) != before:
+                    return f"key {key.rstrip()!r} that this transaction read was changed by another commit"
+            for prefix, listed in ranges.items():
+                if list(view.items(prefix)) != listed:
+                    return f"the range {prefix.rstrip()!r} that this transaction listed was changed by another commit"
+        return None
+
+    def commit(self) -> int:
+        """Commit the staged changes; returns the new version (the base version if nothing changed)."""
+        self._check_open()
+        self._closed = True
+        if not self.writes:
+            self.committed_version = self.base.version
+            return self.base.version
+        if self.lakehouse.root_info.version != self.base.version:
+            raise CommitConflictError(
+                "the lakehouse object moved to another version while this transaction was open; "
+                "start transactions from the object you commit them with"
+            )
+        self.outcome = self.lakehouse.commit_plan(self._plan, self._still_valid, policy=self.policy)
+        self.committed_version = self.outcome.version
+        return self.outcome.version
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def _has_lakehouse(storage: Storage) -> bool:
+    from lakecore.locations import FileKind, classify_path
+
+    for info in storage.list_top_level():
+        kind = classify_path(info.path)
+        if kind is not None and kind.kind in (FileKind.ROOT_NODE, FileKind.LAKEHOUSE_DEF):
+            return True
+    return False
+
+
+def _store_for(storage: Storage, lakehouse_def: LakehouseDef) -> NodeStore:
+    external = []
+    source = lakehouse_def.properties.get(EXPORT_SOURCE_PROPERTY)
+    if source:
+        external.append(source)
+    return NodeStore(storage, lakehouse_def.order, external_roots=external)
+
+
+def _read_root_and_def(storage: Storage, version: int | None) -> tuple[RootInfo, LakehouseDef]:
+    from lakecore.locations import root_node_file_name as root_name
+
+    if version is None:
+        version = latest_version(storage)
+        try:
+            data = storage.read(root_name(version))
+        except NotFoundError:
+            # Expired between discovery and read: look again once.
+            version = latest_version(storage)
+            data = storage.read(root_name(version))
+        loose = decode_root(data, version, storage.uri(root_name(version)))
+    else:
+        loose = read_version(storage, version)
+        data = None
+    lakehouse_def = read_lakehouse_def(storage, loose.lakehouse_def_path)
+    if data is None:
+        data = storage.read(root_name(version))
+    # Decode again with the order now known: the key table length must match it exactly.
+    strict = decode_root(data, version, storage.uri(root_name(version)), lakehouse_def.order)
+    return strict, lakehouse_def
+
+
+__all__ = [
+    "Lakehouse",
+    "LakehouseView",
+    "Transaction",
+    "VersionInfo",
+    "read_lakehouse_def",
+]

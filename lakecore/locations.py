@@ -1,0 +1,270 @@
+"""Locations: root URIs, stored paths, path optimization and every lakecore file name.
+
+Layout of a lakehouse root (FORMAT.md section 1)::
+
+    <root>/_lakehouse_def_<uuid4>.binpb                 lakehouse definition, not optimized
+    <root>/_<32 bits of v, reversed>.arrow              root node of version v, not optimized
+    <root>/_latest_hint.txt                             decimal latest version, best effort
+    <root>/bbbb/bbbb/bbbb/bbbbbbbb-node-<uuid4>.arrow   non-root node, optimized
+    <root>/bbbb/bbbb/bbbb/bbbbbbbb-namespace-<ns>-<uuid4>.binpb
+    <root>/bbbb/bbbb/bbbb/bbbbbbbb-table-<table>-<ns>-<uuid4>.binpb
+
+Path optimization: ``name`` = original path with ``/`` replaced by ``-``; ``h`` = MurmurHash3
+x86 32-bit, seed 0, of the UTF-8 bytes of ``name``, unsigned; ``b`` = the low 20 bits of ``h``
+as 20 binary digits, most significant first; optimized = ``b[0:4]/b[4:8]/b[8:12]/b[12:20]-name``.
+
+Stored locations are paths relative to the root. The root URI itself is never stored, so a
+lakehouse can be copied to another bucket and still read.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import uuid
+from dataclasses import dataclass
+from enum import Enum
+
+import mmh3
+
+from lakecore.errors import InvalidLocationError
+
+ROOT_VERSION_BITS = 32
+MAX_VERSION = (1 << ROOT_VERSION_BITS) - 1
+# 20 bits give 2^20 prefixes spread over 4096 three-level directories: enough to spread S3
+# request load and to keep any one local directory listing small.
+OPTIMIZED_PREFIX_BITS = 20
+HASH_DIRECTORY_COUNT = 1 << 12
+
+LATEST_HINT_FILE_NAME = "_latest_hint.txt"
+LAKEHOUSE_DEF_PREFIX = "_lakehouse_def_"
+NODE_FILE_SUFFIX = ".arrow"
+DEF_FILE_SUFFIX = ".binpb"
+# Temporary files of an exclusive create on a local file system; a crash can leave one behind,
+# and gc may remove it after its grace period like any other orphan.
+TEMP_FILE_PREFIX = ".lakecore-tmp-"
+
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
+_ROOT_NAME_RE = re.compile(r"^_([01]{32})\.arrow$")
+_LAKEHOUSE_DEF_RE = re.compile(rf"^_lakehouse_def_{_UUID}\.binpb$")
+_OPTIMIZED_RE = re.compile(r"^([01]{4})/([01]{4})/([01]{4})/([01]{8})-(.+)$")
+_NODE_NAME_RE = re.compile(rf"^node-{_UUID}\.arrow$")
+_NAMESPACE_DEF_NAME_RE = re.compile(rf"^namespace-(.+)-{_UUID}\.binpb$")
+_TABLE_DEF_NAME_RE = re.compile(rf"^table-(.+)-{_UUID}\.binpb$")
+_TEMP_RE = re.compile(rf"^(?:[01]{{4}}/[01]{{4}}/[01]{{4}}/)?\.lakecore-tmp-{_UUID}$")
+_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
+
+
+class FileKind(Enum):
+    """What a file under the root is, judged by its name alone."""
+
+    ROOT_NODE = "root_node"
+    LATEST_HINT = "latest_hint"
+    LAKEHOUSE_DEF = "lakehouse_def"
+    NODE = "node"
+    NAMESPACE_DEF = "namespace_def"
+    TABLE_DEF = "table_def"
+    TEMP = "temp"
+
+
+# ---------------------------------------------------------------------------------------------
+# URIs and relative paths
+
+
+def _is_qualified_posix(path: str) -> bool:
+    """True when POSIX normalisation leaves ``path`` unchanged (no ., .., or empty segments)."""
+    if path == "":
+        return True
+    trimmed = path[:-1] if path.endswith("/") else path
+    if trimmed == "":
+        return path == "/"
+    return posixpath.normpath(trimmed) == trimmed
+
+
+def normalize_root_uri(uri: str) -> str:
+    """Qualify a root URI and return it ending in ``/``.
+
+    A bare path means the local file system; it is made absolute and turned into ``file://``.
+    Any URI whose POSIX normalisation differs from itself (``s3://b/../x``, ``s3://b//x``) is
+    refused, because an object store would read those segments literally.
+    """
+    if not isinstance(uri, str) or uri.strip() == "":
+        raise InvalidLocationError(f"empty lakehouse URI {uri!r}: pass a path or a URI such as s3://bucket/lake")
+    if uri != uri.strip() or any(ord(c) < 0x20 or ord(c) == 0x7F for c in uri):
+        raise InvalidLocationError(f"lakehouse URI {uri!r} contains white space or control characters")
+    match = _SCHEME_RE.match(uri)
+    if match is None:
+        if "://" in uri or (re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", uri) and not os.path.isabs(uri)):
+            raise InvalidLocationError(f"lakehouse URI {uri!r} has a malformed scheme: write it as scheme://path")
+        local = uri[2:] if uri.startswith("./") else uri
+        if not _is_qualified_posix(local.rstrip("/") if local != "/" else local):
+            raise InvalidLocationError(
+                f"lakehouse path {uri!r} is not qualified: remove '.', '..' and empty segments"
+            )
+        absolute = os.path.abspath(local)
+        return "file://" + absolute.rstrip("/") + "/"
+    scheme, rest = match.group(1).lower(), match.group(2)
+    if scheme == "s3a" or scheme == "s3n":
+        scheme = "s3"
+    if scheme == "file":
+        if not rest.startswith("/"):
+            raise InvalidLocationError(f"lakehouse URI {uri!r}: a file:// URI needs an absolute path (file:///abs/path)")
+        body = rest
+    else:
+        if rest == "" or rest.startswith("/"):
+            raise InvalidLocationError(
+                f"lakehouse URI {uri!r} names no bucket or container: write {scheme}://bucket/prefix"
+            )
+        body = rest
+    if not _is_qualified_posix(body):
+        raise InvalidLocationError(
+            f"lakehouse URI {uri!r} is not qualified: its POSIX normalisation differs "
+            "(remove '.', '..' and empty segments)"
+        )
+    return f"{scheme}://{body.rstrip('/')}/"
+
+
+def split_root_uri(root_uri: str) -> tuple[str, str]:
+    """Split a normalised root URI into (scheme, path-without-scheme, ending in '/')."""
+    match = _SCHEME_RE.match(root_uri)
+    if match is None:
+        raise InvalidLocationError(f"{root_uri!r} is not a normalised root URI")
+    return match.group(1), match.group(2)
+
+
+def check_relative_path(path: str) -> str:
+    """Refuse a stored path that is absolute, has a scheme, or escapes the root; return it."""
+    if not isinstance(path, str) or path == "":
+        raise InvalidLocationError(f"empty stored path {path!r}")
+    if _SCHEME_RE.match(path) or path.startswith("/") or "\\" in path:
+        raise InvalidLocationError(
+            f"stored path {path!r} is not relative to the lakehouse root; refusing to follow it"
+        )
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
+        raise InvalidLocationError(f"stored path {path!r} contains control characters")
+    # normpath leaves a leading '..' alone ('../x' normalises to itself), so segments are
+    # checked explicitly as well.
+    segments = path.split("/")
+    if path.endswith("/") or not _is_qualified_posix(path) or ".." in segments or "." in segments:
+        raise InvalidLocationError(
+            f"stored path {path!r} is not qualified ('.', '..' or empty segments); it could escape the root"
+        )
+    return path
+
+
+def is_full_uri(location: str) -> bool:
+    return _SCHEME_RE.match(location) is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Path optimization and file names
+
+
+def optimize_path(original: str) -> str:
+    """The optimized storage path of an original file path (FORMAT.md section 1)."""
+    name = original.replace("/", "-")
+    hashed = mmh3.hash(name.encode("utf-8"), 0, signed=False)
+    bits = format(hashed & ((1 << OPTIMIZED_PREFIX_BITS) - 1), f"0{OPTIMIZED_PREFIX_BITS}b")
+    return f"{bits[0:4]}/{bits[4:8]}/{bits[8:12]}/{bits[12:20]}-{name}"
+
+
+def root_node_file_name(version: int) -> str:
+    """``_`` + the 32-bit binary of ``version`` reversed + ``.arrow``."""
+    if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= MAX_VERSION:
+        raise InvalidLocationError(f"version {version!r} is outside 0..{MAX_VERSION}")
+    return "_" + format(version, f"0{ROOT_VERSION_BITS}b")[::-1] + NODE_FILE_SUFFIX
+
+
+def version_from_root_node_file_name(name: str) -> int:
+    """Inverse of ``root_node_file_name``; accepts the bare name or a path ending in it."""
+    base = name.rsplit("/", 1)[-1]
+    match = _ROOT_NAME_RE.match(base)
+    if match is None:
+        raise InvalidLocationError(f"{name!r} is not a root node file name (_<32 binary digits>.arrow)")
+    return int(match.group(1)[::-1], 2)
+
+
+def is_root_node_file_name(name: str) -> bool:
+    return _ROOT_NAME_RE.match(name) is not None
+
+
+def new_node_file_path() -> str:
+    return optimize_path(f"node-{uuid.uuid4()}{NODE_FILE_SUFFIX}")
+
+
+def new_namespace_def_path(ns: str) -> str:
+    _check_name_for_path(ns, "namespace")
+    return optimize_path(f"namespace-{ns}-{uuid.uuid4()}{DEF_FILE_SUFFIX}")
+
+
+def new_table_def_path(ns: str, table: str) -> str:
+    _check_name_for_path(ns, "namespace")
+    _check_name_for_path(table, "table")
+    return optimize_path(f"table-{table}-{ns}-{uuid.uuid4()}{DEF_FILE_SUFFIX}")
+
+
+def new_lakehouse_def_path() -> str:
+    return f"{LAKEHOUSE_DEF_PREFIX}{uuid.uuid4()}{DEF_FILE_SUFFIX}"
+
+
+def new_temp_path(directory: str) -> str:
+    """A temporary file in ``directory`` ('' for the root) for an atomic exclusive create."""
+    name = f"{TEMP_FILE_PREFIX}{uuid.uuid4()}"
+    return f"{directory}/{name}" if directory else name
+
+
+def _check_name_for_path(name: str, what: str) -> None:
+    from lakecore.errors import InvalidNameError
+
+    if not isinstance(name, str) or name == "":
+        raise InvalidNameError(f"{what} name {name!r} is empty")
+    bad = [c for c in name if ord(c) <= 0x20 or ord(c) == 0x7F]
+    if bad:
+        raise InvalidNameError(
+            f"{what} name {name!r} contains {bad[0]!r}: control characters, space and DEL are not allowed"
+        )
+
+
+@dataclass(frozen=True)
+class ClassifiedPath:
+    kind: FileKind
+    version: int | None = None
+
+
+def classify_path(path: str) -> ClassifiedPath | None:
+    """What a path relative to the root is, by lakecore's naming rules; None if foreign.
+
+    An optimized path only counts when its hash prefix is the one its name hashes to, so a
+    look-alike file dropped into a hash directory is reported rather than treated as ours."""
+    root_match = _ROOT_NAME_RE.match(path)
+    if root_match:
+        return ClassifiedPath(FileKind.ROOT_NODE, int(root_match.group(1)[::-1], 2))
+    if path == LATEST_HINT_FILE_NAME:
+        return ClassifiedPath(FileKind.LATEST_HINT)
+    if _LAKEHOUSE_DEF_RE.match(path):
+        return ClassifiedPath(FileKind.LAKEHOUSE_DEF)
+    if _TEMP_RE.match(path):
+        return ClassifiedPath(FileKind.TEMP)
+    optimized = _OPTIMIZED_RE.match(path)
+    if optimized is None:
+        return None
+    name = optimized.group(5)
+    if optimize_path(name) != path:
+        return None
+    if _NODE_NAME_RE.match(name):
+        return ClassifiedPath(FileKind.NODE)
+    if _NAMESPACE_DEF_NAME_RE.match(name):
+        return ClassifiedPath(FileKind.NAMESPACE_DEF)
+    if _TABLE_DEF_NAME_RE.match(name):
+        return ClassifiedPath(FileKind.TABLE_DEF)
+    return None
+
+
+def hash_directories() -> list[str]:
+    """All 4,096 three-level hash directories ``bbbb/bbbb/bbbb`` in which optimized files live."""
+    out = []
+    for i in range(HASH_DIRECTORY_COUNT):
+        bits = format(i, "012b")
+        out.append(f"{bits[0:4]}/{bits[4:8]}/{bits[8:12]}")
+    return out

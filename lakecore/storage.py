@@ -1,0 +1,865 @@
+"""Storage for one lakehouse root: the only module that knows about file systems and S3.
+
+``Storage(root_uri, storage_options)`` reads, writes, exclusively creates, lists and deletes
+files named by paths *relative to the root*. Every path goes through
+``locations.check_relative_path`` before any I/O, so nothing outside the root is ever read,
+written, listed or deleted, whatever a (possibly corrupt or hostile) stored location says.
+
+Backends, chosen by the root's scheme:
+
+- ``file://``: plain ``os`` calls. The atomic-rename and hard-link tricks below need real OS
+  paths and ``fsync``; fsspec's LocalFileSystem would add a layer without adding anything.
+- ``s3://`` (``s3a``/``s3n`` are normalised to ``s3``): s3fs, with the S3 API called directly
+  for listing, deletion and conditional create, so that every request is explicit about its
+  ``Prefix``, batch size and precondition.
+- anything else (``memory://``, ``gs://``, ...): generic fsspec calls. Exclusive create is only
+  offered where it can be made atomic: ``memory://`` (one process, one lock). Other schemes
+  refuse it by name rather than silently degrade into check-then-write.
+
+Design choices:
+
+- **Exclusive create is atomic in content.** A commit is the exclusive create of the next root
+  node file, so a reader must never see a half-written root, and a crashed writer must never
+  leave a torn file that blocks every later commit. Locally the bytes go to a uniquely named
+  temporary file in the target's directory, are fsynced, and are then published with
+  ``os.link(tmp, target)``: ``link`` fails with EEXIST when the target exists (the same
+  guarantee as ``O_EXCL``), and the target appears with all its bytes or not at all. ``O_EXCL``
+  on the target itself would be exclusive but not atomic in content; ``os.replace`` would be
+  atomic but not exclusive. A crash leaves at most a ``.lakecore-tmp-<uuid>`` orphan, which
+  blocks nothing (its name is unique) and which garbage collection removes.
+  On S3 a single ``PutObject`` with ``If-None-Match: *`` is both (S3 answers 412 when the key
+  exists). Because botocore and s3fs retry a PUT whose response was lost, a 412 can mean
+  "your own earlier attempt landed": when the existing object holds exactly our bytes the
+  create counts as ours. Root files carry their creation time and fresh file names, so two
+  different writers never produce identical root bytes.
+- **Plain writes are atomic too.** ``write`` (new uuid-named files, the latest-version hint)
+  goes through a temporary file and ``os.replace`` locally, so a reader never sees a torn file.
+- **Prefixes end in '/'.** A directory prefix is always listed as ``root + prefix + '/'`` and
+  the root itself always ends in ``/``: on an object store a prefix is a string match, and
+  ``s3://b/lake`` would otherwise also match ``s3://b/lake2/...``, a neighbouring lakehouse
+  whose files a garbage collector must never see, let alone delete.
+- **Picklable and fork-safe.** A Storage travels to Spark executors. Only ``(root_uri,
+  storage_options)`` is pickled; the file system client is rebuilt lazily on first use, cached
+  per process and per thread (s3fs clients are bound to an event loop and are not fork-safe;
+  Spark's python workers fork). A changed ``os.getpid()`` means we are in a forked child and
+  the inherited client is abandoned unused. Clients are built with
+  ``skip_instance_cache=True`` so two Storages with different options never share one.
+- **Nothing hangs.** Every S3 call carries an overall deadline (storage option
+  ``lakecore_timeout_seconds``, default 300, taken out before the options reach s3fs):
+  botocore's read timeout does not cover a PUT that waits for ``100 Continue`` from a silent
+  server, which otherwise blocks a commit forever.
+- **Errors.** A missing file is ``NotFoundError`` naming the full URI; timeouts are
+  ``StorageTimeoutError`` (the operation may or may not have taken effect); any other failure
+  of the OS or the client is ``StorageError`` with the URI and the cause chained. No raw
+  ``OSError`` or botocore exception escapes.
+- **Only files.** ``exists``, ``read`` and ``size`` see files, never directories or prefixes;
+  ``list`` leaves out directories, S3 directory markers (``dir/``) and keys that are not
+  qualified relative paths (``a//b``), which no other method could address anyway.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import errno
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NoReturn, Protocol
+
+from lakecore.errors import (
+    AlreadyExistsError,
+    InvalidArgumentError,
+    LakecoreError,
+    NotFoundError,
+    StorageError,
+    StorageTimeoutError,
+)
+from lakecore.locations import (
+    check_relative_path,
+    new_temp_path,
+    normalize_root_uri,
+    split_root_uri,
+)
+
+__all__ = ["DEFAULT_S3_TIMEOUT_SECONDS", "TIMEOUT_OPTION", "FileInfo", "Storage"]
+
+# S3's DeleteObjects accepts at most 1000 keys per request.
+S3_MAX_DELETE_BATCH = 1000
+# S3 answers 409 ConditionalRequestConflict when another conditional write to the same key is
+# in flight; AWS documents that the request should be retried. A few quick tries suffice: the
+# retry then gets a definite 412 or 200.
+_CONFLICT_RETRIES = 5
+_CONFLICT_BACKOFF_SECONDS = 0.05
+# How far to follow __cause__/__context__ when classifying an exception from a client library
+# (s3fs wraps botocore errors, which wrap urllib3/aiohttp errors).
+_MAX_CAUSE_DEPTH = 8
+_LOCAL_SCHEME = "file"
+_S3_SCHEME = "s3"
+_MEMORY_SCHEME = "memory"
+_EXCLUSIVE_SCHEMES = (_LOCAL_SCHEME, _S3_SCHEME, _MEMORY_SCHEME)
+# A lakecore option (taken out of storage_options before they reach s3fs): the most seconds one
+# S3 request, retries included, may take before it fails with StorageTimeoutError. Generous,
+# because it must outlast botocore's and s3fs's own retries; it exists so that nothing hangs.
+TIMEOUT_OPTION = "lakecore_timeout_seconds"
+DEFAULT_S3_TIMEOUT_SECONDS = 300.0
+
+# os.link errors that mean "this file system has no hard links" (some FUSE and SMB mounts).
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV})
+
+# memory:// lives in one process, so one process-wide lock makes check-then-write atomic.
+_MEMORY_CREATE_LOCK = threading.Lock()
+# Clients inherited across a fork are kept referenced, never used and never closed: closing
+# them would run their finalisers against the parent's event loop, which does not exist here.
+_ABANDONED_AFTER_FORK: list[object] = []
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One file under the root."""
+
+    path: str  # relative to the root, '/'-separated
+    size: int
+    mtime_millis: int  # modification (S3: LastModified) time, epoch milliseconds
+
+
+# ---------------------------------------------------------------------------------------------
+# Backends: they take already-checked relative paths and may raise anything; Storage turns
+# their exceptions into lakecore errors.
+
+
+class _Backend(Protocol):
+    pid: int
+
+    def read(self, rel: str) -> bytes: ...
+    def read_range(self, rel: str, start: int, end: int) -> bytes: ...
+    def size(self, rel: str) -> int: ...
+    def write(self, rel: str, data: bytes) -> None: ...
+    def create_exclusive(self, rel: str, data: bytes) -> bool: ...
+    def exists(self, rel: str) -> bool: ...
+    def list_under(self, dir_prefix: str) -> list[FileInfo]: ...
+    def list_top(self) -> list[FileInfo]: ...
+    def delete(self, rels: list[str], batch_size: int) -> int: ...
+
+
+class _LocalBackend:
+    """``file://`` roots through ``os``: temp file + fsync + link/replace."""
+
+    def __init__(self, root_dir: str) -> None:
+        self.pid = os.getpid()
+        self._root_dir = root_dir  # absolute, ends in '/'
+
+    def _abs(self, rel: str) -> str:
+        return self._root_dir + rel
+
+    def read(self, rel: str) -> bytes:
+        with open(self._abs(rel), "rb") as f:
+            return f.read()
+
+    def read_range(self, rel: str, start: int, end: int) -> bytes:
+        with open(self._abs(rel), "rb") as f:
+            f.seek(start)
+            return f.read(end - start)
+
+    def size(self, rel: str) -> int:
+        st = os.stat(self._abs(rel))
+        if not stat.S_ISREG(st.st_mode):
+            raise FileNotFoundError(errno.ENOENT, "not a regular file", self._abs(rel))
+        return st.st_size
+
+    def exists(self, rel: str) -> bool:
+        try:
+            st = os.stat(self._abs(rel))
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return stat.S_ISREG(st.st_mode)
+
+    def _write_temp(self, rel: str, data: bytes) -> tuple[str, str]:
+        """Write ``data`` to a fresh fsynced temp file next to ``rel``; return (tmp, dir)."""
+        rel_dir = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        abs_dir = self._root_dir + rel_dir
+        os.makedirs(abs_dir, exist_ok=True)
+        tmp = self._abs(new_temp_path(rel_dir))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            _unlink_quietly(tmp)
+            raise
+        os.close(fd)
+        return tmp, abs_dir
+
+    def write(self, rel: str, data: bytes) -> None:
+        tmp, abs_dir = self._write_temp(rel, data)
+        try:
+            os.replace(tmp, self._abs(rel))
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
+        _fsync_directory(abs_dir)
+
+    def create_exclusive(self, rel: str, data: bytes) -> bool:
+        tmp, abs_dir = self._write_temp(rel, data)
+        try:
+            os.link(tmp, self._abs(rel))
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno in _NO_HARD_LINKS:
+                raise StorageError(
+                    f"the file system under {self._root_dir} does not support hard links, which "
+                    f"lakecore needs for an atomic exclusive create ({exc}); put the lakehouse "
+                    "on a POSIX file system or on S3"
+                ) from exc
+            raise
+        finally:
+            # The temp name is only a vehicle: after link (or its failure) it goes away.
+            _unlink_quietly(tmp)
+        # The link is the commit point; make the new name durable before reporting success.
+        _fsync_directory(abs_dir)
+        return True
+
+    def list_under(self, dir_prefix: str) -> list[FileInfo]:
+        out: list[FileInfo] = []
+        self._walk(dir_prefix, recursive=True, out=out)
+        return out
+
+    def list_top(self) -> list[FileInfo]:
+        out: list[FileInfo] = []
+        self._walk("", recursive=False, out=out)
+        return out
+
+    def _walk(self, rel_dir: str, recursive: bool, out: list[FileInfo]) -> None:
+        # rel_dir is '' or ends in '/'. Symlinks are neither followed nor reported: lakecore
+        # never creates them, and following one could lead outside the root.
+        try:
+            entries = list(os.scandir(self._root_dir + rel_dir))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for entry in entries:
+            rel = rel_dir + entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if recursive:
+                        self._walk(rel + "/", recursive, out)
+                elif entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    out.append(FileInfo(rel, st.st_size, st.st_mtime_ns // 1_000_000))
+            except FileNotFoundError:
+                continue  # deleted while we were listing
+
+    def delete(self, rels: list[str], batch_size: int) -> int:
+        deleted = 0
+        for rel in rels:
+            try:
+                os.unlink(self._abs(rel))
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                continue  # not a file: nothing to delete
+            deleted += 1
+        # Empty hash directories are left in place: removing them would race with a writer
+        # that has just created the directory and is about to put its temp file there.
+        return deleted
+
+
+class _S3Backend:
+    """``s3://`` roots through s3fs and direct S3 API calls."""
+
+    def __init__(self, fs: Any, bucket: str, key_prefix: str, timeout: float) -> None:
+        self.pid = os.getpid()
+        self._fs = fs
+        # Passed to every call: fsspec cancels the request after this many seconds. botocore's
+        # read timeout does not cover a PUT waiting for "100 Continue", which can hang forever.
+        self._timeout = timeout
+        self._bucket = bucket
+        self._key_prefix = key_prefix  # '' or ends in '/'
+
+    def _key(self, rel: str) -> str:
+        return self._key_prefix + rel
+
+    def _fs_path(self, rel: str) -> str:
+        return f"{self._bucket}/{self._key(rel)}"
+
+    def read(self, rel: str) -> bytes:
+        # "bytes=0-" rather than no range: without one, s3fs first HEADs the object to decide
+        # whether to fetch it in concurrent chunks, a second round trip (and, for large
+        # objects, several GETs that could straddle an overwrite).
+        return self.read_range(rel, 0, None)
+
+    def read_range(self, rel: str, start: int, end: int | None) -> bytes:
+        try:
+            data: bytes = self._fs.cat_file(
+                self._fs_path(rel), start=start, end=end, timeout=self._timeout
+            )
+        except Exception as exc:
+            # 416: start is at or past the end of an existing (possibly empty) object.
+            if _find_client_error(exc, codes=("InvalidRange",), statuses=(416,)):
+                return b""
+            raise
+        return data
+
+    def _head(self, rel: str) -> dict[str, Any]:
+        head: dict[str, Any] = self._fs.call_s3(
+            "head_object", Bucket=self._bucket, Key=self._key(rel), timeout=self._timeout
+        )
+        return head
+
+    def size(self, rel: str) -> int:
+        return int(self._head(rel)["ContentLength"])
+
+    def exists(self, rel: str) -> bool:
+        try:
+            self._head(rel)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def write(self, rel: str, data: bytes) -> None:
+        # A single PUT (multipart above 100 MiB) is atomic on S3: readers see old or new.
+        self._fs.pipe_file(self._fs_path(rel), data, timeout=self._timeout)
+
+    def create_exclusive(self, rel: str, data: bytes) -> bool:
+        for attempt in range(_CONFLICT_RETRIES):
+            try:
+                self._fs.pipe_file(self._fs_path(rel), data, mode="create", timeout=self._timeout)
+                return True
+            except Exception as exc:
+                if isinstance(exc, FileExistsError) or _find_client_error(
+                    exc, codes=("PreconditionFailed",), statuses=(412,)
+                ):
+                    return self._holds_exactly(rel, data)
+                conflict = _find_client_error(
+                    exc, codes=("ConditionalRequestConflict",), statuses=(409,)
+                )
+                if conflict and attempt + 1 < _CONFLICT_RETRIES:
+                    time.sleep(_CONFLICT_BACKOFF_SECONDS * (attempt + 1))
+                    continue
+                raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _holds_exactly(self, rel: str, data: bytes) -> bool:
+        """After a 412: True if the existing object is byte-for-byte ours (a retried PUT whose
+        first attempt landed), False if someone else created it."""
+        try:
+            return bool(self.read(rel) == data)
+        except FileNotFoundError:
+            # Deleted between the 412 and now: it did exist, and it was not ours to claim.
+            return False
+
+    def _list_objects(self, prefix: str, delimiter: str | None) -> list[FileInfo]:
+        out: list[FileInfo] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": prefix}
+            if delimiter is not None:
+                kwargs["Delimiter"] = delimiter
+            if token is not None:
+                kwargs["ContinuationToken"] = token
+            page: dict[str, Any] = self._fs.call_s3(
+                "list_objects_v2", timeout=self._timeout, **kwargs
+            )
+            for obj in page.get("Contents", []):
+                key: str = obj["Key"]
+                if not key.startswith(self._key_prefix):
+                    continue  # cannot happen with a Prefix request; never trust it blindly
+                rel = key[len(self._key_prefix) :]
+                info = _file_info_or_none(rel, int(obj.get("Size", 0)), obj.get("LastModified"))
+                if info is not None:
+                    out.append(info)
+            if not page.get("IsTruncated"):
+                return out
+            token = page.get("NextContinuationToken")
+            if not token:
+                return out
+
+    def list_under(self, dir_prefix: str) -> list[FileInfo]:
+        return self._list_objects(self._key_prefix + dir_prefix, delimiter=None)
+
+    def list_top(self) -> list[FileInfo]:
+        return self._list_objects(self._key_prefix, delimiter="/")
+
+    def delete(self, rels: list[str], batch_size: int) -> int:
+        # S3 reports a missing key as deleted, so the count is of keys S3 acknowledged.
+        size = min(batch_size, S3_MAX_DELETE_BATCH)
+        deleted = 0
+        failures: list[str] = []
+        for i in range(0, len(rels), size):
+            batch = rels[i : i + size]
+            response: dict[str, Any] = self._fs.call_s3(
+                "delete_objects",
+                timeout=self._timeout,
+                Bucket=self._bucket,
+                Delete={"Objects": [{"Key": self._key(r)} for r in batch], "Quiet": True},
+            )
+            errors = response.get("Errors", [])
+            failures.extend(f"{e.get('Key')} ({e.get('Code')}: {e.get('Message')})" for e in errors)
+            deleted += len(batch) - len(errors)
+        if failures:
+            raise _DeleteFailures(deleted, failures)
+        return deleted
+
+
+class _FsspecBackend:
+    """Any other fsspec scheme; ``memory://`` gets a lock-based exclusive create."""
+
+    def __init__(self, fs: Any, scheme: str, base: str) -> None:
+        self.pid = os.getpid()
+        self._fs = fs
+        self._scheme = scheme
+        self._base = base  # the root as the file system names it, ending in '/'
+
+    def _p(self, rel: str) -> str:
+        return self._base + rel
+
+    def read(self, rel: str) -> bytes:
+        data: bytes = self._fs.cat_file(self._p(rel))
+        return data
+
+    def read_range(self, rel: str, start: int, end: int) -> bytes:
+        data: bytes = self._fs.cat_file(self._p(rel), start=start, end=end)
+        return data
+
+    def _file_info(self, rel: str) -> dict[str, Any]:
+        info: dict[str, Any] = self._fs.info(self._p(rel))
+        if info.get("type") != "file":
+            raise FileNotFoundError(errno.ENOENT, "not a file", self._p(rel))
+        return info
+
+    def size(self, rel: str) -> int:
+        return int(self._file_info(rel)["size"])
+
+    def exists(self, rel: str) -> bool:
+        try:
+            self._file_info(rel)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def write(self, rel: str, data: bytes) -> None:
+        self._fs.pipe_file(self._p(rel), data)
+
+    def create_exclusive(self, rel: str, data: bytes) -> bool:
+        if self._scheme != _MEMORY_SCHEME:
+            raise AssertionError("Storage refuses exclusive create before reaching here")
+        with _MEMORY_CREATE_LOCK:
+            if self._fs.exists(self._p(rel)):
+                return False
+            self._fs.pipe_file(self._p(rel), data)
+            return True
+
+    def _infos(self, entries: Iterable[dict[str, Any]], under: str) -> list[FileInfo]:
+        out: list[FileInfo] = []
+        for info in entries:
+            name: str = info.get("name", "")
+            if info.get("type") != "file" or not name.startswith(under):
+                continue  # directories, and anything not under the listed directory
+            rel = name[len(self._base) :]
+            mtime = (
+                info.get("mtime")
+                or info.get("LastModified")
+                or info.get("last_modified")
+                or info.get("updated")
+                or info.get("created")
+            )
+            entry = _file_info_or_none(rel, int(info.get("size") or 0), mtime)
+            if entry is not None:
+                out.append(entry)
+        return out
+
+    def list_under(self, dir_prefix: str) -> list[FileInfo]:
+        under = self._base + dir_prefix
+        try:
+            found: dict[str, dict[str, Any]] = self._fs.find(under, detail=True)
+        except FileNotFoundError:
+            return []
+        return self._infos(found.values(), under)
+
+    def list_top(self) -> list[FileInfo]:
+        try:
+            entries: list[dict[str, Any]] = self._fs.ls(self._base, detail=True)
+        except FileNotFoundError:
+            return []
+        return [i for i in self._infos(entries, self._base) if "/" not in i.path]
+
+    def delete(self, rels: list[str], batch_size: int) -> int:
+        deleted = 0
+        for rel in rels:
+            try:
+                self._fs.rm_file(self._p(rel))
+            except FileNotFoundError:
+                continue
+            deleted += 1
+        return deleted
+
+
+class _DeleteFailures(Exception):
+    """Some keys of a batched delete were refused; carries what did succeed."""
+
+    def __init__(self, deleted: int, failures: list[str]) -> None:
+        super().__init__(f"{len(failures)} file(s) not deleted, e.g. {'; '.join(failures[:5])}")
+        self.deleted = deleted
+        self.failures = failures
+
+
+# ---------------------------------------------------------------------------------------------
+# Storage
+
+
+class Storage:
+    """Files of one lakehouse root, addressed by paths relative to it. See the module doc."""
+
+    root_uri: str
+
+    def __init__(self, root_uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self._setup(root_uri, storage_options)
+
+    def _setup(self, root_uri: str, storage_options: Mapping[str, Any] | None) -> None:
+        self.root_uri = normalize_root_uri(root_uri)
+        self._storage_options: dict[str, Any] = dict(storage_options or {})
+        self._scheme, self._root_path = split_root_uri(self.root_uri)
+        # Holds this thread's backend (and with it the fsspec client); never pickled.
+        self._local = threading.local()
+
+    # -- pickling: only the description travels, never a live client ---------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"root_uri": self.root_uri, "storage_options": self._storage_options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._setup(state["root_uri"], state["storage_options"])
+
+    def __repr__(self) -> str:
+        # Options may hold secrets; name only their keys.
+        return f"Storage({self.root_uri!r}, options={sorted(self._storage_options)})"
+
+    # -- public API -------------------------------------------------------------------------
+
+    @property
+    def scheme(self) -> str:
+        return self._scheme
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        """The options this Storage was made with (a copy), e.g. to open a sibling root."""
+        return dict(self._storage_options)
+
+    def uri(self, path: str) -> str:
+        """The full URI of a path relative to the root."""
+        return self.root_uri + check_relative_path(path)
+
+    def fingerprint(self) -> str:
+        """A stable identity of the store this root lives in, for keying local caches.
+
+        The root URI plus, on S3, the endpoint (two servers can both have ``s3://b/lake``).
+        Credentials are left out on purpose: rotating a key does not change the data."""
+        endpoint = self._s3_endpoint() if self._scheme == _S3_SCHEME else None
+        return self.root_uri if endpoint is None else f"{self.root_uri}#endpoint={endpoint}"
+
+    def read(self, path: str) -> bytes:
+        """All bytes of a file; ``NotFoundError`` if it does not exist."""
+        uri = self.uri(path)
+        try:
+            return self._backend().read(path)
+        except Exception as exc:
+            _raise_translated(exc, uri, "read", reading=True)
+
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of a file, cut short at its end (like slicing)."""
+        uri = self.uri(path)
+        _check_range(uri, start, end)
+        if start == end:
+            if not self.exists(path):
+                raise NotFoundError(f"file {uri} does not exist")
+            return b""
+        try:
+            return self._backend().read_range(path, start, end)
+        except Exception as exc:
+            _raise_translated(exc, uri, f"read bytes {start}..{end} of", reading=True)
+
+    def size(self, path: str) -> int:
+        """Size in bytes; ``NotFoundError`` if the file does not exist."""
+        uri = self.uri(path)
+        try:
+            return self._backend().size(path)
+        except Exception as exc:
+            _raise_translated(exc, uri, "get the size of", reading=True)
+
+    def exists(self, path: str) -> bool:
+        """True when ``path`` is a file (a directory or prefix is not)."""
+        uri = self.uri(path)
+        try:
+            return self._backend().exists(path)
+        except Exception as exc:
+            _raise_translated(exc, uri, "check the existence of")
+
+    def write(self, path: str, data: bytes) -> None:
+        """Create or overwrite a file; readers see the old or the new bytes, never a mix."""
+        uri = self.uri(path)
+        _check_data(uri, data)
+        try:
+            self._backend().write(path, data)
+        except Exception as exc:
+            _raise_translated(exc, uri, "write")
+
+    def create_exclusive(self, path: str, data: bytes) -> None:
+        """Create a file that must not exist; ``AlreadyExistsError`` if it does.
+
+        Atomic in content: the file appears with all of ``data`` or not at all."""
+        uri = self.uri(path)
+        _check_data(uri, data)
+        if self._scheme not in _EXCLUSIVE_SCHEMES:
+            raise LakecoreError(
+                f"exclusive create is not supported for scheme '{self._scheme}://' (creating "
+                f"{uri}); lakecore commits need file://, s3:// or memory://"
+            )
+        try:
+            created = self._backend().create_exclusive(path, data)
+        except Exception as exc:
+            _raise_translated(exc, uri, "exclusively create")
+        if not created:
+            raise AlreadyExistsError(f"file {uri} already exists")
+
+    def list(self, prefix: str = "") -> list[FileInfo]:
+        """Every file under ``root/prefix/``, recursively, with paths relative to the root.
+
+        ``prefix`` is a directory ('' for the whole root); ``a`` and ``a/`` both mean the
+        directory ``a/``, never ``ab/``. Directory markers and directories are not files."""
+        dir_prefix = ""
+        if prefix != "":
+            dir_prefix = check_relative_path(prefix[:-1] if prefix.endswith("/") else prefix)
+            dir_prefix += "/"
+        uri = self.root_uri + dir_prefix
+        try:
+            return self._backend().list_under(dir_prefix)
+        except Exception as exc:
+            _raise_translated(exc, uri, "list")
+
+    def list_top_level(self) -> builtins.list[FileInfo]:
+        """Files directly under the root, not in subdirectories."""
+        try:
+            return self._backend().list_top()
+        except Exception as exc:
+            _raise_translated(exc, self.root_uri, "list")
+
+    def delete(self, paths: Iterable[str], batch_size: int = 1000) -> int:
+        """Delete files in batches; missing files are ignored. Returns how many were deleted.
+
+        Every path is checked before anything is deleted, so one bad path deletes nothing.
+        On S3 the count includes keys that were already missing (S3 does not tell them
+        apart)."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if isinstance(paths, str):
+            raise InvalidArgumentError("delete takes an iterable of paths, not a single string")
+        rels = list(dict.fromkeys(check_relative_path(p) for p in paths))
+        if not rels:
+            return 0
+        try:
+            return self._backend().delete(rels, batch_size)
+        except _DeleteFailures as exc:
+            raise StorageError(
+                f"delete under {self.root_uri}: {exc.deleted} file(s) deleted, but {exc}"
+            ) from exc
+        except Exception as exc:
+            _raise_translated(exc, self.root_uri, f"delete {len(rels)} file(s) under")
+
+    # -- the per-process, per-thread client -------------------------------------------------
+
+    def _backend(self) -> _Backend:
+        backend: _Backend | None = getattr(self._local, "backend", None)
+        pid = os.getpid()
+        if backend is not None and backend.pid == pid:
+            return backend
+        if backend is not None:
+            _ABANDONED_AFTER_FORK.append(backend)  # inherited from the parent; see above
+        backend = self._new_backend()
+        self._local.backend = backend
+        return backend
+
+    def _new_backend(self) -> _Backend:
+        if self._scheme == _LOCAL_SCHEME:
+            return _LocalBackend(self._root_path)
+        import fsspec
+
+        if self._scheme == _S3_SCHEME:
+            fs = fsspec.filesystem(_S3_SCHEME, **self._s3_options())
+            bucket, _, key_prefix = self._root_path.partition("/")
+            return _S3Backend(fs, bucket, key_prefix, self._timeout_seconds())
+        options = {**self._fs_options(), "skip_instance_cache": True}
+        fs = fsspec.filesystem(self._scheme, **options)
+        base = fs._strip_protocol(self.root_uri).rstrip("/") + "/"
+        return _FsspecBackend(fs, self._scheme, base)
+
+    def _s3_endpoint(self) -> str | None:
+        client_kwargs = self._storage_options.get("client_kwargs") or {}
+        endpoint = client_kwargs.get("endpoint_url") or self._storage_options.get("endpoint_url")
+        if endpoint:
+            return str(endpoint)
+        # The standard variables, read in the process that uses the client (an executor's
+        # environment may differ from the driver's).
+        env = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        return env or None
+
+    def _fs_options(self) -> dict[str, Any]:
+        """The options the fsspec file system gets: lakecore's own keys taken out."""
+        return {k: v for k, v in self._storage_options.items() if k != TIMEOUT_OPTION}
+
+    def _timeout_seconds(self) -> float:
+        value = self._storage_options.get(TIMEOUT_OPTION, DEFAULT_S3_TIMEOUT_SECONDS)
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            seconds = -1.0
+        if not seconds > 0:
+            raise InvalidArgumentError(
+                f"storage option {TIMEOUT_OPTION}={value!r} for {self.root_uri} must be a "
+                "positive number of seconds"
+            )
+        return seconds
+
+    def _s3_options(self) -> dict[str, Any]:
+        options = self._fs_options()
+        endpoint = self._s3_endpoint()
+        if endpoint is not None and "endpoint_url" not in options:
+            options["client_kwargs"] = {
+                **(options.get("client_kwargs") or {}),
+                "endpoint_url": endpoint,
+            }
+        # Key and secret, when not in the options, come from botocore's usual chain
+        # (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, profiles, instance roles).
+        options["skip_instance_cache"] = True
+        return options
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _check_data(uri: str, data: bytes) -> None:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise InvalidArgumentError(f"data for {uri} must be bytes, got {type(data).__name__}")
+
+
+def _check_range(uri: str, start: int, end: int) -> None:
+    for value in (start, end):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidArgumentError(f"byte range of {uri} must be integers, got {value!r}")
+    if not 0 <= start <= end:
+        raise InvalidArgumentError(f"byte range [{start}, {end}) of {uri} is not 0 <= start <= end")
+
+
+def _file_info_or_none(rel: str, size: int, mtime: Any) -> FileInfo | None:
+    """A FileInfo for a listed name, or None for names lakecore cannot address safely:
+    directory markers (``dir/``) and keys such as ``a//b`` or ``../x`` that an object store
+    allows but that are not qualified relative paths."""
+    try:
+        check_relative_path(rel)
+    except LakecoreError:
+        return None
+    return FileInfo(rel, size, _to_millis(mtime))
+
+
+def _to_millis(value: Any) -> int:
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    if isinstance(value, (int, float)):
+        return int(value * 1000)
+    if isinstance(value, str):
+        try:
+            return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+        except ValueError:
+            return 0
+    return 0
+
+
+def _unlink_quietly(path: str) -> None:
+    # Best effort: a leftover temp file is an orphan that gc removes.
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def _fsync_directory(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return  # platforms without directory fds: nothing more we can do
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on directories (EINVAL); the data is synced
+    finally:
+        os.close(fd)
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it wraps, following __cause__ then __context__."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(chain) < _MAX_CAUSE_DEPTH and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _find_client_error(
+    exc: BaseException, codes: tuple[str, ...], statuses: tuple[int, ...]
+) -> bool:
+    """True when a botocore ClientError with one of these codes or HTTP statuses is in the chain."""
+    for e in _causes(exc):
+        response = getattr(e, "response", None)
+        if not isinstance(response, dict):
+            continue
+        error = response.get("Error") or {}
+        meta = response.get("ResponseMetadata") or {}
+        if error.get("Code") in codes or meta.get("HTTPStatusCode") in statuses:
+            return True
+    return False
+
+
+def _timeout_types() -> tuple[type[BaseException], ...]:
+    types: list[type[BaseException]] = [TimeoutError]  # also socket.timeout, asyncio's, fsspec's
+    try:
+        from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+
+        types += [ConnectTimeoutError, ReadTimeoutError]
+    except ImportError:  # pragma: no cover - botocore comes with s3fs
+        pass
+    return tuple(types)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    timeout_types = _timeout_types()
+    for e in _causes(exc):
+        if isinstance(e, timeout_types):
+            return True
+        if isinstance(e, OSError) and e.errno == errno.ETIMEDOUT:
+            return True
+    return False
+
+
+def _raise_translated(exc: Exception, uri: str, action: str, reading: bool = False) -> NoReturn:
+    """Re-raise a backend failure as a lakecore error naming ``uri``; the original is chained.
+
+    ``reading``: the operation reads one file, so a directory (or a file where a directory
+    should be) on its path means that file does not exist."""
+    if isinstance(exc, LakecoreError):
+        raise exc
+    if _is_timeout(exc):
+        raise StorageTimeoutError(
+            f"timed out trying to {action} {uri}: {type(exc).__name__}: {exc}; it may or may "
+            "not have taken effect, check before retrying"
+        ) from exc
+    if reading and isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError)):
+        raise NotFoundError(f"file {uri} does not exist") from exc
+    if isinstance(exc, FileNotFoundError):
+        # Not the file itself but something it needs: a bucket, a container, the root.
+        raise NotFoundError(f"could not {action} {uri}: {exc} (does the bucket exist?)") from exc
+    raise StorageError(f"could not {action} {uri}: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,36 @@
+"""The B-epsilon search tree map over node files (FORMAT.md section 4).
+
+``read`` resolves keys and ranges (merge-on-read), ``write`` applies messages copy-on-write
+with flushes, splits and merges, ``bulk`` builds a balanced tree from sorted items, and
+``store`` reads and writes node files through a process-wide cache.
+"""
+
+from lakecore.tree.bulk import bulk_build
+from lakecore.tree.read import get, items, scan, scan_prefix
+from lakecore.tree.shape import TreeShape
+from lakecore.tree.store import SHARED_CACHE, IOStats, NodeCache, NodeStore
+from lakecore.tree.write import (
+    FlushMode,
+    FlushPolicy,
+    SubtreeFlushResult,
+    TreeWriter,
+    flush_subtree,
+)
+
+__all__ = [
+    "SHARED_CACHE",
+    "FlushMode",
+    "FlushPolicy",
+    "IOStats",
+    "NodeCache",
+    "NodeStore",
+    "SubtreeFlushResult",
+    "TreeShape",
+    "TreeWriter",
+    "bulk_build",
+    "flush_subtree",
+    "get",
+    "items",
+    "scan",
+    "scan_prefix",
+]

@@ -1,0 +1,186 @@
+"""Reading and writing node files, with a process-wide cache and I/O accounting.
+
+Node files are immutable (a changed node is a new file, a root is created exclusively), so a
+cached node can never go stale: the cache is keyed by (root URI, path) and shared by every tree
+of the process. It is bounded by the encoded bytes of the nodes it holds and evicts least
+recently used nodes first.
+
+Child pointers are relative paths. A full URI in a pnode is only followed when the store was
+opened with that URI's root in ``external_roots`` (a partial snapshot export points back at its
+source lakehouse); anything else is refused, so a forged pointer never leads outside the root.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from lakecore.errors import InvalidLocationError, NotFoundError
+from lakecore.locations import is_full_uri, new_node_file_path
+from lakecore.node import Node, decode_node, encode_node
+
+if TYPE_CHECKING:
+    from lakecore.storage import Storage
+
+DEFAULT_CACHE_BYTES: Final = 256 << 20
+
+
+@dataclass
+class IOStats:
+    """Counters of node file traffic, for benchmarks and job reports."""
+
+    files_read: int = 0
+    bytes_read: int = 0
+    cache_hits: int = 0
+    files_written: int = 0
+    bytes_written: int = 0
+    written_paths: list[str] = field(default_factory=list)
+
+    def add(self, other: IOStats) -> None:
+        self.files_read += other.files_read
+        self.bytes_read += other.bytes_read
+        self.cache_hits += other.cache_hits
+        self.files_written += other.files_written
+        self.bytes_written += other.bytes_written
+        self.written_paths.extend(other.written_paths)
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "files_read": self.files_read,
+            "bytes_read": self.bytes_read,
+            "cache_hits": self.cache_hits,
+            "files_written": self.files_written,
+            "bytes_written": self.bytes_written,
+        }
+
+
+class NodeCache:
+    """An LRU of decoded nodes bounded by their encoded size."""
+
+    def __init__(self, capacity_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        self.capacity_bytes = capacity_bytes
+        self._entries: OrderedDict[tuple[str, str], tuple[Node, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> tuple[Node, int] | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            return entry
+
+    def put(self, key: tuple[str, str], node: Node, size: int) -> None:
+        if size > self.capacity_bytes:
+            return
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            self._entries[key] = (node, size)
+            self._bytes += size
+            while self._bytes > self.capacity_bytes and self._entries:
+                _, (_, evicted) = self._entries.popitem(last=False)
+                self._bytes -= evicted
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+
+SHARED_CACHE: Final = NodeCache()
+
+
+class NodeStore:
+    """Loads and writes the node files of one lakehouse for a tree of one order.
+
+    Nodes returned by ``load`` are shared with the cache: treat them as read-only and
+    ``copy()`` before changing one."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        order: int,
+        *,
+        cache: NodeCache | None = SHARED_CACHE,
+        external_roots: Iterable[str] = (),
+    ) -> None:
+        self.storage = storage
+        self.order = order
+        self.cache = cache
+        self.external_roots = tuple(external_roots)
+        self.stats = IOStats()
+        self._cache_prefix = storage.fingerprint()
+
+    def _resolve(self, location: str) -> tuple[Storage, str]:
+        if not is_full_uri(location):
+            return self.storage, location
+        for root in self.external_roots:
+            if location.startswith(root):
+                from lakecore.storage import Storage
+
+                return Storage(root, self.storage.storage_options), location[len(root) :]
+        raise InvalidLocationError(
+            f"node pointer {location!r} leaves the lakehouse root {self.storage.root_uri}; refusing to follow it"
+        )
+
+    def load(self, location: str) -> Node:
+        return self.load_sized(location)[0]
+
+    def load_sized(self, location: str) -> tuple[Node, int]:
+        """The node at ``location`` and the size of its file in bytes."""
+        key = (self._cache_prefix, location)
+        if self.cache is not None:
+            cached = self.cache.get(key)
+            if cached is not None:
+                self.stats.cache_hits += 1
+                return cached
+        storage, path = self._resolve(location)
+        try:
+            data = storage.read(path)
+        except NotFoundError:
+            raise NotFoundError(f"node file {storage.uri(path)} is missing") from None
+        node = decode_node(data, storage.uri(path), self.order)
+        if storage is not self.storage:
+            node = _absolutize(node, storage.root_uri)
+        self.stats.files_read += 1
+        self.stats.bytes_read += len(data)
+        if self.cache is not None:
+            self.cache.put(key, node, len(data))
+        return node, len(data)
+
+    def write(self, node: Node, *, cache: bool = True) -> str:
+        """Write a non-root node to a new file and return its path. ``cache=False`` keeps
+        bulk writes from flooding the cache with nodes nobody reads soon."""
+        data = encode_node(node, self.order)
+        path = new_node_file_path()
+        self.storage.write(path, data)
+        self.stats.files_written += 1
+        self.stats.bytes_written += len(data)
+        self.stats.written_paths.append(path)
+        if cache and self.cache is not None:
+            self.cache.put((self._cache_prefix, path), node, len(data))
+        return path
+
+
+def absolute_location(location: str, root_uri: str) -> str:
+    """A stored location made absolute against the root of the lakehouse it was read from."""
+    return location if is_full_uri(location) else root_uri + location
+
+
+def _absolutize(node: Node, root_uri: str) -> Node:
+    # A relative location is relative to the lakehouse the file holding it lives in. A node read
+    # from an export's source carries pointers into the source: make them full URIs so that
+    # nobody resolves them against the export's own root.
+    return Node(
+        list(node.keys),
+        [absolute_location(v, root_uri) for v in node.values],
+        [absolute_location(c, root_uri) for c in node.children],
+        {k: (None if v is None else absolute_location(v, root_uri)) for k, v in node.buffer.items()},
+        dict(node.system),
+    )

@@ -1,0 +1,265 @@
+"""Versions: root files, latest-version discovery, the hint, time travel and retention.
+
+A version ``v`` is the root node file ``_<32 bits of v reversed>.arrow`` at the top of the
+root (not optimized). Root ``v+1`` carries ``previous_root`` = root ``v``, and every root
+carries ``lakehouse_def`` (the definition in force) and ``created_at_millis``. Roots are created
+with an exclusive create, so the chain has no gaps: ``v+1`` exists only if ``v`` did.
+
+Latest version (FORMAT.md section 5): read ``_latest_hint.txt`` (0 if missing or unreadable),
+then probe upward until a root is missing. If the starting root itself is missing (expired, or
+a hint gone stale), list the top-level root files and probe upward from the largest.
+
+Retention (FORMAT.md section 7): a version is expired when it is not the latest, not among the
+newest ``minimum_versions_to_keep``, older than its maximum age (the per-version override, else
+the lakehouse's), and not the root of an exported snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from lakecore import keys as K
+from lakecore.defs import LakehouseDef
+from lakecore.errors import (
+    CorruptNodeFileError,
+    InvalidLocationError,
+    NotFoundError,
+    StorageError,
+    VersionExpiredError,
+)
+from lakecore.locations import (
+    LATEST_HINT_FILE_NAME,
+    MAX_VERSION,
+    is_root_node_file_name,
+    root_node_file_name,
+    version_from_root_node_file_name,
+)
+from lakecore.node import Node, decode_node, encode_node
+from lakecore.storage import Storage
+
+# Longest run of versions probed one by one before switching to galloping; beyond it the hint
+# is far behind and a doubling search finds the end in O(log gap) probes.
+_LINEAR_PROBES = 8
+HINT_MAX_BYTES = 32
+
+
+@dataclass(frozen=True)
+class RootInfo:
+    """A decoded root and what its system rows say."""
+
+    version: int
+    node: Node
+    size: int
+    lakehouse_def_path: str
+    previous_root: str | None
+    rollback_from_root: str | None
+    created_at_millis: int
+
+    @property
+    def path(self) -> str:
+        return root_node_file_name(self.version)
+
+
+def encode_root(
+    node: Node,
+    order: int,
+    *,
+    lakehouse_def_path: str,
+    previous_root: str | None,
+    created_at_millis: int,
+    rollback_from_root: str | None = None,
+) -> bytes:
+    system = {K.LAKEHOUSE_DEF_KEY: lakehouse_def_path, K.CREATED_AT_MILLIS_KEY: str(created_at_millis)}
+    if previous_root is not None:
+        system[K.PREVIOUS_ROOT_KEY] = previous_root
+    if rollback_from_root is not None:
+        system[K.ROLLBACK_FROM_ROOT_KEY] = rollback_from_root
+    return encode_node(Node(node.keys, node.values, node.children, node.buffer, system), order)
+
+
+def decode_root(data: bytes, version: int, location: str, order: int | None = None) -> RootInfo:
+    """Decode a root file and check its system rows against the version its name gives."""
+    node = decode_node(data, location, order)
+    system = node.system
+    def_path = system.get(K.LAKEHOUSE_DEF_KEY)
+    if def_path is None:
+        raise CorruptNodeFileError(location, "root node has no lakehouse_def system row")
+    created = system.get(K.CREATED_AT_MILLIS_KEY)
+    if created is None:
+        raise CorruptNodeFileError(location, "root node has no created_at_millis system row")
+    previous = system.get(K.PREVIOUS_ROOT_KEY)
+    if version == 0 and previous is not None:
+        raise CorruptNodeFileError(location, "root of version 0 names a previous root")
+    if version > 0:
+        expected = root_node_file_name(version - 1)
+        if previous != expected:
+            raise CorruptNodeFileError(
+                location,
+                f"root of version {version} names previous_root {previous!r}, expected {expected!r}: "
+                "the file does not belong at this name",
+            )
+    rollback = system.get(K.ROLLBACK_FROM_ROOT_KEY)
+    if rollback is not None and not is_root_node_file_name(rollback):
+        raise CorruptNodeFileError(location, f"rollback_from_root {rollback!r} is not a root file name")
+    return RootInfo(version, node, len(data), def_path, previous, rollback, int(created))
+
+
+def read_root(storage: Storage, version: int, order: int | None = None) -> RootInfo:
+    path = root_node_file_name(version)
+    try:
+        data = storage.read(path)
+    except NotFoundError:
+        raise NotFoundError(f"version {version} ({storage.uri(path)}) does not exist") from None
+    return decode_root(data, version, storage.uri(path), order)
+
+
+def read_hint(storage: Storage) -> int | None:
+    """The hinted latest version, or None when the hint is missing or unreadable."""
+    try:
+        data = storage.read(LATEST_HINT_FILE_NAME)
+    except (NotFoundError, StorageError):
+        return None
+    text = data[:HINT_MAX_BYTES].decode("ascii", errors="replace").strip()
+    if not text.isdigit():
+        return None
+    value = int(text)
+    return value if value <= MAX_VERSION else None
+
+
+def write_hint(storage: Storage, version: int) -> bool:
+    """Best effort: a failed hint write never fails a commit (readers probe past it)."""
+    try:
+        storage.write(LATEST_HINT_FILE_NAME, str(version).encode("ascii"))
+    except (StorageError, OSError):
+        return False
+    return True
+
+
+def list_root_versions(storage: Storage) -> list[int]:
+    """Every version whose root file is at the top of the root, ascending."""
+    versions = []
+    for info in storage.list_top_level():
+        if is_root_node_file_name(info.path):
+            versions.append(version_from_root_node_file_name(info.path))
+    return sorted(versions)
+
+
+def _probe_up(storage: Storage, start: int) -> int:
+    """The last existing version at or after ``start`` (which exists)."""
+    latest = start
+    for _ in range(_LINEAR_PROBES):
+        if latest >= MAX_VERSION or not storage.exists(root_node_file_name(latest + 1)):
+            return latest
+        latest += 1
+    # Far behind: gallop, then binary search the gap (roots above an existing one are contiguous).
+    step = 1
+    low = latest
+    while low + step <= MAX_VERSION and storage.exists(root_node_file_name(low + step)):
+        low += step
+        step *= 2
+    high = min(low + step, MAX_VERSION + 1)  # high does not exist (or is past the end)
+    while high - low > 1:
+        mid = (low + high) // 2
+        if storage.exists(root_node_file_name(mid)):
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+def latest_version(storage: Storage) -> int:
+    """FORMAT.md section 5's latest-version discovery; NotFoundError if no root exists."""
+    hint = read_hint(storage)
+    start = hint if hint is not None else 0
+    if storage.exists(root_node_file_name(start)):
+        return _probe_up(storage, start)
+    versions = list_root_versions(storage)
+    if not versions:
+        raise NotFoundError(
+            f"no lakehouse at {storage.root_uri}: no root node file found (create one with `lakecore init`)"
+        )
+    return _probe_up(storage, versions[-1])
+
+
+def oldest_retained_version(storage: Storage) -> int | None:
+    versions = list_root_versions(storage)
+    return versions[0] if versions else None
+
+
+def read_version(storage: Storage, version: int, order: int | None = None) -> RootInfo:
+    """A root by version, with a clear error when it was expired rather than never made."""
+    if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= MAX_VERSION:
+        raise InvalidLocationError(f"version {version!r} is outside 0..{MAX_VERSION}")
+    try:
+        return read_root(storage, version, order)
+    except NotFoundError:
+        latest = latest_version(storage)
+        if version > latest:
+            raise NotFoundError(f"version {version} does not exist yet; the latest is {latest}") from None
+        oldest = oldest_retained_version(storage)
+        raise VersionExpiredError(
+            f"version {version} has been expired by version compaction; the oldest retained "
+            f"version is {oldest} (time travel works from there to {latest})"
+        ) from None
+
+
+def walk_back(storage: Storage, start: RootInfo, order: int | None = None) -> Iterator[RootInfo]:
+    """``start`` and then its ancestors along ``previous_root``, until one is missing."""
+    current: RootInfo | None = start
+    while current is not None:
+        yield current
+        if current.previous_root is None:
+            return
+        try:
+            current = read_root(storage, current.version - 1, order)
+        except NotFoundError:
+            return
+
+
+def version_as_of(storage: Storage, timestamp_millis: int, latest: RootInfo, order: int | None = None) -> RootInfo:
+    """The newest root with ``created_at_millis <= timestamp_millis`` (along previous_root)."""
+    oldest: RootInfo | None = None
+    for info in walk_back(storage, latest, order):
+        if info.created_at_millis <= timestamp_millis:
+            return info
+        oldest = info
+    if oldest is not None and oldest.version > 0:
+        raise VersionExpiredError(
+            f"no retained version was created at or before {timestamp_millis}; the oldest retained "
+            f"version {oldest.version} was created at {oldest.created_at_millis}"
+        )
+    raise NotFoundError(f"the lakehouse did not exist yet at {timestamp_millis}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Retention arithmetic (FORMAT.md section 7)
+
+
+def maximum_age_millis(lakehouse_def: LakehouseDef, version: int) -> int:
+    return int(lakehouse_def.maximum_version_age_millis_overrides.get(version, lakehouse_def.maximum_version_age_millis))
+
+
+def exported_root_versions(lakehouse_def: LakehouseDef) -> set[int]:
+    """Versions pinned by exports (only roots of this lakehouse, named by file name)."""
+    pinned = set()
+    for location in lakehouse_def.exported_snapshots.values():
+        name = location.rsplit("/", 1)[-1]
+        if is_root_node_file_name(name) and "://" not in location:
+            pinned.add(version_from_root_node_file_name(name))
+    return pinned
+
+
+def expired_versions(
+    created_at: Mapping[int, int], latest: int, lakehouse_def: LakehouseDef, now_millis: int
+) -> list[int]:
+    """The versions in ``created_at`` (version -> created_at_millis) that are expired, oldest first."""
+    keep_newest = set(sorted(created_at, reverse=True)[: lakehouse_def.minimum_versions_to_keep])
+    pinned = exported_root_versions(lakehouse_def)
+    out = []
+    for version in sorted(created_at):
+        if version == latest or version in keep_newest or version in pinned:
+            continue
+        if now_millis - created_at[version] > maximum_age_millis(lakehouse_def, version):
+            out.append(version)
+    return out

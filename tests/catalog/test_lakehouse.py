@@ -1,0 +1,199 @@
+"""Lakehouse lifecycle: create/open, time travel, rollback, exports, expiry, bad input."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from lakecore.errors import (
+    AlreadyExistsError,
+    CommitConflictError,
+    InvalidLakehouseDefError,
+    InvalidLocationError,
+    InvalidNameError,
+    NotFoundError,
+    UnsupportedFormatVersionError,
+    VersionExpiredError,
+)
+from lakecore.fsck import check_version
+from lakecore.lakehouse import Lakehouse
+from lakecore.locations import root_node_file_name
+from lakecore.storage import Storage
+
+
+def _lake(tmp_path: Path, **kw) -> Lakehouse:  # type: ignore[no-untyped-def]
+    return Lakehouse.create(str(tmp_path / "lake"), name="t", **kw)
+
+
+def test_create_writes_version_zero_and_refuses_a_second_create(tmp_path: Path) -> None:
+    lh = _lake(tmp_path)
+    assert lh.version == 0 and lh.list_namespaces() == []
+    assert (tmp_path / "lake" / root_node_file_name(0)).exists()
+    assert (tmp_path / "lake" / "_latest_hint.txt").read_text() == "0"
+    with pytest.raises(AlreadyExistsError):
+        _lake(tmp_path)
+
+
+def test_open_missing_lakehouse_is_a_clear_not_found(tmp_path: Path) -> None:
+    with pytest.raises(NotFoundError, match="no lakehouse"):
+        Lakehouse.open(str(tmp_path / "nothing"))
+
+
+def test_invalid_definitions_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    with pytest.raises(InvalidLakehouseDefError, match="node_file_max_size_bytes"):
+        _lake(tmp_path, order=128, node_file_max_size_bytes=1000)
+    with pytest.raises(UnsupportedFormatVersionError):
+        _lake(tmp_path, major_version=1)
+    with pytest.raises(InvalidLocationError):
+        Lakehouse.create("s3://bucket/../other")
+    assert not (tmp_path / "lake").exists()
+
+
+def test_invalid_names_are_typed_errors_and_abort_the_transaction(tmp_path: Path) -> None:
+    lh = _lake(tmp_path)
+    for bad in ["", "has space", "tab\there", "del\x7f", "x" * 101, "é" * 51]:
+        with pytest.raises(InvalidNameError), lh.transaction() as tx:
+            tx.create_namespace(bad)
+    assert lh.version == 0 and Lakehouse.open(lh.uri).version == 0
+
+
+def test_time_travel_by_version_and_timestamp(tmp_path: Path) -> None:
+    lh = _lake(tmp_path)
+    stamps = []
+    for i in range(5):
+        with lh.transaction() as tx:
+            tx.create_namespace(f"ns{i}")
+        stamps.append(lh.created_at_millis)
+        time.sleep(0.005)
+    assert lh.at_version(3).list_namespaces() == ["ns0", "ns1", "ns2"]
+    assert lh.as_of(stamps[1]).version == 2
+    assert lh.as_of(stamps[1] + 1).version == 2
+    assert lh.as_of(stamps[-1] + 10_000).version == 5
+    with pytest.raises(NotFoundError):
+        lh.at_version(99)
+
+
+def test_time_travel_past_an_expired_version_is_a_clear_error(tmp_path: Path) -> None:
+    lh = _lake(tmp_path)
+    for i in range(4):
+        with lh.transaction() as tx:
+            tx.create_namespace(f"ns{i}")
+    Storage(lh.uri).delete([root_node_file_name(0), root_node_file_name(1)])
+    with pytest.raises(VersionExpiredError, match="oldest retained version is 2"):
+        lh.at_version(1)
+    with pytest.raises(VersionExpiredError):
+        lh.as_of(0)
+    assert [v.version for v in lh.versions()] == [4, 3, 2]
+
+
+def test_latest_version_survives_a_stale_or_garbage_hint(tmp_path: Path) -> None:
+    lh = _lake(tmp_path)
+    for i in range(3):
+        with lh.transaction() as tx:
+            tx.create_namespace(f"ns{i}")
+    hint = tmp_path / "lake" / "_latest_hint.txt"
+    hint.write_text("1")
+    assert Lakehouse.open(lh.uri).version == 3
+    hint.write_text("not a number")
+    assert Lakehouse.open(lh.uri).version == 3
+    hint.unlink()
+    assert Lakehouse.open(lh.uri).version == 3
+    # The hinted root was expired: list and probe from the largest retained root.
+    hint.write_text("0")
+    Storage(lh.uri).delete([root_node_file_name(0)])
+    assert Lakehouse.open(lh.uri).version == 3
+
+
+def test_rollback_rolls_forward(tmp_path: Path) -> None:
+    lh = _lake(tmp_path)
+    with lh.transaction() as tx:
+        tx.create_namespace("a")
+    with lh.transaction() as tx:
+        tx.create_namespace("b")
+    new = lh.rollback(to_version=1)
+    assert new == 3 and lh.list_namespaces() == ["a"]
+    info = lh.versions()[0]
+    assert info.version == 3 and info.rollback_from_version == 2
+    assert lh.at_version(2).list_namespaces() == ["a", "b"]
+
+
+def test_rollback_refuses_to_discard_a_concurrent_commit(tmp_path: Path) -> None:
+    lh = _lake(tmp_path)
+    with lh.transaction() as tx:
+        tx.create_namespace("a")
+    other = Lakehouse.open(lh.uri)
+    with other.transaction() as tx:
+        tx.create_namespace("b")
+    with pytest.raises(CommitConflictError, match="rerun the rollback"):
+        lh.rollback(to_version=0)
+    assert Lakehouse.open(lh.uri).list_namespaces() == ["a", "b"]
+
+
+@pytest.mark.parametrize("mode", ["minimal", "partial", "full"])
+def test_export_modes_copy_a_readable_snapshot(tmp_path: Path, mode: str) -> None:
+    lh = Lakehouse.create(str(tmp_path / "lake"), order=4, node_file_max_size_bytes=16384,
+                          namespace_name_max_size_bytes=16, table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+    with lh.transaction() as tx:
+        tx.create_namespace("ns")
+    for i in range(40):
+        with lh.transaction() as tx:
+            tx.create_table("ns", f"t{i:02d}", properties={"i": str(i)})
+    exported_version = lh.version
+    recorded = lh.export_snapshot("snap", mode=mode, target=str(tmp_path / "export"))  # type: ignore[arg-type]
+    assert recorded == exported_version + 1
+    assert lh.lakehouse_def.exported_snapshots == {"snap": root_node_file_name(exported_version)}
+    # Later changes in the source do not show in the export.
+    with lh.transaction() as tx:
+        tx.drop_table("ns", "t00")
+    copy = Lakehouse.open(str(tmp_path / "export"))
+    assert copy.list_tables("ns") == [f"t{i:02d}" for i in range(40)]
+    assert copy.load_table("ns", "t07").properties["i"] == "7"
+    assert check_version(copy, deep=True).ok
+    copied = {p.name for p in (tmp_path / "export").rglob("*") if p.is_file()}
+    if mode == "full":
+        assert any(name.endswith(".binpb") and "table-" in name for name in copied)
+    else:
+        assert not any("table-" in name for name in copied)
+    with pytest.raises(AlreadyExistsError):
+        lh.export_snapshot("snap")
+
+
+def test_a_reader_refuses_a_pointer_out_of_the_root(tmp_path: Path) -> None:
+    lh = _lake(tmp_path)
+    with lh.transaction() as tx:
+        tx.create_namespace("ns")
+    view = lh.at_version(1)
+    for location in ["../escape.binpb", "/etc/passwd", f"file://{tmp_path}/other/x.binpb", "s3://other/x"]:
+        with pytest.raises(InvalidLocationError):
+            view.read_location(location)
+
+
+def test_transaction_commits_nothing_when_empty(tmp_path: Path) -> None:
+    lh = _lake(tmp_path)
+    with lh.transaction() as tx:
+        assert tx.list_namespaces() == []
+    assert tx.committed_version == 0 and Lakehouse.open(lh.uri).version == 0
+
+
+def test_table_updates_merge_properties_and_can_replace_the_schema(tmp_path: Path) -> None:
+    lh = _lake(tmp_path)
+    with lh.transaction() as tx:
+        tx.create_namespace("ns")
+        tx.create_table("ns", "t", columns=[{"id": 1, "name": "a", "type": "INT4"}], properties={"x": "1", "y": "2"})
+    with lh.transaction() as tx:
+        tx.update_table("ns", "t", properties={"y": "3"}, remove_properties=["x"],
+                        columns=[{"id": 1, "name": "a", "type": "INT8"}, {"id": 2, "name": "b", "type": "VARCHAR"}])
+    table = lh.load_table("ns", "t")
+    assert dict(table.properties) == {"y": "3"}
+    assert [(c.id, c.name) for c in table.schema.columns] == [(1, "a"), (2, "b")]
+    assert table.table_format == "ICEBERG" and table.table_type == "MANAGED"
+
+
+def test_memory_and_file_uris_behave_alike() -> None:
+    lh = Lakehouse.create(f"memory://alike/{uuid.uuid4()}")
+    with lh.transaction() as tx:
+        tx.create_namespace("a")
+    assert Lakehouse.open(lh.uri).list_namespaces() == ["a"]

@@ -1,0 +1,90 @@
+"""The lakecore command line, run as a real subprocess where exit codes and stderr matter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lakecore.cli import main
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LAKECORE_PROGRESS": "0"}
+    return subprocess.run([sys.executable, "-m", "lakecore.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def test_catalog_tour_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lake = str(tmp_path / "lake")
+    assert main(["init", lake, "--name", "tour", "--order", "8"]) == 0
+    assert main(["-l", lake, "namespace", "create", "sales", "--property", "owner=team-a"]) == 0
+    assert main(["-l", lake, "table", "create", "sales", "orders", "--column", "1:id:INT8:required",
+                 "--column", "2:amount:DECIMAL", "--property", "tier=gold"]) == 0
+    capsys.readouterr()
+    assert main(["-l", lake, "--json", "table", "show", "sales", "orders"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["name"] == "orders" and shown["properties"] == {"tier": "gold"}
+    assert [c["name"] for c in shown["schema"]["columns"]] == ["id", "amount"]
+    assert main(["-l", lake, "--json", "versions"]) == 0
+    versions = json.loads(capsys.readouterr().out)
+    assert [v["version"] for v in versions] == [2, 1, 0]
+    assert main(["-l", lake, "get", "--namespace", "sales", "--table", "orders"]) == 0
+    assert capsys.readouterr().out.strip().endswith(".binpb")
+    assert main(["-l", lake, "--json", "tree"]) == 0
+    assert json.loads(capsys.readouterr().out)["depth"] == 1
+    assert main(["-l", lake, "tree", "--dot"]) == 0
+    assert capsys.readouterr().out.startswith("digraph")
+    assert main(["-l", lake, "rollback", "--to-version", "1"]) == 0
+    capsys.readouterr()
+    assert main(["-l", lake, "table", "list", "sales"]) == 0
+    assert capsys.readouterr().out.strip() == "(no tables)"
+    assert main(["-l", lake, "export", "snap", "--target", str(tmp_path / "exp"), "--mode", "full"]) == 0
+    assert "recorded in version 4" in capsys.readouterr().out
+    assert main(["-l", lake, "--json", "fsck", "--all", "--deep"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "words"),
+    [
+        (["-l", "{lake}", "namespace", "create", "bad name"], 2, "InvalidNameError"),
+        (["-l", "s3://bucket/../x", "namespace", "list"], 2, "InvalidLocationError"),
+        (["-l", "{missing}", "namespace", "list"], 4, "no lakehouse"),
+        (["-l", "{lake}", "table", "create", "nope", "t"], 4, "does not exist"),
+        (["-l", "{lake}", "namespace", "drop", "full"], 4, "NamespaceNotEmptyError"),
+        (["init", "{lake}", "--order", "128", "--node-file-max-size-bytes", "100"], 2, "node_file_max_size_bytes"),
+        (["-l", "{lake}", "rollback", "--to-version", "77"], 4, "does not exist"),
+    ],
+)
+def test_bad_input_is_one_line_and_an_exit_code(tmp_path: Path, args: list[str], code: int, words: str) -> None:
+    lake = tmp_path / "lake"
+    assert main(["init", str(lake)]) == 0
+    assert main(["-l", str(lake), "namespace", "create", "full"]) == 0
+    assert main(["-l", str(lake), "table", "create", "full", "t"]) == 0
+    before = sorted(p.name for p in lake.rglob("*"))
+    proc = run(*[a.format(lake=lake, missing=tmp_path / "missing") for a in args])
+    assert proc.returncode == code, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], proc.stderr
+    assert sorted(p.name for p in lake.rglob("*")) == before, "a failed command left files behind"
+
+
+def test_fsck_reports_a_missing_node_with_exit_code_1(tmp_path: Path) -> None:
+    from lakecore.lakehouse import Lakehouse
+
+    lake = str(tmp_path / "lake")
+    lh = Lakehouse.create(lake, order=3, node_file_max_size_bytes=4000, namespace_name_max_size_bytes=8,
+                          table_name_max_size_bytes=8, file_name_max_size_bytes=100)
+    for i in range(30):
+        with lh.transaction() as tx:
+            tx.create_namespace(f"n{i:02d}")
+    node = lh.root.children[0]
+    (tmp_path / "lake" / node).unlink()
+    proc = run("-l", lake, "fsck")
+    assert proc.returncode == 1
+    assert "unreadable-node" in proc.stdout and node in proc.stdout

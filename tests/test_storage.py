@@ -1,0 +1,561 @@
+"""Storage over file://, memory:// and s3:// (moto's server on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import errno
+import multiprocessing
+import os
+import pickle
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from lakecore.errors import (
+    AlreadyExistsError,
+    InvalidArgumentError,
+    InvalidLocationError,
+    LakecoreError,
+    NotFoundError,
+    StorageError,
+    StorageTimeoutError,
+)
+from lakecore.locations import FileKind, classify_path, new_temp_path
+from lakecore.storage import FileInfo, Storage
+from tests.conftest import S3TestServer
+
+BACKENDS = ["file", "memory", pytest.param("s3", marks=pytest.mark.s3)]
+BAD_PATHS = ["../x", "/abs", "s3://other/x", "a//b", "a/./b", "a/../b", "", "a/"]
+
+
+@dataclass
+class Roots:
+    """Where one test's lakehouse roots live: ``<base>/<name>/``, all fresh."""
+
+    kind: str
+    base: str  # no trailing '/'
+    options: dict[str, Any]
+
+    def make(self, name: str = "lake") -> Storage:
+        return Storage(f"{self.base}/{name}", self.options)
+
+    def outer(self) -> Storage:
+        """A storage over the whole base, to see what was written next to the roots."""
+        return Storage(self.base, self.options)
+
+
+@pytest.fixture(params=BACKENDS)
+def roots(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Roots]:
+    kind: str = request.param
+    if kind == "file":
+        yield Roots(kind, str(tmp_path), {})
+    elif kind == "memory":
+        r = Roots(kind, f"memory://lakecore-test-{uuid.uuid4()}", {})
+        yield r
+        outer = r.outer()
+        outer.delete(info.path for info in outer.list())
+    else:
+        s3: S3TestServer = request.getfixturevalue("s3_server")
+        root, options = s3.new_root()
+        yield Roots(kind, root.rstrip("/"), options)
+
+
+def paths_of(infos: list[FileInfo]) -> set[str]:
+    return {info.path for info in infos}
+
+
+# ---------------------------------------------------------------------------------------------
+# Round trips
+
+
+def test_round_trip(roots: Roots) -> None:
+    st = roots.make()
+    assert st.root_uri.endswith("/lake/")
+    assert not st.exists("_latest_hint.txt")
+    assert st.list() == [] and st.list_top_level() == []
+
+    st.write("_latest_hint.txt", b"7")
+    st.write("0110/0000/1011/01111000-node-a.arrow", b"0123456789")
+    assert st.read("_latest_hint.txt") == b"7"
+    assert st.exists("0110/0000/1011/01111000-node-a.arrow")
+    assert st.size("0110/0000/1011/01111000-node-a.arrow") == 10
+    assert st.read_range("0110/0000/1011/01111000-node-a.arrow", 2, 5) == b"234"
+    assert st.read_range("0110/0000/1011/01111000-node-a.arrow", 8, 100) == b"89"
+    assert st.read_range("0110/0000/1011/01111000-node-a.arrow", 10, 20) == b""
+    assert st.read_range("0110/0000/1011/01111000-node-a.arrow", 3, 3) == b""
+
+    st.write("_latest_hint.txt", b"12")  # overwrite
+    assert st.read("_latest_hint.txt") == b"12"
+    st.write("empty", b"")
+    assert st.read("empty") == b"" and st.size("empty") == 0 and st.exists("empty")
+
+    assert paths_of(st.list()) == {
+        "_latest_hint.txt",
+        "0110/0000/1011/01111000-node-a.arrow",
+        "empty",
+    }
+    assert paths_of(st.list_top_level()) == {"_latest_hint.txt", "empty"}
+    assert st.uri("_latest_hint.txt") == st.root_uri + "_latest_hint.txt"
+
+    assert st.delete(["_latest_hint.txt", "0110/0000/1011/01111000-node-a.arrow"]) == 2
+    assert not st.exists("_latest_hint.txt")
+    assert paths_of(st.list()) == {"empty"}
+
+
+def test_file_info(roots: Roots) -> None:
+    st = roots.make()
+    before = time.time()
+    st.write("d/file.bin", b"x" * 1234)
+    after = time.time()
+    [info] = st.list()
+    assert info.path == "d/file.bin" and info.size == 1234
+    # S3 LastModified has one-second resolution; allow for it and for clock skew.
+    assert (before - 5) * 1000 <= info.mtime_millis <= (after + 5) * 1000
+
+
+def test_missing_files(roots: Roots) -> None:
+    st = roots.make()
+    for call in (
+        lambda: st.read("nope"),
+        lambda: st.size("nope"),
+        lambda: st.read_range("nope", 0, 4),
+        lambda: st.read_range("nope", 0, 0),
+    ):
+        with pytest.raises(NotFoundError) as info:
+            call()
+        assert st.uri("nope") in str(info.value)
+    assert not st.exists("nope")
+    assert st.delete(["nope"]) in (0, 1)  # S3 acknowledges missing keys as deleted
+    assert st.list("nope") == []
+
+
+def test_directory_is_not_a_file(roots: Roots) -> None:
+    st = roots.make()
+    st.write("dir/file", b"abc")
+    assert not st.exists("dir")
+    with pytest.raises(NotFoundError):
+        st.read("dir")
+    with pytest.raises(NotFoundError):
+        st.size("dir")
+
+
+def test_read_range_arguments(roots: Roots) -> None:
+    st = roots.make()
+    st.write("f", b"abc")
+    for start, end in [(-1, 2), (2, 1)]:
+        with pytest.raises(InvalidArgumentError):
+            st.read_range("f", start, end)
+
+
+def test_write_rejects_text(roots: Roots) -> None:
+    st = roots.make()
+    with pytest.raises(InvalidArgumentError):
+        st.write("f", "text")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError):
+        st.create_exclusive("f", "text")  # type: ignore[arg-type]
+    assert roots.outer().list() == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths never leave the root
+
+
+@pytest.mark.parametrize("bad", BAD_PATHS)
+def test_invalid_paths_are_refused(roots: Roots, bad: str) -> None:
+    st = roots.make()
+    st.write("keep", b"k")
+    calls: dict[str, Callable[[], object]] = {
+        "uri": lambda: st.uri(bad),
+        "read": lambda: st.read(bad),
+        "read_range": lambda: st.read_range(bad, 0, 1),
+        "size": lambda: st.size(bad),
+        "exists": lambda: st.exists(bad),
+        "write": lambda: st.write(bad, b"evil"),
+        "create_exclusive": lambda: st.create_exclusive(bad, b"evil"),
+        "delete": lambda: st.delete(["keep", bad]),
+    }
+    for name, call in calls.items():
+        with pytest.raises(InvalidLocationError):
+            call()
+            pytest.fail(f"{name}({bad!r}) was accepted")
+    if bad not in ("", "a/"):  # '' is the whole root and 'a/' is directory 'a' for list
+        with pytest.raises(InvalidLocationError):
+            st.list(bad)
+    # Nothing written anywhere next to the root, and the one-bad-path delete deleted nothing.
+    assert paths_of(roots.outer().list()) == {"lake/keep"}
+
+
+def test_list_prefix_is_a_directory(roots: Roots) -> None:
+    st = roots.make()
+    for path in ["a/x", "a/b/z", "ab/y", "top", "abc"]:
+        st.write(path, path.encode())
+    assert paths_of(st.list("a")) == {"a/x", "a/b/z"}
+    assert paths_of(st.list("a/")) == {"a/x", "a/b/z"}
+    assert paths_of(st.list("a/b")) == {"a/b/z"}
+    assert paths_of(st.list("ab")) == {"ab/y"}
+    assert st.list("abc") == []  # a file is not a directory
+    assert st.list("zzz") == []
+    assert paths_of(st.list()) == {"a/x", "a/b/z", "ab/y", "top", "abc"}
+    assert paths_of(st.list_top_level()) == {"top", "abc"}
+
+
+def test_neighbour_roots_are_invisible(roots: Roots) -> None:
+    lake, lake2 = roots.make("lake"), roots.make("lake2")
+    for st in (lake, lake2):
+        st.write("_latest_hint.txt", st.root_uri.encode())
+        st.write("0000/0000/0000/00000000-node-x.arrow", b"n")
+    lake2.write("only-in-lake2", b"2")
+    lake2.write("d/only-in-lake2", b"2")
+
+    assert paths_of(lake.list()) == {"_latest_hint.txt", "0000/0000/0000/00000000-node-x.arrow"}
+    assert paths_of(lake.list_top_level()) == {"_latest_hint.txt"}
+    assert lake.list("d") == []
+    assert not lake.exists("only-in-lake2")
+    with pytest.raises(InvalidLocationError):
+        lake.delete(["../lake2/only-in-lake2"])
+
+    assert lake.delete(info.path for info in lake.list()) == 2
+    assert lake.list() == []
+    assert paths_of(lake2.list()) == {
+        "_latest_hint.txt",
+        "0000/0000/0000/00000000-node-x.arrow",
+        "only-in-lake2",
+        "d/only-in-lake2",
+    }
+    assert lake2.read("_latest_hint.txt") == lake2.root_uri.encode()
+
+
+def test_delete_in_batches(roots: Roots) -> None:
+    st = roots.make()
+    paths = [f"b/f{i:02d}" for i in range(25)]
+    for p in paths:
+        st.write(p, b"x")
+    st.write("stay", b"s")
+    deleted = st.delete(iter([*paths, "b/f00", "missing"]), batch_size=7)
+    # Duplicates count once; S3 cannot tell a missing key from a deleted one.
+    assert deleted == (26 if roots.kind == "s3" else 25)
+    assert paths_of(st.list()) == {"stay"}
+    assert st.delete([]) == 0
+    with pytest.raises(InvalidArgumentError):
+        st.delete(["stay"], batch_size=0)
+    with pytest.raises(InvalidArgumentError):
+        st.delete("stay")
+    assert st.exists("stay")
+
+
+# ---------------------------------------------------------------------------------------------
+# Exclusive create
+
+
+def test_create_exclusive(roots: Roots) -> None:
+    st = roots.make()
+    st.create_exclusive("_00000000000000000000000000000000.arrow", b"first")
+    with pytest.raises(AlreadyExistsError) as info:
+        st.create_exclusive("_00000000000000000000000000000000.arrow", b"second")
+    assert st.uri("_00000000000000000000000000000000.arrow") in str(info.value)
+    assert st.read("_00000000000000000000000000000000.arrow") == b"first"
+    st.create_exclusive("0000/0000/0000/00000000-deep.arrow", b"deep")  # parents made as needed
+    # No temporary file is left behind.
+    assert paths_of(st.list()) == {
+        "_00000000000000000000000000000000.arrow",
+        "0000/0000/0000/00000000-deep.arrow",
+    }
+
+
+def test_create_exclusive_race_between_threads(roots: Roots) -> None:
+    st = roots.make()
+    target = "_10000000000000000000000000000000.arrow"
+    n = 32
+    barrier = threading.Barrier(n)
+    outcomes: list[str] = [""] * n
+
+    def contender(i: int) -> None:
+        st.exists("warm-up")  # build this thread's client before the race starts
+        barrier.wait()
+        try:
+            st.create_exclusive(target, f"writer {i} ".encode() * (i + 1))
+            outcomes[i] = "won"
+        except AlreadyExistsError:
+            outcomes[i] = "lost"
+        except Exception as exc:
+            outcomes[i] = f"error {exc!r}"
+
+    threads = [threading.Thread(target=contender, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    winners = [i for i, outcome in enumerate(outcomes) if outcome == "won"]
+    assert len(winners) == 1, outcomes
+    assert outcomes.count("lost") == n - 1, outcomes
+    assert st.read(target) == f"writer {winners[0]} ".encode() * (winners[0] + 1)
+    assert paths_of(st.list()) == {target}
+
+
+def _race_in_process(root: str, tag: str, count: int, start: Any, results: Any) -> None:
+    st = Storage(root)
+    start.wait()
+    won = []
+    for i in range(count):
+        try:
+            st.create_exclusive(f"f{i}", f"{tag}-{i}".encode())
+            won.append(i)
+        except AlreadyExistsError:
+            pass
+    results.put((tag, won))
+
+
+def test_create_exclusive_race_between_processes(tmp_path: Any) -> None:
+    root = str(tmp_path / "lake")
+    count = 200
+    # spawn, not fork: the test process may already run moto's and fsspec's threads.
+    ctx = multiprocessing.get_context("spawn")
+    start, results = ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(target=_race_in_process, args=(root, tag, count, start, results))
+        for tag in ("p1", "p2")
+    ]
+    for p in procs:
+        p.start()
+    start.set()
+    won = dict(results.get(timeout=60) for _ in procs)
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    assert set(won["p1"]).isdisjoint(won["p2"])
+    assert sorted(won["p1"] + won["p2"]) == list(range(count))
+    st = Storage(root)
+    for tag, indices in won.items():
+        for i in indices:
+            assert st.read(f"f{i}") == f"{tag}-{i}".encode()
+    assert len(st.list()) == count  # no temp files left
+
+
+def test_local_crash_leaves_no_torn_target(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    st = Storage(str(tmp_path / "lake"))
+    target = "_01000000000000000000000000000000.arrow"
+    # A writer that crashed after writing part of its temp file, before publishing it.
+    leftover = new_temp_path("")
+    (tmp_path / "lake").mkdir()
+    (tmp_path / "lake" / leftover).write_bytes(b"half a ro")
+    classified = classify_path(leftover)
+    assert classified is not None and classified.kind == FileKind.TEMP
+
+    # A crash at the publishing step: the target must not appear at all.
+    def crash(src: str, dst: str) -> None:
+        raise KeyboardInterrupt("simulated crash before link")
+
+    monkeypatch.setattr(os, "link", crash)
+    with pytest.raises(KeyboardInterrupt):
+        st.create_exclusive(target, b"the whole root file")
+    monkeypatch.undo()
+    assert not st.exists(target)
+
+    # Neither leftover blocks the create, and the target holds exactly the new bytes.
+    st.create_exclusive(target, b"the whole root file")
+    assert st.read(target) == b"the whole root file"
+    assert st.read(leftover) == b"half a ro"
+    assert paths_of(st.list()) == {target, leftover}
+
+
+def test_local_without_hard_links_is_a_clear_error(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    st = Storage(str(tmp_path))
+
+    def no_links(src: str, dst: str) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    with pytest.raises(StorageError, match="hard links"):
+        st.create_exclusive("r", b"x")
+    monkeypatch.undo()
+    assert st.list() == []  # the temp file went away too
+
+
+def test_local_write_replaces_atomically(tmp_path: Any) -> None:
+    st = Storage(str(tmp_path))
+    st.write("_latest_hint.txt", b"1")
+    st.write("_latest_hint.txt", b"22")
+    assert st.read("_latest_hint.txt") == b"22"
+    assert [p.name for p in tmp_path.iterdir()] == ["_latest_hint.txt"]
+
+
+def test_exclusive_create_refused_for_other_schemes() -> None:
+    st = Storage("http://example.invalid/lake")
+    with pytest.raises(LakecoreError, match=r"http://") as info:
+        st.create_exclusive("_00000000000000000000000000000000.arrow", b"x")
+    assert not isinstance(info.value, AlreadyExistsError)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pickling, fingerprint
+
+
+def test_pickle_round_trip(roots: Roots) -> None:
+    st = roots.make()
+    st.write("a", b"1")  # a live client now exists in this thread
+    blob = pickle.dumps(st)
+    assert b"S3FileSystem" not in blob and b"MemoryFileSystem" not in blob
+    assert st.__getstate__() == {"root_uri": st.root_uri, "storage_options": roots.options}
+    copy = pickle.loads(blob)
+    assert copy.root_uri == st.root_uri
+    assert copy.fingerprint() == st.fingerprint()
+    assert copy.read("a") == b"1"
+    copy.write("b", b"2")
+    assert st.read("b") == b"2"
+
+
+def test_fingerprint_is_per_root(roots: Roots) -> None:
+    a, b = roots.make("a"), roots.make("b")
+    assert a.fingerprint() == roots.make("a").fingerprint()
+    assert a.fingerprint() != b.fingerprint()
+    assert a.fingerprint().startswith(a.root_uri)
+
+
+# ---------------------------------------------------------------------------------------------
+# S3 specifics
+
+
+def _use_after_fork(st: Storage, results: Any) -> None:
+    try:
+        st.write("from-child", b"child")
+        results.put(st.read("from-child"))
+    except BaseException as exc:
+        results.put(repr(exc))
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_s3_works_in_a_child_process(s3_server: S3TestServer, start_method: str) -> None:
+    # fork: the child inherits a live client (Spark's python workers fork); spawn: the child
+    # gets the Storage by pickle (as an executor does).
+    root, options = s3_server.new_root()
+    st = Storage(root, options)
+    st.write("from-parent", b"parent")  # the parent's client and event loop exist now
+    ctx = multiprocessing.get_context(start_method)
+    results = ctx.Queue()
+    child = ctx.Process(target=_use_after_fork, args=(st, results))
+    child.start()
+    try:
+        assert results.get(timeout=30) == b"child"
+    finally:
+        child.join(timeout=10)
+        if child.is_alive():
+            child.kill()
+    assert st.read("from-child") == b"child"
+
+
+@pytest.mark.s3
+def test_s3_endpoint_from_environment(
+    s3_server: S3TestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, _ = s3_server.new_root()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
+    st = Storage(root)
+    st.write("x", b"via env")
+    assert st.read("x") == b"via env"
+    assert s3_server.endpoint in st.fingerprint()
+
+
+@pytest.mark.s3
+def test_s3_directory_markers_and_foreign_keys_are_not_listed(s3_server: S3TestServer) -> None:
+    root, options = s3_server.new_root()
+    st = Storage(root, options)
+    st.write("d/real", b"r")
+    prefix = root.removeprefix(f"s3://{s3_server.bucket}/")
+    client = s3_server.client()
+    for key in ("d/", "empty-dir/", "d//double", ""):
+        client.put_object(Bucket=s3_server.bucket, Key=prefix + key, Body=b"")
+    assert paths_of(st.list()) == {"d/real"}
+    assert st.list_top_level() == []
+    assert paths_of(st.list("d")) == {"d/real"}
+
+
+@pytest.mark.s3
+def test_s3_create_exclusive_is_idempotent_for_own_bytes(s3_server: S3TestServer) -> None:
+    # A PUT retried after a lost response meets its own object: that is a success.
+    root, options = s3_server.new_root()
+    st = Storage(root, options)
+    st.create_exclusive("r", b"same bytes")
+    st.create_exclusive("r", b"same bytes")
+    with pytest.raises(AlreadyExistsError):
+        st.create_exclusive("r", b"other bytes")
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """An endpoint that accepts connections and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for conn in accepted:
+        conn.close()
+    listener.close()
+
+
+def _impatient_options(endpoint: str) -> dict[str, Any]:
+    return {
+        "client_kwargs": {"endpoint_url": endpoint},
+        "key": "k",
+        "secret": "s",
+        "lakecore_timeout_seconds": 2,
+        "config_kwargs": {
+            "connect_timeout": 0.3,
+            "read_timeout": 0.3,
+            "retries": {"max_attempts": 1, "mode": "standard"},
+        },
+    }
+
+
+@pytest.fixture
+def no_s3fs_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """s3fs retries each request five times with back-off, a class attribute; once is enough."""
+    import s3fs
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "retries", 1)
+
+
+@pytest.mark.s3
+@pytest.mark.usefixtures("no_s3fs_retries")
+def test_s3_timeout_is_storage_timeout_error(silent_server: str) -> None:
+    st = Storage("s3://bucket/lake", _impatient_options(silent_server))
+    with pytest.raises(StorageTimeoutError) as info:
+        st.read("x")
+    assert st.uri("x") in str(info.value)
+    with pytest.raises(StorageTimeoutError):
+        st.create_exclusive("x", b"x")
+
+
+@pytest.mark.s3
+@pytest.mark.usefixtures("no_s3fs_retries")
+def test_s3_connection_refused_is_storage_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again at once: nothing listens there
+    st = Storage("s3://bucket/lake", _impatient_options(f"http://127.0.0.1:{port}"))
+    with pytest.raises(StorageError) as info:
+        st.list()
+    assert "s3://bucket/lake/" in str(info.value)
+    assert isinstance(info.value.__cause__, Exception)
