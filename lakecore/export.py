@@ -18,7 +18,7 @@ which pins the exported version against expiry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakecore.errors import AlreadyExistsError, LakecoreError
@@ -26,11 +26,22 @@ from lakecore.locations import new_lakehouse_def_path, root_node_file_name
 from lakecore.maintenance.reachable import reachable_from_root
 from lakecore.node import Node, encode_node, encoded_size
 from lakecore.storage import Storage
-from lakecore.tree.store import absolute_location
+from lakecore.tree.store import NodeStore, absolute_location
 from lakecore.versions import RootInfo, encode_root, write_hint
 
 if TYPE_CHECKING:
     from lakecore.lakehouse import LakehouseView
+
+# Copies every file a root reaches from the source to the target (a full export's bulk work);
+# the Spark export job passes one that computes the set and copies on executors.
+CopyFiles = Callable[[Storage, Storage, NodeStore, Node], None]
+
+
+def copy_reachable_files(source: Storage, target: Storage, store: NodeStore, root: Node) -> None:
+    """The single-process ``CopyFiles``: every reachable node and definition file, in order."""
+    reach = reachable_from_root(store, root)
+    for path in sorted(reach.files):
+        target.write(path, source.read(path))
 
 
 def _absolute_values(node: Node, source_root: str) -> Node:
@@ -50,6 +61,7 @@ def copy_snapshot(
     target: str,
     target_storage_options: Mapping[str, Any] | None,
     name: str,
+    copy_files: CopyFiles | None = None,
 ) -> Storage:
     from lakecore.lakehouse import (
         EXPORT_MODE_PROPERTY,
@@ -86,9 +98,7 @@ def copy_snapshot(
             )
 
     if mode == "full":
-        reach = reachable_from_root(store, root)
-        for path in sorted(reach.files):
-            target_storage.write(path, source.read(path))
+        (copy_files or copy_reachable_files)(source, target_storage, store, root)
         new_root = root
     elif mode == "minimal":
         new_root = _absolute_values(root, source.root_uri)

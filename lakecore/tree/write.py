@@ -284,6 +284,11 @@ class TreeWriter:
 
     def _settle_root(self, policy: FlushPolicy) -> None:
         nodes, seps = self._settle(self.root, policy, self.height)
+        self._install_root(nodes, seps, policy)
+
+    def _install_root(self, nodes: list[WNode], seps: list[Separator], policy: FlushPolicy) -> None:
+        """Make one root of what the old root became: grow on a split, shrink while the root
+        has a single child, and repair children left underfull."""
         while True:
             if len(nodes) > 1:
                 # Root split: the tree grows by one level.
@@ -597,6 +602,7 @@ class SubtreeFlushResult:
     changed: bool
     stats: IOStats
     events: dict[str, int]
+    underflow: bool = False
 
 
 def flush_subtree(
@@ -611,15 +617,34 @@ def flush_subtree(
 
     The subtree root may come back underfull or split: the caller, which owns the parent,
     fixes that. Its height never changes."""
+    node = store.load(location)
+    if incoming:
+        node = node.copy()
+        node.buffer.update(incoming)
+    return flush_node(store, shape, node, location, bool(incoming), policy)
+
+
+def flush_node(
+    store: NodeStore,
+    shape: TreeShape,
+    node: Node,
+    origin: str | None,
+    dirty: bool,
+    policy: FlushPolicy,
+    height: int | None = None,
+) -> SubtreeFlushResult:
+    """Flush a subtree given its root's content (loaded from ``origin`` and, if ``dirty``,
+    changed since). The unit of work of the Spark flush job."""
     writer = TreeWriter(store, shape, None)
-    subtree = WNode.from_node(store.load(location), location)
-    for key, value in (incoming or {}).items():
-        subtree.set_message(key, value)
-    height = writer._measure_height(subtree)
+    subtree = WNode.from_node(node, origin)
+    subtree.dirty = dirty or origin is None
+    if height is None:
+        height = writer._measure_height(subtree)
     writer.height = height
     before = store.stats.as_dict()
     written_before = len(store.stats.written_paths)
     nodes, seps = writer._settle(subtree, policy, height)
+    underflow = len(nodes) == 1 and writer._underflows(nodes[0], height)
     paths = [writer._write(n) for n in nodes]
     after = store.stats.as_dict()
     delta = IOStats(
@@ -630,5 +655,5 @@ def flush_subtree(
         bytes_written=after["bytes_written"] - before["bytes_written"],
         written_paths=store.stats.written_paths[written_before:],
     )
-    changed = paths != [location]
-    return SubtreeFlushResult(paths, seps, height, changed, delta, dict(writer.events.counts))
+    changed = paths != [origin]
+    return SubtreeFlushResult(paths, seps, height, changed, delta, dict(writer.events.counts), underflow)

@@ -77,7 +77,7 @@ def test_bulk_build_small_counts_order_3(n: int) -> None:
 def test_bulk_build_refuses_unsorted_and_duplicate_keys() -> None:
     store = make_store(4)
     shape = TreeShape(4, 1 << 20)
-    with pytest.raises(InvalidArgumentError, match="'b'.*'c'"):
+    with pytest.raises(InvalidArgumentError, match=r"'b'.*'c'"):
         bulk_build(store, shape, [("a", "1"), ("c", "2"), ("b", "3")])
     with pytest.raises(InvalidArgumentError, match="'a'"):
         bulk_build(store, shape, [("a", "1"), ("a", "2")])

@@ -17,7 +17,16 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from lakecore.maintenance.check import TreeChecker
 from lakecore.node import Node
-from lakecore.tree import FlushMode, FlushPolicy, TreeShape, TreeWriter, get, items, scan, scan_prefix
+from lakecore.tree import (
+    FlushMode,
+    FlushPolicy,
+    TreeShape,
+    TreeWriter,
+    get,
+    items,
+    scan,
+    scan_prefix,
+)
 from tests.tree.conftest import make_store
 
 EVENTS: Counter[str] = Counter()

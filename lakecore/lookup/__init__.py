@@ -1,0 +1,22 @@
+"""Sorted lookup files, byte-compatible with Apache Paimon's sort lookup store.
+
+A lookup file is a write-once, sorted map from byte-string keys to byte-string values, read by
+point lookups (``get``, ``get_many``) and ordered scans (``items``). The byte layout is
+LOOKUP-FORMAT.md (in the shared folder); each module documents the part of it that it owns:
+
+- ``varint.py``: LEB128 lengths and offsets
+- ``block.py``: entries, aligned/unaligned tails, the CRC trailer, searching a block
+- ``compression.py``: codec ids 0/1/2 (none/zstd/lz4) and the 12.5% rule
+- ``murmur.py``: Paimon's MurmurHash3 variant (seed 42)
+- ``bloom.py``: filter sizing, bitset, probes
+- ``handle.py``: block handles, the values of the index block
+- ``footer.py``: the 36-byte footer
+- ``corruption.py``: how a broken rule is reported (file and byte offset)
+- ``writer.py`` / ``reader.py``: ``LookupWriter`` / ``LookupReader`` (``stats()`` returns a
+  ``reader.LookupStats``)
+"""
+
+from lakecore.lookup.reader import LookupReader
+from lakecore.lookup.writer import LookupWriter
+
+__all__ = ["LookupReader", "LookupWriter"]

@@ -1,0 +1,238 @@
+"""Flushing a whole tree in three steps, so that the heavy middle step can be distributed.
+
+1. **plan** (driver): run the flush over the top of the tree only. Messages in the top nodes are
+   pushed down exactly as a normal flush would, but the nodes at the *cut height* are not
+   flushed: they are set aside as tasks, each carrying its content (with the messages that just
+   arrived) so that it needs nothing else. Rare structural work that reaches below the cut (a
+   delete of a key held in a top node) is done on the driver.
+2. **run** (executors): ``run_flush_task`` flushes one subtree (``lakecore.tree.flush_node``),
+   writes its new nodes and returns the paths of what replaces its root, the separators between
+   them, and whether that single node came back underfull.
+3. **assemble** (driver): put the results in place of the tasks, repair the top (merge
+   underfull subtree roots with a sibling, split top nodes that gained too many keys, grow or
+   shrink the root) and write the top nodes. The driver alone writes the new root.
+
+The same three steps run in one process for the command line and the tests
+(``flush_in_process``), so Spark only distributes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakecore.node import Node
+from lakecore.storage import Storage
+from lakecore.tree.shape import TreeShape
+from lakecore.tree.store import IOStats, NodeStore
+from lakecore.tree.write import (
+    FlushMode,
+    FlushPolicy,
+    Separator,
+    SubtreeFlushResult,
+    TreeWriter,
+    WNode,
+    flush_node,
+)
+
+
+@dataclass(frozen=True)
+class FlushTask:
+    """One subtree to flush: its root's content (picklable), where it came from, its height."""
+
+    task_id: int
+    node: Node
+    origin: str | None
+    dirty: bool
+    height: int
+    policy: FlushPolicy
+
+    @property
+    def messages(self) -> int:
+        return len(self.node.buffer)
+
+
+@dataclass
+class FlushTaskResult:
+    task_id: int
+    paths: list[str]
+    separators: list[Separator]
+    underflow: bool
+    changed: bool
+    stats: IOStats
+    events: dict[str, int]
+
+
+class _DeferringWriter(TreeWriter):
+    """A TreeWriter that sets aside, instead of flushing, every node at ``defer_height``."""
+
+    def __init__(self, store: NodeStore, shape: TreeShape, root: Node, defer_height: int) -> None:
+        super().__init__(store, shape, root)
+        self.defer_height = defer_height
+        self.deferred: dict[int, WNode] = {}
+
+    def _settle(self, w: WNode, policy: FlushPolicy, height: int) -> tuple[list[WNode], list[Separator]]:
+        if height == self.defer_height and height < self.height:
+            self.deferred[id(w)] = w
+            return [w], []
+        return super()._settle(w, policy, height)
+
+
+@dataclass
+class FlushRun:
+    """The driver's side of a distributed flush: the top of the tree and the tasks below it."""
+
+    store: NodeStore
+    shape: TreeShape
+    policy: FlushPolicy
+    writer: TreeWriter
+    tasks: list[FlushTask] = field(default_factory=list)
+    _by_id: dict[int, WNode] = field(default_factory=dict)
+
+    def assemble(self, results: Iterable[FlushTaskResult]) -> Node:
+        """Put the task results in place and return the new root's content (top nodes written)."""
+        by_task = {r.task_id: r for r in results}
+        missing = [t.task_id for t in self.tasks if t.task_id not in by_task]
+        if missing:
+            raise RuntimeError(f"flush results missing for tasks {missing[:10]}")
+        replacement: dict[int, FlushTaskResult] = {}
+        for task in self.tasks:
+            replacement[id(self._by_id[task.task_id])] = by_task[task.task_id]
+        writer = self.writer
+        if isinstance(writer, _DeferringWriter):
+            writer.defer_height = 0  # repairs below the cut now happen here, for real
+        if not replacement:
+            return writer.finish()
+
+        def place(w: WNode, height: int) -> tuple[list[WNode], list[Separator]]:
+            i = 0
+            while i < len(w.children):
+                child = w.children[i]
+                if isinstance(child, WNode) and id(child) in replacement:
+                    result = replacement[id(child)]
+                    new_children: list[WNode | str] = list(result.paths)
+                    if result.underflow:
+                        # Load the underfull node so that the repair below can merge it.
+                        new_children = [WNode.from_node(self.store.load(result.paths[0]), result.paths[0])]
+                    w.children[i : i + 1] = new_children
+                    w.keys[i:i] = [s[0] for s in result.separators]
+                    w.values[i:i] = [s[1] for s in result.separators]
+                    if result.changed:
+                        w.dirty = True
+                    i += len(new_children)
+                    continue
+                if isinstance(child, WNode) and child.children:
+                    nodes, seps = place(child, height - 1)
+                    if len(nodes) > 1 or nodes[0] is not child:
+                        writer._replace_child(w, i, nodes, seps)
+                        i += len(nodes)
+                        continue
+                i += 1
+            writer._fix_children(w, FlushPolicy(), height)
+            return writer._split(w, FlushPolicy(), height)
+
+        root = writer.root
+        nodes, seps = place(root, writer.height)
+        writer._install_root(nodes, seps, FlushPolicy())
+        return writer.finish()
+
+
+def plan_flush(store: NodeStore, shape: TreeShape, root: Node, policy: FlushPolicy, target_tasks: int) -> FlushRun:
+    """Flush the top of the tree on the driver and set the subtrees below the cut aside."""
+    probe = TreeWriter(store, shape, root)
+    height = probe.height
+    defer_height = _defer_height(store, root, height, target_tasks)
+    writer = _DeferringWriter(store, shape, root, defer_height)
+    writer.flush(policy)
+    run = FlushRun(store, shape, policy, writer)
+    for task_id, w in enumerate(writer.deferred.values()):
+        # A deferred node that a later step replaced (merged away) is not in the tree any more.
+        if not _in_tree(writer.root, w):
+            continue
+        node = Node(list(w.keys), list(w.values), [_child_path(c) for c in w.children], dict(w.buffer))
+        run.tasks.append(FlushTask(task_id, node, w.origin, w.dirty, defer_height, policy))
+        run._by_id[task_id] = w
+    return run
+
+
+def _child_path(child: WNode | str) -> str:
+    if isinstance(child, str):
+        return child
+    if child.origin is not None and not child.dirty:
+        return child.origin
+    raise RuntimeError("a subtree task below the cut holds a changed child; the cut is too high")
+
+
+def _in_tree(root: WNode, target: WNode) -> bool:
+    stack: list[WNode] = [root]
+    while stack:
+        node = stack.pop()
+        if node is target:
+            return True
+        stack.extend(c for c in node.children if isinstance(c, WNode))
+    return False
+
+
+def _defer_height(store: NodeStore, root: Node, height: int, target_tasks: int) -> int:
+    """The height whose level first holds at least ``target_tasks`` nodes (never the root)."""
+    if height <= 1:
+        return 0
+    level = [root]
+    level_height = height
+    while level_height > 1:
+        next_level = [store.load(c) for node in level for c in node.children]
+        level_height -= 1
+        if len(next_level) >= target_tasks or level_height == 1:
+            return level_height
+        level = next_level
+    return 1
+
+
+def run_flush_task(storage: Storage, shape: TreeShape, task: FlushTask, store: NodeStore | None = None) -> FlushTaskResult:
+    """Executor side: flush one subtree and write its new nodes."""
+    store = store or NodeStore(storage, shape.order)
+    result: SubtreeFlushResult = flush_node(store, shape, task.node, task.origin, task.dirty, task.policy, task.height)
+    return FlushTaskResult(task.task_id, result.nodes, result.separators, result.underflow, result.changed,
+                           result.stats, result.events)
+
+
+def flush_in_process(
+    store: NodeStore,
+    shape: TreeShape,
+    root: Node,
+    policy: FlushPolicy,
+    target_tasks: int = 8,
+    run_tasks: Callable[[list[FlushTask]], list[FlushTaskResult]] | None = None,
+) -> tuple[Node, FlushRun, list[FlushTaskResult]]:
+    """Plan, run every task (here, or with ``run_tasks``), assemble. Returns the new root content."""
+    run = plan_flush(store, shape, root, policy, target_tasks)
+    if run_tasks is None:
+        results = [run_flush_task(store.storage, shape, task, store) for task in run.tasks]
+    else:
+        results = run_tasks(run.tasks)
+    return run.assemble(results), run, results
+
+
+def policy_from(mode: str, fill: float) -> FlushPolicy:
+    if mode == "full":
+        return FlushPolicy(FlushMode.FULL, fill)
+    if mode == "threshold":
+        return FlushPolicy(FlushMode.THRESHOLD, fill)
+    raise ValueError(f"flush mode {mode!r} must be full or threshold")
+
+
+def only_root_buffer_changed(base: Node, latest: Node) -> bool:
+    """True when ``latest`` differs from ``base`` in its root buffer alone (commits that landed
+    in between only added messages), so the flushed tree can take those messages on top."""
+    return base.keys == latest.keys and base.values == latest.values and base.children == latest.children
+
+
+def newer_root_messages(base: Node, latest: Node) -> dict[str, str | None]:
+    missing = object()
+    out: dict[str, str | None] = {}
+    for key, value in latest.buffer.items():
+        previous: Any = base.buffer.get(key, missing)
+        if previous is missing or previous != value:
+            out[key] = value
+    return out

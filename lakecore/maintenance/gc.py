@@ -1,0 +1,640 @@
+"""Orphan-file removal ("gc"): delete lakecore files that no retained version reaches.
+
+The units here are engine-neutral: the Spark job (``jobs/gc.py``) runs the listing, the
+reachability walk and the deletes on executors and keeps the big sets distributed;
+``gc_in_process`` composes the same units with plain Python sets for the CLI, the tests and
+small lakes.
+
+What is live
+    Every retained version (every root file at the top of the root), every exported snapshot
+    root named by one of their lakehouse definitions, and everything those roots reach: their
+    node files, the definition files their keys point to, and each root's ``lakehouse_def``.
+
+What may be deleted
+    Only files whose *names* follow lakecore's rules (``locations.classify_path``): node files,
+    namespace and table definitions, lakehouse definitions, and ``.lakecore-tmp-*`` leftovers of
+    an interrupted write. Root files and ``_latest_hint.txt`` are never deleted here (expiring
+    versions is ``compact-versions``' job). Any other file is *foreign*: reported, never touched.
+
+Steps
+    1. list: the top level (driver) first, then the 4,096 hash directories (executors).
+    2. retained: read every listed root strictly (with the order its definition gives), its
+       definition, and the exports the definitions name. Any failure stops gc before it deletes
+       anything (``GcRefusedError``, exit 4): gc only deletes what it can *prove* unreachable.
+    3. reach: the driver cuts each retained tree into subtrees (``partition.cut_tree``) and
+       de-duplicates subtree locations across versions (consecutive versions share almost every
+       subtree); executors walk the subtrees (``reachable.reachable_from_subtree``); the
+       driver adds the root files, definitions, top nodes and their values.
+    4. orphans = deletable listed files minus reachable paths; only those older than the grace
+       period (modification time before ``now - grace``) are deleted.
+    5. re-check: versions committed since the listing are walked on the driver, descending only
+       into nodes not already known reachable (a known-reachable node's subtree is reachable
+       too), and whatever they reach is taken out of the orphans. Repeated while versions keep
+       landing, a bounded number of rounds.
+    6. delete in batches (executors); every name is classified again right before deleting.
+
+Why a grace period
+    A commit writes its nodes and definitions *before* its root: until the root lands they
+    look like orphans. The grace period must exceed the longest commit (``commit_timeout``), so
+    a grace under one hour, or under the configured commit timeout, is refused unless the
+    caller says it understands the risk. The re-check in step 5 narrows the window further but
+    cannot close it: a commit that started before the listing and lands after the deletes is
+    only protected by the grace period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Final, NamedTuple
+
+from lakecore.defs import LakehouseDef
+from lakecore.errors import LakecoreError, NotFoundError, UnsafeOptionError
+from lakecore.locations import (
+    FileKind,
+    classify_path,
+    hash_directories,
+    is_full_uri,
+    is_root_node_file_name,
+    root_node_file_name,
+    version_from_root_node_file_name,
+)
+from lakecore.maintenance.partition import cut_tree
+from lakecore.maintenance.reachable import reachable_from_subtree
+from lakecore.node import Node
+from lakecore.storage import Storage
+from lakecore.tree.shape import TreeShape
+from lakecore.tree.store import NodeCache, NodeStore
+from lakecore.versions import RootInfo, decode_root, latest_version
+
+# Shorter than any sane commit: below it gc could delete the files of a commit in flight.
+MIN_GRACE_SECONDS: Final = 3600
+# How far --now may run ahead of this machine's clock before it counts as shortening the grace.
+CLOCK_SKEW_TOLERANCE_MILLIS: Final = 5 * 60 * 1000
+# Rounds of the new-version re-check before deleting; each round narrows the race window.
+MAX_RECHECK_ROUNDS: Final = 5
+
+DELETABLE_KINDS: Final = frozenset(
+    {FileKind.NODE, FileKind.NAMESPACE_DEF, FileKind.TABLE_DEF, FileKind.LAKEHOUSE_DEF, FileKind.TEMP}
+)
+FOREIGN: Final = "foreign"
+# Starts an error record in a stream of (path, size) records or a listing. Control characters
+# never occur in a stored path (check_relative_path refuses them): it cannot be a real file.
+ERROR_KEY: Final = "\x00error: "
+UNKNOWN_SIZE: Final = -1
+_DELETABLE_NAMES: Final = frozenset(kind.value for kind in DELETABLE_KINDS)
+
+
+class GcRefusedError(LakecoreError):
+    """gc cannot prove what is live (a retained root or node is missing or unreadable, the
+    listing failed, ...); nothing was deleted. Repair the named file (or restore it) first."""
+
+    exit_code = 4
+
+
+# ---------------------------------------------------------------------------------------------
+# Options
+
+
+def check_grace(
+    grace_seconds: float,
+    *,
+    commit_timeout_seconds: float,
+    now_millis: int,
+    wall_clock_millis: int,
+    override: bool,
+) -> None:
+    """Refuse a grace period (or a ``--now`` in the future, which shortens it) that could
+    delete the files of a commit in flight, unless ``override``."""
+    if grace_seconds < 0:
+        raise UnsafeOptionError(f"--older-than {grace_seconds:g}s is negative")
+    if override:
+        return
+    floor = max(float(MIN_GRACE_SECONDS), float(commit_timeout_seconds))
+    if grace_seconds < floor:
+        raise UnsafeOptionError(
+            f"--older-than {grace_seconds:g}s is shorter than {floor:g}s (one hour, or the "
+            f"commit timeout of {commit_timeout_seconds:g}s if longer): gc could delete the "
+            "files of a commit in flight. Pass --i-understand-grace-risk to do it anyway"
+        )
+    if now_millis > wall_clock_millis + CLOCK_SKEW_TOLERANCE_MILLIS:
+        raise UnsafeOptionError(
+            f"--now {now_millis} is {(now_millis - wall_clock_millis) / 1000:.0f}s ahead of this "
+            "machine's clock, which shortens the grace period by as much. Pass "
+            "--i-understand-grace-risk to do it anyway"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Listing
+
+
+class ListedFile(NamedTuple):
+    """One listed file and what its name says it is (a FileKind value, FOREIGN, or ERROR_KEY
+    for a directory that could not be listed, with the reason as ``path``)."""
+
+    path: str
+    size: int
+    mtime_millis: int
+    kind: str
+
+
+def kind_of(path: str) -> str:
+    classified = classify_path(path)
+    return FOREIGN if classified is None else classified.kind.value
+
+
+def is_deletable(kind: str) -> bool:
+    return kind in _DELETABLE_NAMES
+
+
+def list_directory(storage: Storage, directory: str) -> list[ListedFile]:
+    """Every file under one hash directory (an executor unit). A failure comes back as one
+    ERROR_KEY record instead of an exception, so the driver can name it in one line."""
+    try:
+        infos = storage.list(directory)
+    except LakecoreError as exc:
+        return [ListedFile(f"listing {directory}/: {exc.one_line()}", 0, 0, ERROR_KEY)]
+    return [ListedFile(i.path, i.size, i.mtime_millis, kind_of(i.path)) for i in infos]
+
+
+def list_top(storage: Storage) -> list[ListedFile]:
+    """The files directly under the root (roots, definitions, hint, temp files, foreign)."""
+    try:
+        infos = storage.list_top_level()
+    except LakecoreError as exc:
+        raise GcRefusedError(f"could not list the top of {storage.root_uri}: {exc.one_line()}") from exc
+    return [ListedFile(i.path, i.size, i.mtime_millis, kind_of(i.path)) for i in infos]
+
+
+def listing_errors(files: Iterable[ListedFile]) -> list[str]:
+    return [f.path for f in files if f.kind == ERROR_KEY]
+
+
+def is_error(path: str) -> bool:
+    """True for the error records of ``run_reach_tasks``."""
+    return path.startswith(ERROR_KEY)
+
+
+def error_reason(path: str) -> str:
+    return path[len(ERROR_KEY) :]
+
+
+# ---------------------------------------------------------------------------------------------
+# Retained versions
+
+
+@dataclass(frozen=True)
+class LoadedRoot:
+    """A root read strictly, with its definition and the roots its nodes may point into."""
+
+    info: RootInfo
+    lakehouse_def: LakehouseDef
+    external_roots: tuple[str, ...]
+
+    @property
+    def version(self) -> int:
+        return self.info.version
+
+
+@dataclass
+class Retained:
+    """The versions gc (or expiry) must keep whole: every listed root, and the exports."""
+
+    roots: dict[int, LoadedRoot]
+    exports: dict[str, int] = field(default_factory=dict)  # export name -> pinned version
+
+    @property
+    def versions(self) -> list[int]:
+        return sorted(self.roots)
+
+    @property
+    def latest(self) -> int:
+        return max(self.roots)
+
+    @property
+    def def_paths(self) -> set[str]:
+        return {r.info.lakehouse_def_path for r in self.roots.values()}
+
+
+def external_roots_of(lakehouse_def: LakehouseDef) -> tuple[str, ...]:
+    """The source root an export copy may point into (``lakecore.export``)."""
+    from lakecore.lakehouse import EXPORT_SOURCE_PROPERTY
+
+    source = lakehouse_def.properties.get(EXPORT_SOURCE_PROPERTY)
+    return (source,) if source else ()
+
+
+def load_root(storage: Storage, version: int, refused: type[LakecoreError] = GcRefusedError) -> LoadedRoot:
+    """Read root ``version`` and its definition strictly; any failure is ``refused``, naming
+    the file and the reason."""
+    from lakecore.lakehouse import read_lakehouse_def
+
+    path = root_node_file_name(version)
+    uri = storage.uri(path)
+    try:
+        data = storage.read(path)
+        loose = decode_root(data, version, uri)
+        lakehouse_def = read_lakehouse_def(storage, loose.lakehouse_def_path)
+        info = decode_root(data, version, uri, lakehouse_def.order)
+    except LakecoreError as exc:
+        raise refused(f"retained version {version} ({uri}) cannot be read: {exc.one_line()}") from exc
+    return LoadedRoot(info, lakehouse_def, external_roots_of(lakehouse_def))
+
+
+def exports_of(roots: Iterable[LoadedRoot]) -> dict[str, int]:
+    """Exports named by any of these roots' definitions that pin a root of this lakehouse
+    (a root file name, as ``versions.exported_root_versions`` reads it)."""
+    out: dict[str, int] = {}
+    for root in roots:
+        for name, location in root.lakehouse_def.exported_snapshots.items():
+            base = location.rsplit("/", 1)[-1]
+            if "://" not in location and is_root_node_file_name(base):
+                out[name] = version_from_root_node_file_name(base)
+    return out
+
+
+def read_retained(
+    storage: Storage, top: Sequence[ListedFile], refused: type[LakecoreError] = GcRefusedError
+) -> Retained:
+    """Read every root listed at the top level, strictly; check that every definition they
+    name and every export root their definitions pin is there. Fails closed."""
+    versions = sorted(
+        v for v in (_root_version(f) for f in top) if v is not None
+    )
+    if not versions:
+        raise refused(
+            f"no root node file at the top of {storage.root_uri}: not a lakehouse (or not yet "
+            "one); refusing to collect garbage"
+        )
+    listed = {f.path for f in top}
+    roots = {v: load_root(storage, v, refused) for v in versions}
+    for root in roots.values():
+        def_path = root.info.lakehouse_def_path
+        if def_path not in listed:
+            raise refused(
+                f"retained version {root.version} names lakehouse definition "
+                f"{storage.uri(def_path)}, which is not in the listing of the root"
+            )
+    exports = exports_of(roots.values())
+    for name, version in sorted(exports.items()):
+        if version not in roots:
+            raise refused(
+                f"export {name!r} pins version {version}, whose root "
+                f"{storage.uri(root_node_file_name(version))} is missing: its files cannot be "
+                "told apart from orphans. Restore the root or remove the export first"
+            )
+    return Retained(roots, exports)
+
+
+def _root_version(f: ListedFile) -> int | None:
+    if f.kind != FileKind.ROOT_NODE.value:
+        return None
+    classified = classify_path(f.path)
+    return None if classified is None else classified.version
+
+
+# ---------------------------------------------------------------------------------------------
+# Reachability
+
+
+@dataclass(frozen=True)
+class ReachTask:
+    """One subtree to walk on an executor (picklable)."""
+
+    location: str
+    depth: int
+    order: int
+    external_roots: tuple[str, ...]
+    low: str | None = None
+    high: str | None = None
+
+    @property
+    def sort_key(self) -> tuple[str, str, int, str]:
+        # Tasks over the same key range (the same subtree in neighbouring versions) sit next to
+        # each other, so they land in one partition and share its node cache.
+        return (self.low or "", self.high if self.high is not None else "\U0010ffff", self.depth, self.location)
+
+
+@dataclass
+class ReachPlan:
+    """What the driver knows after cutting the trees: tasks for executors, the paths it reached
+    itself (with sizes where known), and the nodes whose whole subtree is covered."""
+
+    tasks: list[ReachTask] = field(default_factory=list)
+    driver_paths: dict[str, int] = field(default_factory=dict)
+    covered: set[str] = field(default_factory=set)  # top nodes and task roots
+    versions: list[int] = field(default_factory=list)
+    skipped_tasks: int = 0
+
+
+def _add(paths: dict[str, int], path: str, size: int = UNKNOWN_SIZE) -> None:
+    if is_full_uri(path):
+        return  # in another lakehouse (an export's source): never ours to delete
+    if paths.get(path, UNKNOWN_SIZE) == UNKNOWN_SIZE:
+        paths[path] = size
+
+
+def _values(node: Node) -> Iterator[str]:
+    yield from node.values
+    for value in node.buffer.values():
+        if value is not None:
+            yield value
+
+
+def _node_store(storage: Storage, root: LoadedRoot, cache: NodeCache) -> _SizedStore:
+    return _SizedStore(storage, root.lakehouse_def.order, cache, root.external_roots)
+
+
+def plan_reach(
+    storage: Storage,
+    roots: Iterable[LoadedRoot],
+    target_tasks: int,
+    *,
+    cache: NodeCache | None = None,
+    skip: set[str] | frozenset[str] = frozenset(),
+    refused: type[LakecoreError] = GcRefusedError,
+) -> ReachPlan:
+    """Cut every root's tree; de-duplicate subtrees across versions.
+
+    ``skip``: subtree roots known to be covered elsewhere (expiry skips the expired side's
+    subtrees that a retained version also has). The driver's reads go through ``cache`` (a
+    fresh one per run, so that every node is really read, not remembered from before)."""
+    cache = cache if cache is not None else NodeCache()
+    plan = ReachPlan()
+    tasks: dict[str, ReachTask] = {}
+    for root in sorted(roots, key=lambda r: r.version):
+        plan.versions.append(root.version)
+        info = root.info
+        _add(plan.driver_paths, info.path, info.size)
+        _add(plan.driver_paths, info.lakehouse_def_path)
+        store = _node_store(storage, root, cache)
+        max_depth = TreeShape(root.lakehouse_def.order, 1).max_depth
+        try:
+            cut = cut_tree(store, info.node, info.path, target_tasks, max_depth)
+        except LakecoreError as exc:
+            raise refused(f"version {root.version}: the top of its tree cannot be read: {exc.one_line()}") from exc
+        for location, node, _depth in cut.top:
+            if location != info.path:
+                plan.covered.add(location)
+                _add(plan.driver_paths, location, store.sizes.get(location, UNKNOWN_SIZE))
+            for value in _values(node):
+                _add(plan.driver_paths, value)
+        for sub in cut.subtrees:
+            if sub.location in skip or is_full_uri(sub.location):
+                # Covered elsewhere, or in an export's source: nothing below is ours to judge.
+                plan.skipped_tasks += 1
+                continue
+            plan.covered.add(sub.location)
+            known = tasks.get(sub.location)
+            if known is None or sub.depth > known.depth:
+                # The deepest placement: walked from there, the depth bound is the strictest.
+                tasks[sub.location] = ReachTask(
+                    sub.location, sub.depth, root.lakehouse_def.order, root.external_roots, sub.low, sub.high
+                )
+    plan.tasks = sorted(tasks.values(), key=lambda t: t.sort_key)
+    return plan
+
+
+class _SizedStore(NodeStore):
+    """A NodeStore that remembers the size of every node file it loads."""
+
+    def __init__(self, storage: Storage, order: int, cache: NodeCache, external_roots: tuple[str, ...]) -> None:
+        super().__init__(storage, order, cache=cache, external_roots=external_roots)
+        self.sizes: dict[str, int] = {}
+
+    def load_sized(self, location: str) -> tuple[Node, int]:
+        node, size = super().load_sized(location)
+        self.sizes[location] = size
+        return node, size
+
+
+def run_reach_tasks(storage: Storage, tasks: Iterable[ReachTask]) -> Iterator[tuple[str, int]]:
+    """Walk subtrees (an executor unit, one call per partition); yields ``(path, size)`` for
+    every node file (with its size) and value location (size unknown) reached, each path once
+    per call, and ``(ERROR_KEY + reason, UNKNOWN_SIZE)`` for a subtree that could not be
+    walked (see ``is_error``)."""
+    cache = NodeCache()  # per partition: neighbouring versions' subtrees share most nodes
+    seen: set[str] = set()
+    for task in tasks:
+        store = _SizedStore(storage, task.order, cache, task.external_roots)
+        try:
+            reach = reachable_from_subtree(store, task.location, task.depth)
+        except Exception as exc:  # any failure at all must fail the caller closed
+            reason = exc.one_line() if isinstance(exc, LakecoreError) else f"{type(exc).__name__}: {exc}"
+            yield f"{ERROR_KEY}subtree {storage.uri(task.location)}: {reason}", UNKNOWN_SIZE
+            continue
+        for path in reach.nodes:
+            if path not in seen and not is_full_uri(path):
+                seen.add(path)
+                yield path, store.sizes.get(path, UNKNOWN_SIZE)
+        for path in reach.values:
+            if path not in seen and not is_full_uri(path):
+                seen.add(path)
+                yield path, UNKNOWN_SIZE
+
+
+# ---------------------------------------------------------------------------------------------
+# Re-check: versions that landed after the listing
+
+
+@dataclass
+class NewVersionsReach:
+    versions: list[int] = field(default_factory=list)
+    paths: set[str] = field(default_factory=set)
+    nodes_read: int = 0
+    rounds: int = 0
+
+
+def reach_new_versions(
+    storage: Storage,
+    since: int,
+    known_reachable: Callable[[set[str]], set[str]],
+    *,
+    cache: NodeCache | None = None,
+    max_rounds: int = MAX_RECHECK_ROUNDS,
+    refused: type[LakecoreError] = GcRefusedError,
+) -> NewVersionsReach:
+    """Everything the versions after ``since`` reach that is not already known reachable.
+
+    Walks breadth first from each new root and does not descend into a node that
+    ``known_reachable`` (a batch membership test against the reachable set) confirms: its whole
+    subtree is reachable already. Runs again while new versions keep landing, up to
+    ``max_rounds`` times. Any unreadable new root or node is ``refused``."""
+    out = NewVersionsReach()
+    cache = cache if cache is not None else NodeCache()
+    visited: set[str] = set()
+    for _ in range(max_rounds):
+        try:
+            latest = latest_version(storage)
+        except LakecoreError as exc:
+            raise refused(f"could not re-read the latest version: {exc.one_line()}") from exc
+        if latest <= since:
+            break
+        out.rounds += 1
+        for version in range(since + 1, latest + 1):
+            root = load_root(storage, version, refused)
+            out.versions.append(version)
+            out.paths.update({root.info.path, root.info.lakehouse_def_path})
+            out.paths.update(v for v in _values(root.info.node) if not is_full_uri(v))
+            store = _node_store(storage, root, cache)
+            frontier = {c for c in root.info.node.children if not is_full_uri(c)} - visited
+            while frontier:
+                visited |= frontier
+                known = known_reachable(set(frontier))
+                next_frontier: set[str] = set()
+                for location in sorted(frontier - known):
+                    try:
+                        node = store.load(location)
+                    except LakecoreError as exc:
+                        raise refused(
+                            f"version {version}, committed during gc, cannot be walked: {exc.one_line()}"
+                        ) from exc
+                    out.nodes_read += 1
+                    out.paths.add(location)
+                    out.paths.update(v for v in _values(node) if not is_full_uri(v))
+                    next_frontier.update(c for c in node.children if not is_full_uri(c))
+                frontier = next_frontier - visited
+        since = latest
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Selecting and deleting
+
+
+@dataclass
+class AgeSelection:
+    old: list[ListedFile] = field(default_factory=list)
+    too_young: list[ListedFile] = field(default_factory=list)
+
+
+def select_by_age(orphans: Iterable[ListedFile], cutoff_millis: int) -> AgeSelection:
+    """Orphans modified strictly before ``cutoff_millis`` are old enough to delete."""
+    out = AgeSelection()
+    for f in sorted(orphans, key=lambda f: f.path):
+        (out.old if f.mtime_millis < cutoff_millis else out.too_young).append(f)
+    return out
+
+
+@dataclass
+class DeleteOutcome:
+    requested: int = 0
+    deleted: int = 0
+    bytes_freed: int = 0
+    deleted_paths: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, other: DeleteOutcome) -> None:
+        self.requested += other.requested
+        self.deleted += other.deleted
+        self.bytes_freed += other.bytes_freed
+        self.deleted_paths.extend(other.deleted_paths)
+        self.refused.extend(other.refused)
+        self.errors.extend(other.errors)
+
+
+def chunks(items: Sequence[tuple[str, int]], size: int) -> list[list[tuple[str, int]]]:
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def delete_files(storage: Storage, files: Sequence[tuple[str, int]], batch_size: int) -> DeleteOutcome:
+    """Delete ``(path, size)`` files (an executor unit, one batch). Names are classified again
+    here and anything but a deletable lakecore file is refused, whatever the caller sent. A
+    size of ``UNKNOWN_SIZE`` is looked up first (for the bytes-freed figure)."""
+    out = DeleteOutcome(requested=len(files))
+    allowed: list[tuple[str, int]] = []
+    for path, size in files:
+        if is_deletable(kind_of(path)):
+            allowed.append((path, size))
+        else:
+            out.refused.append(path)
+    sized: list[tuple[str, int]] = []
+    for path, size in allowed:
+        if size == UNKNOWN_SIZE:
+            try:
+                size = storage.size(path)
+            except NotFoundError:
+                continue  # already gone
+            except LakecoreError:
+                size = 0
+        sized.append((path, size))
+    if not sized:
+        return out
+    try:
+        out.deleted = storage.delete([p for p, _ in sized], batch_size)
+    except LakecoreError as exc:
+        out.errors.append(exc.one_line())
+        return out
+    out.deleted_paths = [p for p, _ in sized]
+    out.bytes_freed = sum(s for _, s in sized)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole of gc in one process
+
+
+@dataclass
+class GcResult:
+    """What a gc run saw and did (single-process runs; the job fills a JobReport instead)."""
+
+    retained: Retained
+    files_listed: int
+    reachable: set[str]
+    foreign: list[ListedFile]
+    orphans: list[ListedFile]
+    too_young: list[ListedFile]
+    would_delete: list[ListedFile]
+    rechecked: NewVersionsReach
+    deleted: DeleteOutcome
+
+
+def gc_in_process(
+    storage: Storage,
+    *,
+    now_millis: int,
+    grace_millis: int,
+    dry_run: bool = False,
+    batch_size: int = 1000,
+    target_tasks: int = 8,
+) -> GcResult:
+    """gc without Spark: the same units, with the sets held in memory. The caller checks the
+    grace period (``check_grace``) first."""
+    top = list_top(storage)
+    retained = read_retained(storage, top)
+    listing = list(top)
+    for directory in hash_directories():
+        listing.extend(list_directory(storage, directory))
+    errors = listing_errors(listing)
+    if errors:
+        raise GcRefusedError(f"{len(errors)} hash directories could not be listed, e.g. {errors[0]}")
+    cache = NodeCache()
+    plan = plan_reach(storage, retained.roots.values(), target_tasks, cache=cache)
+    reachable = dict(plan.driver_paths)
+    for path, size in run_reach_tasks(storage, plan.tasks):
+        if is_error(path):
+            raise GcRefusedError(f"a retained version cannot be walked: {error_reason(path)}")
+        reachable.setdefault(path, size)
+    orphans = [f for f in listing if is_deletable(f.kind) and f.path not in reachable]
+    selection = select_by_age(orphans, now_millis - grace_millis)
+    rechecked = reach_new_versions(
+        storage, retained.latest, lambda paths: paths & reachable.keys(), cache=cache
+    )
+    would_delete = [f for f in selection.old if f.path not in rechecked.paths]
+    deleted = DeleteOutcome()
+    if not dry_run:
+        for batch in chunks([(f.path, f.size) for f in would_delete], batch_size):
+            deleted.add(delete_files(storage, batch, batch_size))
+    return GcResult(
+        retained,
+        len(listing),
+        set(reachable),
+        [f for f in listing if f.kind == FOREIGN],
+        orphans,
+        selection.too_young,
+        would_delete,
+        rechecked,
+        deleted,
+    )

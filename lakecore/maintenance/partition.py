@@ -1,0 +1,69 @@
+"""Cutting a tree into subtrees, so that every executor gets work.
+
+The driver loads the top of the tree level by level until a level has at least ``target``
+nodes (or the next level would be the leaves of a small tree), and hands out the nodes of that
+level as subtree tasks. Each task knows its key bounds and depth, which is all the checker and
+the reachability walk need to work on the subtree alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lakecore.node import Node
+from lakecore.tree.store import NodeStore
+
+
+@dataclass(frozen=True)
+class SubtreeTask:
+    """One subtree: where its root is, the key bounds its ancestors give it, its depth (the
+    tree root is depth 1) and the chain of ancestors (for cycle detection)."""
+
+    location: str
+    low: str | None
+    high: str | None
+    depth: int
+    ancestors: tuple[str, ...] = ()
+
+
+@dataclass
+class TreeCut:
+    """The top of a tree (nodes above the cut, loaded on the driver) and the subtrees below."""
+
+    top: list[tuple[str, Node, int]] = field(default_factory=list)
+    subtrees: list[SubtreeTask] = field(default_factory=list)
+    cut_depth: int = 1
+
+
+def cut_tree(store: NodeStore, root: Node, root_location: str, target: int, max_depth: int = 64) -> TreeCut:
+    """Nodes of the first level with at least ``target`` nodes become subtree tasks; the
+    levels above are returned as the loaded top. A leaf root gives no subtree at all."""
+    cut = TreeCut(top=[(root_location, root, 1)])
+    level: list[tuple[str, Node, str | None, str | None, tuple[str, ...]]] = [
+        (root_location, root, None, None, ())
+    ]
+    depth = 1
+    while True:
+        children: list[SubtreeTask] = []
+        for location, node, low, high, ancestors in level:
+            for i, child in enumerate(node.children):
+                child_low = node.keys[i - 1] if i > 0 else low
+                child_high = node.keys[i] if i < len(node.keys) else high
+                children.append(SubtreeTask(child, child_low, child_high, depth + 1, (*ancestors, location)))
+        if not children:
+            cut.subtrees = []
+            cut.cut_depth = depth
+            return cut
+        if len(children) >= target or depth + 1 >= max_depth:
+            cut.subtrees = children
+            cut.cut_depth = depth + 1
+            return cut
+        loaded = [(t.location, store.load(t.location), t.low, t.high, t.ancestors) for t in children]
+        if any(not node.children for _, node, _, _, _ in loaded):
+            # The next level is the leaves: hand out this level as it is.
+            cut.subtrees = children
+            cut.cut_depth = depth + 1
+            return cut
+        cut.top.extend((loc, node, depth + 1) for loc, node, _, _, _ in loaded)
+        level = loaded
+        depth += 1

@@ -1,0 +1,125 @@
+"""The flush job on real local[2] Spark: local disk and moto S3, full and threshold modes,
+concurrent commits, bad options."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.flush import main as flush_main
+from lakecore.fsck import check_version
+from lakecore.lakehouse import Lakehouse
+from lakecore.tree import items
+
+
+def _catalog(uri: str, options: dict[str, Any] | None = None, tables: int = 60) -> Lakehouse:
+    lh = Lakehouse.create(uri, name="flushme", storage_options=options, order=4, node_file_max_size_bytes=4000,
+                          namespace_name_max_size_bytes=16, table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+    with lh.transaction() as tx:
+        tx.create_namespace("a")
+        tx.create_namespace("b")
+    for i in range(tables):
+        with lh.transaction() as tx:
+            tx.create_table("a" if i % 3 else "b", f"t{i:03d}", properties={"i": str(i)})
+        if i % 9 == 8:
+            with lh.transaction() as tx:
+                tx.drop_table("a" if (i - 1) % 3 else "b", f"t{i - 1:03d}")
+    return lh
+
+
+def _buffered(lh: Lakehouse) -> int:
+    total, stack = len(lh.root.buffer), list(lh.root.children)
+    while stack:
+        node = lh.store.load(stack.pop())
+        total += len(node.buffer)
+        stack.extend(node.children)
+    return total
+
+
+def test_full_flush_empties_buffers_keeps_the_catalog_and_validates(run_job, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lh = _catalog(str(tmp_path / "lake"))
+    before = dict(items(lh.store, lh.root))
+    assert _buffered(lh) > 0
+    code, report = run_job(flush_main, "--lakehouse", lh.uri, "--mode", "full", "--parallelism", "4")
+    assert code == 0, report
+    assert report["new_version"] == report["base_version"] + 1
+    assert report["counts"]["subtree_tasks"] >= 2
+    assert report["durations_seconds"]["flush"] >= 0
+    after = Lakehouse.open(lh.uri)
+    assert dict(items(after.store, after.root)) == before
+    assert _buffered(after) == 0
+    assert check_version(after, deep=True).ok
+    # Old versions are untouched.
+    assert dict(items(lh.store, lh.at_version(lh.version).root)) == before
+
+
+def test_threshold_flush(run_job, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lh = _catalog(str(tmp_path / "lake"))
+    before = dict(items(lh.store, lh.root))
+    code, report = run_job(flush_main, "--lakehouse", lh.uri, "--mode", "threshold", "--fill", "0.2")
+    assert code == 0, report
+    after = Lakehouse.open(lh.uri)
+    assert dict(items(after.store, after.root)) == before
+    assert check_version(after, deep=True).ok
+
+
+@pytest.mark.s3
+def test_full_flush_on_s3(run_job, s3_server) -> None:  # type: ignore[no-untyped-def]
+    uri, options = s3_server.new_root()
+    lh = _catalog(uri, options, tables=30)
+    before = dict(items(lh.store, lh.root))
+    code, report = run_job(flush_main, "--lakehouse", uri, *s3_server.job_args())
+    assert code == 0, report
+    after = Lakehouse.open(uri, storage_options=options)
+    assert dict(items(after.store, after.root)) == before
+    assert _buffered(after) == 0
+    assert check_version(after, deep=True).ok
+
+
+def test_commits_landing_during_the_flush_are_kept(run_job, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    lh = _catalog(str(tmp_path / "lake"))
+    stop = threading.Event()
+    created: list[str] = []
+
+    def writer() -> None:
+        other = Lakehouse.open(lh.uri)
+        i = 0
+        while not stop.is_set() and i < 200:
+            with other.transaction() as tx:
+                tx.create_table("b", f"late{i:03d}")
+            created.append(f"late{i:03d}")
+            i += 1
+            other.refresh()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        code, report = run_job(flush_main, "--lakehouse", lh.uri, "--max-redos", "10")
+    finally:
+        stop.set()
+        thread.join()
+    assert code == 0, report
+    final = Lakehouse.open(lh.uri)
+    assert set(created) <= set(final.list_tables("b"))
+    assert check_version(final, deep=True).ok
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--mode", "nope"], ["--mode", "threshold", "--fill", "1.5"], ["--mode", "full", "--fill", "0.5"], []],
+)
+def test_bad_options_exit_2_and_write_nothing(run_job, tmp_path: Path, argv: list[str]) -> None:  # type: ignore[no-untyped-def]
+    lh = _catalog(str(tmp_path / "lake"), tables=5)
+    files = sorted(p for p in (tmp_path / "lake").rglob("*"))
+    args = ["--lakehouse", lh.uri, *argv] if argv else ["--lakehouse", "s3://bad/../x"]
+    code, _report = run_job(flush_main, *args)
+    assert code == 2
+    assert sorted(p for p in (tmp_path / "lake").rglob("*")) == files
+
+
+def test_missing_lakehouse_is_exit_4(run_job, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    code, report = run_job(flush_main, "--lakehouse", str(tmp_path / "nothing"))
+    assert code == 4 and "no lakehouse" in report["error"]
