@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from lakecore import keys as K
 from lakecore import tree
@@ -63,6 +63,10 @@ from lakecore.versions import (
     walk_back,
     write_hint,
 )
+
+if TYPE_CHECKING:
+    from lakecore.lookup import LookupReader
+    from lakecore.lookup.cache import VersionCache
 
 Isolation = Literal["snapshot", "serializable"]
 ExportMode = Literal["minimal", "partial", "full"]
@@ -119,6 +123,7 @@ class LakehouseView:
         self.lakehouse_def = lakehouse_def
         self.store = store
         self.shape = TreeShape.of(lakehouse_def)
+        self._lookup_reader: LookupReader | None = None
 
     # -- identity -----------------------------------------------------------------------------
 
@@ -145,7 +150,28 @@ class LakehouseView:
 
     def get(self, key: str) -> str | None:
         """The pvalue stored under an object key at this version (None if absent)."""
+        reader = self._lookup_reader
+        if reader is not None:
+            found = reader.get(key.encode("utf-8"))
+            return None if found is None else found.decode("utf-8")
         return tree.get(self.store, self.root, key)
+
+    def get_many(self, keys: Iterable[str]) -> list[str | None]:
+        """Point lookups of many keys (batched through the lookup file when one is in use)."""
+        keys = list(keys)
+        reader = self._lookup_reader
+        if reader is None:
+            return [tree.get(self.store, self.root, key) for key in keys]
+        return [None if v is None else v.decode("utf-8") for v in reader.get_many([k.encode("utf-8") for k in keys])]
+
+    def use_lookup_cache(self, cache: VersionCache | None = None) -> LakehouseView:
+        """Serve point lookups of this version from a local lookup file (built on first use).
+
+        Only for a fixed version: versions never change, so the file never goes stale."""
+        from lakecore.lookup.cache import VersionCache
+
+        self._lookup_reader = (cache or VersionCache()).reader(self)
+        return self
 
     def items(self, prefix: str = "") -> Iterator[tuple[str, str]]:
         return tree.scan_prefix(self.store, self.root, prefix)
@@ -270,6 +296,7 @@ class Lakehouse(LakehouseView):
 
     def _install(self, root: RootInfo, lakehouse_def: LakehouseDef) -> None:
         self.root_info = root
+        self._lookup_reader = None  # a lookup file belongs to one version
         if lakehouse_def != self.lakehouse_def:
             self.lakehouse_def = lakehouse_def
             self.store = _store_for(self.storage, lakehouse_def)

@@ -1,0 +1,99 @@
+"""Version caches backed by lookup files, and diffs between versions."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from lakecore.cli import main
+from lakecore.lakehouse import Lakehouse
+from lakecore.lookup.cache import VersionCache, diff_versions
+
+
+def _lake(tmp_path: Path, tables: int = 40) -> Lakehouse:
+    lh = Lakehouse.create(str(tmp_path / "lake"), order=4, node_file_max_size_bytes=4000,
+                          namespace_name_max_size_bytes=16, table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+    with lh.transaction() as tx:
+        tx.create_namespace("a")
+    for i in range(tables):
+        with lh.transaction() as tx:
+            tx.create_table("a", f"t{i:03d}")
+    return lh
+
+
+def test_cached_lookups_equal_tree_lookups(tmp_path: Path) -> None:
+    lh = _lake(tmp_path)
+    cache = VersionCache(tmp_path / "cache")
+    view = lh.at_version(lh.version)
+    keys = [k for k, _ in view.items()] + ["C===missing"]
+    expected = [view.get(k) for k in keys]
+    cached = lh.at_version(lh.version).use_lookup_cache(cache)
+    assert [cached.get(k) for k in keys] == expected
+    assert cached.get_many(list(reversed(keys))) == list(reversed(expected))
+    assert cached.list_tables("a") == view.list_tables("a")
+    assert cache.stats.builds == 1
+    lh.at_version(lh.version).use_lookup_cache(cache)
+    assert cache.stats.builds == 1 and cache.stats.hits == 1, "a cached version must never be rebuilt"
+
+
+def test_cache_evicts_least_recently_used_under_the_cap(tmp_path: Path) -> None:
+    import os
+    import time
+
+    lh = _lake(tmp_path)
+    cache = VersionCache(tmp_path / "cache")
+    sizes = {}
+    for version in (lh.version - 2, lh.version - 1, lh.version):
+        sizes[version] = cache.file_for(lh.at_version(version)).stat().st_size
+        time.sleep(0.01)
+    # Touch the oldest so that the middle one is the least recently used.
+    oldest = cache.path_for(lh.storage.fingerprint(), lh.version - 2)
+    os.utime(oldest)
+    cap = sizes[lh.version - 2] + sizes[lh.version] + 10
+    small = VersionCache(tmp_path / "cache", max_bytes=cap)
+    small.file_for(lh.at_version(lh.version))  # a hit: nothing built, no eviction yet
+    assert small.stats.builds == 0
+    small._evict(keep=small.path_for(lh.storage.fingerprint(), lh.version))
+    remaining = {p.name for p in small.files()}
+    assert f"v{lh.version - 1}.lookup" not in remaining
+    assert {f"v{lh.version - 2}.lookup", f"v{lh.version}.lookup"} <= remaining
+    assert small.size_bytes() <= cap
+
+
+def test_diff_equals_a_dict_diff(tmp_path: Path) -> None:
+    lh = _lake(tmp_path, tables=30)
+    old_version = lh.version
+    rnd = random.Random(5)
+    with lh.transaction() as tx:
+        for i in rnd.sample(range(30), 8):
+            tx.drop_table("a", f"t{i:03d}")
+        for i in range(30, 36):
+            tx.create_table("a", f"t{i:03d}")
+    with lh.transaction() as tx:
+        tx.update_table("a", "t029" if lh.table_exists("a", "t029") else "t030", properties={"x": "y"})
+    old = dict(lh.at_version(old_version).items())
+    new = dict(lh.at_version(lh.version).items())
+    diff = diff_versions(lh.at_version(old_version), lh.at_version(lh.version), VersionCache(tmp_path / "c"))
+    assert dict(diff.added) == {k: v for k, v in new.items() if k not in old}
+    assert dict(diff.removed) == {k: v for k, v in old.items() if k not in new}
+    assert {k: (a, b) for k, a, b in diff.changed} == {k: (old[k], new[k]) for k in old.keys() & new.keys() if old[k] != new[k]}
+    assert not diff_versions(lh.at_version(old_version), lh.at_version(old_version), VersionCache(tmp_path / "c")).changed
+
+
+def test_lookup_and_diff_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lh = _lake(tmp_path, tables=5)
+    lake, cache = lh.uri, str(tmp_path / "cache")
+    assert main(["-l", lake, "--json", "lookup", "build", "--cache-dir", cache]) == 0
+    built = json.loads(capsys.readouterr().out)
+    assert built["version"] == lh.version and Path(built["path"]).exists()
+    key = next(k for k, _ in lh.items("C==="))
+    assert main(["-l", lake, "--json", "lookup", "get", key, "--cache-dir", cache]) == 0
+    assert json.loads(capsys.readouterr().out)[key] == lh.get(key)
+    assert main(["-l", lake, "--json", "lookup", "stats", "--cache-dir", cache]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == lh.version
+    assert main(["-l", lake, "--json", "diff", "1", str(lh.version), "--cache-dir", cache]) == 0
+    diff = json.loads(capsys.readouterr().out)
+    assert sorted(d["object"] for d in diff["added"]) == [f"a.t{i:03d}" for i in range(5)]
