@@ -13,6 +13,12 @@ rollback) means the job redoes its work from the new latest version, a bounded n
 
 from __future__ import annotations
 
+if __package__ in (None, ""):  # run as a file (spark-submit jobs/flush.py): the repo root must be importable
+    import os as _os
+    import sys as _sys
+
+    _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
+
 import sys
 from collections.abc import Sequence
 from typing import Any

@@ -91,6 +91,8 @@ class VersionExpiredError(NotFoundError):
 class AlreadyExistsError(LakecoreError):
     """An object or file that must be new already exists."""
 
+    exit_code = 2
+
 
 class NamespaceNotEmptyError(LakecoreError):
     """A namespace that still holds tables cannot be dropped."""

@@ -14,6 +14,7 @@ from lakecore import keys as K
 from lakecore.defs import decode_namespace_def, decode_table_def
 from lakecore.errors import LakecoreError
 from lakecore.maintenance.check import CheckReport, TreeChecker, Violation
+from lakecore.tree.store import NodeStore
 
 if TYPE_CHECKING:
     from lakecore.lakehouse import LakehouseView
@@ -35,7 +36,10 @@ class VersionCheck:
 
 
 def check_version(view: LakehouseView, *, deep: bool = False) -> VersionCheck:
-    checker = TreeChecker(view.store, view.shape, check_values=True)
+    # A check reads from storage, not from the process-wide node cache: a file deleted since it
+    # was cached must show up as missing.
+    store = NodeStore(view.storage, view.lakehouse_def.order, cache=None, external_roots=view.store.external_roots)
+    checker = TreeChecker(store, view.shape, check_values=True)
     report = checker.check_root(view.root, view.root_info.path, view.root_info.size)
     result = VersionCheck(view.version, report)
     if deep and report.ok:

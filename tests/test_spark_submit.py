@@ -1,0 +1,115 @@
+"""spark-submit.sh and the job files as a user runs them: real subprocesses, real spark-submit.
+
+Each spark-submit starts a JVM, so only two tests do (marked ``spark``); the argument errors are
+caught before any JVM starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lakecore.lakehouse import Lakehouse
+
+REPO = Path(__file__).resolve().parent.parent
+WRAPPER = REPO / "spark-submit.sh"
+SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
+TIMEOUT = 300
+
+
+def _lake(path: Path) -> str:
+    lh = Lakehouse.create(str(path), name="submitted", order=4)
+    with lh.transaction() as tx:
+        tx.create_namespace("ns")
+    for i in range(6):
+        with lh.transaction() as tx:
+            tx.create_table("ns", f"t{i}", properties={"i": str(i)})
+    return lh.uri
+
+
+def _env(**changes: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def _run(args: list[str], env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, env=env or _env(), capture_output=True, text=True, timeout=TIMEOUT,
+                          check=False)
+
+
+@pytest.mark.spark
+def test_wrapper_runs_a_job_and_writes_its_report(tmp_path: Path) -> None:
+    _lake(tmp_path / "lake")
+    validate = (REPO / "jobs" / "validate.py").exists()
+    job, options = ("validate", ["--no-expectations"]) if validate else ("flush", [])
+    report = tmp_path / "report.json"
+    # From another directory, relative paths, no PYTHONPATH: the wrapper sets up everything itself.
+    done = _run([str(WRAPPER), job, "--lakehouse", "lake", *options, "--report", "report.json"],
+                env=_env(PYTHONPATH=None, PYSPARK_PYTHON=None, PYSPARK_DRIVER_PYTHON=None), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(report.read_text())
+    assert data["job"] == job
+    assert data["status"] == "ok"
+    assert data["exit_code"] == 0
+    assert f"lakecore {job} [ok]" in done.stdout
+    # conf/log4j2.properties keeps Spark's INFO chatter out of the output.
+    assert " INFO " not in done.stderr
+
+
+_FLUSH_HAS_BOOTSTRAP = '__package__ in (None, "")' in (REPO / "jobs" / "flush.py").read_text()
+
+
+@pytest.mark.spark
+@pytest.mark.xfail(not _FLUSH_HAS_BOOTSTRAP, strict=False,
+                   reason="jobs/flush.py has no sys.path bootstrap yet: `spark-submit jobs/flush.py` only "
+                          "works where the project is pip-installed")
+def test_plain_spark_submit_of_a_job_file(tmp_path: Path) -> None:
+    uri = _lake(tmp_path / "lake")
+    report = tmp_path / "report.json"
+    env = _env(PYTHONPATH=None, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_LOCAL_IP="127.0.0.1")
+    done = _run([str(SPARK_SUBMIT), "jobs/flush.py", "--lakehouse", uri, "--report", str(report)], env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(report.read_text())["status"] == "ok"
+
+
+def test_unknown_job_prints_usage_and_exits_2() -> None:
+    done = _run([str(WRAPPER), "vacuum", "--lakehouse", "/nowhere"])
+    assert done.returncode == 2
+    assert "unknown job 'vacuum'" in done.stderr
+    assert "usage:" in done.stderr
+    assert done.stdout == ""
+
+
+def test_cluster_mode_needs_spark_master() -> None:
+    done = _run([str(WRAPPER), "--cluster", "flush", "--lakehouse", "s3://bucket/lake"], env=_env(SPARK_MASTER=None))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "spark-submit.sh: --cluster needs SPARK_MASTER (e.g. yarn, k8s://https://host:443, spark://host:7077)"
+    ]
+
+
+def test_bad_arguments_exit_2_with_one_line_on_stderr(tmp_path: Path) -> None:
+    # The job file itself, run as a file like spark-submit runs it; options are parsed before
+    # the job starts Spark, so no JVM is needed to see the error.
+    done = _run([sys.executable, "jobs/export.py", "--lakehouse", str(tmp_path), "--name", "n",
+                 "--mode", "nope", "--target", str(tmp_path / "copy")], env=_env(PYTHONPATH=None))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "--mode" in lines[0] and "nope" in lines[0]
+
+
+def test_wrapper_is_valid_bash() -> None:
+    assert os.access(WRAPPER, os.X_OK)
+    assert _run(["bash", "-n", str(WRAPPER)]).returncode == 0
