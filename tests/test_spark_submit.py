@@ -66,13 +66,7 @@ def test_wrapper_runs_a_job_and_writes_its_report(tmp_path: Path) -> None:
     assert " INFO " not in done.stderr
 
 
-_FLUSH_HAS_BOOTSTRAP = '__package__ in (None, "")' in (REPO / "jobs" / "flush.py").read_text()
-
-
 @pytest.mark.spark
-@pytest.mark.xfail(not _FLUSH_HAS_BOOTSTRAP, strict=False,
-                   reason="jobs/flush.py has no sys.path bootstrap yet: `spark-submit jobs/flush.py` only "
-                          "works where the project is pip-installed")
 def test_plain_spark_submit_of_a_job_file(tmp_path: Path) -> None:
     uri = _lake(tmp_path / "lake")
     report = tmp_path / "report.json"
