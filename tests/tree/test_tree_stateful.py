@@ -12,6 +12,7 @@ import random
 from collections import Counter
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -152,3 +153,13 @@ def _deterministic_workload() -> None:
                 root = writer.finish()
                 EVENTS.update(writer.events.counts)
             assert dict(items(store, root)) == model
+
+
+class HeavyTreeVersusDict(TreeVersusDict):
+    """The same machine, longer: run by hand with ``pytest -m slow``."""
+
+
+HeavyTreeVersusDict.TestCase.settings = settings(
+    max_examples=1500, stateful_step_count=400, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+test_tree_versus_dict_heavy = pytest.mark.slow(HeavyTreeVersusDict.TestCase)

@@ -1,0 +1,286 @@
+"""validate: check versions of a lakehouse against the format, with executors checking subtrees.
+
+    ./spark-submit.sh validate --lakehouse URI [--version V | --all-retained] [--deep]
+                               [--no-expectations]
+
+Checks the latest version by default, ``--version V`` one version, ``--all-retained`` every
+retained version (the unbroken run of root files that ends at the latest). The same rules as
+``lakecore fsck`` (``lakecore.maintenance.check.TreeChecker``), computed in pieces
+(``lakecore.maintenance.validate``):
+
+    plan        (driver) cut each version's tree, check its top, resolve the top's keys
+    check       (executors) one task per distinct subtree of all the versions: the invariant
+                checker, with --deep the catalog checks of the keys resolving in the subtree,
+                and the node rows for the expectation suite
+    combine     (driver) leaf depths across subtrees, nodes met twice, every table's namespace
+    expectations  the great-expectations suite (``lakecore.maintenance.expectations``) over a
+                DataFrame of every node row, unless --no-expectations or the environment's
+                ``validate_ge_enabled`` is false
+
+A missing, unreadable or corrupt node file (the root included) is a violation, not a failure.
+Exit 0 when everything is clean, 1 (status ``failed``, with a one-line error) when a version has
+violations or an expectation fails. The
+JSON report lists the versions, counts, a capped list of violations and the expectation
+results; an HTML report is written next to it (same name, ``.html``).
+"""
+
+from __future__ import annotations
+
+if __package__ in (None, ""):  # run as a file (spark-submit jobs/validate.py): the repo root must be importable
+    import os as _os
+    import sys as _sys
+
+    _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from jobs.common import EXIT_VIOLATIONS, ArgumentError, JobContext, base_parser, run_job
+from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionExpiredError
+from lakecore.lakehouse import EXPORT_SOURCE_PROPERTY, Lakehouse
+from lakecore.locations import root_node_file_name
+from lakecore.maintenance.check import CheckReport, Violation
+from lakecore.maintenance.validate import (
+    ROW_COLUMNS,
+    SubtreeResult,
+    SubtreeWork,
+    VersionPlan,
+    VersionResult,
+    combine_version,
+    fresh_store,
+    merge_work,
+    node_rows,
+    plan_version,
+    run_subtree_work,
+)
+from lakecore.storage import Storage
+from lakecore.tree import NodeStore
+from lakecore.versions import latest_version, list_root_versions
+
+VIOLATIONS_LIMIT = 200
+
+
+def _parser() -> Any:
+    parser = base_parser("validate", __doc__.splitlines()[0])
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--version", type=int, default=None, help="check this version (default: the latest)")
+    which.add_argument("--all-retained", action="store_true", help="check every retained version")
+    parser.add_argument("--deep", action="store_true",
+                        help="also check the catalog: keys parse, definitions exist, decode and match, "
+                             "every table's namespace exists")
+    parser.add_argument("--no-expectations", action="store_true",
+                        help="skip the great-expectations suite over the node rows")
+    return parser
+
+
+def _versions_to_check(storage: Storage, args: Any) -> tuple[int, list[int]]:
+    latest = latest_version(storage)
+    if args.version is not None:
+        if args.version < 0:
+            raise ArgumentError(f"--version {args.version} must be >= 0")
+        if args.version > latest:
+            raise NotFoundError(f"version {args.version} does not exist yet; the latest is {latest}")
+        return latest, [args.version]
+    if not args.all_retained:
+        return latest, [latest]
+    present = set(list_root_versions(storage))
+    present.add(latest)
+    versions = [latest]
+    while versions[-1] - 1 in present:
+        versions.append(versions[-1] - 1)
+    return latest, versions
+
+
+def _unreadable_root(version: int, exc: LakecoreError) -> VersionResult:
+    report = CheckReport()
+    report.violations.append(Violation(root_node_file_name(version), "unreadable-node", " ".join(str(exc).split())))
+    return VersionResult(version, report)
+
+
+def _run_subtrees(ctx: JobContext, works: list[SubtreeWork]) -> tuple[list[SubtreeResult], Any]:
+    """Run the subtree checks; returns the results (without rows) and the persisted RDD."""
+    if not works:
+        return [], None
+    from pyspark import StorageLevel
+
+    storage = ctx.storage
+
+    def run_partition(items: Any) -> Any:
+        for work in items:
+            yield run_subtree_work(storage, work)
+
+    rdd = ctx.sc.parallelize(works, min(len(works), max(1, ctx.parallelism))).mapPartitions(run_partition)
+    rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
+    results: list[SubtreeResult] = rdd.map(lambda r: r.without_rows()).collect()
+    return results, rdd
+
+
+def _rows_dataframe(ctx: JobContext, plans: list[VersionPlan], results_rdd: Any) -> Any:
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    types = {"depth": IntegerType(), "row_index": IntegerType()}
+    schema = StructType([StructField("version", LongType(), False)] + [
+        StructField(name, types.get(name, StringType()), name not in ("node_path", "depth", "section", "row_index"))
+        for name in ROW_COLUMNS
+    ])
+    top_rows: list[tuple[Any, ...]] = []
+    for plan in plans:
+        seen: set[str] = set()
+        for location, node, depth in plan.top_nodes:
+            if location in seen:
+                continue
+            seen.add(location)
+            top_rows.extend((plan.version, *row) for row in node_rows(node, location, depth, plan.shape.order))
+    rows = ctx.sc.parallelize(top_rows, 1)
+    if results_rdd is not None:
+        rows = rows.union(results_rdd.flatMap(lambda r: [(v, *row) for v in r.versions for row in r.rows]))
+    return ctx.spark.createDataFrame(rows, schema)
+
+
+def _body(ctx: JobContext) -> None:
+    args = ctx.args
+    report = ctx.report
+    expectations_on = bool(ctx.settings.get("validate_ge_enabled", True)) and not args.no_expectations
+    storage = ctx.storage
+    latest, versions = _versions_to_check(storage, args)
+    report.base_version = latest
+    report.details["deep"] = bool(args.deep)
+    report.details["expectations_enabled"] = expectations_on
+
+    finished: dict[int, VersionResult] = {}
+    plans: list[VersionPlan] = []
+    skipped: list[str] = []
+    stores: dict[tuple[str, ...], NodeStore] = {}
+    target = ctx.parallelism
+    with ctx.stage("plan", f"plan {len(versions)} version(s) and check the top of each tree (driver)"):
+        for version in versions:
+            try:
+                lh = Lakehouse.open(storage.root_uri, storage_options=storage.storage_options, version=version)
+            except VersionExpiredError as exc:
+                if args.all_retained:  # expired while the job ran: no longer retained
+                    skipped.append(f"version {version}: {' '.join(str(exc).split())}")
+                    continue
+                raise
+            except StorageError:
+                raise  # the store failed, not the lakehouse: no verdict
+            except LakecoreError as exc:
+                # A corrupt root, a root naming a missing or broken lakehouse definition, ...
+                finished[version] = _unreadable_root(version, exc)
+                continue
+            source = lh.lakehouse_def.properties.get(EXPORT_SOURCE_PROPERTY)
+            external = (source,) if source else ()
+            if external not in stores:  # one cache for the job: versions share their top nodes
+                stores[external] = fresh_store(storage, lh.lakehouse_def.order, external)
+            store = stores[external]
+            plans.append(plan_version(
+                storage, version, lh.root, lh.root_info.path, lh.root_info.size, lh.lakehouse_def, store, target,
+                deep=args.deep,
+            ))
+    works = merge_work(plans, deep=args.deep, rows=expectations_on)
+    report.counts["subtree_tasks"] = len(works)
+    results_rdd = None
+    try:
+        with ctx.stage("check", f"check {len(works)} subtrees of {len(plans)} version(s)"
+                                f"{' with catalog checks' if args.deep else ''}"):
+            results, results_rdd = _run_subtrees(ctx, works)
+        with ctx.stage("combine", "combine the subtree results per version (driver)"):
+            by_version: dict[int, list[SubtreeResult]] = {}
+            for result in results:
+                for version in result.versions:
+                    by_version.setdefault(version, []).append(result)
+            for plan in plans:
+                finished[plan.version] = combine_version(plan, by_version.get(plan.version, []), deep=args.deep)
+        expectations: dict[str, Any] | None = None
+        if expectations_on and plans:
+            from lakecore.maintenance.expectations import run_expectations
+
+            lakehouse_def = plans[0].lakehouse_def
+            with ctx.stage("expectations", "great-expectations suite over every node row"):
+                rows = _rows_dataframe(ctx, plans, results_rdd)
+                expectations = run_expectations(
+                    rows,
+                    namespace_name_max_bytes=lakehouse_def.namespace_name_max_size_bytes,
+                    table_name_max_bytes=lakehouse_def.table_name_max_size_bytes,
+                )
+    finally:
+        if results_rdd is not None:
+            results_rdd.unpersist()
+    _report(ctx, [finished[v] for v in versions if v in finished], plans, expectations, skipped)
+
+
+def _report(ctx: JobContext, checked: list[VersionResult], plans: list[VersionPlan],
+            expectations: dict[str, Any] | None, skipped: list[str]) -> None:
+    report = ctx.report
+    violations = [(r.version, v) for r in checked for v in r.violations]
+    report.counts["versions_checked"] = len(checked)
+    report.counts["nodes_checked"] = sum(r.report.nodes_checked for r in checked)
+    report.counts["keys"] = sum(r.report.keys_seen for r in checked)
+    report.counts["messages"] = sum(r.report.messages_seen for r in checked)
+    report.counts["violations"] = len(violations)
+    report.bytes["node_bytes_checked"] = sum(r.report.bytes_checked for r in checked)
+    rules: dict[str, int] = {}
+    for _, v in violations:
+        rules[v.rule] = rules.get(v.rule, 0) + 1
+    listed = [{"version": version, **v.as_dict()} for version, v in violations[:VIOLATIONS_LIMIT]]
+    report.details["violations"] = listed
+    report.details["violations_by_rule"] = rules
+    report.details["violations_truncated"] = len(violations) > VIOLATIONS_LIMIT
+    report.details["versions"] = [
+        {"version": r.version, "ok": r.ok, "nodes": r.report.nodes_checked, "keys": r.report.keys_seen,
+         "messages": r.report.messages_seen, "bytes": r.report.bytes_checked, "violations": len(r.violations),
+         "subtree_tasks": r.subtree_tasks, "catalog_checked": r.catalog_checked, "catalog_keys": r.catalog_keys}
+        for r in checked
+    ]
+    fallbacks = {p.version: p.cut_fallback for p in plans if p.cut_fallback}
+    if fallbacks:
+        report.details["cut_fallbacks"] = fallbacks
+    if skipped:
+        report.details["skipped"] = skipped
+    report.details["expectations"] = expectations
+    expectations_failed = expectations is not None and not expectations["success"]
+    bad_versions = [r.version for r in checked if not r.ok]
+    report.summary.append(
+        f"checked {len(checked)} version(s), {report.counts['nodes_checked']} nodes, {report.counts['keys']} keys: "
+        + ("clean" if not bad_versions else f"{len(violations)} violations in {len(bad_versions)} version(s)")
+    )
+    if expectations is not None:
+        failed = [e["name"] for e in expectations["expectations"] if not e["success"]]
+        report.summary.append(
+            f"expectations: {expectations['successful']}/{expectations['evaluated']} succeeded"
+            + (f"; failed: {', '.join(failed)}" if failed else "")
+        )
+    for version, v in violations[:10]:
+        report.summary.append(f"v{version} {v}")
+    if bad_versions or expectations_failed:
+        report.status = "failed"
+        report.exit_code = EXIT_VIOLATIONS
+        problems = []
+        if bad_versions:
+            problems.append(f"{len(violations)} violations in {len(bad_versions)} version(s) "
+                            f"({', '.join(f'{rule} {n}' for rule, n in sorted(rules.items()))})")
+        if expectations_failed and expectations is not None:
+            failed_names = [e["name"] for e in expectations["expectations"] if not e["success"]]
+            problems.append(f"expectations failed: {', '.join(failed_names)}")
+        report.error = "; ".join(problems)
+    report.details["html_report"] = None
+    if ctx.args.report:
+        from lakecore.maintenance.expectations import render_html, write_html
+
+        summary = {
+            "lakehouse": report.lakehouse, "status": report.status, "latest version": report.base_version,
+            "versions checked": ", ".join(str(r.version) for r in checked), "deep": report.details["deep"],
+            **{k.replace("_", " "): v for k, v in sorted(report.counts.items())},
+            "node bytes checked": report.bytes["node_bytes_checked"],
+        }
+        page = render_html(f"lakecore validate: {report.lakehouse}", summary, expectations, listed)
+        report.details["html_report"] = write_html(Path(ctx.args.report).with_suffix(".html"), page)
+
+
+def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
+    return run_job("validate", _parser(), _body, argv, spark=spark)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,622 @@
+"""Validating versions in pieces: the units behind the Spark ``validate`` job (no Spark here).
+
+The single-process reference is ``lakecore.fsck.check_version``; this module computes the same
+violations with the work cut into subtrees, so that executors can do it:
+
+1. **plan** (driver, ``plan_version``): ``partition.cut_tree`` loads the top of the tree and
+   hands out the level below as ``SubtreeTask``\\ s. The top is then checked by the one invariant
+   checker, ``TreeChecker.check_root``, stopped at the cut (``_TopChecker``): it checks every
+   top node exactly as fsck would and records which subtree roots it would have entered, with
+   the bounds and depth it would have entered them at. Only those become tasks, so a node that
+   the checker refuses to enter (a cycle, a node reached twice, a parent with a broken key
+   table) is not checked behind its back. If the top itself cannot be loaded (a missing or
+   corrupt node near the root), the cut falls back to the root's children: the driver never
+   needs anything but the root, which opening the version already decoded.
+2. **subtrees** (executors, ``run_subtree_work``): ``TreeChecker.check_subtree`` per task,
+   plus, on request, the rows of every node for the expectation suite (``node_rows``) and the
+   deep catalog checks of the keys that resolve inside the subtree (``check_catalog_items``).
+3. **combine** (driver, ``combine_version``): the reports are merged; leaf depths collected
+   across subtrees must all be equal (a ``leaf-depth`` violation on the root otherwise, as
+   ``check_root`` reports it); a node path met in two subtrees is a ``shared-node``; and the
+   catalog parts are joined and checked for "every table's namespace exists".
+
+The violations are fsck's, with one exception: a node shared by two *different subtree tasks*
+is reported at the node itself (fsck names the parent that reaches it second), and both
+copies are checked, so such a tree may show more violations than fsck lists. The verdict is
+the same. Within the top, or within one subtree, the checker itself sees the second visit.
+
+Work is shared between versions: retained versions share most of their nodes (copy-on-write),
+so identical subtree tasks (same node, bounds, depth and tree shape) of several versions are
+checked once (``merge_work``) and the result counts for each of them.
+
+**Deep checks and merge-on-read.** The catalog is the *resolved* map: a message in an ancestor's
+buffer overrides everything below it. The driver therefore resolves the keys held in the top's
+key tables itself (``resolve_top``) and hands each subtree the ancestors' messages that fall in
+its key range (its *overlay*, newest first wins). An executor scans its subtree
+(``lakecore.tree.scan``) and applies the overlay on top, which yields exactly the part of
+``LakehouseView.items()`` inside the subtree's range. Versions whose overlays differ share the
+subtree scan and, within one task, every (key, location) check. As in fsck, catalog violations
+only count for a version whose tree checks are clean.
+
+A node file that is missing, unreadable or corrupt is a violation (``unreadable-node``), never
+an exception: the checker reports it, and every walk here skips what it cannot load.
+
+Nodes are read through a fresh ``NodeCache`` per validation (``fresh_store``), never the
+process-wide one: a validator must look at the bytes on storage, not at a node decoded before
+the file was damaged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Final
+
+from lakecore import keys as K
+from lakecore.defs import LakehouseDef, decode_namespace_def, decode_table_def
+from lakecore.errors import InvalidLocationError, LakecoreError
+from lakecore.locations import check_relative_path, is_full_uri
+from lakecore.maintenance.check import CheckReport, TreeChecker, Violation
+from lakecore.maintenance.partition import SubtreeTask, TreeCut, cut_tree
+from lakecore.node import Node, system_rows
+from lakecore.storage import Storage
+from lakecore.tree import scan
+from lakecore.tree.shape import TreeShape
+from lakecore.tree.store import NodeCache, NodeStore
+
+if TYPE_CHECKING:
+    from lakecore.lakehouse import LakehouseView
+
+# A validation's own node cache: big enough that the row walk after a subtree check reads
+# every node from memory, small enough for an executor.
+VALIDATE_CACHE_BYTES: Final = 64 << 20
+# Orphan-table candidates an executor sends back per namespace (the namespace check runs on
+# the driver, which only learns which namespaces are missing once every part is in).
+TABLES_PER_NAMESPACE_LIMIT: Final = 1000
+
+SECTION_SYSTEM: Final = "system"
+SECTION_KEY_TABLE: Final = "key_table"
+SECTION_BUFFER: Final = "buffer"
+SECTIONS: Final = (SECTION_SYSTEM, SECTION_KEY_TABLE, SECTION_BUFFER)
+ROW_COLUMNS: Final = ("node_path", "depth", "section", "row_index", "key", "pvalue", "pnode")
+
+NodeRow = tuple[str, int, str, int, str | None, str | None, str | None]
+Message = tuple[str, str | None]
+Overlay = tuple[Message, ...]
+
+
+# -- rows ------------------------------------------------------------------------------------------
+
+
+def node_rows(node: Node, location: str, depth: int, order: int) -> list[NodeRow]:
+    """The rows of a node file as FORMAT.md section 3 lays them out, one tuple per row:
+    (node path, depth, section, row index, key, pvalue, pnode).
+
+    Built from the decoded node in the order ``encode_node`` writes (system rows, the key
+    table of exactly ``order`` rows, the buffer in the node's message order); the decoder
+    already refused any file whose rows break the layout."""
+    rows: list[NodeRow] = []
+    index = 0
+    for system_key, system_value in system_rows(node):
+        rows.append((location, depth, SECTION_SYSTEM, index, system_key, system_value, None))
+        index += 1
+    children = node.children
+    rows.append((location, depth, SECTION_KEY_TABLE, index, None, None, children[0] if children else None))
+    index += 1
+    for i, key in enumerate(node.keys):
+        rows.append((location, depth, SECTION_KEY_TABLE, index, key, node.values[i],
+                     children[i + 1] if children else None))
+        index += 1
+    for _ in range(max(0, order - 1 - len(node.keys))):
+        rows.append((location, depth, SECTION_KEY_TABLE, index, None, None, None))
+        index += 1
+    for key, value in node.buffer.items():
+        rows.append((location, depth, SECTION_BUFFER, index, key, value, None))
+        index += 1
+    return rows
+
+
+def subtree_node_rows(store: NodeStore, task: SubtreeTask, max_depth: int) -> list[NodeRow]:
+    """Rows of every node of a subtree that can be loaded (a walk, not a check: whatever it
+    cannot load or would enter twice, the checker has already reported)."""
+    rows: list[NodeRow] = []
+    seen: set[str] = set()
+    stack: list[tuple[str, int]] = [(task.location, task.depth)]
+    while stack:
+        location, depth = stack.pop()
+        if location in seen or location in task.ancestors or depth > max_depth:
+            continue
+        seen.add(location)
+        try:
+            node = store.load(location)
+        except LakecoreError:
+            continue
+        rows.extend(node_rows(node, location, depth, store.order))
+        stack.extend((child, depth + 1) for child in reversed(node.children))
+    return rows
+
+
+# -- reading definitions ---------------------------------------------------------------------------
+
+
+def fresh_store(storage: Storage, order: int, external_roots: Iterable[str] = ()) -> NodeStore:
+    """A store with its own cache: reads what is on storage now."""
+    return NodeStore(storage, order, cache=NodeCache(VALIDATE_CACHE_BYTES), external_roots=external_roots)
+
+
+def location_reader(storage: Storage, external_roots: Sequence[str]) -> Callable[[str], bytes]:
+    """``LakehouseView.read_location`` without a view: a path under the root, or a full URI
+    under an allowed export source; anything else is refused."""
+    roots = tuple(external_roots)
+
+    def read(location: str) -> bytes:
+        if is_full_uri(location):
+            for root in roots:
+                if location.startswith(root):
+                    return Storage(root, storage.storage_options).read(location[len(root):])
+            raise InvalidLocationError(
+                f"location {location!r} is outside the lakehouse {storage.root_uri}; refusing to read it"
+            )
+        return storage.read(check_relative_path(location))
+
+    return read
+
+
+# -- deep catalog checks ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EntryCheck:
+    """What one (key, location) pair of the catalog says: violations, and the namespace or
+    table it defines (only when its definition decodes, as in fsck)."""
+
+    violations: tuple[Violation, ...] = ()
+    namespace: str | None = None
+    table: tuple[str, str, str] | None = None  # (namespace, table, location)
+
+
+def check_catalog_entry(key: str, location: str, lakehouse_def: Any, read: Callable[[str], bytes]) -> EntryCheck:
+    """The per-key part of fsck's ``check_catalog``: the key parses under the lakehouse's
+    limits, its definition exists, decodes and carries the name the key says."""
+    try:
+        parsed = K.parse_key(key, lakehouse_def)
+    except LakecoreError as exc:
+        return EntryCheck((Violation(key, "key-shape", str(exc)),))
+    try:
+        data = read(location)
+    except LakecoreError as exc:
+        return EntryCheck((Violation(location, "definition-missing", f"key {key.rstrip()!r}: {exc}"),))
+    namespace: str | None = None
+    table: tuple[str, str, str] | None = None
+    try:
+        if parsed.table is None:
+            name = decode_namespace_def(data, location).name
+            namespace = parsed.namespace
+            expected = parsed.namespace
+        else:
+            name = decode_table_def(data, location).name
+            table = (parsed.namespace, parsed.table, location)
+            expected = parsed.table
+    except LakecoreError as exc:
+        return EntryCheck((Violation(location, "definition-corrupt", str(exc)),))
+    violations: tuple[Violation, ...] = ()
+    if name != expected:
+        violations = (
+            Violation(location, "definition-name", f"key names {expected!r} but the definition says {name!r}"),
+        )
+    return EntryCheck(violations, namespace, table)
+
+
+@dataclass
+class CatalogPart:
+    """The deep checks of one part of a version's resolved map."""
+
+    violations: list[Violation] = field(default_factory=list)
+    namespaces: set[str] = field(default_factory=set)
+    # namespace -> (table, location) of its tables, at most TABLES_PER_NAMESPACE_LIMIT
+    tables: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    table_counts: dict[str, int] = field(default_factory=dict)
+    keys_checked: int = 0
+
+    def add(self, entry: EntryCheck) -> None:
+        self.keys_checked += 1
+        self.violations.extend(entry.violations)
+        if entry.namespace is not None:
+            self.namespaces.add(entry.namespace)
+        if entry.table is not None:
+            ns, table, location = entry.table
+            self.table_counts[ns] = self.table_counts.get(ns, 0) + 1
+            listed = self.tables.setdefault(ns, [])
+            if len(listed) < TABLES_PER_NAMESPACE_LIMIT:
+                listed.append((table, location))
+
+    def merge(self, other: CatalogPart) -> None:
+        self.violations.extend(other.violations)
+        self.namespaces |= other.namespaces
+        self.keys_checked += other.keys_checked
+        for ns, count in other.table_counts.items():
+            self.table_counts[ns] = self.table_counts.get(ns, 0) + count
+        for ns, listed in other.tables.items():
+            self.tables.setdefault(ns, []).extend(listed)
+
+
+def check_catalog_items(
+    items: Iterable[tuple[str, str]],
+    lakehouse_def: Any,
+    read: Callable[[str], bytes],
+    memo: dict[tuple[str, str], EntryCheck] | None = None,
+) -> CatalogPart:
+    """Per-key deep checks of resolved (key, location) pairs. ``memo`` shares the checks of
+    pairs seen before (definition files are immutable)."""
+    part = CatalogPart()
+    for key, location in items:
+        entry = memo.get((key, location)) if memo is not None else None
+        if entry is None:
+            entry = check_catalog_entry(key, location, lakehouse_def, read)
+            if memo is not None:
+                memo[(key, location)] = entry
+        part.add(entry)
+    return part
+
+
+def namespace_violations(parts: Iterable[CatalogPart]) -> list[Violation]:
+    """Every table's namespace exists: run once all parts of a version are in."""
+    total = CatalogPart()
+    for part in parts:
+        total.merge(part)
+    out: list[Violation] = []
+    for ns in sorted(total.table_counts):
+        if ns in total.namespaces:
+            continue
+        listed = total.tables.get(ns, [])
+        for table, location in listed:
+            out.append(Violation(location, "table-namespace", f"table {ns}.{table} has no namespace {ns!r}"))
+        missing = total.table_counts[ns] - len(listed)
+        if missing > 0:
+            out.append(Violation(K.NAMESPACE_KEY_PREFIX + ns, "table-namespace",
+                                 f"{missing} more tables of namespace {ns!r} have no namespace"))
+    return out
+
+
+def catalog_violations(items: Iterable[tuple[str, str]], lakehouse_def: Any,
+                       read: Callable[[str], bytes]) -> list[Violation]:
+    """fsck's ``check_catalog`` over a whole resolved map, in one process."""
+    part = check_catalog_items(items, lakehouse_def, read)
+    return part.violations + namespace_violations([part])
+
+
+# -- plan (driver) ---------------------------------------------------------------------------------
+
+
+class _TopChecker(TreeChecker):
+    """``TreeChecker`` stopped at the cut: a subtree root is recorded instead of entered."""
+
+    def __init__(self, store: NodeStore, shape: TreeShape, cut_locations: set[str]) -> None:
+        super().__init__(store, shape, check_values=True, collect_paths=True)
+        self._cut = cut_locations
+        self.entered: list[str] = []
+
+    def _load(self, location: str, report: CheckReport) -> tuple[Node | None, int]:
+        if location in self._cut:
+            self.entered.append(location)
+            return None, 0
+        return super()._load(location, report)
+
+
+@dataclass
+class VersionPlan:
+    """One version, planned on the driver: its checked top and the subtree tasks below."""
+
+    version: int
+    root_location: str
+    shape: TreeShape
+    lakehouse_def: LakehouseDef
+    external_roots: tuple[str, ...]
+    top_report: CheckReport
+    top_nodes: list[tuple[str, Node, int]]
+    tasks: list[SubtreeTask]
+    overlays: dict[str, Overlay] = field(default_factory=dict)
+    top_catalog: CatalogPart | None = None
+    catalog_error: str | None = None
+    cut_fallback: str | None = None
+
+
+def _robust_cut(store: NodeStore, root: Node, root_location: str, target: int, max_depth: int) -> tuple[TreeCut, str | None]:
+    try:
+        return cut_tree(store, root, root_location, max(1, target), max_depth), None
+    except LakecoreError as exc:
+        # A node of the top is missing or corrupt: cut right below the root instead; the
+        # subtree check of that node reports it.
+        cut = TreeCut(top=[(root_location, root, 1)], cut_depth=2)
+        n_keys = len(root.keys)
+        cut.subtrees = [
+            SubtreeTask(child, root.keys[i - 1] if i > 0 else None, root.keys[i] if i < n_keys else None, 2,
+                        (root_location,))
+            for i, child in enumerate(root.children)
+        ]
+        return cut, " ".join(str(exc).split())
+
+
+def resolve_top(
+    root: Node, top: Mapping[str, Node], task_locations: set[str]
+) -> tuple[list[tuple[str, str]], dict[str, Overlay]]:
+    """Merge-on-read over the top of a tree: the resolved (key, pvalue) pairs of the keys held
+    in top key tables (or, for a leaf root, of the whole map), and for every subtree root the
+    ancestors' messages inside its key range (the same ``pending`` ``tree.scan`` carries)."""
+    items: dict[str, str] = {}
+    overlays: dict[str, Overlay] = {}
+    stack: list[tuple[Node, dict[str, str | None]]] = [(root, {})]
+    entered: set[str] = set()  # a top with a cycle or a shared node is reported by the checker
+    while stack:
+        node, pending = stack.pop()
+        merged: dict[str, str | None] = dict(node.buffer)
+        merged.update(pending)  # ancestors' messages are newer
+        if not node.children:
+            out = dict(zip(node.keys, node.values, strict=True))
+            for key, value in merged.items():
+                if value is None:
+                    out.pop(key, None)
+                else:
+                    out[key] = value
+            items.update(out)
+            continue
+        keys = node.keys
+        for i, key in enumerate(keys):
+            value = merged[key] if key in merged else node.values[i]
+            if value is not None:
+                items[key] = value
+        for i, child in enumerate(node.children):
+            low = keys[i - 1] if i > 0 else None
+            high = keys[i] if i < len(keys) else None
+            child_pending = {
+                k: v for k, v in merged.items() if (low is None or k > low) and (high is None or k < high)
+            }
+            if child in task_locations:
+                overlays.setdefault(child, tuple(sorted(child_pending.items())))
+            elif child in top and child not in entered:
+                entered.add(child)
+                stack.append((top[child], child_pending))
+    return sorted(items.items()), overlays
+
+
+def plan_version(
+    storage: Storage,
+    version: int,
+    root: Node,
+    root_location: str,
+    root_size: int | None,
+    lakehouse_def: LakehouseDef,
+    store: NodeStore,
+    target: int,
+    *,
+    deep: bool = False,
+) -> VersionPlan:
+    """Cut the version's tree, check its top with the invariant checker, and (``deep``)
+    resolve the top's keys, check them, and work out each subtree's overlay."""
+    shape = TreeShape.of(lakehouse_def)
+    cut, fallback = _robust_cut(store, root, root_location, target, shape.max_depth)
+    # A location both in the top and below the cut (a cycle, a shared node) is checked where
+    # the checker meets it first, in the top.
+    in_top = {location for location, _, _ in cut.top}
+    checker = _TopChecker(store, shape, {t.location for t in cut.subtrees} - in_top)
+    top_report = checker.check_root(root, root_location, root_size)
+    top_report.value_locations.clear()
+    entered = set(checker.entered)
+    tasks: list[SubtreeTask] = []
+    seen: set[str] = set()
+    for task in cut.subtrees:
+        if task.location in entered and task.location not in seen:
+            seen.add(task.location)
+            tasks.append(task)
+    plan = VersionPlan(version, root_location, shape, lakehouse_def, tuple(store.external_roots), top_report,
+                       list(cut.top), tasks, cut_fallback=fallback)
+    if deep:
+        top = {location: node for location, node, _ in cut.top}
+        try:
+            items, plan.overlays = resolve_top(root, top, seen)
+            plan.top_catalog = check_catalog_items(items, lakehouse_def, location_reader(storage, plan.external_roots))
+        except LakecoreError as exc:
+            plan.catalog_error = " ".join(str(exc).split())
+    return plan
+
+
+# -- subtrees (executors) --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SubtreeWork:
+    """One subtree check, shared by every version in ``versions``; ``overlays`` groups those
+    versions by the ancestors' messages that land in the subtree (deep checks only)."""
+
+    task: SubtreeTask
+    versions: tuple[int, ...]
+    shape: TreeShape
+    lakehouse_def: LakehouseDef
+    external_roots: tuple[str, ...] = ()
+    overlays: tuple[tuple[tuple[int, ...], Overlay], ...] = ()
+    deep: bool = False
+    rows: bool = False
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        t = self.task
+        return (t.location, t.low, t.high, t.depth, self.shape, self.external_roots)
+
+
+@dataclass
+class SubtreeResult:
+    task: SubtreeTask
+    versions: tuple[int, ...]
+    report: CheckReport
+    catalog: list[tuple[tuple[int, ...], CatalogPart]] = field(default_factory=list)
+    catalog_error: str | None = None
+    rows: list[NodeRow] = field(default_factory=list)
+
+    def without_rows(self) -> SubtreeResult:
+        return replace(self, rows=[])
+
+
+def merge_work(plans: Sequence[VersionPlan], *, deep: bool, rows: bool) -> list[SubtreeWork]:
+    """One ``SubtreeWork`` per distinct subtree task of all the plans."""
+    grouped: dict[tuple[Any, ...], tuple[SubtreeTask, VersionPlan, list[int], dict[Overlay, list[int]]]] = {}
+    for plan in plans:
+        for task in plan.tasks:
+            key = (task.location, task.low, task.high, task.depth, plan.shape, plan.external_roots)
+            entry = grouped.setdefault(key, (task, plan, [], {}))
+            entry[2].append(plan.version)
+            if deep:
+                entry[3].setdefault(plan.overlays.get(task.location, ()), []).append(plan.version)
+    out = []
+    for task, plan, versions, overlays in grouped.values():
+        out.append(SubtreeWork(
+            task, tuple(versions), plan.shape, plan.lakehouse_def, plan.external_roots,
+            tuple((tuple(vs), overlay) for overlay, vs in overlays.items()), deep, rows,
+        ))
+    return out
+
+
+def run_subtree_work(storage: Storage, work: SubtreeWork, store: NodeStore | None = None) -> SubtreeResult:
+    """Check one subtree (and, as asked, collect its rows and run its deep catalog checks)."""
+    store = store or fresh_store(storage, work.shape.order, work.external_roots)
+    checker = TreeChecker(store, work.shape, check_values=True, collect_paths=True)
+    task = work.task
+    report = checker.check_subtree(task.location, task.low, task.high, task.depth, task.ancestors)
+    report.value_locations.clear()
+    result = SubtreeResult(task, work.versions, report)
+    if work.rows:
+        result.rows = subtree_node_rows(store, task, work.shape.max_depth)
+    if work.deep and work.overlays:
+        try:
+            base = dict(scan(store, store.load(task.location)))
+        except LakecoreError as exc:
+            result.catalog_error = " ".join(str(exc).split())
+            return result
+        read = location_reader(storage, work.external_roots)
+        memo: dict[tuple[str, str], EntryCheck] = {}
+        for versions, overlay in work.overlays:
+            resolved = dict(base)
+            for key, value in overlay:
+                if value is None:
+                    resolved.pop(key, None)
+                else:
+                    resolved[key] = value
+            result.catalog.append(
+                (versions, check_catalog_items(sorted(resolved.items()), work.lakehouse_def, read, memo))
+            )
+    return result
+
+
+# -- combine (driver) ------------------------------------------------------------------------------
+
+
+@dataclass
+class VersionResult:
+    """A version's verdict, in the shape of fsck's ``VersionCheck``."""
+
+    version: int
+    report: CheckReport
+    catalog_violations: list[Violation] = field(default_factory=list)
+    catalog_checked: bool = False
+    catalog_keys: int = 0
+    subtree_tasks: int = 0
+
+    @property
+    def violations(self) -> list[Violation]:
+        return self.report.violations + self.catalog_violations
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def combine_version(plan: VersionPlan, results: Iterable[SubtreeResult], *, deep: bool = False) -> VersionResult:
+    """Join the top and the subtree results of one version into its verdict."""
+    report = CheckReport()
+    report.merge(plan.top_report)
+    mine = [r for r in results if plan.version in r.versions]
+    for result in mine:
+        report.merge(result.report)
+    if len(report.leaf_depths) > 1 and not any(v.rule == "leaf-depth" for v in plan.top_report.violations):
+        report.violations.append(Violation(
+            plan.root_location, "leaf-depth",
+            f"leaves at depths {sorted(report.leaf_depths)}; all must be equal",
+        ))
+    counts = Counter(report.node_paths)
+    for path in sorted(p for p, n in counts.items() if n > 1):
+        report.violations.append(Violation(path, "shared-node", f"node is reached {counts[path]} times in one version"))
+    report.node_paths = []
+    outcome = VersionResult(plan.version, report, subtree_tasks=len(plan.tasks))
+    if deep and report.ok:
+        parts: list[CatalogPart] = [plan.top_catalog] if plan.top_catalog is not None else []
+        violations: list[Violation] = []
+        if plan.catalog_error is not None:
+            violations.append(Violation(plan.root_location, "catalog-scan", plan.catalog_error))
+        for result in mine:
+            if result.catalog_error is not None:
+                violations.append(Violation(result.task.location, "catalog-scan", result.catalog_error))
+            for versions, part in result.catalog:
+                if plan.version in versions:
+                    parts.append(part)
+        for part in parts:
+            violations.extend(part.violations)
+        violations.extend(namespace_violations(parts))
+        outcome.catalog_violations = violations
+        outcome.catalog_checked = True
+        outcome.catalog_keys = sum(part.keys_checked for part in parts)
+    return outcome
+
+
+def validate_in_process(
+    storage: Storage,
+    version: int,
+    root: Node,
+    root_location: str,
+    root_size: int | None,
+    lakehouse_def: LakehouseDef,
+    *,
+    external_roots: Sequence[str] = (),
+    target: int = 4,
+    deep: bool = False,
+) -> VersionResult:
+    """Plan, run every subtree and combine, in this process (the reference for the job)."""
+    store = fresh_store(storage, lakehouse_def.order, external_roots)
+    plan = plan_version(storage, version, root, root_location, root_size, lakehouse_def, store, target, deep=deep)
+    results = [run_subtree_work(storage, work, store) for work in merge_work([plan], deep=deep, rows=False)]
+    return combine_version(plan, results, deep=deep)
+
+
+def validate_view(view: LakehouseView, *, target: int = 4, deep: bool = False) -> VersionResult:
+    """``validate_in_process`` for an opened version (compare: ``lakecore.fsck.check_version``)."""
+    return validate_in_process(
+        view.storage, view.version, view.root, view.root_info.path, view.root_info.size, view.lakehouse_def,
+        external_roots=view.store.external_roots, target=target, deep=deep,
+    )
+
+
+__all__ = [
+    "ROW_COLUMNS",
+    "SECTIONS",
+    "CatalogPart",
+    "EntryCheck",
+    "NodeRow",
+    "SubtreeResult",
+    "SubtreeWork",
+    "VersionPlan",
+    "VersionResult",
+    "catalog_violations",
+    "check_catalog_entry",
+    "check_catalog_items",
+    "combine_version",
+    "fresh_store",
+    "location_reader",
+    "merge_work",
+    "namespace_violations",
+    "node_rows",
+    "plan_version",
+    "resolve_top",
+    "run_subtree_work",
+    "subtree_node_rows",
+    "validate_in_process",
+    "validate_view",
+]

@@ -1,0 +1,394 @@
+"""The validate job against real local[2] Spark, and its units against ``lakecore.fsck``.
+
+One small-node lakehouse (order 4, 8 KiB nodes: a three-level tree with ~18 nodes) is built
+once per module with the catalog API; every test that damages it works on its own copy.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.validate import main
+from lakecore import keys as K
+from lakecore.commit import RootPlan
+from lakecore.defs import encode_def, table_def
+from lakecore.fsck import check_version
+from lakecore.lakehouse import Lakehouse, LakehouseView
+from lakecore.maintenance.reachable import reachable_from_root
+from lakecore.maintenance.validate import (
+    SECTION_BUFFER,
+    SECTION_KEY_TABLE,
+    SECTION_SYSTEM,
+    node_rows,
+    validate_view,
+)
+from lakecore.node import Node, decode_node, encode_node
+from lakecore.tree import SHARED_CACHE, TreeShape, TreeWriter
+
+pytestmark = pytest.mark.spark
+
+NAMESPACES = ("alpha", "beta", "gamma", "delta")
+RunJob = Callable[..., tuple[int, dict[str, Any]]]
+
+
+def _build(path: Path) -> None:
+    lh = Lakehouse.create(str(path), order=4, node_file_max_size_bytes=8192, namespace_name_max_size_bytes=16,
+                          table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+    for ns in NAMESPACES:
+        with lh.transaction() as tx:
+            tx.create_namespace(ns)
+    for i in range(60):
+        with lh.transaction() as tx:
+            tx.create_table(NAMESPACES[i % 4], f"t{i:03d}")
+    for i in range(0, 60, 7):
+        with lh.transaction() as tx:
+            tx.drop_table(NAMESPACES[i % 4], f"t{i:03d}")
+            tx.update_namespace(NAMESPACES[(i + 1) % 4], {"touched": str(i)})
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("validate") / "lake"
+    _build(path)
+    return path
+
+
+@pytest.fixture
+def lake(pristine: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "lake"
+    shutil.copytree(pristine, copy)
+    SHARED_CACHE.clear()  # the copy's nodes must be read from its own files
+    return copy
+
+
+def _open(path: Path) -> Lakehouse:
+    SHARED_CACHE.clear()
+    return Lakehouse.open(str(path))
+
+
+def _nodes(lh: LakehouseView) -> list[str]:
+    return sorted(reachable_from_root(lh.store, lh.root, include_values=False).nodes)
+
+
+def _leaf_and_top(lh: LakehouseView) -> tuple[str, str]:
+    """A leaf of the latest version, and a child of its root (an internal node)."""
+    node, location = lh.root, ""
+    while node.children:
+        location = node.children[-1]
+        node = lh.store.load(location)
+    return location, lh.root.children[0]
+
+
+def _fsck(path: Path, versions: list[int], deep: bool) -> set[tuple[int, str, str, str]]:
+    lh = _open(path)
+    out = set()
+    for version in versions:
+        SHARED_CACHE.clear()
+        result = check_version(lh.at_version(version), deep=deep)
+        out |= {(version, v.location, v.rule, v.detail) for v in result.violations}
+    return out
+
+
+def _job_violations(data: dict[str, Any]) -> set[tuple[int, str, str, str]]:
+    assert not data["details"]["violations_truncated"]
+    return {(v["version"], v["location"], v["rule"], v["detail"]) for v in data["details"]["violations"]}
+
+
+def _expectation(data: dict[str, Any], name: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(e for e in data["details"]["expectations"]["expectations"] if e["name"] == name)
+    return found
+
+
+# -- the job -----------------------------------------------------------------------------------------
+
+
+def test_clean_lakehouse_passes_every_expectation_and_writes_html(lake: Path, run_job: RunJob) -> None:
+    code, data = run_job(main, "--lakehouse", str(lake), "--parallelism", "4")
+    assert code == 0, data
+    assert data["status"] == "ok"
+    latest = _open(lake).version
+    assert data["counts"]["versions_checked"] == 1 and data["base_version"] == latest
+    assert data["counts"]["subtree_tasks"] >= 2, "the tree was not cut into subtrees"
+    assert data["counts"]["nodes_checked"] == len(_nodes(_open(lake))) + 1
+    assert data["counts"]["keys"] > 0 and data["bytes"]["node_bytes_checked"] > 0
+    expectations = data["details"]["expectations"]
+    assert expectations["success"] and expectations["evaluated"] >= 8
+    assert all(e["success"] and e["unexpected_count"] == 0 for e in expectations["expectations"]), expectations
+    assert all(e["element_count"] and e["element_count"] > 0 for e in expectations["expectations"])
+    html = Path(data["details"]["html_report"])
+    assert html.exists() and html.suffix == ".html"
+    assert "unique-keys" in html.read_text() and "FAILED" not in html.read_text()
+
+
+def test_all_retained_deep_checks_every_version_like_fsck(lake: Path, run_job: RunJob) -> None:
+    code, data = run_job(main, "--lakehouse", str(lake), "--all-retained", "--deep", "--no-expectations",
+                         "--parallelism", "3")
+    assert code == 0, data
+    versions = [info.version for info in _open(lake).versions()]
+    assert [v["version"] for v in data["details"]["versions"]] == versions
+    assert data["counts"]["versions_checked"] == len(versions) > 60
+    assert all(v["ok"] and v["catalog_checked"] for v in data["details"]["versions"])
+    lh = _open(lake)
+    assert [v["catalog_keys"] for v in data["details"]["versions"]] == [
+        len(list(lh.at_version(v).items())) for v in versions
+    ]
+    assert data["details"]["expectations"] is None
+    assert _fsck(lake, versions, deep=True) == set()
+
+
+def test_a_deleted_node_file_is_a_violation_naming_it(lake: Path, run_job: RunJob) -> None:
+    lh = _open(lake)
+    leaf, top = _leaf_and_top(lh)
+    (lake / leaf).unlink()
+    (lake / top).unlink()
+    code, data = run_job(main, "--lakehouse", str(lake), "--all-retained", "--no-expectations", "--parallelism", "4")
+    assert code == 1, data
+    assert data["status"] == "failed" and "unreadable-node" in data["error"]
+    found = _job_violations(data)
+    assert {(lh.version, leaf, "unreadable-node"), (lh.version, top, "unreadable-node")} <= {f[:3] for f in found}
+    versions = [v["version"] for v in data["details"]["versions"]]
+    assert found == _fsck(lake, versions, deep=False)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped"])
+def test_a_corrupt_node_file_is_a_violation(lake: Path, run_job: RunJob, damage: str) -> None:
+    lh = _open(lake)
+    leaf, _ = _leaf_and_top(lh)
+    data = (lake / leaf).read_bytes()
+    if damage == "truncated":
+        damaged = data[: len(data) // 2]
+    else:
+        damaged = bytes(b ^ 0xFF for b in data[:64]) + data[64:]
+    (lake / leaf).write_bytes(damaged)
+    code, report = run_job(main, "--lakehouse", str(lake), "--no-expectations")
+    assert code == 1, report
+    found = _job_violations(report)
+    assert any(loc == leaf and rule == "unreadable-node" for _, loc, rule, _ in found), found
+    assert found == _fsck(lake, [lh.version], deep=False)
+
+
+def test_a_corrupt_root_is_a_violation_not_a_crash(lake: Path, run_job: RunJob) -> None:
+    lh = _open(lake)
+    root = lake / lh.root_info.path
+    root.write_bytes(root.read_bytes()[:100])
+    code, data = run_job(main, "--lakehouse", str(lake), "--version", str(lh.version), "--no-expectations")
+    assert code == 1, data
+    assert [(v["location"], v["rule"]) for v in data["details"]["violations"]] == [(lh.root_info.path, "unreadable-node")]
+
+
+def test_deep_finds_a_definition_carrying_another_name(lake: Path, run_job: RunJob) -> None:
+    lh = _open(lake)
+    _key, location = next(iter(lh.items(K.TABLE_KEY_PREFIX)))
+    (lake / location).write_bytes(encode_def(table_def("impostor")))
+    code, data = run_job(main, "--lakehouse", str(lake), "--no-expectations")
+    assert code == 0, "without --deep the tree alone is checked"
+    code, data = run_job(main, "--lakehouse", str(lake), "--deep", "--no-expectations")
+    assert code == 1, data
+    found = _job_violations(data)
+    assert {(loc, rule) for _, loc, rule, _ in found} == {(location, "definition-name")}
+    assert "impostor" in next(iter(found))[3]
+    assert found == _fsck(lake, [lh.version], deep=True)
+
+
+def test_deep_finds_tables_whose_namespace_key_was_removed(lake: Path, run_job: RunJob) -> None:
+    lh = _open(lake)
+    writer = TreeWriter(lh.store, TreeShape.of(lh.lakehouse_def), lh.root)
+    writer.put(K.namespace_key("beta", lh.lakehouse_def), None)
+    crafted = writer.finish()
+    lh.commit_plan(lambda base: RootPlan(crafted, base.lakehouse_def_path), lambda latest: None)
+    orphans = {location for _, location in lh.items(K.table_key_prefix("beta", lh.lakehouse_def))}
+    assert len(orphans) > 5
+    code, data = run_job(main, "--lakehouse", str(lake), "--deep", "--no-expectations", "--parallelism", "4")
+    assert code == 1, data
+    found = _job_violations(data)
+    assert {(loc, rule) for _, loc, rule, _ in found} == {(loc, "table-namespace") for loc in orphans}
+    assert found == _fsck(lake, [lh.version], deep=True)
+
+
+def test_an_expectation_failure_on_a_crafted_node_exits_1(lake: Path, run_job: RunJob) -> None:
+    lh = _open(lake)
+    leaf, _ = _leaf_and_top(lh)
+    node = decode_node((lake / leaf).read_bytes(), leaf, lh.lakehouse_def.order)
+    table_keys = [i for i, key in enumerate(node.keys) if key.startswith(K.TABLE_KEY_PREFIX)]
+    assert table_keys, "the leaf holds no table key"
+    i = table_keys[0]
+    short = node.keys[i][:-1]  # one padding byte short; still sorted and inside the bounds
+    crafted = Node([*node.keys[:i], short, *node.keys[i + 1:]], node.values, node.children, node.buffer, node.system)
+    (lake / leaf).write_bytes(encode_node(crafted, lh.lakehouse_def.order))
+    code, data = run_job(main, "--lakehouse", str(lake), "--parallelism", "4")
+    assert code == 1, data
+    assert data["status"] == "failed" and "object-key-length" in data["error"]
+    assert data["details"]["violations"] == [], "the tree rules still hold"
+    assert _fsck(lake, [lh.version], deep=False) == set()
+    failed = _expectation(data, "object-key-length")
+    assert not failed["success"] and failed["unexpected_count"] == 1
+    assert failed["unexpected_values"] == [short]
+    assert [e["name"] for e in data["details"]["expectations"]["expectations"] if not e["success"]] == ["object-key-length"]
+    assert "FAILED" in Path(data["details"]["html_report"]).read_text()
+
+
+def test_settings_can_turn_expectations_off(lake: Path, run_job: RunJob, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import jobs.common
+
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    settings = json.loads((jobs.common.CONF_DIR / "maintenance-local.json").read_text())
+    (conf / "maintenance-nogx.json").write_text(json.dumps({**settings, "validate_ge_enabled": False}))
+    monkeypatch.setattr(jobs.common, "CONF_DIR", conf)
+    code, data = run_job(main, "--lakehouse", str(lake), "--env", "nogx")
+    assert code == 0, data
+    assert data["details"]["expectations_enabled"] is False and data["details"]["expectations"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["--version", "1", "--all-retained"], 2),
+        (["--version", "-1"], 2),
+        (["--version", "100000"], 4),
+    ],
+)
+def test_bad_options(lake: Path, run_job: RunJob, args: list[str], code: int) -> None:
+    got, data = run_job(main, "--lakehouse", str(lake), "--no-expectations", *args)
+    assert got == code, data
+
+
+# -- the units, in one process -----------------------------------------------------------------------
+
+
+def test_node_rows_follow_the_file_layout(pristine: Path) -> None:
+    lh = _open(pristine)
+    order = lh.lakehouse_def.order
+    location = lh.root.children[0]
+    node = lh.store.load(location)
+    rows = node_rows(node, location, 2, order)
+    assert [r[3] for r in rows] == list(range(len(rows)))
+    sections = [r[2] for r in rows]
+    n_system = sections.count(SECTION_SYSTEM)
+    assert sections == [SECTION_SYSTEM] * n_system + [SECTION_KEY_TABLE] * order + [SECTION_BUFFER] * len(node.buffer)
+    table = rows[n_system:n_system + order]
+    assert table[0][4:] == (None, None, node.children[0])
+    assert [r[4] for r in table[1:1 + len(node.keys)]] == node.keys
+    assert [r[6] for r in table[1:1 + len(node.keys)]] == node.children[1:]
+    assert all(r[4:] == (None, None, None) for r in table[1 + len(node.keys):])
+    assert {r[4] for r in rows[:n_system]} == {"created_at_millis", "n_keys"}
+    root_rows = node_rows(lh.root, lh.root_info.path, 1, order)
+    assert {r[4] for r in root_rows if r[2] == SECTION_SYSTEM} >= {"lakehouse_def", "previous_root", "n_keys"}
+
+
+@pytest.mark.parametrize("damage", ["delete", "truncate"])
+def test_units_agree_with_fsck_for_any_damaged_node(lake: Path, damage: str) -> None:
+    lh = _open(lake)
+    for location in _nodes(lh):
+        path = lake / location
+        original = path.read_bytes()
+        if damage == "delete":
+            path.unlink()
+        else:
+            path.write_bytes(original[:-10])
+        for target in (1, 4, 16):
+            SHARED_CACHE.clear()
+            ours = validate_view(lh, target=target, deep=True)
+            SHARED_CACHE.clear()
+            reference = check_version(lh, deep=True)
+            assert {(v.location, v.rule, v.detail) for v in ours.violations} == {
+                (v.location, v.rule, v.detail) for v in reference.violations
+            }, (location, target)
+            assert any(v.location == location for v in ours.violations)
+        path.write_bytes(original)
+    SHARED_CACHE.clear()
+    assert validate_view(lh, deep=True).ok
+
+
+def test_units_agree_with_fsck_on_every_version(pristine: Path) -> None:
+    lh = _open(pristine)
+    for info in lh.versions():
+        view = lh.at_version(info.version)
+        for target in (1, 5, 50):
+            ours = validate_view(view, target=target, deep=True)
+            reference = check_version(view, deep=True)
+            assert ours.ok and reference.ok
+            assert ours.report.nodes_checked == reference.report.nodes_checked
+            assert ours.report.keys_seen == reference.report.keys_seen
+            assert ours.catalog_checked and ours.catalog_keys == len(list(view.items()))
+
+
+def test_units_find_a_missing_definition_and_a_bad_key_like_fsck(lake: Path) -> None:
+    lh = _open(lake)
+    items = list(lh.items(K.TABLE_KEY_PREFIX))
+    _, gone = items[3]
+    os.unlink(lake / gone)
+    bad_key = K.TABLE_KEY_PREFIX + "x"  # no valid padding: a key-shape violation
+    writer = TreeWriter(lh.store, TreeShape.of(lh.lakehouse_def), lh.root)
+    writer.put(bad_key, items[5][1])
+    crafted = writer.finish()
+    lh.commit_plan(lambda base: RootPlan(crafted, base.lakehouse_def_path), lambda latest: None)
+    SHARED_CACHE.clear()
+    ours = validate_view(lh, target=4, deep=True)
+    SHARED_CACHE.clear()
+    reference = check_version(lh, deep=True)
+    found = {(v.location, v.rule, v.detail) for v in ours.violations}
+    assert found == {(v.location, v.rule, v.detail) for v in reference.violations}
+    assert {rule for _, rule, _ in found} == {"definition-missing", "key-shape"}
+
+
+@pytest.mark.parametrize("kind", ["cycle", "shared"])
+def test_units_agree_with_fsck_on_a_cycle_or_a_shared_node_in_the_top(lake: Path, kind: str) -> None:
+    from lakecore.locations import new_node_file_path
+
+    lh = _open(lake)
+    order = lh.lakehouse_def.order
+    first = lh.root.children[0]
+    if kind == "cycle":
+        path = new_node_file_path()
+        node = lh.store.load(first).copy()
+        node.children[0] = path  # the node points at itself
+        (lake / path).parent.mkdir(parents=True, exist_ok=True)
+        (lake / path).write_bytes(encode_node(node, order))
+        children = [path, *lh.root.children[1:]]
+    else:
+        children = [first, first, *lh.root.children[2:]]  # one subtree twice
+    crafted = Node(lh.root.keys, lh.root.values, children, lh.root.buffer)
+    lh.commit_plan(lambda base: RootPlan(crafted, base.lakehouse_def_path), lambda latest: None)
+    for target in (1, 4, 50):
+        SHARED_CACHE.clear()
+        ours = validate_view(lh, target=target, deep=True)
+        SHARED_CACHE.clear()
+        reference = check_version(lh, deep=True)
+        assert not reference.ok
+        assert {(v.location, v.rule, v.detail) for v in ours.violations} == {
+            (v.location, v.rule, v.detail) for v in reference.violations
+        }, target
+
+
+def test_units_find_a_node_shared_by_two_subtrees(lake: Path) -> None:
+    lh = _open(lake)
+    a, b = lh.root.children[0], lh.root.children[1]
+    node_a, node_b = lh.store.load(a), lh.store.load(b).copy()
+    node_b.children[0] = node_a.children[0]
+    new_b = lh.store.write(node_b)
+    crafted = Node(lh.root.keys, lh.root.values, [a, new_b, *lh.root.children[2:]], lh.root.buffer)
+    lh.commit_plan(lambda base: RootPlan(crafted, base.lakehouse_def_path), lambda latest: None)
+    SHARED_CACHE.clear()
+    reference = check_version(lh)
+    assert ("shared-node", new_b) in {(v.rule, v.location) for v in reference.violations}
+    # Cut at the leaves, the top checker meets the leaf twice: exactly fsck's verdict.
+    SHARED_CACHE.clear()
+    ours = validate_view(lh, target=50)
+    assert {(v.location, v.rule, v.detail) for v in ours.violations} == {
+        (v.location, v.rule, v.detail) for v in reference.violations
+    }
+    # Cut below the root, a and new_b are separate subtree tasks: the driver sees the leaf twice.
+    SHARED_CACHE.clear()
+    ours = validate_view(lh, target=len(crafted.children))
+    assert not ours.ok
+    assert ("shared-node", node_a.children[0]) in {(v.rule, v.location) for v in ours.violations}
