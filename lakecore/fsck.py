@@ -10,9 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lakecore import keys as K
-from lakecore.defs import decode_namespace_def, decode_table_def
-from lakecore.errors import LakecoreError
 from lakecore.maintenance.check import CheckReport, TreeChecker, Violation
 from lakecore.tree.store import NodeStore
 
@@ -48,35 +45,8 @@ def check_version(view: LakehouseView, *, deep: bool = False) -> VersionCheck:
 
 
 def check_catalog(view: LakehouseView) -> list[Violation]:
-    out: list[Violation] = []
-    namespaces: set[str] = set()
-    tables: list[tuple[str, str, str]] = []
-    for key, location in view.items():
-        try:
-            parsed = K.parse_key(key, view.lakehouse_def)
-        except LakecoreError as exc:
-            out.append(Violation(key, "key-shape", str(exc)))
-            continue
-        try:
-            data = view.read_location(location)
-        except LakecoreError as exc:
-            out.append(Violation(location, "definition-missing", f"key {key.rstrip()!r}: {exc}"))
-            continue
-        try:
-            if parsed.table is None:
-                name = decode_namespace_def(data, location).name
-                namespaces.add(parsed.namespace)
-                expected = parsed.namespace
-            else:
-                name = decode_table_def(data, location).name
-                tables.append((parsed.namespace, parsed.table, location))
-                expected = parsed.table
-        except LakecoreError as exc:
-            out.append(Violation(location, "definition-corrupt", str(exc)))
-            continue
-        if name != expected:
-            out.append(Violation(location, "definition-name", f"key names {expected!r} but the definition says {name!r}"))
-    for ns, table, location in tables:
-        if ns not in namespaces:
-            out.append(Violation(location, "table-namespace", f"table {ns}.{table} has no namespace {ns!r}"))
-    return out
+    """The catalog rules over a version's whole resolved map (the same per-key checks the
+    validate job runs on executors)."""
+    from lakecore.maintenance.validate import catalog_violations
+
+    return catalog_violations(view.items(), view.lakehouse_def, view.read_location)
