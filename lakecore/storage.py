@@ -138,7 +138,8 @@ class _Backend(Protocol):
     def read(self, rel: str) -> bytes: ...
     def read_range(self, rel: str, start: int, end: int) -> bytes: ...
     def size(self, rel: str) -> int: ...
-    def write(self, rel: str, data: bytes) -> None: ...
+    def write(self, rel: str, data: bytes, durable: bool = True) -> None: ...
+    def sync(self) -> None: ...
     def create_exclusive(self, rel: str, data: bytes) -> bool: ...
     def exists(self, rel: str) -> bool: ...
     def list_under(self, dir_prefix: str) -> list[FileInfo]: ...
@@ -178,8 +179,8 @@ class _LocalBackend:
             return False
         return stat.S_ISREG(st.st_mode)
 
-    def _write_temp(self, rel: str, data: bytes) -> tuple[str, str]:
-        """Write ``data`` to a fresh fsynced temp file next to ``rel``; return (tmp, dir)."""
+    def _write_temp(self, rel: str, data: bytes, fsync: bool = True) -> tuple[str, str]:
+        """Write ``data`` to a fresh (fsynced) temp file next to ``rel``; return (tmp, dir)."""
         rel_dir = rel.rsplit("/", 1)[0] if "/" in rel else ""
         abs_dir = self._root_dir + rel_dir
         os.makedirs(abs_dir, exist_ok=True)
@@ -190,7 +191,8 @@ class _LocalBackend:
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
-            os.fsync(fd)
+            if fsync:
+                os.fsync(fd)
         except BaseException:
             os.close(fd)
             _unlink_quietly(tmp)
@@ -198,14 +200,18 @@ class _LocalBackend:
         os.close(fd)
         return tmp, abs_dir
 
-    def write(self, rel: str, data: bytes) -> None:
-        tmp, abs_dir = self._write_temp(rel, data)
+    def write(self, rel: str, data: bytes, durable: bool = True) -> None:
+        tmp, abs_dir = self._write_temp(rel, data, fsync=durable)
         try:
             os.replace(tmp, self._abs(rel))
         except BaseException:
             _unlink_quietly(tmp)
             raise
-        _fsync_directory(abs_dir)
+        if durable:
+            _fsync_directory(abs_dir)
+
+    def sync(self) -> None:
+        _syncfs(self._root_dir)
 
     def create_exclusive(self, rel: str, data: bytes) -> bool:
         tmp, abs_dir = self._write_temp(rel, data)
@@ -322,9 +328,13 @@ class _S3Backend:
             return False
         return True
 
-    def write(self, rel: str, data: bytes) -> None:
-        # A single PUT (multipart above 100 MiB) is atomic on S3: readers see old or new.
+    def write(self, rel: str, data: bytes, durable: bool = True) -> None:
+        # A single PUT (multipart above 100 MiB) is atomic on S3: readers see old or new, and
+        # durable once acknowledged.
         self._fs.pipe_file(self._fs_path(rel), data, timeout=self._timeout)
+
+    def sync(self) -> None:
+        pass
 
     def create_exclusive(self, rel: str, data: bytes) -> bool:
         for attempt in range(_CONFLICT_RETRIES):
@@ -443,8 +453,11 @@ class _FsspecBackend:
             return False
         return True
 
-    def write(self, rel: str, data: bytes) -> None:
+    def write(self, rel: str, data: bytes, durable: bool = True) -> None:
         self._fs.pipe_file(self._p(rel), data)
+
+    def sync(self) -> None:
+        pass
 
     def create_exclusive(self, rel: str, data: bytes) -> bool:
         if self._scheme != _MEMORY_SCHEME:
@@ -600,14 +613,25 @@ class Storage:
         except Exception as exc:
             _raise_translated(exc, uri, "check the existence of")
 
-    def write(self, path: str, data: bytes) -> None:
-        """Create or overwrite a file; readers see the old or the new bytes, never a mix."""
+    def write(self, path: str, data: bytes, *, durable: bool = True) -> None:
+        """Create or overwrite a file; readers see the old or the new bytes, never a mix.
+
+        ``durable=False`` skips the local fsyncs: the caller promises a ``sync()`` before
+        anything that makes the file reachable (many node files, then one sync, then the root)."""
         uri = self.uri(path)
         _check_data(uri, data)
         try:
-            self._backend().write(path, data)
+            self._backend().write(path, data, durable)
         except Exception as exc:
             _raise_translated(exc, uri, "write")
+
+    def sync(self) -> None:
+        """Make every earlier ``write(durable=False)`` durable (local disks; a no-op on S3,
+        where an acknowledged PUT is durable)."""
+        try:
+            self._backend().sync()
+        except Exception as exc:
+            _raise_translated(exc, self.root_uri, "sync")
 
     def create_exclusive(self, path: str, data: bytes) -> None:
         """Create a file that must not exist; ``AlreadyExistsError`` if it does.
@@ -784,6 +808,23 @@ def _unlink_quietly(path: str) -> None:
     # Best effort: a leftover temp file is an orphan that gc removes.
     with contextlib.suppress(OSError):
         os.unlink(path)
+
+
+def _syncfs(path: str) -> None:
+    """Flush the file system holding ``path``: one syncfs(2) instead of an fsync per file."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if libc.syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    except (OSError, AttributeError):
+        pass
+    os.sync()  # no syncfs here: sync everything (slower, same guarantee)
 
 
 def _fsync_directory(path: str) -> None:

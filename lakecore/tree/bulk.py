@@ -22,9 +22,14 @@ from collections.abc import Iterable
 
 from lakecore import keys as K
 from lakecore.errors import InvalidArgumentError, LakecoreError
+from lakecore.locations import new_node_file_path
 from lakecore.node import Node, encoded_size
 from lakecore.tree.shape import TreeShape
 from lakecore.tree.store import NodeStore
+
+# Nodes handed to the parallel writer at a time: enough to keep its threads busy, few enough
+# that memory stays bounded for very large builds.
+_WRITE_BATCH = 256
 
 
 def _collect_sorted(items: Iterable[tuple[str, str]]) -> tuple[list[str], list[str]]:
@@ -54,6 +59,8 @@ def bulk_build(
     created = str(now_millis if now_millis is not None else int(time.time() * 1000))
     order = shape.order
 
+    pending: list[tuple[str, Node]] = []
+
     def write(node: Node) -> str:
         node.system[K.CREATED_AT_MILLIS_KEY] = created
         size = encoded_size(node, order)
@@ -62,7 +69,13 @@ def bulk_build(
                 f"bulk build: a node of {len(node.keys)} keys would be {size} bytes, over "
                 f"node_file_max_size_bytes={shape.node_file_max_size_bytes}; keys or pvalues are too long"
             )
-        return store.write(node, cache=False)
+        # Paths are chosen up front so that parents can point at children still being written.
+        path = new_node_file_path()
+        pending.append((path, node))
+        if len(pending) >= _WRITE_BATCH:
+            store.write_many(pending)
+            pending.clear()
+        return path
 
     n = len(keys)
     if n <= shape.max_keys:
@@ -97,4 +110,5 @@ def bulk_build(
                 next_values.append(sep_values[c + take - 1])
             c += take
         children, sep_keys, sep_values = next_children, next_keys, next_values
+    store.write_many(pending)  # every node is written before the caller can commit the root
     return Node(sep_keys, sep_values, children)

@@ -43,7 +43,7 @@ from enum import Enum
 
 from lakecore import keys as K
 from lakecore.errors import LakecoreError, TreeStructureError
-from lakecore.node import Node, _utf8_len
+from lakecore.node import Node, _utf8_len, utf8_total
 from lakecore.tree.shape import NODE_PATH_BYTES, TreeShape
 from lakecore.tree.store import IOStats, NodeStore
 
@@ -136,15 +136,10 @@ class WNode:
         return buffer
 
     def size(self, shape: TreeShape) -> int:
-        key_bytes = self.buf_key_bytes
-        value_bytes = self.buf_value_bytes
-        for key in self.keys:
-            key_bytes += _utf8_len(key)
-        for value in self.values:
-            value_bytes += _utf8_len(value)
-        pnode_bytes = 0
-        for child in self.children:
-            pnode_bytes += _utf8_len(child) if isinstance(child, str) else NODE_PATH_BYTES
+        key_bytes = self.buf_key_bytes + utf8_total(self.keys)
+        value_bytes = self.buf_value_bytes + utf8_total(self.values)
+        paths = [c for c in self.children if isinstance(c, str)]
+        pnode_bytes = utf8_total(paths) + (len(self.children) - len(paths)) * NODE_PATH_BYTES
         return shape.node_size(key_bytes, value_bytes, pnode_bytes, len(self.buffer))
 
     def buffer_fill(self, shape: TreeShape) -> float:
