@@ -1,0 +1,229 @@
+"""End to end: ``airflow dags test`` runs the DAGs' real Spark jobs on small local lakehouses.
+
+Two lakehouses in one maintenance run: ``good`` is maintained (all five steps), ``bad`` lost a
+node file, so its first validation fails and nothing else runs on it, while ``good`` carries
+on. Then the repair DAG rolls ``bad`` back to its last valid version.
+
+Airflow runs from this venv with AIRFLOW_HOME in a temporary folder (sqlite, ``db migrate``
+first); the jobs run with the project venv's spark-submit on ``local[2]`` (the connection comes
+from AIRFLOW_CONN_LAKECORE_SPARK), the lakehouse list from AIRFLOW_VAR_LAKECORE_LAKEHOUSES.
+The validations skip the great-expectations suite (``job_args``) to keep the run short.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.airflow.conftest import DAGS_FOLDER, REPO_ROOT
+
+AIRFLOW = Path(sys.executable).parent / "airflow"
+PROJECT_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
+STEPS = ["validate_before", "flush", "compact_versions", "gc", "validate_after"]
+JOBS = {"validate_before": "validate", "flush": "flush", "compact_versions": "compact-versions",
+        "gc": "gc", "validate_after": "validate"}
+
+pytestmark = pytest.mark.timeout(2400)
+
+# Builds the two lakehouses with the project venv; prints their versions as JSON.
+BUILD = """
+import glob, json, os, sys
+from lakecore.demo import build_sample
+good, bad = sys.argv[1], sys.argv[2]
+g = build_sample(good, namespaces=2, tables_per_namespace=12)
+b = build_sample(bad, namespaces=2, tables_per_namespace=60)
+# The newest node file is reached by the latest versions only: without it they are damaged,
+# older versions are still whole (what rollback --to-last-valid finds).
+nodes = sorted(glob.glob(os.path.join(bad, "**", "*-node-*.arrow"), recursive=True), key=os.path.getmtime)
+os.remove(nodes[-1])
+print(json.dumps({"good": g.version, "bad": b.version, "removed": nodes[-1]}))
+"""
+
+VERSION = """
+import sys
+from lakecore import Lakehouse
+print(Lakehouse.open(sys.argv[1]).version)
+"""
+
+
+def _project(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    result = subprocess.run([str(PROJECT_PYTHON), *args], capture_output=True, text=True, env=env,
+                            cwd=REPO_ROOT, timeout=600)
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def _version(lake: Path) -> int:
+    return int(_project("-c", VERSION, str(lake)).stdout.strip())
+
+
+def _fsck(lake: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return _project("-m", "lakecore.cli", "-l", str(lake), "fsck", *options, check=False)
+
+
+class Airflow:
+    """The airflow CLI of this venv with its own AIRFLOW_HOME, and a look into its database."""
+
+    def __init__(self, base: Path, lakehouses: list[dict[str, Any]]) -> None:
+        self.home = base / "airflow-home"
+        self.reports = base / "reports"
+        self.logs = base
+        self.env = {
+            **os.environ,
+            "AIRFLOW_HOME": str(self.home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW_CONN_LAKECORE_SPARK": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            "AIRFLOW_VAR_LAKECORE_LAKEHOUSES": json.dumps({"lakehouses": lakehouses}),
+            "AIRFLOW_VAR_LAKECORE_ROOT": str(REPO_ROOT),
+            "AIRFLOW_VAR_LAKECORE_REPORTS_DIR": str(self.reports),
+        }
+
+    def run(self, name: str, *args: str) -> subprocess.CompletedProcess[str]:
+        log = self.logs / f"{name}.log"
+        with log.open("w") as out:
+            result = subprocess.run([str(AIRFLOW), *args], stdout=out, stderr=subprocess.STDOUT, text=True,
+                                    env=self.env, cwd=self.logs, timeout=1800)
+        result.stdout = log.read_text()
+        return result
+
+    def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(self.home / "airflow.db") as db:
+            return list(db.execute(sql, params))
+
+    def states(self, dag_id: str) -> dict[tuple[str, int], str]:
+        rows = self.query("select task_id, map_index, state from task_instance where dag_id = ?", dag_id)
+        return {(task, index): state for task, index, state in rows}
+
+    def xcom(self, dag_id: str, task_id: str, map_index: int = -1, key: str = "return_value") -> Any:
+        rows = self.query("select value from xcom where dag_id = ? and task_id = ? and map_index = ? and key = ?",
+                          dag_id, task_id, map_index, key)
+        if not rows:
+            return None
+        value = rows[0][0]
+        return json.loads(value) if isinstance(value, str | bytes) else value
+
+    def rendered(self, dag_id: str, task_id: str, map_index: int) -> dict[str, Any]:
+        rows = self.query("select rendered_fields from rendered_task_instance_fields "
+                          "where dag_id = ? and task_id = ? and map_index = ?", dag_id, task_id, map_index)
+        assert rows, f"no rendered fields for {task_id}[{map_index}]"
+        return json.loads(rows[0][0])
+
+
+def _tail(text: str, lines: int = 80) -> str:
+    kept = [line for line in text.splitlines() if not line.startswith("WARNING: Location")]
+    return "\n".join(kept[-lines:])
+
+
+@pytest.fixture(scope="module")
+def lakes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    if not PROJECT_PYTHON.exists():
+        pytest.fail(f"{PROJECT_PYTHON} is missing: run 'make setup' first")
+    if not AIRFLOW.exists():
+        pytest.fail(f"{AIRFLOW} is missing: run 'make {Path(sys.executable).parents[1].name}/.installed'")
+    base = tmp_path_factory.mktemp("lakecore-airflow-e2e")
+    good, bad = base / "good", base / "bad"
+    built = json.loads(_project("-c", BUILD, str(good), str(bad)).stdout.strip().splitlines()[-1])
+    assert _fsck(good).returncode == 0
+    assert _fsck(bad).returncode == 1, "the damaged lakehouse must fail validation"
+    return {"base": base, "good": good, "bad": bad, "built": built}
+
+
+@pytest.fixture(scope="module")
+def maintenance(lakes: dict[str, Any]) -> dict[str, Any]:
+    """One maintenance run over both lakehouses."""
+    quick = {"validate": ["--no-expectations"]}
+    airflow = Airflow(lakes["base"], [
+        {"name": "good", "uri": str(lakes["good"]), "job_args": {**quick, "flush": ["--fill", "0.0"]}},
+        {"name": "bad", "uri": str(lakes["bad"]), "job_args": quick},
+    ])
+    migrate = airflow.run("db-migrate", "db", "migrate")
+    assert migrate.returncode == 0, _tail(migrate.stdout)
+    logical = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    result = airflow.run("maintenance", "dags", "test", "lakecore_maintenance", logical.isoformat())
+    runs = airflow.query("select run_id, state from dag_run where dag_id = 'lakecore_maintenance'")
+    assert len(runs) == 1, _tail(result.stdout)
+    return {"airflow": airflow, "result": result, "logical": logical, "run_id": runs[0][0], "state": runs[0][1],
+            **lakes}
+
+
+def test_good_lakehouse_is_maintained(maintenance: dict[str, Any]) -> None:
+    airflow: Airflow = maintenance["airflow"]
+    log = _tail(maintenance["result"].stdout)
+    states = airflow.states("lakecore_maintenance")
+    assert states[("lakehouses", -1)] == "success", log
+    for step in STEPS:
+        assert states[(f"maintain.{step}", 0)] == "success", f"{step}: {states}\n{log}"
+    # every job's report is its task's XCom and a file
+    for step in STEPS:
+        report = airflow.xcom("lakecore_maintenance", f"maintain.{step}", 0)
+        assert report is not None, f"no report XCom for {step}"
+        assert report["job"] == JOBS[step] and report["status"] == "ok" and report["exit_code"] == 0, report
+        assert report["lakehouse"].rstrip("/").endswith("/good")
+        files = list(airflow.reports.glob(f"lakecore_maintenance/*/good/{step}.json"))
+        assert len(files) == 1 and files[0].stat().st_size > 0
+        assert json.loads(files[0].read_text()) == report
+    flush = airflow.xcom("lakecore_maintenance", "maintain.flush", 0)
+    assert flush["new_version"] == maintenance["built"]["good"] + 1, flush
+    assert flush["details"]["mode"] == "threshold"
+    assert flush["details"]["fill"] == 0.0  # the lakehouse's job_args come after the DAG's --fill 0.5
+    assert _version(maintenance["good"]) >= flush["new_version"]
+    # the maintained lakehouse still validates, deep
+    fsck = _fsck(maintenance["good"], "--deep")
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+
+
+def test_cut_off_is_the_data_interval_end(maintenance: dict[str, Any]) -> None:
+    airflow: Airflow = maintenance["airflow"]
+    logical: dt.datetime = maintenance["logical"]
+    for step in ("compact_versions", "gc"):
+        args = airflow.rendered("lakecore_maintenance", f"maintain.{step}", 0)["job_args"]
+        now = args[args.index("--now") + 1]
+        assert dt.datetime.fromisoformat(now) == logical, args
+
+
+def test_bad_lakehouse_stops_at_the_first_validation(maintenance: dict[str, Any]) -> None:
+    airflow: Airflow = maintenance["airflow"]
+    states = airflow.states("lakecore_maintenance")
+    assert states[("maintain.validate_before", 1)] == "failed", states
+    for step in STEPS[1:]:
+        assert states.get((f"maintain.{step}", 1)) in ("upstream_failed", None), f"{step} ran on a damaged lakehouse"
+    assert maintenance["state"] == "failed"
+    assert maintenance["result"].returncode != 0
+    # failed loudly: the violation and "not retried" are in the task's error
+    log = maintenance["result"].stdout
+    assert "violations found" in log and "unreadable-node" in log and "not retried" in log
+    report = airflow.xcom("lakecore_maintenance", "maintain.validate_before", 1, key="report")
+    assert report["job"] == "validate" and report["exit_code"] == 1 and report["status"] != "ok", report
+    assert report["counts"]["violations"] >= 1
+    # nothing was written to it
+    assert _version(maintenance["bad"]) == maintenance["built"]["bad"]
+    assert not list(airflow.reports.glob("lakecore_maintenance/*/bad/flush.json"))
+
+
+def test_repair_rolls_back_to_the_last_valid_version(maintenance: dict[str, Any]) -> None:
+    airflow: Airflow = maintenance["airflow"]
+    before = _version(maintenance["bad"])
+    conf = {"lakehouse": "bad", "action": "rollback-to-last-valid", "confirm": True}
+    result = airflow.run("repair", "dags", "test", "lakecore_repair",
+                         dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(), "--conf", json.dumps(conf))
+    states = airflow.states("lakecore_repair")
+    assert states == {("plan", -1): "success", ("repair", -1): "success"}, _tail(result.stdout)
+    report = airflow.xcom("lakecore_repair", "repair")
+    assert report["job"] == "repair" and report["status"] == "ok", report
+    target = report["details"]["rolled_back_to"]
+    assert 0 <= target < before
+    assert report["new_version"] == before + 1
+    assert _version(maintenance["bad"]) == before + 1
+    fsck = _fsck(maintenance["bad"])
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
