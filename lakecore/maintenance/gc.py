@@ -15,9 +15,12 @@ What may be deleted
     namespace and table definitions, lakehouse definitions, and ``.lakecore-tmp-*`` leftovers of
     an interrupted write. Root files and ``_latest_hint.txt`` are never deleted here (expiring
     versions is ``compact-versions``' job). Any other file is *foreign*: reported, never touched.
+    Only the top level and the 4,096 hash directories are listed (lakecore writes nowhere
+    else), so files in other directories are neither reported nor deleted.
 
 Steps
-    1. list: the top level (driver) first, then the 4,096 hash directories (executors).
+    1. list: the top level (driver) first, then the 4,096 hash directories (executors, a few
+       requests in flight per task).
     2. retained: read every listed root strictly (with the order its definition gives), its
        definition, and the exports the definitions name. Any failure stops gc before it deletes
        anything (``GcRefusedError``, exit 4): gc only deletes what it can *prove* unreachable.
@@ -25,8 +28,10 @@ Steps
        de-duplicates subtree locations across versions (consecutive versions share almost every
        subtree); executors walk the subtrees (``reachable.reachable_from_subtree``); the
        driver adds the root files, definitions, top nodes and their values.
-    4. orphans = deletable listed files minus reachable paths; only those older than the grace
-       period (modification time before ``now - grace``) are deleted.
+    4. orphans = deletable listed files minus reachable paths (``tally`` judges each path from
+       its listing entries and its reach records: a cogroup in Spark, dicts in one process);
+       only those older than the grace period (modification time before ``now - grace``) are
+       deleted. Reachable paths that are not listed are reported as missing.
     5. re-check: versions committed since the listing are walked on the driver, descending only
        into nodes not already known reachable (a known-reachable node's subtree is reachable
        too), and whatever they reach is taken out of the orphans. Repeated while versions keep
@@ -72,7 +77,7 @@ MIN_GRACE_SECONDS: Final = 3600
 # How far --now may run ahead of this machine's clock before it counts as shortening the grace.
 CLOCK_SKEW_TOLERANCE_MILLIS: Final = 5 * 60 * 1000
 # Rounds of the new-version re-check before deleting; each round narrows the race window.
-MAX_RECHECK_ROUNDS: Final = 5
+MAX_RECHECK_ROUNDS: Final = 3
 
 DELETABLE_KINDS: Final = frozenset(
     {FileKind.NODE, FileKind.NAMESPACE_DEF, FileKind.TABLE_DEF, FileKind.LAKEHOUSE_DEF, FileKind.TEMP}
@@ -90,6 +95,9 @@ class GcRefusedError(LakecoreError):
     listing failed, ...); nothing was deleted. Repair the named file (or restore it) first."""
 
     exit_code = 4
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{reason}; nothing was deleted")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,6 +166,22 @@ def list_directory(storage: Storage, directory: str) -> list[ListedFile]:
     return [ListedFile(i.path, i.size, i.mtime_millis, kind_of(i.path)) for i in infos]
 
 
+def list_directories(storage: Storage, directories: Iterable[str], threads: int = 1) -> Iterator[ListedFile]:
+    """``list_directory`` over many directories (an executor unit, one call per partition),
+    ``threads`` requests in flight: on an object store a listing waits on the network, and
+    most hash directories of a small lakehouse are empty."""
+    directories = list(directories)
+    if threads <= 1 or len(directories) <= 1:
+        for directory in directories:
+            yield from list_directory(storage, directory)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(threads, len(directories))) as pool:
+        for listed in pool.map(lambda d: list_directory(storage, d), directories):
+            yield from listed
+
+
 def list_top(storage: Storage) -> list[ListedFile]:
     """The files directly under the root (roots, definitions, hint, temp files, foreign)."""
     try:
@@ -165,10 +189,6 @@ def list_top(storage: Storage) -> list[ListedFile]:
     except LakecoreError as exc:
         raise GcRefusedError(f"could not list the top of {storage.root_uri}: {exc.one_line()}") from exc
     return [ListedFile(i.path, i.size, i.mtime_millis, kind_of(i.path)) for i in infos]
-
-
-def listing_errors(files: Iterable[ListedFile]) -> list[str]:
-    return [f.path for f in files if f.kind == ERROR_KEY]
 
 
 def is_error(path: str) -> bool:
@@ -211,10 +231,6 @@ class Retained:
     @property
     def latest(self) -> int:
         return max(self.roots)
-
-    @property
-    def def_paths(self) -> set[str]:
-        return {r.info.lakehouse_def_path for r in self.roots.values()}
 
 
 def external_roots_of(lakehouse_def: LakehouseDef) -> tuple[str, ...]:
@@ -259,9 +275,7 @@ def read_retained(
 ) -> Retained:
     """Read every root listed at the top level, strictly; check that every definition they
     name and every export root their definitions pin is there. Fails closed."""
-    versions = sorted(
-        v for v in (_root_version(f) for f in top) if v is not None
-    )
+    versions = sorted(v for v in (_root_version(f) for f in top) if v is not None)
     if not versions:
         raise refused(
             f"no root node file at the top of {storage.root_uri}: not a lakehouse (or not yet "
@@ -325,7 +339,8 @@ class ReachPlan:
     driver_paths: dict[str, int] = field(default_factory=dict)
     covered: set[str] = field(default_factory=set)  # top nodes and task roots
     versions: list[int] = field(default_factory=list)
-    skipped_tasks: int = 0
+    shared_tasks: int = 0  # subtrees met again in another version: walked once
+    skipped_tasks: int = 0  # subtrees covered elsewhere (``skip``) or in an export's source
 
 
 def _add(paths: dict[str, int], path: str, size: int = UNKNOWN_SIZE) -> None:
@@ -354,12 +369,15 @@ def plan_reach(
     cache: NodeCache | None = None,
     skip: set[str] | frozenset[str] = frozenset(),
     refused: type[LakecoreError] = GcRefusedError,
+    tolerated: list[str] | None = None,
 ) -> ReachPlan:
     """Cut every root's tree; de-duplicate subtrees across versions.
 
     ``skip``: subtree roots known to be covered elsewhere (expiry skips the expired side's
     subtrees that a retained version also has). The driver's reads go through ``cache`` (a
-    fresh one per run, so that every node is really read, not remembered from before)."""
+    fresh one per run, so that every node is really read, not remembered from before).
+    A tree whose top cannot be read is ``refused``, or, when ``tolerated`` is a list, noted
+    there and left out (expiry's side of what may go: knowing less only deletes less)."""
     cache = cache if cache is not None else NodeCache()
     plan = ReachPlan()
     tasks: dict[str, ReachTask] = {}
@@ -373,7 +391,11 @@ def plan_reach(
         try:
             cut = cut_tree(store, info.node, info.path, target_tasks, max_depth)
         except LakecoreError as exc:
-            raise refused(f"version {root.version}: the top of its tree cannot be read: {exc.one_line()}") from exc
+            reason = f"version {root.version}: the top of its tree cannot be read: {exc.one_line()}"
+            if tolerated is None:
+                raise refused(reason) from exc
+            tolerated.append(reason)
+            continue
         for location, node, _depth in cut.top:
             if location != info.path:
                 plan.covered.add(location)
@@ -387,6 +409,8 @@ def plan_reach(
                 continue
             plan.covered.add(sub.location)
             known = tasks.get(sub.location)
+            if known is not None:
+                plan.shared_tasks += 1
             if known is None or sub.depth > known.depth:
                 # The deepest placement: walked from there, the depth bound is the strictest.
                 tasks[sub.location] = ReachTask(
@@ -435,6 +459,97 @@ def run_reach_tasks(storage: Storage, tasks: Iterable[ReachTask]) -> Iterator[tu
 
 
 # ---------------------------------------------------------------------------------------------
+# The anti-join: listed files against reachable paths, one key at a time
+
+
+@dataclass
+class Tally:
+    """What the anti-join saw; one per partition, merged on the driver (``merge``)."""
+
+    listed_by_kind: dict[str, list[int]] = field(default_factory=dict)  # kind -> [files, bytes]
+    reachable: int = 0
+    orphans: list[ListedFile] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)  # a sample
+    missing: int = 0
+    missing_sample: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # a sample
+    error_count: int = 0
+    sample_limit: int = 50
+
+    @property
+    def files_listed(self) -> int:
+        return sum(n for n, _ in self.listed_by_kind.values())
+
+    @property
+    def bytes_listed(self) -> int:
+        return sum(b for _, b in self.listed_by_kind.values())
+
+    def count(self, kind: str) -> int:
+        return self.listed_by_kind.get(kind, [0, 0])[0]
+
+    def merge(self, other: Tally) -> Tally:
+        for kind, (n, b) in other.listed_by_kind.items():
+            entry = self.listed_by_kind.setdefault(kind, [0, 0])
+            entry[0] += n
+            entry[1] += b
+        self.reachable += other.reachable
+        self.orphans.extend(other.orphans)
+        self.foreign = sorted(self.foreign + other.foreign)[: self.sample_limit]
+        self.missing += other.missing
+        self.missing_sample = sorted(self.missing_sample + other.missing_sample)[: self.sample_limit]
+        self.errors = (self.errors + other.errors)[: self.sample_limit]
+        self.error_count += other.error_count
+        return self
+
+
+def tally(
+    groups: Iterable[tuple[str, tuple[Iterable[ListedFile], Iterable[int]]]], sample_limit: int = 50
+) -> Tally:
+    """Judge each path from its listing entries and its reach records (a cogroup's output):
+    a listed deletable file that nothing reaches is an orphan; a reached path that is not
+    listed is *missing* (a dangling definition: reported, never a reason to delete);
+    listing and walk errors are collected so that the caller refuses to delete."""
+    out = Tally(sample_limit=sample_limit)
+    for path, (listed_iter, reached_iter) in groups:
+        listed = list(listed_iter)
+        reached = any(True for _ in reached_iter)
+        if is_error(path) or any(f.kind == ERROR_KEY for f in listed):
+            out.error_count += 1
+            if len(out.errors) < sample_limit:
+                out.errors.append(error_reason(path) if is_error(path) else path)
+            continue
+        if reached:
+            out.reachable += 1
+            if not listed:
+                out.missing += 1
+                if len(out.missing_sample) < sample_limit:
+                    out.missing_sample.append(path)
+        for f in listed[:1]:  # a path is listed once; tolerate a double listing
+            entry = out.listed_by_kind.setdefault(f.kind, [0, 0])
+            entry[0] += 1
+            entry[1] += f.size
+            if f.kind == FOREIGN and len(out.foreign) < sample_limit:
+                out.foreign.append(f.path)
+            elif not reached and is_deletable(f.kind):
+                out.orphans.append(f)
+    out.foreign.sort()
+    out.missing_sample.sort()
+    return out
+
+
+def tally_in_memory(listing: Iterable[ListedFile], reach: Iterable[tuple[str, int]], sample_limit: int = 50) -> Tally:
+    """``tally`` over in-memory collections (what a cogroup does, with dicts)."""
+    listed: dict[str, list[ListedFile]] = {}
+    for f in listing:
+        listed.setdefault(f.path, []).append(f)
+    reached: dict[str, list[int]] = {}
+    for path, size in reach:
+        reached.setdefault(path, []).append(size)
+    keys = sorted(listed.keys() | reached.keys())
+    return tally(((k, (listed.get(k, []), reached.get(k, []))) for k in keys), sample_limit)
+
+
+# ---------------------------------------------------------------------------------------------
 # Re-check: versions that landed after the listing
 
 
@@ -454,13 +569,17 @@ def reach_new_versions(
     cache: NodeCache | None = None,
     max_rounds: int = MAX_RECHECK_ROUNDS,
     refused: type[LakecoreError] = GcRefusedError,
+    covered: set[str] | frozenset[str] = frozenset(),
+    unreached: set[str] | frozenset[str] = frozenset(),
 ) -> NewVersionsReach:
     """Everything the versions after ``since`` reach that is not already known reachable.
 
-    Walks breadth first from each new root and does not descend into a node that
-    ``known_reachable`` (a batch membership test against the reachable set) confirms: its whole
-    subtree is reachable already. Runs again while new versions keep landing, up to
-    ``max_rounds`` times. Any unreadable new root or node is ``refused``."""
+    All new roots of a round are walked together, breadth first, one level at a time; a node
+    that is known reachable is not descended into: its whole subtree is reachable already.
+    ``covered`` nodes are known reachable and ``unreached`` ones (orphans) known not to be,
+    without asking; about the others ``known_reachable`` is asked, one batch membership
+    question per level. Runs again while new versions keep landing, up to ``max_rounds``
+    times. Any unreadable new root or node is ``refused``."""
     out = NewVersionsReach()
     cache = cache if cache is not None else NodeCache()
     visited: set[str] = set()
@@ -472,29 +591,37 @@ def reach_new_versions(
         if latest <= since:
             break
         out.rounds += 1
+        frontier: dict[str, _SizedStore] = {}  # node location -> the store to load it with
         for version in range(since + 1, latest + 1):
             root = load_root(storage, version, refused)
             out.versions.append(version)
             out.paths.update({root.info.path, root.info.lakehouse_def_path})
             out.paths.update(v for v in _values(root.info.node) if not is_full_uri(v))
             store = _node_store(storage, root, cache)
-            frontier = {c for c in root.info.node.children if not is_full_uri(c)} - visited
-            while frontier:
-                visited |= frontier
-                known = known_reachable(set(frontier))
-                next_frontier: set[str] = set()
-                for location in sorted(frontier - known):
-                    try:
-                        node = store.load(location)
-                    except LakecoreError as exc:
-                        raise refused(
-                            f"version {version}, committed during gc, cannot be walked: {exc.one_line()}"
-                        ) from exc
-                    out.nodes_read += 1
-                    out.paths.add(location)
-                    out.paths.update(v for v in _values(node) if not is_full_uri(v))
-                    next_frontier.update(c for c in node.children if not is_full_uri(c))
-                frontier = next_frontier - visited
+            for child in root.info.node.children:
+                if not is_full_uri(child) and child not in visited:
+                    frontier.setdefault(child, store)
+        while frontier:
+            visited.update(frontier)
+            ask = {p for p in frontier if p not in covered and p not in unreached}
+            known = (known_reachable(ask) if ask else set()) | (frontier.keys() & covered)
+            next_frontier: dict[str, _SizedStore] = {}
+            for location in sorted(frontier.keys() - known):
+                store = frontier[location]
+                try:
+                    node = store.load(location)
+                except LakecoreError as exc:
+                    raise refused(
+                        f"a version committed during the run (after {since}) cannot be walked: "
+                        f"{exc.one_line()}"
+                    ) from exc
+                out.nodes_read += 1
+                out.paths.add(location)
+                out.paths.update(v for v in _values(node) if not is_full_uri(v))
+                for child in node.children:
+                    if not is_full_uri(child) and child not in visited:
+                        next_frontier.setdefault(child, store)
+            frontier = next_frontier
         since = latest
     return out
 
@@ -581,10 +708,7 @@ class GcResult:
     """What a gc run saw and did (single-process runs; the job fills a JobReport instead)."""
 
     retained: Retained
-    files_listed: int
-    reachable: set[str]
-    foreign: list[ListedFile]
-    orphans: list[ListedFile]
+    seen: Tally
     too_young: list[ListedFile]
     would_delete: list[ListedFile]
     rechecked: NewVersionsReach
@@ -599,42 +723,28 @@ def gc_in_process(
     dry_run: bool = False,
     batch_size: int = 1000,
     target_tasks: int = 8,
+    list_threads: int = 8,
 ) -> GcResult:
     """gc without Spark: the same units, with the sets held in memory. The caller checks the
     grace period (``check_grace``) first."""
     top = list_top(storage)
     retained = read_retained(storage, top)
-    listing = list(top)
-    for directory in hash_directories():
-        listing.extend(list_directory(storage, directory))
-    errors = listing_errors(listing)
-    if errors:
-        raise GcRefusedError(f"{len(errors)} hash directories could not be listed, e.g. {errors[0]}")
+    listing = list(top) + list(list_directories(storage, hash_directories(), list_threads))
     cache = NodeCache()
     plan = plan_reach(storage, retained.roots.values(), target_tasks, cache=cache)
-    reachable = dict(plan.driver_paths)
-    for path, size in run_reach_tasks(storage, plan.tasks):
-        if is_error(path):
-            raise GcRefusedError(f"a retained version cannot be walked: {error_reason(path)}")
-        reachable.setdefault(path, size)
-    orphans = [f for f in listing if is_deletable(f.kind) and f.path not in reachable]
-    selection = select_by_age(orphans, now_millis - grace_millis)
-    rechecked = reach_new_versions(
-        storage, retained.latest, lambda paths: paths & reachable.keys(), cache=cache
-    )
+    reach = list(plan.driver_paths.items()) + list(run_reach_tasks(storage, plan.tasks))
+    seen = tally_in_memory(listing, reach)
+    if seen.error_count:
+        raise GcRefusedError(f"a retained version cannot be walked or the root listed: {seen.errors[0]}")
+    reachable = {path for path, _ in reach}
+    selection = select_by_age(seen.orphans, now_millis - grace_millis)
+    rechecked = NewVersionsReach()
+    if selection.old:  # nothing to delete: nothing to protect
+        rechecked = reach_new_versions(storage, retained.latest, lambda paths: paths & reachable, cache=cache,
+                                       covered=plan.covered, unreached={f.path for f in seen.orphans})
     would_delete = [f for f in selection.old if f.path not in rechecked.paths]
     deleted = DeleteOutcome()
     if not dry_run:
         for batch in chunks([(f.path, f.size) for f in would_delete], batch_size):
             deleted.add(delete_files(storage, batch, batch_size))
-    return GcResult(
-        retained,
-        len(listing),
-        set(reachable),
-        [f for f in listing if f.kind == FOREIGN],
-        orphans,
-        selection.too_young,
-        would_delete,
-        rechecked,
-        deleted,
-    )
+    return GcResult(retained, seen, selection.too_young, would_delete, rechecked, deleted)

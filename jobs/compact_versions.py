@@ -1,0 +1,201 @@
+"""compact-versions: expire old versions (FORMAT.md section 7) and delete the files only they reach.
+
+    ./spark-submit.sh compact-versions --lakehouse URI [--now TIME] [--dry-run]
+
+The rules and the crash-safe order of effects are in ``lakecore.maintenance.expire``; this
+entrypoint distributes the heavy part:
+
+    plan        read every root and decide with the latest definition's settings at --now
+                (a fixed --now, e.g. Airflow's data_interval_end, makes a retry decide the same)
+    cut         the driver cuts the retained and the expired trees; expired subtrees that a
+                retained version also has are skipped outright
+    reach-diff  one shuffle: executors walk both sides; reach(expired) is cogrouped with
+                reach(retained + exports) and each partition keeps what only the expired side
+                reaches; only that difference comes back to the driver
+    hint        the hint is pointed at the latest version
+    roots       expired root files are deleted one at a time, oldest first (driver)
+    recheck     versions committed meanwhile are walked; what they reach is kept
+    delete      the difference, in batches on executors
+
+Nothing is deleted before the plan and the difference are complete; a retained version that
+cannot be walked stops the run there (exit 4).
+"""
+
+from __future__ import annotations
+
+if __package__ in (None, ""):  # run as a file (spark-submit jobs/compact_versions.py): the repo root must be importable
+    import os as _os
+    import sys as _sys
+
+    _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
+
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from jobs.common import (
+    EXIT_FAILURE,
+    SAMPLE_LIMIT,
+    JobContext,
+    base_parser,
+    parse_time_millis,
+    run_job,
+)
+from jobs.gc import (
+    DEFAULT_DELETE_BATCH_SIZE,
+    delete_in_batches,
+    membership_in,
+    reach_rdd,
+    shuffle_partitions,
+)
+from lakecore.locations import root_node_file_name
+from lakecore.maintenance.expire import (
+    ExpiryRefusedError,
+    ExpiryTally,
+    check_exports_unchanged,
+    delete_expired_roots,
+    difference,
+    ensure_hint,
+    plan_expiry,
+    plan_reaches,
+    recheck,
+)
+from lakecore.tree.store import NodeCache
+
+
+def _parser() -> Any:
+    parser = base_parser("compact-versions", __doc__.splitlines()[0])
+    parser.add_argument(
+        "--now", default=None,
+        help="the time version ages are measured at: epoch millis or ISO-8601 (default: this "
+        "machine's clock; pass a fixed time so that retries decide the same)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="report what would expire; change nothing")
+    return parser
+
+
+def _difference(grouped: Any) -> ExpiryTally:
+    def judge(items: Iterable[Any]) -> Iterator[ExpiryTally]:
+        yield difference(items, SAMPLE_LIMIT)
+
+    total = ExpiryTally(sample_limit=SAMPLE_LIMIT)
+    for part in grouped.mapPartitions(judge).collect():
+        total.merge(part)
+    return total
+
+
+def _body(ctx: JobContext) -> None:
+    cached: list[Any] = []
+    try:
+        _compact(ctx, cached)
+    finally:
+        for rdd in cached:
+            rdd.unpersist()
+
+
+def _compact(ctx: JobContext, cached: list[Any]) -> None:
+    args, report, storage = ctx.args, ctx.report, ctx.storage
+    now = parse_time_millis(args.now) if args.now is not None else int(time.time() * 1000)
+    batch_size = int(ctx.settings.get("gc_delete_batch_size", DEFAULT_DELETE_BATCH_SIZE))
+    report.dry_run = args.dry_run
+    report.details["now_millis"] = now
+
+    with ctx.stage("plan", "read every root and decide which versions expire (driver)"):
+        plan = plan_expiry(storage, now)
+    definition = plan.lakehouse_def
+    report.base_version = plan.latest
+    report.details.update({
+        "expired_versions": plan.expired,
+        "retained_versions": plan.retained,
+        "exported_snapshots": dict(sorted(plan.pinned.items())),
+        "maximum_version_age_millis": definition.maximum_version_age_millis,
+        "minimum_versions_to_keep": definition.minimum_versions_to_keep,
+    })
+    report.counts["versions_before"] = len(plan.roots)
+    report.counts["expired_versions"] = len(plan.expired)
+    report.counts["root_files_deleted"] = 0
+    report.counts["files_deleted"] = 0
+    report.bytes["bytes_freed"] = 0
+    if not plan.expired:
+        if not args.dry_run:
+            with ctx.stage("hint", "point the hint at the latest version (driver)"):
+                ensure_hint(storage, plan)
+        report.summary.append(f"nothing to expire at {now}: {len(plan.roots)} versions retained")
+        return
+
+    with ctx.stage("cut", "cut the retained and the expired trees (driver)"):
+        cache = NodeCache()
+        kept_plan, gone_plan, tolerated = plan_reaches(storage, plan, ctx.parallelism, cache)
+    report.counts["retained_subtree_tasks"] = len(kept_plan.tasks)
+    report.counts["expired_subtree_tasks"] = len(gone_plan.tasks)
+    report.counts["expired_subtrees_shared_with_retained"] = gone_plan.skipped_tasks
+    with ctx.stage("reach-diff", f"walk {len(kept_plan.tasks) + len(gone_plan.tasks)} subtrees; "
+                   "reach(expired) minus reach(retained + exports)"):
+        kept = reach_rdd(ctx, storage, kept_plan).persist()  # kept for the recheck's questions
+        cached.append(kept)
+        gone = reach_rdd(ctx, storage, gone_plan)
+        seen = _difference(gone.cogroup(kept, shuffle_partitions(ctx)))
+    if seen.retained_errors:
+        raise ExpiryRefusedError(
+            "a retained version cannot be walked, so the files only expired versions reach cannot "
+            f"be told apart: {'; '.join(seen.retained_errors[:3])}; nothing was deleted"
+        )
+    warnings = tolerated + seen.expired_errors
+    if warnings:
+        # Parts of expired versions could not be walked: their files stay, as orphans for gc.
+        report.sample("expired_walk_problems", warnings)
+    candidates = sorted(seen.candidates)
+    report.counts["files_reached_by_expired_versions"] = seen.expired_reach
+    report.counts["files_only_expired_versions_reach"] = len(candidates)
+    report.sample("would_delete_roots", [root_node_file_name(v) for v in plan.expired])
+    report.sample("would_delete", [p for p, _ in candidates])
+    if args.dry_run:
+        report.summary.append(
+            f"would expire {len(plan.expired)} versions ({plan.expired[0]}..{plan.expired[-1]}) and "
+            f"delete {len(candidates)} files only they reach; {len(plan.retained)} versions stay"
+        )
+        return
+
+    with ctx.stage("hint", "point the hint at the latest version (driver)"):
+        report.details["hint"] = ensure_hint(storage, plan)
+    with ctx.stage("roots", f"delete {len(plan.expired)} expired root files, oldest first (driver)"):
+        check_exports_unchanged(storage, plan)
+        roots = delete_expired_roots(storage, plan)
+    report.counts["root_files_deleted"] = len(roots.deleted)
+    report.sample("deleted_roots", [root_node_file_name(v) for v in roots.deleted])
+    with ctx.stage("recheck", "walk versions committed since the plan (driver)"):
+        rechecked = recheck(storage, plan, membership_in(kept), cache, kept_plan.covered)
+    report.details["versions_rechecked"] = rechecked.versions
+    files = [(p, s) for p, s in candidates if p not in rechecked.paths]
+    report.counts["files_kept_for_new_versions"] = len(candidates) - len(files)
+    with ctx.stage("delete", f"delete {len(files)} files only expired versions reached"):
+        deleted = delete_in_batches(ctx, storage, files, batch_size)
+    report.new_version = rechecked.versions[-1] if rechecked.versions else None
+    report.counts["files_deleted"] = deleted.deleted
+    report.bytes["root_bytes_freed"] = roots.bytes_freed
+    report.bytes["file_bytes_freed"] = deleted.bytes_freed
+    report.bytes["bytes_freed"] = roots.bytes_freed + deleted.bytes_freed
+    report.sample("deleted", deleted.deleted_paths)
+    report.summary.append(
+        f"expired {len(roots.deleted)} versions ({plan.expired[0]}..{plan.expired[-1]}), deleted "
+        f"{deleted.deleted} files only they reached, freed {report.bytes['bytes_freed']} bytes; "
+        f"{len(plan.retained)} versions stay"
+    )
+    if deleted.errors or deleted.refused:
+        report.sample("delete_errors", deleted.errors + deleted.refused)
+        report.status = "failed"
+        report.exit_code = EXIT_FAILURE
+        report.error = (
+            f"the expired roots are gone, but {len(deleted.errors)} delete batches failed and "
+            f"{len(deleted.refused)} paths were refused; what is left is orphaned and gc removes "
+            f"it. E.g. {(deleted.errors + deleted.refused)[0]}"
+        )
+
+
+def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
+    return run_job("compact-versions", _parser(), _body, argv, spark=spark)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,359 @@
+"""Version expiry ("version compaction", FORMAT.md section 7): drop old versions and the files
+only they reach.
+
+A version is expired (``versions.expired_versions``, with the settings of the latest lakehouse
+definition) when it is not the latest, not among the newest ``minimum_versions_to_keep``,
+older at ``now`` than its maximum age, and not the root of an exported snapshot. ``now`` is a
+parameter, never the clock inside the computation, so that a retried run with the same ``now``
+makes the same decision.
+
+Order of effects, so that a crash at any point leaves at worst orphans, never a dangling
+pointer (a root that names a missing file):
+
+    0. plan (nothing changes): read every root; compute the expired versions; walk what the
+       retained versions and the exports reach and what the expired ones reach; the
+       difference is the set of files only expired versions reach (including lakehouse
+       definitions only expired roots name). A retained version that cannot be walked stops
+       the run here, before anything is deleted.
+    1. hint: write the latest version to ``_latest_hint.txt`` (a hint naming an expired
+       version would send readers to a missing root; readers cope, but need not).
+    2. roots: delete the expired root files one at a time, oldest first, so that the retained
+       versions always form one unbroken chain ending at the latest.
+    3. re-check versions committed since the plan (a rollback may have revived an expired
+       version's tree), then delete the files of step 0's difference that none of them reaches.
+
+A crash after step 2 leaves the files of step 3 unreferenced: gc removes them as orphans.
+Never deleted: a file a retained version or an export reaches, a root of a retained version,
+the hint, or anything whose name is not a lakecore name.
+
+Exports pin their versions. The settings (ages, overrides, minimum versions) come from the
+latest definition; the exports considered are those of every root's definition, a superset of
+the latest's, so that no definition a retained version still carries names a missing root.
+
+Known window: a commit that lands after step 3's re-check and before its deletes finish, and
+that revives files only an expired version reached (a rollback to a version being expired), is
+not protected. Run compaction in a maintenance pool, not next to rollbacks of old versions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from lakecore.defs import LakehouseDef
+from lakecore.errors import LakecoreError
+from lakecore.locations import FileKind, root_node_file_name
+from lakecore.maintenance.gc import (
+    DeleteOutcome,
+    LoadedRoot,
+    NewVersionsReach,
+    ReachPlan,
+    chunks,
+    delete_files,
+    error_reason,
+    exports_of,
+    is_deletable,
+    is_error,
+    kind_of,
+    list_top,
+    load_root,
+    plan_reach,
+    reach_new_versions,
+    run_reach_tasks,
+)
+from lakecore.storage import Storage
+from lakecore.tree.store import NodeCache
+from lakecore.versions import expired_versions, latest_version, read_hint, write_hint
+
+
+class ExpiryRefusedError(LakecoreError):
+    """Version expiry cannot go on safely (a retained version cannot be read, the hint cannot
+    be written, an export pins a missing root); the message says what was deleted so far."""
+
+    exit_code = 4
+
+
+class ExpiryConflictError(LakecoreError):
+    """The lakehouse changed under the run in a way that invalidates its plan (an export now
+    pins an expired version): nothing was deleted; run again."""
+
+    exit_code = 3
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning
+
+
+@dataclass
+class ExpiryPlan:
+    """Which versions go, decided once with a fixed ``now``."""
+
+    now_millis: int
+    latest: int
+    roots: dict[int, LoadedRoot]
+    lakehouse_def: LakehouseDef  # the latest version's: its settings decide
+    expired: list[int]  # oldest first
+    pinned: dict[str, int] = field(default_factory=dict)  # export name -> version
+
+    @property
+    def retained(self) -> list[int]:
+        gone = set(self.expired)
+        return [v for v in sorted(self.roots) if v not in gone]
+
+    @property
+    def expired_roots(self) -> list[LoadedRoot]:
+        return [self.roots[v] for v in self.expired]
+
+    @property
+    def retained_roots(self) -> list[LoadedRoot]:
+        return [self.roots[v] for v in self.retained]
+
+
+def plan_expiry(storage: Storage, now_millis: int) -> ExpiryPlan:
+    """Read every root (listed at the top, plus any that landed up to the latest) and decide.
+    Fails closed (``ExpiryRefusedError``) when any root or definition cannot be read."""
+    try:
+        top = list_top(storage)
+        latest = latest_version(storage)
+    except LakecoreError as exc:
+        raise ExpiryRefusedError(f"cannot list the versions of {storage.root_uri}: {exc.one_line()}") from exc
+    versions = {v for f in top if (v := _version_of(f.path)) is not None}
+    if versions:
+        versions.update(range(max(versions) + 1, latest + 1))
+    versions.add(latest)
+    roots = {v: load_root(storage, v, ExpiryRefusedError) for v in sorted(versions)}
+    lakehouse_def = roots[latest].lakehouse_def
+    pinned = exports_of(roots.values())
+    for name, version in sorted(pinned.items()):
+        if version not in roots:
+            raise ExpiryRefusedError(
+                f"export {name!r} pins version {version}, whose root "
+                f"{storage.uri(root_node_file_name(version))} is missing; nothing was deleted"
+            )
+    created = {v: r.info.created_at_millis for v, r in roots.items()}
+    pinned_versions = set(pinned.values())
+    expired = [v for v in expired_versions(created, latest, lakehouse_def, now_millis) if v not in pinned_versions]
+    return ExpiryPlan(now_millis, latest, roots, lakehouse_def, expired, pinned)
+
+
+def _version_of(path: str) -> int | None:
+    from lakecore.locations import classify_path
+
+    classified = classify_path(path)
+    if classified is None or classified.kind is not FileKind.ROOT_NODE:
+        return None
+    return classified.version
+
+
+def plan_reaches(
+    storage: Storage, plan: ExpiryPlan, target_tasks: int, cache: NodeCache
+) -> tuple[ReachPlan, ReachPlan, list[str]]:
+    """The reach plans of both sides: (retained + exports, expired, tolerated problems).
+
+    The expired side skips every subtree the retained side covers: all of it is reachable
+    from a retained version, so none of it can be deleted."""
+    kept = plan_reach(storage, plan.retained_roots, target_tasks, cache=cache, refused=ExpiryRefusedError)
+    tolerated: list[str] = []
+    gone = plan_reach(storage, plan.expired_roots, target_tasks, cache=cache, skip=kept.covered,
+                      tolerated=tolerated)
+    return kept, gone, tolerated
+
+
+# ---------------------------------------------------------------------------------------------
+# The set difference: reach(expired) minus reach(retained + exports)
+
+
+@dataclass
+class ExpiryTally:
+    """One partition's judgement (merged on the driver)."""
+
+    candidates: list[tuple[str, int]] = field(default_factory=list)  # (path, size or UNKNOWN_SIZE)
+    expired_reach: int = 0
+    shared: int = 0  # reached by both sides: kept
+    retained_errors: list[str] = field(default_factory=list)
+    expired_errors: list[str] = field(default_factory=list)
+    sample_limit: int = 50
+
+    def merge(self, other: ExpiryTally) -> ExpiryTally:
+        self.candidates.extend(other.candidates)
+        self.expired_reach += other.expired_reach
+        self.shared += other.shared
+        self.retained_errors = (self.retained_errors + other.retained_errors)[: self.sample_limit]
+        self.expired_errors = (self.expired_errors + other.expired_errors)[: self.sample_limit]
+        return self
+
+
+def difference(
+    groups: Iterable[tuple[str, tuple[Iterable[int], Iterable[int]]]], sample_limit: int = 50
+) -> ExpiryTally:
+    """Judge each path from its expired-side and retained-side reach records (a cogroup's
+    output, expired first): a deletable file that only the expired side reaches is a
+    candidate. Root files are left to step 2, and everything not named by lakecore's rules is
+    never a candidate."""
+    out = ExpiryTally(sample_limit=sample_limit)
+    for path, (gone_iter, kept_iter) in groups:
+        gone = list(gone_iter)
+        kept = any(True for _ in kept_iter)
+        if is_error(path):
+            bucket = out.retained_errors if kept else out.expired_errors
+            if len(bucket) < sample_limit:
+                bucket.append(error_reason(path))
+            continue
+        if not gone:
+            continue
+        out.expired_reach += 1
+        if kept:
+            out.shared += 1
+        elif is_deletable(kind_of(path)):
+            out.candidates.append((path, max(gone)))
+    return out
+
+
+def difference_in_memory(
+    gone: Iterable[tuple[str, int]], kept: Iterable[tuple[str, int]], sample_limit: int = 50
+) -> ExpiryTally:
+    by_path: dict[str, tuple[list[int], list[int]]] = {}
+    for path, size in gone:
+        by_path.setdefault(path, ([], []))[0].append(size)
+    for path, size in kept:
+        by_path.setdefault(path, ([], []))[1].append(size)
+    return difference(sorted(by_path.items()), sample_limit)
+
+
+# ---------------------------------------------------------------------------------------------
+# Effects, in order
+
+
+def ensure_hint(storage: Storage, plan: ExpiryPlan) -> int:
+    """Step 1: point the hint at the latest version (never an expired one); returns it."""
+    try:
+        current = latest_version(storage)
+    except LakecoreError as exc:
+        raise ExpiryRefusedError(f"cannot re-read the latest version: {exc.one_line()}; nothing was deleted") from exc
+    if write_hint(storage, current):
+        return current
+    hint = read_hint(storage)
+    if hint is not None and hint not in set(plan.expired) and (hint in plan.roots or hint > plan.latest):
+        return hint
+    raise ExpiryRefusedError(
+        f"could not write {storage.uri('_latest_hint.txt')}, and it names {hint!r}, not a retained "
+        "version; nothing was deleted"
+    )
+
+
+def check_exports_unchanged(storage: Storage, plan: ExpiryPlan) -> None:
+    """Before step 2: an export recorded since the plan must not pin an expired version."""
+    try:
+        latest = load_root(storage, latest_version(storage), ExpiryRefusedError)
+    except LakecoreError as exc:
+        raise ExpiryRefusedError(f"cannot re-read the latest version: {exc.one_line()}; nothing was deleted") from exc
+    pinned = exports_of([latest])
+    revived = sorted({v for v in pinned.values() if v in set(plan.expired)})
+    if revived:
+        raise ExpiryConflictError(
+            f"an export recorded during the run pins expired version(s) {revived}; nothing was "
+            "deleted; run again"
+        )
+
+
+@dataclass
+class RootDeletion:
+    deleted: list[int] = field(default_factory=list)
+    bytes_freed: int = 0
+
+
+def delete_expired_roots(storage: Storage, plan: ExpiryPlan) -> RootDeletion:
+    """Step 2: delete expired root files one at a time, oldest first (a crash leaves the
+    retained versions one unbroken chain)."""
+    out = RootDeletion()
+    for version in sorted(plan.expired):
+        path = root_node_file_name(version)
+        try:
+            storage.delete([path])
+        except LakecoreError as exc:
+            raise ExpiryRefusedError(
+                f"deleting the root of expired version {version} ({storage.uri(path)}) failed: "
+                f"{exc.one_line()}; versions {out.deleted or 'none'} were expired, no other file "
+                "was deleted (run again)"
+            ) from exc
+        out.deleted.append(version)
+        out.bytes_freed += plan.roots[version].info.size
+    return out
+
+
+def recheck(
+    storage: Storage,
+    plan: ExpiryPlan,
+    known_reachable: Callable[[set[str]], set[str]],
+    cache: NodeCache,
+    covered: set[str] | frozenset[str] = frozenset(),
+) -> NewVersionsReach:
+    """Step 3's guard: what versions committed since the plan reach, beyond the retained set
+    (``covered``: the retained side's top nodes and subtree roots, known without asking)."""
+    return reach_new_versions(storage, plan.latest, known_reachable, cache=cache, refused=ExpiryRefusedError,
+                              covered=covered)
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole of it in one process
+
+
+@dataclass
+class ExpiryResult:
+    plan: ExpiryPlan
+    tally: ExpiryTally
+    tolerated: list[str]
+    roots: RootDeletion
+    rechecked: NewVersionsReach
+    files: DeleteOutcome
+    dry_run: bool
+
+
+def expire_in_process(
+    storage: Storage, *, now_millis: int, dry_run: bool = False, batch_size: int = 1000, target_tasks: int = 8
+) -> ExpiryResult:
+    """Version expiry without Spark: the same steps, with the sets held in memory."""
+    plan = plan_expiry(storage, now_millis)
+    empty = ExpiryResult(plan, ExpiryTally(), [], RootDeletion(), NewVersionsReach(), DeleteOutcome(), dry_run)
+    if not plan.expired:
+        if not dry_run:
+            ensure_hint(storage, plan)
+        return empty
+    cache = NodeCache()
+    kept_plan, gone_plan, tolerated = plan_reaches(storage, plan, target_tasks, cache)
+    kept = list(kept_plan.driver_paths.items()) + list(run_reach_tasks(storage, kept_plan.tasks))
+    gone = list(gone_plan.driver_paths.items()) + list(run_reach_tasks(storage, gone_plan.tasks))
+    tally = difference_in_memory(gone, kept)
+    if tally.retained_errors:
+        raise ExpiryRefusedError(f"a retained version cannot be walked: {tally.retained_errors[0]}; nothing was deleted")
+    result = ExpiryResult(plan, tally, tolerated + tally.expired_errors, RootDeletion(), NewVersionsReach(),
+                          DeleteOutcome(), dry_run)
+    if dry_run:
+        return result
+    ensure_hint(storage, plan)
+    check_exports_unchanged(storage, plan)
+    result.roots = delete_expired_roots(storage, plan)
+    reachable = {p for p, _ in kept}
+    result.rechecked = recheck(storage, plan, lambda paths: paths & reachable, cache, kept_plan.covered)
+    files = [(p, s) for p, s in sorted(tally.candidates) if p not in result.rechecked.paths]
+    for batch in chunks(files, batch_size):
+        result.files.add(delete_files(storage, batch, batch_size))
+    return result
+
+
+__all__ = [
+    "ExpiryConflictError",
+    "ExpiryPlan",
+    "ExpiryRefusedError",
+    "ExpiryResult",
+    "ExpiryTally",
+    "check_exports_unchanged",
+    "delete_expired_roots",
+    "difference",
+    "difference_in_memory",
+    "ensure_hint",
+    "expire_in_process",
+    "plan_expiry",
+    "plan_reaches",
+    "recheck",
+]

@@ -1,0 +1,199 @@
+"""The compact-versions job on real local-mode Spark: which versions expire, the order of effects,
+and that nothing a retained version or an export reaches is ever deleted."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.compact_versions import main as compact_main
+from jobs.gc import main as gc_main
+from lakecore.errors import StorageError, VersionExpiredError
+from lakecore.lakehouse import Lakehouse
+from lakecore.locations import root_node_file_name, version_from_root_node_file_name
+from lakecore.maintenance import expire
+from lakecore.maintenance.expire import expire_in_process
+from lakecore.maintenance.gc import run_reach_tasks
+from lakecore.storage import Storage
+from lakecore.tree.store import NodeCache
+from lakecore.versions import list_root_versions, read_hint
+from tests.jobs.test_gc import (
+    DAY_SECONDS,
+    age,
+    assert_every_version_valid,
+    build_lake,
+    files,
+    resolved_maps,
+)
+
+pytestmark = pytest.mark.spark
+
+RunJob = Callable[..., tuple[int, dict[str, Any]]]
+EXPORTED = 12
+FUTURE = str(int(time.time() * 1000) + 365 * DAY_SECONDS * 1000)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Versions 0..31 of commits, 32 records export "x" of version 12, then 33..35: tables that
+    version 12 has are dropped and updated later, so some files only the export reaches."""
+    path = tmp_path_factory.mktemp("compact-template") / "lake"
+    lh = build_lake(str(path))
+    lh.export_snapshot("x", version=EXPORTED)
+    for i in range(3):
+        with lh.transaction() as tx:
+            tx.drop_table("ns", f"t0{i + 4}_0")
+            tx.update_table("ns", f"t0{i + 5}_2", properties={"late": str(i)})
+    return path
+
+
+@pytest.fixture
+def lake(template: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "lake"
+    shutil.copytree(template, path)
+    age(path, 10 * DAY_SECONDS)
+    return path
+
+
+def args(path: Path, *extra: str) -> list[str]:
+    return ["--lakehouse", str(path), "--parallelism", "4", *extra]
+
+
+def root_deletions(monkeypatch: pytest.MonkeyPatch, fail_after: int | None = None) -> list[int]:
+    """Record (in this process, the driver) every root file deleted, in order."""
+    deleted: list[int] = []
+    original = Storage.delete
+
+    def recording(self: Storage, paths: Iterable[str], batch_size: int = 1000) -> int:
+        paths = list(paths)
+        roots = [version_from_root_node_file_name(p) for p in paths if p.startswith("_") and p.endswith(".arrow")]
+        if roots and fail_after is not None and len(deleted) >= fail_after:
+            raise StorageError("simulated crash while deleting roots")
+        deleted.extend(roots)
+        return original(self, paths, batch_size)
+
+    monkeypatch.setattr(Storage, "delete", recording)
+    return deleted
+
+
+def test_compaction_keeps_the_newest_versions_and_the_export(lake: Path, run_job: RunJob,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = Storage(str(lake)).root_uri
+    latest = max(list_root_versions(Storage(uri)))
+    assert latest == 35
+    keep = [EXPORTED, 33, 34, 35]
+    expired = [v for v in range(latest + 1) if v not in keep]
+    maps = resolved_maps(uri)
+    before = files(lake)
+
+    code, report = run_job(compact_main, *args(lake, "--now", FUTURE, "--dry-run"))
+    assert code == 0, report.get("error")
+    assert report["dry_run"] and files(lake) == before
+    assert report["details"]["expired_versions"] == expired
+    assert report["details"]["exported_snapshots"] == {"x": EXPORTED}
+    would_delete = set(report["samples"]["would_delete"])
+    assert would_delete and report["counts"]["files_deleted"] == 0
+
+    deleted_roots = root_deletions(monkeypatch)
+    code, report = run_job(compact_main, *args(lake, "--now", FUTURE))
+    monkeypatch.undo()
+    assert code == 0, report.get("error")
+    assert deleted_roots == expired  # oldest first, one by one
+    assert report["counts"]["root_files_deleted"] == len(expired)
+    assert report["details"]["expired_versions"] == expired
+    assert report["counts"]["files_deleted"] == report["counts"]["files_only_expired_versions_reach"] > 0
+    assert set(report["samples"]["deleted"]) == would_delete
+    assert report["bytes"]["bytes_freed"] > report["bytes"]["root_bytes_freed"] > 0
+    assert list_root_versions(Storage(uri)) == keep
+    assert read_hint(Storage(uri)) == latest
+    assert resolved_maps(uri) == {v: maps[v] for v in keep}
+    assert_every_version_valid(uri)
+    lh = Lakehouse.open(uri)
+    with pytest.raises(VersionExpiredError):
+        lh.at_version(5)
+    assert lh.at_version(EXPORTED).table_exists("ns", "t04_0")  # dropped later, kept by the export
+    after = files(lake)
+    assert not after & {root_node_file_name(v) for v in expired}
+
+    # The same --now again: nothing left to expire, nothing deleted.
+    code, report = run_job(compact_main, *args(lake, "--now", FUTURE))
+    assert code == 0 and report["details"]["expired_versions"] == [] and files(lake) == after
+
+    # And gc finds no orphan: compaction left none, and deletes nothing the export needs.
+    age(lake, 10 * DAY_SECONDS)
+    code, report = run_job(gc_main, *args(lake))
+    assert code == 0, report.get("error")
+    assert report["counts"]["orphans_found"] == 0 and files(lake) == after
+    assert_every_version_valid(uri)
+
+
+def test_nothing_expires_before_its_age_and_a_bad_now_is_refused(lake: Path, run_job: RunJob) -> None:
+    before = files(lake)
+    code, report = run_job(compact_main, *args(lake, "--now", str(int(time.time() * 1000))))
+    assert code == 0, report.get("error")
+    # Everything was committed seconds ago by the clock in the root files: younger than 7 days.
+    assert report["details"]["expired_versions"] == [] and files(lake) == before
+    code, report = run_job(compact_main, *args(lake, "--now", "next tuesday"))
+    assert code == 2 and "--now" in report["error"]
+
+
+def test_a_crash_between_root_deletions_leaves_only_orphans(lake: Path, run_job: RunJob,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = Storage(str(lake)).root_uri
+    deleted = root_deletions(monkeypatch, fail_after=15)
+    code, report = run_job(compact_main, *args(lake, "--now", FUTURE))
+    monkeypatch.undo()
+    assert code == 4 and f"versions {deleted} were expired" in report["error"], report.get("error")
+    assert deleted == [*range(12), 13, 14, 15]
+    assert list_root_versions(Storage(uri)) == [EXPORTED, *range(16, 36)]
+    assert_every_version_valid(uri)  # no dangling pointer anywhere
+    code, report = run_job(compact_main, *args(lake, "--now", FUTURE))
+    assert code == 0, report.get("error")
+    assert list_root_versions(Storage(uri)) == [EXPORTED, 33, 34, 35]
+    # What only versions 0..15 reached (not 12) is orphaned now; gc removes it.
+    age(lake, 10 * DAY_SECONDS)
+    code, report = run_job(gc_main, *args(lake))
+    assert code == 0, report.get("error")
+    assert report["counts"]["orphans_deleted"] == report["counts"]["orphans_found"] > 0
+    assert_every_version_valid(uri)
+
+
+def test_in_process_expiry_matches(lake: Path) -> None:
+    storage = Storage(str(lake))
+    dry = expire_in_process(storage, now_millis=int(FUTURE), dry_run=True)
+    assert dry.plan.retained == [EXPORTED, 33, 34, 35] and dry.roots.deleted == []
+    result = expire_in_process(storage, now_millis=int(FUTURE))
+    assert result.roots.deleted == dry.plan.expired
+    assert result.files.deleted == len(dry.tally.candidates) > 0
+    assert list_root_versions(storage) == [EXPORTED, 33, 34, 35]
+    assert_every_version_valid(storage.root_uri)
+
+
+def test_a_rollback_to_an_expired_version_during_the_run_keeps_its_files(lake: Path) -> None:
+    """The units, in one process: the plan expires version 20; before its files go, a rollback
+    revives its tree as a new version. The re-check walks the new version and keeps them."""
+    storage = Storage(str(lake))
+    plan = expire.plan_expiry(storage, int(FUTURE))
+    assert 20 in plan.expired
+    cache = NodeCache()
+    kept_plan, gone_plan, _ = expire.plan_reaches(storage, plan, 4, cache)
+    kept = list(kept_plan.driver_paths.items()) + list(run_reach_tasks(storage, kept_plan.tasks))
+    gone = list(gone_plan.driver_paths.items()) + list(run_reach_tasks(storage, gone_plan.tasks))
+    candidates = {p for p, _ in expire.difference_in_memory(gone, kept).candidates}
+    lh = Lakehouse.open(storage.root_uri)
+    revived = lh.rollback(to_version=20)  # reads root 20 before step 2 deletes it
+    expire.ensure_hint(storage, plan)
+    expire.check_exports_unchanged(storage, plan)
+    expire.delete_expired_roots(storage, plan)
+    reachable = {p for p, _ in kept}
+    rechecked = expire.recheck(storage, plan, lambda paths: paths & reachable, cache, kept_plan.covered)
+    assert rechecked.versions == [revived]
+    assert rechecked.paths & candidates, "version 20 reached nothing only expired versions reach"
+    storage.delete(sorted(candidates - rechecked.paths))
+    assert_every_version_valid(storage.root_uri)
+    assert resolved_maps(storage.root_uri)[revived] == dict(lh.at_version(revived).items())

@@ -1,0 +1,372 @@
+"""The gc job on real local-mode Spark: what it deletes, what it never deletes, and when it refuses.
+
+Every lakehouse here is a copy of one built per module (order 4, small nodes, a few dozen
+commits, so there are many versions and node files). Files are aged with ``os.utime`` so that
+only reachability, not the grace period, protects the live ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs import common
+from jobs.gc import main as gc_main
+from lakecore.errors import CommitConflictError, LakecoreError
+from lakecore.fsck import check_version
+from lakecore.lakehouse import Lakehouse
+from lakecore.locations import (
+    hash_directories,
+    new_lakehouse_def_path,
+    new_namespace_def_path,
+    new_node_file_path,
+    new_table_def_path,
+    new_temp_path,
+    root_node_file_name,
+)
+from lakecore.maintenance import gc
+from lakecore.maintenance.gc import gc_in_process, kind_of
+from lakecore.storage import Storage
+from lakecore.tree.store import SHARED_CACHE
+from lakecore.versions import list_root_versions
+
+pytestmark = pytest.mark.spark
+
+DAY_SECONDS = 86400
+LAKE_DEF = dict(order=4, node_file_max_size_bytes=4096, namespace_name_max_size_bytes=16,
+                table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+RunJob = Callable[..., tuple[int, dict[str, Any]]]
+
+
+# -- building and inspecting lakehouses ---------------------------------------------------------
+
+
+def build_lake(uri: str, storage_options: dict[str, Any] | None = None, commits: int = 30) -> Lakehouse:
+    """A lakehouse with ``commits`` + 1 versions: tables created, updated and dropped, so that
+    older versions reach definition files the latest no longer does."""
+    lh = Lakehouse.create(uri, storage_options=storage_options, **LAKE_DEF)
+    with lh.transaction() as tx:
+        tx.create_namespace("ns")
+    for i in range(commits):
+        with lh.transaction() as tx:
+            for j in range(5):
+                tx.create_table("ns", f"t{i:02d}_{j}", properties={"i": str(i)})
+            if i >= 4:
+                tx.update_table("ns", f"t{i - 3:02d}_0", properties={"u": str(i)})
+                tx.drop_table("ns", f"t{i - 4:02d}_1")
+    return lh
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("gc-template") / "lake"
+    build_lake(str(path))
+    return path
+
+
+@pytest.fixture
+def lake(template: Path, tmp_path: Path) -> Path:
+    """A private copy of the template lakehouse, every file aged ten days."""
+    path = tmp_path / "lake"
+    shutil.copytree(template, path)
+    age(path, 10 * DAY_SECONDS)
+    return path
+
+
+def age(root: Path, seconds: float, paths: list[Path] | None = None) -> None:
+    stamp = time.time() - seconds
+    for p in paths if paths is not None else [p for p in root.rglob("*") if p.is_file()]:
+        os.utime(p, (stamp, stamp))
+
+
+def files(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+def fresh_caches() -> None:
+    """Forget every node and definition this process has seen, so that checks really read."""
+    from lakecore import lakehouse
+
+    SHARED_CACHE.clear()
+    lakehouse._DEF_CACHE.clear()
+
+
+def resolved_maps(uri: str, storage_options: dict[str, Any] | None = None) -> dict[int, dict[str, str]]:
+    fresh_caches()
+    lh = Lakehouse.open(uri, storage_options=storage_options)
+    return {v: dict(lh.at_version(v).items()) for v in list_root_versions(lh.storage)}
+
+
+def assert_every_version_valid(uri: str, storage_options: dict[str, Any] | None = None) -> None:
+    fresh_caches()
+    lh = Lakehouse.open(uri, storage_options=storage_options)
+    for version in list_root_versions(lh.storage):
+        result = check_version(lh.at_version(version), deep=True)
+        assert result.ok, (version, [str(v) for v in result.violations][:5])
+
+
+def plant(storage: Storage, path: str, data: bytes = b"orphan") -> str:
+    storage.write(path, data)
+    return path
+
+
+def plant_orphans(storage: Storage) -> set[str]:
+    """One orphan of every deletable kind."""
+    return {
+        plant(storage, new_node_file_path(), b"x" * 100),
+        plant(storage, new_table_def_path("ns", "gone")),
+        plant(storage, new_namespace_def_path("gone")),
+        plant(storage, new_lakehouse_def_path()),
+        plant(storage, new_temp_path("")),
+        plant(storage, new_temp_path(hash_directories()[77])),
+    }
+
+
+def plant_foreign(storage: Storage) -> set[str]:
+    node = new_node_file_path()
+    lookalike = "0000/0000/0000/" + node.rsplit("/", 1)[1]  # a node name in the wrong hash dir
+    if lookalike == node:
+        lookalike = "0000/0000/0001/" + node.rsplit("/", 1)[1]
+    return {
+        plant(storage, "notes.txt"),
+        plant(storage, "0101/0101/0101/README"),
+        plant(storage, "0101/0101/0101/sub/deeper.arrow"),
+        plant(storage, lookalike),
+        plant(storage, "_lakehouse_def_not-a-uuid.binpb"),
+    }
+
+
+def gc_args(uri: str, *extra: str) -> list[str]:
+    return ["--lakehouse", uri, "--parallelism", "4", *extra]
+
+
+# -- tests ------------------------------------------------------------------------------------------
+
+
+def test_gc_deletes_old_orphans_and_keeps_young_foreign_and_live_files(lake: Path, run_job: RunJob) -> None:
+    storage = Storage(str(lake))
+    old = plant_orphans(storage)
+    foreign = plant_foreign(storage)
+    age(lake, 10 * DAY_SECONDS, [lake / p for p in old | foreign])
+    young = {plant(storage, new_node_file_path()), plant(storage, new_table_def_path("ns", "new"))}
+    age(lake, 3600, [lake / p for p in young])  # an hour old: well inside the 3-day grace
+    maps = resolved_maps(storage.root_uri)
+    before = files(lake)
+    assert all(kind_of(p) == "foreign" for p in foreign)
+
+    code, report = run_job(gc_main, *gc_args(storage.root_uri, "--dry-run"))
+    assert code == 0, report.get("error")
+    assert report["dry_run"] and files(lake) == before
+    assert set(report["samples"]["would_delete"]) == old
+    assert report["counts"]["orphans_found"] == len(old | young)
+    assert report["counts"]["skipped_too_young"] == len(young)
+    assert report["counts"]["orphans_deleted"] == 0
+
+    code, report = run_job(gc_main, *gc_args(storage.root_uri))
+    assert code == 0, report.get("error")
+    after = files(lake)
+    assert after == before - old
+    assert set(report["samples"]["deleted"]) == old
+    counts = report["counts"]
+    assert counts["orphans_deleted"] == len(old)
+    assert counts["foreign_files"] == len(foreign)
+    assert set(report["samples"]["foreign"]) == foreign
+    assert counts["files_listed"] == len(before)
+    assert counts["retained_versions"] == len(maps)
+    assert report["details"]["retained_versions"] == sorted(maps)
+    assert report["bytes"]["freed_bytes"] == sum(len(b) for b in [b"x" * 100] + [b"orphan"] * 5)
+    assert set(report["durations_seconds"]) >= {"retained", "plan", "list-reach-anti-join", "delete"}
+    assert resolved_maps(storage.root_uri) == maps
+    assert_every_version_valid(storage.root_uri)
+
+    # A second run finds nothing more to delete.
+    code, report = run_job(gc_main, *gc_args(storage.root_uri))
+    assert code == 0 and report["counts"]["orphans_deleted"] == 0 and files(lake) == after
+
+
+@pytest.mark.parametrize("damage", ["missing-node", "corrupt-root"])
+def test_gc_fails_closed_when_a_retained_version_cannot_be_read(lake: Path, run_job: RunJob, damage: str) -> None:
+    storage = Storage(str(lake))
+    orphans = plant_orphans(storage)
+    age(lake, 10 * DAY_SECONDS, [lake / p for p in orphans])
+    if damage == "missing-node":
+        # A leaf of an old version: only an executor's subtree walk meets it.
+        fresh_caches()
+        view = Lakehouse.open(str(lake)).at_version(12)
+        node = view.store.load(view.root.children[0])
+        while node.children:
+            victim = node.children[-1]
+            node = view.store.load(victim)
+        (lake / victim).unlink()
+    else:
+        victim = "_00100000000000000000000000000000.arrow"  # version 4
+        (lake / victim).write_bytes(b"not an arrow file")
+    before = files(lake)
+    code, report = run_job(gc_main, *gc_args(storage.root_uri, "--older-than", "1d"))
+    assert code == 4, report
+    assert report["status"] == "failed"
+    assert victim in report["error"] and "nothing was deleted" in report["error"]
+    assert files(lake) == before
+
+
+def test_unsafe_or_bad_options_exit_2(lake: Path, run_job: RunJob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = str(lake)
+    before = files(lake)
+    cases = [
+        ["--older-than", "30m"],
+        ["--older-than", "0s"],
+        ["--older-than", "soon"],
+        ["--now", "yesterday"],
+        ["--now", str(int(time.time() * 1000) + 3 * DAY_SECONDS * 1000)],  # shortens the grace
+        ["--older-than=-5m", "--i-understand-grace-risk"],
+    ]
+    for extra in cases:
+        code, report = run_job(gc_main, *gc_args(uri, *extra))
+        assert code == 2, (extra, report)
+        assert report["error"], extra
+    # Under the configured commit timeout (here two hours) is unsafe too.
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "maintenance-slow.json").write_text(json.dumps({"commit_timeout_seconds": 7200}))
+    monkeypatch.setattr(common, "CONF_DIR", conf)
+    code, report = run_job(gc_main, *gc_args(uri, "--env", "slow", "--older-than", "90m"))
+    assert code == 2 and "7200" in report["error"]
+    monkeypatch.undo()
+    # ISO times are accepted; with the override a short grace runs.
+    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    code, report = run_job(gc_main, *gc_args(uri, "--now", iso, "--older-than", "10m",
+                                             "--i-understand-grace-risk", "--dry-run"))
+    assert code == 0, report.get("error")
+    assert files(lake) == before
+
+
+def test_gc_while_commits_land_deletes_nothing_live(lake: Path, run_job: RunJob) -> None:
+    uri = Storage(str(lake)).root_uri
+    storage = Storage(uri)
+    orphans = plant_orphans(storage)
+    stop = threading.Event()
+    committed: list[int] = []
+    failures: list[str] = []
+
+    def writer(tag: str) -> None:
+        lh = Lakehouse.open(uri)
+        i = 0
+        while not stop.is_set():
+            try:
+                lh.refresh()
+                with lh.transaction() as tx:
+                    tx.create_table("ns", f"{tag}{i:03d}", properties={"w": tag})
+                    tx.update_table("ns", "t20_0", properties={"last": f"{tag}{i}"})
+                committed.append(lh.version)
+            except CommitConflictError:
+                pass
+            except LakecoreError as exc:  # with grace 0 a temp file may vanish under a write
+                failures.append(exc.one_line())
+            i += 1
+            time.sleep(0.2)  # a steady trickle, and the GIL left to the job's driver
+
+    threads = [threading.Thread(target=writer, args=(tag,), daemon=True) for tag in ("a", "b")]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.3)
+        code, report = run_job(gc_main, *gc_args(uri, "--older-than", "0s", "--i-understand-grace-risk"))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert code == 0, report.get("error")
+    assert committed, failures
+    assert orphans <= set(report["samples"]["deleted"])
+    assert not orphans & files(lake)
+    assert report["details"]["versions_rechecked"], "no commit landed during gc"
+    assert len(failures) <= 2, failures
+    assert_every_version_valid(uri)
+
+
+def test_in_process_gc_matches_the_job(lake: Path, run_job: RunJob) -> None:
+    storage = Storage(str(lake))
+    orphans = plant_orphans(storage)
+    foreign = plant_foreign(storage)
+    now = int(time.time() * 1000)
+    result = gc_in_process(storage, now_millis=now, grace_millis=0, dry_run=True)
+    assert {f.path for f in result.would_delete} == orphans
+    assert set(result.seen.foreign) == foreign
+    code, report = run_job(gc_main, *gc_args(storage.root_uri, "--older-than", "0s",
+                                             "--i-understand-grace-risk", "--dry-run", "--now", str(now)))
+    assert code == 0, report.get("error")
+    assert set(report["samples"]["would_delete"]) == orphans
+    assert report["counts"]["reachable_files"] == result.seen.reachable
+    result = gc_in_process(storage, now_millis=now, grace_millis=0)
+    assert result.deleted.deleted == len(orphans) and not orphans & files(lake)
+
+
+def test_recheck_rescues_the_files_of_a_version_committed_after_the_listing(lake: Path) -> None:
+    """The units, in one process: a version whose root lands after the top-level listing has
+    its new files listed as orphans; the re-check walks it and takes them out again."""
+    storage = Storage(str(lake))
+    before = files(lake)
+    lh = Lakehouse.open(str(lake))
+    with lh.transaction() as tx:
+        for i in range(30):  # enough to overflow the root's buffer: new nodes are written
+            tx.create_table("ns", f"late{i:02d}", properties={"k": "v"})
+    late_root = root_node_file_name(lh.version)
+    written = files(lake) - before - {late_root}
+    assert any(kind_of(p) == "node" for p in written) and any(kind_of(p) == "table_def" for p in written)
+    top = [f for f in gc.list_top(storage) if f.path != late_root]  # listed before the commit
+    retained = gc.read_retained(storage, top)
+    listing = top + list(gc.list_directories(storage, hash_directories(), threads=4))
+    plan = gc.plan_reach(storage, retained.roots.values(), 4)
+    reach = list(plan.driver_paths.items()) + list(gc.run_reach_tasks(storage, plan.tasks))
+    seen = gc.tally_in_memory(listing, reach)
+    orphans = {f.path for f in seen.orphans}
+    assert written <= orphans
+    reachable = {p for p, _ in reach}
+    asked: list[set[str]] = []
+
+    def known(paths: set[str]) -> set[str]:
+        asked.append(paths)
+        return paths & reachable
+
+    rechecked = gc.reach_new_versions(storage, retained.latest, known, covered=plan.covered, unreached=orphans)
+    assert rechecked.versions == [lh.version]
+    assert written <= rechecked.paths
+    assert all(not (paths & orphans) for paths in asked)  # orphans are descended without asking
+
+
+@pytest.mark.s3
+def test_gc_on_s3_never_touches_a_neighbouring_lakehouse(s3_server: Any, run_job: RunJob) -> None:
+    base = f"s3://{s3_server.bucket}/{uuid.uuid4()}"
+    options = s3_server.storage_options()
+    lake, lake2 = f"{base}/lake", f"{base}/lake2"
+    build_lake(lake, options, commits=12)
+    build_lake(lake2, options, commits=6)
+    storage, storage2 = Storage(lake, options), Storage(lake2, options)
+    orphans = plant_orphans(storage)
+    orphans2 = plant_orphans(storage2)
+    files2 = {f.path for f in storage2.list("")}
+    assert orphans2 <= files2
+    own = {f.path for f in storage.list("")}
+    maps = resolved_maps(lake, options)
+    # Executors build their own clients: hand them the endpoint and the (dummy) credentials.
+    s3_options = ["--storage-option", f"endpoint_url={s3_server.endpoint}",
+                  "--storage-option", f"key={os.environ['AWS_ACCESS_KEY_ID']}",
+                  "--storage-option", f"secret={os.environ['AWS_SECRET_ACCESS_KEY']}"]
+    code, report = run_job(gc_main, *gc_args(lake, *s3_options, "--older-than", "0s", "--i-understand-grace-risk"))
+    assert code == 0, report.get("error")
+    assert report["counts"]["files_listed"] == len(own)
+    assert set(report["samples"]["deleted"]) == orphans
+    assert {f.path for f in storage.list("")} == own - orphans
+    assert {f.path for f in storage2.list("")} == files2  # the neighbour, orphans and all
+    assert resolved_maps(lake, options) == maps
+    assert_every_version_valid(lake, options)
+    assert_every_version_valid(lake2, options)
