@@ -31,7 +31,21 @@ __all__ = [
     "NotFoundError",
     "UnsupportedFormatVersionError",
     "VersionExpiredError",
+    "clear_caches",
 ]
+
+
+def clear_caches() -> None:
+    """Forget every cached node and lakehouse definition of this process.
+
+    Files are immutable, so the caches are never wrong about a file that exists; a check that
+    must notice files deleted behind its back (fsck, validate, tests) reads past them or
+    clears them first."""
+    from lakecore.lakehouse import _DEF_CACHE
+    from lakecore.tree.store import SHARED_CACHE
+
+    SHARED_CACHE.clear()
+    _DEF_CACHE.clear()
 
 
 def __getattr__(name: str) -> object:

@@ -15,6 +15,7 @@ import shutil
 import sys
 from collections import Counter
 
+from lakecore import keys
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import FileKind, classify_path
 
@@ -37,7 +38,23 @@ def build_sample(uri: str, *, namespaces: int = 4, tables_per_namespace: int = 6
     with lh.transaction() as tx:
         for t in range(0, tables_per_namespace, 7):
             tx.drop_table("sales_0", f"orders_{t:03d}")
+    leave_crashed_commit(lh)
     return lh
+
+
+def leave_crashed_commit(lh: Lakehouse) -> None:
+    """What a writer that died before its commit point leaves behind: its definition file and
+    its new nodes, which no root will ever reach. gc finds and deletes them."""
+    from lakecore.defs import encode_def, table_def
+    from lakecore.locations import new_table_def_path
+    from lakecore.tree import TreeShape, TreeWriter
+
+    ghost = new_table_def_path("sales_1", "ghost")
+    lh.storage.write(ghost, encode_def(table_def("ghost")))
+    writer = TreeWriter(lh.store, TreeShape.of(lh.lakehouse_def), lh.root)
+    for i in range(200):
+        writer.put(keys.table_key("sales_1", f"ghost_{i:03d}", lh.lakehouse_def), ghost)
+    writer.finish()  # writes the changed nodes; the root is never created
 
 
 def describe(lh: Lakehouse) -> str:
