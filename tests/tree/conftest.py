@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import random
 import uuid
 
 import pytest
 
+from lakecore.node import Node
 from lakecore.storage import Storage
-from lakecore.tree import NodeCache, NodeStore, TreeShape
+from lakecore.tree import NodeCache, NodeStore, TreeShape, TreeWriter
 
 
 def make_store(order: int, cache: bool = True) -> NodeStore:
@@ -20,4 +22,36 @@ def store_factory():  # type: ignore[no-untyped-def]
     return make_store
 
 
-__all__ = ["TreeShape", "make_store"]
+
+
+def random_tree(order: int, seed: int, *, steps: int = 500, keyspace: int = 600, max_batch: int = 4,
+                delete_share: float = 0.3, slack: int = 1200) -> tuple[NodeStore, TreeShape, Node, dict[str, str]]:
+    """A tree built by many small commits of random sets and deletes, and the dict it equals.
+
+    Nodes are only ``slack`` bytes bigger than an empty key table, so buffers fill and flush."""
+    rnd = random.Random(seed)
+    shape = TreeShape(order, TreeShape(order, 10**9).empty_node_size() + order * 40 + slack)
+    store = make_store(order)
+    root, model = Node(), {}
+    for step in range(steps):
+        writer = TreeWriter(store, shape, root)
+        for _ in range(rnd.randint(1, max_batch)):
+            key = f"k{rnd.randrange(keyspace):04d}"
+            if rnd.random() < delete_share:
+                writer.put(key, None)
+                model.pop(key, None)
+            else:
+                writer.put(key, f"v{step}")
+                model[key] = f"v{step}"
+        root = writer.finish()
+    return store, shape, root, model
+
+
+def buffered_messages(store: NodeStore, root: Node) -> int:
+    """Messages waiting in write buffers anywhere in the tree."""
+    total, stack = len(root.buffer), list(root.children)
+    while stack:
+        node = store.load(stack.pop())
+        total += len(node.buffer)
+        stack.extend(node.children)
+    return total

@@ -3,43 +3,17 @@
 from __future__ import annotations
 
 import pickle
-import random
 
 import pytest
 
 from lakecore.maintenance.check import TreeChecker
 from lakecore.maintenance.flush import FlushTask, flush_in_process, run_flush_task
-from lakecore.node import Node
-from lakecore.tree import FlushMode, FlushPolicy, TreeShape, TreeWriter, items
-from tests.tree.conftest import make_store
-
-
-def _buffers(store, root: Node) -> int:  # type: ignore[no-untyped-def]
-    total, stack = len(root.buffer), list(root.children)
-    while stack:
-        node = store.load(stack.pop())
-        total += len(node.buffer)
-        stack.extend(node.children)
-    return total
+from lakecore.tree import FlushMode, FlushPolicy, items
+from tests.tree.conftest import buffered_messages, random_tree
 
 
 def _random_tree(order: int, seed: int, steps: int = 500, delete_share: float = 0.3):  # type: ignore[no-untyped-def]
-    rnd = random.Random(seed)
-    shape = TreeShape(order, TreeShape(order, 10**9).empty_node_size() + order * 40 + 1200)
-    store = make_store(order)
-    root, model = Node(), {}
-    for step in range(steps):
-        writer = TreeWriter(store, shape, root)
-        for _ in range(rnd.randint(1, 4)):
-            key = f"k{rnd.randrange(600):04d}"
-            if rnd.random() < delete_share:
-                writer.put(key, None)
-                model.pop(key, None)
-            else:
-                writer.put(key, f"v{step}")
-                model[key] = f"v{step}"
-        root = writer.finish()
-    return store, shape, root, model
+    return random_tree(order, seed, steps=steps, delete_share=delete_share)
 
 
 @pytest.mark.parametrize("order", [3, 4, 5, 8])
@@ -47,10 +21,10 @@ def _random_tree(order: int, seed: int, steps: int = 500, delete_share: float = 
 @pytest.mark.parametrize("targets", [1, 3, 50])
 def test_distributed_full_flush_keeps_the_map_and_empties_buffers(order: int, seed: int, targets: int) -> None:
     store, shape, root, model = _random_tree(order, seed)
-    assert _buffers(store, root) > 0
+    assert buffered_messages(store, root) > 0
     flushed, run, _results = flush_in_process(store, shape, root, FlushPolicy(FlushMode.FULL), target_tasks=targets)
     assert dict(items(store, flushed)) == model
-    assert _buffers(store, flushed) == 0
+    assert buffered_messages(store, flushed) == 0
     report = TreeChecker(store, shape).check_root(flushed, "root")
     assert report.ok, [str(v) for v in report.violations]
     if root.children and targets > 1:
@@ -80,4 +54,4 @@ def test_tasks_and_results_pickle_for_executors() -> None:
 
     flushed, _, _ = flush_in_process(store, shape, root, FlushPolicy(FlushMode.FULL), 4, run_tasks)
     assert captured
-    assert _buffers(store, flushed) == 0
+    assert buffered_messages(store, flushed) == 0
