@@ -37,6 +37,7 @@ from lakecore.versions import (
     decode_root,
     encode_root,
     latest_version,
+    read_hint,
     read_root,
     write_hint,
 )
@@ -116,26 +117,35 @@ def commit(
         )
         sent.setdefault(target, []).append(data)
         landed: bytes | None = None
-        try:
-            storage.create_exclusive(root_node_file_name(target), data)
-            landed = data
-        except AlreadyExistsError:
-            landed = _landed_earlier(storage, target, sent[target])
-        except StorageError as exc:
-            ambiguous += 1
+        hint = read_hint(storage)
+        if hint is not None and hint >= target:
+            # The base is stale in a way the exclusive create cannot see: version compaction
+            # may have deleted root `target` long after it was committed, and creating it again
+            # would land this commit in the past, below the real latest version. Compaction
+            # points the hint at a retained version before it deletes any root, so a hint at
+            # or past the target means: lost race, rebase.
+            pass
+        else:
             try:
-                holds = _root_holds(storage, target, data)
-            except LakecoreError as check_exc:
-                raise CommitStateUnknownError(
-                    f"writing root {target} at {storage.uri(root_node_file_name(target))} failed ({exc}) and "
-                    f"reading it back failed too ({check_exc}); reopen the lakehouse to see whether the "
-                    "commit landed before retrying it"
-                ) from exc
-            if holds is None:
-                # Did not land (yet). Try the same version again: if the first write lands in
-                # between, the exclusive create fails and the comparison above recognises it.
-                continue
-            landed = data if holds else _landed_earlier(storage, target, sent[target])
+                storage.create_exclusive(root_node_file_name(target), data)
+                landed = data
+            except AlreadyExistsError:
+                landed = _landed_earlier(storage, target, sent[target])
+            except StorageError as exc:
+                ambiguous += 1
+                try:
+                    holds = _root_holds(storage, target, data)
+                except LakecoreError as check_exc:
+                    raise CommitStateUnknownError(
+                        f"writing root {target} at {storage.uri(root_node_file_name(target))} failed ({exc}) and "
+                        f"reading it back failed too ({check_exc}); reopen the lakehouse to see whether the "
+                        "commit landed before retrying it"
+                    ) from exc
+                if holds is None:
+                    # Did not land (yet). Try the same version again: if the first write lands in
+                    # between, the exclusive create fails and the comparison above recognises it.
+                    continue
+                landed = data if holds else _landed_earlier(storage, target, sent[target])
         if landed is not None:
             root = decode_root(landed, target, storage.uri(root_node_file_name(target)), order)
             hint = write_hint(storage, target)
