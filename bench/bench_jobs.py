@@ -40,9 +40,10 @@ measures how many cores two busy processes get right now (``cpu_calibration``: 2
 Per job: wall time around ``main`` and the report's ``durations_seconds`` (per stage); CPU
 seconds of the driver's Python and of the JVM plus the Python workers (from ``/proc``); memory:
 the driver Python's peak RSS **for that job** (``VmHWM`` after resetting it with
-``/proc/self/clear_refs``; ``ru_maxrss`` is reported too, but it never goes down so it is the
-peak so far), the JVM's peak RSS (same reset), and the Python workers' peak RSS (summed,
-sampled every 0.25 s, plus the sum of their ``VmHWM``).
+``/proc/self/clear_refs``; ``ru_maxrss`` is reported too, but it never goes down and it
+survives fork+exec, so a child started by a 1 GiB parent begins at 1 GiB), the JVM's peak RSS
+(same reset; a JVM keeps the heap it grew, so its number ratchets up from job to job), and the
+Python workers' peak RSS (summed, sampled every 0.25 s, plus the sum of their ``VmHWM``).
 
 **gc baseline**, in the parent, after every configuration's round (same lakehouse state as gc
 saw): ``find <root> -type f``, sort, and a linear diff of the sorted listing against the sorted
@@ -604,7 +605,12 @@ def child_main(args: argparse.Namespace) -> int:
 
     import_great_expectations()
     ge_import = time.perf_counter() - t_ge
+    # ru_maxrss survives fork+exec: this process starts with the parent's peak (about 1 GiB at
+    # 1M tables), which is why the per-job numbers use VmHWM after a reset instead.
+    inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     proto.write(json.dumps({"ready": True, "session_start_seconds": round(started, 2),
+                            "ru_maxrss_mib_at_ready": round(inherited, 1),
+                            "vm_hwm_mib_at_ready": round(status_kib("self", "VmHWM") / 1024, 1),
                             "great_expectations_import_seconds": round(ge_import, 2), "spark_conf": conf,
                             "default_parallelism": spark.sparkContext.defaultParallelism,
                             "pyspark": spark.version}) + "\n")
@@ -681,7 +687,8 @@ class Child:
         self.proc.stdin.close()
         _, status, usage = os.wait4(self.proc.pid, 0)
         self.proc.returncode = os.waitstatus_to_exitcode(status)
-        return {"exit_code": self.proc.returncode, "driver_process_ru_maxrss_mib": round(usage.ru_maxrss / 1024, 1)}
+        # wait4's ru_maxrss: the child's whole-life peak, including what it inherited (see above)
+        return {"exit_code": self.proc.returncode, "child_ru_maxrss_mib_wait4": round(usage.ru_maxrss / 1024, 1)}
 
 
 # =============================================================================================
@@ -833,7 +840,7 @@ def report(args: argparse.Namespace, lake: Lake, masters: list[str], job_names: 
            children: dict[str, Child], closed: dict[str, Any]) -> dict[str, Any]:
     summary = {m: summarize_config(runs[m]) for m in masters}
     measured = baselines[1:] or baselines  # the first one ran before any JVM existed
-    base = {
+    base: dict[str, Any] = {
         "reach_seconds": C.summarize([b["reach_seconds"] for b in measured]),
         "listing_diff_seconds": C.summarize([b["listing_diff_seconds"] for b in measured]),
         "find_and_sort_seconds": C.summarize([b["find_and_sort_seconds"] for b in measured]),
@@ -875,7 +882,9 @@ def report(args: argparse.Namespace, lake: Lake, masters: list[str], job_names: 
             "driver_python_peak": "VmHWM of the driver's Python process after resetting it with /proc/self/clear_refs "
                                   "right before the job: the peak RSS during that job",
             "driver_python_ru_maxrss_so_far": "resource.getrusage(RUSAGE_SELF).ru_maxrss after the job: monotonic, "
-                                              "the peak of the process so far",
+                                              "and it survives fork+exec, so it starts at the parent's peak "
+                                              "(sessions.*.ru_maxrss_mib_at_ready vs vm_hwm_mib_at_ready): "
+                                              "not a per-job number",
             "jvm_peak": "VmHWM of the JVM (reset the same way before the job)",
             "python_workers_peak_sampled_sum": f"sum of the Python workers' VmRSS, sampled every {SAMPLE_INTERVAL_S}s",
             "cpu_seconds": "driver_python: getrusage(RUSAGE_SELF) delta (driver threads incl.); jvm: the JVM's "

@@ -87,6 +87,7 @@ def _body(ctx: JobContext) -> None:
         with ctx.stage("plan", f"plan the flush of version {base.version} (driver)"):
             run = plan_flush(lh.store, shape, base.node, policy, ctx.parallelism)
         report.counts["subtree_tasks"] = len(run.tasks)
+        # Messages in the subtree roots handed out: their own plus those pushed down from above.
         report.counts["messages_sent_to_subtrees"] = sum(t.messages for t in run.tasks)
         with ctx.stage("flush", f"flush {len(run.tasks)} subtrees of version {base.version}"):
             results = _run_tasks(ctx, ctx.storage, shape, run.tasks)
@@ -95,7 +96,7 @@ def _body(ctx: JobContext) -> None:
         executor_written = sum(r.stats.files_written for r in results)
         report.counts["node_files_written"] = executor_written + run.writer.stats.files_written
         report.bytes["node_bytes_written"] = sum(r.stats.bytes_written for r in results) + run.writer.stats.bytes_written
-        report.counts["buffered_messages_before"] = len(base.node.buffer) + report.counts["messages_sent_to_subtrees"]
+        report.counts["root_messages_before"] = len(base.node.buffer)
         report.counts["root_messages_after"] = len(flushed.buffer)
         events: dict[str, int] = {}
         for result in results:
