@@ -40,7 +40,12 @@ import pytest
 
 from jobs.flush import _plan as flush_plan
 from jobs.flush import _still_valid as flush_still_valid
-from lakecore.errors import CommitStateUnknownError, LakecoreError
+from lakecore.errors import (
+    CommitStateUnknownError,
+    LakecoreError,
+    StorageError,
+    StorageTimeoutError,
+)
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import (
     new_lakehouse_def_path,
@@ -675,3 +680,28 @@ def test_faults_during_version_compaction(template: str) -> None:
 @pytest.mark.slow
 def test_every_fault_of_version_compaction(template: str) -> None:
     _compact_sweep(template, None, "faults.compact.heavy")
+
+
+# -- the wrapper itself -------------------------------------------------------------------------
+
+
+def test_faulty_storage_counts_fails_and_pickles(scratch: Path) -> None:
+    import pickle
+
+    uri = str(scratch / f"wrapper-{uuid.uuid4().hex[:8]}")
+    storage = FaultyStorage(uri, faults=[Fault("write", 2, "timeout", "after"), Fault("read", 1)])
+    storage.write("a", b"1")
+    with pytest.raises(StorageTimeoutError):
+        storage.write("b", b"2")
+    assert storage.clean().read("b") == b"2", "an 'after' fault lets the write land"
+    with pytest.raises(StorageError):
+        storage.read("a")
+    assert storage.read("a") == b"1"
+    assert storage.counts() == {"write": 2, "read": 2}
+    assert storage.fired == ["write#2:timeout:after", "read#1:error:before"]
+    copy = pickle.loads(pickle.dumps(storage))
+    assert isinstance(copy, FaultyStorage) and copy.root_uri == storage.root_uri
+    assert [f.label() for f in copy.faults] == [f.label() for f in storage.faults]
+    assert copy.counts() == {}, "counters start again in the new process"
+    with pytest.raises(StorageError):
+        copy.read("a")
