@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from lakecore.node import Node, encoded_size
+from lakecore.tree.store import NodeStore
 
 if TYPE_CHECKING:
     from lakecore.lakehouse import LakehouseView
@@ -19,6 +20,16 @@ def _levels(view: LakehouseView) -> list[list[tuple[str, Node]]]:
                 nxt.append((child, view.store.load(child)))
         levels.append(nxt)
     return levels
+
+
+def buffered_messages(store: NodeStore, root: Node) -> int:
+    """Messages waiting in write buffers anywhere in the tree under ``root``."""
+    total, stack = len(root.buffer), list(root.children)
+    while stack:
+        node = store.load(stack.pop())
+        total += len(node.buffer)
+        stack.extend(node.children)
+    return total
 
 
 def describe_tree(view: LakehouseView) -> dict[str, Any]:

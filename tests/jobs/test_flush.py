@@ -13,6 +13,7 @@ from jobs.flush import main as flush_main
 from lakecore.fsck import check_version
 from lakecore.lakehouse import Lakehouse
 from lakecore.tree import items
+from lakecore.treeinfo import buffered_messages
 
 
 def _catalog(uri: str, options: dict[str, Any] | None = None, tables: int = 60) -> Lakehouse:
@@ -31,12 +32,7 @@ def _catalog(uri: str, options: dict[str, Any] | None = None, tables: int = 60) 
 
 
 def _buffered(lh: Lakehouse) -> int:
-    total, stack = len(lh.root.buffer), list(lh.root.children)
-    while stack:
-        node = lh.store.load(stack.pop())
-        total += len(node.buffer)
-        stack.extend(node.children)
-    return total
+    return buffered_messages(lh.store, lh.root)
 
 
 def test_full_flush_empties_buffers_keeps_the_catalog_and_validates(run_job, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

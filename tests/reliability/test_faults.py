@@ -58,6 +58,7 @@ from lakecore.maintenance.gc import gc_in_process
 from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree import FlushMode, FlushPolicy, NodeCache, NodeStore, TreeShape
+from lakecore.treeinfo import buffered_messages
 from lakecore.versions import latest_version, list_root_versions
 from tests.reliability.faulty_storage import (
     KINDS,
@@ -464,12 +465,7 @@ def _flush_run(uri: str, faults: list[Fault]) -> FlushRun:
 def _buffered(uri: str) -> int:
     clear_caches()
     lh = Lakehouse.open(uri)
-    total, stack = len(lh.root.buffer), list(lh.root.children)
-    while stack:
-        node = lh.store.load(stack.pop())
-        total += len(node.buffer)
-        stack.extend(node.children)
-    return total
+    return buffered_messages(lh.store, lh.root)
 
 
 def test_every_fault_of_a_flush(template: str) -> None:

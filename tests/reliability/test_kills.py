@@ -38,6 +38,7 @@ from lakecore.lakehouse import Lakehouse
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.gc import gc_in_process
 from lakecore.storage import Storage
+from lakecore.treeinfo import buffered_messages
 from lakecore.versions import latest_version
 from tests.reliability.faulty_storage import check_chain, clear_caches, emit_summary, gc_orphans
 from tests.reliability.workers import COUNTER, NAMESPACE, committer, create_catalog, read_acks
@@ -233,12 +234,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 def _buffered_messages(uri: str) -> int:
     clear_caches()
     lh = Lakehouse.open(uri)
-    total, stack = len(lh.root.buffer), list(lh.root.children)
-    while stack:
-        node = lh.store.load(stack.pop())
-        total += len(node.buffer)
-        stack.extend(node.children)
-    return total
+    return buffered_messages(lh.store, lh.root)
 
 
 def _fill(uri: str, commits: int, prefix: str = "f") -> None:

@@ -10,6 +10,7 @@ import pytest
 from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree import NodeCache, NodeStore, TreeShape, TreeWriter
+from lakecore.treeinfo import buffered_messages
 
 
 def make_store(order: int, cache: bool = True) -> NodeStore:
@@ -47,11 +48,4 @@ def random_tree(order: int, seed: int, *, steps: int = 500, keyspace: int = 600,
     return store, shape, root, model
 
 
-def buffered_messages(store: NodeStore, root: Node) -> int:
-    """Messages waiting in write buffers anywhere in the tree."""
-    total, stack = len(root.buffer), list(root.children)
-    while stack:
-        node = store.load(stack.pop())
-        total += len(node.buffer)
-        stack.extend(node.children)
-    return total
+__all__ = ["buffered_messages", "make_store", "random_tree"]
