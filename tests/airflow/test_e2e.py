@@ -35,16 +35,24 @@ pytestmark = pytest.mark.timeout(2400)
 
 # Builds the two lakehouses with the project venv; prints their versions as JSON.
 BUILD = """
-import glob, json, os, sys
+import json, os, sys
 from lakecore.demo import build_sample
+from lakecore.maintenance.reachable import reachable_from_root
 good, bad = sys.argv[1], sys.argv[2]
 g = build_sample(good, namespaces=2, tables_per_namespace=12)
 b = build_sample(bad, namespaces=2, tables_per_namespace=60)
-# The newest node file is reached by the latest versions only: without it they are damaged,
-# older versions are still whole (what rollback --to-last-valid finds).
-nodes = sorted(glob.glob(os.path.join(bad, "**", "*-node-*.arrow"), recursive=True), key=os.path.getmtime)
-os.remove(nodes[-1])
-print(json.dumps({"good": g.version, "bad": b.version, "removed": nodes[-1]}))
+# Remove a node file that the latest version reaches and some older version does not: the
+# latest version is damaged, that older one is still whole (what rollback --to-last-valid finds).
+# (Not "the newest file": build_sample ends with a crashed commit whose nodes no root reaches.)
+latest = reachable_from_root(b.store, b.root, include_values=False).nodes
+for older in range(b.version - 1, -1, -1):
+    view = b.at_version(older)
+    only_latest = sorted(latest - reachable_from_root(view.store, view.root, include_values=False).nodes)
+    if only_latest:
+        break
+assert only_latest, "every version reaches the same node files"
+os.remove(os.path.join(bad, only_latest[0]))
+print(json.dumps({"good": g.version, "bad": b.version, "removed": only_latest[0]}))
 """
 
 VERSION = """
