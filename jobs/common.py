@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lakecore.errors import InvalidArgumentError, LakecoreError
+from lakecore.argparsing import ArgumentError, OneLineArgumentParser
+from lakecore.errors import LakecoreError
+from lakecore.lakehouse import refuse_unsupported_format
 from lakecore.storage import Storage
 
 EXIT_OK = 0
@@ -41,17 +43,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = Path(os.environ.get("LAKECORE_CONF_DIR", REPO_ROOT / "conf"))
 
 
-class ArgumentError(InvalidArgumentError):
-    """Bad command-line arguments (exit code 2)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # one line, exit code 2, like every other bad input
-        raise ArgumentError(f"{self.prog}: {message}")
-
-
 def base_parser(job: str, description: str) -> argparse.ArgumentParser:
-    parser = _Parser(prog=f"spark-submit.sh {job}", description=description)
+    parser = OneLineArgumentParser(prog=f"spark-submit.sh {job}", description=description)
     parser.add_argument("--lakehouse", required=True, help="lakehouse root URI")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="fsspec storage option (endpoint_url=... for S3-compatible servers)")
@@ -240,6 +233,7 @@ def run_job(
         args = parser.parse_args(raw)
         ctx = JobContext(job, args, report, spark)
         report.lakehouse = ctx.storage.root_uri
+        refuse_unsupported_format(ctx.storage)
         body(ctx)
     except LakecoreError as exc:
         report.status = "failed"

@@ -30,7 +30,8 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from jobs.common import ArgumentError, JobContext, base_parser, run_job, storage_options
+from jobs.common import JobContext, base_parser, run_job, storage_options
+from lakecore.argparsing import ArgumentError
 from lakecore.defs import LakehouseDef
 from lakecore.errors import (
     AlreadyExistsError,

@@ -23,7 +23,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from jobs.common import EXIT_CONFLICT, ArgumentError, JobContext, base_parser, run_job
+from jobs.common import EXIT_CONFLICT, JobContext, base_parser, run_job
+from lakecore.argparsing import ArgumentError
 from lakecore.commit import RootPlan
 from lakecore.errors import CommitConflictError
 from lakecore.lakehouse import Lakehouse

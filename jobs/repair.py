@@ -30,7 +30,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from jobs.common import EXIT_VIOLATIONS, ArgumentError, JobContext, base_parser, run_job
+from jobs.common import EXIT_VIOLATIONS, JobContext, base_parser, run_job
+from lakecore.argparsing import ArgumentError
 from lakecore.errors import LakecoreError, NotFoundError
 from lakecore.fsck import check_version
 from lakecore.lakehouse import Lakehouse, LakehouseView

@@ -37,7 +37,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs.common import EXIT_VIOLATIONS, ArgumentError, JobContext, base_parser, run_job
+from jobs.common import EXIT_VIOLATIONS, JobContext, base_parser, run_job
+from lakecore.argparsing import ArgumentError
 from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionExpiredError
 from lakecore.lakehouse import EXPORT_SOURCE_PROPERTY, Lakehouse
 from lakecore.locations import root_node_file_name

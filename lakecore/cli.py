@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lakecore.argparsing import OneLineArgumentParser
 from lakecore.errors import InvalidArgumentError, LakecoreError
 
 EXIT_OK = 0
@@ -255,7 +256,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lakecore", description="TrinityLake lakehouse catalog tool")
+    parser = OneLineArgumentParser(prog="lakecore", description="TrinityLake lakehouse catalog tool")
     parser.add_argument("-l", "--lakehouse", help="lakehouse root URI (or LAKECORE_LAKEHOUSE)")
     parser.add_argument("--storage-option", action="append", type=_kv, metavar="KEY=VALUE",
                         help="fsspec storage option, e.g. endpoint_url=http://127.0.0.1:5000")
@@ -338,9 +339,9 @@ def _add_extra_commands(sub: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    func: Callable[[argparse.Namespace], int] = args.func
     try:
+        args = parser.parse_args(argv)
+        func: Callable[[argparse.Namespace], int] = args.func
         return func(args)
     except LakecoreError as exc:
         print(f"lakecore: {exc.one_line()}", file=sys.stderr)

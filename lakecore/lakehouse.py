@@ -17,6 +17,7 @@ so that concurrent commits can never leave a table without its namespace.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -40,8 +41,10 @@ from lakecore.errors import (
     CommitConflictError,
     InvalidArgumentError,
     InvalidLocationError,
+    LakecoreError,
     NamespaceNotEmptyError,
     NotFoundError,
+    UnsupportedFormatVersionError,
 )
 from lakecore.locations import (
     check_relative_path,
@@ -67,6 +70,8 @@ from lakecore.versions import (
 if TYPE_CHECKING:
     from lakecore.lookup import LookupReader
     from lakecore.lookup.cache import VersionCache
+
+_LOG = logging.getLogger(__name__)
 
 Isolation = Literal["snapshot", "serializable"]
 ExportMode = Literal["minimal", "partial", "full"]
@@ -102,6 +107,25 @@ def read_lakehouse_def(storage: Storage, location: str) -> LakehouseDef:
         _DEF_CACHE.clear()
     _DEF_CACHE[key] = definition
     return definition
+
+
+def refuse_unsupported_format(storage: Storage) -> None:
+    """Raise ``UnsupportedFormatVersionError`` if the latest version's definition has a format
+    major version this code does not know; say nothing about any other problem.
+
+    Maintenance jobs call this first: a lakehouse written by a newer lakecore must be left alone
+    with exit 2 ("use a newer lakecore"), not be judged damaged by validate, refused as
+    unreadable by gc, or have its hint rewritten by repair. Everything else (a missing or corrupt
+    root, say) is for the job itself to report, so that validate and repair still run on damage."""
+    try:
+        latest = latest_version(storage)
+        definition_path = decode_root(storage.read(root_node_file_name(latest)), latest,
+                                      storage.uri(root_node_file_name(latest))).lakehouse_def_path
+        read_lakehouse_def(storage, definition_path)
+    except UnsupportedFormatVersionError:
+        raise
+    except LakecoreError:
+        return
 
 
 @dataclass(frozen=True)
@@ -350,13 +374,30 @@ class Lakehouse(LakehouseView):
         *,
         policy: CommitPolicy | None = None,
     ) -> CommitOutcome:
-        """Commit on top of this object's version; on success this object moves to it."""
+        """Commit on top of this object's version; on success this object moves to it.
+
+        Once the root has landed nothing may raise: the commit is acknowledged even when the new
+        lakehouse definition cannot be read back (a caller that saw an error would retry and
+        commit twice). In that rare case this object stays at its old version, and its next
+        commit moves past the new one like any concurrent commit."""
         outcome = commit(self.storage, self.lakehouse_def.order, self.root_info, plan, still_valid,
                          policy or self.commit_policy)
         self.last_commit = outcome
-        lakehouse_def = read_lakehouse_def(self.storage, outcome.root.lakehouse_def_path)
-        self._install(outcome.root, lakehouse_def)
+        lakehouse_def = self._definition_of_landed_root(outcome.root)
+        if lakehouse_def is not None:
+            self._install(outcome.root, lakehouse_def)
         return outcome
+
+    def _definition_of_landed_root(self, root: RootInfo) -> LakehouseDef | None:
+        if root.lakehouse_def_path == self.root_info.lakehouse_def_path:
+            return self.lakehouse_def  # the usual case: the definition did not change
+        try:
+            return read_lakehouse_def(self.storage, root.lakehouse_def_path)
+        except LakecoreError as exc:
+            _LOG.warning("version %d committed, but its lakehouse definition %s could not be read (%s); "
+                         "this Lakehouse object stays at version %d", root.version, root.lakehouse_def_path,
+                         exc, self.version)
+            return None
 
     def rollback(self, to_version: int) -> int:
         """Roll forward to the content of ``to_version``; returns the new version."""

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from lakecore import keys as K
 from lakecore.errors import CorruptNodeFileError, InvalidLocationError
+from lakecore.ipc_probe import IpcProbeError, has_compressed_record_batch
 from lakecore.locations import check_relative_path, is_full_uri, normalize_root_uri
 
 NODE_SCHEMA: Final = pa.schema(
@@ -202,6 +203,11 @@ def _read_columns(data: bytes, location: str) -> tuple[list[str | None], list[st
             )
         if batches != 1:
             raise CorruptNodeFileError(location, f"holds {batches} record batches; a node file has exactly one")
+        # Checked before get_batch, which would decompress: a compressed body of a few KB can
+        # expand to any size, and FORMAT.md section 3 says node files are uncompressed.
+        if has_compressed_record_batch(data):
+            raise CorruptNodeFileError(location, "its record batch is compressed; node files are uncompressed "
+                                                 "(FORMAT.md section 3): rewrite it without IPC compression")
         batch = reader.get_batch(0)
         batch.validate(full=True)
         return (
@@ -211,6 +217,8 @@ def _read_columns(data: bytes, location: str) -> tuple[list[str | None], list[st
         )
     except CorruptNodeFileError:
         raise
+    except IpcProbeError as exc:
+        raise CorruptNodeFileError(location, f"unreadable Arrow IPC metadata: {exc}") from None
     except (pa.ArrowException, ValueError, OSError, IndexError, UnicodeDecodeError) as exc:
         raise CorruptNodeFileError(location, f"unreadable Arrow IPC data: {' '.join(str(exc).split())}") from None
 

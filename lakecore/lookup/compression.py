@@ -13,6 +13,11 @@ The codec id itself is not part of the body: it is the first byte of the block t
 division) of the raw block, i.e. it must save more than 12.5%; otherwise the block is stored raw
 with codec 0, whatever codec the writer was asked for.
 
+Compressed blocks are capped at ``MAX_COMPRESSED_BLOCK_BYTES`` of raw data: the writer stores a
+larger block raw (codec 0, which the format allows for any block), and the reader refuses a
+compressed body declaring more. A raw block costs no more memory than its bytes in the file,
+while a compressed one of a few KB could otherwise make the reader allocate 2 GiB.
+
 Decompression trusts no length it reads: a declared length is checked against what the codec can
 physically produce from the stored bytes before anything is allocated, and the output must have
 exactly the declared length. Failures raise ``ValueError``; the reader names file and offset.
@@ -51,6 +56,8 @@ _LZ4_SLACK: Final = 64
 #: output, read in chunks, so a corrupt length cannot make the reader allocate it up front.
 _ZSTD_ONE_SHOT_LIMIT: Final = 8 << 20
 _ZSTD_CHUNK: Final = 1 << 20
+#: The largest raw block written (and read) compressed; 256 default-sized blocks.
+MAX_COMPRESSED_BLOCK_BYTES: Final = 16 << 20
 
 
 def keep_compressed(raw_size: int, compressed_size: int) -> bool:
@@ -75,7 +82,7 @@ class BlockCompressor:
 
     def compress(self, raw: bytes) -> tuple[int, bytes]:
         """``(codec id, stored bytes)`` for a finished block, after the 12.5% rule."""
-        if self._codec == CODEC_NONE:
+        if self._codec == CODEC_NONE or len(raw) > MAX_COMPRESSED_BLOCK_BYTES:
             return CODEC_NONE, raw
         prefix = encode_varint(len(raw))
         if self._zstd is not None:
@@ -107,6 +114,12 @@ class BlockDecompressor:
         declared, start = decode_varint(stored, 0, len(stored), VARINT32_MAX_BYTES)
         if declared > MAX_INT32:
             raise ValueError(f"uncompressed length {declared} exceeds a 32-bit int")
+        if declared > MAX_COMPRESSED_BLOCK_BYTES:
+            raise ValueError(
+                f"compressed block declares {declared} uncompressed bytes, more than the "
+                f"{MAX_COMPRESSED_BLOCK_BYTES} lakecore writes or reads compressed (larger blocks are stored raw); "
+                "the file is corrupt or was not written by lakecore: rebuild it"
+            )
         payload = stored[start:]
         if codec == CODEC_ZSTD:
             raw = self._zstd_decompress(payload, declared)

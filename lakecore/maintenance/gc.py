@@ -54,9 +54,10 @@ from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from lakecore.defs import LakehouseDef
-from lakecore.errors import LakecoreError, NotFoundError, UnsafeOptionError
+from lakecore.errors import InvalidLocationError, LakecoreError, NotFoundError, UnsafeOptionError
 from lakecore.locations import (
     FileKind,
+    check_relative_path,
     classify_path,
     hash_directories,
     is_full_uri,
@@ -241,6 +242,13 @@ def external_roots_of(lakehouse_def: LakehouseDef) -> tuple[str, ...]:
     return (source,) if source else ()
 
 
+def is_external_pointer_allowed(location: str, external_roots: tuple[str, ...]) -> bool:
+    """Whether a full-URI pointer leads into an export's source root, which this lakehouse
+    reads but does not own: gc neither walks nor deletes there. Any other full URI is forged
+    or damaged, and gc must refuse rather than skip it, or it would delete what lies below."""
+    return any(location.startswith(root) for root in external_roots)
+
+
 def load_root(storage: Storage, version: int, refused: type[LakecoreError] = GcRefusedError) -> LoadedRoot:
     """Read root ``version`` and its definition strictly; any failure is ``refused``, naming
     the file and the reason."""
@@ -357,6 +365,27 @@ def _values(node: Node) -> Iterator[str]:
             yield value
 
 
+def escaping_value(values: Iterable[str], external_roots: tuple[str, ...]) -> str | None:
+    """A value that points out of the lakehouse root (``../x``, ``/abs``, a full URI
+    not in an export's source), or None. gc refuses a version with one: such a pointer is
+    forged or damaged, and a version gc cannot fully account for is not one to collect around."""
+    for value in values:
+        if is_full_uri(value):
+            if not is_external_pointer_allowed(value, external_roots):
+                return value
+            continue
+        try:
+            check_relative_path(value)
+        except InvalidLocationError:
+            return value
+    return None
+
+
+def _escape_reason(where: str, value: str) -> str:
+    return (f"{where}: value {value!r} points out of the lakehouse root and not into an export's source; "
+            "the version is damaged (run validate, then repair)")
+
+
 def _node_store(storage: Storage, root: LoadedRoot, cache: NodeCache) -> _SizedStore:
     return _SizedStore(storage, root.lakehouse_def.order, cache, root.external_roots)
 
@@ -396,6 +425,13 @@ def plan_reach(
                 raise refused(reason) from exc
             tolerated.append(reason)
             continue
+        escapes = [(loc, v) for loc, node, _depth in cut.top if (v := escaping_value(_values(node), root.external_roots))]
+        if escapes:
+            reason = _escape_reason(f"version {root.version}, node {escapes[0][0]}", escapes[0][1])
+            if tolerated is None:
+                raise refused(reason)
+            tolerated.append(reason)
+            continue
         for location, node, _depth in cut.top:
             if location != info.path:
                 plan.covered.add(location)
@@ -403,6 +439,13 @@ def plan_reach(
             for value in _values(node):
                 _add(plan.driver_paths, value)
         for sub in cut.subtrees:
+            if is_full_uri(sub.location) and not is_external_pointer_allowed(sub.location, root.external_roots):
+                reason = (f"version {root.version}: node pointer {sub.location!r} leaves the lakehouse root and "
+                          "is not in an export's source; the version is damaged (run validate, then repair)")
+                if tolerated is None:
+                    raise refused(reason)
+                tolerated.append(reason)
+                break
             if sub.location in skip or is_full_uri(sub.location):
                 # Covered elsewhere, or in an export's source: nothing below is ours to judge.
                 plan.skipped_tasks += 1
@@ -444,6 +487,9 @@ def run_reach_tasks(storage: Storage, tasks: Iterable[ReachTask]) -> Iterator[tu
         store = _SizedStore(storage, task.order, cache, task.external_roots)
         try:
             reach = reachable_from_subtree(store, task.location, task.depth)
+            escape = escaping_value(reach.values, task.external_roots)
+            if escape is not None:
+                raise GcRefusedError(_escape_reason(f"subtree {task.location}", escape))
         except Exception as exc:  # any failure at all must fail the caller closed
             reason = exc.one_line() if isinstance(exc, LakecoreError) else f"{type(exc).__name__}: {exc}"
             yield f"{ERROR_KEY}subtree {storage.uri(task.location)}: {reason}", UNKNOWN_SIZE
@@ -598,8 +644,8 @@ def reach_new_versions(
             out.paths.update({root.info.path, root.info.lakehouse_def_path})
             out.paths.update(v for v in _values(root.info.node) if not is_full_uri(v))
             store = _node_store(storage, root, cache)
-            for child in root.info.node.children:
-                if not is_full_uri(child) and child not in visited:
+            for child in _checked_children(root.info.node, root.external_roots, f"version {version}", refused):
+                if child not in visited:
                     frontier.setdefault(child, store)
         while frontier:
             visited.update(frontier)
@@ -618,12 +664,27 @@ def reach_new_versions(
                 out.nodes_read += 1
                 out.paths.add(location)
                 out.paths.update(v for v in _values(node) if not is_full_uri(v))
-                for child in node.children:
-                    if not is_full_uri(child) and child not in visited:
+                for child in _checked_children(node, store.external_roots, f"node {location}", refused):
+                    if child not in visited:
                         next_frontier.setdefault(child, store)
             frontier = next_frontier
         since = latest
     return out
+
+
+def _checked_children(node: Node, external_roots: tuple[str, ...], where: str,
+                    refused: type[LakecoreError]) -> Iterator[str]:
+    """The children to walk: relative paths; an export source's full URIs are left out, and
+    any other full URI, or a value that escapes the root, is ``refused``."""
+    escape = escaping_value(_values(node), external_roots)
+    if escape is not None:
+        raise refused(_escape_reason(f"a version committed during the run: {where}", escape))
+    for child in node.children:
+        if not is_full_uri(child):
+            yield child
+        elif not is_external_pointer_allowed(child, external_roots):
+            raise refused(f"a version committed during the run: {where} points to {child!r}, outside the "
+                          "lakehouse root and not in an export's source; run validate")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from lakecore.lookup.compression import (
     CODEC_LZ4,
     CODEC_NONE,
     CODEC_ZSTD,
+    MAX_COMPRESSED_BLOCK_BYTES,
     BlockCompressor,
     BlockDecompressor,
     keep_compressed,
@@ -117,3 +118,26 @@ def test_incompressible_file_blocks_stored_raw(tmp_path: Path, codec: str) -> No
         for handle in reader._handles:
             assert data[handle.offset + handle.size] == CODEC_NONE
         assert list(reader.items()) == entries
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4"])
+def test_a_block_over_the_cap_is_stored_raw_and_reads_back(tmp_path: Path, codec: str) -> None:
+    """One entry bigger than the compressed-block cap: compressible, yet written raw, because
+    the reader refuses compressed blocks that declare more than the cap."""
+    big = b"v" * (MAX_COMPRESSED_BLOCK_BYTES + 1)
+    assert BlockCompressor(codec).compress(big) == (CODEC_NONE, big)
+    path = tmp_path / "big.lk"
+    with LookupWriter(path, compression=codec) as writer:
+        writer.put(b"a", b"small" * 100)
+        writer.put(b"b", big)
+        writer.put(b"c", b"small" * 100)
+    assert path.stat().st_size > MAX_COMPRESSED_BLOCK_BYTES
+    with LookupReader(path) as reader:
+        assert reader.get_many([b"a", b"b", b"c"]) == [b"small" * 100, big, b"small" * 100]
+
+
+@pytest.mark.parametrize("codec", [CODEC_ZSTD, CODEC_LZ4])
+def test_a_compressed_body_declaring_more_than_the_cap_is_refused(codec: int) -> None:
+    stored = encode_varint(MAX_COMPRESSED_BLOCK_BYTES + 1) + b"\x00" * 16
+    with pytest.raises(ValueError, match="more than the 16777216 lakecore writes or reads compressed"):
+        BlockDecompressor().decompress(codec, stored)

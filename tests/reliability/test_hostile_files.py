@@ -38,7 +38,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from lakecore.defs import LakehouseDef, decode_namespace_def, decode_table_def
-from lakecore.errors import CorruptNodeFileError, LakecoreError
+from lakecore.errors import CorruptLookupFileError, CorruptNodeFileError, LakecoreError
 from lakecore.lookup import LookupReader, LookupWriter
 from lakecore.node import NODE_SCHEMA, Node, decode_node, encode_node
 from lakecore.versions import decode_root
@@ -308,15 +308,20 @@ def _compressed_node(payload_bytes: int, codec: str = "zstd") -> bytes:
     return bytes(sink.getvalue())
 
 
-@pytest.mark.xfail(strict=True, reason="bug: decode_node accepts IPC-compressed bodies (FORMAT.md section 3 "
-                   "says uncompressed), so a few KB can decompress to any size (reported to the lead)")
-def test_regression_compressed_node_file_is_refused_before_it_expands() -> None:
+@pytest.mark.parametrize("codec", ["zstd", "lz4"])
+def test_regression_compressed_node_file_is_refused_before_it_expands(codec: str) -> None:
     """A 3 KB node file whose zstd-compressed body expands to 48 MiB: a decompression bomb. A
     node file must be uncompressed; the decoder should refuse it before decompressing."""
-    data = _compressed_node(48 << 20)
-    assert len(data) < 8192
-    with guarded("decode_node.bomb"), pytest.raises(CorruptNodeFileError):
+    data = _compressed_node(48 << 20, codec)
+    assert len(data) < 256 << 10
+    with guarded("decode_node.bomb"), pytest.raises(CorruptNodeFileError, match="compressed"):
         decode_node(data, "bomb.arrow", 4)
+
+
+def test_a_small_compressed_node_file_is_refused_too() -> None:
+    """Not only bombs: any compressed body breaks FORMAT.md section 3, whatever its size."""
+    with pytest.raises(CorruptNodeFileError, match=r"bomb\.arrow.*compressed"):
+        decode_node(_compressed_node(10), "bomb.arrow", 4)
 
 
 # -- lookup files ------------------------------------------------------------------------------
@@ -394,8 +399,6 @@ def test_lookup_reader_only_raises_typed_errors_heavy(case: tuple[bytes, list[by
     _lookup_target(*case)
 
 
-@pytest.mark.xfail(strict=True, reason="finding: the lookup reader believes a zstd block's declared size "
-                   "up to 2 GiB, so a few KB of file can make it allocate twice that (reported to the lead)")
 def test_regression_lookup_block_bomb_stays_bounded(tmp_path: Path) -> None:
     """A lookup file whose one data block is a zstd frame of 64 MiB of zeros (a few KB stored),
     declared at its true size: the reader must refuse it or stay within the memory bound."""
@@ -409,7 +412,8 @@ def test_regression_lookup_block_bomb_stays_bounded(tmp_path: Path) -> None:
     path.write_bytes(assemble([(b"k", stored, 1)]))
     assert path.stat().st_size < 64 << 10
     del raw
-    with guarded("LookupReader.bomb"), LookupReader(str(path)) as reader:
+    with guarded("LookupReader.bomb"), LookupReader(str(path)) as reader, \
+            pytest.raises(CorruptLookupFileError, match="declares 67108864 uncompressed bytes"):
         reader.get(b"k")
 
 

@@ -338,18 +338,13 @@ def test_gc_in_process_refuses_and_deletes_nothing(name: str, template: Path, tm
         clear_caches()
         refused = False
         try:
-            result = gc_in_process(Storage(case.uri), now_millis=int(time.time() * 1000) + 10**9, grace_millis=0)
+            gc_in_process(Storage(case.uri), now_millis=int(time.time() * 1000) + 10**9, grace_millis=0)
         except LakecoreError:
             refused = True
         _assert_never_left(case, watch, roots, "gc")
     assert tree_digest(case.outside) == outside_before, "gc touched files outside the root"
-    if name.startswith("pvalue-"):
-        # A forged pvalue does not hide any node: gc may still tell live nodes from orphans. It
-        # must not stop being safe: nothing live deleted (the template has no orphans).
-        if not refused:
-            assert tree_digest(case.lake) == before, f"{name}: gc deleted {result.deleted.deleted_paths}"
-        TALLY["gc_refused"] += refused
-        return
+    # A forged pvalue hides no node, but gc refuses it too (it used to proceed): the issue asks
+    # every reader to detect an escaping pointer and stop.
     assert refused, f"{name}: gc did not refuse a version it cannot walk"
     assert tree_digest(case.lake) == before, f"{name}: gc deleted files"
     TALLY["gc_refused"] += 1
@@ -359,9 +354,6 @@ def test_gc_in_process_refuses_and_deletes_nothing(name: str, template: Path, tm
 
 JOB_CASES = ["self-loop", "ancestor-cycle", "too-deep", "root-mismatch", "pvalue-relative", "pvalue-file-uri",
              "pnode-relative", "pnode-file-uri", "root-pnode-file-uri"]
-# The gc job proceeds on these (test_regression_gc_refuses_a_forged_full_uri_child_whatever_the_cut):
-# it never opens the target, but it does not stop either.
-GC_JOB_KNOWN_BUG = {"root-pnode-file-uri", "root-pnode-other-bucket"}
 
 
 @pytest.mark.spark
@@ -386,25 +378,20 @@ def test_validate_and_gc_jobs_detect_and_stop(name: str, template: Path, tmp_pat
     TALLY["sentinel_opens"] += len(events)
     assert not events, f"{name}: a job opened a file outside the root: {events}"
     assert tree_digest(case.outside) == outside_before
-    assert tree_digest(case.lake) == before, f"{name}: the gc job deleted files"
-    if name.startswith("pvalue-"):
-        return  # see test_gc_in_process_refuses_and_deletes_nothing
-    if name in GC_JOB_KNOWN_BUG and code == 0:
-        pytest.xfail("known bug: the gc job skips a forged full-URI subtree instead of refusing")
     assert code == 4, (code, report.get("error"))
     assert tree_digest(case.lake) == before, f"{name}: the gc job deleted files"
 
 
-@pytest.mark.xfail(strict=True, reason="bug: maintenance/gc.py plan_reach skips every full-URI subtree as an "
-                   "export's source, even in a lakehouse with no export source (reported to the lead)")
 def test_regression_gc_refuses_a_forged_full_uri_child_whatever_the_cut(template: Path, tmp_path: Path) -> None:
-    """A root child ``file:///elsewhere/...`` in a lakehouse that is no export copy: gc refuses
-    when the cut descends into it (target_tasks=8) but proceeds when the cut stops at the root's
-    children (target_tasks=2, the job with --parallelism 2), where the pointer becomes a subtree
-    task and is skipped as if it were an export's source."""
+    """A root child ``file:///elsewhere/...`` in a lakehouse that is no export copy: gc refused
+    when the cut descended into it (target_tasks=8) but proceeded when the cut stopped at the
+    root's children (target_tasks=2, the job with --parallelism 2), where the pointer became a
+    subtree task and was skipped as if it were an export's source. Now both refuse, naming it."""
     case = _craft("root-pnode-file-uri", template, tmp_path)
-    with pytest.raises(LakecoreError):
-        gc_in_process(Storage(case.uri), now_millis=int(time.time() * 1000), grace_millis=0, target_tasks=8)
-    clear_caches()
-    with pytest.raises(LakecoreError):
-        gc_in_process(Storage(case.uri), now_millis=int(time.time() * 1000), grace_millis=0, target_tasks=2)
+    before = tree_digest(case.lake)
+    for target_tasks in (8, 2, 1):
+        clear_caches()
+        with pytest.raises(LakecoreError, match="file://"):
+            gc_in_process(Storage(case.uri), now_millis=int(time.time() * 1000), grace_millis=0,
+                          target_tasks=target_tasks)
+    assert tree_digest(case.lake) == before
