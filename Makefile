@@ -28,6 +28,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV_PY) -m pip install --quiet --upgrade pip setuptools wheel
 	$(VENV_PY) -m pip install --quiet -e ".[dev]"
+	$(VENV_PY) -m pip install --quiet --only-binary atheris -e ".[dev,fuzz]" \
+	  || echo "note: atheris has no wheel for this machine; its fuzz test will be skipped"
 	touch $(STAMP)
 
 # Airflow's own constraint files live on GitHub, which is not reachable from every build
