@@ -161,6 +161,50 @@ def test_export_modes_copy_a_readable_snapshot(tmp_path: Path, mode: str) -> Non
         lh.export_snapshot("snap")
 
 
+@pytest.mark.parametrize("mode", ["minimal", "partial", "full"])
+def test_gc_on_an_export_and_its_source_keeps_both_readable(tmp_path: Path, mode: str) -> None:
+    """gc of the copy treats the source's files as not its own (neither walked for deletion nor
+    refused as forged pointers); gc of the source keeps what the pinned export reaches."""
+    from lakecore import clear_caches
+    from lakecore.maintenance.expire import expire_in_process
+    from lakecore.maintenance.gc import gc_in_process
+
+    source = Lakehouse.create(str(tmp_path / "lake"), order=4, node_file_max_size_bytes=16384,
+                              namespace_name_max_size_bytes=16, table_name_max_size_bytes=16,
+                              file_name_max_size_bytes=100, minimum_versions_to_keep=1)
+    with source.transaction() as tx:
+        tx.create_namespace("ns")
+    for i in range(30):
+        with source.transaction() as tx:
+            tx.create_table("ns", f"t{i:02d}")
+    exported = source.version
+    source.export_snapshot("snap", mode=mode, target=str(tmp_path / "export"))  # type: ignore[arg-type]
+    for i in range(10):  # the source moves on: the exported tables are dropped there
+        with source.transaction() as tx:
+            tx.drop_table("ns", f"t{i:02d}")
+
+    def files(lake: str) -> set[str]:
+        return {str(p.relative_to(tmp_path)) for p in (tmp_path / lake).rglob("*") if p.is_file()}
+
+    export_files, source_files = files("export"), files("lake")
+    future = int(time.time() * 1000) + 10**9
+    # Expire every source version but the latest and the pinned one, then collect both lakes.
+    expired = expire_in_process(Storage(str(tmp_path / "lake")), now_millis=future)
+    assert len(expired.plan.expired) > 30 and exported not in expired.plan.expired
+    for lake in ("export", "lake"):
+        clear_caches()
+        result = gc_in_process(Storage(str(tmp_path / lake)), now_millis=future, grace_millis=0)
+        if lake == "export":
+            assert result.deleted.deleted_paths == [], "gc deleted files of a fresh export copy"
+    assert files("export") == export_files
+    assert files("lake") < source_files, "expiry freed nothing: not a test of what the export pins"
+    clear_caches()
+    copy = Lakehouse.open(str(tmp_path / "export"))
+    assert copy.list_tables("ns") == [f"t{i:02d}" for i in range(30)]
+    assert check_version(copy, deep=True).ok
+    assert check_version(Lakehouse.open(str(tmp_path / "lake")), deep=True).ok
+
+
 def test_a_reader_refuses_a_pointer_out_of_the_root(tmp_path: Path) -> None:
     lh = _lake(tmp_path)
     with lh.transaction() as tx:
