@@ -40,7 +40,7 @@ from typing import Any
 from jobs.common import EXIT_VIOLATIONS, JobContext, base_parser, run_job
 from lakecore.argparsing import ArgumentError
 from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionExpiredError
-from lakecore.lakehouse import EXPORT_SOURCE_PROPERTY, Lakehouse
+from lakecore.lakehouse import Lakehouse, external_roots_of
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.check import CheckReport, Violation
 from lakecore.maintenance.validate import (
@@ -170,8 +170,7 @@ def _body(ctx: JobContext) -> None:
                 # A corrupt root, a root naming a missing or broken lakehouse definition, ...
                 finished[version] = _unreadable_root(version, exc)
                 continue
-            source = lh.lakehouse_def.properties.get(EXPORT_SOURCE_PROPERTY)
-            external = (source,) if source else ()
+            external = external_roots_of(lh.lakehouse_def)
             if external not in stores:  # one cache for the job: versions share their top nodes
                 stores[external] = fresh_store(storage, lh.lakehouse_def.order, external)
             store = stores[external]

@@ -7,29 +7,13 @@ exists, decodes and carries the name its key says, and every table's namespace e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lakecore.maintenance.check import CheckReport, TreeChecker, Violation
+from lakecore.maintenance.check import TreeChecker, VersionCheck, Violation
 from lakecore.tree.store import NodeStore
 
 if TYPE_CHECKING:
     from lakecore.lakehouse import LakehouseView
-
-
-@dataclass
-class VersionCheck:
-    version: int
-    report: CheckReport
-    catalog_violations: list[Violation] = field(default_factory=list)
-
-    @property
-    def violations(self) -> list[Violation]:
-        return self.report.violations + self.catalog_violations
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
 
 
 def check_version(view: LakehouseView, *, deep: bool = False) -> VersionCheck:

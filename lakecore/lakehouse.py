@@ -48,6 +48,7 @@ from lakecore.errors import (
 )
 from lakecore.locations import (
     check_relative_path,
+    external_root_for,
     is_full_uri,
     new_lakehouse_def_path,
     new_namespace_def_path,
@@ -118,10 +119,8 @@ def refuse_unsupported_format(storage: Storage) -> None:
     unreadable by gc, or have its hint rewritten by repair. Everything else (a missing or corrupt
     root, say) is for the job itself to report, so that validate and repair still run on damage."""
     try:
-        latest = latest_version(storage)
-        definition_path = decode_root(storage.read(root_node_file_name(latest)), latest,
-                                      storage.uri(root_node_file_name(latest))).lakehouse_def_path
-        read_lakehouse_def(storage, definition_path)
+        loose, _data = _read_latest_root_loose(storage)
+        read_lakehouse_def(storage, loose.lakehouse_def_path)
     except UnsupportedFormatVersionError:
         raise
     except LakecoreError:
@@ -204,9 +203,9 @@ class LakehouseView:
         """Bytes of a stored location: a path under the root, or a full URI under an allowed
         export source; anything else is refused."""
         if is_full_uri(location):
-            for root in self.store.external_roots:
-                if location.startswith(root):
-                    return Storage(root, self.storage.storage_options).read(location[len(root) :])
+            root = external_root_for(location, self.store.external_roots)
+            if root is not None:
+                return Storage(root, self.storage.storage_options).read(location[len(root) :])
             raise InvalidLocationError(f"location {location!r} is outside the lakehouse {self.uri}; refusing to read it")
         return self.storage.read(check_relative_path(location))
 
@@ -753,34 +752,42 @@ def _has_lakehouse(storage: Storage) -> bool:
     return False
 
 
-def _store_for(storage: Storage, lakehouse_def: LakehouseDef) -> NodeStore:
-    external = []
+def external_roots_of(lakehouse_def: LakehouseDef) -> tuple[str, ...]:
+    """The source root an export copy may point into (``lakecore.export``); none otherwise."""
     source = lakehouse_def.properties.get(EXPORT_SOURCE_PROPERTY)
-    if source:
-        external.append(source)
-    return NodeStore(storage, lakehouse_def.order, external_roots=external)
+    return (source,) if source else ()
+
+
+def _store_for(storage: Storage, lakehouse_def: LakehouseDef) -> NodeStore:
+    return NodeStore(storage, lakehouse_def.order, external_roots=external_roots_of(lakehouse_def))
+
+
+def _read_latest_root_loose(storage: Storage) -> tuple[RootInfo, bytes]:
+    """The latest root, decoded before its definition (and so its order) is known, and its bytes."""
+    version = latest_version(storage)
+    try:
+        data = storage.read(root_node_file_name(version))
+    except NotFoundError:
+        # Expired between discovery and read: look again once.
+        version = latest_version(storage)
+        data = storage.read(root_node_file_name(version))
+    return decode_root(data, version, storage.uri(root_node_file_name(version))), data
 
 
 def _read_root_and_def(storage: Storage, version: int | None) -> tuple[RootInfo, LakehouseDef]:
-    from lakecore.locations import root_node_file_name as root_name
-
     if version is None:
-        version = latest_version(storage)
-        try:
-            data = storage.read(root_name(version))
-        except NotFoundError:
-            # Expired between discovery and read: look again once.
-            version = latest_version(storage)
-            data = storage.read(root_name(version))
-        loose = decode_root(data, version, storage.uri(root_name(version)))
+        loose, data = _read_latest_root_loose(storage)
     else:
-        loose = read_version(storage, version)
-        data = None
+        path = root_node_file_name(version)  # refuses a version out of range
+        try:
+            data = storage.read(path)
+        except NotFoundError:
+            read_version(storage, version)  # says why: not committed yet, or expired
+            raise
+        loose = decode_root(data, version, storage.uri(path))
     lakehouse_def = read_lakehouse_def(storage, loose.lakehouse_def_path)
-    if data is None:
-        data = storage.read(root_name(version))
     # Decode again with the order now known: the key table length must match it exactly.
-    strict = decode_root(data, version, storage.uri(root_name(version)), lakehouse_def.order)
+    strict = decode_root(data, loose.version, storage.uri(root_node_file_name(loose.version)), lakehouse_def.order)
     return strict, lakehouse_def
 
 

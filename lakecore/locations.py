@@ -23,6 +23,7 @@ import os
 import posixpath
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -157,6 +158,15 @@ def check_relative_path(path: str) -> str:
 
 def is_full_uri(location: str) -> bool:
     return _SCHEME_RE.match(location) is not None
+
+
+def external_root_for(location: str, external_roots: Iterable[str]) -> str | None:
+    """The export-source root that the full URI ``location`` lies under, or None: a partial
+    export points back into its source, and nowhere else outside its own root."""
+    for root in external_roots:
+        if location.startswith(root):
+            return root
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -72,6 +72,23 @@ class CheckReport:
         self.value_locations.extend(other.value_locations)
 
 
+@dataclass
+class VersionCheck:
+    """One version's verdict: the tree checker's report plus the catalog rules' violations."""
+
+    version: int
+    report: CheckReport
+    catalog_violations: list[Violation] = field(default_factory=list)
+
+    @property
+    def violations(self) -> list[Violation]:
+        return self.report.violations + self.catalog_violations
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
 def _in_bounds(key: str, low: str | None, high: str | None) -> bool:
     return (low is None or key > low) and (high is None or key < high)
 

@@ -59,13 +59,14 @@ from lakecore.locations import (
     FileKind,
     check_relative_path,
     classify_path,
+    external_root_for,
     hash_directories,
     is_full_uri,
     is_root_node_file_name,
     root_node_file_name,
     version_from_root_node_file_name,
 )
-from lakecore.maintenance.partition import cut_tree
+from lakecore.maintenance.partition import TreeCut, cut_tree
 from lakecore.maintenance.reachable import reachable_from_subtree
 from lakecore.node import Node
 from lakecore.storage import Storage
@@ -234,25 +235,17 @@ class Retained:
         return max(self.roots)
 
 
-def external_roots_of(lakehouse_def: LakehouseDef) -> tuple[str, ...]:
-    """The source root an export copy may point into (``lakecore.export``)."""
-    from lakecore.lakehouse import EXPORT_SOURCE_PROPERTY
-
-    source = lakehouse_def.properties.get(EXPORT_SOURCE_PROPERTY)
-    return (source,) if source else ()
-
-
-def is_external_pointer_allowed(location: str, external_roots: tuple[str, ...]) -> bool:
-    """Whether a full-URI pointer leads into an export's source root, which this lakehouse
-    reads but does not own: gc neither walks nor deletes there. Any other full URI is forged
-    or damaged, and gc must refuse rather than skip it, or it would delete what lies below."""
-    return any(location.startswith(root) for root in external_roots)
+def is_forged_pointer(location: str, external_roots: tuple[str, ...]) -> bool:
+    """A full URI that does not lead into an export's source root. An export source is read,
+    never walked or deleted by gc; any other full URI is forged or damaged, and gc must refuse
+    rather than skip it, or it would delete what lies below."""
+    return is_full_uri(location) and external_root_for(location, external_roots) is None
 
 
 def load_root(storage: Storage, version: int, refused: type[LakecoreError] = GcRefusedError) -> LoadedRoot:
     """Read root ``version`` and its definition strictly; any failure is ``refused``, naming
     the file and the reason."""
-    from lakecore.lakehouse import read_lakehouse_def
+    from lakecore.lakehouse import external_roots_of, read_lakehouse_def
 
     path = root_node_file_name(version)
     uri = storage.uri(path)
@@ -371,7 +364,7 @@ def escaping_value(values: Iterable[str], external_roots: tuple[str, ...]) -> st
     forged or damaged, and a version gc cannot fully account for is not one to collect around."""
     for value in values:
         if is_full_uri(value):
-            if not is_external_pointer_allowed(value, external_roots):
+            if is_forged_pointer(value, external_roots):
                 return value
             continue
         try:
@@ -384,6 +377,20 @@ def escaping_value(values: Iterable[str], external_roots: tuple[str, ...]) -> st
 def _escape_reason(where: str, value: str) -> str:
     return (f"{where}: value {value!r} points out of the lakehouse root and not into an export's source; "
             "the version is damaged (run validate, then repair)")
+
+
+def _damage_in_cut(root: LoadedRoot, cut: TreeCut) -> str | None:
+    """Why gc must not trust this version's cut: an escaping value in a node the driver read, or
+    a subtree pointer out of the root (the executors would skip it as an export's source)."""
+    for location, node, _depth in cut.top:
+        value = escaping_value(_values(node), root.external_roots)
+        if value is not None:
+            return _escape_reason(f"version {root.version}, node {location}", value)
+    for sub in cut.subtrees:
+        if is_forged_pointer(sub.location, root.external_roots):
+            return (f"version {root.version}: node pointer {sub.location!r} leaves the lakehouse root and "
+                    "is not in an export's source; the version is damaged (run validate, then repair)")
+    return None
 
 
 def _node_store(storage: Storage, root: LoadedRoot, cache: NodeCache) -> _SizedStore:
@@ -419,18 +426,13 @@ def plan_reach(
         max_depth = TreeShape(root.lakehouse_def.order, 1).max_depth
         try:
             cut = cut_tree(store, info.node, info.path, target_tasks, max_depth)
+            damage = _damage_in_cut(root, cut)
         except LakecoreError as exc:
-            reason = f"version {root.version}: the top of its tree cannot be read: {exc.one_line()}"
+            damage = f"version {root.version}: the top of its tree cannot be read: {exc.one_line()}"
+        if damage is not None:
             if tolerated is None:
-                raise refused(reason) from exc
-            tolerated.append(reason)
-            continue
-        escapes = [(loc, v) for loc, node, _depth in cut.top if (v := escaping_value(_values(node), root.external_roots))]
-        if escapes:
-            reason = _escape_reason(f"version {root.version}, node {escapes[0][0]}", escapes[0][1])
-            if tolerated is None:
-                raise refused(reason)
-            tolerated.append(reason)
+                raise refused(damage)
+            tolerated.append(damage)
             continue
         for location, node, _depth in cut.top:
             if location != info.path:
@@ -439,13 +441,6 @@ def plan_reach(
             for value in _values(node):
                 _add(plan.driver_paths, value)
         for sub in cut.subtrees:
-            if is_full_uri(sub.location) and not is_external_pointer_allowed(sub.location, root.external_roots):
-                reason = (f"version {root.version}: node pointer {sub.location!r} leaves the lakehouse root and "
-                          "is not in an export's source; the version is damaged (run validate, then repair)")
-                if tolerated is None:
-                    raise refused(reason)
-                tolerated.append(reason)
-                break
             if sub.location in skip or is_full_uri(sub.location):
                 # Covered elsewhere, or in an export's source: nothing below is ours to judge.
                 plan.skipped_tasks += 1
@@ -682,7 +677,7 @@ def _checked_children(node: Node, external_roots: tuple[str, ...], where: str,
     for child in node.children:
         if not is_full_uri(child):
             yield child
-        elif not is_external_pointer_allowed(child, external_roots):
+        elif is_forged_pointer(child, external_roots):
             raise refused(f"a version committed during the run: {where} points to {child!r}, outside the "
                           "lakehouse root and not in an export's source; run validate")
 

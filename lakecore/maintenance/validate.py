@@ -56,8 +56,8 @@ from typing import TYPE_CHECKING, Any, Final
 from lakecore import keys as K
 from lakecore.defs import LakehouseDef, decode_namespace_def, decode_table_def
 from lakecore.errors import InvalidLocationError, LakecoreError
-from lakecore.locations import check_relative_path, is_full_uri
-from lakecore.maintenance.check import CheckReport, TreeChecker, Violation
+from lakecore.locations import check_relative_path, external_root_for, is_full_uri
+from lakecore.maintenance.check import CheckReport, TreeChecker, VersionCheck, Violation
 from lakecore.maintenance.partition import SubtreeTask, TreeCut, cut_tree
 from lakecore.node import Node, system_rows
 from lakecore.storage import Storage
@@ -152,9 +152,9 @@ def location_reader(storage: Storage, external_roots: Sequence[str]) -> Callable
 
     def read(location: str) -> bytes:
         if is_full_uri(location):
-            for root in roots:
-                if location.startswith(root):
-                    return Storage(root, storage.storage_options).read(location[len(root):])
+            root = external_root_for(location, roots)
+            if root is not None:
+                return Storage(root, storage.storage_options).read(location[len(root):])
             raise InvalidLocationError(
                 f"location {location!r} is outside the lakehouse {storage.root_uri}; refusing to read it"
             )
@@ -511,23 +511,12 @@ def run_subtree_work(storage: Storage, work: SubtreeWork, store: NodeStore | Non
 
 
 @dataclass
-class VersionResult:
-    """A version's verdict, in the shape of fsck's ``VersionCheck``."""
+class VersionResult(VersionCheck):
+    """A version's verdict as fsck gives it, and what the distributed run did to reach it."""
 
-    version: int
-    report: CheckReport
-    catalog_violations: list[Violation] = field(default_factory=list)
     catalog_checked: bool = False
     catalog_keys: int = 0
     subtree_tasks: int = 0
-
-    @property
-    def violations(self) -> list[Violation]:
-        return self.report.violations + self.catalog_violations
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
 
 
 def combine_version(plan: VersionPlan, results: Iterable[SubtreeResult], *, deep: bool = False) -> VersionResult:

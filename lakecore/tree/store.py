@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from lakecore.errors import InvalidLocationError, NotFoundError
-from lakecore.locations import is_full_uri, new_node_file_path
+from lakecore.locations import external_root_for, is_full_uri, new_node_file_path
 from lakecore.node import Node, decode_node, encode_node
 
 if TYPE_CHECKING:
@@ -124,11 +124,11 @@ class NodeStore:
     def _resolve(self, location: str) -> tuple[Storage, str]:
         if not is_full_uri(location):
             return self.storage, location
-        for root in self.external_roots:
-            if location.startswith(root):
-                from lakecore.storage import Storage
+        root = external_root_for(location, self.external_roots)
+        if root is not None:
+            from lakecore.storage import Storage
 
-                return Storage(root, self.storage.storage_options), location[len(root) :]
+            return Storage(root, self.storage.storage_options), location[len(root) :]
         raise InvalidLocationError(
             f"node pointer {location!r} leaves the lakehouse root {self.storage.root_uri}; refusing to follow it"
         )
