@@ -57,11 +57,27 @@ MAINTENANCE_STEPS = ("validate_before", "flush", "compact_versions", "gc", "vali
 LAKEHOUSE_KEYS = {"name", "uri", "env", "storage_options", "job_args", "enabled", "description"}
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
-# Exit codes of the jobs (jobs/common.py). Violations and bad arguments come out the same on
-# a retry: the task fails at once instead of retrying.
-EXIT_CODES = {0: "ok", 1: "violations found", 2: "bad arguments or unsafe options",
-              3: "commit conflict retries exhausted", 4: "failure"}
-NO_RETRY_EXIT_CODES = {1, 2}
+
+
+def _load_exit_codes() -> Any:
+    """lakecore's one exit-code table (``lakecore/errors.py``, which imports nothing), loaded by
+    path from the checkout this file lives in: the Airflow venv does not install lakecore."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "lakecore" / "errors.py"
+    spec = importlib.util.spec_from_file_location("_lakecore_errors", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load lakecore's exit codes from {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_ERRORS = _load_exit_codes()
+ExitCode = _ERRORS.ExitCode
+# Violations, bad arguments, not found and damage come out the same on a retry: the task fails
+# at once instead of retrying.
+NO_RETRY_EXIT_CODES: frozenset[int] = _ERRORS.NO_RETRY_EXIT_CODES
 DEFAULT_SPARK_APP_NAME = "arrow-spark"  # SparkSubmitOperator's default name
 
 DEFAULT_ARGS: dict[str, Any] = {
@@ -393,7 +409,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
 
 def failure_message(job: str, lakehouse: dict[str, Any], code: int | None, report: dict[str, Any] | None,
                     report_file: Path) -> str:
-    meaning = EXIT_CODES.get(code, "unknown exit code") if code is not None else "no exit code"
+    meaning = ExitCode.describe(code)
     message = f"lakecore {job} on {lakehouse['name']} ({lakehouse['uri']}) failed: exit {code} ({meaning})"
     if report:
         if report.get("error"):

@@ -4,10 +4,7 @@ A job entrypoint is thin: it parses its options into a plan, opens the lakehouse
 ``lakecore.maintenance`` units of work out over executors inside named stages (a Spark job
 group and description, so the Spark UI says what is running), lets the driver alone commit,
 and returns a ``JobReport``. ``run_job`` turns that into a short summary on stdout, a JSON
-report (``--report PATH``), and an exit code:
-
-    0 ok    1 validation found violations    2 bad arguments or unsafe options
-    3 commit conflict retries exhausted     4 any other failure
+report (``--report PATH``), and an exit code from ``lakecore.errors.ExitCode``.
 
 Errors are one line on stderr.
 """
@@ -28,15 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from lakecore.argparsing import ArgumentError, OneLineArgumentParser
-from lakecore.errors import LakecoreError
+from lakecore.errors import ExitCode, LakecoreError
 from lakecore.lakehouse import refuse_unsupported_format
 from lakecore.storage import Storage
 
-EXIT_OK = 0
-EXIT_VIOLATIONS = 1
-EXIT_BAD_ARGS = 2
-EXIT_CONFLICT = 3
-EXIT_FAILURE = 4
+EXIT_OK = ExitCode.OK
+EXIT_VIOLATIONS = ExitCode.VIOLATIONS
+EXIT_BAD_ARGS = ExitCode.BAD_INPUT
+EXIT_CONFLICT = ExitCode.CONFLICT
+EXIT_FAILURE = ExitCode.FAILURE
 
 SAMPLE_LIMIT = 50
 REPO_ROOT = Path(__file__).resolve().parent.parent

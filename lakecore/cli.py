@@ -16,12 +16,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lakecore.argparsing import OneLineArgumentParser
-from lakecore.errors import InvalidArgumentError, LakecoreError
+from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError
 
-EXIT_OK = 0
-EXIT_VIOLATIONS = 1
-EXIT_BAD_INPUT = 2
-EXIT_OTHER = 4
+EXIT_OK = ExitCode.OK
+EXIT_VIOLATIONS = ExitCode.VIOLATIONS
 
 
 def _kv(text: str) -> tuple[str, str]:
@@ -185,7 +183,7 @@ def cmd_get(args: argparse.Namespace) -> int:
         raise InvalidArgumentError("get needs a KEY, or --namespace [--table]")
     value = view.get(key)
     _emit(args, value if value is not None else "(absent)", {"version": view.version, "key": key, "pvalue": value})
-    return EXIT_OK if value is not None else EXIT_VIOLATIONS
+    return EXIT_OK if value is not None else ExitCode.NOT_FOUND
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
@@ -348,10 +346,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("lakecore: interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
     except Exception as exc:
         print(f"lakecore: unexpected {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
-        return EXIT_OTHER
+        return ExitCode.FAILURE
 
 
 if __name__ == "__main__":

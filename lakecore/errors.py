@@ -2,17 +2,67 @@
 
 Every error a user can see is a ``LakecoreError``. Each subclass names what was wrong and,
 where there is one, what to do about it, so that a command line or a job can print
-``str(error)`` as a single actionable line. ``exit_code`` is the process exit code that the CLI
-and the Spark jobs use for the error (see the README's table of exit codes).
+``str(error)`` as a single actionable line. ``exit_code`` is the process exit code that the CLI,
+the Spark jobs and the Airflow DAGs use for the error.
+
+``ExitCode`` is the one table of exit codes (the README prints it). A scheduler retries only
+the codes that a second run can change: ``FAILURE`` (storage, network, anything unforeseen),
+``CONFLICT`` and ``INTERRUPTED``. The others come out the same on a retry.
 """
 
 from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """Process exit codes of ``lakecore``, ``spark-submit.sh`` jobs and the DAG tasks."""
+
+    OK = 0
+    VIOLATIONS = 1  # a check found violations in the lakehouse
+    BAD_INPUT = 2  # bad arguments, names, URIs or options; unsafe options; already exists
+    CONFLICT = 3  # commit conflict: retries exhausted, or the plan went stale; run again
+    FAILURE = 4  # storage or any other failure; retrying may help
+    NOT_FOUND = 5  # the lakehouse, version, namespace, table, export or key does not exist
+    DAMAGED = 6  # a file of the lakehouse is unreadable: run `repair rollback --to-last-valid`
+    INTERRUPTED = 130  # SIGINT or SIGTERM: stopped cleanly, nothing half-committed
+
+    @property
+    def meaning(self) -> str:
+        return EXIT_CODE_MEANINGS[self]
+
+    @classmethod
+    def describe(cls, code: int | None) -> str:
+        """A short meaning for any integer, including codes outside the table."""
+        if code is None:
+            return "no exit code"
+        try:
+            return cls(code).meaning
+        except ValueError:
+            return f"unknown exit code {code}"
+
+
+EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "ok",
+    ExitCode.VIOLATIONS: "a check found violations",
+    ExitCode.BAD_INPUT: "bad arguments, input or unsafe options",
+    ExitCode.CONFLICT: "commit conflict; run again",
+    ExitCode.FAILURE: "storage or other failure; retrying may help",
+    ExitCode.NOT_FOUND: "not found",
+    ExitCode.DAMAGED: "a lakehouse file is damaged; run repair",
+    ExitCode.INTERRUPTED: "interrupted (SIGINT/SIGTERM); nothing half-committed",
+}
+
+# Codes a scheduler should not retry: a second run gives the same answer.
+NO_RETRY_EXIT_CODES: frozenset[int] = frozenset(
+    {ExitCode.VIOLATIONS, ExitCode.BAD_INPUT, ExitCode.NOT_FOUND, ExitCode.DAMAGED}
+)
 
 
 class LakecoreError(Exception):
     """Root of every error lakecore raises on purpose."""
 
-    exit_code: int = 4
+    exit_code: int = ExitCode.FAILURE
 
     def one_line(self) -> str:
         """The message folded onto a single line, prefixed by the error's kind."""
@@ -23,7 +73,7 @@ class LakecoreError(Exception):
 class InvalidArgumentError(LakecoreError):
     """An option or argument is malformed or unsafe."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT
 
 
 class UnsafeOptionError(InvalidArgumentError):
@@ -45,11 +95,13 @@ class InvalidLakehouseDefError(InvalidArgumentError):
 class UnsupportedFormatVersionError(LakecoreError):
     """A file names a format major version this reader does not understand."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT
 
 
 class CorruptFileError(LakecoreError):
     """A file exists but its bytes do not follow the format."""
+
+    exit_code = ExitCode.DAMAGED
 
     def __init__(self, location: str, rule: str) -> None:
         super().__init__(f"{location}: {rule}")
@@ -74,6 +126,8 @@ class TreeStructureError(LakecoreError):
 
     Readers stop at the first such node instead of following the pointer."""
 
+    exit_code = ExitCode.DAMAGED
+
     def __init__(self, location: str, rule: str) -> None:
         super().__init__(f"{location}: {rule}")
         self.location = location
@@ -83,6 +137,8 @@ class TreeStructureError(LakecoreError):
 class NotFoundError(LakecoreError):
     """A lakehouse, version, namespace, table or file does not exist."""
 
+    exit_code = ExitCode.NOT_FOUND
+
 
 class VersionExpiredError(NotFoundError):
     """A version that time travel asked for has been expired by version compaction."""
@@ -91,7 +147,7 @@ class VersionExpiredError(NotFoundError):
 class AlreadyExistsError(LakecoreError):
     """An object or file that must be new already exists."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT
 
 
 class NamespaceNotEmptyError(LakecoreError):
@@ -101,7 +157,7 @@ class NamespaceNotEmptyError(LakecoreError):
 class CommitConflictError(LakecoreError):
     """A commit lost every race it was allowed to retry, or its reads were invalidated."""
 
-    exit_code = 3
+    exit_code = ExitCode.CONFLICT
 
 
 class CommitStateUnknownError(LakecoreError):
