@@ -61,5 +61,8 @@ proto: $(STAMP)
 bench: $(STAMP)
 	$(VENV_PY) bench/run_all.py
 
+# The demo lakehouse goes through the demo's own remover: DEMO_LAKE may name a folder that holds
+# other files, and `make clean` must never delete what the demo did not make.
 clean:
-	rm -rf $(VENV) $(AIRFLOW_VENV) $(DEMO_LAKE) demo-reports build .pytest_cache .mypy_cache .ruff_cache
+	if [ -x $(VENV_PY) ]; then $(VENV_PY) -m lakecore.demo --remove --lakehouse "$(DEMO_LAKE)"; fi
+	rm -rf $(VENV) $(AIRFLOW_VENV) demo-reports build .pytest_cache .mypy_cache .ruff_cache

@@ -20,8 +20,9 @@
 # spark-submit to use; default .venv/bin/spark-submit, else the one on PATH),
 # LAKECORE_SPARK_ARGS (extra spark-submit arguments, split on whitespace).
 #
-# Exit codes are the job's (0 ok, 1 violations, 2 bad arguments, 3 conflict, 4 failure); an
-# unknown job or a missing SPARK_MASTER in cluster mode exits 2 before anything starts.
+# Exit codes are the job's (lakecore.errors.ExitCode, the README's table: 0 ok, 1 violations,
+# 2 bad input, 3 conflict, 4 failure, 5 not found, 6 damaged, 130 interrupted); an unknown job
+# or a missing SPARK_MASTER in cluster mode exits 2 before anything starts.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -27,7 +27,7 @@ from typing import Any
 from lakecore.argparsing import ArgumentError, OneLineArgumentParser
 from lakecore.errors import ExitCode, LakecoreError
 from lakecore.lakehouse import refuse_unsupported_format
-from lakecore.storage import Storage
+from lakecore.storage import Storage, parse_storage_options
 
 EXIT_OK = ExitCode.OK
 EXIT_VIOLATIONS = ExitCode.VIOLATIONS
@@ -55,16 +55,7 @@ def base_parser(job: str, description: str) -> argparse.ArgumentParser:
 
 
 def storage_options(args: argparse.Namespace) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for item in args.storage_option:
-        if "=" not in item:
-            raise ArgumentError(f"--storage-option {item!r} is not KEY=VALUE")
-        key, value = item.split("=", 1)
-        if key == "endpoint_url":
-            options.setdefault("client_kwargs", {})["endpoint_url"] = value
-        else:
-            options[key] = value
-    return options
+    return parse_storage_options(args.storage_option)
 
 
 def load_settings(env: str) -> dict[str, Any]:
@@ -179,12 +170,14 @@ class JobContext:
         self.storage = Storage(args.lakehouse, storage_options(args))
         self.settings = load_settings(args.env)
         self._spark = spark
+        self.owns_spark = False  # True once this job made its own SparkSession
         self._group = f"lakecore-{job}-{uuid.uuid4().hex[:8]}"
 
     @property
     def spark(self) -> Any:
         if self._spark is None:
             self._spark = spark_session(f"lakecore {self.job}", self.args.master)
+            self.owns_spark = True
         return self._spark
 
     @property
@@ -212,6 +205,41 @@ class JobContext:
             )
 
 
+class JobInterrupted(BaseException):
+    """SIGINT or SIGTERM reached the driver. A BaseException, so that no ``except Exception``
+    in a job or a library swallows it; ``run_job`` turns it into status ``interrupted``."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+@contextlib.contextmanager
+def _stop_on_signals(state: dict[str, str]) -> Iterator[None]:
+    """Turn the first SIGINT or SIGTERM into ``JobInterrupted`` in the main thread; later ones
+    are noted and ignored, so that the report still gets written. Outside the main thread (a
+    test calling ``main``), signals stay as they are."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        if "signal" in state:
+            return
+        state["signal"] = signal.Signals(signum).name
+        raise JobInterrupted(state["signal"])
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
 def run_job(
     job: str,
     parser: argparse.ArgumentParser,
@@ -220,35 +248,66 @@ def run_job(
     *,
     spark: Any = None,
 ) -> int:
-    """Parse, run ``body``, report. Returns the exit code (the entrypoint calls sys.exit)."""
+    """Parse, run ``body``, report. Returns the exit code (the entrypoint calls sys.exit).
+
+    SIGINT and SIGTERM stop the job where it is: a commit is one exclusive create, so it has
+    either landed whole (``new_version`` says so) or not at all; deletions already made were
+    of files that no retained version reaches. The report says ``interrupted`` and the exit
+    code is ``ExitCode.INTERRUPTED``."""
     started = time.monotonic()
     raw = list(sys.argv[1:] if argv is None else argv)
     lakehouse = raw[raw.index("--lakehouse") + 1] if "--lakehouse" in raw[:-1] else "?"
     report = JobReport(job, lakehouse)
     args: argparse.Namespace | None = None
-    try:
-        args = parser.parse_args(raw)
-        ctx = JobContext(job, args, report, spark)
-        report.lakehouse = ctx.storage.root_uri
-        refuse_unsupported_format(ctx.storage)
-        body(ctx)
-    except LakecoreError as exc:
-        report.status = "failed"
-        report.exit_code = exc.exit_code
-        report.error = exc.one_line()
-    except Exception as exc:
-        report.status = "failed"
-        report.exit_code = EXIT_FAILURE
-        report.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
-        if os.environ.get("LAKECORE_DEBUG"):
-            traceback.print_exc()
-    report.durations_seconds["total"] = round(time.monotonic() - started, 3)
-    _print_summary(report)
-    if args is not None and getattr(args, "report", None):
-        write_report(report, args.report)
-    if report.error:
-        print(f"lakecore {job}: {report.error}", file=sys.stderr)
+    ctx: JobContext | None = None
+    interrupted: dict[str, str] = {}
+    with _stop_on_signals(interrupted):
+        try:
+            args = parser.parse_args(raw)
+            ctx = JobContext(job, args, report, spark)
+            report.lakehouse = ctx.storage.root_uri
+            refuse_unsupported_format(ctx.storage)
+            body(ctx)
+        except JobInterrupted:
+            _mark_interrupted(report, interrupted)
+        except LakecoreError as exc:
+            if interrupted:  # the error is the interruption's echo (a cancelled Spark job)
+                _mark_interrupted(report, interrupted)
+            else:
+                report.status = "failed"
+                report.exit_code = exc.exit_code
+                report.error = exc.one_line()
+        except Exception as exc:
+            if interrupted:
+                _mark_interrupted(report, interrupted)
+            else:
+                report.status = "failed"
+                report.exit_code = EXIT_FAILURE
+                report.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+                if os.environ.get("LAKECORE_DEBUG"):
+                    traceback.print_exc()
+        report.durations_seconds["total"] = round(time.monotonic() - started, 3)
+        _print_summary(report)
+        if args is not None and getattr(args, "report", None):
+            write_report(report, args.report)
+        if report.error:
+            print(f"lakecore {job}: {report.error}", file=sys.stderr)
+    if interrupted and spark is None and ctx is not None and ctx.owns_spark:
+        # The JVM got the signal too and is shutting down: stopping the session or letting
+        # pyspark's exit hooks run would only print py4j tracebacks over the one line above.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(report.exit_code)
     return report.exit_code
+
+
+def _mark_interrupted(report: JobReport, interrupted: dict[str, str]) -> None:
+    name = interrupted.get("signal", "SIGINT")
+    report.status = "interrupted"
+    report.exit_code = ExitCode.INTERRUPTED
+    landed = (f"version {report.new_version} had landed whole" if report.new_version is not None
+              else "nothing was committed")
+    report.error = f"interrupted by {name}; {landed}, nothing is half-committed; run the job again"
 
 
 def write_report(report: JobReport, path: str) -> None:

@@ -121,6 +121,8 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
         if not args.dry_run:
             with ctx.stage("hint", "point the hint at the latest version (driver)"):
                 ensure_hint(storage, plan)
+        report.status = "noop"
+        report.details["noop_reason"] = "no version is past its retention"
         report.summary.append(f"nothing to expire at {now}: {len(plan.roots)} versions retained")
         return
 

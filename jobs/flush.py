@@ -105,6 +105,19 @@ def _body(ctx: JobContext) -> None:
                 events[name] = events.get(name, 0) + count
         report.details["tree_events"] = events
         report.sample("written_node_files", [p for r in results for p in r.stats.written_paths])
+        report.counts["redos"] = attempt
+        if _unchanged(base.node, flushed):
+            # Nothing over the threshold, an empty buffer, or another flush got there first: a
+            # version that changes nothing would only push real history out of retention.
+            report.status = "noop"
+            why = ("the root buffer is empty" if not base.node.buffer and not run.tasks
+                   else f"no buffer is fuller than {fill:.0%}" if args.mode == "threshold"
+                   else "no buffer holds messages")
+            if attempt:
+                why += f" (after another commit flushed version {base.version})"
+            report.details["noop_reason"] = why
+            report.summary.append(f"nothing to flush at version {base.version}: {why}; nothing committed")
+            return
         try:
             with ctx.stage("commit", "commit the flushed root (driver)"):
                 outcome = lh.commit_plan(_plan(lh, base, flushed), _still_valid(base))
@@ -118,12 +131,19 @@ def _body(ctx: JobContext) -> None:
             lh.refresh()
             continue
         report.new_version = outcome.version
-        report.counts["commit_retries"] = outcome.conflicts
+        # Rebases inside the commit plus whole redos after a conflicting commit.
+        report.counts["commit_retries"] = outcome.conflicts + attempt
         report.summary.append(
             f"{args.mode} flush of {len(run.tasks)} subtrees: {report.counts['node_files_written']} node files "
             f"written, root buffer {len(base.node.buffer)} -> {len(outcome.root.node.buffer)} messages"
         )
         return
+
+
+def _unchanged(before: Node, after: Node) -> bool:
+    """True when the flush changed nothing: the same keys, children and buffer."""
+    return (before.keys == after.keys and before.values == after.values and before.children == after.children
+            and before.buffer == after.buffer)
 
 
 def _plan(lh: Lakehouse, base: RootInfo, flushed: Node) -> Any:

@@ -275,6 +275,11 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         f"{verb} {len(deletable) if args.dry_run else deleted.deleted}, "
         f"{report.counts['foreign_files']} foreign files left alone"
     )
+    if not deletable and not args.dry_run:
+        report.status = "noop"
+        report.details["noop_reason"] = (
+            f"no orphan is older than the grace period ({len(selection.too_young)} younger ones wait)"
+            if selection.too_young else "no orphans")
     if deleted.refused or deleted.errors:
         report.sample("delete_refused", deleted.refused)
         report.sample("delete_errors", deleted.errors)

@@ -4,7 +4,8 @@
     -> gc --dry-run -> gc -> validate --deep
 
 Each step is a job's ``main(argv, spark=...)`` exactly as ``spark-submit.sh`` would run it,
-with its JSON report under ``<lakehouse>/../demo-reports/``. The demo's versions and orphan
+with its JSON report under ``./demo-reports/`` (the current folder's, never beside the
+lakehouse: the demo touches nothing outside the lakehouse but its own reports folder). The demo's versions and orphan
 files are minutes old, so compact-versions runs with ``--now`` past the lakehouse's maximum
 version age and gc with ``--older-than 0s --i-understand-grace-risk``: fine for a demo nobody
 else writes to, never for a shared lakehouse. The pipeline stops at the first failed step (no
@@ -43,11 +44,10 @@ class Step:
 
 
 def reports_dir(path: str) -> Path:
-    """``<lakehouse>/../demo-reports`` for a local lakehouse, ``./demo-reports`` otherwise."""
-    local = path.removeprefix("file://")
-    if "://" in local:
-        return Path.cwd() / "demo-reports"
-    return Path(os.path.abspath(local.rstrip("/"))).parent / "demo-reports"
+    """``./demo-reports`` of the current folder (``make demo`` runs in the repo), whatever the
+    lakehouse: a folder beside the lakehouse might be someone else's."""
+    del path  # the same folder for every lakehouse
+    return Path.cwd() / "demo-reports"
 
 
 def _fixed(*options: str) -> Callable[[], tuple[str, ...]]:

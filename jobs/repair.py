@@ -4,16 +4,14 @@
     ./spark-submit.sh repair --lakehouse URI rollback --to-version V [--yes]
     ./spark-submit.sh repair --lakehouse URI rollback --to-last-valid [--yes]
 
-``rebuild-hint`` writes ``_latest_hint.txt`` from the real latest version (the largest root file
-listed at the top of the root, probed upward). ``rollback --to-version V`` rolls forward: a new
-version with version V's content (FORMAT.md section 5). ``rollback --to-last-valid`` checks the
-retained versions newest first with the tree checker (``lakecore.fsck.check_version``, not deep:
-every node file must be there and sound) and rolls forward to the newest clean one: the repair
-for a lakehouse that lost a node file.
+The work is ``lakecore.repair`` (the same as ``lakecore repair``): it reads roots and checks
+versions one at a time on the driver, stopping at the first clean version, which is usually the
+newest or close to it, so it needs no executors. It works when the newest root files, one in
+the middle, or the hint are truncated, empty, garbage or missing: damaged roots keep their
+version numbers and the new version goes above them.
 
 Every action prints its plan. Without ``--yes`` that is all it does (status ``planned``, exit 0,
-nothing written); with ``--yes`` the driver carries it out. The checks run on the driver, one
-version at a time, and stop at the first clean version, which is usually the newest or close to it.
+nothing written); with ``--yes`` the driver carries it out.
 """
 
 from __future__ import annotations
@@ -24,25 +22,16 @@ if __package__ in (None, ""):  # run as a file (spark-submit jobs/repair.py): th
 
     _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
 
-import contextlib
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from jobs.common import EXIT_VIOLATIONS, JobContext, base_parser, run_job
+from jobs.common import JobContext, base_parser, run_job
+from lakecore import repair
 from lakecore.argparsing import ArgumentError
-from lakecore.errors import LakecoreError, NotFoundError
-from lakecore.fsck import check_version
-from lakecore.lakehouse import Lakehouse, LakehouseView
-from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
-from lakecore.storage import Storage
-from lakecore.tree import NodeCache, NodeStore
-from lakecore.versions import list_root_versions, read_hint, write_hint
 
 ACTIONS = ("rebuild-hint", "rollback")
-# Violations quoted per invalid version in the report and the plan.
-VIOLATIONS_SHOWN = 3
 
 
 def _parser() -> Any:
@@ -56,153 +45,44 @@ def _parser() -> Any:
     return parser
 
 
-@contextlib.contextmanager
-def _timed(ctx: JobContext, name: str) -> Iterator[None]:
-    """A stage timing without Spark: repairs run on the driver and need no SparkSession."""
-    started = time.monotonic()
-    try:
-        yield
-    finally:
-        ctx.report.durations_seconds[name] = round(time.monotonic() - started, 3)
-
-
-def _plan(ctx: JobContext, line: str) -> None:
-    """Print a step of the plan now (the summary only comes at the end) and keep it in the report."""
-    prefix = "will" if ctx.args.yes else "would"
-    text = f"{prefix} {line}"
-    print(f"lakecore repair: {text}", flush=True)
-    ctx.report.details.setdefault("plan", []).append(text)
-
-
-def _planned(ctx: JobContext) -> bool:
-    """True when this run only plans: marks the report and says how to carry the plan out."""
-    if ctx.args.yes:
-        return False
-    ctx.report.status = "planned"
-    ctx.report.summary.append("nothing written; rerun with --yes to carry out the plan")
-    return True
-
-
-def _rebuild_hint(ctx: JobContext) -> None:
-    storage = ctx.storage
-    report = ctx.report
-    with _timed(ctx, "discover"):
-        listed = list_root_versions(storage)
-        if not listed:
-            raise NotFoundError(f"no lakehouse at {storage.root_uri}: no root node file found")
-        # The largest listed root, then anything committed since the listing; never the hint.
-        latest = _probe_from(storage, listed[-1])
-        hint = read_hint(storage)
-    report.base_version = latest
-    report.details.update({"hint_before": hint, "latest_version": latest})
-    if hint == latest:
-        report.summary.append(f"the hint already names the latest version {latest}; nothing to do")
-        return
-    _plan(ctx, f"write {LATEST_HINT_FILE_NAME} = {latest} (it holds "
-               f"{'nothing readable' if hint is None else hint})")
-    if _planned(ctx):
-        return
-    with _timed(ctx, "write"):
-        if not write_hint(storage, latest):
-            raise LakecoreError(f"could not write {storage.uri(LATEST_HINT_FILE_NAME)}; check permissions and retry")
-    report.details["hint_after"] = latest
-    report.summary.append(f"hint rewritten: {hint} -> {latest}")
-
-
-def _probe_from(storage: Storage, start: int) -> int:
-    """The last version at or after ``start`` (which exists): roots are contiguous above it."""
-    latest = start
-    while storage.exists(root_node_file_name(latest + 1)):
-        latest += 1
-    return latest
-
-
-def _rollback(ctx: JobContext) -> None:
-    args = ctx.args
-    report = ctx.report
-    if args.to_version is None and not args.to_last_valid:
-        raise ArgumentError("rollback needs --to-version V or --to-last-valid")
-    lh = Lakehouse.open(ctx.storage.root_uri, storage_options=ctx.storage.storage_options)
-    latest = lh.version
-    report.base_version = latest
-    if args.to_version is not None:
-        if args.to_version == latest:
-            raise ArgumentError(f"--to-version {latest} is already the latest version; nothing to roll back")
-        with _timed(ctx, "read"):
-            lh.at_version(args.to_version)  # exists and decodes (else a clear error)
-        target = args.to_version
-        report.details["rollback_to"] = target
-    else:
-        with _timed(ctx, "check"):
-            found = _last_valid(ctx, lh)
-        if found is None:
-            report.status = "failed"
-            report.exit_code = EXIT_VIOLATIONS
-            report.error = (f"no retained version of {lh.uri} is clean (checked {report.counts['versions_checked']}); "
-                            "restore the missing files from a backup or an export")
-            return
-        if found == latest:
-            report.details["rollback_to"] = None
-            report.summary.append(f"the latest version {latest} is clean; nothing to roll back")
-            return
-        target = found
-        report.details["rollback_to"] = target
-    _plan(ctx, f"roll forward from version {latest} to the content of version {target} as version {latest + 1}")
-    if _planned(ctx):
-        return
-    with _timed(ctx, "commit"):
-        report.new_version = lh.rollback(to_version=target)
-    report.details["rolled_back_to"] = target
-    report.summary.append(f"rolled back to the content of version {target}: new version {report.new_version}")
-
-
-def _last_valid(ctx: JobContext, lh: Lakehouse) -> int | None:
-    """The newest retained version the (not deep) checker finds clean, newest first."""
-    report = ctx.report
-    invalid: dict[str, list[str]] = {}
-    report.details["invalid_versions"] = invalid
-    checked = 0
-    version = lh.version
-    found: int | None = None
-    # A cache of this run's own: nodes read earlier by this process (the shared cache) may have
-    # been deleted since; versions share most nodes, so each is still read only once.
-    cache = NodeCache()
-    while version >= 0:
-        try:
-            view = lh.at_version(version)
-        except NotFoundError:
-            break  # expired: older versions are gone too
-        except LakecoreError as exc:
-            invalid[str(version)] = [exc.one_line()]
-        else:
-            checked += 1
-            store = NodeStore(view.storage, view.lakehouse_def.order, cache=cache,
-                              external_roots=view.store.external_roots)
-            try:
-                result = check_version(LakehouseView(view.storage, view.root_info, view.lakehouse_def, store), deep=False)
-                problems = [str(v) for v in result.violations[:VIOLATIONS_SHOWN]]
-            except LakecoreError as exc:
-                problems = [exc.one_line()]
-            if not problems:
-                found = version
-                break
-            invalid[str(version)] = problems
-            print(f"lakecore repair: version {version} is damaged: {problems[0]}", flush=True)
-        version -= 1
-    report.counts["versions_checked"] = checked
-    report.counts["invalid_versions"] = len(invalid)
-    return found
+def _say(line: str) -> None:
+    """Print a step now (the summary only comes at the end)."""
+    print(f"lakecore repair: {line}", flush=True)
 
 
 def _body(ctx: JobContext) -> None:
     args = ctx.args
-    ctx.report.details["action"] = args.action
+    report = ctx.report
+    report.details["action"] = args.action
+    started = time.monotonic()
     if args.action == "rebuild-hint":
         if args.to_version is not None or args.to_last_valid:
             raise ArgumentError("--to-version and --to-last-valid only apply to rollback")
-        _rebuild_hint(ctx)
+        outcome = repair.rebuild_hint(ctx.storage, apply=args.yes, say=_say)
     else:
-        _rollback(ctx)
+        if args.to_version is None and not args.to_last_valid:
+            raise ArgumentError("rollback needs --to-version V or --to-last-valid")
+        outcome = repair.rollback(ctx.storage, to_version=args.to_version, to_last_valid=args.to_last_valid,
+                                  apply=args.yes, say=_say)
+    report.durations_seconds["repair"] = round(time.monotonic() - started, 3)
+    report.base_version = outcome.highest_version
+    report.new_version = outcome.new_version
+    report.status = outcome.status
+    report.summary.extend(outcome.summary)
+    details = outcome.as_dict()
+    report.details.update({
+        "plan": details["plan"], "rollback_to": details["rollback_to"],
+        "invalid_versions": details["damaged_versions"], "hint_before": details["hint_before"],
+        "hint_after": details["hint_after"], "latest_version": details["highest_version"],
+    })
+    if args.action == "rollback":
+        report.counts["versions_checked"] = outcome.versions_checked
+        report.counts["invalid_versions"] = len(outcome.damaged_versions)
+    if outcome.new_version is not None:
+        report.details["rolled_back_to"] = outcome.rollback_to
+    if outcome.error is not None:
+        report.error = outcome.error
+        report.exit_code = outcome.exit_code
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:

@@ -16,7 +16,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lakecore.argparsing import OneLineArgumentParser
-from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError
+from lakecore.errors import (
+    CorruptFileError,
+    ExitCode,
+    InvalidArgumentError,
+    LakecoreError,
+    TreeStructureError,
+)
 
 EXIT_OK = ExitCode.OK
 EXIT_VIOLATIONS = ExitCode.VIOLATIONS
@@ -43,13 +49,9 @@ def _column(text: str) -> dict[str, Any]:
 
 
 def _storage_options(args: argparse.Namespace) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for key, value in args.storage_option or []:
-        if key == "endpoint_url":
-            options.setdefault("client_kwargs", {})["endpoint_url"] = value
-        else:
-            options[key] = value
-    return options
+    from lakecore.storage import parse_storage_options
+
+    return parse_storage_options(args.storage_option or [])
 
 
 def _lakehouse_uri(args: argparse.Namespace) -> str:
@@ -142,8 +144,10 @@ def cmd_table(args: argparse.Namespace) -> int:
               f"  columns: {columns or '-'}\n  properties: {dict(definition.properties)}",
               {"version": view.version, **data})
         return EXIT_OK
-    if args.table is None:
-        raise InvalidArgumentError(f"table {args.action} needs NAMESPACE TABLE")
+    if args.action == "create" and not args.column:
+        raise InvalidArgumentError(
+            f"table create {args.namespace} {args.table}: give at least one --column ID:NAME:TYPE (e.g. 1:id:INT8)"
+        )
     lh = _open(args)
     with lh.transaction() as tx:
         if args.action == "create":
@@ -159,14 +163,31 @@ def cmd_table(args: argparse.Namespace) -> int:
 def cmd_versions(args: argparse.Namespace) -> int:
     import datetime as dt
 
-    lh = _open(args)
-    infos = lh.versions()[: args.limit] if args.limit else lh.versions()
+    from lakecore.lakehouse import list_versions
+    from lakecore.storage import Storage
+
+    # Not through _open: the log must show a damaged latest version, not fail on it.
+    infos = list_versions(Storage(_lakehouse_uri(args), _storage_options(args)))
+    if args.limit:
+        infos = infos[: args.limit]
     lines = []
     for info in infos:
+        if not info.readable:
+            lines.append(f"{info.version:>8}  UNREADABLE  {info.error}")
+            continue
+        assert info.created_at_millis is not None
         when = dt.datetime.fromtimestamp(info.created_at_millis / 1000, tz=dt.UTC).isoformat(timespec="milliseconds")
-        extra = f"  rollback from {info.rollback_from_version}" if info.rollback_from_version is not None else ""
-        lines.append(f"{info.version:>8}  {when}  root keys {info.n_root_keys:>4}  buffer {info.root_buffer_messages:>6}{extra}")
-    _emit(args, "\n".join(lines), [info.__dict__ for info in infos])
+        notes = [info.state] if info.state in ("latest", "pinned") else []
+        if info.pinned_by:
+            notes[-1:] = [f"pinned by export {', '.join(info.pinned_by)}"]
+        if info.rollback_from_version is not None:
+            notes.append(f"rollback from {info.rollback_from_version}")
+        lines.append(f"{info.version:>8}  {when}  root keys {info.n_root_keys:>4}  buffer {info.root_buffer_messages:>6}"
+                     + (f"  ({'; '.join(notes)})" if notes else ""))
+    if infos and not infos[0].readable:
+        lines.append(f"the newest root file is unreadable: run `lakecore -l {_lakehouse_uri(args)} repair "
+                     "rollback --to-last-valid` to roll forward to the newest readable version")
+    _emit(args, "\n".join(lines), [info.as_dict() for info in infos])
     return EXIT_OK
 
 
@@ -223,19 +244,30 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_fsck(args: argparse.Namespace) -> int:
-    from lakecore.fsck import check_version
+    from lakecore.fsck import check_version, unreadable_version
+    from lakecore.lakehouse import list_versions, open_version
     from lakecore.progress import Progress
+    from lakecore.storage import Storage
 
-    lh = _open(args)
+    uri = _lakehouse_uri(args)
+    options = _storage_options(args)
     if args.all:
-        versions = [info.version for info in lh.versions()]
+        # Every root file, readable or not: a damaged version is a finding, not a crash.
+        versions = [(info.version, info.error) for info in list_versions(Storage(uri, options))]
     else:
-        versions = [args.version if args.version is not None else lh.version]
+        versions = [(args.version if args.version is not None else _open(args).version, None)]
     results = []
     with Progress("fsck", len(versions)) as progress:
-        for version in versions:
-            view = lh if version == lh.version else lh.at_version(version)
-            results.append(check_version(view, deep=args.deep))
+        for version, error in versions:
+            if error is not None:
+                results.append(unreadable_version(version, error))
+            else:
+                try:
+                    view = open_version(uri, version, storage_options=options)
+                except (CorruptFileError, TreeStructureError) as exc:
+                    results.append(unreadable_version(version, exc.one_line()))
+                else:
+                    results.append(check_version(view, deep=args.deep))
             progress.advance()
     bad = [r for r in results if not r.ok]
     lines = [f"checked {len(results)} version(s), {sum(r.report.nodes_checked for r in results)} nodes: "
@@ -250,14 +282,45 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     return EXIT_OK if not bad else EXIT_VIOLATIONS
 
 
+def cmd_repair(args: argparse.Namespace) -> int:
+    from lakecore import repair
+    from lakecore.storage import Storage
+
+    storage = Storage(_lakehouse_uri(args), _storage_options(args))
+
+    def say(line: str) -> None:
+        if not args.json:
+            print(f"lakecore repair: {line}", flush=True)
+
+    if args.action == "rebuild-hint":
+        outcome = repair.rebuild_hint(storage, apply=args.yes, say=say)
+    else:
+        if args.to_version is None and not args.to_last_valid:
+            raise InvalidArgumentError("repair rollback needs --to-version V or --to-last-valid")
+        outcome = repair.rollback(storage, to_version=args.to_version, to_last_valid=args.to_last_valid,
+                                  apply=args.yes, say=say)
+    if outcome.error is not None:
+        if args.json:
+            _emit(args, "", {**outcome.as_dict(), "error": outcome.error})
+        print(f"lakecore: {outcome.error}", file=sys.stderr)
+        return outcome.exit_code
+    _emit(args, "\n".join(outcome.summary) or outcome.status, outcome.as_dict())
+    return EXIT_OK
+
+
 # -- parser ----------------------------------------------------------------------------------------
+
+
+def _add_version_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--version", type=int, metavar="V", help="read this version (time travel) instead of the latest")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineArgumentParser(prog="lakecore", description="TrinityLake lakehouse catalog tool")
     parser.add_argument("-l", "--lakehouse", help="lakehouse root URI (or LAKECORE_LAKEHOUSE)")
-    parser.add_argument("--storage-option", action="append", type=_kv, metavar="KEY=VALUE",
-                        help="fsspec storage option, e.g. endpoint_url=http://127.0.0.1:5000")
+    parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                        help="storage option, e.g. endpoint_url=http://127.0.0.1:5000, region=eu-west-1, "
+                        "anon=true (S3 also reads AWS_ENDPOINT_URL and the usual AWS_* variables)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a summary")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -271,21 +334,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("namespace", help="create, drop, list or show namespaces")
-    p.add_argument("action", choices=["create", "drop", "list", "show"])
-    p.add_argument("namespace", nargs="?")
-    p.add_argument("--property", action="append", type=_kv, metavar="KEY=VALUE")
-    p.add_argument("--version", type=int)
+    actions = p.add_subparsers(dest="action", required=True, metavar="{create,drop,list,show}")
+    a = actions.add_parser("create", help="create a namespace")
+    a.add_argument("namespace", help="the namespace name")
+    a.add_argument("--property", action="append", type=_kv, metavar="KEY=VALUE", help="a property (repeatable)")
+    a = actions.add_parser("drop", help="drop an empty namespace")
+    a.add_argument("namespace", help="the namespace name")
+    a = actions.add_parser("list", help="the namespaces, sorted")
+    _add_version_option(a)
+    a = actions.add_parser("show", help="a namespace and its properties")
+    a.add_argument("namespace", help="the namespace name")
+    _add_version_option(a)
     p.set_defaults(func=cmd_namespace)
 
     p = sub.add_parser("table", help="create, drop, list or show tables")
-    p.add_argument("action", choices=["create", "drop", "list", "show"])
-    p.add_argument("namespace")
-    p.add_argument("table", nargs="?")
-    p.add_argument("--column", action="append", type=_column, metavar="ID:NAME:TYPE[:nullable|required]")
-    p.add_argument("--format", default="ICEBERG")
-    p.add_argument("--type", default="MANAGED")
-    p.add_argument("--property", action="append", type=_kv, metavar="KEY=VALUE")
-    p.add_argument("--version", type=int)
+    actions = p.add_subparsers(dest="action", required=True, metavar="{create,drop,list,show}")
+    a = actions.add_parser("create", help="create a table")
+    a.add_argument("namespace", help="the namespace it goes in")
+    a.add_argument("table", help="the table name")
+    a.add_argument("--column", action="append", type=_column, metavar="ID:NAME:TYPE[:nullable|required]",
+                   help="a column, e.g. 1:id:INT8:required (repeatable; at least one)")
+    a.add_argument("--format", default="ICEBERG", help="table format (default ICEBERG)")
+    a.add_argument("--type", default="MANAGED", help="table type (default MANAGED)")
+    a.add_argument("--property", action="append", type=_kv, metavar="KEY=VALUE", help="a property (repeatable)")
+    a = actions.add_parser("drop", help="drop a table")
+    a.add_argument("namespace", help="the table's namespace")
+    a.add_argument("table", help="the table name")
+    a = actions.add_parser("list", help="the tables of a namespace, sorted")
+    a.add_argument("namespace", help="the namespace")
+    _add_version_option(a)
+    a = actions.add_parser("show", help="a table's definition")
+    a.add_argument("namespace", help="the table's namespace")
+    a.add_argument("table", help="the table name")
+    _add_version_option(a)
     p.set_defaults(func=cmd_table)
 
     p = sub.add_parser("versions", help="the version log, newest first")
@@ -322,6 +403,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deep", action="store_true", help="also check every definition file")
     p.set_defaults(func=cmd_fsck)
 
+    p = sub.add_parser("repair", help="repair a damaged lakehouse (prints the plan; --yes carries it out)")
+    actions = p.add_subparsers(dest="action", required=True, metavar="{rebuild-hint,rollback}")
+    a = actions.add_parser("rebuild-hint", help="point the latest-version hint at the highest root file")
+    a.add_argument("--yes", action="store_true", help="carry out the plan (without it, only print it)")
+    a = actions.add_parser("rollback", help="roll forward to an earlier version's content")
+    target = a.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-version", type=int, metavar="V", help="the version whose content to restore")
+    target.add_argument("--to-last-valid", action="store_true",
+                        help="the newest version the tree checker finds clean")
+    a.add_argument("--yes", action="store_true", help="carry out the plan (without it, only print it)")
+    a.set_defaults(to_version=None, to_last_valid=False)
+    p.set_defaults(func=cmd_repair, to_version=None, to_last_valid=False)
+
     _add_extra_commands(sub)
     return parser
 
@@ -345,8 +439,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"lakecore: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("lakecore: interrupted", file=sys.stderr)
+        print("lakecore: interrupted; nothing was half-committed (a commit lands whole or not at all)",
+              file=sys.stderr)
         return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`lakecore ... | head`): not an error of ours. Point stdout at
+        # devnull so that the interpreter's final flush does not complain a second time.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return ExitCode.OK
     except Exception as exc:
         print(f"lakecore: unexpected {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
         return ExitCode.FAILURE

@@ -2,27 +2,38 @@
 
 Creates (or recreates) a local lakehouse with a few namespaces and tables over many small
 commits, so that the root buffer overflows and the tree flushes, then prints the version log,
-the tree structure and the files on disk. With ``--pipeline`` (the default when the Spark jobs
-are available) it then runs the maintenance jobs on it, see ``jobs/pipeline.py``.
+the tree structure and the files on disk. Unless ``--no-pipeline`` is given (and when the Spark
+jobs are available) it then runs the maintenance jobs on it, see ``jobs/pipeline.py``.
+
+The demo recreates only what it made itself. ``--lakehouse`` may name a folder that does not
+exist, an empty folder, or a lakehouse an earlier demo run made (its definition carries the
+property ``lakecore.demo = true``) that holds nothing but lakehouse files. Anything else is
+refused (exit 2) and left untouched. Recreating deletes the lakehouse's own files one by one
+and then its empty folders: never a whole folder tree.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
-import shutil
 import sys
 from collections import Counter
 
 from lakecore import keys
+from lakecore.argparsing import OneLineArgumentParser
+from lakecore.defs import LakehouseDef
+from lakecore.errors import InvalidArgumentError, LakecoreError
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import FileKind, classify_path
+
+# Set on every demo lakehouse: the mark that lets a later demo run recreate it.
+DEMO_PROPERTY = "lakecore.demo"
 
 
 def build_sample(uri: str, *, namespaces: int = 4, tables_per_namespace: int = 60) -> Lakehouse:
     # Small nodes so that a demo-sized catalog shows flushes and a multi-level tree.
-    lh = Lakehouse.create(uri, name="demo", order=8, node_file_max_size_bytes=16 * 1024,
+    lh = Lakehouse.create(uri, name="demo", properties={DEMO_PROPERTY: "true"}, order=8,
+                          node_file_max_size_bytes=16 * 1024,
                           namespace_name_max_size_bytes=32, table_name_max_size_bytes=48,
                           file_name_max_size_bytes=128, minimum_versions_to_keep=5)
     for n in range(namespaces):
@@ -79,14 +90,77 @@ def describe(lh: Lakehouse) -> str:
     return "\n".join(lines)
 
 
+def clear_demo_lakehouse(path: str) -> None:
+    """Make ``path`` ready for a new sample: absent or empty, or a demo lakehouse whose own
+    files are then deleted. Raises InvalidArgumentError, touching nothing, for anything else."""
+    if not os.path.lexists(path):
+        return
+    if os.path.islink(path) or not os.path.isdir(path):
+        raise InvalidArgumentError(f"{path} is not a folder; give --lakehouse a new or empty folder")
+    files: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames:
+            if os.path.islink(os.path.join(dirpath, name)):
+                filenames.append(name)  # a link is never ours: report it as foreign
+        files.extend(os.path.relpath(os.path.join(dirpath, name), path).replace(os.sep, "/") for name in filenames)
+    if not files:
+        return
+    foreign = sorted(f for f in files if classify_path(f) is None)
+    if foreign:
+        raise InvalidArgumentError(
+            f"{path} holds files the demo did not make (e.g. {foreign[0]}); give --lakehouse a new or "
+            "empty folder (nothing was touched)"
+        )
+    if not _is_demo_lakehouse(path, files):
+        raise InvalidArgumentError(
+            f"{path} is a lakehouse the demo did not make (no {DEMO_PROPERTY} property); give "
+            "--lakehouse a new or empty folder (nothing was touched)"
+        )
+    for rel in files:
+        os.unlink(os.path.join(path, rel))
+    for dirpath, _dirnames, _filenames in sorted(os.walk(path), key=lambda entry: -len(entry[0])):
+        if dirpath != path:
+            os.rmdir(dirpath)  # empty by now: only lakehouse files were in it
+
+
+def _is_demo_lakehouse(path: str, files: list[str]) -> bool:
+    """True when a readable lakehouse definition in ``path`` carries the demo's mark."""
+    for rel in files:
+        classified = classify_path(rel)
+        if classified is None or classified.kind is not FileKind.LAKEHOUSE_DEF:
+            continue
+        try:
+            with open(os.path.join(path, rel), "rb") as f:
+                definition = LakehouseDef.from_bytes(f.read(), rel)
+        except (OSError, LakecoreError):
+            continue
+        if definition.properties.get(DEMO_PROPERTY) == "true":
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lakehouse", default=os.path.abspath("demo-lakehouse"))
+    parser = OneLineArgumentParser(prog="python -m lakecore.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--lakehouse", default=os.path.abspath("demo-lakehouse"),
+                        help="a new or empty folder, or an earlier demo's lakehouse (default ./demo-lakehouse)")
     parser.add_argument("--no-pipeline", action="store_true", help="only build and describe the sample")
-    args = parser.parse_args(argv)
-    path = args.lakehouse.removeprefix("file://")
-    if os.path.exists(path):
-        shutil.rmtree(path)
+    parser.add_argument("--remove", action="store_true",
+                        help="only remove an earlier demo's lakehouse (what `make clean` runs)")
+    try:
+        args = parser.parse_args(argv)
+        path = args.lakehouse.removeprefix("file://")
+        if "://" in path:
+            raise InvalidArgumentError(f"--lakehouse {args.lakehouse} must be a local folder")
+        path = os.path.abspath(path)
+        clear_demo_lakehouse(path)
+        if args.remove:
+            if os.path.isdir(path):
+                os.rmdir(path)  # empty now
+            print(f"removed the demo lakehouse at {path}" if path else "", flush=True)
+            return 0
+    except LakecoreError as exc:
+        print(f"lakecore demo: {' '.join(str(exc).split())}", file=sys.stderr)
+        return exc.exit_code
     print(f"building a sample lakehouse at {path} ...", flush=True)
     lh = build_sample(path)
     print(describe(lh), flush=True)

@@ -113,6 +113,23 @@ class CorruptNodeFileError(CorruptFileError):
     """A node file breaks a rule of FORMAT.md section 3."""
 
 
+class DamagedLakehouseError(CorruptFileError):
+    """The latest version cannot be read: its root file, or the definition it names, is damaged.
+
+    The message names the file and says how to repair (roll forward to the newest readable
+    version)."""
+
+    def __init__(self, location: str, rule: str, root_uri: str, version: int) -> None:
+        super().__init__(
+            location,
+            f"{rule}; the latest version {version} cannot be read. Roll forward to the newest "
+            f"readable version with `lakecore -l {root_uri} repair rollback --to-last-valid` (or "
+            f"`./spark-submit.sh repair --lakehouse {root_uri} rollback --to-last-valid`); "
+            "add --yes to carry out the plan it prints",
+        )
+        self.version = version
+
+
 class CorruptDefinitionError(CorruptFileError):
     """An object definition (.binpb) cannot be decoded."""
 
@@ -152,6 +169,8 @@ class AlreadyExistsError(LakecoreError):
 
 class NamespaceNotEmptyError(LakecoreError):
     """A namespace that still holds tables cannot be dropped."""
+
+    exit_code = ExitCode.BAD_INPUT
 
 
 class CommitConflictError(LakecoreError):

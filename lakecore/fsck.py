@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakecore.maintenance.check import TreeChecker, VersionCheck, Violation
+from lakecore.locations import root_node_file_name
+from lakecore.maintenance.check import CheckReport, TreeChecker, VersionCheck, Violation
 from lakecore.tree.store import NodeStore
 
 if TYPE_CHECKING:
@@ -26,6 +27,13 @@ def check_version(view: LakehouseView, *, deep: bool = False) -> VersionCheck:
     if deep and report.ok:
         result.catalog_violations = check_catalog(view)
     return result
+
+
+def unreadable_version(version: int, error: str) -> VersionCheck:
+    """The check result of a version whose root file (or definition) cannot be read."""
+    report = CheckReport()
+    report.violations.append(Violation(root_node_file_name(version), "unreadable-root", error))
+    return VersionCheck(version, report)
 
 
 def check_catalog(view: LakehouseView) -> list[Violation]:

@@ -39,6 +39,8 @@ from lakecore.defs import (
 from lakecore.errors import (
     AlreadyExistsError,
     CommitConflictError,
+    CorruptFileError,
+    DamagedLakehouseError,
     InvalidArgumentError,
     InvalidLocationError,
     LakecoreError,
@@ -50,6 +52,7 @@ from lakecore.locations import (
     check_relative_path,
     external_root_for,
     is_full_uri,
+    is_root_node_file_name,
     new_lakehouse_def_path,
     new_namespace_def_path,
     new_table_def_path,
@@ -62,9 +65,10 @@ from lakecore.versions import (
     RootInfo,
     decode_root,
     latest_version,
+    list_root_versions,
+    probe_up,
     read_version,
     version_as_of,
-    walk_back,
     write_hint,
 )
 
@@ -127,14 +131,105 @@ def refuse_unsupported_format(storage: Storage) -> None:
         return
 
 
+VersionState = Literal["latest", "retained", "pinned", "unreadable"]
+
+
 @dataclass(frozen=True)
 class VersionInfo:
+    """One root file of the version log. An unreadable root keeps its place in the log (its
+    number is taken: no commit may reuse it) with ``state == "unreadable"`` and the error."""
+
     version: int
-    created_at_millis: int
+    created_at_millis: int | None
     rollback_from_version: int | None
-    lakehouse_def_path: str
-    n_root_keys: int
-    root_buffer_messages: int
+    lakehouse_def_path: str | None
+    n_root_keys: int | None
+    root_buffer_messages: int | None
+    state: VersionState = "retained"
+    pinned_by: tuple[str, ...] = ()  # export names that pin this version against expiry
+    error: str | None = None
+
+    @property
+    def readable(self) -> bool:
+        return self.state != "unreadable"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version, "created_at_millis": self.created_at_millis,
+            "rollback_from_version": self.rollback_from_version, "lakehouse_def_path": self.lakehouse_def_path,
+            "n_root_keys": self.n_root_keys, "root_buffer_messages": self.root_buffer_messages,
+            "state": self.state, "pinned_by": list(self.pinned_by), "error": self.error,
+        }
+
+
+def list_versions(storage: Storage) -> list[VersionInfo]:
+    """Every version whose root file exists, newest first, readable or not.
+
+    The log comes from one listing of the root's top level, probed upward for commits that
+    landed since (so a hint or a root in the middle that cannot be read hides nothing), and not
+    from walking ``previous_root``: after version compaction an exported, pinned version stands
+    alone below a gap, and it is retained all the same. Exports pin versions through the
+    definition of the newest readable version."""
+    from lakecore.locations import version_from_root_node_file_name
+
+    listed = list_root_versions(storage)
+    if not listed:
+        raise NotFoundError(
+            f"no lakehouse at {storage.root_uri}: no root node file found (create one with `lakecore init`)"
+        )
+    top = probe_up(storage, listed[-1])
+    versions = sorted(set(listed) | set(range(listed[-1], top + 1)), reverse=True)
+    infos: list[VersionInfo] = []
+    pins: dict[int, list[str]] | None = None
+    for version in versions:
+        path = root_node_file_name(version)
+        try:
+            data = storage.read(path)
+            info = decode_root(data, version, storage.uri(path))
+            lakehouse_def = read_lakehouse_def(storage, info.lakehouse_def_path)
+            decode_root(data, version, storage.uri(path), lakehouse_def.order)
+        except NotFoundError as exc:
+            if version in listed and storage.exists(path):
+                infos.append(VersionInfo(version, None, None, None, None, None, "unreadable", (), exc.one_line()))
+            continue  # expired between the listing and the read
+        except (CorruptFileError, InvalidLocationError) as exc:
+            infos.append(VersionInfo(version, None, None, None, None, None, "unreadable", (), exc.one_line()))
+            continue
+        if pins is None:
+            pins = {}
+            for name, location in sorted(lakehouse_def.exported_snapshots.items()):
+                root_name = location.rsplit("/", 1)[-1]
+                if "://" not in location and is_root_node_file_name(root_name):
+                    pins.setdefault(version_from_root_node_file_name(root_name), []).append(name)
+        rollback = info.rollback_from_root
+        infos.append(VersionInfo(
+            version, info.created_at_millis,
+            version_from_root_node_file_name(rollback) if rollback else None,
+            info.lakehouse_def_path, len(info.node.keys), len(info.node.buffer),
+            "retained", (), None,
+        ))
+    pins = pins or {}
+    out = []
+    for position, entry in enumerate(infos):
+        state: VersionState = entry.state
+        if state != "unreadable":
+            if position == 0:
+                state = "latest"
+            elif entry.version in pins:
+                state = "pinned"
+        out.append(VersionInfo(
+            entry.version, entry.created_at_millis, entry.rollback_from_version, entry.lakehouse_def_path,
+            entry.n_root_keys, entry.root_buffer_messages, state, tuple(pins.get(entry.version, ())), entry.error,
+        ))
+    return out
+
+
+def open_version(uri: str, version: int, *, storage_options: Mapping[str, Any] | None = None) -> LakehouseView:
+    """A read-only view of one version, opened without reading the latest one (which may be
+    damaged): what repair and ``fsck --all`` use to look at older versions."""
+    storage = Storage(uri, storage_options)
+    root, lakehouse_def = _read_root_and_def(storage, version)
+    return LakehouseView(storage, root, lakehouse_def, _store_for(storage, lakehouse_def))
 
 
 class LakehouseView:
@@ -281,6 +376,12 @@ class Lakehouse(LakehouseView):
         storage = Storage(uri, storage_options)
         if _has_lakehouse(storage):
             raise AlreadyExistsError(f"a lakehouse already exists at {storage.root_uri}; open it instead")
+        present = storage.first_files(3)
+        if present:
+            raise AlreadyExistsError(
+                f"{storage.root_uri} already holds other files ({', '.join(present)}"
+                f"{', ...' if len(present) == 3 else ''}); create the lakehouse in an empty or new folder"
+            )
         def_path = new_lakehouse_def_path()
         storage.write(def_path, lakehouse_def.to_bytes())
         from lakecore.versions import encode_root
@@ -337,24 +438,8 @@ class Lakehouse(LakehouseView):
         return self.at_version(found.version)
 
     def versions(self) -> list[VersionInfo]:
-        """Retained versions, newest first, along previous_root."""
-        latest, _ = _read_root_and_def(self.storage, None)
-        out = []
-        for info in walk_back(self.storage, latest):
-            rollback = info.rollback_from_root
-            from lakecore.locations import version_from_root_node_file_name
-
-            out.append(
-                VersionInfo(
-                    info.version,
-                    info.created_at_millis,
-                    version_from_root_node_file_name(rollback) if rollback else None,
-                    info.lakehouse_def_path,
-                    len(info.node.keys),
-                    len(info.node.buffer),
-                )
-            )
-        return out
+        """Every version whose root file exists, newest first (see ``list_versions``)."""
+        return list_versions(self.storage)
 
     # -- changes --------------------------------------------------------------------------------
 
@@ -763,7 +848,10 @@ def _store_for(storage: Storage, lakehouse_def: LakehouseDef) -> NodeStore:
 
 
 def _read_latest_root_loose(storage: Storage) -> tuple[RootInfo, bytes]:
-    """The latest root, decoded before its definition (and so its order) is known, and its bytes."""
+    """The latest root, decoded before its definition (and so its order) is known, and its bytes.
+
+    A latest root that exists but cannot be decoded is ``DamagedLakehouseError``: the message
+    names the file and the repair."""
     version = latest_version(storage)
     try:
         data = storage.read(root_node_file_name(version))
@@ -771,7 +859,11 @@ def _read_latest_root_loose(storage: Storage) -> tuple[RootInfo, bytes]:
         # Expired between discovery and read: look again once.
         version = latest_version(storage)
         data = storage.read(root_node_file_name(version))
-    return decode_root(data, version, storage.uri(root_node_file_name(version))), data
+    location = storage.uri(root_node_file_name(version))
+    try:
+        return decode_root(data, version, location), data
+    except CorruptFileError as exc:
+        raise DamagedLakehouseError(location, exc.rule, storage.root_uri, version) from None
 
 
 def _read_root_and_def(storage: Storage, version: int | None) -> tuple[RootInfo, LakehouseDef]:
@@ -785,9 +877,17 @@ def _read_root_and_def(storage: Storage, version: int | None) -> tuple[RootInfo,
             read_version(storage, version)  # says why: not committed yet, or expired
             raise
         loose = decode_root(data, version, storage.uri(path))
-    lakehouse_def = read_lakehouse_def(storage, loose.lakehouse_def_path)
-    # Decode again with the order now known: the key table length must match it exactly.
-    strict = decode_root(data, loose.version, storage.uri(root_node_file_name(loose.version)), lakehouse_def.order)
+    location = storage.uri(root_node_file_name(loose.version))
+    try:
+        lakehouse_def = read_lakehouse_def(storage, loose.lakehouse_def_path)
+        # Decode again with the order now known: the key table length must match it exactly.
+        strict = decode_root(data, loose.version, location, lakehouse_def.order)
+    except (CorruptFileError, NotFoundError) as exc:
+        if version is not None:
+            raise
+        where = exc.location if isinstance(exc, CorruptFileError) else storage.uri(loose.lakehouse_def_path)
+        rule = exc.rule if isinstance(exc, CorruptFileError) else str(exc)
+        raise DamagedLakehouseError(where, rule, storage.root_uri, loose.version) from None
     return strict, lakehouse_def
 
 
@@ -796,5 +896,7 @@ __all__ = [
     "LakehouseView",
     "Transaction",
     "VersionInfo",
+    "list_versions",
+    "open_version",
     "read_lakehouse_def",
 ]

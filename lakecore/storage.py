@@ -69,7 +69,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NoReturn, Protocol
+from typing import Any, Final, NoReturn, Protocol
 
 from lakecore.errors import (
     AlreadyExistsError,
@@ -86,7 +86,14 @@ from lakecore.locations import (
     split_root_uri,
 )
 
-__all__ = ["DEFAULT_S3_TIMEOUT_SECONDS", "TIMEOUT_OPTION", "FileInfo", "Storage"]
+__all__ = [
+    "DEFAULT_S3_TIMEOUT_SECONDS",
+    "TIMEOUT_OPTION",
+    "FileInfo",
+    "Storage",
+    "accepted_storage_options",
+    "parse_storage_options",
+]
 
 # S3's DeleteObjects accepts at most 1000 keys per request.
 S3_MAX_DELETE_BATCH = 1000
@@ -107,6 +114,29 @@ _EXCLUSIVE_SCHEMES = (_LOCAL_SCHEME, _S3_SCHEME, _MEMORY_SCHEME)
 # because it must outlast botocore's and s3fs's own retries; it exists so that nothing hangs.
 TIMEOUT_OPTION = "lakecore_timeout_seconds"
 DEFAULT_S3_TIMEOUT_SECONDS = 300.0
+
+# The storage options each scheme accepts. Unknown keys are refused before any I/O: a typo
+# (``endpoint=`` for ``endpoint_url=``) would otherwise surface as a TypeError deep inside the
+# client on first use, or worse, be silently ignored. These are s3fs's S3FileSystem arguments
+# that can be given as text or JSON (not ``session``/``loop``), plus ``region`` as a shorthand.
+_S3_OPTIONS: Final = frozenset({
+    "anon", "endpoint_url", "key", "secret", "token", "use_ssl", "client_kwargs", "requester_pays",
+    "default_block_size", "default_fill_cache", "default_cache_type", "version_aware",
+    "config_kwargs", "s3_additional_kwargs", "username", "password", "cache_regions",
+    "max_concurrency", "fixed_upload_size", "profile", "region",
+})
+_OPTIONS_BY_SCHEME: Final[dict[str, frozenset[str]]] = {
+    "s3": _S3_OPTIONS,
+    "file": frozenset(),
+    "memory": frozenset(),
+}
+# How text values from the command line are typed, by key (everything else stays a string).
+_BOOLEAN_OPTIONS: Final = frozenset({
+    "anon", "use_ssl", "requester_pays", "default_fill_cache", "version_aware", "cache_regions",
+    "fixed_upload_size",
+})
+_INTEGER_OPTIONS: Final = frozenset({"default_block_size", "max_concurrency"})
+_NESTED_OPTIONS: Final = frozenset({"client_kwargs", "config_kwargs", "s3_additional_kwargs"})
 
 # os.link errors that mean "this file system has no hard links" (some FUSE and SMB mounts).
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV})
@@ -144,6 +174,7 @@ class _Backend(Protocol):
     def exists(self, rel: str) -> bool: ...
     def list_under(self, dir_prefix: str) -> list[FileInfo]: ...
     def list_top(self) -> list[FileInfo]: ...
+    def first_files(self, limit: int) -> list[str]: ...
     def delete(self, rels: list[str], batch_size: int) -> int: ...
 
 
@@ -243,6 +274,18 @@ class _LocalBackend:
         out: list[FileInfo] = []
         self._walk("", recursive=False, out=out)
         return out
+
+    def first_files(self, limit: int) -> list[str]:
+        # Stops early: the root may be a large folder that is not a lakehouse at all.
+        found: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(self._root_dir):
+            dirnames.sort()
+            rel_dir = dirpath[len(self._root_dir) :].strip("/")
+            for name in sorted(filenames):
+                found.append(f"{rel_dir}/{name}" if rel_dir else name)
+                if len(found) >= limit:
+                    return found
+        return found
 
     def _walk(self, rel_dir: str, recursive: bool, out: list[FileInfo]) -> None:
         # rel_dir is '' or ends in '/'. Symlinks are neither followed nor reported: lakecore
@@ -396,6 +439,13 @@ class _S3Backend:
     def list_top(self) -> list[FileInfo]:
         return self._list_objects(self._key_prefix, delimiter="/")
 
+    def first_files(self, limit: int) -> list[str]:
+        page: dict[str, Any] = self._fs.call_s3(
+            "list_objects_v2", timeout=self._timeout, Bucket=self._bucket, Prefix=self._key_prefix,
+            MaxKeys=limit,
+        )
+        return [obj["Key"][len(self._key_prefix) :] for obj in page.get("Contents", [])][:limit]
+
     def delete(self, rels: list[str], batch_size: int) -> int:
         # S3 reports a missing key as deleted, so the count is of keys S3 acknowledged.
         size = min(batch_size, S3_MAX_DELETE_BATCH)
@@ -502,6 +552,9 @@ class _FsspecBackend:
             return []
         return [i for i in self._infos(entries, self._base) if "/" not in i.path]
 
+    def first_files(self, limit: int) -> list[str]:
+        return [info.path for info in self.list_under("")[:limit]]
+
     def delete(self, rels: list[str], batch_size: int) -> int:
         deleted = 0
         for rel in rels:
@@ -536,8 +589,8 @@ class Storage:
 
     def _setup(self, root_uri: str, storage_options: Mapping[str, Any] | None) -> None:
         self.root_uri = normalize_root_uri(root_uri)
-        self._storage_options: dict[str, Any] = dict(storage_options or {})
         self._scheme, self._root_path = split_root_uri(self.root_uri)
+        self._storage_options: dict[str, Any] = _checked_options(self._scheme, storage_options or {})
         # Holds this thread's backend (and with it the fsspec client); never pickled.
         self._local = threading.local()
 
@@ -666,6 +719,14 @@ class Storage:
         except Exception as exc:
             _raise_translated(exc, uri, "list")
 
+    def first_files(self, limit: int = 5) -> builtins.list[str]:
+        """Up to ``limit`` paths of files anywhere under the root, cheaply (one request on S3);
+        an empty list means the root holds nothing."""
+        try:
+            return self._backend().first_files(limit)
+        except Exception as exc:
+            _raise_translated(exc, self.root_uri, "list")
+
     def list_top_level(self) -> builtins.list[FileInfo]:
         """Files directly under the root, not in subdirectories."""
         try:
@@ -765,6 +826,69 @@ class Storage:
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
+
+
+def accepted_storage_options(scheme: str) -> frozenset[str] | None:
+    """The option keys a scheme accepts (lakecore's own included), or None when lakecore cannot
+    know them (a scheme it has no backend of its own for: fsspec's file system decides)."""
+    known = _OPTIONS_BY_SCHEME.get(scheme)
+    return None if known is None else known | {TIMEOUT_OPTION}
+
+
+def _checked_options(scheme: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` as a dict, with ``region`` folded into ``client_kwargs``; raises
+    ``InvalidArgumentError`` naming the accepted keys when a key is unknown for ``scheme``."""
+    if not isinstance(options, Mapping):
+        raise InvalidArgumentError(f"storage options must be a mapping, not {type(options).__name__}")
+    accepted = accepted_storage_options(scheme)
+    if accepted is not None:
+        unknown = sorted(str(k) for k in options if k not in accepted)
+        if unknown:
+            listed = ", ".join(sorted(accepted))
+            raise InvalidArgumentError(
+                f"unknown storage option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for {scheme}:// "
+                f"(accepted: {listed})"
+            )
+    out = dict(options)
+    if "region" in out:
+        out["client_kwargs"] = {**(out.get("client_kwargs") or {}), "region_name": out.pop("region")}
+    for key in _NESTED_OPTIONS & out.keys():
+        if not isinstance(out[key], Mapping):
+            raise InvalidArgumentError(f"storage option {key} must be a mapping (give {key}.NAME=VALUE)")
+    return out
+
+
+def parse_storage_options(pairs: Iterable[str]) -> dict[str, Any]:
+    """The one parser of ``KEY=VALUE`` storage options from a command line or a job.
+
+    ``client_kwargs.NAME=VALUE`` (and ``config_kwargs.``, ``s3_additional_kwargs.``) set one
+    entry of a nested option; booleans (``anon=true``) and integers are typed by key. Which keys
+    a scheme accepts is checked when the options reach ``Storage``."""
+    options: dict[str, Any] = {}
+    for item in pairs:
+        key, sep, text = str(item).partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InvalidArgumentError(f"storage option {item!r} is not KEY=VALUE")
+        value: Any = text
+        if key in _BOOLEAN_OPTIONS:
+            if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise InvalidArgumentError(f"storage option {key}={text!r} must be true or false")
+            value = text.lower() in ("true", "1", "yes")
+        elif key in _INTEGER_OPTIONS:
+            if not text.isdigit():
+                raise InvalidArgumentError(f"storage option {key}={text!r} must be a whole number")
+            value = int(text)
+        head, dot, name = key.partition(".")
+        if dot:
+            if head not in _NESTED_OPTIONS or not name:
+                raise InvalidArgumentError(
+                    f"storage option {key!r}: only {', '.join(sorted(_NESTED_OPTIONS))} take .NAME"
+                )
+            options.setdefault(head, {})[name] = value
+        else:
+            options[key] = value
+    return options
 
 
 def _check_data(uri: str, data: bytes) -> None:

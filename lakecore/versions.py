@@ -16,6 +16,7 @@ the lakehouse's), and not the root of an exported snapshot.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -145,7 +146,7 @@ def list_root_versions(storage: Storage) -> list[int]:
     return sorted(versions)
 
 
-def _probe_up(storage: Storage, start: int) -> int:
+def probe_up(storage: Storage, start: int) -> int:
     """The last existing version at or after ``start`` (which exists)."""
     latest = start
     for _ in range(_LINEAR_PROBES):
@@ -173,13 +174,26 @@ def latest_version(storage: Storage) -> int:
     hint = read_hint(storage)
     start = hint if hint is not None else 0
     if storage.exists(root_node_file_name(start)):
-        return _probe_up(storage, start)
+        return probe_up(storage, start)
     versions = list_root_versions(storage)
     if not versions:
         raise NotFoundError(
             f"no lakehouse at {storage.root_uri}: no root node file found (create one with `lakecore init`)"
         )
-    return _probe_up(storage, versions[-1])
+    return probe_up(storage, versions[-1])
+
+
+def highest_version(storage: Storage) -> int | None:
+    """The highest version whose root file exists, readable or not, or None if there is none.
+
+    Unlike ``latest_version`` it trusts neither the hint nor a contiguous chain: it lists the
+    roots and probes upward from the largest. Repair commits above it, so that no version
+    number is ever used twice, even when the hint is stale below a missing root in the middle."""
+    listed = list_root_versions(storage)
+    candidates = [probe_up(storage, listed[-1])] if listed else []
+    with contextlib.suppress(NotFoundError):
+        candidates.append(latest_version(storage))
+    return max(candidates) if candidates else None
 
 
 def oldest_retained_version(storage: Storage) -> int | None:

@@ -54,18 +54,18 @@ def test_catalog_tour_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixt
     [
         (["-l", "{lake}", "namespace", "create", "bad name"], 2, "InvalidNameError"),
         (["-l", "s3://bucket/../x", "namespace", "list"], 2, "InvalidLocationError"),
-        (["-l", "{missing}", "namespace", "list"], 4, "no lakehouse"),
-        (["-l", "{lake}", "table", "create", "nope", "t"], 4, "does not exist"),
-        (["-l", "{lake}", "namespace", "drop", "full"], 4, "NamespaceNotEmptyError"),
+        (["-l", "{missing}", "namespace", "list"], 5, "no lakehouse"),
+        (["-l", "{lake}", "table", "create", "nope", "t", "--column", "1:id:INT8"], 5, "does not exist"),
+        (["-l", "{lake}", "namespace", "drop", "full"], 2, "NamespaceNotEmptyError"),
         (["init", "{lake}", "--order", "128", "--node-file-max-size-bytes", "100"], 2, "node_file_max_size_bytes"),
-        (["-l", "{lake}", "rollback", "--to-version", "77"], 4, "does not exist"),
+        (["-l", "{lake}", "rollback", "--to-version", "77"], 5, "does not exist"),
     ],
 )
 def test_bad_input_is_one_line_and_an_exit_code(tmp_path: Path, args: list[str], code: int, words: str) -> None:
     lake = tmp_path / "lake"
     assert main(["init", str(lake)]) == 0
     assert main(["-l", str(lake), "namespace", "create", "full"]) == 0
-    assert main(["-l", str(lake), "table", "create", "full", "t"]) == 0
+    assert main(["-l", str(lake), "table", "create", "full", "t", "--column", "1:id:INT8"]) == 0
     before = sorted(p.name for p in lake.rglob("*"))
     proc = run(*[a.format(lake=lake, missing=tmp_path / "missing") for a in args])
     assert proc.returncode == code, proc.stderr

@@ -11,7 +11,7 @@ every other field, and compare by value.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -208,8 +208,22 @@ def _string_map(values: Mapping[str, str] | None, what: str) -> dict[str, str]:
     for key, value in values.items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise InvalidArgumentError(f"{what} must map strings to strings; got {key!r}: {value!r}")
+        if not key.strip():
+            raise InvalidArgumentError(f"{what} have an empty key (value {value!r}); give every property a name")
         out[key] = value
     return out
+
+
+def _nested_columns(column: pb.Column) -> Iterator[pb.Column]:
+    """The columns nested in ``column`` (struct fields, map key and value, list element)."""
+    for child in column.struct_fields:
+        yield child
+        yield from _nested_columns(child)
+    for part in ("map_key", "map_value", "list_element"):
+        if column.HasField(part):
+            child = getattr(column, part)
+            yield child
+            yield from _nested_columns(child)
 
 
 def column_from_value(value: Mapping[str, Any] | pb.Column, path: str = "column") -> pb.Column:
@@ -270,11 +284,20 @@ def table_def(
     if table_format.upper() not in TABLE_FORMATS:
         raise InvalidArgumentError(f"table_format {table_format!r} must be one of {', '.join(TABLE_FORMATS)}")
     msg = pb.TableDef(name=name, table_type=table_type.upper(), table_format=table_format.upper())
-    seen_ids: set[int] = set()
+    seen_ids: set[int] = set()  # top-level ids: the ones key fields may name
+    all_ids: set[int] = set()  # ids are unique across the whole schema, nested fields included
+    seen_names: set[str] = set()
     for i, column in enumerate(columns):
         col = column_from_value(column, f"columns[{i}]")
-        if col.id in seen_ids:
-            raise InvalidArgumentError(f"column id {col.id} is used twice in table {name!r}")
+        if col.name in seen_names:
+            raise InvalidArgumentError(f"column name {col.name!r} is used twice in table {name!r}; rename one")
+        seen_names.add(col.name)
+        for part in (col, *_nested_columns(col)):
+            if part.id in all_ids:
+                raise InvalidArgumentError(
+                    f"column id {part.id} ({part.name!r}) is used twice in table {name!r}; give each column its own id"
+                )
+            all_ids.add(part.id)
         seen_ids.add(col.id)
         msg.schema.columns.append(col)
     for field_name, ids in (

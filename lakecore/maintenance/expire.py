@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from lakecore.defs import LakehouseDef
-from lakecore.errors import LakecoreError
+from lakecore.errors import LakecoreError, NotFoundError
 from lakecore.locations import FileKind, root_node_file_name
 from lakecore.maintenance.gc import (
     DeleteOutcome,
@@ -57,6 +57,7 @@ from lakecore.maintenance.gc import (
     kind_of,
     list_top,
     load_root,
+    load_roots,
     plan_reach,
     reach_new_versions,
     run_reach_tasks,
@@ -96,13 +97,14 @@ class ExpiryPlan:
     pinned: dict[str, int] = field(default_factory=dict)  # export name -> version
 
     @property
-    def retained(self) -> list[int]:
+    def retained(self) -> list[int]:  # loaded roots only: an abandoned one is always expired
         gone = set(self.expired)
         return [v for v in sorted(self.roots) if v not in gone]
 
     @property
     def expired_roots(self) -> list[LoadedRoot]:
-        return [self.roots[v] for v in self.expired]
+        # Abandoned (damaged) roots are expired but not loaded: they reach nothing.
+        return [self.roots[v] for v in self.expired if v in self.roots]
 
     @property
     def retained_roots(self) -> list[LoadedRoot]:
@@ -115,13 +117,20 @@ def plan_expiry(storage: Storage, now_millis: int) -> ExpiryPlan:
     try:
         top = list_top(storage)
         latest = latest_version(storage)
+    except NotFoundError:
+        raise  # no lakehouse there: nothing to expire, and nothing was deleted
     except LakecoreError as exc:
         raise ExpiryRefusedError(f"cannot list the versions of {storage.root_uri}: {exc.one_line()}") from exc
     versions = {v for f in top if (v := _version_of(f.path)) is not None}
     if versions:
         versions.update(range(max(versions) + 1, latest + 1))
     versions.add(latest)
-    roots = {v: load_root(storage, v, ExpiryRefusedError) for v in sorted(versions)}
+    roots, abandoned = load_roots(storage, versions, ExpiryRefusedError)
+    if latest not in roots:
+        raise ExpiryRefusedError(
+            f"the latest version {latest} cannot be read; repair the lakehouse first "
+            "(`lakecore repair rollback --to-last-valid`); nothing was deleted"
+        )
     lakehouse_def = roots[latest].lakehouse_def
     pinned = exports_of(roots.values())
     for name, version in sorted(pinned.items()):
@@ -133,6 +142,9 @@ def plan_expiry(storage: Storage, now_millis: int) -> ExpiryPlan:
     created = {v: r.info.created_at_millis for v, r in roots.items()}
     pinned_versions = set(pinned.values())
     expired = [v for v in expired_versions(created, latest, lakehouse_def, now_millis) if v not in pinned_versions]
+    # Damaged roots a repair rolled forward past go now, whatever their age: they can never be
+    # read, reach nothing, and would otherwise block version compaction and gc for good.
+    expired = sorted(set(expired) | set(abandoned))
     return ExpiryPlan(now_millis, latest, roots, lakehouse_def, expired, pinned)
 
 
@@ -277,7 +289,8 @@ def delete_expired_roots(storage: Storage, plan: ExpiryPlan) -> RootDeletion:
                 "was deleted (run again)"
             ) from exc
         out.deleted.append(version)
-        out.bytes_freed += plan.roots[version].info.size
+        loaded = plan.roots.get(version)
+        out.bytes_freed += loaded.info.size if loaded is not None else 0
     return out
 
 

@@ -54,7 +54,13 @@ from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from lakecore.defs import LakehouseDef
-from lakecore.errors import InvalidLocationError, LakecoreError, NotFoundError, UnsafeOptionError
+from lakecore.errors import (
+    CorruptFileError,
+    InvalidLocationError,
+    LakecoreError,
+    NotFoundError,
+    UnsafeOptionError,
+)
 from lakecore.locations import (
     FileKind,
     check_relative_path,
@@ -259,6 +265,38 @@ def load_root(storage: Storage, version: int, refused: type[LakecoreError] = GcR
     return LoadedRoot(info, lakehouse_def, external_roots_of(lakehouse_def))
 
 
+def load_roots(
+    storage: Storage, versions: Iterable[int], refused: type[LakecoreError] = GcRefusedError
+) -> tuple[dict[int, LoadedRoot], list[int]]:
+    """Load these roots strictly, tolerating only *abandoned* ones: returns (loaded, abandoned).
+
+    A root is abandoned when its bytes are damaged (not when storage failed to read it) and a
+    newer readable root was committed by a repair that rolled forward from it or from a later
+    version (``rollback_from_root`` at or above it). Such a root can never be read again, holds
+    no reachable content, and only waits for version compaction to delete it. Any other
+    unreadable root is ``refused``: what it reaches cannot be known, so nothing may be deleted."""
+    loaded: dict[int, LoadedRoot] = {}
+    damaged: dict[int, LakecoreError] = {}
+    for version in sorted(set(versions)):
+        try:
+            loaded[version] = load_root(storage, version, refused)
+        except LakecoreError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, CorruptFileError):
+                raise
+            damaged[version] = exc
+    rolled_past = [
+        (root.version, version_from_root_node_file_name(root.info.rollback_from_root))
+        for root in loaded.values() if root.info.rollback_from_root is not None
+    ]
+    abandoned = []
+    for version, exc in damaged.items():
+        if not any(at > version and start >= version for at, start in rolled_past):
+            raise exc
+        abandoned.append(version)
+    return loaded, abandoned
+
+
 def exports_of(roots: Iterable[LoadedRoot]) -> dict[str, int]:
     """Exports named by any of these roots' definitions that pin a root of this lakehouse
     (a root file name, as ``versions.exported_root_versions`` reads it)."""
@@ -278,12 +316,12 @@ def read_retained(
     name and every export root their definitions pin is there. Fails closed."""
     versions = sorted(v for v in (_root_version(f) for f in top) if v is not None)
     if not versions:
-        raise refused(
-            f"no root node file at the top of {storage.root_uri}: not a lakehouse (or not yet "
-            "one); refusing to collect garbage"
+        raise NotFoundError(
+            f"no lakehouse at {storage.root_uri}: no root node file at the top (create one with "
+            "`lakecore init`); nothing was deleted"
         )
     listed = {f.path for f in top}
-    roots = {v: load_root(storage, v, refused) for v in versions}
+    roots, _abandoned = load_roots(storage, versions, refused)  # version compaction deletes those
     for root in roots.values():
         def_path = root.info.lakehouse_def_path
         if def_path not in listed:

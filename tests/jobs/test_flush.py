@@ -116,6 +116,6 @@ def test_bad_options_exit_2_and_write_nothing(run_job, tmp_path: Path, argv: lis
     assert sorted(p for p in (tmp_path / "lake").rglob("*")) == files
 
 
-def test_missing_lakehouse_is_exit_4(run_job, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_missing_lakehouse_is_exit_5(run_job, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     code, report = run_job(flush_main, "--lakehouse", str(tmp_path / "nothing"))
-    assert code == 4 and "no lakehouse" in report["error"]
+    assert code == 5 and "no lakehouse" in report["error"]

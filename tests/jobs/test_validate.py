@@ -254,7 +254,7 @@ def test_settings_can_turn_expectations_off(lake: Path, run_job: RunJob, tmp_pat
     [
         (["--version", "1", "--all-retained"], 2),
         (["--version", "-1"], 2),
-        (["--version", "100000"], 4),
+        (["--version", "100000"], 5),
     ],
 )
 def test_bad_options(lake: Path, run_job: RunJob, args: list[str], code: int) -> None:

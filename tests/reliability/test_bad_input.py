@@ -159,8 +159,8 @@ BAD_NAMES = ["bad name", "tab\tname", "ctl\x01", "del\x7f", "", "x" * 17, "\u00e
 @pytest.mark.parametrize("name", BAD_NAMES, ids=repr)
 def test_cli_invalid_names(lake: Path, name: str) -> None:
     with unchanged(lake, Path.cwd()):
-        for argv in (["namespace", "create", name], ["table", "create", "ns", name],
-                     ["table", "create", name, "t2"], ["namespace", "show", name]):
+        for argv in (["namespace", "create", name], ["table", "create", "ns", name, "--column", "1:id:INT8"],
+                     ["table", "create", name, "t2", "--column", "1:id:INT8"], ["namespace", "show", name]):
             code, _out, err = _cli("--lakehouse", str(lake), *argv)
             assert code == 2, (argv, code, err)
             _one_line(err)
@@ -174,7 +174,7 @@ BAD_URIS = ["s3://b/../x", "s3://", "s3:///no-bucket", "file://relative/path", "
 def test_cli_invalid_uris(lake: Path, uri: str) -> None:
     with unchanged(lake, Path.cwd()):
         for argv in (["--lakehouse", uri, "namespace", "list"], ["--lakehouse", uri, "fsck"],
-                     ["--lakehouse", uri, "table", "create", "ns", "t9"], ["init", uri]):
+                     ["--lakehouse", uri, "table", "create", "ns", "t9", "--column", "1:id:INT8"], ["init", uri]):
             code, _out, err = _cli(*argv)
             assert code == 2, (argv, code, err)
             _one_line(err)
@@ -188,10 +188,10 @@ def test_cli_missing_lakehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     uri = {"empty-dir": str(empty), "no-dir": str(tmp_path / "nothing" / "here"),
            "memory": f"memory://missing/{uuid.uuid4()}"}[where]
     with unchanged(tmp_path):
-        for argv in (["namespace", "list"], ["versions"], ["fsck", "--deep"], ["table", "create", "ns", "t"],
+        for argv in (["namespace", "list"], ["versions"], ["fsck", "--deep"], ["table", "create", "ns", "t", "--column", "1:id:INT8"],
                      ["get", "--namespace", "ns"], ["tree"], ["rollback", "--to-version", "0"]):
             code, _out, err = _cli("--lakehouse", uri, *argv)
-            assert code == 4, (argv, code, err)
+            assert code == 5, (argv, code, err)
             _one_line(err)
             assert "NotFoundError" in err, err
 
@@ -219,7 +219,7 @@ def test_cli_foreign_files_are_left_alone(lake: Path) -> None:
             assert err.strip() == "", err
     # A write works too, and leaves every foreign file as it was.
     foreign_before = {rel: (lake / rel).read_bytes() for rel in FOREIGN}
-    code, _out, err = _cli("--lakehouse", str(lake), "table", "create", "ns", "t2")
+    code, _out, err = _cli("--lakehouse", str(lake), "table", "create", "ns", "t2", "--column", "1:id:INT8")
     assert code == 0, err
     assert {rel: (lake / rel).read_bytes() for rel in FOREIGN} == foreign_before
     code, _out, err = _cli("--lakehouse", str(lake), "fsck", "--deep", "--all")
@@ -232,7 +232,7 @@ def test_cli_as_a_real_process(lake: Path, tmp_path: Path) -> None:
     cases = [
         (["--lakehouse", str(lake), "namespace", "create", "bad name"], 2, "InvalidNameError"),
         (["--lakehouse", "s3://b/../x", "namespace", "list"], 2, "InvalidLocationError"),
-        (["--lakehouse", str(tmp_path / "nothing"), "versions"], 4, "NotFoundError"),
+        (["--lakehouse", str(tmp_path / "nothing"), "versions"], 5, "NotFoundError"),
         (["--lakehouse", str(future), "namespace", "list"], 2, "UnsupportedFormatVersionError"),
     ]
     with unchanged(lake, future, Path.cwd()):
@@ -295,7 +295,7 @@ def test_jobs_invalid_uris_and_missing_lakehouses(
     empty = tmp_path / "empty"
     empty.mkdir()
     cases: list[tuple[str, int]] = [(uri, 2) for uri in ("s3://b/../x", "s3://", "a/../b", "file://rel/x")]
-    cases += [(str(empty), 4), (str(tmp_path / "nothing"), 4)]
+    cases += [(str(empty), 5), (str(tmp_path / "nothing"), 5)]
     with unchanged(lake, empty, Path.cwd()):
         for uri, expected in cases:
             code, err = _run_job(spark, capsys, name, ["--lakehouse", uri, *_job_args(name, tmp_path)])

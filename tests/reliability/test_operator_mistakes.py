@@ -1,0 +1,463 @@
+"""Operator mistakes, done the way an operator does them: the CLI, the demo and spark-submit.sh
+in real subprocesses, each checked for its one line on stderr, its documented exit code, and a
+listing of the folder before and after (nothing lost, nothing half-written).
+
+The cases are the new-user trial's findings: the demo and a folder of one's own, a truncated
+root file, jobs with nothing to do, exit codes and signals, unchecked input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakecore.errors import ExitCode
+from lakecore.lakehouse import Lakehouse
+from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
+from lakecore.storage import Storage
+
+REPO = Path(__file__).resolve().parents[2]
+SPARK_SUBMIT = REPO / "spark-submit.sh"
+COLUMN = ["--column", "1:id:INT8"]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def cli(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``lakecore ARGV`` as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "lakecore.cli", *argv], capture_output=True, text=True,
+                          env=_env(), cwd=cwd, timeout=120)
+
+
+def one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def listing(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` with its bytes."""
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def s3_listing(storage: Storage) -> dict[str, bytes]:
+    return {info.path: storage.read(info.path) for info in storage.list()}
+
+
+def make_lake(path: str, options: dict[str, Any] | None = None) -> Lakehouse:
+    """Versions 0..5: empty, namespaces a and b, table a.t, namespace c, then table b.u."""
+    lh = Lakehouse.create(path, name="trial", storage_options=options)
+    for step in ("a", "b", "t", "c", "u"):
+        with lh.transaction() as tx:
+            if step == "t":
+                tx.create_table("a", "t", columns=[{"id": 1, "name": "id", "type": "INT8"}])
+            elif step == "u":
+                tx.create_table("b", "u", columns=[{"id": 1, "name": "id", "type": "INT8"}])
+            else:
+                tx.create_namespace(step)
+    return lh
+
+
+# -- 1. the demo and a folder of one's own --------------------------------------------------------
+
+
+def test_demo_refuses_a_folder_it_did_not_make(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    (mine / "sub").mkdir(parents=True)
+    (mine / "notes.txt").write_text("precious")
+    (mine / "sub" / "data.csv").write_text("1,2,3")
+    before = listing(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "lakecore.demo", "--lakehouse", str(mine), "--no-pipeline"],
+                          capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=120)
+    assert proc.returncode == ExitCode.BAD_INPUT, proc.stderr
+    line = one_line(proc)
+    assert str(mine) in line and "did not make" in line and "nothing was touched" in line
+    assert listing(tmp_path) == before
+
+
+def test_demo_refuses_a_lakehouse_it_did_not_make_and_recreates_its_own(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    assert cli("init", str(theirs)).returncode == 0
+    before = listing(theirs)
+    proc = subprocess.run([sys.executable, "-m", "lakecore.demo", "--lakehouse", str(theirs), "--no-pipeline"],
+                          capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=120)
+    assert proc.returncode == ExitCode.BAD_INPUT and "lakecore.demo" in one_line(proc)
+    assert listing(theirs) == before
+
+    ours = tmp_path / "ours"
+    for _ in range(2):  # the second run replaces the first run's lakehouse
+        proc = subprocess.run([sys.executable, "-m", "lakecore.demo", "--lakehouse", str(ours), "--no-pipeline"],
+                              capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+    assert Lakehouse.open(str(ours)).list_namespaces() == ["sales_0", "sales_1", "sales_2", "sales_3"]
+    # An extra file makes the folder someone else's again.
+    (ours / "keep-me.txt").write_text("mine now")
+    before = listing(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "lakecore.demo", "--lakehouse", str(ours), "--remove"],
+                          capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=120)
+    assert proc.returncode == ExitCode.BAD_INPUT and "keep-me.txt" in one_line(proc)
+    assert listing(tmp_path) == before
+
+
+# -- 2. damaged root files lock nobody out -------------------------------------------------------
+
+DAMAGE = {
+    "truncated": lambda data: data[:100],
+    "empty": lambda data: b"",
+    "garbage": lambda data: b"\x00garbage\xff" * 20,
+}
+
+
+def _damage(storage: Storage, version: int, how: str) -> None:
+    path = root_node_file_name(version)
+    if how == "missing":
+        storage.delete([path])
+    else:
+        storage.write(path, DAMAGE[how](storage.read(path)))
+
+
+@pytest.fixture(params=["local", "s3"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, list[str], Storage]]:
+    """A lakehouse root, the CLI's storage options for it, and its Storage."""
+    if request.param == "local":
+        uri = str(tmp_path / "lake")
+        yield uri, [], Storage(uri)
+    else:
+        server = request.getfixturevalue("s3_server")
+        uri, options = server.new_root()
+        args = [f"--storage-option=endpoint_url={server.endpoint}", "--storage-option=key=lakecore-test",
+                "--storage-option=secret=lakecore-test"]
+        yield uri, args, Storage(uri, options)
+
+
+def _snapshot(storage: Storage) -> dict[str, bytes]:
+    return s3_listing(storage)
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize(
+    ("damaged", "how"),
+    [([5], "truncated"), ([5], "empty"), ([3, 4, 5], "garbage"), ([3], "truncated"), ([5], "missing")],
+    ids=["newest-truncated", "newest-empty", "newest-three-garbage", "middle-truncated", "newest-missing"],
+)
+def test_damaged_roots_are_listed_and_repaired(
+    where: tuple[str, list[str], Storage], damaged: list[int], how: str
+) -> None:
+    uri, opts, storage = where
+    make_lake(uri, storage.storage_options)
+    expected = {1: ["a"], 2: ["a", "b"], 3: ["a", "b"], 4: ["a", "b", "c"], 5: ["a", "b", "c"]}
+    for version in damaged:
+        _damage(storage, version, how)
+    storage.write(LATEST_HINT_FILE_NAME, b"\xffnot a number")  # the hint is garbage too
+    readable = [v for v in range(6) if v not in damaged]
+    highest = max(readable) if how == "missing" else 5  # a damaged root keeps its number
+
+    before = _snapshot(storage)
+    # The log and the checker show damage instead of failing on it.
+    proc = cli(*opts, "-l", uri, "--json", "versions")
+    assert proc.returncode == 0, proc.stderr
+    states = {entry["version"]: entry["state"] for entry in json.loads(proc.stdout)}
+    if how != "missing":
+        assert all(states[v] == "unreadable" for v in damaged), states
+    assert all(states[v] != "unreadable" for v in readable), states
+    proc = cli(*opts, "-l", uri, "fsck", "--all")
+    if how == "missing":
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    else:
+        assert proc.returncode == ExitCode.VIOLATIONS and "unreadable-root" in proc.stdout, proc.stdout
+    newest_damaged = how != "missing" and 5 in damaged
+    if newest_damaged:
+        for argv in (["namespace", "list"], ["rollback", "--to-version", "1"], ["tree"]):
+            proc = cli(*opts, "-l", uri, *argv)
+            assert proc.returncode == ExitCode.DAMAGED, (argv, proc.stderr)
+            line = one_line(proc)
+            assert root_node_file_name(5) in line and "repair rollback --to-last-valid" in line, line
+    else:  # the latest version reads fine: the catalog works as ever
+        proc = cli(*opts, "-l", uri, "namespace", "list")
+        assert proc.returncode == 0 and proc.stdout.split() == expected[max(readable)], proc.stderr
+    assert _snapshot(storage) == before
+
+    # The plan first: nothing written.
+    proc = cli(*opts, "-l", uri, "repair", "rollback", "--to-last-valid")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    if how == "missing":  # nothing is damaged: the log just ends one version earlier
+        assert "nothing to roll back" in proc.stdout, proc.stdout
+        return
+    assert "would roll forward" in proc.stdout or "would commit version" in proc.stdout, proc.stdout
+    assert _snapshot(storage) == before
+    # Then the repair: a new version above every existing root file, readable or not.
+    proc = cli(*opts, "-l", uri, "--json", "repair", "rollback", "--to-last-valid", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    outcome = json.loads(proc.stdout)
+    last_valid = max(readable)
+    assert outcome["rollback_to"] == last_valid and outcome["new_version"] == highest + 1, outcome
+    for path, data in before.items():  # nothing lost: every file is still there, unchanged
+        if path != LATEST_HINT_FILE_NAME:
+            assert storage.read(path) == data, path
+    lh = Lakehouse.open(uri, storage_options=storage.storage_options)
+    assert lh.version == highest + 1 and lh.list_namespaces() == expected[last_valid]
+    assert lh.versions()[0].rollback_from_version == highest
+    # --to-version works on the repaired lakehouse too, and never reuses a number.
+    proc = cli(*opts, "-l", uri, "repair", "rollback", "--to-version", "1", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    assert Lakehouse.open(uri, storage_options=storage.storage_options).list_namespaces() == ["a"]
+    proc = cli(*opts, "-l", uri, "fsck")
+    assert proc.returncode == 0, proc.stdout
+    # Maintenance is not locked out either: version compaction expires the damaged roots the
+    # repair rolled past (and nothing else: every readable version is young), then gc runs.
+    from lakecore.maintenance.expire import expire_in_process
+    from lakecore.maintenance.gc import gc_in_process
+
+    now = int(time.time() * 1000)
+    result = expire_in_process(storage, now_millis=now)
+    assert result.roots.deleted == sorted(damaged), result.roots
+    assert gc_in_process(storage, now_millis=now, grace_millis=0, dry_run=True) is not None
+    proc = cli(*opts, "-l", uri, "fsck", "--all")
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_repair_through_spark_submit_after_a_truncated_root(tmp_path: Path) -> None:
+    """What the trial ran: `truncate -s 100` on the newest root, then spark-submit.sh repair."""
+    lake = tmp_path / "lake"
+    make_lake(str(lake))
+    os.truncate(lake / root_node_file_name(5), 100)
+    before = listing(lake)
+    env = _env()
+    report = tmp_path / "repair.json"
+    proc = subprocess.run([str(SPARK_SUBMIT), "repair", "--lakehouse", str(lake), "--report", str(report),
+                           "rollback", "--to-last-valid", "--yes"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(report.read_text())
+    assert data["status"] == "ok" and data["new_version"] == 6 and data["details"]["rollback_to"] == 4
+    assert data["details"]["invalid_versions"].keys() == {"5"}
+    after = listing(lake)
+    assert all(after[path] == content for path, content in before.items() if path != LATEST_HINT_FILE_NAME)
+    assert Lakehouse.open(str(lake)).list_namespaces() == ["a", "b", "c"]
+
+
+# -- 3. jobs with nothing to do commit nothing ----------------------------------------------------
+
+
+@pytest.mark.spark
+def test_flush_with_nothing_to_do_commits_nothing(tmp_path: Path, spark: Any) -> None:
+    from jobs.flush import main as flush_main
+
+    lake = tmp_path / "lake"
+    lh = Lakehouse.create(str(lake), name="flushy", order=4, node_file_max_size_bytes=4000,
+                          namespace_name_max_size_bytes=16, table_name_max_size_bytes=16,
+                          file_name_max_size_bytes=100)
+    with lh.transaction() as tx:
+        tx.create_namespace("a")
+    reports = []
+    for argv in (["--mode", "full"], ["--mode", "full"], ["--mode", "threshold", "--fill", "0.9"]):
+        report = tmp_path / f"flush-{len(reports)}.json"
+        code = flush_main(["--lakehouse", str(lake), *argv, "--report", str(report)], spark=spark)
+        assert code == 0
+        reports.append(json.loads(report.read_text()))
+    first, second, third = reports
+    assert first["status"] == "ok" and first["new_version"] == 2
+    for noop in (second, third):
+        assert noop["status"] == "noop" and noop["new_version"] is None, noop
+        assert noop["details"]["noop_reason"] and noop["counts"]["redos"] == 0
+    assert Lakehouse.open(str(lake)).version == 2
+
+
+@pytest.mark.spark
+def test_a_flush_that_lost_the_race_commits_nothing_and_counts_its_redo(tmp_path: Path, spark: Any) -> None:
+    """Two flushes at once: the loser redoes its plan on the winner's version, finds nothing
+    to do, and says so; its report counts the redo."""
+    import jobs.flush as flush_job
+
+    lake = tmp_path / "lake"
+    lh = Lakehouse.create(str(lake), name="race", order=4, node_file_max_size_bytes=4000,
+                          namespace_name_max_size_bytes=16, table_name_max_size_bytes=16,
+                          file_name_max_size_bytes=100)
+    for i in range(12):
+        with lh.transaction() as tx:
+            tx.create_namespace(f"n{i:02d}")
+    base = lh.version
+    real_plan = flush_job.plan_flush
+    raced: list[int] = []
+
+    def plan_then_lose_the_race(*args: Any, **kwargs: Any) -> Any:
+        run = real_plan(*args, **kwargs)
+        if not raced:  # the other flush commits between this one's plan and its commit
+            raced.append(1)
+            other = tmp_path / "winner.json"
+            assert flush_job.main(["--lakehouse", str(lake), "--report", str(other)], spark=spark) == 0
+        return run
+
+    report_path = tmp_path / "loser.json"
+    flush_job.plan_flush = plan_then_lose_the_race  # type: ignore[assignment]
+    try:
+        code = flush_job.main(["--lakehouse", str(lake), "--report", str(report_path)], spark=spark)
+    finally:
+        flush_job.plan_flush = real_plan  # type: ignore[assignment]
+    report = json.loads(report_path.read_text())
+    assert code == 0 and report["status"] == "noop", report
+    assert report["counts"]["redos"] == 1 and len(report["details"]["redos"]) == 1, report
+    assert Lakehouse.open(str(lake)).version == base + 1  # only the winner's version
+
+
+# -- 4. exit codes, storage options, signals, pipes ------------------------------------------------
+
+
+def test_not_found_and_already_exists_have_their_own_codes(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    assert cli("init", str(lake)).returncode == 0
+    assert cli("-l", str(lake), "namespace", "create", "a").returncode == 0
+    before = listing(lake)
+    for argv, code, words in [
+        (["namespace", "show", "nope"], ExitCode.NOT_FOUND, "does not exist"),
+        (["table", "show", "a", "nope"], ExitCode.NOT_FOUND, "does not exist"),
+        (["get", "--namespace", "nope"], ExitCode.NOT_FOUND, ""),
+        (["namespace", "create", "a"], ExitCode.BAD_INPUT, "already exists"),
+    ]:
+        proc = cli("-l", str(lake), *argv)
+        assert proc.returncode == code, (argv, proc.returncode, proc.stderr)
+        if words:
+            assert words in one_line(proc)
+    assert listing(lake) == before
+
+
+@pytest.mark.s3
+def test_a_mistyped_storage_option_is_refused_before_any_io(tmp_path: Path, s3_server: Any) -> None:
+    uri, _options = s3_server.new_root()
+    client = s3_server.client()
+    before = client.list_objects_v2(Bucket=s3_server.bucket).get("KeyCount", 0)
+    for argv in (["init", uri], ["-l", uri, "namespace", "list"]):
+        proc = cli(f"--storage-option=endpoint={s3_server.endpoint}", *argv)
+        assert proc.returncode == ExitCode.BAD_INPUT, proc.stderr
+        line = one_line(proc)
+        assert "unknown storage option endpoint" in line and "endpoint_url" in line, line
+    assert client.list_objects_v2(Bucket=s3_server.bucket).get("KeyCount", 0) == before
+    # The same typo in a job: exit 2 and the same line, before Spark starts.
+    proc = subprocess.run([str(SPARK_SUBMIT), "validate", "--lakehouse", uri,
+                           f"--storage-option=endpoint={s3_server.endpoint}"],
+                          capture_output=True, text=True, env=_env(), timeout=300)
+    assert proc.returncode == ExitCode.BAD_INPUT and "endpoint_url" in proc.stderr, proc.stderr[-2000:]
+    # AWS_ENDPOINT_URL works instead of the option.
+    env = {**_env(), "AWS_ENDPOINT_URL": s3_server.endpoint, "AWS_ACCESS_KEY_ID": "lakecore-test",
+           "AWS_SECRET_ACCESS_KEY": "lakecore-test"}
+    proc = subprocess.run([sys.executable, "-m", "lakecore.cli", "init", uri], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_closed_pipe_ends_the_cli_quietly(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    assert cli("init", str(lake)).returncode == 0
+    with Lakehouse.open(str(lake)).transaction() as tx:
+        for i in range(3000):
+            tx.create_namespace(f"ns{i:05d}")
+    shell = (f"{sys.executable} -m lakecore.cli -l {lake} namespace list | head -1; "
+             "echo \"status=${PIPESTATUS[0]}\"")
+    proc = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, env=_env(), timeout=120)
+    assert proc.stdout.splitlines() == ["ns00000", "status=0"], proc.stdout
+    assert proc.stderr == "", proc.stderr
+
+
+def _descendants(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    children = [int(p) for p in out.split()]
+    return children + [g for c in children for g in _descendants(c)]
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """True once the process has a SIGTERM handler: the job's signal handling is in place."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    if b"python" not in cmdline:
+        return False
+    caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return bool(caught & (1 << (signal.SIGTERM - 1)))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_stops_a_job_cleanly(tmp_path: Path, sig: signal.Signals) -> None:
+    lake = tmp_path / "lake"
+    lh = make_lake(str(lake))
+    with lh.transaction() as tx:
+        for i in range(400):
+            tx.create_table("a", f"t{i:04d}", columns=[{"id": 1, "name": "id", "type": "INT8"}])
+    before = listing(lake)
+    report = tmp_path / "validate.json"
+    job = subprocess.Popen([str(SPARK_SUBMIT), "validate", "--lakehouse", str(lake), "--deep",
+                            "--report", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=_env(), start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and job.poll() is None:
+        if any(_catches_sigterm(pid) for pid in _descendants(job.pid)):
+            break
+        time.sleep(0.05)
+    assert job.poll() is None, "the job ended before it could be interrupted"
+    if sig == signal.SIGINT:
+        os.killpg(job.pid, sig)  # what Ctrl-C in a terminal does: the whole foreground group
+    else:
+        for pid in _descendants(job.pid):  # what a scheduler's kill does to the driver
+            if _catches_sigterm(pid):
+                os.kill(pid, sig)
+    out, err = job.communicate(timeout=120)
+    assert job.returncode == ExitCode.INTERRUPTED, (job.returncode, err[-3000:])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) <= 2, err  # the job's own line, and at most one from the JVM
+    assert any("interrupted by SIG" in line and "half-committed" in line for line in lines), err
+    data = json.loads(report.read_text())
+    assert data["status"] == "interrupted" and data["exit_code"] == ExitCode.INTERRUPTED, data
+    assert listing(lake) == before
+    del out
+
+
+# -- 5. input that used to be silently ignored ----------------------------------------------------
+
+
+def test_unchecked_input_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    assert cli("init", str(lake)).returncode == 0
+    assert cli("-l", str(lake), "namespace", "create", "a").returncode == 0
+    before = listing(lake)
+    cases = [
+        (["table", "create", "a", "t", *COLUMN, "--version", "3"], "unrecognized arguments: --version"),
+        (["namespace", "show"], "the following arguments are required: namespace"),
+        (["namespace", "create", "b", "--version", "1"], "unrecognized arguments: --version"),
+        (["table", "list", "a", "--column", "1:x:INT8"], "unrecognized arguments"),
+        (["table", "create", "a", "t"], "at least one --column"),
+        (["table", "create", "a", "t", "--column", "1:x:INT8", "--column", "2:x:INT8"], "column name 'x' is used twice"),
+        (["table", "create", "a", "t", "--column", "1:x:INT8", "--column", "1:y:INT8"], "column id 1"),
+        (["table", "create", "a", "t", *COLUMN, "--property", "=v"], "empty key"),
+        (["namespace", "create", "b", "--property", "=v"], "empty key"),
+    ]
+    for argv, words in cases:
+        proc = cli("-l", str(lake), *argv)
+        assert proc.returncode == ExitCode.BAD_INPUT, (argv, proc.stderr)
+        assert words in one_line(proc), (argv, proc.stderr)
+    assert listing(lake) == before
+
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "report.csv").write_text("a,b")
+    before = listing(full)
+    proc = cli("init", str(full))
+    assert proc.returncode == ExitCode.BAD_INPUT
+    assert "already holds other files (report.csv)" in one_line(proc)
+    assert listing(full) == before
