@@ -123,6 +123,7 @@ def _rollback(ctx: JobContext) -> None:
     if args.to_version is None and not args.to_last_valid:
         raise ArgumentError("rollback needs --to-version V or --to-last-valid")
     lh = Lakehouse.open(ctx.storage.root_uri, storage_options=ctx.storage.storage_options)
+    lh.require_writable("roll back")  # before planning a rollback it could not commit
     latest = lh.version
     report.base_version = latest
     if args.to_version is not None:

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from lakecore.defs import LakehouseDef
-from lakecore.errors import LakecoreError
+from lakecore.errors import LakecoreError, ReadOnlyLakehouseError
 from lakecore.locations import FileKind, root_node_file_name
 from lakecore.maintenance.gc import (
     DeleteOutcome,
@@ -133,7 +133,21 @@ def plan_expiry(storage: Storage, now_millis: int) -> ExpiryPlan:
     created = {v: r.info.created_at_millis for v, r in roots.items()}
     pinned_versions = set(pinned.values())
     expired = [v for v in expired_versions(created, latest, lakehouse_def, now_millis) if v not in pinned_versions]
+    _refuse_on_export_copy(storage, lakehouse_def, expired)
     return ExpiryPlan(now_millis, latest, roots, lakehouse_def, expired, pinned)
+
+
+def _refuse_on_export_copy(storage: Storage, lakehouse_def: LakehouseDef, expired: list[int]) -> None:
+    """An exported copy is a read-only snapshot: its versions never expire. (A copy holds only
+    its version 0, the latest, unless commits reached it before copies refused them.)"""
+    from lakecore.lakehouse import read_only_reason
+
+    reason = read_only_reason(lakehouse_def)
+    if reason is not None and expired:
+        raise ReadOnlyLakehouseError(
+            f"cannot expire versions {expired} of {storage.root_uri}: it is {reason}, whose versions are "
+            "kept as exported; nothing was deleted"
+        )
 
 
 def _version_of(path: str) -> int | None:
