@@ -339,9 +339,8 @@ def test_expiry_never_expires_a_copy_s_versions(tmp_path: Path) -> None:
     # What an exported copy's definition says (written the way an old lakecore let commits through).
     lh.update_definition(lambda d: replace(d, properties={"lakecore.export.mode": "full", "lakecore.export.name": "n",
                                                           "lakecore.export.version": "4"}))
-    with pytest.raises(ReadOnlyLakehouseError):
-        with lh.transaction() as tx:
-            tx.create_namespace("more")
+    with pytest.raises(ReadOnlyLakehouseError), lh.transaction() as tx:
+        tx.create_namespace("more")
     before = listing(path)
     with pytest.raises(ReadOnlyLakehouseError, match=r"cannot expire versions \[0, 1\].*nothing was deleted"):
         expire_in_process(Storage(str(path)), now_millis=int(time.time() * 1000) + 30 * DAY_MILLIS)
