@@ -347,3 +347,24 @@ def test_expiry_never_expires_a_copy_s_versions(tmp_path: Path) -> None:
     assert listing(path) == before
     # With nothing to expire it runs as on any lakehouse.
     assert expire_in_process(Storage(str(path)), now_millis=int(time.time() * 1000)).plan.expired == []
+
+
+def test_a_dropped_export_pins_while_a_retained_definition_still_names_it(lake: Path) -> None:
+    """With minimum_versions_to_keep 3 the two versions before the drop stay, and their
+    definitions still name the export: it pins until they expire too."""
+    from lakecore.maintenance.expire import plan_expiry
+
+    lh = Lakehouse.open(str(lake))
+    lh.update_settings(minimum_versions_to_keep=3)  # 8
+    lh.export_snapshot("snap", version=5)  # 9
+    with lh.transaction() as tx:  # 10
+        tx.drop_table("ns", "t00")
+    lh.drop_export("snap")  # 11: retained with 9 and 10, which name the export
+    future = int(time.time() * 1000) + 30 * DAY_MILLIS
+    plan = plan_expiry(Storage(str(lake)), future)
+    assert plan.pinned == {"snap": 5} and 5 not in plan.expired and plan.retained == [5, 9, 10, 11]
+    for i in (1, 2):  # two more versions push 9 and 10 out of the newest three
+        with lh.transaction() as tx:
+            tx.drop_table("ns", f"t{i:02d}")
+    plan = plan_expiry(Storage(str(lake)), future)
+    assert plan.pinned == {} and 5 in plan.expired and plan.retained == [11, 12, 13]
