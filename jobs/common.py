@@ -70,15 +70,10 @@ def load_settings(env: str) -> dict[str, Any]:
 
 
 def parse_duration_seconds(text: str) -> float:
-    """``90s``, ``15m``, ``6h``, ``3d`` or plain seconds."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    text = text.strip().lower()
-    try:
-        if text and text[-1] in units:
-            return float(text[:-1]) * units[text[-1]]
-        return float(text)
-    except ValueError:
-        raise ArgumentError(f"duration {text!r} is not a number with an optional s/m/h/d unit") from None
+    """``90s``, ``15m``, ``6h``, ``3d``, ``250ms`` or plain seconds (``lakecore.durations``)."""
+    from lakecore.durations import parse_duration_millis
+
+    return parse_duration_millis(text, what="duration", plain_unit="s") / 1000
 
 
 def parse_time_millis(text: str) -> int:

@@ -40,7 +40,7 @@ from lakecore.errors import (
     TreeStructureError,
 )
 from lakecore.export import CopyFiles, copy_snapshot
-from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse import Lakehouse, with_export_recorded
 from lakecore.locations import is_full_uri, root_node_file_name
 from lakecore.maintenance.partition import SubtreeTask, cut_tree
 from lakecore.maintenance.reachable import Reachable
@@ -70,6 +70,7 @@ def _parser() -> Any:
 
 def _check_name(lh: Lakehouse, name: str) -> None:
     """The checks ``Lakehouse.export_snapshot`` makes before writing anything."""
+    lh.require_writable("export a snapshot")  # an exported copy records nothing
     if not name or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in name):
         raise InvalidArgumentError(f"export name {name!r} must be non-empty with no spaces or control characters")
     if name in lh.lakehouse_def.exported_snapshots:
@@ -192,7 +193,7 @@ def _body(ctx: JobContext) -> None:
         if name in current.exported_snapshots:
             raise AlreadyExistsError(f"an export named {name!r} was recorded meanwhile; the copy at "
                                      f"{target.root_uri} is complete but unrecorded")
-        return current.with_changes(exported_snapshots={**current.exported_snapshots, name: root_file})
+        return with_export_recorded(current, name, root_file, "full", target.root_uri)
 
     with ctx.stage("record", "record the export in the source (driver)"):
         report.new_version = lh.update_definition(record)

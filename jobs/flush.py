@@ -78,6 +78,7 @@ def _body(ctx: JobContext) -> None:
     max_redos = args.max_redos if args.max_redos is not None else int(ctx.settings.get("flush_max_redos", 3))
     report = ctx.report
     lh = Lakehouse.open(ctx.storage.root_uri, storage_options=ctx.storage.storage_options)
+    lh.require_writable("flush")  # before executors write new nodes into it
     report.base_version = lh.version
     report.details["mode"] = args.mode
     if args.mode == "threshold":

@@ -93,6 +93,8 @@ def cmd_init(args: argparse.Namespace) -> int:
                      "minimum_versions_to_keep")
         if getattr(args, name) is not None
     }
+    if args.maximum_version_age is not None:
+        fields["maximum_version_age_millis"] = args.maximum_version_age
     lh = Lakehouse.create(args.uri, name=args.name, storage_options=_storage_options(args),
                           properties=dict(args.property or []), **fields)
     d = lh.lakehouse_def
@@ -235,11 +237,142 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+EXPORT_ACTIONS = ("create", "list", "drop")
+
+
+def _export_action(args: argparse.Namespace) -> tuple[str, str | None]:
+    """``export create NAME``, ``export list``, ``export drop NAME``, and the older
+    ``export NAME`` (= create; name an export ``list``, ``drop`` or ``create`` with ``export create``)."""
+    first, second = args.action_or_name, args.name
+    action, name = (first, second) if first in EXPORT_ACTIONS else ("create", first)
+    if first not in EXPORT_ACTIONS and second is not None:
+        raise InvalidArgumentError(
+            f"export {first} {second}: unknown action {first!r}; use export create NAME, export list or export drop NAME"
+        )
+    if action == "list" and name is not None:
+        raise InvalidArgumentError(f"export list takes no NAME (got {name!r}); to drop it use export drop {name}")
+    if action != "list" and name is None:
+        raise InvalidArgumentError(f"export {action} needs the export's NAME")
+    if action != "create":
+        given = [flag for flag, value in (("--mode", args.mode), ("--target", args.target),
+                                          ("--version", args.version)) if value is not None]
+        if given:
+            raise InvalidArgumentError(f"{', '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} to export create, not to export {action}")
+    return action, name
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    action, name = _export_action(args)
     lh = _open(args)
-    version = lh.export_snapshot(args.name, mode=args.mode, target=args.target, version=args.version)
-    _emit(args, f"exported snapshot {args.name!r} ({args.mode}); recorded in version {version}",
-          {"version": version, "name": args.name, "mode": args.mode, "target": args.target})
+    if action == "list":
+        exports = lh.list_exports()
+        lines = [f"{e.name}  version {e.version if e.version is not None else e.root}  {e.mode or '-'}  "
+                 f"{e.target or '-'}" for e in exports]
+        _emit(args, "\n".join(lines) if lines else "(no exports)",
+              {"version": lh.version, "exports": [e.__dict__ for e in exports]})
+        return EXIT_OK
+    assert name is not None
+    if action == "drop":
+        pinned = {e.name: e.version for e in lh.list_exports()}.get(name)
+        version = lh.drop_export(name)
+        _emit(args, f"dropped export {name!r} in version {version}; version {pinned} is no longer pinned by it "
+              "(version expiry and gc may now collect it)",
+              {"version": version, "name": name, "action": "drop", "unpinned_version": pinned})
+        return EXIT_OK
+    mode = args.mode or "minimal"
+    version = lh.export_snapshot(name, mode=mode, target=args.target, version=args.version)
+    _emit(args, f"exported snapshot {name!r} ({mode}); recorded in version {version}",
+          {"version": version, "name": name, "mode": mode, "target": args.target})
+    return EXIT_OK
+
+
+# -- settings ------------------------------------------------------------------------------------
+
+
+def _duration_millis(what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        from lakecore.durations import parse_duration_millis
+
+        try:
+            return parse_duration_millis(text, what=what)
+        except InvalidArgumentError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+def _version_duration(text: str) -> tuple[int, int]:
+    """``V=DURATION``, e.g. ``12=30d``."""
+    version, sep, duration = text.partition("=")
+    if not sep or not version.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not VERSION=DURATION, e.g. 12=30d")
+    return int(version), _duration_millis(f"the age override of version {version.strip()}")(duration)
+
+
+def _version_number(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a version number")
+    return int(text)
+
+
+def _settings_data(lh: Any) -> dict[str, Any]:
+    d = lh.lakehouse_def
+    return {
+        "version": lh.version,
+        "name": d.name,
+        "maximum_version_age_millis": d.maximum_version_age_millis,
+        "minimum_versions_to_keep": d.minimum_versions_to_keep,
+        "maximum_version_age_millis_overrides": {str(k): v for k, v in sorted(d.maximum_version_age_millis_overrides.items())},
+        "properties": dict(sorted(d.properties.items())),
+        "read_only": lh.read_only_reason,
+    }
+
+
+def _settings_text(data: dict[str, Any]) -> str:
+    from lakecore.durations import format_duration_millis
+
+    lines = [f"lakehouse {data['name']!r} at version {data['version']}",
+             f"  maximum version age     {format_duration_millis(data['maximum_version_age_millis'])}",
+             f"  minimum versions kept   {data['minimum_versions_to_keep']}"]
+    for version, age in data["maximum_version_age_millis_overrides"].items():
+        lines.append(f"  age override            version {version}: {format_duration_millis(age)}")
+    for key, value in data["properties"].items():
+        lines.append(f"  property                {key} = {value}")
+    if data["read_only"]:
+        lines.append(f"  read-only: {data['read_only']}")
+    return "\n".join(lines)
+
+
+def cmd_settings(args: argparse.Namespace) -> int:
+    lh = _open(args)
+    if args.action == "show":
+        data = _settings_data(lh)
+        _emit(args, _settings_text(data), data)
+        return EXIT_OK
+    age = args.maximum_version_age if args.maximum_version_age is not None else args.maximum_version_age_millis
+    if (age is None and args.minimum_versions_to_keep is None and not args.version_age_override
+            and not args.unset_version_age_override and not args.property and not args.unset_property):
+        raise InvalidArgumentError(
+            "settings set needs at least one change: --maximum-version-age, --minimum-versions-to-keep, "
+            "--version-age-override, --unset-version-age-override, --property or --unset-property"
+        )
+    overrides = dict(args.version_age_override or [])
+    if len(overrides) != len(args.version_age_override or []):
+        raise InvalidArgumentError("--version-age-override names the same version twice")
+    change = lh.update_settings(
+        maximum_version_age_millis=age,
+        minimum_versions_to_keep=args.minimum_versions_to_keep,
+        set_version_age_overrides=overrides,
+        unset_version_age_overrides=args.unset_version_age_override or [],
+        set_properties=dict(args.property or []),
+        unset_properties=args.unset_property or [],
+    )
+    data = {**_settings_data(lh), "committed": change.committed}
+    if change.committed:
+        head = f"settings changed in version {change.version}"
+    else:
+        head = f"settings unchanged: they already hold; nothing committed (version {change.version})"
+    _emit(args, head + "\n" + _settings_text(data), data)
     return EXIT_OK
 
 
@@ -328,8 +461,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("uri")
     p.add_argument("--name", default="lakehouse")
     for name in ("order", "namespace_name_max_size_bytes", "table_name_max_size_bytes", "file_name_max_size_bytes",
-                 "node_file_max_size_bytes", "maximum_version_age_millis", "minimum_versions_to_keep"):
+                 "node_file_max_size_bytes", "minimum_versions_to_keep"):
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=int)
+    _add_age_options(p)
     p.add_argument("--property", action="append", type=_kv, metavar="KEY=VALUE")
     p.set_defaults(func=cmd_init)
 
@@ -389,9 +523,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--to-version", type=int, required=True)
     p.set_defaults(func=cmd_rollback)
 
-    p = sub.add_parser("export", help="export a snapshot")
-    p.add_argument("name")
-    p.add_argument("--mode", choices=["minimal", "partial", "full"], default="minimal")
+    p = sub.add_parser(
+        "export", help="export a snapshot; list or drop exports",
+        usage="lakecore export [create] NAME [--mode M] [--target URI] [--version V] | export list | export drop NAME",
+        description="export create NAME (or just export NAME) records an export of a version, which pins it, "
+        "and with --target makes a read-only copy there; export list shows the exports; export drop NAME "
+        "removes one, so that version expiry and gc may collect what it pinned. An export named create, "
+        "list or drop needs the create form.",
+    )
+    p.add_argument("action_or_name", metavar="create|list|drop|NAME")
+    p.add_argument("name", nargs="?", metavar="NAME")
+    p.add_argument("--mode", choices=["minimal", "partial", "full"], default=None, help="create: default minimal")
     p.add_argument("--target")
     p.add_argument("--version", type=int)
     p.set_defaults(func=cmd_export)
@@ -416,8 +558,35 @@ def build_parser() -> argparse.ArgumentParser:
     a.set_defaults(to_version=None, to_last_valid=False)
     p.set_defaults(func=cmd_repair, to_version=None, to_last_valid=False)
 
+    _add_settings_command(sub)
     _add_extra_commands(sub)
     return parser
+
+
+def _add_age_options(p: argparse.ArgumentParser) -> None:
+    """``--maximum-version-age DURATION`` and its plain-milliseconds twin (init and settings set)."""
+    ages = p.add_mutually_exclusive_group()
+    ages.add_argument("--maximum-version-age", dest="maximum_version_age", metavar="DURATION",
+                      type=_duration_millis("--maximum-version-age"),
+                      help="how long versions are retained, e.g. 7d, 12h, 90m, 30s, 250ms")
+    ages.add_argument("--maximum-version-age-millis", dest="maximum_version_age_millis", type=int, metavar="MILLIS",
+                      help="the same in milliseconds")
+
+
+def _add_settings_command(sub: Any) -> None:
+    p = sub.add_parser("settings", help="show or change the retention settings and properties")
+    actions = p.add_subparsers(dest="action", required=True)
+    actions.add_parser("show", help="the settings in force at the latest version")
+    s = actions.add_parser("set", help="change settings (validated as at init); a no-op commits nothing")
+    _add_age_options(s)
+    s.add_argument("--minimum-versions-to-keep", type=int, metavar="N")
+    s.add_argument("--version-age-override", action="append", type=_version_duration, metavar="V=DURATION",
+                   help="retain version V for DURATION instead (repeatable)")
+    s.add_argument("--unset-version-age-override", action="append", type=_version_number, metavar="V",
+                   help="remove version V's override (repeatable)")
+    s.add_argument("--property", action="append", type=_kv, metavar="KEY=VALUE", help="set a property (repeatable)")
+    s.add_argument("--unset-property", action="append", metavar="KEY", help="remove a property (repeatable)")
+    p.set_defaults(func=cmd_settings)
 
 
 def _add_extra_commands(sub: Any) -> None:

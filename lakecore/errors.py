@@ -92,6 +92,11 @@ class InvalidLakehouseDefError(InvalidArgumentError):
     """A lakehouse definition breaks a rule of the format (for example the node-size rule)."""
 
 
+class ReadOnlyLakehouseError(InvalidArgumentError):
+    """A change was asked of a lakehouse that must not change: an exported copy
+    (``lakecore export --target``) is a read-only snapshot of its source."""
+
+
 class UnsupportedFormatVersionError(LakecoreError):
     """A file names a format major version this reader does not understand."""
 

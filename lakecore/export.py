@@ -7,13 +7,16 @@ Modes (TrinityLake's transaction spec: an export may stop replicating at any lev
     full      every reachable node and definition file; nothing points back
 
 The copy is written as version 0 of the target, with a lakehouse definition that records the
-source root (``lakecore.export.source_root``), the mode, the export name and the version, so
-that readers of the copy may follow pointers into the source and nowhere else. A relative
+source (``lakecore.export.source``), the mode, the export name and the version, and, for
+minimal and partial copies, the root readers of the copy may follow pointers into and nowhere
+else (``lakecore.export.source_root``). The copy is a read-only snapshot: a lakehouse whose
+definition carries ``lakecore.export.mode`` refuses every commit (``Lakehouse.commit_plan``). A relative
 location is always relative to the lakehouse the file holding it lives in, which is why copied
 nodes that keep pointing at the source have those pointers made absolute.
 
-The caller (``Lakehouse.export_snapshot``) then records the export in the source's definition,
-which pins the exported version against expiry.
+The caller (``Lakehouse.export_snapshot``) then records the export in the source's definition
+(``exported_snapshots[name]``, plus ``lakecore.exports.<name>.mode`` and ``.target``), which
+pins the exported version against expiry until ``Lakehouse.drop_export`` removes the record.
 """
 
 from __future__ import annotations
@@ -65,7 +68,11 @@ def copy_snapshot(
 ) -> Storage:
     from lakecore.lakehouse import (
         EXPORT_MODE_PROPERTY,
+        EXPORT_NAME_PROPERTY,
+        EXPORT_ORIGIN_PROPERTY,
         EXPORT_SOURCE_PROPERTY,
+        EXPORT_VERSION_PROPERTY,
+        EXPORTS_PROPERTY_PREFIX,
         _has_lakehouse,
         read_lakehouse_def,
     )
@@ -77,9 +84,10 @@ def copy_snapshot(
     if _has_lakehouse(target_storage):
         raise AlreadyExistsError(f"a lakehouse already exists at the export target {target_storage.root_uri}")
     source_def = read_lakehouse_def(source, exported.lakehouse_def_path)
-    properties = dict(source_def.properties)
-    properties.update({EXPORT_MODE_PROPERTY: mode, "lakecore.export.name": name,
-                       "lakecore.export.version": str(exported.version)})
+    # The source's own export records describe the source's exports, not the copy's.
+    properties = {k: v for k, v in source_def.properties.items() if not k.startswith(EXPORTS_PROPERTY_PREFIX)}
+    properties.update({EXPORT_MODE_PROPERTY: mode, EXPORT_NAME_PROPERTY: name,
+                       EXPORT_VERSION_PROPERTY: str(exported.version), EXPORT_ORIGIN_PROPERTY: source.root_uri})
     if mode != "full":
         properties[EXPORT_SOURCE_PROPERTY] = source.root_uri
     target_def = source_def.with_changes(properties=properties, exported_snapshots={},

@@ -46,6 +46,7 @@ from lakecore.errors import (
     LakecoreError,
     NamespaceNotEmptyError,
     NotFoundError,
+    ReadOnlyLakehouseError,
     UnsupportedFormatVersionError,
 )
 from lakecore.locations import (
@@ -80,8 +81,19 @@ _LOG = logging.getLogger(__name__)
 
 Isolation = Literal["snapshot", "serializable"]
 ExportMode = Literal["minimal", "partial", "full"]
+# In an exported copy's definition (``lakecore.export``). ``source_root`` is the one root a
+# minimal or partial copy may read through to; ``source`` (every mode) only says where the copy
+# came from. ``mode`` marks a definition as an exported copy's: such a lakehouse is read-only.
 EXPORT_SOURCE_PROPERTY = "lakecore.export.source_root"
 EXPORT_MODE_PROPERTY = "lakecore.export.mode"
+EXPORT_NAME_PROPERTY = "lakecore.export.name"
+EXPORT_VERSION_PROPERTY = "lakecore.export.version"
+EXPORT_ORIGIN_PROPERTY = "lakecore.export.source"
+# In a source's definition: what an export recorded besides its root (mode, target), per export
+# name: ``lakecore.exports.<name>.mode`` and ``lakecore.exports.<name>.target``.
+EXPORTS_PROPERTY_PREFIX = "lakecore.exports."
+# Property keys lakecore writes itself; `init --property` and `settings set` refuse them.
+RESERVED_PROPERTY_PREFIXES = ("lakecore.export.", EXPORTS_PROPERTY_PREFIX)
 _ABSENT = object()
 
 
@@ -232,6 +244,101 @@ def open_version(uri: str, version: int, *, storage_options: Mapping[str, Any] |
     return LakehouseView(storage, root, lakehouse_def, _store_for(storage, lakehouse_def))
 
 
+@dataclass(frozen=True)
+class ExportInfo:
+    """One entry of ``exported_snapshots``: the export's name, the root it pins (as recorded)
+    and that root's version (None if the location is not a root of this lakehouse), and the
+    mode and target when the export recorded them (exports made before lakecore recorded them
+    show None)."""
+
+    name: str
+    root: str
+    version: int | None
+    mode: str | None
+    target: str | None
+
+
+def export_infos(lakehouse_def: LakehouseDef) -> list[ExportInfo]:
+    """The exports a definition records, sorted by name."""
+    from lakecore.locations import version_from_root_node_file_name
+
+    out = []
+    for name, location in sorted(lakehouse_def.exported_snapshots.items()):
+        file_name = location.rsplit("/", 1)[-1]
+        version = (version_from_root_node_file_name(file_name)
+                   if "://" not in location and is_root_node_file_name(file_name) else None)
+        props = lakehouse_def.properties
+        out.append(ExportInfo(name, location, version, props.get(f"{EXPORTS_PROPERTY_PREFIX}{name}.mode"),
+                              props.get(f"{EXPORTS_PROPERTY_PREFIX}{name}.target")))
+    return out
+
+
+def check_export_name_free(current: LakehouseDef, name: str) -> None:
+    if name in current.exported_snapshots:
+        raise AlreadyExistsError(
+            f"an export named {name!r} already exists (of {current.exported_snapshots[name]}); choose another "
+            "name, or drop it first with `lakecore export drop`"
+        )
+
+
+def with_export_recorded(current: LakehouseDef, name: str, root_file: str, mode: str,
+                         target: str | None) -> LakehouseDef:
+    """``current`` with export ``name`` pinning ``root_file``; AlreadyExistsError if the name is
+    taken (by an export recorded meanwhile, say). The export path of the library and the job."""
+    check_export_name_free(current, name)
+    properties = dict(current.properties)
+    properties[f"{EXPORTS_PROPERTY_PREFIX}{name}.mode"] = mode
+    if target is not None:
+        properties[f"{EXPORTS_PROPERTY_PREFIX}{name}.target"] = target
+    return current.with_changes(exported_snapshots={**current.exported_snapshots, name: root_file},
+                                properties=properties)
+
+
+def read_only_reason(lakehouse_def: LakehouseDef) -> str | None:
+    """Why a lakehouse with this definition must not change (it is an exported copy), or None."""
+    props = lakehouse_def.properties
+    mode = props.get(EXPORT_MODE_PROPERTY)
+    if mode is None:
+        return None
+    source = props.get(EXPORT_ORIGIN_PROPERTY) or props.get(EXPORT_SOURCE_PROPERTY)
+    name = props.get(EXPORT_NAME_PROPERTY, "?")
+    version = props.get(EXPORT_VERSION_PROPERTY, "?")
+    of = f"version {version} of {source}" if source else f"version {version} of another lakehouse"
+    return f"a read-only {mode} export {name!r} of {of}"
+
+
+def check_user_properties(keys: Iterable[str]) -> None:
+    """Refuse property keys that lakecore itself writes (export bookkeeping): setting one by
+    hand would turn a lakehouse into a read-only export copy, or fake an export's record."""
+    for key in keys:
+        if not isinstance(key, str):
+            raise InvalidArgumentError(f"lakehouse property keys must be strings; got {key!r}")
+        if key.startswith(RESERVED_PROPERTY_PREFIXES):
+            raise InvalidArgumentError(
+                f"lakehouse property {key!r} is reserved (lakecore writes {' and '.join(p + '*' for p in RESERVED_PROPERTY_PREFIXES)} "
+                "itself); use another key"
+            )
+
+
+@dataclass(frozen=True)
+class SettingsChange:
+    """The outcome of ``Lakehouse.update_settings``: the version in force afterwards, whether a
+    version was committed, and the definitions before and after."""
+
+    version: int
+    committed: bool
+    before: LakehouseDef
+    after: LakehouseDef
+
+
+class _Unchanged(Exception):
+    """A definition change that changes nothing: commit nothing."""
+
+    def __init__(self, base: RootInfo) -> None:
+        super().__init__("unchanged")
+        self.base = base
+
+
 class LakehouseView:
     """A read-only view of one version of a lakehouse."""
 
@@ -263,6 +370,15 @@ class LakehouseView:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.uri!r}, version={self.version})"
+
+    @property
+    def read_only_reason(self) -> str | None:
+        """None, or why this lakehouse accepts no commits (it is an exported copy)."""
+        return read_only_reason(self.lakehouse_def)
+
+    def list_exports(self) -> list[ExportInfo]:
+        """The exports this version's definition records (each pins its version), by name."""
+        return export_infos(self.lakehouse_def)
 
     # -- raw tree access ------------------------------------------------------------------------
 
@@ -372,6 +488,7 @@ class Lakehouse(LakehouseView):
             raise UnsupportedFormatVersionError(
                 f"this lakecore writes format major version 0, not {definition['major_version']}"
             )
+        check_user_properties(dict(properties or {}))
         lakehouse_def = LakehouseDef(name=name, properties=dict(properties or {}), **definition).validate()
         storage = Storage(uri, storage_options)
         if _has_lakehouse(storage):
@@ -463,7 +580,11 @@ class Lakehouse(LakehouseView):
         Once the root has landed nothing may raise: the commit is acknowledged even when the new
         lakehouse definition cannot be read back (a caller that saw an error would retry and
         commit twice). In that rare case this object stays at its old version, and its next
-        commit moves past the new one like any concurrent commit."""
+        commit moves past the new one like any concurrent commit.
+
+        Every commit goes through here (transactions, rollback, definition changes, exports'
+        records, the maintenance jobs), so this is where an exported copy refuses them."""
+        self.require_writable("commit a new version")
         outcome = commit(self.storage, self.lakehouse_def.order, self.root_info, plan, still_valid,
                          policy or self.commit_policy)
         self.last_commit = outcome
@@ -471,6 +592,16 @@ class Lakehouse(LakehouseView):
         if lakehouse_def is not None:
             self._install(outcome.root, lakehouse_def)
         return outcome
+
+    def require_writable(self, action: str) -> None:
+        """ReadOnlyLakehouseError if this lakehouse is an exported copy. ``commit_plan`` calls it
+        for every commit; a job that writes files before it commits calls it first."""
+        reason = self.read_only_reason
+        if reason is not None:
+            raise ReadOnlyLakehouseError(
+                f"cannot {action} in {self.uri}: it is {reason}; make changes in the source lakehouse "
+                "(and export again), and read this copy as it is"
+            )
 
     def _definition_of_landed_root(self, root: RootInfo) -> LakehouseDef | None:
         if root.lakehouse_def_path == self.root_info.lakehouse_def_path:
@@ -485,6 +616,7 @@ class Lakehouse(LakehouseView):
 
     def rollback(self, to_version: int) -> int:
         """Roll forward to the content of ``to_version``; returns the new version."""
+        self.require_writable("roll back")
         target = read_version(self.storage, to_version, self.lakehouse_def.order)
         base_version = self.version
 
@@ -498,7 +630,15 @@ class Lakehouse(LakehouseView):
         return self.commit_plan(plan, still_valid, policy=CommitPolicy(max_retries=0)).version
 
     def update_definition(self, change: Callable[[LakehouseDef], LakehouseDef]) -> int:
-        """Commit a new lakehouse definition (same tree content); returns the new version."""
+        """Commit a new lakehouse definition (same tree content); returns the new version.
+
+        ``change`` is applied to the latest definition at each commit attempt (so a concurrent
+        definition change is never lost). When it changes nothing, nothing is committed and the
+        version it was applied to is returned."""
+        return self._update_definition(change)[0]
+
+    def _update_definition(self, change: Callable[[LakehouseDef], LakehouseDef]) -> tuple[int, bool]:
+        """``update_definition``, and whether it committed."""
 
         def plan(base: RootInfo) -> RootPlan:
             current = read_lakehouse_def(self.storage, base.lakehouse_def_path)
@@ -507,11 +647,96 @@ class Lakehouse(LakehouseView):
                 current.order, current.namespace_name_max_size_bytes, current.table_name_max_size_bytes
             ):
                 raise InvalidArgumentError("the order and the name limits of a lakehouse cannot change")
+            if new_def == current:
+                raise _Unchanged(base)
             path = new_lakehouse_def_path()
             self.storage.write(path, new_def.to_bytes())
             return RootPlan(Node(base.node.keys, base.node.values, base.node.children, base.node.buffer), path)
 
-        return self.commit_plan(plan, lambda latest: None).version
+        try:
+            return self.commit_plan(plan, lambda latest: None).version, True
+        except _Unchanged as unchanged:
+            if unchanged.base.version != self.version:
+                self.refresh()
+            return unchanged.base.version, False
+
+    def update_settings(
+        self,
+        *,
+        maximum_version_age_millis: int | None = None,
+        minimum_versions_to_keep: int | None = None,
+        set_version_age_overrides: Mapping[int, int] | None = None,
+        unset_version_age_overrides: Iterable[int] = (),
+        set_properties: Mapping[str, str] | None = None,
+        unset_properties: Iterable[str] = (),
+    ) -> SettingsChange:
+        """Change the retention settings and properties after ``create``, validated as there
+        (``LakehouseDef.validate`` and the reserved property keys). Unsetting an override or a
+        property that is not set is an error (NotFoundError), so a typo does not pass as done.
+        A change that changes nothing commits nothing (``committed`` is False)."""
+        set_overrides = dict(set_version_age_overrides or {})
+        unset_overrides = list(unset_version_age_overrides)
+        props = dict(set_properties or {})
+        unset_props = list(unset_properties)
+        check_user_properties([*props, *unset_props])
+        for key, value in props.items():
+            if not isinstance(value, str):
+                raise InvalidArgumentError(f"lakehouse property {key!r} must have a string value; got {value!r}")
+        both = sorted(set(set_overrides) & set(unset_overrides))
+        if both:
+            raise InvalidArgumentError(f"version {both[0]}'s age override is both set and unset; choose one")
+        both_props = sorted(set(props) & set(unset_props))
+        if both_props:
+            raise InvalidArgumentError(f"property {both_props[0]!r} is both set and unset; choose one")
+        seen: dict[str, LakehouseDef] = {}
+
+        def change(current: LakehouseDef) -> LakehouseDef:
+            overrides = dict(current.maximum_version_age_millis_overrides)
+            for version in unset_overrides:
+                if version not in overrides:
+                    raise NotFoundError(
+                        f"version {version} has no maximum-version-age override to unset (overridden: "
+                        f"{', '.join(map(str, sorted(overrides))) or 'none'})"
+                    )
+                del overrides[version]
+            overrides.update(set_overrides)
+            properties = dict(current.properties)
+            for key in unset_props:
+                if key not in properties:
+                    raise NotFoundError(f"lakehouse property {key!r} is not set, so it cannot be unset")
+                del properties[key]
+            properties.update(props)
+            changes: dict[str, Any] = {"maximum_version_age_millis_overrides": overrides, "properties": properties}
+            if maximum_version_age_millis is not None:
+                changes["maximum_version_age_millis"] = maximum_version_age_millis
+            if minimum_versions_to_keep is not None:
+                changes["minimum_versions_to_keep"] = minimum_versions_to_keep
+            new_def = current.with_changes(**changes)
+            seen["before"], seen["after"] = current, new_def
+            return new_def
+
+        version, committed = self._update_definition(change)
+        return SettingsChange(version, committed, seen["before"], seen["after"])
+
+    def drop_export(self, name: str) -> int:
+        """Commit a definition without export ``name``; returns the new version. The version it
+        pinned is then retained by the usual rules only, so the next version expiry and gc may
+        collect it. NotFoundError if there is no such export (in the latest definition)."""
+
+        def change(current: LakehouseDef) -> LakehouseDef:
+            if name not in current.exported_snapshots:
+                known = ", ".join(repr(n) for n in sorted(current.exported_snapshots)) or "none"
+                raise NotFoundError(
+                    f"there is no export named {name!r} in {self.uri} (exports: {known}); "
+                    "see `lakecore export list`"
+                )
+            snapshots = {k: v for k, v in current.exported_snapshots.items() if k != name}
+            properties = {k: v for k, v in current.properties.items()
+                          if k not in (f"{EXPORTS_PROPERTY_PREFIX}{name}.mode", f"{EXPORTS_PROPERTY_PREFIX}{name}.target")}
+            return current.with_changes(exported_snapshots=snapshots, properties=properties)
+
+        self.require_writable(f"drop export {name!r}")
+        return self.update_definition(change)
 
     def export_snapshot(
         self,
@@ -530,25 +755,18 @@ class Lakehouse(LakehouseView):
         ``full`` every node and definition file; what is not copied is referenced by full URI."""
         from lakecore.export import copy_snapshot
 
+        self.require_writable("export a snapshot")  # before the copy: it records in a commit
         if mode not in ("minimal", "partial", "full"):
             raise InvalidArgumentError(f"export mode {mode!r} must be minimal, partial or full")
         if not name or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in name):
             raise InvalidArgumentError(f"export name {name!r} must be non-empty with no spaces or control characters")
-        if name in self.lakehouse_def.exported_snapshots:
-            raise AlreadyExistsError(f"an export named {name!r} already exists")
+        check_export_name_free(self.lakehouse_def, name)
         exported = self.root_info if version is None else read_version(self.storage, version, self.lakehouse_def.order)
+        target_uri = None
         if target is not None:
-            copy_snapshot(self, exported, mode, target, target_storage_options, name)
+            target_uri = copy_snapshot(self, exported, mode, target, target_storage_options, name).root_uri
         root_file = root_node_file_name(exported.version)
-
-        def record(current: LakehouseDef) -> LakehouseDef:
-            if name in current.exported_snapshots:
-                raise AlreadyExistsError(f"an export named {name!r} already exists")
-            snapshots = dict(current.exported_snapshots)
-            snapshots[name] = root_file
-            return current.with_changes(exported_snapshots=snapshots)
-
-        return self.update_definition(record)
+        return self.update_definition(lambda current: with_export_recorded(current, name, root_file, mode, target_uri))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -892,8 +1110,10 @@ def _read_root_and_def(storage: Storage, version: int | None) -> tuple[RootInfo,
 
 
 __all__ = [
+    "ExportInfo",
     "Lakehouse",
     "LakehouseView",
+    "SettingsChange",
     "Transaction",
     "VersionInfo",
     "list_versions",

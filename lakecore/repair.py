@@ -38,11 +38,18 @@ from lakecore.errors import (
     ExitCode,
     InvalidArgumentError,
     NotFoundError,
+    ReadOnlyLakehouseError,
     StorageError,
     TreeStructureError,
 )
 from lakecore.fsck import check_version
-from lakecore.lakehouse import LakehouseView, list_versions, open_version
+from lakecore.lakehouse import (
+    LakehouseView,
+    list_versions,
+    open_version,
+    read_lakehouse_def,
+    read_only_reason,
+)
 from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
 from lakecore.node import Node
 from lakecore.storage import Storage
@@ -188,6 +195,11 @@ def rollback(
     outcome.rollback_to = target.version
     definition = readable[0].lakehouse_def_path if readable else None
     assert definition is not None  # the target itself is readable
+    reason = read_only_reason(read_lakehouse_def(storage, definition))
+    if reason is not None:
+        raise ReadOnlyLakehouseError(
+            f"cannot roll back {storage.root_uri}: it is {reason}; make changes in the source lakehouse"
+        )
     hint = read_hint(storage)
     outcome.hint_before = hint
     if hint != top:

@@ -40,6 +40,8 @@ MIN_ORDER = 3
 # The per-row estimate of the key table in FORMAT.md section 3: one initial byte plus a
 # 4-byte schema ID on top of the names and the file name.
 KEY_TABLE_ROW_OVERHEAD_BYTES = 5
+UINT32_MAX = (1 << 32) - 1
+UINT64_MAX = (1 << 64) - 1
 
 TABLE_TYPES = ("MANAGED", "EXTERNAL")
 TABLE_FORMATS = ("ICEBERG",)
@@ -105,7 +107,24 @@ class LakehouseDef:
             )
         if self.minimum_versions_to_keep < 1:
             raise InvalidLakehouseDefError("minimum_versions_to_keep must be at least 1 (the latest version)")
+        if self.minimum_versions_to_keep > UINT32_MAX:
+            raise InvalidLakehouseDefError(
+                f"minimum_versions_to_keep {self.minimum_versions_to_keep} is over the maximum of {UINT32_MAX}"
+            )
+        self._validate_ages()
         return self
+
+    def _validate_ages(self) -> None:
+        # The wire types are uint64: a negative or huge age would fail only when written.
+        def check(value: object, what: str) -> None:
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= UINT64_MAX:
+                raise InvalidLakehouseDefError(f"{what} must be a whole number of milliseconds in 0..{UINT64_MAX}, got {value!r}")
+
+        check(self.maximum_version_age_millis, "maximum_version_age_millis")
+        for version, age in self.maximum_version_age_millis_overrides.items():
+            if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= UINT64_MAX:
+                raise InvalidLakehouseDefError(f"a maximum_version_age_millis override names version {version!r}, not a version number")
+            check(age, f"the maximum_version_age_millis override of version {version}")
 
     def with_changes(self, **changes: Any) -> LakehouseDef:
         return replace(self, **changes).validate()

@@ -27,8 +27,10 @@ Never deleted: a file a retained version or an export reaches, a root of a retai
 the hint, or anything whose name is not a lakecore name.
 
 Exports pin their versions. The settings (ages, overrides, minimum versions) come from the
-latest definition; the exports considered are those of every root's definition, a superset of
-the latest's, so that no definition a retained version still carries names a missing root.
+latest definition; the exports considered are those of every retained root's definition (the
+retained set grown until closed), a superset of the latest's, so that no definition a retained
+version still carries names a missing root. An export dropped (``Lakehouse.drop_export``) pins
+nothing once the versions whose definitions still name it expire too, in the same run.
 
 Known window: a commit that lands after step 3's re-check and before its deletes finish, and
 that revives files only an expired version reached (a rollback to a version being expired), is
@@ -41,7 +43,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from lakecore.defs import LakehouseDef
-from lakecore.errors import LakecoreError, NotFoundError
+from lakecore.errors import LakecoreError, NotFoundError, ReadOnlyLakehouseError
 from lakecore.locations import FileKind, root_node_file_name
 from lakecore.maintenance.gc import (
     DeleteOutcome,
@@ -132,20 +134,43 @@ def plan_expiry(storage: Storage, now_millis: int) -> ExpiryPlan:
             "(`lakecore repair rollback --to-last-valid`); nothing was deleted"
         )
     lakehouse_def = roots[latest].lakehouse_def
-    pinned = exports_of(roots.values())
+    created = {v: r.info.created_at_millis for v, r in roots.items()}
+    # Pinned: what the definitions of the retained versions name. Keeping a pinned version
+    # retains its own definition, which may pin more (an export since dropped), so grow the
+    # retained set until it is closed; an export dropped from every retained definition no
+    # longer pins, and one run collects it together with the versions that still named it.
+    expired = expired_versions(created, latest, lakehouse_def, now_millis)
+    while True:
+        gone = set(expired)
+        pinned = exports_of(r for v, r in roots.items() if v not in gone)
+        kept = [v for v in expired if v in set(pinned.values())]
+        if not kept:
+            break
+        expired = [v for v in expired if v not in set(kept)]
     for name, version in sorted(pinned.items()):
         if version not in roots:
             raise ExpiryRefusedError(
                 f"export {name!r} pins version {version}, whose root "
                 f"{storage.uri(root_node_file_name(version))} is missing; nothing was deleted"
             )
-    created = {v: r.info.created_at_millis for v, r in roots.items()}
-    pinned_versions = set(pinned.values())
-    expired = [v for v in expired_versions(created, latest, lakehouse_def, now_millis) if v not in pinned_versions]
+    _refuse_on_export_copy(storage, lakehouse_def, expired)
     # Damaged roots a repair rolled forward past go now, whatever their age: they can never be
     # read, reach nothing, and would otherwise block version compaction and gc for good.
     expired = sorted(set(expired) | set(abandoned))
     return ExpiryPlan(now_millis, latest, roots, lakehouse_def, expired, pinned)
+
+
+def _refuse_on_export_copy(storage: Storage, lakehouse_def: LakehouseDef, expired: list[int]) -> None:
+    """An exported copy is a read-only snapshot: its versions never expire. (A copy holds only
+    its version 0, the latest, unless commits reached it before copies refused them.)"""
+    from lakecore.lakehouse import read_only_reason
+
+    reason = read_only_reason(lakehouse_def)
+    if reason is not None and expired:
+        raise ReadOnlyLakehouseError(
+            f"cannot expire versions {expired} of {storage.root_uri}: it is {reason}, whose versions are "
+            "kept as exported; nothing was deleted"
+        )
 
 
 def _version_of(path: str) -> int | None:
