@@ -601,7 +601,7 @@ def child_main(args: argparse.Namespace) -> int:
     # Imported once here, not inside the first validate of round 0, so that every round
     # measures the same thing; a fresh spark-submit pays it on top (reported).
     t_ge = time.perf_counter()
-    from lakecore.maintenance.expectations import import_great_expectations
+    from jobs.expectations import import_great_expectations
 
     import_great_expectations()
     ge_import = time.perf_counter() - t_ge

@@ -26,8 +26,8 @@ from typing import Any
 
 from lakecore.argparsing import ArgumentError, OneLineArgumentParser
 from lakecore.errors import ExitCode, LakecoreError
-from lakecore.lakehouse import refuse_unsupported_format
 from lakecore.storage import Storage, parse_storage_options
+from lakecore.view import refuse_unsupported_format
 
 EXIT_OK = ExitCode.OK
 EXIT_VIOLATIONS = ExitCode.VIOLATIONS

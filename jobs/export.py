@@ -40,7 +40,7 @@ from lakecore.errors import (
     TreeStructureError,
 )
 from lakecore.export import CopyFiles, copy_snapshot
-from lakecore.lakehouse import Lakehouse, with_export_recorded
+from lakecore.lakehouse import Lakehouse
 from lakecore.locations import is_full_uri, root_node_file_name
 from lakecore.maintenance.partition import SubtreeTask, cut_tree
 from lakecore.maintenance.reachable import Reachable
@@ -48,6 +48,7 @@ from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree import NodeStore, TreeShape
 from lakecore.versions import RootInfo, read_version
+from lakecore.view import with_export_recorded
 
 # Files copied per executor task: large enough to amortise task overhead, small enough that a
 # lakehouse of a few thousand files still spreads over every core.

@@ -40,7 +40,7 @@ from typing import Any
 from jobs.common import EXIT_VIOLATIONS, JobContext, base_parser, run_job
 from lakecore.argparsing import ArgumentError
 from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionExpiredError
-from lakecore.lakehouse import Lakehouse, external_roots_of
+from lakecore.lakehouse import Lakehouse
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.check import CheckReport, Violation
 from lakecore.maintenance.validate import (
@@ -59,6 +59,7 @@ from lakecore.maintenance.validate import (
 from lakecore.storage import Storage
 from lakecore.tree import NodeStore
 from lakecore.versions import latest_version, list_root_versions
+from lakecore.view import external_roots_of
 
 VIOLATIONS_LIMIT = 200
 
@@ -194,7 +195,7 @@ def _body(ctx: JobContext) -> None:
                 finished[plan.version] = combine_version(plan, by_version.get(plan.version, []), deep=args.deep)
         expectations: dict[str, Any] | None = None
         if expectations_on and plans:
-            from lakecore.maintenance.expectations import run_expectations
+            from jobs.expectations import run_expectations
 
             lakehouse_def = plans[0].lakehouse_def
             with ctx.stage("expectations", "great-expectations suite over every node row"):
@@ -266,7 +267,7 @@ def _report(ctx: JobContext, checked: list[VersionResult], plans: list[VersionPl
         report.error = "; ".join(problems)
     report.details["html_report"] = None
     if ctx.args.report:
-        from lakecore.maintenance.expectations import render_html, write_html
+        from jobs.expectations import render_html, write_html
 
         summary = {
             "lakehouse": report.lakehouse, "status": report.status, "latest version": report.base_version,

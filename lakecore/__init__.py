@@ -41,11 +41,11 @@ def clear_caches() -> None:
     Files are immutable, so the caches are never wrong about a file that exists; a check that
     must notice files deleted behind its back (fsck, validate, tests) reads past them or
     clears them first."""
-    from lakecore.lakehouse import _DEF_CACHE
     from lakecore.tree.store import SHARED_CACHE
+    from lakecore.view import clear_definition_cache
 
     SHARED_CACHE.clear()
-    _DEF_CACHE.clear()
+    clear_definition_cache()
 
 
 def __getattr__(name: str) -> object:

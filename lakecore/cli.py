@@ -8,14 +8,20 @@ conflict, 4 anything else.
 from __future__ import annotations
 
 import argparse
-import importlib
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from lakecore.argparsing import OneLineArgumentParser
+from lakecore.cliargs import (
+    emit,
+    key_value,
+    lakehouse_uri,
+    open_lakehouse,
+    open_view,
+    storage_options_of,
+)
 from lakecore.errors import (
     CorruptFileError,
     ExitCode,
@@ -23,16 +29,11 @@ from lakecore.errors import (
     LakecoreError,
     TreeStructureError,
 )
+from lakecore.lakehouse import ExportMode
+from lakecore.lookup import cli as lookup_cli
 
 EXIT_OK = ExitCode.OK
 EXIT_VIOLATIONS = ExitCode.VIOLATIONS
-
-
-def _kv(text: str) -> tuple[str, str]:
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
-    key, value = text.split("=", 1)
-    return key, value
 
 
 def _column(text: str) -> dict[str, Any]:
@@ -46,38 +47,6 @@ def _column(text: str) -> dict[str, Any]:
             raise argparse.ArgumentTypeError(f"column {text!r}: the 4th part must be nullable or required")
         nullable = parts[3] == "nullable"
     return {"id": int(parts[0]), "name": parts[1], "type": parts[2].upper(), "nullable": nullable}
-
-
-def _storage_options(args: argparse.Namespace) -> dict[str, Any]:
-    from lakecore.storage import parse_storage_options
-
-    return parse_storage_options(args.storage_option or [])
-
-
-def _lakehouse_uri(args: argparse.Namespace) -> str:
-    uri = args.lakehouse or os.environ.get("LAKECORE_LAKEHOUSE")
-    if not uri:
-        raise InvalidArgumentError("no lakehouse given: pass --lakehouse URI or set LAKECORE_LAKEHOUSE")
-    return str(uri)
-
-
-def _open(args: argparse.Namespace) -> Any:
-    from lakecore.lakehouse import Lakehouse
-
-    return Lakehouse.open(_lakehouse_uri(args), storage_options=_storage_options(args))
-
-
-def _view(args: argparse.Namespace) -> Any:
-    lh = _open(args)
-    version = getattr(args, "version", None)
-    return lh if version is None else lh.at_version(version)
-
-
-def _emit(args: argparse.Namespace, human: str, data: Any) -> None:
-    if args.json:
-        print(json.dumps(data, indent=2, sort_keys=True, default=str))
-    else:
-        print(human)
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -95,34 +64,34 @@ def cmd_init(args: argparse.Namespace) -> int:
     }
     if args.maximum_version_age is not None:
         fields["maximum_version_age_millis"] = args.maximum_version_age
-    lh = Lakehouse.create(args.uri, name=args.name, storage_options=_storage_options(args),
+    lh = Lakehouse.create(args.uri, name=args.name, storage_options=storage_options_of(args),
                           properties=dict(args.property or []), **fields)
     d = lh.lakehouse_def
-    _emit(args, f"created lakehouse {d.name!r} at {lh.uri} (version 0, order {d.order})",
+    emit(args, f"created lakehouse {d.name!r} at {lh.uri} (version 0, order {d.order})",
           {"uri": lh.uri, "version": lh.version, "name": d.name, "order": d.order})
     return EXIT_OK
 
 
 def cmd_namespace(args: argparse.Namespace) -> int:
     if args.action == "list":
-        view = _view(args)
+        view = open_view(args)
         names = view.list_namespaces()
-        _emit(args, "\n".join(names) if names else "(no namespaces)", {"version": view.version, "namespaces": names})
+        emit(args, "\n".join(names) if names else "(no namespaces)", {"version": view.version, "namespaces": names})
         return EXIT_OK
     if args.action == "show":
-        view = _view(args)
+        view = open_view(args)
         definition = view.load_namespace(args.namespace)
         props = dict(definition.properties)
-        _emit(args, f"namespace {definition.name}\n" + "".join(f"  {k} = {v}\n" for k, v in sorted(props.items())).rstrip(),
+        emit(args, f"namespace {definition.name}\n" + "".join(f"  {k} = {v}\n" for k, v in sorted(props.items())).rstrip(),
               {"version": view.version, "name": definition.name, "properties": props})
         return EXIT_OK
-    lh = _open(args)
+    lh = open_lakehouse(args)
     with lh.transaction() as tx:
         if args.action == "create":
             tx.create_namespace(args.namespace, properties=dict(args.property or []))
         else:
             tx.drop_namespace(args.namespace)
-    _emit(args, f"{args.action}d namespace {args.namespace!r} in version {lh.version}",
+    emit(args, f"{args.action}d namespace {args.namespace!r} in version {lh.version}",
           {"version": lh.version, "namespace": args.namespace, "action": args.action})
     return EXIT_OK
 
@@ -131,18 +100,18 @@ def cmd_table(args: argparse.Namespace) -> int:
     from google.protobuf.json_format import MessageToDict
 
     if args.action == "list":
-        view = _view(args)
+        view = open_view(args)
         names = view.list_tables(args.namespace)
-        _emit(args, "\n".join(names) if names else "(no tables)", {"version": view.version, "tables": names})
+        emit(args, "\n".join(names) if names else "(no tables)", {"version": view.version, "tables": names})
         return EXIT_OK
     if args.action == "show":
-        view = _view(args)
+        view = open_view(args)
         definition = view.load_table(args.namespace, args.table)
         data = MessageToDict(definition, preserving_proto_field_name=True)
         from lakecore.defs import pb
 
         columns = ", ".join(f"{c.name} {pb.DataType.Name(c.type)}" for c in definition.schema.columns)
-        _emit(args, f"table {args.namespace}.{definition.name} ({definition.table_format}, {definition.table_type})\n"
+        emit(args, f"table {args.namespace}.{definition.name} ({definition.table_format}, {definition.table_type})\n"
               f"  columns: {columns or '-'}\n  properties: {dict(definition.properties)}",
               {"version": view.version, **data})
         return EXIT_OK
@@ -150,14 +119,14 @@ def cmd_table(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             f"table create {args.namespace} {args.table}: give at least one --column ID:NAME:TYPE (e.g. 1:id:INT8)"
         )
-    lh = _open(args)
+    lh = open_lakehouse(args)
     with lh.transaction() as tx:
         if args.action == "create":
             tx.create_table(args.namespace, args.table, columns=args.column or [], table_format=args.format,
                             table_type=args.type, properties=dict(args.property or []))
         else:
             tx.drop_table(args.namespace, args.table)
-    _emit(args, f"{args.action}d table {args.namespace}.{args.table} in version {lh.version}",
+    emit(args, f"{args.action}d table {args.namespace}.{args.table} in version {lh.version}",
           {"version": lh.version, "namespace": args.namespace, "table": args.table, "action": args.action})
     return EXIT_OK
 
@@ -165,11 +134,11 @@ def cmd_table(args: argparse.Namespace) -> int:
 def cmd_versions(args: argparse.Namespace) -> int:
     import datetime as dt
 
-    from lakecore.lakehouse import list_versions
     from lakecore.storage import Storage
+    from lakecore.view import list_versions
 
-    # Not through _open: the log must show a damaged latest version, not fail on it.
-    infos = list_versions(Storage(_lakehouse_uri(args), _storage_options(args)))
+    # Not through open_lakehouse: the log must show a damaged latest version, not fail on it.
+    infos = list_versions(Storage(lakehouse_uri(args), storage_options_of(args)))
     if args.limit:
         infos = infos[: args.limit]
     lines = []
@@ -179,24 +148,24 @@ def cmd_versions(args: argparse.Namespace) -> int:
             continue
         assert info.created_at_millis is not None
         when = dt.datetime.fromtimestamp(info.created_at_millis / 1000, tz=dt.UTC).isoformat(timespec="milliseconds")
-        notes = [info.state] if info.state in ("latest", "pinned") else []
+        notes: list[str] = ["latest"] if info.state == "latest" else []
         if info.pinned_by:
-            notes[-1:] = [f"pinned by export {', '.join(info.pinned_by)}"]
+            notes.append(f"pinned by export {', '.join(info.pinned_by)}")
         if info.rollback_from_version is not None:
             notes.append(f"rollback from {info.rollback_from_version}")
         lines.append(f"{info.version:>8}  {when}  root keys {info.n_root_keys:>4}  buffer {info.root_buffer_messages:>6}"
                      + (f"  ({'; '.join(notes)})" if notes else ""))
     if infos and not infos[0].readable:
-        lines.append(f"the newest root file is unreadable: run `lakecore -l {_lakehouse_uri(args)} repair "
+        lines.append(f"the newest root file is unreadable: run `lakecore -l {lakehouse_uri(args)} repair "
                      "rollback --to-last-valid` to roll forward to the newest readable version")
-    _emit(args, "\n".join(lines), [info.as_dict() for info in infos])
+    emit(args, "\n".join(lines), [info.as_dict() for info in infos])
     return EXIT_OK
 
 
 def cmd_get(args: argparse.Namespace) -> int:
     from lakecore import keys as K
 
-    view = _view(args)
+    view = open_view(args)
     if args.key is not None:
         key = args.key
     elif args.namespace is not None:
@@ -205,14 +174,14 @@ def cmd_get(args: argparse.Namespace) -> int:
     else:
         raise InvalidArgumentError("get needs a KEY, or --namespace [--table]")
     value = view.get(key)
-    _emit(args, value if value is not None else "(absent)", {"version": view.version, "key": key, "pvalue": value})
+    emit(args, value if value is not None else "(absent)", {"version": view.version, "key": key, "pvalue": value})
     return EXIT_OK if value is not None else ExitCode.NOT_FOUND
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
     from lakecore.treeinfo import describe_tree, to_dot
 
-    view = _view(args)
+    view = open_view(args)
     summary = describe_tree(view)
     if args.dot:
         print(to_dot(view, summary))
@@ -223,16 +192,16 @@ def cmd_tree(args: argparse.Namespace) -> int:
         f"max {lvl['buffer_fill_max']:.1%}"
         for lvl in summary["levels"]
     )
-    _emit(args, f"version {view.version}: depth {summary['depth']}, {summary['nodes']} nodes, "
+    emit(args, f"version {view.version}: depth {summary['depth']}, {summary['nodes']} nodes, "
           f"{summary['keys']} keys, {summary['messages']} buffered messages\n{levels}", summary)
     return EXIT_OK
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    lh = _open(args)
+    lh = open_lakehouse(args)
     before = lh.version
     version = lh.rollback(to_version=args.to_version)
-    _emit(args, f"rolled back to the content of version {args.to_version}: new version {version} (was {before})",
+    emit(args, f"rolled back to the content of version {args.to_version}: new version {version} (was {before})",
           {"version": version, "rolled_back_to": args.to_version, "previous": before})
     return EXIT_OK
 
@@ -263,25 +232,25 @@ def _export_action(args: argparse.Namespace) -> tuple[str, str | None]:
 
 def cmd_export(args: argparse.Namespace) -> int:
     action, name = _export_action(args)
-    lh = _open(args)
+    lh = open_lakehouse(args)
     if action == "list":
         exports = lh.list_exports()
         lines = [f"{e.name}  version {e.version if e.version is not None else e.root}  {e.mode or '-'}  "
                  f"{e.target or '-'}" for e in exports]
-        _emit(args, "\n".join(lines) if lines else "(no exports)",
+        emit(args, "\n".join(lines) if lines else "(no exports)",
               {"version": lh.version, "exports": [e.__dict__ for e in exports]})
         return EXIT_OK
     assert name is not None
     if action == "drop":
         pinned = {e.name: e.version for e in lh.list_exports()}.get(name)
         version = lh.drop_export(name)
-        _emit(args, f"dropped export {name!r} in version {version}; version {pinned} is no longer pinned by it "
+        emit(args, f"dropped export {name!r} in version {version}; version {pinned} is no longer pinned by it "
               "(version expiry and gc may now collect it)",
               {"version": version, "name": name, "action": "drop", "unpinned_version": pinned})
         return EXIT_OK
-    mode = args.mode or "minimal"
+    mode: ExportMode = args.mode or "minimal"
     version = lh.export_snapshot(name, mode=mode, target=args.target, version=args.version)
-    _emit(args, f"exported snapshot {name!r} ({mode}); recorded in version {version}",
+    emit(args, f"exported snapshot {name!r} ({mode}); recorded in version {version}",
           {"version": version, "name": name, "mode": mode, "target": args.target})
     return EXIT_OK
 
@@ -344,10 +313,10 @@ def _settings_text(data: dict[str, Any]) -> str:
 
 
 def cmd_settings(args: argparse.Namespace) -> int:
-    lh = _open(args)
+    lh = open_lakehouse(args)
     if args.action == "show":
         data = _settings_data(lh)
-        _emit(args, _settings_text(data), data)
+        emit(args, _settings_text(data), data)
         return EXIT_OK
     age = args.maximum_version_age if args.maximum_version_age is not None else args.maximum_version_age_millis
     if (age is None and args.minimum_versions_to_keep is None and not args.version_age_override
@@ -372,23 +341,23 @@ def cmd_settings(args: argparse.Namespace) -> int:
         head = f"settings changed in version {change.version}"
     else:
         head = f"settings unchanged: they already hold; nothing committed (version {change.version})"
-    _emit(args, head + "\n" + _settings_text(data), data)
+    emit(args, head + "\n" + _settings_text(data), data)
     return EXIT_OK
 
 
 def cmd_fsck(args: argparse.Namespace) -> int:
     from lakecore.fsck import check_version, unreadable_version
-    from lakecore.lakehouse import list_versions, open_version
     from lakecore.progress import Progress
     from lakecore.storage import Storage
+    from lakecore.view import list_versions, open_version
 
-    uri = _lakehouse_uri(args)
-    options = _storage_options(args)
+    uri = lakehouse_uri(args)
+    options = storage_options_of(args)
     if args.all:
         # Every root file, readable or not: a damaged version is a finding, not a crash.
         versions = [(info.version, info.error) for info in list_versions(Storage(uri, options))]
     else:
-        versions = [(args.version if args.version is not None else _open(args).version, None)]
+        versions = [(args.version if args.version is not None else open_lakehouse(args).version, None)]
     results = []
     with Progress("fsck", len(versions)) as progress:
         for version, error in versions:
@@ -407,7 +376,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
              f"{'clean' if not bad else f'{len(bad)} with violations'}"]
     for r in bad:
         lines.extend(f"  v{r.version} {v}" for v in r.violations[:20])
-    _emit(args, "\n".join(lines), {
+    emit(args, "\n".join(lines), {
         "versions": [{"version": r.version, "ok": r.ok, "nodes": r.report.nodes_checked,
                       "violations": [v.as_dict() for v in r.violations]} for r in results],
         "ok": not bad,
@@ -419,7 +388,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     from lakecore import repair
     from lakecore.storage import Storage
 
-    storage = Storage(_lakehouse_uri(args), _storage_options(args))
+    storage = Storage(lakehouse_uri(args), storage_options_of(args))
 
     def say(line: str) -> None:
         if not args.json:
@@ -434,10 +403,10 @@ def cmd_repair(args: argparse.Namespace) -> int:
                                   apply=args.yes, say=say)
     if outcome.error is not None:
         if args.json:
-            _emit(args, "", {**outcome.as_dict(), "error": outcome.error})
+            emit(args, "", {**outcome.as_dict(), "error": outcome.error})
         print(f"lakecore: {outcome.error}", file=sys.stderr)
         return outcome.exit_code
-    _emit(args, "\n".join(outcome.summary) or outcome.status, outcome.as_dict())
+    emit(args, "\n".join(outcome.summary) or outcome.status, outcome.as_dict())
     return EXIT_OK
 
 
@@ -464,14 +433,14 @@ def build_parser() -> argparse.ArgumentParser:
                  "node_file_max_size_bytes", "minimum_versions_to_keep"):
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=int)
     _add_age_options(p)
-    p.add_argument("--property", action="append", type=_kv, metavar="KEY=VALUE")
+    p.add_argument("--property", action="append", type=key_value, metavar="KEY=VALUE")
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("namespace", help="create, drop, list or show namespaces")
     actions = p.add_subparsers(dest="action", required=True, metavar="{create,drop,list,show}")
     a = actions.add_parser("create", help="create a namespace")
     a.add_argument("namespace", help="the namespace name")
-    a.add_argument("--property", action="append", type=_kv, metavar="KEY=VALUE", help="a property (repeatable)")
+    a.add_argument("--property", action="append", type=key_value, metavar="KEY=VALUE", help="a property (repeatable)")
     a = actions.add_parser("drop", help="drop an empty namespace")
     a.add_argument("namespace", help="the namespace name")
     a = actions.add_parser("list", help="the namespaces, sorted")
@@ -490,7 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a column, e.g. 1:id:INT8:required (repeatable; at least one)")
     a.add_argument("--format", default="ICEBERG", help="table format (default ICEBERG)")
     a.add_argument("--type", default="MANAGED", help="table type (default MANAGED)")
-    a.add_argument("--property", action="append", type=_kv, metavar="KEY=VALUE", help="a property (repeatable)")
+    a.add_argument("--property", action="append", type=key_value, metavar="KEY=VALUE", help="a property (repeatable)")
     a = actions.add_parser("drop", help="drop a table")
     a.add_argument("namespace", help="the table's namespace")
     a.add_argument("table", help="the table name")
@@ -584,18 +553,14 @@ def _add_settings_command(sub: Any) -> None:
                    help="retain version V for DURATION instead (repeatable)")
     s.add_argument("--unset-version-age-override", action="append", type=_version_number, metavar="V",
                    help="remove version V's override (repeatable)")
-    s.add_argument("--property", action="append", type=_kv, metavar="KEY=VALUE", help="set a property (repeatable)")
+    s.add_argument("--property", action="append", type=key_value, metavar="KEY=VALUE", help="set a property (repeatable)")
     s.add_argument("--unset-property", action="append", metavar="KEY", help="remove a property (repeatable)")
     p.set_defaults(func=cmd_settings)
 
 
 def _add_extra_commands(sub: Any) -> None:
     """Commands that live in their own modules (lookup files, diffs)."""
-    try:
-        module = importlib.import_module("lakecore.lookup.cli")
-    except ImportError:
-        return
-    module.add_commands(sub)
+    lookup_cli.add_commands(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

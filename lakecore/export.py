@@ -33,7 +33,7 @@ from lakecore.tree.store import NodeStore, absolute_location
 from lakecore.versions import RootInfo, encode_root, write_hint
 
 if TYPE_CHECKING:
-    from lakecore.lakehouse import LakehouseView
+    from lakecore.view import LakehouseView
 
 # Copies every file a root reaches from the source to the target (a full export's bulk work);
 # the Spark export job passes one that computes the set and copies on executors.
@@ -66,14 +66,14 @@ def copy_snapshot(
     name: str,
     copy_files: CopyFiles | None = None,
 ) -> Storage:
-    from lakecore.lakehouse import (
+    from lakecore.view import (
         EXPORT_MODE_PROPERTY,
         EXPORT_NAME_PROPERTY,
         EXPORT_ORIGIN_PROPERTY,
         EXPORT_SOURCE_PROPERTY,
         EXPORT_VERSION_PROPERTY,
         EXPORTS_PROPERTY_PREFIX,
-        _has_lakehouse,
+        has_lakehouse,
         read_lakehouse_def,
     )
 
@@ -81,7 +81,7 @@ def copy_snapshot(
     target_storage = Storage(target, target_storage_options or source.storage_options)
     if target_storage.root_uri == source.root_uri:
         raise AlreadyExistsError("an export target must be another root than the lakehouse itself")
-    if _has_lakehouse(target_storage):
+    if has_lakehouse(target_storage):
         raise AlreadyExistsError(f"a lakehouse already exists at the export target {target_storage.root_uri}")
     source_def = read_lakehouse_def(source, exported.lakehouse_def_path)
     # The source's own export records describe the source's exports, not the copy's.

@@ -14,7 +14,7 @@ from lakecore.maintenance.check import CheckReport, TreeChecker, VersionCheck, V
 from lakecore.tree.store import NodeStore
 
 if TYPE_CHECKING:
-    from lakecore.lakehouse import LakehouseView
+    from lakecore.view import LakehouseView
 
 
 def check_version(view: LakehouseView, *, deep: bool = False) -> VersionCheck:

@@ -89,7 +89,8 @@ def _pad8(n: int) -> int:
     return (n + 7) & ~7
 
 
-def _utf8_len(text: str) -> int:
+def utf8_len(text: str) -> int:
+    """UTF-8 bytes of one string."""
     # ASCII fast path: catalog keys and paths are almost always ASCII.
     return len(text) if text.isascii() else len(text.encode("utf-8"))
 
@@ -149,7 +150,7 @@ def encoded_size(node: Node, order: int) -> int:
 
 def message_size(key: str, value: str | None) -> int:
     """Bytes one buffer message adds to a node file (string bytes plus two offsets)."""
-    return _utf8_len(key) + (0 if value is None else _utf8_len(value)) + 12
+    return utf8_len(key) + (0 if value is None else utf8_len(value)) + 12
 
 
 def encode_node(node: Node, order: int) -> bytes:

@@ -43,18 +43,18 @@ from lakecore.errors import (
     TreeStructureError,
 )
 from lakecore.fsck import check_version
-from lakecore.lakehouse import (
+from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
+from lakecore.node import Node
+from lakecore.storage import Storage
+from lakecore.tree import NodeCache, NodeStore
+from lakecore.versions import RootInfo, decode_root, highest_version, read_hint, write_hint
+from lakecore.view import (
     LakehouseView,
     list_versions,
     open_version,
     read_lakehouse_def,
     read_only_reason,
 )
-from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
-from lakecore.node import Node
-from lakecore.storage import Storage
-from lakecore.tree import NodeCache, NodeStore
-from lakecore.versions import RootInfo, decode_root, highest_version, read_hint, write_hint
 
 # Violations quoted per damaged version in the outcome.
 VIOLATIONS_SHOWN = 3
@@ -170,6 +170,12 @@ def rollback(
     for info in log:
         if not info.readable:
             outcome.damaged_versions[info.version] = [info.error or "unreadable"]
+    if readable and readable[0].lakehouse_def_path is not None:
+        reason = read_only_reason(read_lakehouse_def(storage, readable[0].lakehouse_def_path))
+        if reason is not None:
+            raise ReadOnlyLakehouseError(
+                f"cannot roll back {storage.root_uri}: it is {reason}; make changes in the source lakehouse"
+            )
     if to_version is not None:
         target = open_version(storage.root_uri, to_version, storage_options=storage.storage_options)
         if to_version == top and not outcome.damaged_versions:
@@ -195,11 +201,7 @@ def rollback(
     outcome.rollback_to = target.version
     definition = readable[0].lakehouse_def_path if readable else None
     assert definition is not None  # the target itself is readable
-    reason = read_only_reason(read_lakehouse_def(storage, definition))
-    if reason is not None:
-        raise ReadOnlyLakehouseError(
-            f"cannot roll back {storage.root_uri}: it is {reason}; make changes in the source lakehouse"
-        )
+
     hint = read_hint(storage)
     outcome.hint_before = hint
     if hint != top:

@@ -8,7 +8,7 @@ from lakecore.node import Node, encoded_size
 from lakecore.tree.store import NodeStore
 
 if TYPE_CHECKING:
-    from lakecore.lakehouse import LakehouseView
+    from lakecore.view import LakehouseView
 
 
 def _levels(view: LakehouseView) -> list[list[tuple[str, Node]]]:

@@ -26,7 +26,7 @@ from lakecore.lookup.reader import LookupReader
 from lakecore.lookup.writer import LookupWriter
 
 if TYPE_CHECKING:
-    from lakecore.lakehouse import LakehouseView
+    from lakecore.view import LakehouseView
 
 DEFAULT_MAX_BYTES = 2 << 30
 LOOKUP_SUFFIX = ".lookup"

@@ -7,6 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
+from lakecore.cliargs import open_view
 from lakecore.lookup.cache import VersionCache, diff_versions
 
 
@@ -15,18 +16,11 @@ def _cache(args: argparse.Namespace) -> VersionCache:
         max_bytes=args.cache_max_bytes)
 
 
-def _view(args: argparse.Namespace, version: int | None) -> Any:
-    from lakecore.cli import _open
-
-    lh = _open(args)
-    return lh if version is None else lh.at_version(version)
-
-
 def cmd_lookup(args: argparse.Namespace) -> int:
     from lakecore.lookup import LookupReader
 
     cache = _cache(args)
-    view = _view(args, args.version)
+    view = open_view(args, args.version)
     path = cache.file_for(view)
     if args.action == "build":
         out = {"version": view.version, "path": str(path), "bytes": path.stat().st_size,
@@ -57,8 +51,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from lakecore import keys as K
 
     cache = _cache(args)
-    old = _view(args, args.old)
-    new = _view(args, args.new)
+    old = open_view(args, args.old)
+    new = open_view(args, args.new)
     diff = diff_versions(old, new, cache)
 
     def name(key: str) -> str:

@@ -163,7 +163,7 @@ def plan_expiry(storage: Storage, now_millis: int) -> ExpiryPlan:
 def _refuse_on_export_copy(storage: Storage, lakehouse_def: LakehouseDef, expired: list[int]) -> None:
     """An exported copy is a read-only snapshot: its versions never expire. (A copy holds only
     its version 0, the latest, unless commits reached it before copies refused them.)"""
-    from lakecore.lakehouse import read_only_reason
+    from lakecore.view import read_only_reason
 
     reason = read_only_reason(lakehouse_def)
     if reason is not None and expired:

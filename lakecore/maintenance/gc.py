@@ -251,7 +251,7 @@ def is_forged_pointer(location: str, external_roots: tuple[str, ...]) -> bool:
 def load_root(storage: Storage, version: int, refused: type[LakecoreError] = GcRefusedError) -> LoadedRoot:
     """Read root ``version`` and its definition strictly; any failure is ``refused``, naming
     the file and the reason."""
-    from lakecore.lakehouse import external_roots_of, read_lakehouse_def
+    from lakecore.view import external_roots_of, read_lakehouse_def
 
     path = root_node_file_name(version)
     uri = storage.uri(path)
@@ -281,8 +281,7 @@ def load_roots(
         try:
             loaded[version] = load_root(storage, version, refused)
         except LakecoreError as exc:
-            cause = exc.__cause__
-            if not isinstance(cause, CorruptFileError):
+            if not isinstance(exc.__cause__, CorruptFileError):
                 raise
             damaged[version] = exc
     rolled_past = [
@@ -290,9 +289,9 @@ def load_roots(
         for root in loaded.values() if root.info.rollback_from_root is not None
     ]
     abandoned = []
-    for version, exc in damaged.items():
+    for version, error in damaged.items():
         if not any(at > version and start >= version for at, start in rolled_past):
-            raise exc
+            raise error
         abandoned.append(version)
     return loaded, abandoned
 

@@ -66,7 +66,7 @@ from lakecore.tree.shape import TreeShape
 from lakecore.tree.store import NodeCache, NodeStore
 
 if TYPE_CHECKING:
-    from lakecore.lakehouse import LakehouseView
+    from lakecore.view import LakehouseView
 
 # A validation's own node cache: big enough that the row walk after a subtree check reads
 # every node from memory, small enough for an executor.

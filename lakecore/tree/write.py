@@ -43,7 +43,7 @@ from enum import Enum
 
 from lakecore import keys as K
 from lakecore.errors import LakecoreError, TreeStructureError
-from lakecore.node import Node, _utf8_len, utf8_total
+from lakecore.node import Node, utf8_len, utf8_total
 from lakecore.tree.shape import NODE_PATH_BYTES, TreeShape
 from lakecore.tree.store import IOStats, NodeStore
 
@@ -90,9 +90,9 @@ class WNode:
         self.buf_key_bytes = 0
         self.buf_value_bytes = 0
         for key, value in buffer.items():
-            self.buf_key_bytes += _utf8_len(key)
+            self.buf_key_bytes += utf8_len(key)
             if value is not None:
-                self.buf_value_bytes += _utf8_len(value)
+                self.buf_value_bytes += utf8_len(value)
 
     @classmethod
     def from_node(cls, node: Node, origin: str | None) -> WNode:
@@ -107,23 +107,23 @@ class WNode:
     def set_message(self, key: str, value: str | None) -> None:
         old = self.buffer.pop(key, _MISSING)
         if old is not _MISSING:
-            self.buf_key_bytes -= _utf8_len(key)
+            self.buf_key_bytes -= utf8_len(key)
             if old is not None:
                 assert isinstance(old, str)
-                self.buf_value_bytes -= _utf8_len(old)
+                self.buf_value_bytes -= utf8_len(old)
         self.buffer[key] = value
-        self.buf_key_bytes += _utf8_len(key)
+        self.buf_key_bytes += utf8_len(key)
         if value is not None:
-            self.buf_value_bytes += _utf8_len(value)
+            self.buf_value_bytes += utf8_len(value)
         self.dirty = True
 
     def take_messages(self, keys: Iterable[str]) -> list[tuple[str, str | None]]:
         out = []
         for key in keys:
             value = self.buffer.pop(key)
-            self.buf_key_bytes -= _utf8_len(key)
+            self.buf_key_bytes -= utf8_len(key)
             if value is not None:
-                self.buf_value_bytes -= _utf8_len(value)
+                self.buf_value_bytes -= utf8_len(value)
             out.append((key, value))
         self.dirty = True
         return out
@@ -530,7 +530,7 @@ class TreeWriter:
         total = 0
         for key in keys:
             value = w.buffer[key]
-            total += _utf8_len(key) + (0 if value is None else _utf8_len(value)) + 12
+            total += utf8_len(key) + (0 if value is None else utf8_len(value)) + 12
         return total
 
     def _push_down(self, w: WNode, policy: FlushPolicy, height: int) -> None:

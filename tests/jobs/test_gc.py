@@ -36,7 +36,6 @@ from lakecore.locations import (
 from lakecore.maintenance import gc
 from lakecore.maintenance.gc import gc_in_process, kind_of
 from lakecore.storage import Storage
-from lakecore.tree.store import SHARED_CACHE
 from lakecore.versions import list_root_versions
 
 pytestmark = pytest.mark.spark
@@ -94,10 +93,9 @@ def files(root: Path) -> set[str]:
 
 def fresh_caches() -> None:
     """Forget every node and definition this process has seen, so that checks really read."""
-    from lakecore import lakehouse
+    from lakecore import clear_caches
 
-    SHARED_CACHE.clear()
-    lakehouse._DEF_CACHE.clear()
+    clear_caches()
 
 
 def resolved_maps(uri: str, storage_options: dict[str, Any] | None = None) -> dict[int, dict[str, str]]:

@@ -19,7 +19,7 @@ from lakecore import keys as K
 from lakecore.commit import RootPlan
 from lakecore.defs import encode_def, table_def
 from lakecore.fsck import check_version
-from lakecore.lakehouse import Lakehouse, LakehouseView
+from lakecore.lakehouse import Lakehouse
 from lakecore.maintenance.reachable import reachable_from_root
 from lakecore.maintenance.validate import (
     SECTION_BUFFER,
@@ -30,6 +30,7 @@ from lakecore.maintenance.validate import (
 )
 from lakecore.node import Node, decode_node, encode_node
 from lakecore.tree import SHARED_CACHE, TreeShape, TreeWriter
+from lakecore.view import LakehouseView
 
 pytestmark = pytest.mark.spark
 

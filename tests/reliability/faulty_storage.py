@@ -245,19 +245,18 @@ class FaultyStorage(Storage):
 
 def clear_caches() -> None:
     """Forget every process-wide cache of node files and definitions."""
-    from lakecore import lakehouse
-    from lakecore.tree.store import SHARED_CACHE
+    from lakecore import clear_caches as clear_all
 
-    SHARED_CACHE.clear()
-    lakehouse._DEF_CACHE.clear()
+    clear_all()
 
 
 def open_lakehouse(storage: Storage) -> Any:
     """A ``Lakehouse`` at its latest version whose every I/O goes through ``storage``."""
-    from lakecore.lakehouse import Lakehouse, _read_root_and_def
+    from lakecore.lakehouse import Lakehouse
     from lakecore.tree import NodeCache, NodeStore
+    from lakecore.view import read_root_and_def
 
-    root, lakehouse_def = _read_root_and_def(storage, None)
+    root, lakehouse_def = read_root_and_def(storage, None)
     store = NodeStore(storage, lakehouse_def.order, cache=NodeCache())
     return Lakehouse(storage, root, lakehouse_def, store)
 

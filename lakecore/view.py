@@ -1,0 +1,488 @@
+"""The read-only view of one version: a root with its definition and exports, and its reads.
+
+This is the format core's one path for reading roots (FORMAT.md sections 5 and 6): the root
+file is decoded loosely, its lakehouse definition read, then the root decoded again strictly
+with the order the definition gives (the key table's length must match it). Everything that
+reads a version goes through here: the catalog API, maintenance, repair and the command line.
+
+Rules:
+
+- A latest root (or the definition it names) that exists but cannot be decoded is
+  ``DamagedLakehouseError``, which names the file and the repair. A version asked for by
+  number fails with the plain error of what is wrong.
+- Definitions are immutable files, so they are cached per process (``clear_definition_cache``
+  for tests that rewrite files behind lakecore's back).
+- A value is a path under the root or, in an exported copy, a full URI into the one source
+  root its definition names (``lakecore.export.source_root``); anything else is refused.
+- An exported copy's definition carries ``lakecore.export.mode``: such a lakehouse is a
+  read-only snapshot (``read_only_reason``).
+- The version log (``list_versions``) comes from a listing, so that a damaged root, or a pinned
+  version below a gap left by version compaction, still shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from lakecore import keys as K
+from lakecore import tree
+from lakecore.defs import LakehouseDef, decode_namespace_def, decode_table_def, pb
+from lakecore.errors import (
+    AlreadyExistsError,
+    CorruptFileError,
+    DamagedLakehouseError,
+    InvalidArgumentError,
+    InvalidLocationError,
+    LakecoreError,
+    NotFoundError,
+    UnsupportedFormatVersionError,
+)
+from lakecore.locations import (
+    FileKind,
+    check_relative_path,
+    classify_path,
+    external_root_for,
+    is_full_uri,
+    is_root_node_file_name,
+    root_node_file_name,
+    version_from_root_node_file_name,
+)
+from lakecore.node import Node
+from lakecore.storage import Storage
+from lakecore.tree import NodeStore, TreeShape
+from lakecore.versions import (
+    RootInfo,
+    decode_root,
+    latest_version,
+    list_root_versions,
+    probe_up,
+    read_version,
+)
+
+if TYPE_CHECKING:
+    from lakecore.lookup import LookupReader
+
+# In an exported copy's definition (``lakecore.export``). ``source_root`` is the one root a
+# minimal or partial copy may read through to; ``source`` (every mode) only says where the copy
+# came from. ``mode`` marks a definition as an exported copy's: such a lakehouse is read-only.
+EXPORT_SOURCE_PROPERTY = "lakecore.export.source_root"
+EXPORT_MODE_PROPERTY = "lakecore.export.mode"
+EXPORT_NAME_PROPERTY = "lakecore.export.name"
+EXPORT_VERSION_PROPERTY = "lakecore.export.version"
+EXPORT_ORIGIN_PROPERTY = "lakecore.export.source"
+# In a source's definition: what an export recorded besides its root (mode, target), per export
+# name: ``lakecore.exports.<name>.mode`` and ``lakecore.exports.<name>.target``.
+EXPORTS_PROPERTY_PREFIX = "lakecore.exports."
+# Property keys lakecore writes itself; `init --property` and `settings set` refuse them.
+RESERVED_PROPERTY_PREFIXES = ("lakecore.export.", EXPORTS_PROPERTY_PREFIX)
+
+
+def _definition_cache_key(storage: Storage, location: str) -> tuple[str, str]:
+    return (storage.root_uri, location)
+
+
+_DEF_CACHE: dict[tuple[str, str], LakehouseDef] = {}
+
+
+def clear_definition_cache() -> None:
+    """Forget every cached lakehouse definition (tests that rewrite files by hand)."""
+    _DEF_CACHE.clear()
+
+
+class LookupSource(Protocol):
+    """Where a view's point lookups can come from instead of the tree (``lookup.cache``)."""
+
+    def reader(self, view: LakehouseView) -> LookupReader: ...
+
+
+def read_lakehouse_def(storage: Storage, location: str) -> LakehouseDef:
+    """A lakehouse definition file (immutable, so cached per process)."""
+    key = _definition_cache_key(storage, location)
+    cached = _DEF_CACHE.get(key)
+    if cached is not None:
+        return cached
+    path = check_relative_path(location)
+    try:
+        data = storage.read(path)
+    except NotFoundError:
+        raise NotFoundError(f"lakehouse definition {storage.uri(path)} is missing") from None
+    definition = LakehouseDef.from_bytes(data, storage.uri(path))
+    if len(_DEF_CACHE) > 1024:
+        _DEF_CACHE.clear()
+    _DEF_CACHE[key] = definition
+    return definition
+
+
+def refuse_unsupported_format(storage: Storage) -> None:
+    """Raise ``UnsupportedFormatVersionError`` if the latest version's definition has a format
+    major version this code does not know; say nothing about any other problem.
+
+    Maintenance jobs call this first: a lakehouse written by a newer lakecore must be left alone
+    with exit 2 ("use a newer lakecore"), not be judged damaged by validate, refused as
+    unreadable by gc, or have its hint rewritten by repair. Everything else (a missing or corrupt
+    root, say) is for the job itself to report, so that validate and repair still run on damage."""
+    try:
+        loose, _data = read_latest_root_loose(storage)
+        read_lakehouse_def(storage, loose.lakehouse_def_path)
+    except UnsupportedFormatVersionError:
+        raise
+    except LakecoreError:
+        return
+
+
+VersionState = Literal["latest", "retained", "pinned", "unreadable"]
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """One root file of the version log. An unreadable root keeps its place in the log (its
+    number is taken: no commit may reuse it) with ``state == "unreadable"`` and the error."""
+
+    version: int
+    created_at_millis: int | None
+    rollback_from_version: int | None
+    lakehouse_def_path: str | None
+    n_root_keys: int | None
+    root_buffer_messages: int | None
+    state: VersionState = "retained"
+    pinned_by: tuple[str, ...] = ()  # export names that pin this version against expiry
+    error: str | None = None
+
+    @property
+    def readable(self) -> bool:
+        return self.state != "unreadable"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version, "created_at_millis": self.created_at_millis,
+            "rollback_from_version": self.rollback_from_version, "lakehouse_def_path": self.lakehouse_def_path,
+            "n_root_keys": self.n_root_keys, "root_buffer_messages": self.root_buffer_messages,
+            "state": self.state, "pinned_by": list(self.pinned_by), "error": self.error,
+        }
+
+
+def list_versions(storage: Storage) -> list[VersionInfo]:
+    """Every version whose root file exists, newest first, readable or not.
+
+    The log comes from one listing of the root's top level, probed upward for commits that
+    landed since (so a hint or a root in the middle that cannot be read hides nothing), and not
+    from walking ``previous_root``: after version compaction an exported, pinned version stands
+    alone below a gap, and it is retained all the same. Exports pin versions through the
+    definition of the newest readable version."""
+    listed = list_root_versions(storage)
+    if not listed:
+        raise NotFoundError(
+            f"no lakehouse at {storage.root_uri}: no root node file found (create one with `lakecore init`)"
+        )
+    top = probe_up(storage, listed[-1])
+    versions = sorted(set(listed) | set(range(listed[-1], top + 1)), reverse=True)
+    infos: list[VersionInfo] = []
+    pins: dict[int, list[str]] | None = None
+    for version in versions:
+        path = root_node_file_name(version)
+        try:
+            data = storage.read(path)
+            info = decode_root(data, version, storage.uri(path))
+            lakehouse_def = read_lakehouse_def(storage, info.lakehouse_def_path)
+            decode_root(data, version, storage.uri(path), lakehouse_def.order)
+        except NotFoundError as exc:
+            if version in listed and storage.exists(path):
+                infos.append(VersionInfo(version, None, None, None, None, None, "unreadable", (), exc.one_line()))
+            continue  # expired between the listing and the read
+        except (CorruptFileError, InvalidLocationError) as exc:
+            infos.append(VersionInfo(version, None, None, None, None, None, "unreadable", (), exc.one_line()))
+            continue
+        if pins is None:
+            pins = {}
+            for name, location in sorted(lakehouse_def.exported_snapshots.items()):
+                root_name = location.rsplit("/", 1)[-1]
+                if "://" not in location and is_root_node_file_name(root_name):
+                    pins.setdefault(version_from_root_node_file_name(root_name), []).append(name)
+        rollback = info.rollback_from_root
+        infos.append(VersionInfo(
+            version, info.created_at_millis,
+            version_from_root_node_file_name(rollback) if rollback else None,
+            info.lakehouse_def_path, len(info.node.keys), len(info.node.buffer),
+            "retained", (), None,
+        ))
+    pins = pins or {}
+    out = []
+    for position, entry in enumerate(infos):
+        state: VersionState = entry.state
+        if state != "unreadable":
+            if position == 0:
+                state = "latest"
+            elif entry.version in pins:
+                state = "pinned"
+        out.append(VersionInfo(
+            entry.version, entry.created_at_millis, entry.rollback_from_version, entry.lakehouse_def_path,
+            entry.n_root_keys, entry.root_buffer_messages, state, tuple(pins.get(entry.version, ())), entry.error,
+        ))
+    return out
+
+
+def open_version(uri: str, version: int, *, storage_options: Mapping[str, Any] | None = None) -> LakehouseView:
+    """A read-only view of one version, opened without reading the latest one (which may be
+    damaged): what repair and ``fsck --all`` use to look at older versions."""
+    storage = Storage(uri, storage_options)
+    root, lakehouse_def = read_root_and_def(storage, version)
+    return LakehouseView(storage, root, lakehouse_def, store_for(storage, lakehouse_def))
+
+
+@dataclass(frozen=True)
+class ExportInfo:
+    """One entry of ``exported_snapshots``: the export's name, the root it pins (as recorded)
+    and that root's version (None if the location is not a root of this lakehouse), and the
+    mode and target when the export recorded them (exports made before lakecore recorded them
+    show None)."""
+
+    name: str
+    root: str
+    version: int | None
+    mode: str | None
+    target: str | None
+
+
+def export_infos(lakehouse_def: LakehouseDef) -> list[ExportInfo]:
+    """The exports a definition records, sorted by name."""
+    out = []
+    for name, location in sorted(lakehouse_def.exported_snapshots.items()):
+        file_name = location.rsplit("/", 1)[-1]
+        version = (version_from_root_node_file_name(file_name)
+                   if "://" not in location and is_root_node_file_name(file_name) else None)
+        props = lakehouse_def.properties
+        out.append(ExportInfo(name, location, version, props.get(f"{EXPORTS_PROPERTY_PREFIX}{name}.mode"),
+                              props.get(f"{EXPORTS_PROPERTY_PREFIX}{name}.target")))
+    return out
+
+
+def check_export_name_free(current: LakehouseDef, name: str) -> None:
+    if name in current.exported_snapshots:
+        raise AlreadyExistsError(
+            f"an export named {name!r} already exists (of {current.exported_snapshots[name]}); choose another "
+            "name, or drop it first with `lakecore export drop`"
+        )
+
+
+def with_export_recorded(current: LakehouseDef, name: str, root_file: str, mode: str,
+                         target: str | None) -> LakehouseDef:
+    """``current`` with export ``name`` pinning ``root_file``; AlreadyExistsError if the name is
+    taken (by an export recorded meanwhile, say). The export path of the library and the job."""
+    check_export_name_free(current, name)
+    properties = dict(current.properties)
+    properties[f"{EXPORTS_PROPERTY_PREFIX}{name}.mode"] = mode
+    if target is not None:
+        properties[f"{EXPORTS_PROPERTY_PREFIX}{name}.target"] = target
+    return current.with_changes(exported_snapshots={**current.exported_snapshots, name: root_file},
+                                properties=properties)
+
+
+def read_only_reason(lakehouse_def: LakehouseDef) -> str | None:
+    """Why a lakehouse with this definition must not change (it is an exported copy), or None."""
+    props = lakehouse_def.properties
+    mode = props.get(EXPORT_MODE_PROPERTY)
+    if mode is None:
+        return None
+    source = props.get(EXPORT_ORIGIN_PROPERTY) or props.get(EXPORT_SOURCE_PROPERTY)
+    name = props.get(EXPORT_NAME_PROPERTY, "?")
+    version = props.get(EXPORT_VERSION_PROPERTY, "?")
+    of = f"version {version} of {source}" if source else f"version {version} of another lakehouse"
+    return f"a read-only {mode} export {name!r} of {of}"
+
+
+def check_user_properties(keys: Iterable[str]) -> None:
+    """Refuse property keys that lakecore itself writes (export bookkeeping): setting one by
+    hand would turn a lakehouse into a read-only export copy, or fake an export's record."""
+    for key in keys:
+        if not isinstance(key, str):
+            raise InvalidArgumentError(f"lakehouse property keys must be strings; got {key!r}")
+        if key.startswith(RESERVED_PROPERTY_PREFIXES):
+            raise InvalidArgumentError(
+                f"lakehouse property {key!r} is reserved (lakecore writes {' and '.join(p + '*' for p in RESERVED_PROPERTY_PREFIXES)} "
+                "itself); use another key"
+            )
+
+
+class LakehouseView:
+    """A read-only view of one version of a lakehouse."""
+
+    def __init__(self, storage: Storage, root: RootInfo, lakehouse_def: LakehouseDef, store: NodeStore) -> None:
+        self.storage = storage
+        self.root_info = root
+        self.lakehouse_def = lakehouse_def
+        self.store = store
+        self.shape = TreeShape.of(lakehouse_def)
+        self._lookup_reader: LookupReader | None = None
+
+    # -- identity -----------------------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        return self.storage.root_uri
+
+    @property
+    def version(self) -> int:
+        return self.root_info.version
+
+    @property
+    def root(self) -> Node:
+        return self.root_info.node
+
+    @property
+    def created_at_millis(self) -> int:
+        return self.root_info.created_at_millis
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.uri!r}, version={self.version})"
+
+    def open_version(self, version: int) -> LakehouseView:
+        """Another version of the same lakehouse, read-only."""
+        root, lakehouse_def = read_root_and_def(self.storage, version)
+        return LakehouseView(self.storage, root, lakehouse_def, store_for(self.storage, lakehouse_def))
+
+    @property
+    def read_only_reason(self) -> str | None:
+        """None, or why this lakehouse accepts no commits (it is an exported copy)."""
+        return read_only_reason(self.lakehouse_def)
+
+    def list_exports(self) -> list[ExportInfo]:
+        """The exports this version's definition records (each pins its version), by name."""
+        return export_infos(self.lakehouse_def)
+
+    # -- raw tree access ------------------------------------------------------------------------
+
+    def get(self, key: str) -> str | None:
+        """The pvalue stored under an object key at this version (None if absent)."""
+        reader = self._lookup_reader
+        if reader is not None:
+            found = reader.get(key.encode("utf-8"))
+            return None if found is None else found.decode("utf-8")
+        return tree.get(self.store, self.root, key)
+
+    def get_many(self, keys: Iterable[str]) -> list[str | None]:
+        """Point lookups of many keys (batched through the lookup file when one is in use)."""
+        keys = list(keys)
+        reader = self._lookup_reader
+        if reader is None:
+            return [tree.get(self.store, self.root, key) for key in keys]
+        return [None if v is None else v.decode("utf-8") for v in reader.get_many([k.encode("utf-8") for k in keys])]
+
+    def use_lookup_cache(self, cache: LookupSource) -> LakehouseView:
+        """Serve point lookups of this version from a local lookup file (built on first use),
+        e.g. ``view.use_lookup_cache(lakecore.lookup.cache.VersionCache())``.
+
+        Only for a fixed version: versions never change, so the file never goes stale."""
+        self._lookup_reader = cache.reader(self)
+        return self
+
+    def items(self, prefix: str = "") -> Iterator[tuple[str, str]]:
+        return tree.scan_prefix(self.store, self.root, prefix)
+
+    def read_location(self, location: str) -> bytes:
+        """Bytes of a stored location: a path under the root, or a full URI under an allowed
+        export source; anything else is refused."""
+        if is_full_uri(location):
+            root = external_root_for(location, self.store.external_roots)
+            if root is not None:
+                return Storage(root, self.storage.storage_options).read(location[len(root) :])
+            raise InvalidLocationError(f"location {location!r} is outside the lakehouse {self.uri}; refusing to read it")
+        return self.storage.read(check_relative_path(location))
+
+    # -- catalog reads --------------------------------------------------------------------------
+
+    def namespace_exists(self, ns: str) -> bool:
+        return self.get(K.namespace_key(ns, self.lakehouse_def)) is not None
+
+    def table_exists(self, ns: str, table: str) -> bool:
+        return self.get(K.table_key(ns, table, self.lakehouse_def)) is not None
+
+    def list_namespaces(self) -> list[str]:
+        return [K.parse_namespace_key(k, self.lakehouse_def) for k, _ in self.items(K.NAMESPACE_KEY_PREFIX)]
+
+    def list_tables(self, ns: str) -> list[str]:
+        if not self.namespace_exists(ns):
+            raise NotFoundError(f"namespace {ns!r} does not exist at version {self.version}")
+        prefix = K.table_key_prefix(ns, self.lakehouse_def)
+        return [K.parse_table_key(k, self.lakehouse_def)[1] for k, _ in self.items(prefix)]
+
+    def load_namespace(self, ns: str) -> pb.NamespaceDef:
+        location = self.get(K.namespace_key(ns, self.lakehouse_def))
+        if location is None:
+            raise NotFoundError(f"namespace {ns!r} does not exist at version {self.version}")
+        return decode_namespace_def(self.read_location(location), location)
+
+    def load_table(self, ns: str, table: str) -> pb.TableDef:
+        location = self.get(K.table_key(ns, table, self.lakehouse_def))
+        if location is None:
+            raise NotFoundError(f"table {ns}.{table} does not exist at version {self.version}")
+        return decode_table_def(self.read_location(location), location)
+
+
+
+def has_lakehouse(storage: Storage) -> bool:
+    """True when the root holds a root node file or a lakehouse definition at its top."""
+    for info in storage.list_top_level():
+        kind = classify_path(info.path)
+        if kind is not None and kind.kind in (FileKind.ROOT_NODE, FileKind.LAKEHOUSE_DEF):
+            return True
+    return False
+
+
+def external_roots_of(lakehouse_def: LakehouseDef) -> tuple[str, ...]:
+    """The source root an export copy may point into (``lakecore.export``); none otherwise."""
+    source = lakehouse_def.properties.get(EXPORT_SOURCE_PROPERTY)
+    return (source,) if source else ()
+
+
+def store_for(storage: Storage, lakehouse_def: LakehouseDef) -> NodeStore:
+    return NodeStore(storage, lakehouse_def.order, external_roots=external_roots_of(lakehouse_def))
+
+
+def read_latest_root_loose(storage: Storage) -> tuple[RootInfo, bytes]:
+    """The latest root, decoded before its definition (and so its order) is known, and its bytes.
+
+    A latest root that exists but cannot be decoded is ``DamagedLakehouseError``: the message
+    names the file and the repair."""
+    version = latest_version(storage)
+    try:
+        data = storage.read(root_node_file_name(version))
+    except NotFoundError:
+        # Expired between discovery and read: look again once.
+        version = latest_version(storage)
+        data = storage.read(root_node_file_name(version))
+    location = storage.uri(root_node_file_name(version))
+    try:
+        return decode_root(data, version, location), data
+    except CorruptFileError as exc:
+        raise DamagedLakehouseError(location, exc.rule, storage.root_uri, version) from None
+
+
+def read_root_and_def(storage: Storage, version: int | None) -> tuple[RootInfo, LakehouseDef]:
+    """The root of ``version`` (None: the latest) and its definition, decoded strictly.
+
+    Raises NotFoundError / VersionExpiredError (no such version), DamagedLakehouseError (the
+    latest root or its definition is damaged), CorruptFileError, StorageError."""
+    if version is None:
+        loose, data = read_latest_root_loose(storage)
+    else:
+        path = root_node_file_name(version)  # refuses a version out of range
+        try:
+            data = storage.read(path)
+        except NotFoundError:
+            read_version(storage, version)  # says why: not committed yet, or expired
+            raise
+        loose = decode_root(data, version, storage.uri(path))
+    location = storage.uri(root_node_file_name(loose.version))
+    try:
+        lakehouse_def = read_lakehouse_def(storage, loose.lakehouse_def_path)
+        # Decode again with the order now known: the key table length must match it exactly.
+        strict = decode_root(data, loose.version, location, lakehouse_def.order)
+    except (CorruptFileError, NotFoundError) as exc:
+        if version is not None:
+            raise
+        where = exc.location if isinstance(exc, CorruptFileError) else storage.uri(loose.lakehouse_def_path)
+        rule = exc.rule if isinstance(exc, CorruptFileError) else str(exc)
+        raise DamagedLakehouseError(where, rule, storage.root_uri, loose.version) from None
+    return strict, lakehouse_def

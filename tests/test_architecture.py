@@ -1,0 +1,205 @@
+"""The three tiers, checked from the source (docs/architecture.md).
+
+1. Format core: errors, locations, keys, defs, storage, node, tree, versions, commit, view, the
+   lookup codec and small shared helpers. It imports nothing above it.
+2. Engine-neutral catalog and maintenance: lakehouse, export, repair, fsck, maintenance/,
+   the lookup cache, integrations; then the command line on top. Never pyspark or jobs/.
+   ``lakecore.maintenance`` never imports the catalog API (``lakecore.lakehouse``).
+3. Spark: jobs/.
+
+Every import counts, also one inside a function: a deferred import is still a dependency.
+The tests also refuse import circles and private names (``_x``) imported across modules.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("lakecore", "jobs")
+# Tier of each module, by the longest matching prefix. The CLI modules sit on top of tier 2.
+TIERS: dict[str, float] = {
+    "lakecore": 1,
+    "lakecore.lakehouse": 2,
+    "lakecore.export": 2,
+    "lakecore.repair": 2,
+    "lakecore.fsck": 2,
+    "lakecore.treeinfo": 2,
+    "lakecore.demo": 2,
+    "lakecore.maintenance": 2,
+    "lakecore.lookup.cache": 2,
+    "lakecore.iceberg": 2,
+    "lakecore.cli": 2.5,
+    "lakecore.cliargs": 2.5,
+    "lakecore.lookup.cli": 2.5,
+    "jobs": 3,
+}
+ENGINES = ("pyspark", "great_expectations", "py4j")
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module
+    target: str  # the imported module (or module.name for a name imported from a module)
+    names: tuple[str, ...]
+    line: int
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            if "defs/lakecore_pb2" in path.as_posix():
+                continue
+            found[module_name(path)] = path
+    return found
+
+
+def imports_of(name: str, path: Path) -> Iterator[Import]:
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(name, alias.name, (), node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            yield Import(name, target, tuple(a.name for a in node.names), node.lineno)
+
+
+def all_imports() -> list[Import]:
+    return [imp for name, path in modules().items() for imp in imports_of(name, path)]
+
+
+def tier(module: str) -> float | None:
+    if module == "lakecore":
+        return 2  # the package's facade (``lakecore.Lakehouse``), not the format core
+    best = None
+    for prefix, value in TIERS.items():
+        if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[0])):
+            best = (prefix, value)
+    return None if best is None else best[1]
+
+
+def resolve(target: str, names: tuple[str, ...], known: set[str]) -> list[str]:
+    """The project modules an import reaches: ``from a import b`` is module ``a.b`` when that
+    is a module, else module ``a``."""
+    out = []
+    for name in names or ("",):
+        candidate = f"{target}.{name}" if name else target
+        if candidate in known:
+            out.append(candidate)
+        elif target in known:
+            out.append(target)
+    return sorted(set(out))
+
+
+def graph() -> dict[str, set[str]]:
+    known = set(modules())
+    edges: dict[str, set[str]] = {m: set() for m in known}
+    for imp in all_imports():
+        for target in resolve(imp.target, imp.names, known):
+            if target != imp.source and not imp.source.startswith(target + "."):  # a package's own parent
+                edges[imp.source].add(target)
+    return edges
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def upward_imports() -> list[str]:
+    out = []
+    known = set(modules())
+    for imp in all_imports():
+        source_tier = tier(imp.source)
+        if imp.target.split(".")[0] in ENGINES and source_tier is not None and source_tier < 3:
+            out.append(f"{imp.source}:{imp.line} imports {imp.target} (an engine) below tier 3")
+        for target in resolve(imp.target, imp.names, known):
+            target_tier = tier(target)
+            if source_tier is not None and target_tier is not None and target_tier > source_tier:
+                out.append(f"{imp.source}:{imp.line} (tier {source_tier}) imports {target} (tier {target_tier})")
+            if imp.source.startswith("lakecore.maintenance") and target == "lakecore.lakehouse":
+                out.append(f"{imp.source}:{imp.line} imports the catalog API lakecore.lakehouse")
+    return out
+
+
+def private_imports() -> list[str]:
+    out = []
+    for imp in all_imports():
+        for name in imp.names:
+            if name.startswith("_") and not name.startswith("__"):
+                out.append(f"{imp.source}:{imp.line} imports {imp.target}.{name}")
+    return out
+
+
+def test_no_import_circles() -> None:
+    assert circles(graph()) == []
+
+
+def test_imports_only_go_down_the_tiers() -> None:
+    assert upward_imports() == []
+
+
+def test_no_private_names_across_modules() -> None:
+    assert private_imports() == []
+
+
+def test_every_module_has_a_tier() -> None:
+    assert [m for m in modules() if tier(m) is None] == []
+
+
+if __name__ == "__main__":  # the numbers for a closing note
+    sizes = sorted(((len(p.read_text().splitlines()), m) for m, p in modules().items()), reverse=True)
+    print({"circles": circles(graph()), "upward_imports": len(upward_imports()),
+           "private_imports": len(private_imports()), "largest_modules": sizes[:3]})
+    for line in upward_imports() + private_imports():
+        print(" ", line)
