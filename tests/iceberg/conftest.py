@@ -8,7 +8,7 @@ file deleted behind our back shows up.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,8 @@ import pytest
 from pyiceberg.catalog import load_catalog
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
+from pyiceberg.table import CommitTableResponse, Table
+from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
@@ -111,3 +113,31 @@ def lake(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[IcebergLake
         yield local_lake(tmp_path)
     else:
         yield s3_lake(request.getfixturevalue("s3_server"))
+
+
+class RacingCatalog(LakecoreCatalog):
+    """A LakecoreCatalog that lets another writer commit in the window between reading the
+    table's current state and committing the new metadata to the lakehouse, once, when armed
+    (``in_window``): the race ``commit_table`` must turn into CommitFailedException. A real
+    second catalog commits in the window; nothing is faked."""
+
+    def __init__(self, name: str, **properties: Any) -> None:
+        super().__init__(name, **properties)
+        self.in_window: Callable[[], None] | None = None
+
+    def commit_table(self, table: Table, requirements: tuple[TableRequirement, ...],
+                     updates: tuple[TableUpdate, ...]) -> CommitTableResponse:
+        # The window opens after the base metadata was read: run the other writer from the
+        # lakehouse refresh that commit_table starts with.
+        racer, self.in_window = self.in_window, None
+        if racer is not None:
+            original = self._lakehouse.refresh
+
+            def refresh_then_race() -> Lakehouse:
+                self._lakehouse.refresh = original  # type: ignore[method-assign]
+                lh = original()
+                racer()
+                return lh
+
+            self._lakehouse.refresh = refresh_then_race  # type: ignore[method-assign]
+        return super().commit_table(table, requirements, updates)
