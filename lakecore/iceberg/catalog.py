@@ -18,7 +18,9 @@ Rules:
   current metadata, writes a new metadata file, then commits a lakecore transaction that
   replaces the table's definition. Snapshot isolation makes that commit fail if any other
   commit changed the table's key since the current metadata was read, so a concurrent change is
-  ``CommitFailedException`` (pyiceberg refreshes and retries) and never a lost update. An
+  never a lost update: the commit is redone once on the latest version (as a catalog that reads
+  the latest state first would have done), and a second loss is ``CommitFailedException``
+  (pyiceberg refreshes and retries). An
   ambiguous root write (or any storage failure during the lakecore commit) is
   ``CommitStateUnknownException``: pyiceberg then keeps every file it wrote. The losing writer's
   metadata file is never referenced; it is left for an Iceberg orphan-file cleanup.
@@ -642,46 +644,63 @@ class LakecoreCatalog(MetastoreCatalog):
         self._refuse_read_only("commit_table")
         ns, name = self._table(table.name())
         with self._lock:
-            lakehouse = self._lakehouse.refresh()
-            tx = lakehouse.transaction()
-            with _translated(invalid=NoSuchTableError):
-                exists = tx.table_exists(ns, name)
-            current: Table | None = None
-            if exists:
-                with _translated():
-                    definition = tx.load_table(ns, name)
-                base_location = definition.format_properties.get(METADATA_LOCATION_PROPERTY)
-                if base_location is not None and base_location == table.metadata_location:
-                    # Metadata files are immutable: the caller's copy is the current one.
-                    current = Table((ns, name), table.metadata, base_location, table.io, self)
+            # First try on the lakehouse version this object already holds when it knows the
+            # table at the caller's metadata (a single writer saves the latest-version lookup).
+            # If it was stale, the lakehouse commit conflicts; then start again from the
+            # latest version, as a catalog that reads first would have.
+            response = self._commit_once(ns, name, table, requirements, updates, fresh=False)
+            if response is None:
+                response = self._commit_once(ns, name, table, requirements, updates, fresh=True)
+            assert response is not None  # a fresh attempt returns or raises
+            return response
+
+    def _commit_once(self, ns: str, name: str, table: Table, requirements: tuple[TableRequirement, ...],
+                     updates: tuple[TableUpdate, ...], *, fresh: bool) -> CommitTableResponse | None:
+        """One commit attempt; None when a non-fresh attempt lost a race it may redo fresh."""
+        lakehouse = self._lakehouse.refresh() if fresh else self._lakehouse
+        tx = lakehouse.transaction()
+        with _translated(invalid=NoSuchTableError):
+            definition = tx.load_table(ns, name) if tx.table_exists(ns, name) else None
+        base_location = None if definition is None else definition.format_properties.get(METADATA_LOCATION_PROPERTY)
+        if not fresh and (base_location is None or base_location != table.metadata_location):
+            tx.abort()
+            return None  # the caller knows a newer state than this object: read the latest
+        current: Table | None = None
+        if definition is not None:
+            if base_location == table.metadata_location:
+                # Metadata files are immutable: the caller's copy is the current one.
+                current = Table((ns, name), table.metadata, table.metadata_location, table.io, self)
+            else:
+                current = self._table_from((ns, name), definition)
+        staged = self._update_and_stage_table(current, (ns, name), requirements, updates)
+        if current is not None and staged.metadata == current.metadata:
+            tx.abort()
+            return _response(current.metadata, current.metadata_location)
+        self._check_metadata(staged.metadata, staged.metadata_location)
+        self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+        columns = columns_of(staged.metadata.schema())
+        with _translated(not_found=NoSuchNamespaceError, in_commit=True):
+            try:
+                if current is None:
+                    tx.create_table(ns, name, columns=columns,
+                                    format_properties={METADATA_LOCATION_PROPERTY: staged.metadata_location})
                 else:
-                    current = self._table_from((ns, name), definition)
-            staged = self._update_and_stage_table(current, (ns, name), requirements, updates)
-            if current is not None and staged.metadata == current.metadata:
+                    tx.update_table(ns, name, columns=columns, format_properties={
+                        METADATA_LOCATION_PROPERTY: staged.metadata_location,
+                        PREVIOUS_METADATA_LOCATION_PROPERTY: current.metadata_location,
+                    })
+            except BaseException:
                 tx.abort()
-                return _response(current.metadata, current.metadata_location)
-            self._check_metadata(staged.metadata, staged.metadata_location)
-            self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
-            columns = columns_of(staged.metadata.schema())
-            with _translated(not_found=NoSuchNamespaceError, in_commit=True):
-                try:
-                    if current is None:
-                        tx.create_table(ns, name, columns=columns,
-                                        format_properties={METADATA_LOCATION_PROPERTY: staged.metadata_location})
-                    else:
-                        tx.update_table(ns, name, columns=columns, format_properties={
-                            METADATA_LOCATION_PROPERTY: staged.metadata_location,
-                            PREVIOUS_METADATA_LOCATION_PROPERTY: current.metadata_location,
-                        })
-                except BaseException:
-                    tx.abort()
-                    raise
-                try:
-                    tx.commit()
-                except CommitConflictError:
-                    if current is None and lakehouse.refresh().table_exists(ns, name):
-                        raise AlreadyExistsError(f"table {ns}.{name} was created by another commit") from None
-                    raise
+                raise
+            try:
+                tx.commit()
+            except CommitConflictError:
+                # The new metadata file stays unreferenced, like any losing writer's.
+                if not fresh:
+                    return None
+                if current is None and lakehouse.refresh().table_exists(ns, name):
+                    raise AlreadyExistsError(f"table {ns}.{name} was created by another commit") from None
+                raise
         return _response(staged.metadata, staged.metadata_location)
 
     # -- namespaces ---------------------------------------------------------------------------

@@ -15,11 +15,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyiceberg.catalog import load_catalog
+from pyiceberg.catalog import MetastoreCatalog, load_catalog
+from pyiceberg.io import FileIO
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.table import CommitTableResponse, Table
-from pyiceberg.table.update import TableRequirement, TableUpdate
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
@@ -117,27 +117,18 @@ def lake(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[IcebergLake
 
 class RacingCatalog(LakecoreCatalog):
     """A LakecoreCatalog that lets another writer commit in the window between reading the
-    table's current state and committing the new metadata to the lakehouse, once, when armed
-    (``in_window``): the race ``commit_table`` must turn into CommitFailedException. A real
-    second catalog commits in the window; nothing is faked."""
+    table's current state and committing the new metadata to the lakehouse (while the new
+    metadata file is written), for the next ``races`` commit attempts: the race
+    ``commit_table`` must never lose an update in. A real second catalog commits in the
+    window; nothing is faked."""
 
     def __init__(self, name: str, **properties: Any) -> None:
         super().__init__(name, **properties)
         self.in_window: Callable[[], None] | None = None
+        self.races = 0
 
-    def commit_table(self, table: Table, requirements: tuple[TableRequirement, ...],
-                     updates: tuple[TableUpdate, ...]) -> CommitTableResponse:
-        # The window opens after the base metadata was read: run the other writer from the
-        # lakehouse refresh that commit_table starts with.
-        racer, self.in_window = self.in_window, None
-        if racer is not None:
-            original = self._lakehouse.refresh
-
-            def refresh_then_race() -> Lakehouse:
-                self._lakehouse.refresh = original  # type: ignore[method-assign]
-                lh = original()
-                racer()
-                return lh
-
-            self._lakehouse.refresh = refresh_then_race  # type: ignore[method-assign]
-        return super().commit_table(table, requirements, updates)
+    def _write_metadata(self, metadata: TableMetadata, io: FileIO, metadata_path: str) -> None:  # type: ignore[override]
+        MetastoreCatalog._write_metadata(metadata, io, metadata_path)
+        if self.races > 0 and self.in_window is not None:
+            self.races -= 1
+            self.in_window()

@@ -5,6 +5,7 @@ or outside it."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from pathlib import Path
@@ -116,9 +117,7 @@ def test_a_warehouse_in_lakecore_directories_is_refused(tmp_path: Path, warehous
 
 def test_a_concurrent_change_is_commit_failed_and_pyiceberg_retries(tmp_path: Path) -> None:
     """Another catalog commits to the table between this commit's read and its lakehouse
-    commit: a property change fails with CommitFailedException (nothing lost, the other change
-    stays), an append is retried by pyiceberg and lands once; the losing metadata files are
-    never referenced."""
+    commit. Nothing is ever lost, and the losing metadata files are never referenced."""
     lake = local_lake(tmp_path)
     other = lake.catalog()
     other.create_namespace("ns")
@@ -126,23 +125,40 @@ def test_a_concurrent_change_is_commit_failed_and_pyiceberg_retries(tmp_path: Pa
     racing = RacingCatalog("racing", uri=lake.uri)
     mine = racing.load_table("ns.t")
 
-    racing.in_window = lambda: other.load_table("ns.t").append(rows(range(0, 3), "other"))
-    with pytest.raises(CommitFailedException, match="changed by another commit") as lost, mine.transaction() as tx:
+    ids = itertools.count()
+
+    def other_appends_one_row() -> None:
+        i = next(ids)
+        other.load_table("ns.t").append(rows(range(i, i + 1), "other"))
+
+    racing.in_window = other_appends_one_row
+    # A change that loses its first attempt is redone on the latest version: nothing is lost.
+    racing.races = 1
+    with mine.transaction() as tx:
         tx.set_properties(owner="mine")
+    current = racing.load_table("ns.t")
+    assert current.properties["owner"] == "mine" and len(current.scan().to_arrow()) == 1
+
+    # Losing the redo too is CommitFailedException; the other writer's changes stay.
+    racing.races = 2
+    with pytest.raises(CommitFailedException, match="changed by another commit") as lost, mine.transaction() as tx:
+        tx.set_properties(owner="mine again")
     _carries_lakecore_message(lost.value)
     current = racing.load_table("ns.t")
-    assert "owner" not in current.properties and len(current.scan().to_arrow()) == 3
+    assert current.properties["owner"] == "mine" and len(current.scan().to_arrow()) == 3
 
-    racing.in_window = lambda: other.load_table("ns.t").append(rows(range(3, 5), "other"))
+    # An append that keeps losing is retried by pyiceberg and lands once.
+    racing.races = 2
     mine = racing.load_table("ns.t")
-    mine.append(rows(range(10, 14), "mine"))  # loses once, retried by pyiceberg
+    mine.append(rows(range(10, 14), "mine"))
+    assert racing.races == 0
     final = racing.load_table("ns.t")
     assert sorted(final.scan().to_arrow().column("id").to_pylist()) == [0, 1, 2, 3, 4, 10, 11, 12, 13]
-    assert len(final.metadata.snapshots) == 3
+    assert len(final.metadata.snapshots) == 6
     referenced = {final.metadata_location, *(e.metadata_file for e in final.metadata.metadata_log)}
     metadata_dir = Path(final.metadata_location.removeprefix("file://")).parent
     written = {f"file://{p}" for p in metadata_dir.glob("*.metadata.json")}
-    assert len(written - referenced) == 2, "each lost commit leaves exactly one unreferenced metadata file"
+    assert len(written - referenced) == 5, "each lost attempt leaves exactly one unreferenced metadata file"
     lake.assert_fsck_deep()
 
 
@@ -201,7 +217,7 @@ def test_gc_never_deletes_iceberg_files(tmp_path: Path, inside: bool) -> None:
         table.append(rows(range(i * 5, i * 5 + 5)))
     # A losing writer's metadata file: written, never referenced by any lakehouse version.
     racing = RacingCatalog("racing", uri=lake.uri, **lake.properties)
-    racing.in_window = lambda: table.append(rows(range(15, 16)))
+    racing.in_window, racing.races = lambda: table.append(rows(range(15, 16))), 2
     with pytest.raises(CommitFailedException), racing.load_table("ns.t").transaction() as tx:
         tx.set_properties(lost="yes")
     warehouse = Path(catalog.warehouse.removeprefix("file://"))
@@ -220,5 +236,5 @@ def test_gc_never_deletes_iceberg_files(tmp_path: Path, inside: bool) -> None:
     assert set(planted) <= set(result.deleted.deleted_paths)
     assert all(classify_path(path) is not None for path in result.deleted.deleted_paths)
     assert sorted(p for p in warehouse.rglob("*") if p.is_file()) == iceberg_files
-    assert len(catalog.load_table("ns.t").scan().to_arrow()) == 16
+    assert len(catalog.load_table("ns.t").scan().to_arrow()) == 17  # 15 + the racer's two rows
     lake.assert_fsck_deep()
