@@ -10,13 +10,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import NoSuchTableError, ValidationError
 from pyiceberg.io import load_file_io
 from pyiceberg.types import DoubleType
 
 from lakecore.cli import main as cli_main
 from lakecore.iceberg import METADATA_LOCATION_PROPERTY, PREVIOUS_METADATA_LOCATION_PROPERTY
-from tests.iceberg.conftest import SCHEMA, SPEC, IcebergLake, local_lake, rows
+from tests.conftest import S3TestServer
+from tests.iceberg.conftest import SCHEMA, SPEC, IcebergLake, local_lake, rows, s3_lake
 
 
 def _ids(table: pa.Table) -> list[int]:
@@ -143,3 +144,20 @@ def test_cli_table_show_prints_format_properties(tmp_path: Path, capsys: pytest.
     assert cli_main(["-l", lake.uri, "--json", "table", "show", "ns", "t"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["format_properties"] == {METADATA_LOCATION_PROPERTY: table.metadata_location}
+
+
+@pytest.mark.s3
+def test_explicit_storage_options_reach_the_lakehouse(s3_server: S3TestServer) -> None:
+    """``lakecore.storage-options`` (JSON, as a config file gives it) is what lakecore's own
+    files use; pyiceberg's ``s3.*`` properties still serve the Iceberg files."""
+    lake = s3_lake(s3_server)
+    options = {"client_kwargs": {"endpoint_url": s3_server.endpoint}, "key": "lakecore-test",
+               "secret": "lakecore-test", "lakecore_timeout_seconds": 60}
+    catalog = lake.catalog(**{"lakecore.storage-options": json.dumps(options)})
+    assert catalog.lakehouse.storage.storage_options == options
+    catalog.create_namespace("ns")
+    catalog.create_table("ns.t", SCHEMA).append(rows(range(3)))
+    assert lake.open().list_tables("ns") == ["t"]
+    assert len(lake.catalog().load_table("ns.t").scan().to_arrow()) == 3
+    with pytest.raises(ValidationError, match="must be a JSON object"):
+        lake.catalog(**{"lakecore.storage-options": "endpoint=x"})
