@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-BENCHMARKS = ["bench_tree.py", "bench_commit.py", "bench_lookup.py"]
+BENCHMARKS = ["bench_tree.py", "bench_commit.py", "bench_lookup.py", "bench_iceberg.py"]
 
 
 def main() -> int:

@@ -112,8 +112,10 @@ def cmd_table(args: argparse.Namespace) -> int:
 
         columns = ", ".join(f"{c.name} {pb.DataType.Name(c.type)}" for c in definition.schema.columns)
         emit(args, f"table {args.namespace}.{definition.name} ({definition.table_format}, {definition.table_type})\n"
-              f"  columns: {columns or '-'}\n  properties: {dict(definition.properties)}",
-              {"version": view.version, **data})
+              f"  columns: {columns or '-'}\n  properties: {dict(definition.properties)}\n"
+              f"  format properties: {dict(definition.format_properties)}",
+              # Always present, also when empty (MessageToDict leaves empty maps out).
+              {"version": view.version, **data, "format_properties": dict(definition.format_properties)})
         return EXIT_OK
     if args.action == "create" and not args.column:
         raise InvalidArgumentError(

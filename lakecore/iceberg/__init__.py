@@ -1,0 +1,35 @@
+"""Iceberg tables in a lakehouse: ``LakecoreCatalog``, a pyiceberg catalog backed by lakecore.
+
+Needs the ``iceberg`` extra (``pip install 'lakecore[iceberg]'``). The rules (what a table
+definition holds, how commits stay safe, where files may live, time travel, error types) are in
+``lakecore.iceberg.catalog``'s docstring and in docs/format.md. Engine-neutral: nothing here
+imports pyspark or ``jobs``; it uses the public ``Lakehouse``/``Transaction`` API only.
+"""
+
+from __future__ import annotations
+
+try:
+    import pyiceberg  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "lakecore.iceberg needs pyiceberg: pip install 'lakecore[iceberg]'"
+    ) from exc
+
+from lakecore.iceberg.catalog import (
+    METADATA_LOCATION_PROPERTY,
+    PREVIOUS_METADATA_LOCATION_PROPERTY,
+    LakecoreCatalog,
+    ReadOnlyCatalogError,
+    normalize_location,
+)
+from lakecore.iceberg.columns import ICEBERG_TYPE_PROPERTY, columns_of
+
+__all__ = [
+    "ICEBERG_TYPE_PROPERTY",
+    "METADATA_LOCATION_PROPERTY",
+    "PREVIOUS_METADATA_LOCATION_PROPERTY",
+    "LakecoreCatalog",
+    "ReadOnlyCatalogError",
+    "columns_of",
+    "normalize_location",
+]

@@ -1,0 +1,818 @@
+"""``LakecoreCatalog``: a pyiceberg catalog whose namespaces and tables live in a lakehouse.
+
+Load it like any pyiceberg catalog::
+
+    load_catalog("prod", **{"py-catalog-impl": "lakecore.iceberg.LakecoreCatalog",
+                            "uri": "s3://bucket/lake", "warehouse": "s3://bucket/warehouse",
+                            "s3.endpoint": ..., "s3.access-key-id": ..., "s3.secret-access-key": ...})
+
+Rules:
+
+* **One lakehouse object per Iceberg object.** An Iceberg namespace is a lakecore namespace (its
+  properties are the namespace definition's properties); an Iceberg table is a lakecore table
+  with ``table_format = ICEBERG`` whose ``format_properties["metadata_location"]`` is the full
+  URI of its current metadata file (``previous_metadata_location`` the one before). Its columns
+  mirror the Iceberg schema (``lakecore.iceberg.columns``). Namespaces are flat: an identifier
+  with more than one namespace level names nothing.
+* **Commits are optimistic.** ``commit_table`` applies the requirements and updates to the
+  current metadata, writes a new metadata file, then commits a lakecore transaction that
+  replaces the table's definition. Snapshot isolation makes that commit fail if any other
+  commit changed the table's key since the current metadata was read, so a concurrent change is
+  never a lost update: the commit is redone once on the latest version (as a catalog that reads
+  the latest state first would have done), and a second loss is ``CommitFailedException``
+  (pyiceberg refreshes and retries). An
+  ambiguous root write (or any storage failure during the lakecore commit) is
+  ``CommitStateUnknownException``: pyiceberg then keeps every file it wrote. The losing writer's
+  metadata file is never referenced; it is left for an Iceberg orphan-file cleanup.
+* **Locations.** Every table location and every metadata file lies under the warehouse
+  (``ValidationError`` otherwise). A warehouse inside the lakehouse root must be a directory of
+  its own whose first path segment is not a lakecore name (no leading ``_`` or ``.``, not a
+  4-binary-digit hash directory): lakecore's gc lists only the root's top level and its hash
+  directories and deletes only files with lakecore's names, so Iceberg files are then never
+  listed, let alone deleted. Without ``warehouse`` it is ``<uri>/warehouse``. A table's default
+  location is ``<warehouse or namespace location>/<namespace>/<table>-<uuid>``: unique, so a
+  table created after a rename or a drop never shares a directory (and an orphan cleanup) with
+  the old one.
+* **Storage options** for lakecore's own files: ``storage_options`` (a mapping, when the catalog
+  is built in Python), else ``lakecore.storage-options`` (a JSON object), else derived from
+  pyiceberg's ``s3.*``/``client.*`` properties (endpoint, keys, session token, region). Iceberg
+  data and metadata files go through pyiceberg's FileIO with the catalog's properties as usual.
+* **Time travel.** ``version=V`` or ``as_of=`` (epoch milliseconds or an ISO-8601 time; UTC when
+  no zone is given) make a read-only catalog of that lakehouse version: every table loads at the
+  metadata it had then, and every change raises ``ReadOnlyCatalogError``.
+* **Errors** are pyiceberg's types carrying lakecore's message: not found is
+  ``NoSuchNamespaceError``/``NoSuchTableError``, already exists is
+  ``NamespaceAlreadyExistsError``/``TableAlreadyExistsError``, a bad name or location is
+  ``ValidationError``, a lost race ``CommitFailedException``. Storage failures and damaged files
+  outside a commit stay lakecore errors (``StorageError``, ``CorruptFileError``): pyiceberg has
+  no type for them. Views are not supported: every view method raises ``NotImplementedError``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from pyiceberg.catalog import (
+    LOCATION,
+    METADATA_LOCATION,
+    PREVIOUS_METADATA_LOCATION,
+    WAREHOUSE_LOCATION,
+    Catalog,
+    MetastoreCatalog,
+    PropertiesUpdateSummary,
+)
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    CommitStateUnknownException,
+    NamespaceAlreadyExistsError,
+    NoSuchIcebergTableError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+    ValidationError,
+)
+from pyiceberg.exceptions import NamespaceNotEmptyError as IcebergNamespaceNotEmptyError
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.serializers import FromInputFile
+from pyiceberg.table import CommitTableResponse, Table
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
+from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
+
+from lakecore.defs import pb
+from lakecore.errors import (
+    AlreadyExistsError,
+    CommitConflictError,
+    CommitStateUnknownError,
+    InvalidArgumentError,
+    InvalidLocationError,
+    NamespaceNotEmptyError,
+    NotFoundError,
+    StorageError,
+)
+from lakecore.iceberg.columns import columns_of
+from lakecore.lakehouse import Lakehouse, LakehouseView, Transaction
+from lakecore.locations import normalize_root_uri
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.table import CreateTableTransaction
+    from pyiceberg.table.update import TableRequirement, TableUpdate
+    from pyiceberg.view import View
+    from pyiceberg.view.metadata import ViewVersion
+
+T = TypeVar("T")
+
+#: format_properties key: full URI of the table's current Iceberg metadata file.
+METADATA_LOCATION_PROPERTY: Final = METADATA_LOCATION
+#: format_properties key: the metadata file the current one replaced (absent after create).
+PREVIOUS_METADATA_LOCATION_PROPERTY: Final = PREVIOUS_METADATA_LOCATION
+STORAGE_OPTIONS_PROPERTY: Final = "lakecore.storage-options"
+CREATE_PROPERTY: Final = "lakecore.create"
+VERSION_PROPERTY: Final = "version"
+AS_OF_PROPERTY: Final = "as_of"
+DEFAULT_WAREHOUSE_DIRECTORY: Final = "warehouse"
+# Catalog operations other than commit_table re-run on a conflict (they re-check existence
+# against the new state, so a rerun is what the caller asked for); commit_table never does:
+# pyiceberg must re-apply its changes to the new metadata itself.
+CATALOG_OP_ATTEMPTS: Final = 5
+_HASH_SEGMENT_RE: Final = re.compile(r"^[01]{4}$")
+_SCHEME_RE: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+class ReadOnlyCatalogError(ValidationError):
+    """A change was asked of a catalog opened at a past version (``version=``/``as_of=``)."""
+
+
+def _views_unsupported(what: str) -> NotImplementedError:
+    return NotImplementedError(
+        f"{what}: views are not supported by LakecoreCatalog (a TrinityLake lakehouse holds "
+        "namespaces and tables only)"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Options
+
+
+def _storage_options_of(properties: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Storage options for the lakehouse's own files (see the module docstring)."""
+    explicit = properties.get("storage_options")
+    if explicit is not None:
+        if not isinstance(explicit, Mapping):
+            raise InvalidArgumentError(f"storage_options must be a mapping, got {type(explicit).__name__}")
+        return dict(explicit)
+    text = properties.get(STORAGE_OPTIONS_PROPERTY)
+    if text is not None:
+        try:
+            parsed = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"{STORAGE_OPTIONS_PROPERTY} must be a JSON object: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise InvalidArgumentError(f"{STORAGE_OPTIONS_PROPERTY} must be a JSON object, got {text!r}")
+        return parsed
+
+    def first(*names: str) -> Any:
+        for name in names:
+            if properties.get(name):
+                return properties[name]
+        return None
+
+    client_kwargs = {k: v for k, v in {"endpoint_url": first("s3.endpoint"),
+                                       "region_name": first("s3.region", "client.region")}.items() if v}
+    options: dict[str, Any] = {k: v for k, v in {
+        "key": first("s3.access-key-id", "client.access-key-id"),
+        "secret": first("s3.secret-access-key", "client.secret-access-key"),
+        "token": first("s3.session-token", "client.session-token"),
+    }.items() if v}
+    if client_kwargs:
+        options["client_kwargs"] = client_kwargs
+    return options or None
+
+
+def _as_of_millis(value: Any) -> int:
+    """Epoch milliseconds from an int, a digit string, a datetime or an ISO-8601 string."""
+    if isinstance(value, bool):
+        raise InvalidArgumentError(f"{AS_OF_PROPERTY} {value!r} is not a time")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    when: dt.datetime
+    if isinstance(value, dt.datetime):
+        when = value
+    elif isinstance(value, str):
+        try:
+            when = dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise InvalidArgumentError(
+                f"{AS_OF_PROPERTY} {value!r} is neither epoch milliseconds nor an ISO-8601 time"
+            ) from None
+    else:
+        raise InvalidArgumentError(f"{AS_OF_PROPERTY} {value!r} is neither epoch milliseconds nor a time")
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1000)
+
+
+def normalize_location(location: str) -> str:
+    """A location as comparable text: ``s3a``/``s3n`` read as ``s3``, a bare path as
+    ``file://``, no trailing ``/``."""
+    if _SCHEME_RE.match(location) is None:
+        return normalize_root_uri(location).rstrip("/")
+    scheme, rest = location.split("://", 1)
+    scheme = scheme.lower()
+    if scheme in ("s3a", "s3n"):
+        scheme = "s3"
+    return f"{scheme}://{rest}".rstrip("/")
+
+
+def _check_qualified(location: str, what: str) -> None:
+    body = location.split("://", 1)[-1]
+    segments = body.split("/")[1:] if "://" in location else body.split("/")
+    if any(s in ("", ".", "..") for s in segments[:-1]) or segments[-1] in (".", ".."):
+        raise InvalidLocationError(f"{what} {location!r} is not qualified ('.', '..' or empty segments)")
+
+
+def _refuse_lakecore_directory(location: str, root_uri: str, what: str) -> None:
+    """Refuse a location inside the lakehouse root that is, or is inside, a place where
+    lakecore keeps (and its gc lists) its own files."""
+    root = root_uri.rstrip("/")
+    if location == root:
+        raise InvalidLocationError(
+            f"{what} {location} is the lakehouse root itself; use a directory of its own such as {root}/warehouse"
+        )
+    if not location.startswith(root + "/"):
+        return
+    first = location[len(root) + 1 :].split("/", 1)[0]
+    if first.startswith(("_", ".")) or _HASH_SEGMENT_RE.match(first):
+        raise InvalidLocationError(
+            f"{what} {location} lies in {root}/{first}, a name lakecore uses for its own files "
+            f"(leading '_' or '.', or a 4-binary-digit hash directory); use a directory such as {root}/warehouse"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+
+
+@contextmanager
+def _translated(
+    *,
+    not_found: type[Exception] = NoSuchTableError,
+    exists: type[Exception] = TableAlreadyExistsError,
+    invalid: type[Exception] = ValidationError,
+    in_commit: bool = False,
+) -> Iterator[None]:
+    """Re-raise lakecore errors as pyiceberg's types with lakecore's message (the lakecore
+    error stays chained as ``__cause__``)."""
+    try:
+        yield
+    except CommitStateUnknownError as exc:
+        raise CommitStateUnknownException(str(exc)) from exc
+    except CommitConflictError as exc:
+        raise CommitFailedException(str(exc)) from exc
+    except NamespaceNotEmptyError as exc:
+        raise IcebergNamespaceNotEmptyError(str(exc)) from exc
+    except NotFoundError as exc:
+        raise not_found(str(exc)) from exc
+    except AlreadyExistsError as exc:
+        raise exists(str(exc)) from exc
+    except InvalidArgumentError as exc:
+        raise invalid(str(exc)) from exc
+    except StorageError as exc:
+        if not in_commit:
+            raise
+        # A failure inside the lakecore commit may follow a root write whose outcome is
+        # unknown; pyiceberg deletes its new files only after CommitFailedException, so only
+        # "unknown" is safe here.
+        raise CommitStateUnknownException(
+            f"the lakehouse commit failed ({exc.one_line()}); it may or may not have landed: "
+            "reload the table before retrying"
+        ) from exc
+
+
+def _response(metadata: TableMetadata, metadata_location: str) -> CommitTableResponse:
+    # The pydantic model is populated by field name at run time (as SqlCatalog does); mypy only
+    # sees the JSON alias "metadata-location".
+    return CommitTableResponse(metadata=metadata, metadata_location=metadata_location)  # type: ignore[call-arg]
+
+
+# ---------------------------------------------------------------------------------------------
+# The catalog
+
+
+class LakecoreCatalog(MetastoreCatalog):
+    """A pyiceberg catalog backed by a lakecore lakehouse (see the module docstring)."""
+
+    def __init__(self, name: str, **properties: Any) -> None:
+        """Open the lakehouse at ``properties["uri"]``.
+
+        Raises:
+            ValidationError: no ``uri``, unusable options, or a warehouse in a lakecore directory.
+            lakecore.errors.NotFoundError: no lakehouse at ``uri`` (and ``lakecore.create`` is
+                not "true"), or the requested version does not exist or was expired.
+        """
+        storage_options = properties.pop("storage_options", None)
+        super().__init__(name, **properties)
+        self._lock = threading.RLock()
+        uri = properties.get("uri")
+        if not uri:
+            raise ValidationError("LakecoreCatalog needs a 'uri': the lakehouse root, such as s3://bucket/lake")
+        try:
+            options = _storage_options_of({**properties, "storage_options": storage_options}
+                                          if storage_options is not None else properties)
+            self._lakehouse = self._open(str(uri), options, str(properties.get(CREATE_PROPERTY, "")).lower() == "true")
+            self._view: LakehouseView | None = None
+            version, as_of = properties.get(VERSION_PROPERTY), properties.get(AS_OF_PROPERTY)
+            if version is not None and as_of is not None:
+                raise InvalidArgumentError(f"give '{VERSION_PROPERTY}' or '{AS_OF_PROPERTY}', not both")
+            if version is not None:
+                try:
+                    number = int(version)
+                except (TypeError, ValueError):
+                    raise InvalidArgumentError(f"{VERSION_PROPERTY} {version!r} is not a lakehouse version number") from None
+                self._view = self._lakehouse.at_version(number)
+            elif as_of is not None:
+                self._view = self._lakehouse.as_of(_as_of_millis(as_of))
+            root = self._lakehouse.storage.root_uri
+            warehouse = properties.get(WAREHOUSE_LOCATION) or root + DEFAULT_WAREHOUSE_DIRECTORY
+            self.warehouse = normalize_location(str(warehouse))
+            _check_qualified(self.warehouse, "the warehouse")
+            _refuse_lakecore_directory(self.warehouse, root, "the warehouse")
+        except InvalidArgumentError as exc:
+            raise ValidationError(str(exc)) from exc
+        self.properties[WAREHOUSE_LOCATION] = self.warehouse
+
+    @staticmethod
+    def _open(uri: str, options: dict[str, Any] | None, create: bool) -> Lakehouse:
+        try:
+            return Lakehouse.open(uri, storage_options=options)
+        except NotFoundError:
+            if not create:
+                raise NotFoundError(
+                    f"there is no lakehouse at {uri}: create one (`lakecore create`, Lakehouse.create) or set "
+                    f"the catalog property {CREATE_PROPERTY}=true"
+                ) from None
+        try:
+            return Lakehouse.create(uri, storage_options=options)
+        except AlreadyExistsError:  # another process created it first
+            return Lakehouse.open(uri, storage_options=options)
+
+    # -- identity and state -----------------------------------------------------------------
+
+    @property
+    def lakehouse(self) -> Lakehouse:
+        """The lakehouse object this catalog commits through (at its last refresh)."""
+        return self._lakehouse
+
+    @property
+    def read_only_version(self) -> int | None:
+        """The lakehouse version of a time-travel catalog; None for the live catalog."""
+        return None if self._view is None else self._view.version
+
+    def _read(self) -> LakehouseView:
+        """The version reads see: the fixed one, or the latest."""
+        if self._view is not None:
+            return self._view
+        return self._lakehouse.refresh()
+
+    def _refuse_read_only(self, what: str) -> None:
+        if self._view is not None:
+            raise ReadOnlyCatalogError(
+                f"{what}: this catalog is read-only, opened at lakehouse version {self._view.version}; "
+                "open it without 'version'/'as_of' to make changes"
+            )
+
+    def _change(self, what: str, change: Callable[[Transaction], T], **translate: Any) -> T:
+        """Run ``change`` in a lakecore transaction on the latest version and commit it; on a
+        conflict run it again on the new latest version (it re-checks what it relies on)."""
+        self._refuse_read_only(what)
+        with self._lock:
+            for attempt in range(CATALOG_OP_ATTEMPTS):
+                tx = self._lakehouse.refresh().transaction()
+                try:
+                    with _translated(**translate):
+                        try:
+                            result = change(tx)
+                        except BaseException:
+                            tx.abort()
+                            raise
+                        tx.commit()
+                    return result
+                except CommitFailedException:
+                    if attempt == CATALOG_OP_ATTEMPTS - 1:
+                        raise
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    # -- names --------------------------------------------------------------------------------
+
+    def _namespace(self, namespace: str | Identifier, err: type[Exception] = NoSuchNamespaceError) -> str:
+        parts = Catalog.identifier_to_tuple(namespace)
+        if len(parts) != 1:
+            raise err(f"namespace {'.'.join(parts)!r}: hierarchical namespaces are not supported by a lakehouse")
+        return parts[0]
+
+    def _table(self, identifier: str | Identifier, err: type[Exception] = NoSuchTableError) -> tuple[str, str]:
+        parts = Catalog.identifier_to_tuple(identifier)
+        if len(parts) != 2:
+            raise err(f"table {'.'.join(parts)!r}: a table identifier is 'namespace.table' (flat namespaces only)")
+        return parts[0], parts[1]
+
+    # -- locations ----------------------------------------------------------------------------
+
+    def check_location(self, location: str, what: str) -> None:
+        """Refuse a location outside the warehouse or inside lakecore's own directories.
+
+        Raises:
+            ValidationError: with the reason.
+        """
+        with _translated():
+            normalized = normalize_location(location)
+            _check_qualified(normalized, what)
+            if normalized != self.warehouse and not normalized.startswith(self.warehouse + "/"):
+                raise InvalidLocationError(
+                    f"{what} {location} is outside the warehouse {self.warehouse}; tables of this catalog "
+                    "keep their files under it"
+                )
+            _refuse_lakecore_directory(normalized, self._lakehouse.storage.root_uri, what)
+
+    def _check_metadata(self, metadata: TableMetadata, metadata_location: str) -> None:
+        self.check_location(metadata_location, "metadata location")
+        self.check_location(metadata.location, "table location")
+
+    def _get_default_warehouse_location(self, database_name: str, table_name: str) -> str:
+        # Unique per table (see the module docstring); pyiceberg's is <warehouse>/<ns>/<table>.
+        properties = self.load_namespace_properties(database_name)
+        base = (properties.get(LOCATION) or f"{self.warehouse}/{database_name}").rstrip("/")
+        return f"{base}/{table_name}-{uuid.uuid4().hex}"
+
+    # -- tables: reads ------------------------------------------------------------------------
+
+    def _table_from(self, identifier: tuple[str, str], definition: pb.TableDef) -> Table:
+        metadata_location = definition.format_properties.get(METADATA_LOCATION_PROPERTY)
+        if definition.table_format != "ICEBERG" or not metadata_location:
+            raise NoSuchIcebergTableError(
+                f"table {identifier[0]}.{identifier[1]} has no Iceberg metadata "
+                f"(format {definition.table_format or '-'}, no format property {METADATA_LOCATION_PROPERTY!r}); "
+                "it was not created through an Iceberg catalog"
+            )
+        io = self._load_file_io(location=metadata_location)
+        metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
+        return Table(
+            identifier=identifier,
+            metadata=metadata,
+            metadata_location=metadata_location,
+            io=self._load_file_io(metadata.properties, metadata_location),
+            catalog=self,
+        )
+
+    def load_table(self, identifier: str | Identifier) -> Table:
+        """The table at its current metadata (at this catalog's version when time-travelling).
+
+        Raises:
+            NoSuchTableError: no such table (``NoSuchIcebergTableError`` if it has no Iceberg
+                metadata).
+        """
+        ns, table = self._table(identifier)
+        with self._lock, _translated(invalid=NoSuchTableError):
+            definition = self._read().load_table(ns, table)
+        return self._table_from((ns, table), definition)
+
+    def table_exists(self, identifier: str | Identifier) -> bool:
+        """Whether the table exists (without reading its Iceberg metadata)."""
+        try:
+            ns, table = self._table(identifier)
+        except NoSuchTableError:
+            return False
+        try:
+            with self._lock, _translated(invalid=NoSuchTableError):
+                return self._read().table_exists(ns, table)
+        except NoSuchTableError:  # an invalid name: no table can have it
+            return False
+
+    def list_tables(self, namespace: str | Identifier) -> list[Identifier]:
+        """Every table of the namespace (any lakecore table of it, Iceberg metadata or not).
+
+        Raises:
+            NoSuchNamespaceError: no such namespace.
+        """
+        ns = self._namespace(namespace)
+        with self._lock, _translated(not_found=NoSuchNamespaceError, invalid=NoSuchNamespaceError):
+            return [(ns, table) for table in self._read().list_tables(ns)]
+
+    # -- tables: changes ----------------------------------------------------------------------
+
+    def create_table(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | pa.Schema,
+        location: str | None = None,
+        partition_spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC,
+        sort_order: SortOrder = UNSORTED_SORT_ORDER,
+        properties: Properties = EMPTY_DICT,
+    ) -> Table:
+        """Write the table's first metadata file, then commit the table to the lakehouse.
+
+        Raises:
+            NoSuchNamespaceError: the namespace does not exist.
+            TableAlreadyExistsError: the table exists (its new metadata file is left unreferenced).
+            ValidationError: a bad name, or a location outside the warehouse.
+        """
+        self._refuse_read_only("create_table")
+        ns, name = self._table(identifier, ValidationError)
+        staged = self._create_staged_table((ns, name), schema, location, partition_spec, sort_order, properties)
+        self._check_metadata(staged.metadata, staged.metadata_location)
+        with self._lock, _translated(not_found=NoSuchNamespaceError):
+            # Fail before writing anything if the table exists (the commit re-checks).
+            if self._lakehouse.refresh().table_exists(ns, name):
+                raise AlreadyExistsError(f"table {ns}.{name} already exists")
+        self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+        self._commit_new_table(ns, name, staged.metadata, staged.metadata_location, "MANAGED")
+        return self.load_table((ns, name))
+
+    def create_table_transaction(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | pa.Schema,
+        location: str | None = None,
+        partition_spec: PartitionSpec = UNPARTITIONED_PARTITION_SPEC,
+        sort_order: SortOrder = UNSORTED_SORT_ORDER,
+        properties: Properties = EMPTY_DICT,
+    ) -> CreateTableTransaction:
+        """A pyiceberg create-table transaction; its commit goes through ``commit_table``."""
+        self._refuse_read_only("create_table_transaction")
+        ns, name = self._table(identifier, ValidationError)
+        return super().create_table_transaction((ns, name), schema, location, partition_spec, sort_order, properties)
+
+    def _commit_new_table(self, ns: str, name: str, metadata: TableMetadata, metadata_location: str,
+                          table_type: str) -> None:
+        def create(tx: Transaction) -> None:
+            tx.create_table(ns, name, columns=columns_of(metadata.schema()), table_type=table_type,
+                            format_properties={METADATA_LOCATION_PROPERTY: metadata_location})
+
+        self._change("create_table", create, not_found=NoSuchNamespaceError)
+
+    def register_table(self, identifier: str | Identifier, metadata_location: str, overwrite: bool = False) -> Table:
+        """Register an existing metadata file (under the warehouse) as a table.
+
+        With ``overwrite`` an existing table is pointed at ``metadata_location`` instead.
+
+        Raises:
+            NoSuchNamespaceError: the namespace does not exist.
+            TableAlreadyExistsError: the table exists and ``overwrite`` is false.
+            ValidationError: a bad name, or a metadata or table location outside the warehouse.
+        """
+        self._refuse_read_only("register_table")
+        ns, name = self._table(identifier, ValidationError)
+        self.check_location(metadata_location, "metadata location")
+        io = self._load_file_io(location=metadata_location)
+        metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
+        self._check_metadata(metadata, metadata_location)
+
+        def register(tx: Transaction) -> None:
+            columns = columns_of(metadata.schema())
+            if overwrite and tx.table_exists(ns, name):
+                current = tx.load_table(ns, name).format_properties.get(METADATA_LOCATION_PROPERTY)
+                previous = {PREVIOUS_METADATA_LOCATION_PROPERTY: current} if current else {}
+                tx.update_table(ns, name, columns=columns,
+                                format_properties={METADATA_LOCATION_PROPERTY: metadata_location, **previous})
+            else:
+                tx.create_table(ns, name, columns=columns, table_type="EXTERNAL",
+                                format_properties={METADATA_LOCATION_PROPERTY: metadata_location})
+
+        self._change("register_table", register, not_found=NoSuchNamespaceError)
+        return self.load_table((ns, name))
+
+    def drop_table(self, identifier: str | Identifier) -> None:
+        """Remove the table from the lakehouse; its files stay (``purge_table`` deletes them).
+
+        Raises:
+            NoSuchTableError: no such table.
+        """
+        self._refuse_read_only("drop_table")
+        ns, name = self._table(identifier)
+        self._change("drop_table", lambda tx: tx.drop_table(ns, name), invalid=NoSuchTableError)
+
+    def purge_table(self, identifier: str | Identifier) -> None:
+        """Drop the table, then delete its data and metadata files (pyiceberg's purge).
+
+        Older lakehouse versions that still name the table can no longer be scanned.
+
+        Raises:
+            NoSuchTableError: no such table.
+        """
+        self._refuse_read_only("purge_table")
+        super().purge_table(identifier)
+
+    def rename_table(self, from_identifier: str | Identifier, to_identifier: str | Identifier) -> Table:
+        """Move the table's definition to the new name in one lakehouse commit (its files stay
+        where they are, as in every Iceberg catalog).
+
+        Raises:
+            NoSuchTableError: ``from_identifier`` does not exist.
+            NoSuchNamespaceError: the target namespace does not exist.
+            TableAlreadyExistsError: ``to_identifier`` exists.
+            ValidationError: the new name is invalid.
+        """
+        self._refuse_read_only("rename_table")
+        from_ns, from_name = self._table(from_identifier)
+        to_ns, to_name = self._table(to_identifier, ValidationError)
+
+        def rename(tx: Transaction) -> None:
+            with _translated(not_found=NoSuchTableError, invalid=NoSuchTableError):
+                current = tx.load_table(from_ns, from_name)
+            with _translated(not_found=NoSuchNamespaceError):
+                if not tx.namespace_exists(to_ns):
+                    raise NotFoundError(f"namespace {to_ns!r} does not exist; create it first")
+                if tx.table_exists(to_ns, to_name):
+                    raise AlreadyExistsError(f"table {to_ns}.{to_name} already exists")
+                tx.create_table(
+                    to_ns, to_name, columns=list(current.schema.columns), table_format=current.table_format or "ICEBERG",
+                    table_type=current.table_type or "MANAGED", properties=current.properties,
+                    format_properties=current.format_properties, distribution_keys=current.distribution_keys,
+                    primary_key=current.primary_key, sort_keys=current.sort_keys,
+                    unique_columns=current.unique_columns,
+                )
+            tx.drop_table(from_ns, from_name)
+
+        self._change("rename_table", rename)
+        return self.load_table((to_ns, to_name))
+
+    def commit_table(
+        self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
+    ) -> CommitTableResponse:
+        """Apply ``updates`` to the current metadata if ``requirements`` hold, write the new
+        metadata file, and commit it to the lakehouse if the table is still at the metadata
+        the change was based on.
+
+        Raises:
+            NoSuchTableError: the table does not exist (and this is not a create).
+            TableAlreadyExistsError: a create-table transaction found the table created.
+            CommitFailedException: a requirement failed, or another commit changed the table.
+            CommitStateUnknownException: the lakehouse commit may or may not have landed.
+            ValidationError: the new metadata lies outside the warehouse.
+        """
+        self._refuse_read_only("commit_table")
+        ns, name = self._table(table.name())
+        with self._lock:
+            # First try on the lakehouse version this object already holds when it knows the
+            # table at the caller's metadata (a single writer saves the latest-version lookup).
+            # If it was stale, the lakehouse commit conflicts; then start again from the
+            # latest version, as a catalog that reads first would have.
+            response = self._commit_once(ns, name, table, requirements, updates, fresh=False)
+            if response is None:
+                response = self._commit_once(ns, name, table, requirements, updates, fresh=True)
+            assert response is not None  # a fresh attempt returns or raises
+            return response
+
+    def _commit_once(self, ns: str, name: str, table: Table, requirements: tuple[TableRequirement, ...],
+                     updates: tuple[TableUpdate, ...], *, fresh: bool) -> CommitTableResponse | None:
+        """One commit attempt; None when a non-fresh attempt lost a race it may redo fresh."""
+        lakehouse = self._lakehouse.refresh() if fresh else self._lakehouse
+        tx = lakehouse.transaction()
+        with _translated(invalid=NoSuchTableError):
+            definition = tx.load_table(ns, name) if tx.table_exists(ns, name) else None
+        base_location = None if definition is None else definition.format_properties.get(METADATA_LOCATION_PROPERTY)
+        if not fresh and (base_location is None or base_location != table.metadata_location):
+            tx.abort()
+            return None  # the caller knows a newer state than this object: read the latest
+        current: Table | None = None
+        if definition is not None:
+            if base_location == table.metadata_location:
+                # Metadata files are immutable: the caller's copy is the current one.
+                current = Table((ns, name), table.metadata, table.metadata_location, table.io, self)
+            else:
+                current = self._table_from((ns, name), definition)
+        staged = self._update_and_stage_table(current, (ns, name), requirements, updates)
+        if current is not None and staged.metadata == current.metadata:
+            tx.abort()
+            return _response(current.metadata, current.metadata_location)
+        self._check_metadata(staged.metadata, staged.metadata_location)
+        self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+        columns = columns_of(staged.metadata.schema())
+        with _translated(not_found=NoSuchNamespaceError, in_commit=True):
+            try:
+                if current is None:
+                    tx.create_table(ns, name, columns=columns,
+                                    format_properties={METADATA_LOCATION_PROPERTY: staged.metadata_location})
+                else:
+                    tx.update_table(ns, name, columns=columns, format_properties={
+                        METADATA_LOCATION_PROPERTY: staged.metadata_location,
+                        PREVIOUS_METADATA_LOCATION_PROPERTY: current.metadata_location,
+                    })
+            except BaseException:
+                tx.abort()
+                raise
+            try:
+                tx.commit()
+            except CommitConflictError:
+                # The new metadata file stays unreferenced, like any losing writer's.
+                if not fresh:
+                    return None
+                if current is None and lakehouse.refresh().table_exists(ns, name):
+                    raise AlreadyExistsError(f"table {ns}.{name} was created by another commit") from None
+                raise
+        return _response(staged.metadata, staged.metadata_location)
+
+    # -- namespaces ---------------------------------------------------------------------------
+
+    def create_namespace(self, namespace: str | Identifier, properties: Properties = EMPTY_DICT) -> None:
+        """Create a namespace with ``properties``.
+
+        Raises:
+            NamespaceAlreadyExistsError: it exists.
+            ValidationError: an invalid or hierarchical name.
+        """
+        self._refuse_read_only("create_namespace")
+        ns = self._namespace(namespace, ValidationError)
+        self._change("create_namespace", lambda tx: tx.create_namespace(ns, dict(properties)),
+                     exists=NamespaceAlreadyExistsError)
+
+    def drop_namespace(self, namespace: str | Identifier) -> None:
+        """Drop an empty namespace.
+
+        Raises:
+            NoSuchNamespaceError: it does not exist.
+            NamespaceNotEmptyError: it still holds tables.
+        """
+        self._refuse_read_only("drop_namespace")
+        ns = self._namespace(namespace)
+        self._change("drop_namespace", lambda tx: tx.drop_namespace(ns), not_found=NoSuchNamespaceError,
+                     invalid=NoSuchNamespaceError)
+
+    def list_namespaces(self, namespace: str | Identifier = ()) -> list[Identifier]:
+        """Every namespace; namespaces are flat, so a namespace has none below it.
+
+        Raises:
+            NoSuchNamespaceError: ``namespace`` is given and does not exist.
+        """
+        with self._lock, _translated(not_found=NoSuchNamespaceError, invalid=NoSuchNamespaceError):
+            view = self._read()
+            if namespace:
+                ns = self._namespace(namespace)
+                if not view.namespace_exists(ns):
+                    raise NotFoundError(f"namespace {ns!r} does not exist at version {view.version}")
+                return []
+            return [(ns,) for ns in view.list_namespaces()]
+
+    def load_namespace_properties(self, namespace: str | Identifier) -> Properties:
+        """The namespace's properties.
+
+        Raises:
+            NoSuchNamespaceError: it does not exist.
+        """
+        ns = self._namespace(namespace)
+        with self._lock, _translated(not_found=NoSuchNamespaceError, invalid=NoSuchNamespaceError):
+            return dict(self._read().load_namespace(ns).properties)
+
+    def update_namespace_properties(
+        self, namespace: str | Identifier, removals: set[str] | None = None, updates: Properties = EMPTY_DICT
+    ) -> PropertiesUpdateSummary:
+        """Remove ``removals`` and set ``updates`` in one commit.
+
+        Raises:
+            NoSuchNamespaceError: it does not exist.
+            ValueError: ``removals`` and ``updates`` overlap.
+        """
+        self._refuse_read_only("update_namespace_properties")
+        ns = self._namespace(namespace)
+
+        def update(tx: Transaction) -> PropertiesUpdateSummary:
+            current = dict(tx.load_namespace(ns).properties)
+            summary, _ = self._get_updated_props_and_update_summary(current, removals, updates)
+            tx.update_namespace(ns, dict(updates), remove_properties=removals or ())
+            return summary
+
+        return self._change("update_namespace_properties", update, not_found=NoSuchNamespaceError,
+                            invalid=NoSuchNamespaceError)
+
+    # -- views: not supported -----------------------------------------------------------------
+
+    def create_view(
+        self,
+        identifier: str | Identifier,
+        schema: Schema | pa.Schema,
+        view_version: ViewVersion,
+        location: str | None = None,
+        properties: Properties = EMPTY_DICT,
+    ) -> View:
+        """Raises: NotImplementedError: views are not supported."""
+        raise _views_unsupported("create_view")
+
+    def list_views(self, namespace: str | Identifier) -> list[Identifier]:
+        """Raises: NotImplementedError: views are not supported."""
+        raise _views_unsupported("list_views")
+
+    def view_exists(self, identifier: str | Identifier) -> bool:
+        """Raises: NotImplementedError: views are not supported."""
+        raise _views_unsupported("view_exists")
+
+    def load_view(self, identifier: str | Identifier) -> View:
+        """Raises: NotImplementedError: views are not supported."""
+        raise _views_unsupported("load_view")
+
+    def register_view(self, identifier: str | Identifier, metadata_location: str) -> View:
+        """Raises: NotImplementedError: views are not supported."""
+        raise _views_unsupported("register_view")
+
+    def drop_view(self, identifier: str | Identifier) -> None:
+        """Raises: NotImplementedError: views are not supported."""
+        raise _views_unsupported("drop_view")
+
+
+__all__ = [
+    "METADATA_LOCATION_PROPERTY",
+    "PREVIOUS_METADATA_LOCATION_PROPERTY",
+    "LakecoreCatalog",
+    "ReadOnlyCatalogError",
+    "normalize_location",
+]
