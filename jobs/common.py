@@ -26,6 +26,7 @@ from typing import Any
 
 from lakecore.argparsing import ArgumentError, OneLineArgumentParser
 from lakecore.errors import ExitCode, LakecoreError
+from lakecore.maintenance.settings import MaintenanceSettings
 from lakecore.storage import Storage, parse_storage_options
 from lakecore.view import refuse_unsupported_format
 
@@ -58,15 +59,12 @@ def storage_options(args: argparse.Namespace) -> dict[str, Any]:
     return parse_storage_options(args.storage_option)
 
 
-def load_settings(env: str) -> dict[str, Any]:
+def load_settings(env: str) -> MaintenanceSettings:
+    """``conf/maintenance-<env>.json`` (``$LAKECORE_CONF_DIR`` overrides the folder)."""
     path = CONF_DIR / f"maintenance-{env}.json"
     if not path.exists():
         raise ArgumentError(f"no maintenance settings for environment {env!r} (expected {path})")
-    try:
-        data: dict[str, Any] = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ArgumentError(f"{path} is not valid JSON: {exc}") from None
-    return data
+    return MaintenanceSettings.load(path)
 
 
 def parse_duration_seconds(text: str) -> float:
@@ -183,7 +181,7 @@ class JobContext:
     def parallelism(self) -> int:
         if self.args.parallelism:
             return int(self.args.parallelism)
-        per_core = int(self.settings.get("subtree_tasks_per_core", 4))
+        per_core = self.settings.subtree_tasks_per_core
         return max(1, int(self.sc.defaultParallelism) * per_core)
 
     @contextlib.contextmanager

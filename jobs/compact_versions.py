@@ -43,7 +43,6 @@ from jobs.common import (
     run_job,
 )
 from jobs.gc import (
-    DEFAULT_DELETE_BATCH_SIZE,
     delete_in_batches,
     membership_in,
     reach_rdd,
@@ -97,7 +96,7 @@ def _body(ctx: JobContext) -> None:
 def _compact(ctx: JobContext, cached: list[Any]) -> None:
     args, report, storage = ctx.args, ctx.report, ctx.storage
     now = parse_time_millis(args.now) if args.now is not None else int(time.time() * 1000)
-    batch_size = int(ctx.settings.get("gc_delete_batch_size", DEFAULT_DELETE_BATCH_SIZE))
+    batch_size = ctx.settings.gc_delete_batch_size
     report.dry_run = args.dry_run
     report.details["now_millis"] = now
 

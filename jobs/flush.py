@@ -69,13 +69,13 @@ def _run_tasks(ctx: JobContext, storage: Storage, shape: TreeShape, tasks: list[
 
 def _body(ctx: JobContext) -> None:
     args = ctx.args
-    fill = args.fill if args.fill is not None else float(ctx.settings.get("flush_fill", 0.5))
+    fill = args.fill if args.fill is not None else ctx.settings.flush_fill
     if not 0.0 <= fill <= 1.0:
         raise ArgumentError(f"--fill {fill} must be between 0 and 1")
     if args.fill is not None and args.mode == "full":
         raise ArgumentError("--fill only applies to --mode threshold")
     policy = policy_from(args.mode, fill)
-    max_redos = args.max_redos if args.max_redos is not None else int(ctx.settings.get("flush_max_redos", 3))
+    max_redos = args.max_redos if args.max_redos is not None else ctx.settings.flush_max_redos
     report = ctx.report
     lh = Lakehouse.open(ctx.storage.root_uri, storage_options=ctx.storage.storage_options)
     lh.require_writable("flush")  # before executors write new nodes into it

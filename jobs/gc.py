@@ -46,34 +46,28 @@ from jobs.common import (
     run_job,
 )
 from lakecore.locations import hash_directories
-from lakecore.maintenance.gc import (
+from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
+from lakecore.maintenance.gc import check_grace
+from lakecore.maintenance.listing import (
     FOREIGN,
-    DeleteOutcome,
     GcRefusedError,
     ListedFile,
+    list_directories,
+    list_top,
+)
+from lakecore.maintenance.reach import (
     NewVersionsReach,
     ReachPlan,
     ReachTask,
-    Tally,
-    check_grace,
-    chunks,
-    delete_files,
-    list_directories,
-    list_top,
     plan_reach,
     reach_new_versions,
-    read_retained,
     run_reach_tasks,
-    select_by_age,
-    tally,
 )
+from lakecore.maintenance.roots import read_retained
+from lakecore.maintenance.tally import Tally, select_by_age, tally
 from lakecore.storage import Storage
 from lakecore.tree.store import NodeCache
 
-DEFAULT_OLDER_THAN = "3d"
-DEFAULT_DELETE_BATCH_SIZE = 1000
-# Listing requests in flight per executor task (settings: gc_list_threads_per_task).
-DEFAULT_LIST_THREADS = 8
 # Retained versions listed in the report; beyond this only the count and the range.
 VERSIONS_IN_REPORT = 1000
 
@@ -102,7 +96,7 @@ def _parser() -> Any:
 def _listing(ctx: JobContext, storage: Storage, top: list[ListedFile]) -> Any:
     """RDD of every listed file: the hash directories listed on executors plus the top level."""
     directories = hash_directories()
-    threads = int(ctx.settings.get("gc_list_threads_per_task", DEFAULT_LIST_THREADS))
+    threads = ctx.settings.gc_list_threads_per_task
 
     def list_dirs(items: Iterable[str]) -> Iterator[ListedFile]:
         return list_directories(storage, items, threads)
@@ -178,17 +172,17 @@ def _body(ctx: JobContext) -> None:
 
 def _gc(ctx: JobContext, cached: list[Any]) -> None:
     args, report, storage = ctx.args, ctx.report, ctx.storage
-    grace_seconds = parse_duration_seconds(args.older_than or str(ctx.settings.get("gc_older_than", DEFAULT_OLDER_THAN)))
+    grace_seconds = parse_duration_seconds(args.older_than or ctx.settings.gc_older_than)
     wall_clock = int(time.time() * 1000)
     now = parse_time_millis(args.now) if args.now is not None else wall_clock
     check_grace(
         grace_seconds,
-        commit_timeout_seconds=float(ctx.settings.get("commit_timeout_seconds", 0)),
+        commit_timeout_seconds=ctx.settings.commit_timeout_seconds,
         now_millis=now,
         wall_clock_millis=wall_clock,
         override=args.i_understand_grace_risk,
     )
-    batch_size = int(ctx.settings.get("gc_delete_batch_size", DEFAULT_DELETE_BATCH_SIZE))
+    batch_size = ctx.settings.gc_delete_batch_size
     cutoff = now - int(grace_seconds * 1000)
     report.dry_run = args.dry_run
     report.details.update({"now_millis": now, "grace_seconds": grace_seconds, "cutoff_millis": cutoff,

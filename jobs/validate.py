@@ -144,7 +144,7 @@ def _rows_dataframe(ctx: JobContext, plans: list[VersionPlan], results_rdd: Any)
 def _body(ctx: JobContext) -> None:
     args = ctx.args
     report = ctx.report
-    expectations_on = bool(ctx.settings.get("validate_ge_enabled", True)) and not args.no_expectations
+    expectations_on = ctx.settings.validate_ge_enabled and not args.no_expectations
     storage = ctx.storage
     latest, versions = _versions_to_check(storage, args)
     report.base_version = latest

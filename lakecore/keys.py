@@ -25,7 +25,7 @@ from lakecore.errors import InvalidNameError
 BASE64_ALPHABET: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 SCHEMA_ID_PADDING: Final = "==="
 
-LAKEHOUSE_SCHEMA: Final = 0
+# Schema 0 is the lakehouse's own, which has no object key.
 NAMESPACE_SCHEMA: Final = 1
 TABLE_SCHEMA: Final = 2
 

@@ -24,7 +24,7 @@ tree can decide whether a node fits ``node_file_max_size_bytes`` without seriali
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -80,6 +80,13 @@ class Node:
     @property
     def n_keys(self) -> int:
         return len(self.keys)
+
+    def pvalues(self) -> Iterator[str]:
+        """Every value this node stores: its key table's, then its buffered set messages'."""
+        yield from self.values
+        for value in self.buffer.values():
+            if value is not None:
+                yield value
 
     def copy(self) -> Node:
         return Node(list(self.keys), list(self.values), list(self.children), dict(self.buffer), dict(self.system))

@@ -254,14 +254,20 @@ def maximum_age_millis(lakehouse_def: LakehouseDef, version: int) -> int:
     return int(lakehouse_def.maximum_version_age_millis_overrides.get(version, lakehouse_def.maximum_version_age_millis))
 
 
+def export_pins(lakehouse_def: LakehouseDef) -> dict[str, int]:
+    """Export name -> the version it pins: the exports whose recorded location is a root file
+    of this lakehouse (a root file name, not a full URI into another one)."""
+    pins = {}
+    for name, location in lakehouse_def.exported_snapshots.items():
+        file_name = location.rsplit("/", 1)[-1]
+        if is_root_node_file_name(file_name) and "://" not in location:
+            pins[name] = version_from_root_node_file_name(file_name)
+    return pins
+
+
 def exported_root_versions(lakehouse_def: LakehouseDef) -> set[int]:
     """Versions pinned by exports (only roots of this lakehouse, named by file name)."""
-    pinned = set()
-    for location in lakehouse_def.exported_snapshots.values():
-        name = location.rsplit("/", 1)[-1]
-        if is_root_node_file_name(name) and "://" not in location:
-            pinned.add(version_from_root_node_file_name(name))
-    return pinned
+    return set(export_pins(lakehouse_def).values())
 
 
 def expired_versions(

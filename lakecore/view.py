@@ -55,6 +55,7 @@ from lakecore.tree import NodeStore, TreeShape
 from lakecore.versions import (
     RootInfo,
     decode_root,
+    export_pins,
     latest_version,
     list_root_versions,
     probe_up,
@@ -196,10 +197,8 @@ def list_versions(storage: Storage) -> list[VersionInfo]:
             continue
         if pins is None:
             pins = {}
-            for name, location in sorted(lakehouse_def.exported_snapshots.items()):
-                root_name = location.rsplit("/", 1)[-1]
-                if "://" not in location and is_root_node_file_name(root_name):
-                    pins.setdefault(version_from_root_node_file_name(root_name), []).append(name)
+            for name, pinned in sorted(export_pins(lakehouse_def).items()):
+                pins.setdefault(pinned, []).append(name)
         rollback = info.rollback_from_root
         infos.append(VersionInfo(
             version, info.created_at_millis,

@@ -44,26 +44,24 @@ from dataclasses import dataclass, field
 
 from lakecore.defs import LakehouseDef
 from lakecore.errors import LakecoreError, NotFoundError, ReadOnlyLakehouseError
-from lakecore.locations import FileKind, root_node_file_name
-from lakecore.maintenance.gc import (
-    DeleteOutcome,
-    LoadedRoot,
-    NewVersionsReach,
-    ReachPlan,
-    chunks,
-    delete_files,
+from lakecore.locations import root_node_file_name
+from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
+from lakecore.maintenance.listing import (
     error_reason,
-    exports_of,
     is_deletable,
     is_error,
     kind_of,
     list_top,
-    load_root,
-    load_roots,
+    root_version_of,
+)
+from lakecore.maintenance.reach import (
+    NewVersionsReach,
+    ReachPlan,
     plan_reach,
     reach_new_versions,
     run_reach_tasks,
 )
+from lakecore.maintenance.roots import LoadedRoot, exports_of, load_root, load_roots
 from lakecore.storage import Storage
 from lakecore.tree.store import NodeCache
 from lakecore.versions import expired_versions, latest_version, read_hint, write_hint
@@ -123,7 +121,7 @@ def plan_expiry(storage: Storage, now_millis: int) -> ExpiryPlan:
         raise  # no lakehouse there: nothing to expire, and nothing was deleted
     except LakecoreError as exc:
         raise ExpiryRefusedError(f"cannot list the versions of {storage.root_uri}: {exc.one_line()}") from exc
-    versions = {v for f in top if (v := _version_of(f.path)) is not None}
+    versions = {v for f in top if (v := root_version_of(f.path)) is not None}
     if versions:
         versions.update(range(max(versions) + 1, latest + 1))
     versions.add(latest)
@@ -171,15 +169,6 @@ def _refuse_on_export_copy(storage: Storage, lakehouse_def: LakehouseDef, expire
             f"cannot expire versions {expired} of {storage.root_uri}: it is {reason}, whose versions are "
             "kept as exported; nothing was deleted"
         )
-
-
-def _version_of(path: str) -> int | None:
-    from lakecore.locations import classify_path
-
-    classified = classify_path(path)
-    if classified is None or classified.kind is not FileKind.ROOT_NODE:
-        return None
-    return classified.version
 
 
 def plan_reaches(

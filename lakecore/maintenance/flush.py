@@ -30,6 +30,7 @@ from lakecore.tree.write import (
     FlushMode,
     FlushPolicy,
     Separator,
+    SplicedSubtree,
     SubtreeFlushResult,
     TreeWriter,
     WNode,
@@ -64,21 +65,6 @@ class FlushTaskResult:
     events: dict[str, int]
 
 
-class _DeferringWriter(TreeWriter):
-    """A TreeWriter that sets aside, instead of flushing, every node at ``defer_height``."""
-
-    def __init__(self, store: NodeStore, shape: TreeShape, root: Node, defer_height: int) -> None:
-        super().__init__(store, shape, root)
-        self.defer_height = defer_height
-        self.deferred: dict[int, WNode] = {}
-
-    def _settle(self, w: WNode, policy: FlushPolicy, height: int) -> tuple[list[WNode], list[Separator]]:
-        if height == self.defer_height and height < self.height:
-            self.deferred[id(w)] = w
-            return [w], []
-        return super()._settle(w, policy, height)
-
-
 @dataclass
 class FlushRun:
     """The driver's side of a distributed flush: the top of the tree and the tasks below it."""
@@ -96,46 +82,10 @@ class FlushRun:
         missing = [t.task_id for t in self.tasks if t.task_id not in by_task]
         if missing:
             raise RuntimeError(f"flush results missing for tasks {missing[:10]}")
-        replacement: dict[int, FlushTaskResult] = {}
+        replacement: dict[int, SplicedSubtree] = {}
         for task in self.tasks:
             replacement[id(self._by_id[task.task_id])] = by_task[task.task_id]
-        writer = self.writer
-        if isinstance(writer, _DeferringWriter):
-            writer.defer_height = 0  # repairs below the cut now happen here, for real
-        if not replacement:
-            return writer.finish()
-
-        def place(w: WNode, height: int) -> tuple[list[WNode], list[Separator]]:
-            i = 0
-            while i < len(w.children):
-                child = w.children[i]
-                if isinstance(child, WNode) and id(child) in replacement:
-                    result = replacement[id(child)]
-                    new_children: list[WNode | str] = list(result.paths)
-                    if result.underflow:
-                        # Load the underfull node so that the repair below can merge it.
-                        new_children = [WNode.from_node(self.store.load(result.paths[0]), result.paths[0])]
-                    w.children[i : i + 1] = new_children
-                    w.keys[i:i] = [s[0] for s in result.separators]
-                    w.values[i:i] = [s[1] for s in result.separators]
-                    if result.changed:
-                        w.dirty = True
-                    i += len(new_children)
-                    continue
-                if isinstance(child, WNode) and child.children:
-                    nodes, seps = place(child, height - 1)
-                    if len(nodes) > 1 or nodes[0] is not child:
-                        writer._replace_child(w, i, nodes, seps)
-                        i += len(nodes)
-                        continue
-                i += 1
-            writer._fix_children(w, FlushPolicy(), height)
-            return writer._split(w, FlushPolicy(), height)
-
-        root = writer.root
-        nodes, seps = place(root, writer.height)
-        writer._install_root(nodes, seps, FlushPolicy())
-        return writer.finish()
+        return self.writer.splice_subtrees(replacement)
 
 
 def plan_flush(store: NodeStore, shape: TreeShape, root: Node, policy: FlushPolicy, target_tasks: int) -> FlushRun:
@@ -143,7 +93,7 @@ def plan_flush(store: NodeStore, shape: TreeShape, root: Node, policy: FlushPoli
     probe = TreeWriter(store, shape, root)
     height = probe.height
     defer_height = _defer_height(store, root, height, target_tasks)
-    writer = _DeferringWriter(store, shape, root, defer_height)
+    writer = TreeWriter(store, shape, root, defer_height=defer_height)
     writer.flush(policy)
     run = FlushRun(store, shape, policy, writer)
     for task_id, w in enumerate(writer.deferred.values()):

@@ -11,7 +11,6 @@ bounded by the order. Any failure raises: callers that delete files must fail cl
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from lakecore.errors import TreeStructureError
@@ -34,13 +33,6 @@ class Reachable:
     @property
     def files(self) -> set[str]:
         return self.nodes | self.values
-
-
-def _values_of(node: Node) -> Iterable[str]:
-    yield from node.values
-    for value in node.buffer.values():
-        if value is not None:
-            yield value
 
 
 def reachable_from_subtree(store: NodeStore, location: str, depth: int = 1, *, include_values: bool = True) -> Reachable:
@@ -81,6 +73,6 @@ def _walk(
             out.nodes.add(loc)
             out.node_bytes += size
         if include_values:
-            out.values.update(_values_of(loaded))
+            out.values.update(loaded.pvalues())
         for child in reversed(loaded.children):
             stack.append((child, None, level + 1, (*path, loc)))

@@ -40,14 +40,26 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Protocol
 
 from lakecore import keys as K
 from lakecore.errors import LakecoreError, TreeStructureError
-from lakecore.node import Node, utf8_len, utf8_total
+from lakecore.node import Node, message_size, utf8_len, utf8_total
 from lakecore.tree.shape import NODE_PATH_BYTES, TreeShape
 from lakecore.tree.store import IOStats, NodeStore
 
 Separator = tuple[str, str]
+
+
+class SplicedSubtree(Protocol):
+    """What became of a subtree flushed on its own (``flush_node``): the paths of the nodes
+    that replace its root, the separators between them, and whether that single node came
+    back underfull or changed."""
+
+    paths: list[str]
+    separators: list[Separator]
+    underflow: bool
+    changed: bool
 _MISSING = object()
 
 
@@ -168,7 +180,18 @@ class TreeEvents:
 class TreeWriter:
     """Applies messages to a tree version and writes the changed nodes (copy-on-write)."""
 
-    def __init__(self, store: NodeStore, shape: TreeShape, root: Node | None, *, now_millis: int | None = None) -> None:
+    def __init__(
+        self,
+        store: NodeStore,
+        shape: TreeShape,
+        root: Node | None,
+        *,
+        now_millis: int | None = None,
+        defer_height: int | None = None,
+    ) -> None:
+        """``defer_height``: a distributed flush's cut. Nodes at that height (below the root)
+        are set aside in ``deferred`` instead of being settled; ``splice_subtrees`` later puts
+        what became of them back in place."""
         if shape.order != store.order:
             raise ValueError(f"store order {store.order} differs from shape order {shape.order}")
         self.store = store
@@ -178,6 +201,8 @@ class TreeWriter:
         self.root = WNode.from_node(root or Node(), None)
         self.root.dirty = True
         self.height = self._measure_height(self.root)
+        self.defer_height = defer_height
+        self.deferred: dict[int, WNode] = {}  # id(node) -> a node set aside at the cut
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -197,6 +222,47 @@ class TreeWriter:
     def flush(self, policy: FlushPolicy) -> None:
         """Flush the whole tree: FULL empties every buffer, THRESHOLD the ones over ``fill``."""
         self._settle_root(policy)
+
+    def splice_subtrees(self, results: Mapping[int, SplicedSubtree]) -> Node:
+        """Put flushed subtrees in place of the nodes set aside at the cut, repair the top
+        (merge underfull subtree roots, split top nodes that gained keys, grow or shrink the
+        root), write the top nodes and return the new root's content.
+
+        ``results`` maps ``id(node)`` of a node in ``deferred`` to what replaced it."""
+        self.defer_height = None  # repairs below the cut now happen here, for real
+        if not results:
+            return self.finish()
+
+        def place(w: WNode, height: int) -> tuple[list[WNode], list[Separator]]:
+            i = 0
+            while i < len(w.children):
+                child = w.children[i]
+                if isinstance(child, WNode) and id(child) in results:
+                    result = results[id(child)]
+                    new_children: list[WNode | str] = list(result.paths)
+                    if result.underflow:
+                        # Load the underfull node so that the repair below can merge it.
+                        new_children = [WNode.from_node(self.store.load(result.paths[0]), result.paths[0])]
+                    w.children[i : i + 1] = new_children
+                    w.keys[i:i] = [sep[0] for sep in result.separators]
+                    w.values[i:i] = [sep[1] for sep in result.separators]
+                    if result.changed:
+                        w.dirty = True
+                    i += len(new_children)
+                    continue
+                if isinstance(child, WNode) and child.children:
+                    nodes, seps = place(child, height - 1)
+                    if len(nodes) > 1 or nodes[0] is not child:
+                        self._replace_child(w, i, nodes, seps)
+                        i += len(nodes)
+                        continue
+                i += 1
+            self._fix_children(w, FlushPolicy(), height)
+            return self._split(w, FlushPolicy(), height)
+
+        nodes, seps = place(self.root, self.height)
+        self._install_root(nodes, seps, FlushPolicy())
+        return self.finish()
 
     def finish(self) -> Node:
         """Write every changed non-root node; return the new root's content (not written)."""
@@ -324,6 +390,9 @@ class TreeWriter:
     def _settle(self, w: WNode, policy: FlushPolicy, height: int) -> tuple[list[WNode], list[Separator]]:
         """Bring ``w`` within its limits; return the nodes that replace it and the separators
         between them (one node and no separator when it did not split)."""
+        if height == self.defer_height and height < self.height:
+            self.deferred[id(w)] = w  # a distributed flush's cut: settled by a task instead
+            return [w], []
         if height == 1:
             if w.buffer:
                 self._apply_to_leaf(w)
@@ -530,7 +599,7 @@ class TreeWriter:
         total = 0
         for key in keys:
             value = w.buffer[key]
-            total += utf8_len(key) + (0 if value is None else utf8_len(value)) + 12
+            total += message_size(key, value)
         return total
 
     def _push_down(self, w: WNode, policy: FlushPolicy, height: int) -> None:

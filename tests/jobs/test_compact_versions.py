@@ -18,7 +18,7 @@ from lakecore.lakehouse import Lakehouse
 from lakecore.locations import root_node_file_name, version_from_root_node_file_name
 from lakecore.maintenance import expire
 from lakecore.maintenance.expire import expire_in_process
-from lakecore.maintenance.gc import run_reach_tasks
+from lakecore.maintenance.reach import run_reach_tasks
 from lakecore.storage import Storage
 from lakecore.tree.store import NodeCache
 from lakecore.versions import list_root_versions, read_hint

@@ -33,8 +33,9 @@ from lakecore.locations import (
     new_temp_path,
     root_node_file_name,
 )
-from lakecore.maintenance import gc
-from lakecore.maintenance.gc import gc_in_process, kind_of
+from lakecore.maintenance import listing, reach, roots, tally
+from lakecore.maintenance.gc import gc_in_process
+from lakecore.maintenance.listing import kind_of
 from lakecore.storage import Storage
 from lakecore.versions import list_root_versions
 
@@ -320,22 +321,22 @@ def test_recheck_rescues_the_files_of_a_version_committed_after_the_listing(lake
     late_root = root_node_file_name(lh.version)
     written = files(lake) - before - {late_root}
     assert any(kind_of(p) == "node" for p in written) and any(kind_of(p) == "table_def" for p in written)
-    top = [f for f in gc.list_top(storage) if f.path != late_root]  # listed before the commit
-    retained = gc.read_retained(storage, top)
-    listing = top + list(gc.list_directories(storage, hash_directories(), threads=4))
-    plan = gc.plan_reach(storage, retained.roots.values(), 4)
-    reach = list(plan.driver_paths.items()) + list(gc.run_reach_tasks(storage, plan.tasks))
-    seen = gc.tally_in_memory(listing, reach)
+    top = [f for f in listing.list_top(storage) if f.path != late_root]  # listed before the commit
+    retained = roots.read_retained(storage, top)
+    listed = top + list(listing.list_directories(storage, hash_directories(), threads=4))
+    plan = reach.plan_reach(storage, retained.roots.values(), 4)
+    reached = list(plan.driver_paths.items()) + list(reach.run_reach_tasks(storage, plan.tasks))
+    seen = tally.tally_in_memory(listed, reached)
     orphans = {f.path for f in seen.orphans}
     assert written <= orphans
-    reachable = {p for p, _ in reach}
+    reachable = {p for p, _ in reached}
     asked: list[set[str]] = []
 
     def known(paths: set[str]) -> set[str]:
         asked.append(paths)
         return paths & reachable
 
-    rechecked = gc.reach_new_versions(storage, retained.latest, known, covered=plan.covered, unreached=orphans)
+    rechecked = reach.reach_new_versions(storage, retained.latest, known, covered=plan.covered, unreached=orphans)
     assert rechecked.versions == [lh.version]
     assert written <= rechecked.paths
     assert all(not (paths & orphans) for paths in asked)  # orphans are descended without asking

@@ -1,0 +1,120 @@
+"""Listing a lakehouse root for maintenance: what is there, and what lakecore may delete.
+
+Only the top level and the 4,096 hash directories are listed: lakecore writes nowhere else. A
+listed file is classified by its *name* (``locations.classify_path``): lakecore's own kinds,
+or ``foreign`` (reported, never touched). Only node files, namespace, table and lakehouse
+definitions and ``.lakecore-tmp-*`` leftovers are deletable; root files and the hint never are
+(expiring versions is version compaction's job).
+
+A listing failure travels in the stream as a record whose path starts with ``ERROR_KEY`` (a
+control character no stored path can hold), so that a distributed listing can report it to the
+driver, which then refuses to delete anything."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Final, NamedTuple
+
+from lakecore.errors import (
+    LakecoreError,
+)
+from lakecore.locations import (
+    FileKind,
+    classify_path,
+)
+from lakecore.storage import Storage
+
+DELETABLE_KINDS: Final = frozenset(
+    {FileKind.NODE, FileKind.NAMESPACE_DEF, FileKind.TABLE_DEF, FileKind.LAKEHOUSE_DEF, FileKind.TEMP}
+)
+FOREIGN: Final = "foreign"
+# Starts an error record in a stream of (path, size) records or a listing. Control characters
+# never occur in a stored path (check_relative_path refuses them): it cannot be a real file.
+ERROR_KEY: Final = "\x00error: "
+UNKNOWN_SIZE: Final = -1
+_DELETABLE_NAMES: Final = frozenset(kind.value for kind in DELETABLE_KINDS)
+
+
+class GcRefusedError(LakecoreError):
+    """gc cannot prove what is live (a retained root or node is missing or unreadable, the
+    listing failed, ...); nothing was deleted. Repair the named file (or restore it) first."""
+
+    exit_code = 4
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{reason}; nothing was deleted")
+
+
+# ---------------------------------------------------------------------------------------------
+# Listing
+
+
+class ListedFile(NamedTuple):
+    """One listed file and what its name says it is (a FileKind value, FOREIGN, or ERROR_KEY
+    for a directory that could not be listed, with the reason as ``path``)."""
+
+    path: str
+    size: int
+    mtime_millis: int
+    kind: str
+
+
+def kind_of(path: str) -> str:
+    classified = classify_path(path)
+    return FOREIGN if classified is None else classified.kind.value
+
+
+def is_deletable(kind: str) -> bool:
+    return kind in _DELETABLE_NAMES
+
+
+def list_directory(storage: Storage, directory: str) -> list[ListedFile]:
+    """Every file under one hash directory (an executor unit). A failure comes back as one
+    ERROR_KEY record instead of an exception, so the driver can name it in one line."""
+    try:
+        infos = storage.list(directory)
+    except LakecoreError as exc:
+        return [ListedFile(f"listing {directory}/: {exc.one_line()}", 0, 0, ERROR_KEY)]
+    return [ListedFile(i.path, i.size, i.mtime_millis, kind_of(i.path)) for i in infos]
+
+
+def list_directories(storage: Storage, directories: Iterable[str], threads: int = 1) -> Iterator[ListedFile]:
+    """``list_directory`` over many directories (an executor unit, one call per partition),
+    ``threads`` requests in flight: on an object store a listing waits on the network, and
+    most hash directories of a small lakehouse are empty."""
+    directories = list(directories)
+    if threads <= 1 or len(directories) <= 1:
+        for directory in directories:
+            yield from list_directory(storage, directory)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(threads, len(directories))) as pool:
+        for listed in pool.map(lambda d: list_directory(storage, d), directories):
+            yield from listed
+
+
+def list_top(storage: Storage) -> list[ListedFile]:
+    """The files directly under the root (roots, definitions, hint, temp files, foreign)."""
+    try:
+        infos = storage.list_top_level()
+    except LakecoreError as exc:
+        raise GcRefusedError(f"could not list the top of {storage.root_uri}: {exc.one_line()}") from exc
+    return [ListedFile(i.path, i.size, i.mtime_millis, kind_of(i.path)) for i in infos]
+
+
+def root_version_of(path: str) -> int | None:
+    """The version of a root node file at the top of the root, None for any other path."""
+    classified = classify_path(path)
+    if classified is None or classified.kind is not FileKind.ROOT_NODE:
+        return None
+    return classified.version
+
+
+def is_error(path: str) -> bool:
+    """True for the error records of ``run_reach_tasks``."""
+    return path.startswith(ERROR_KEY)
+
+
+def error_reason(path: str) -> str:
+    return path[len(ERROR_KEY) :]

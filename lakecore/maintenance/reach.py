@@ -1,0 +1,314 @@
+"""Reachability for maintenance: which files the retained versions reach, walked in subtrees.
+
+The driver cuts each retained tree into subtrees (``partition.cut_tree``) and de-duplicates
+subtree locations across versions (consecutive versions share almost every subtree); workers
+walk the subtrees (``reachable.reachable_from_subtree``) and stream ``(path, size)`` records;
+the driver adds the root files, definitions, top nodes and their values.
+
+A value that escapes the lakehouse (a forged full URI outside the allowed export source, or a
+relative path that leaves the root) is damage: it is reported, never followed.
+
+``reach_new_versions`` is the re-check for versions that landed after a listing: it descends
+only into nodes not already known reachable (a known-reachable node's subtree is reachable too)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Final
+
+from lakecore.errors import (
+    InvalidLocationError,
+    LakecoreError,
+)
+from lakecore.locations import (
+    check_relative_path,
+    is_full_uri,
+)
+from lakecore.maintenance.listing import ERROR_KEY, UNKNOWN_SIZE, GcRefusedError
+from lakecore.maintenance.partition import TreeCut, cut_tree
+from lakecore.maintenance.reachable import reachable_from_subtree
+from lakecore.maintenance.roots import LoadedRoot, is_forged_pointer, load_root
+from lakecore.node import Node
+from lakecore.storage import Storage
+from lakecore.tree.shape import TreeShape
+from lakecore.tree.store import NodeCache, NodeStore
+from lakecore.versions import latest_version
+
+# Rounds of the new-version re-check before deleting; each round narrows the race window.
+MAX_RECHECK_ROUNDS: Final = 3
+
+
+# ---------------------------------------------------------------------------------------------
+# Reachability
+
+
+@dataclass(frozen=True)
+class ReachTask:
+    """One subtree to walk on an executor (picklable)."""
+
+    location: str
+    depth: int
+    order: int
+    external_roots: tuple[str, ...]
+    low: str | None = None
+    high: str | None = None
+
+    @property
+    def sort_key(self) -> tuple[str, str, int, str]:
+        # Tasks over the same key range (the same subtree in neighbouring versions) sit next to
+        # each other, so they land in one partition and share its node cache.
+        return (self.low or "", self.high if self.high is not None else "\U0010ffff", self.depth, self.location)
+
+
+@dataclass
+class ReachPlan:
+    """What the driver knows after cutting the trees: tasks for executors, the paths it reached
+    itself (with sizes where known), and the nodes whose whole subtree is covered."""
+
+    tasks: list[ReachTask] = field(default_factory=list)
+    driver_paths: dict[str, int] = field(default_factory=dict)
+    covered: set[str] = field(default_factory=set)  # top nodes and task roots
+    versions: list[int] = field(default_factory=list)
+    shared_tasks: int = 0  # subtrees met again in another version: walked once
+    skipped_tasks: int = 0  # subtrees covered elsewhere (``skip``) or in an export's source
+
+
+def _add(paths: dict[str, int], path: str, size: int = UNKNOWN_SIZE) -> None:
+    if is_full_uri(path):
+        return  # in another lakehouse (an export's source): never ours to delete
+    if paths.get(path, UNKNOWN_SIZE) == UNKNOWN_SIZE:
+        paths[path] = size
+
+
+def escaping_value(values: Iterable[str], external_roots: tuple[str, ...]) -> str | None:
+    """A value that points out of the lakehouse root (``../x``, ``/abs``, a full URI
+    not in an export's source), or None. gc refuses a version with one: such a pointer is
+    forged or damaged, and a version gc cannot fully account for is not one to collect around."""
+    for value in values:
+        if is_full_uri(value):
+            if is_forged_pointer(value, external_roots):
+                return value
+            continue
+        try:
+            check_relative_path(value)
+        except InvalidLocationError:
+            return value
+    return None
+
+
+def _escape_reason(where: str, value: str) -> str:
+    return (f"{where}: value {value!r} points out of the lakehouse root and not into an export's source; "
+            "the version is damaged (run validate, then repair)")
+
+
+def _damage_in_cut(root: LoadedRoot, cut: TreeCut) -> str | None:
+    """Why gc must not trust this version's cut: an escaping value in a node the driver read, or
+    a subtree pointer out of the root (the executors would skip it as an export's source)."""
+    for location, node, _depth in cut.top:
+        value = escaping_value(node.pvalues(), root.external_roots)
+        if value is not None:
+            return _escape_reason(f"version {root.version}, node {location}", value)
+    for sub in cut.subtrees:
+        if is_forged_pointer(sub.location, root.external_roots):
+            return (f"version {root.version}: node pointer {sub.location!r} leaves the lakehouse root and "
+                    "is not in an export's source; the version is damaged (run validate, then repair)")
+    return None
+
+
+def _node_store(storage: Storage, root: LoadedRoot, cache: NodeCache) -> _SizedStore:
+    return _SizedStore(storage, root.lakehouse_def.order, cache, root.external_roots)
+
+
+def plan_reach(
+    storage: Storage,
+    roots: Iterable[LoadedRoot],
+    target_tasks: int,
+    *,
+    cache: NodeCache | None = None,
+    skip: set[str] | frozenset[str] = frozenset(),
+    refused: type[LakecoreError] = GcRefusedError,
+    tolerated: list[str] | None = None,
+) -> ReachPlan:
+    """Cut every root's tree; de-duplicate subtrees across versions.
+
+    ``skip``: subtree roots known to be covered elsewhere (expiry skips the expired side's
+    subtrees that a retained version also has). The driver's reads go through ``cache`` (a
+    fresh one per run, so that every node is really read, not remembered from before).
+    A tree whose top cannot be read is ``refused``, or, when ``tolerated`` is a list, noted
+    there and left out (expiry's side of what may go: knowing less only deletes less)."""
+    cache = cache if cache is not None else NodeCache()
+    plan = ReachPlan()
+    tasks: dict[str, ReachTask] = {}
+    for root in sorted(roots, key=lambda r: r.version):
+        plan.versions.append(root.version)
+        info = root.info
+        _add(plan.driver_paths, info.path, info.size)
+        _add(plan.driver_paths, info.lakehouse_def_path)
+        store = _node_store(storage, root, cache)
+        max_depth = TreeShape(root.lakehouse_def.order, 1).max_depth
+        try:
+            cut = cut_tree(store, info.node, info.path, target_tasks, max_depth)
+            damage = _damage_in_cut(root, cut)
+        except LakecoreError as exc:
+            damage = f"version {root.version}: the top of its tree cannot be read: {exc.one_line()}"
+        if damage is not None:
+            if tolerated is None:
+                raise refused(damage)
+            tolerated.append(damage)
+            continue
+        for location, node, _depth in cut.top:
+            if location != info.path:
+                plan.covered.add(location)
+                _add(plan.driver_paths, location, store.sizes.get(location, UNKNOWN_SIZE))
+            for value in node.pvalues():
+                _add(plan.driver_paths, value)
+        for sub in cut.subtrees:
+            if sub.location in skip or is_full_uri(sub.location):
+                # Covered elsewhere, or in an export's source: nothing below is ours to judge.
+                plan.skipped_tasks += 1
+                continue
+            plan.covered.add(sub.location)
+            known = tasks.get(sub.location)
+            if known is not None:
+                plan.shared_tasks += 1
+            if known is None or sub.depth > known.depth:
+                # The deepest placement: walked from there, the depth bound is the strictest.
+                tasks[sub.location] = ReachTask(
+                    sub.location, sub.depth, root.lakehouse_def.order, root.external_roots, sub.low, sub.high
+                )
+    plan.tasks = sorted(tasks.values(), key=lambda t: t.sort_key)
+    return plan
+
+
+class _SizedStore(NodeStore):
+    """A NodeStore that remembers the size of every node file it loads."""
+
+    def __init__(self, storage: Storage, order: int, cache: NodeCache, external_roots: tuple[str, ...]) -> None:
+        super().__init__(storage, order, cache=cache, external_roots=external_roots)
+        self.sizes: dict[str, int] = {}
+
+    def load_sized(self, location: str) -> tuple[Node, int]:
+        node, size = super().load_sized(location)
+        self.sizes[location] = size
+        return node, size
+
+
+def run_reach_tasks(storage: Storage, tasks: Iterable[ReachTask]) -> Iterator[tuple[str, int]]:
+    """Walk subtrees (an executor unit, one call per partition); yields ``(path, size)`` for
+    every node file (with its size) and value location (size unknown) reached, each path once
+    per call, and ``(ERROR_KEY + reason, UNKNOWN_SIZE)`` for a subtree that could not be
+    walked (see ``is_error``)."""
+    cache = NodeCache()  # per partition: neighbouring versions' subtrees share most nodes
+    seen: set[str] = set()
+    for task in tasks:
+        store = _SizedStore(storage, task.order, cache, task.external_roots)
+        try:
+            reach = reachable_from_subtree(store, task.location, task.depth)
+            escape = escaping_value(reach.values, task.external_roots)
+            if escape is not None:
+                raise GcRefusedError(_escape_reason(f"subtree {task.location}", escape))
+        except Exception as exc:  # any failure at all must fail the caller closed
+            reason = exc.one_line() if isinstance(exc, LakecoreError) else f"{type(exc).__name__}: {exc}"
+            yield f"{ERROR_KEY}subtree {storage.uri(task.location)}: {reason}", UNKNOWN_SIZE
+            continue
+        for path in reach.nodes:
+            if path not in seen and not is_full_uri(path):
+                seen.add(path)
+                yield path, store.sizes.get(path, UNKNOWN_SIZE)
+        for path in reach.values:
+            if path not in seen and not is_full_uri(path):
+                seen.add(path)
+                yield path, UNKNOWN_SIZE
+
+
+# ---------------------------------------------------------------------------------------------
+# Re-check: versions that landed after the listing
+
+
+@dataclass
+class NewVersionsReach:
+    versions: list[int] = field(default_factory=list)
+    paths: set[str] = field(default_factory=set)
+    nodes_read: int = 0
+    rounds: int = 0
+
+
+def reach_new_versions(
+    storage: Storage,
+    since: int,
+    known_reachable: Callable[[set[str]], set[str]],
+    *,
+    cache: NodeCache | None = None,
+    max_rounds: int = MAX_RECHECK_ROUNDS,
+    refused: type[LakecoreError] = GcRefusedError,
+    covered: set[str] | frozenset[str] = frozenset(),
+    unreached: set[str] | frozenset[str] = frozenset(),
+) -> NewVersionsReach:
+    """Everything the versions after ``since`` reach that is not already known reachable.
+
+    All new roots of a round are walked together, breadth first, one level at a time; a node
+    that is known reachable is not descended into: its whole subtree is reachable already.
+    ``covered`` nodes are known reachable and ``unreached`` ones (orphans) known not to be,
+    without asking; about the others ``known_reachable`` is asked, one batch membership
+    question per level. Runs again while new versions keep landing, up to ``max_rounds``
+    times. Any unreadable new root or node is ``refused``."""
+    out = NewVersionsReach()
+    cache = cache if cache is not None else NodeCache()
+    visited: set[str] = set()
+    for _ in range(max_rounds):
+        try:
+            latest = latest_version(storage)
+        except LakecoreError as exc:
+            raise refused(f"could not re-read the latest version: {exc.one_line()}") from exc
+        if latest <= since:
+            break
+        out.rounds += 1
+        frontier: dict[str, _SizedStore] = {}  # node location -> the store to load it with
+        for version in range(since + 1, latest + 1):
+            root = load_root(storage, version, refused)
+            out.versions.append(version)
+            out.paths.update({root.info.path, root.info.lakehouse_def_path})
+            out.paths.update(v for v in root.info.node.pvalues() if not is_full_uri(v))
+            store = _node_store(storage, root, cache)
+            for child in _checked_children(root.info.node, root.external_roots, f"version {version}", refused):
+                if child not in visited:
+                    frontier.setdefault(child, store)
+        while frontier:
+            visited.update(frontier)
+            ask = {p for p in frontier if p not in covered and p not in unreached}
+            known = (known_reachable(ask) if ask else set()) | (frontier.keys() & covered)
+            next_frontier: dict[str, _SizedStore] = {}
+            for location in sorted(frontier.keys() - known):
+                store = frontier[location]
+                try:
+                    node = store.load(location)
+                except LakecoreError as exc:
+                    raise refused(
+                        f"a version committed during the run (after {since}) cannot be walked: "
+                        f"{exc.one_line()}"
+                    ) from exc
+                out.nodes_read += 1
+                out.paths.add(location)
+                out.paths.update(v for v in node.pvalues() if not is_full_uri(v))
+                for child in _checked_children(node, store.external_roots, f"node {location}", refused):
+                    if child not in visited:
+                        next_frontier.setdefault(child, store)
+            frontier = next_frontier
+        since = latest
+    return out
+
+
+def _checked_children(node: Node, external_roots: tuple[str, ...], where: str,
+                    refused: type[LakecoreError]) -> Iterator[str]:
+    """The children to walk: relative paths; an export source's full URIs are left out, and
+    any other full URI, or a value that escapes the root, is ``refused``."""
+    escape = escaping_value(node.pvalues(), external_roots)
+    if escape is not None:
+        raise refused(_escape_reason(f"a version committed during the run: {where}", escape))
+    for child in node.children:
+        if not is_full_uri(child):
+            yield child
+        elif is_forged_pointer(child, external_roots):
+            raise refused(f"a version committed during the run: {where} points to {child!r}, outside the "
+                          "lakehouse root and not in an export's source; run validate")

@@ -1,0 +1,161 @@
+"""The retained versions: every root at the top of the root, read strictly, and what they pin.
+
+A maintenance job that deletes must first know every retained version, so reading them fails
+closed: a root or a definition that cannot be read stops the job before it deletes anything,
+with the caller's error type (gc's ``GcRefusedError``, expiry's ``ExpiryRefusedError``).
+
+One exception, ``load_roots``: a root whose *bytes* are damaged and that a later repair has
+rolled forward past is *abandoned*. It can never be read again and reaches nothing; version
+compaction deletes it, and until then gc and compaction skip it rather than stop for good.
+
+Exports pin versions: every definition of a retained version may name exported roots, which
+must exist (``read_retained``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from lakecore.defs import LakehouseDef
+from lakecore.errors import (
+    CorruptFileError,
+    LakecoreError,
+    NotFoundError,
+)
+from lakecore.locations import (
+    external_root_for,
+    is_full_uri,
+    root_node_file_name,
+    version_from_root_node_file_name,
+)
+from lakecore.maintenance.listing import GcRefusedError, ListedFile, root_version_of
+from lakecore.storage import Storage
+from lakecore.versions import RootInfo, decode_root, export_pins
+
+# ---------------------------------------------------------------------------------------------
+# Retained versions
+
+
+@dataclass(frozen=True)
+class LoadedRoot:
+    """A root read strictly, with its definition and the roots its nodes may point into."""
+
+    info: RootInfo
+    lakehouse_def: LakehouseDef
+    external_roots: tuple[str, ...]
+
+    @property
+    def version(self) -> int:
+        return self.info.version
+
+
+@dataclass
+class Retained:
+    """The versions gc (or expiry) must keep whole: every listed root, and the exports."""
+
+    roots: dict[int, LoadedRoot]
+    exports: dict[str, int] = field(default_factory=dict)  # export name -> pinned version
+
+    @property
+    def versions(self) -> list[int]:
+        return sorted(self.roots)
+
+    @property
+    def latest(self) -> int:
+        return max(self.roots)
+
+
+def is_forged_pointer(location: str, external_roots: tuple[str, ...]) -> bool:
+    """A full URI that does not lead into an export's source root. An export source is read,
+    never walked or deleted by gc; any other full URI is forged or damaged, and gc must refuse
+    rather than skip it, or it would delete what lies below."""
+    return is_full_uri(location) and external_root_for(location, external_roots) is None
+
+
+def load_root(storage: Storage, version: int, refused: type[LakecoreError] = GcRefusedError) -> LoadedRoot:
+    """Read root ``version`` and its definition strictly; any failure is ``refused``, naming
+    the file and the reason."""
+    from lakecore.view import external_roots_of, read_lakehouse_def
+
+    path = root_node_file_name(version)
+    uri = storage.uri(path)
+    try:
+        data = storage.read(path)
+        loose = decode_root(data, version, uri)
+        lakehouse_def = read_lakehouse_def(storage, loose.lakehouse_def_path)
+        info = decode_root(data, version, uri, lakehouse_def.order)
+    except LakecoreError as exc:
+        raise refused(f"retained version {version} ({uri}) cannot be read: {exc.one_line()}") from exc
+    return LoadedRoot(info, lakehouse_def, external_roots_of(lakehouse_def))
+
+
+def load_roots(
+    storage: Storage, versions: Iterable[int], refused: type[LakecoreError] = GcRefusedError
+) -> tuple[dict[int, LoadedRoot], list[int]]:
+    """Load these roots strictly, tolerating only *abandoned* ones: returns (loaded, abandoned).
+
+    A root is abandoned when its bytes are damaged (not when storage failed to read it) and a
+    newer readable root was committed by a repair that rolled forward from it or from a later
+    version (``rollback_from_root`` at or above it). Such a root can never be read again, holds
+    no reachable content, and only waits for version compaction to delete it. Any other
+    unreadable root is ``refused``: what it reaches cannot be known, so nothing may be deleted."""
+    loaded: dict[int, LoadedRoot] = {}
+    damaged: dict[int, LakecoreError] = {}
+    for version in sorted(set(versions)):
+        try:
+            loaded[version] = load_root(storage, version, refused)
+        except LakecoreError as exc:
+            if not isinstance(exc.__cause__, CorruptFileError):
+                raise
+            damaged[version] = exc
+    rolled_past = [
+        (root.version, version_from_root_node_file_name(root.info.rollback_from_root))
+        for root in loaded.values() if root.info.rollback_from_root is not None
+    ]
+    abandoned = []
+    for version, error in damaged.items():
+        if not any(at > version and start >= version for at, start in rolled_past):
+            raise error
+        abandoned.append(version)
+    return loaded, abandoned
+
+
+def exports_of(roots: Iterable[LoadedRoot]) -> dict[str, int]:
+    """Exports named by any of these roots' definitions that pin a root of this lakehouse."""
+    out: dict[str, int] = {}
+    for root in roots:
+        out.update(export_pins(root.lakehouse_def))
+    return out
+
+
+def read_retained(
+    storage: Storage, top: Sequence[ListedFile], refused: type[LakecoreError] = GcRefusedError
+) -> Retained:
+    """Read every root listed at the top level, strictly; check that every definition they
+    name and every export root their definitions pin is there. Fails closed."""
+    versions = sorted(v for v in (root_version_of(f.path) for f in top) if v is not None)
+    if not versions:
+        raise NotFoundError(
+            f"no lakehouse at {storage.root_uri}: no root node file at the top (create one with "
+            "`lakecore init`); nothing was deleted"
+        )
+    listed = {f.path for f in top}
+    roots, _abandoned = load_roots(storage, versions, refused)  # version compaction deletes those
+    for root in roots.values():
+        def_path = root.info.lakehouse_def_path
+        if def_path not in listed:
+            raise refused(
+                f"retained version {root.version} names lakehouse definition "
+                f"{storage.uri(def_path)}, which is not in the listing of the root"
+            )
+    exports = exports_of(roots.values())
+    for name, version in sorted(exports.items()):
+        if version not in roots:
+            raise refused(
+                f"export {name!r} pins version {version}, whose root "
+                f"{storage.uri(root_node_file_name(version))} is missing: its files cannot be "
+                "told apart from orphans. Restore the root or remove the export first"
+            )
+    return Retained(roots, exports)
+
+

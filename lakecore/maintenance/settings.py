@@ -1,0 +1,104 @@
+"""Maintenance settings per environment: ``conf/maintenance-<env>.json``, typed and checked.
+
+Every key has a type and a default here, and every key is in the shipped ``conf`` files, so
+that a setting is looked up in one place. An unknown key is refused with the known ones named:
+a mistyped key would otherwise be silently ignored and its default used.
+
+    description               free text
+    subtree_tasks_per_core    subtree tasks to aim for per executor core
+    commit_timeout_seconds    the longest a commit may take; gc's grace period must exceed it
+    gc_older_than             gc's default grace period (a duration: 90s, 15m, 6h, 3d)
+    gc_delete_batch_size      files per delete request (S3 takes at most 1,000)
+    gc_list_threads_per_task  concurrent listing requests per listing task
+    flush_fill                threshold flush: flush buffers fuller than this (0..1)
+    flush_max_redos           flush redoes its work this often after a conflicting commit
+    validate_ge_enabled       run the great-expectations suite in validate
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lakecore.durations import parse_duration_millis
+from lakecore.errors import InvalidArgumentError
+
+
+@dataclass(frozen=True)
+class MaintenanceSettings:
+    description: str = ""
+    subtree_tasks_per_core: int = 4
+    commit_timeout_seconds: float = 600.0
+    gc_older_than: str = "3d"
+    gc_delete_batch_size: int = 1000
+    gc_list_threads_per_task: int = 8
+    flush_fill: float = 0.5
+    flush_max_redos: int = 3
+    validate_ge_enabled: bool = True
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], source: str = "settings") -> MaintenanceSettings:
+        """Settings from a mapping; raises InvalidArgumentError naming the bad key."""
+        if not isinstance(data, Mapping):
+            raise InvalidArgumentError(f"{source} must be a JSON object of settings")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(fields))
+        if unknown:
+            raise InvalidArgumentError(
+                f"{source}: unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(fields))})"
+            )
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            values[name] = _typed(name, value, type(getattr(cls(), name)), source)
+        settings = cls(**values)
+        settings._check(source)
+        return settings
+
+    @classmethod
+    def load(cls, path: Path) -> MaintenanceSettings:
+        """Settings from a JSON file; raises InvalidArgumentError (missing, bad JSON, bad key)."""
+        if not path.exists():
+            raise InvalidArgumentError(f"no maintenance settings at {path}")
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InvalidArgumentError(f"{path} is not valid JSON: {exc}") from None
+        return cls.from_mapping(data, str(path))
+
+    def _check(self, source: str) -> None:
+        problems = []
+        if self.subtree_tasks_per_core < 1:
+            problems.append("subtree_tasks_per_core must be at least 1")
+        if self.commit_timeout_seconds < 0:
+            problems.append("commit_timeout_seconds must not be negative")
+        if not 1 <= self.gc_delete_batch_size <= 1000:
+            problems.append("gc_delete_batch_size must be 1..1000 (S3 deletes at most 1,000 keys a request)")
+        if self.gc_list_threads_per_task < 1:
+            problems.append("gc_list_threads_per_task must be at least 1")
+        if not 0.0 <= self.flush_fill <= 1.0:
+            problems.append("flush_fill must be between 0 and 1")
+        if self.flush_max_redos < 0:
+            problems.append("flush_max_redos must not be negative")
+        try:
+            parse_duration_millis(self.gc_older_than)
+        except InvalidArgumentError as exc:
+            problems.append(f"gc_older_than: {exc}")
+        if problems:
+            raise InvalidArgumentError(f"{source}: {'; '.join(problems)}")
+
+
+def _typed(name: str, value: Any, kind: type, source: str) -> Any:
+    """``value`` as ``kind`` (ints are accepted where floats are wanted), else an error."""
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    raise InvalidArgumentError(f"{source}: setting {name} must be a {kind.__name__}, not {value!r}")
+
+
+__all__ = ["MaintenanceSettings"]
