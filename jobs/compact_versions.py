@@ -42,7 +42,7 @@ from jobs.common import (
     parse_time_millis,
     run_job,
 )
-from jobs.gc import (
+from jobs.spark_units import (
     delete_in_batches,
     membership_in,
     reach_rdd,

@@ -45,8 +45,9 @@ from jobs.common import (
     parse_time_millis,
     run_job,
 )
+from jobs.spark_units import delete_in_batches, membership_in, reach_rdd, shuffle_partitions
 from lakecore.locations import hash_directories
-from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
+from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.gc import check_grace
 from lakecore.maintenance.listing import (
     FOREIGN,
@@ -57,11 +58,8 @@ from lakecore.maintenance.listing import (
 )
 from lakecore.maintenance.reach import (
     NewVersionsReach,
-    ReachPlan,
-    ReachTask,
     plan_reach,
     reach_new_versions,
-    run_reach_tasks,
 )
 from lakecore.maintenance.roots import read_retained
 from lakecore.maintenance.tally import Tally, select_by_age, tally
@@ -106,25 +104,6 @@ def _listing(ctx: JobContext, storage: Storage, top: list[ListedFile]) -> Any:
     return listed.union(ctx.sc.parallelize(top, 1))
 
 
-def reach_rdd(ctx: JobContext, storage: Storage, plan: ReachPlan) -> Any:
-    """RDD of (path, size) reached: executors' subtree walks plus the driver's own paths."""
-    tasks: list[ReachTask] = plan.tasks
-
-    def walk(items: Iterable[ReachTask]) -> Iterator[tuple[str, int]]:
-        return run_reach_tasks(storage, items)
-
-    driver = ctx.sc.parallelize(sorted(plan.driver_paths.items()), 1)
-    if not tasks:
-        return driver
-    walked = ctx.sc.parallelize(tasks, min(len(tasks), max(1, ctx.parallelism))).mapPartitions(walk)
-    return walked.union(driver)
-
-
-def shuffle_partitions(ctx: JobContext) -> int:
-    """Partitions of the one shuffle (the cogroup of listing and reach)."""
-    return max(1, int(ctx.sc.defaultParallelism))
-
-
 def _tally(grouped: Any) -> Tally:
     """Judge every path where it lands after the shuffle; collect one Tally per partition."""
 
@@ -135,30 +114,6 @@ def _tally(grouped: Any) -> Tally:
     for part in grouped.mapPartitions(judge).collect():
         total.merge(part)
     return total
-
-
-def membership_in(reach: Any) -> Any:
-    """A batch membership test against a (persisted) reach RDD, for the recheck: one Spark
-    job per question, the question shipped with the tasks (a frontier of node paths)."""
-
-    def known(paths: set[str]) -> set[str]:
-        wanted = frozenset(paths)
-        found: list[str] = reach.keys().filter(lambda p: p in wanted).collect()
-        return set(found)
-
-    return known
-
-
-def delete_in_batches(ctx: JobContext, storage: Storage, files: list[tuple[str, int]], batch_size: int) -> DeleteOutcome:
-    """Delete ``(path, size)`` files on executors, one ``delete_files`` call per batch."""
-    batches = chunks(files, batch_size)
-    outcome = DeleteOutcome()
-    if not batches:
-        return outcome
-    rdd = ctx.sc.parallelize(batches, min(len(batches), max(1, ctx.parallelism)))
-    for part in rdd.map(lambda batch: delete_files(storage, batch, batch_size)).collect():
-        outcome.add(part)
-    return outcome
 
 
 def _body(ctx: JobContext) -> None:
