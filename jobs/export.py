@@ -32,23 +32,19 @@ from typing import Any
 
 from jobs.common import JobContext, base_parser, run_job, storage_options
 from lakecore.argparsing import ArgumentError
-from lakecore.defs import LakehouseDef
 from lakecore.errors import (
-    AlreadyExistsError,
-    InvalidArgumentError,
     LakecoreError,
     TreeStructureError,
 )
-from lakecore.export import CopyFiles, copy_snapshot
+from lakecore.export import CopyFiles
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import is_full_uri, root_node_file_name
+from lakecore.locations import is_full_uri
 from lakecore.maintenance.partition import SubtreeTask, cut_tree
 from lakecore.maintenance.reachable import Reachable
 from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree import NodeStore, TreeShape
 from lakecore.versions import RootInfo, read_version
-from lakecore.view import with_export_recorded
 
 # Files copied per executor task: large enough to amortise task overhead, small enough that a
 # lakehouse of a few thousand files still spreads over every core.
@@ -67,18 +63,6 @@ def _parser() -> Any:
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
                         help=f"full mode: files copied per executor task (default {DEFAULT_BATCH_SIZE})")
     return parser
-
-
-def _check_name(lh: Lakehouse, name: str) -> None:
-    """The checks ``Lakehouse.export_snapshot`` makes before writing anything."""
-    lh.require_writable("export a snapshot")  # an exported copy records nothing
-    if not name or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in name):
-        raise InvalidArgumentError(f"export name {name!r} must be non-empty with no spaces or control characters")
-    if name in lh.lakehouse_def.exported_snapshots:
-        raise AlreadyExistsError(
-            f"an export named {name!r} already exists in {lh.uri} (of {lh.lakehouse_def.exported_snapshots[name]}); "
-            "choose another --name"
-        )
 
 
 def _reachable_subtrees(ctx: JobContext, source: Storage, order: int, external: tuple[str, ...],
@@ -173,35 +157,27 @@ def _body(ctx: JobContext) -> None:
                       if args.target_storage_option else None)
     lh = Lakehouse.open(ctx.storage.root_uri, storage_options=ctx.storage.storage_options)
     report.base_version = lh.version
-    _check_name(lh, args.name)
     exported = lh.root_info if args.version is None else read_version(lh.storage, args.version, lh.lakehouse_def.order)
     report.details.update({"name": args.name, "mode": args.mode, "target": args.target,
                            "exported_version": exported.version, "exported_root": exported.path})
-    if args.mode != "full":
-        with ctx.stage("export", f"{args.mode} export of version {exported.version} (driver)"):
-            report.new_version = lh.export_snapshot(args.name, args.mode, target=args.target,
-                                                    target_storage_options=target_options, version=exported.version)
+    # The export's own checks (read-only copy, name, target) and its record are the library's;
+    # the job only brings a copy of a full export's files that runs on executors.
+    copy_files = _distributed_copy(ctx, exported, args.batch_size) if args.mode == "full" else None
+    with ctx.stage("export", f"{args.mode} export of version {exported.version}"):
+        report.new_version = lh.export_snapshot(args.name, args.mode, target=args.target,
+                                                target_storage_options=target_options, version=exported.version,
+                                                copy_files=copy_files)
+    recorded = {export.name: export for export in lh.list_exports()}.get(args.name)
+    report.details["target"] = recorded.target if recorded is not None and recorded.target else args.target
+    if args.mode == "full":
+        report.summary.append(
+            f"full export {args.name!r} of version {exported.version}: {report.counts['files_copied']} files "
+            f"({report.bytes['bytes_copied']} bytes) copied to {report.details['target']}; recorded in version "
+            f"{report.new_version}"
+        )
+    else:
         report.summary.append(f"{args.mode} export {args.name!r} of version {exported.version} to {args.target}; "
                               f"recorded in version {report.new_version}")
-        return
-    target = copy_snapshot(lh, exported, "full", args.target, target_options, args.name,
-                           copy_files=_distributed_copy(ctx, exported, args.batch_size))
-    report.details["target"] = target.root_uri
-    root_file = root_node_file_name(exported.version)
-    name = args.name
-
-    def record(current: LakehouseDef) -> LakehouseDef:
-        if name in current.exported_snapshots:
-            raise AlreadyExistsError(f"an export named {name!r} was recorded meanwhile; the copy at "
-                                     f"{target.root_uri} is complete but unrecorded")
-        return with_export_recorded(current, name, root_file, "full", target.root_uri)
-
-    with ctx.stage("record", "record the export in the source (driver)"):
-        report.new_version = lh.update_definition(record)
-    report.summary.append(
-        f"full export {name!r} of version {exported.version}: {report.counts['files_copied']} files "
-        f"({report.bytes['bytes_copied']} bytes) copied to {target.root_uri}; recorded in version {report.new_version}"
-    )
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:

@@ -44,6 +44,7 @@ from lakecore.errors import (
     NotFoundError,
     ReadOnlyLakehouseError,
 )
+from lakecore.export import CopyFiles, copy_snapshot
 from lakecore.locations import (
     new_lakehouse_def_path,
     new_namespace_def_path,
@@ -401,15 +402,19 @@ class Lakehouse(LakehouseView):
         target: str | None = None,
         target_storage_options: Mapping[str, Any] | None = None,
         version: int | None = None,
+        copy_files: CopyFiles | None = None,
     ) -> int:
         """Export a version (default: this one) under ``name``; returns the new source version.
 
         The source's lakehouse definition records ``exported_snapshots[name]`` = the exported
         root file, which pins that version against expiry. With ``target``, a read-only copy is
         made there: ``minimal`` copies the root node only, ``partial`` every node file, and
-        ``full`` every node and definition file; what is not copied is referenced by full URI."""
-        from lakecore.export import copy_snapshot
+        ``full`` every node and definition file; what is not copied is referenced by full URI.
+        ``copy_files`` does a full copy's bulk work (the Spark job passes a distributed one).
 
+        Raises ReadOnlyLakehouseError (this is a copy), InvalidArgumentError (bad name or mode),
+        AlreadyExistsError (the name is taken, or the target holds a lakehouse), NotFoundError
+        (no such version), CommitConflictError, StorageError."""
         self.require_writable("export a snapshot")  # before the copy: it records in a commit
         if mode not in ("minimal", "partial", "full"):
             raise InvalidArgumentError(f"export mode {mode!r} must be minimal, partial or full")
@@ -419,7 +424,8 @@ class Lakehouse(LakehouseView):
         exported = self.root_info if version is None else read_version(self.storage, version, self.lakehouse_def.order)
         target_uri = None
         if target is not None:
-            target_uri = copy_snapshot(self, exported, mode, target, target_storage_options, name).root_uri
+            target_uri = copy_snapshot(self, exported, mode, target, target_storage_options, name,
+                                       copy_files=copy_files).root_uri
         root_file = root_node_file_name(exported.version)
         return self.update_definition(lambda current: with_export_recorded(current, name, root_file, mode, target_uri))
 
