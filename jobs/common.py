@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lakecore.argparsing import ArgumentError, OneLineArgumentParser
-from lakecore.errors import ExitCode, LakecoreError
+from lakecore.errors import ExitCode, LakecoreError, exit_code_help
 from lakecore.maintenance.settings import MaintenanceSettings
 from lakecore.storage import Storage, parse_storage_options
 from lakecore.view import refuse_unsupported_format
@@ -42,7 +42,8 @@ CONF_DIR = Path(os.environ.get("LAKECORE_CONF_DIR", REPO_ROOT / "conf"))
 
 
 def base_parser(job: str, description: str) -> argparse.ArgumentParser:
-    parser = OneLineArgumentParser(prog=f"spark-submit.sh {job}", description=description)
+    parser = OneLineArgumentParser(prog=f"spark-submit.sh {job}", description=description, epilog=exit_code_help(),
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lakehouse", required=True, help="lakehouse root URI")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="fsspec storage option (endpoint_url=... for S3-compatible servers)")

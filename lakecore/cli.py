@@ -28,6 +28,7 @@ from lakecore.errors import (
     InvalidArgumentError,
     LakecoreError,
     TreeStructureError,
+    exit_code_help,
 )
 from lakecore.lakehouse import ExportMode
 from lakecore.lookup import cli as lookup_cli
@@ -420,7 +421,8 @@ def _add_version_option(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineArgumentParser(prog="lakecore", description="TrinityLake lakehouse catalog tool")
+    parser = OneLineArgumentParser(prog="lakecore", description="TrinityLake lakehouse catalog tool",
+                                   epilog=exit_code_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-l", "--lakehouse", help="lakehouse root URI (or LAKECORE_LAKEHOUSE)")
     parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
                         help="storage option, e.g. endpoint_url=http://127.0.0.1:5000, region=eu-west-1, "

@@ -53,6 +53,12 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.INTERRUPTED: "interrupted (SIGINT/SIGTERM); nothing half-committed",
 }
 
+def exit_code_help() -> str:
+    """The exit-code table as a ``--help`` epilog."""
+    rows = "\n".join(f"  {int(code):>3}  {code.meaning}" for code in ExitCode)
+    return f"exit codes:\n{rows}"
+
+
 # Codes a scheduler should not retry: a second run gives the same answer.
 NO_RETRY_EXIT_CODES: frozenset[int] = frozenset(
     {ExitCode.VIOLATIONS, ExitCode.BAD_INPUT, ExitCode.NOT_FOUND, ExitCode.DAMAGED}
