@@ -36,16 +36,18 @@ __all__ = [
 
 
 def clear_caches() -> None:
-    """Forget every cached node and lakehouse definition of this process.
+    """Forget every cached node, lakehouse definition and decoded lookup block of this process.
 
     Files are immutable, so the caches are never wrong about a file that exists; a check that
     must notice files deleted behind its back (fsck, validate, tests) reads past them or
     clears them first."""
     from lakecore.lakehouse import _DEF_CACHE
+    from lakecore.lookup.blockcache import SHARED_BLOCK_CACHE
     from lakecore.tree.store import SHARED_CACHE
 
     SHARED_CACHE.clear()
     _DEF_CACHE.clear()
+    SHARED_BLOCK_CACHE.clear()
 
 
 def __getattr__(name: str) -> object:
