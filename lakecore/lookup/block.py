@@ -50,8 +50,9 @@ _MORE: Final = 0x80
 _BLOCK_OVERHEAD: Final = 200
 #: find() keeps the keys it probes in the first this-many levels of its binary search: those
 #: positions are the same for every search of a block, so a block searched again (a cached one)
-#: skips parsing them. 5 levels: at most 31 keys, a seventh of a 219-entry catalog block.
-_MEMO_LEVELS: Final = 5
+#: skips parsing them. 4 levels: at most 15 keys, all but the last probe of a search in the
+#: ~28 entries of a default 8 KiB catalog block, and about half its key bytes as cache charge.
+_MEMO_LEVELS: Final = 4
 _MEMO_SLOTS: Final = (1 << _MEMO_LEVELS) - 1
 #: Bytes a cached key costs beyond its own (bytes object header, list slot).
 _KEY_OVERHEAD: Final = 41
@@ -225,7 +226,7 @@ class Block:
         """Approximate bytes this block holds (what the block cache charges for it).
 
         The memoised keys are charged up front, as the share of the entries they can be at
-        most (31 of ``count``), so a block's charge does not grow as it is searched.
+        most (15 of ``count``), so a block's charge does not grow as it is searched.
         """
         index = self._index
         size = len(self.data)

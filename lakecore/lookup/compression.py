@@ -167,12 +167,25 @@ class BlockDecompressor:
                 "BlockCompressionType: "
                 + ", ".join(f"{i} ({name})" for i, name in sorted(CODEC_NAMES.items()))
             )
-        declared, start = decode_varint(stored, 0, len(stored), VARINT32_MAX_BYTES)
-        payload = stored[start:]
-        self._check_declared(codec, declared, len(payload))
+        # Lengths below 2 MiB (one to three varint bytes) are decoded inline: this runs for every
+        # block a lookup reads.
+        if len(stored) > 3 and stored[0] < 0x80:
+            declared, start = stored[0], 1
+        elif len(stored) > 3 and stored[1] < 0x80:
+            declared, start = (stored[0] & 0x7F) | stored[1] << 7, 2
+        else:
+            declared, start = decode_varint(stored, 0, len(stored), VARINT32_MAX_BYTES)
+        self._check_declared(codec, declared, len(stored) - start)
         if codec == CODEC_ZSTD:
-            raw = self._zstd_decompress(payload, declared)
-        elif codec == CODEC_LZ4:
+            # A view, not a copy: zstd reads the frame in place.
+            raw = self._zstd_decompress(memoryview(stored)[start:], declared)
+            if len(raw) != declared:
+                raise ValueError(
+                    f"block decompressed to {len(raw)} bytes, its header says {declared}"
+                )
+            return raw
+        payload = stored[start:]
+        if codec == CODEC_LZ4:
             raw = _lz4_decompress(_framed_block(payload, declared, "lz4"), declared)
         else:
             raw = _lzo_decompress(_framed_block(payload, declared, "lzo"), declared)
@@ -196,13 +209,18 @@ class BlockDecompressor:
                 "larger max_block_bytes (at most 2 GiB - 1) if it is trusted"
             )
 
-    def _zstd_decompress(self, payload: bytes, declared: int) -> bytes:
+    def _zstd_decompress(self, payload: memoryview, declared: int) -> bytes:
         try:
-            params = zstandard.get_frame_parameters(payload)
-            if params.content_size not in (zstandard.CONTENTSIZE_UNKNOWN, declared):
-                raise ValueError(
-                    f"zstd frame says {params.content_size} bytes, the block header {declared}"
-                )
+            # The frame header descriptor (byte 4) says whether a content size follows: none
+            # when its size flag (bits 6-7) and single-segment flag (bit 5) are 0, as in the
+            # frames lakecore and Paimon write. Only a frame with one has it checked, so that
+            # zstd never sizes its output by a number the block header contradicts.
+            if len(payload) < 5 or payload[4] & 0xE0:
+                params = zstandard.get_frame_parameters(payload)
+                if params.content_size not in (zstandard.CONTENTSIZE_UNKNOWN, declared):
+                    raise ValueError(
+                        f"zstd frame says {params.content_size} bytes, the block header {declared}"
+                    )
             if declared <= _ZSTD_ONE_SHOT_LIMIT:
                 out: bytes = self._zstd.decompress(payload, max_output_size=max(declared, 1))
                 return out
@@ -210,7 +228,7 @@ class BlockDecompressor:
         except zstandard.ZstdError as error:
             raise ValueError(f"zstd body does not decompress: {error}") from None
 
-    def _zstd_decompress_chunked(self, payload: bytes, declared: int) -> bytes:
+    def _zstd_decompress_chunked(self, payload: memoryview, declared: int) -> bytes:
         chunks: list[bytes] = []
         total = 0
         with self._zstd.stream_reader(payload) as reader:
