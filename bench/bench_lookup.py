@@ -215,14 +215,22 @@ def build_sqlite(
     return Store(facts, get, lambda ks: [get(k) for k in ks], con.close)
 
 
-def time_singles(get: Callable[[bytes], object], keys: Sequence[bytes]) -> list[int]:
-    """Nanoseconds of each individually timed call."""
-    samples = []
+def time_interleaved(
+    gets: dict[str, Callable[[bytes], object]], keys: Sequence[bytes]
+) -> dict[str, list[int]]:
+    """Nanoseconds of each call, key by key across the stores (each key is looked up in every
+    store in turn, the first store rotating), so load that comes and goes on a shared machine
+    falls on all stores alike rather than on whichever runs its whole pass at that moment."""
+    names = list(gets)
+    samples: dict[str, list[int]] = {name: [] for name in names}
     clock = time.perf_counter_ns
-    for key in keys:
-        start = clock()
-        get(key)
-        samples.append(clock() - start)
+    for i, key in enumerate(keys):
+        first = i % len(names)
+        for name in names[first:] + names[:first]:
+            get = gets[name]
+            start = clock()
+            get(key)
+            samples[name].append(clock() - start)
     return samples
 
 
@@ -239,7 +247,8 @@ def measure(
     """Time every store, interleaved: each repetition runs every store once in turn.
 
     Interleaving keeps the ratios fair when the machine's load drifts during the run (other
-    work on a shared machine slows whichever store happens to run at that moment).
+    work on a shared machine slows whichever store happens to run at that moment): single gets
+    key by key, batches run by run.
     """
     times: dict[str, dict[str, list[float]]] = {name: {} for name in stores}
     samples: dict[str, list[int]] = {name: [] for name in stores}
@@ -248,22 +257,27 @@ def measure(
     hits: dict[str, list[int]] = {name: [0, 0] for name in stores}
     chunk = max(1, len(singles) // reps)
     for rep in range(reps):
-        for name, store in stores.items():
-            keys = singles[rep * chunk : (rep + 1) * chunk]
+        keys = singles[rep * chunk : (rep + 1) * chunk]
+        for store in stores.values():
             for key in keys:  # the warm-up pass: every store gets one
                 store.get(key)
-            before = store.cache.stats() if store.cache is not None else None
-            samples[name] += time_singles(store.get, keys)
-            if store.cache is not None and before is not None:
-                after = store.cache.stats()
-                hits[name][0] += after.hits - before.hits
-                hits[name][1] += after.hits - before.hits + after.misses - before.misses
-            if store.get_cold is not None:
-                cold[name] += time_singles(store.get_cold, keys)
-            absent[name] += time_singles(store.get_cold or store.get, absent_like(keys))
-            for metric, keys in batches.items():
+        before = {n: (s.cache, s.cache.stats()) for n, s in stores.items() if s.cache is not None}
+        for name, timed in time_interleaved({n: s.get for n, s in stores.items()}, keys).items():
+            samples[name] += timed
+        for name, (cache, stats) in before.items():
+            after = cache.stats()
+            hits[name][0] += after.hits - stats.hits
+            hits[name][1] += after.hits - stats.hits + after.misses - stats.misses
+        colds = {n: s.get_cold for n, s in stores.items() if s.get_cold is not None}
+        for name, timed in time_interleaved(colds, keys).items():
+            cold[name] += timed
+        absents = {n: s.get_cold or s.get for n, s in stores.items()}
+        for name, timed in time_interleaved(absents, absent_like(keys)).items():
+            absent[name] += timed
+        for name, store in stores.items():
+            for metric, batch_keys in batches.items():
                 start = time.perf_counter()
-                store.batch(keys)
+                store.batch(batch_keys)
                 times[name].setdefault(metric, []).append(time.perf_counter() - start)
             for metric, run in store.extra_batches.items():
                 start = time.perf_counter()
