@@ -81,6 +81,10 @@ _BLOOM_SAMPLE: Final = 128
 #: Testing costs about half a microsecond a key; a rejected key saves a bisect of the index,
 #: its search in a block, and often the block itself.
 _BLOOM_ALL_MIN_ABSENT: Final = 0.2
+#: ... and if less than this share is rejected, tests none: a negative saves a block read (~10
+#: us) only for an absent key alone in its block, so below a few percent of absent keys the
+#: hashes (~1 us a key) cost more than the blocks they save.
+_BLOOM_SOME_MIN_ABSENT: Final = 0.05
 #: get_many decodes and indexes this many blocks together: enough to amortise numpy's
 #: per-call cost, few enough that their bytes stay a few MiB at a time (2 MiB of the default
 #: 8 KiB blocks, 16 MiB of Paimon's 64 KiB ones).
@@ -296,13 +300,16 @@ class LookupReader:
         alive: npt.NDArray[np.int64] | None = None
         bloom = self._bloom
         filter_groups = bloom is not None
-        if bloom is not None and n >= _BLOOM_SAMPLE and self._mostly_absent(queries, bloom):
+        absent_share = self._absent_share(queries, bloom) if bloom is not None else 0.0
+        if bloom is not None and absent_share >= _BLOOM_ALL_MIN_ABSENT:
             # Many keys are absent: one vectorised bloom pass over all keys is far cheaper
             # than the blocks and searches it saves.
             alive = np.flatnonzero(bloom.might_contain_many(hash_keys(queries)))
             filter_groups = False
             if len(alive) == 0:
                 return out
+        elif n >= _BLOOM_SAMPLE and absent_share < _BLOOM_SOME_MIN_ABSENT:
+            filter_groups = False
         candidates = queries if alive is None else [queries[i] for i in alive.tolist()]
         # map + partial calls bisect from C, without a Python frame per key.
         block_ids = np.fromiter(
@@ -374,12 +381,15 @@ class LookupReader:
             raise
 
     @staticmethod
-    def _mostly_absent(queries: list[bytes], bloom: BloomFilter) -> bool:
-        """Whether a spread sample of the keys says the bloom filter will reject many."""
+    def _absent_share(queries: list[bytes], bloom: BloomFilter) -> float:
+        """The share of a spread sample of the keys that the bloom filter rejects; -1 for a
+        batch too small to sample (its sparse blocks are then always filtered)."""
+        if len(queries) < _BLOOM_SAMPLE:
+            return -1.0
         step = len(queries) // _BLOOM_SAMPLE
         sample = queries[::step][:_BLOOM_SAMPLE]
         maybe = bloom.might_contain_many(hash_keys(sample))
-        return float(maybe.mean()) <= 1.0 - _BLOOM_ALL_MIN_ABSENT
+        return 1.0 - float(maybe.mean())
 
     def _bloom_filter_groups(
         self, queries: list[bytes], groups: list[tuple[int, list[int]]]
