@@ -9,12 +9,14 @@ Rules:
   deleted file's inode is reused at once and file times tick only every few milliseconds, so
   a rebuilt file could meet the blocks of its predecessor. A reader's blocks are dropped when
   it is closed or collected (:meth:`BlockCache.discard_owner`).
-- **Charge.** Each block is charged :meth:`Block.memory` bytes (its bytes plus, once indexed
-  by ``get_many`` or a scan, its entry lists); a block is charged again when it is put again
-  after indexing. A block larger than the whole capacity is not cached.
-- **Eviction.** Least recently used first, until the charged bytes are within the capacity.
-- **Threads.** One lock around every operation; a cached ``Block`` is read-only except for its
-  index, which is replaced as one attribute (``block.py``).
+- **Charge.** Each block is charged :meth:`Block.memory` bytes (its bytes, the most its search
+  memo can hold, and, once indexed by ``get_many`` or a scan, its entry lists); a block is
+  charged again when it is put again after indexing. A block larger than the whole capacity is
+  not cached.
+- **Eviction.** Least recently used first, until the charged bytes are within the capacity. A
+  put with ``evict=False`` (``get_many``) only fills free space.
+- **Threads.** One lock around every operation; a cached ``Block`` changes only by whole
+  attribute or list-slot writes of values any thread would compute alike (``block.py``).
 
 ``SHARED_BLOCK_CACHE`` is the process-wide instance readers use by default, with
 ``DEFAULT_BLOCK_CACHE_BYTES`` (256 MiB, Paimon's default lookup cache memory) until
