@@ -246,6 +246,43 @@ def environment() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
+# How much CPU the machine offers (it is shared)
+
+#: Loops of pure-Python work per calibration process (about a second each on the dev VM).
+CALIBRATION_LOOPS = 12_000_000
+
+
+def _burn(loops: int) -> None:
+    total = 0
+    for i in range(loops):
+        total += i
+    os._exit(0 if total else 1)
+
+
+def _run_burners(count: int, loops: int) -> float:
+    t0 = time.perf_counter()
+    pids = []
+    for _ in range(count):
+        pid = os.fork()
+        if pid == 0:
+            _burn(loops)
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    return time.perf_counter() - t0
+
+
+def cpu_calibration(loops: int = CALIBRATION_LOOPS) -> dict[str, Any]:
+    """The same pure-Python CPU work in one process, then in two at once: ``effective_cores``
+    (2 x one / two) is how many cores two busy processes get right now (2.0 on an idle 2-core
+    machine; other processes on the machine take the rest)."""
+    one = _run_burners(1, loops)
+    two = _run_burners(2, loops)
+    return {"one_process_seconds": round(one, 3), "two_processes_seconds": round(two, 3),
+            "effective_cores": round(2 * one / two, 2), "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+# ---------------------------------------------------------------------------------------------
 # Scratch space
 
 

@@ -116,7 +116,6 @@ JOBS: dict[str, tuple[str, list[str]]] = {
 }
 DEFAULT_JOBS = list(JOBS)
 QUICK_JOBS = [j for j in JOBS if j != "validate_deep"]
-CALIBRATION_LOOPS = 12_000_000
 SAMPLE_INTERVAL_S = 0.25
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -401,36 +400,6 @@ def gc_baseline(lake: Lake) -> dict[str, Any]:
 
 # =============================================================================================
 # How many cores this machine gives us right now
-
-
-def _burn(loops: int) -> None:
-    total = 0
-    for i in range(loops):
-        total += i
-    os._exit(0 if total else 1)
-
-
-def _run_burners(count: int, loops: int) -> float:
-    t0 = time.perf_counter()
-    pids = []
-    for _ in range(count):
-        pid = os.fork()
-        if pid == 0:
-            _burn(loops)
-        pids.append(pid)
-    for pid in pids:
-        os.waitpid(pid, 0)
-    return time.perf_counter() - t0
-
-
-def cpu_calibration(loops: int = CALIBRATION_LOOPS) -> dict[str, Any]:
-    """The same pure-Python CPU work in one process, then in two at once: ``effective_cores``
-    (2 x one / two) is the speedup two Spark cores can get at best right now (2.0 on an idle
-    2-core machine; other processes on the machine take the rest)."""
-    one = _run_burners(1, loops)
-    two = _run_burners(2, loops)
-    return {"one_process_seconds": round(one, 3), "two_processes_seconds": round(two, 3),
-            "effective_cores": round(2 * one / two, 2), "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
 # =============================================================================================
@@ -811,7 +780,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for r in range(args.rounds):
                 order = masters if r % 2 == 0 else masters[::-1]
                 for master in order:
-                    calibrations.append(cpu_calibration())
+                    calibrations.append(C.cpu_calibration())
                     t0 = time.perf_counter()
                     results = children[master].run(r, job_names)
                     runs[master].append(results)

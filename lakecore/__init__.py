@@ -36,16 +36,18 @@ __all__ = [
 
 
 def clear_caches() -> None:
-    """Forget every cached node and lakehouse definition of this process.
+    """Forget every cached node, lakehouse definition and decoded lookup block of this process.
 
     Files are immutable, so the caches are never wrong about a file that exists; a check that
     must notice files deleted behind its back (fsck, validate, tests) reads past them or
     clears them first."""
+    from lakecore.lookup.blockcache import SHARED_BLOCK_CACHE
     from lakecore.tree.store import SHARED_CACHE
     from lakecore.view import clear_definition_cache
 
     SHARED_CACHE.clear()
     clear_definition_cache()
+    SHARED_BLOCK_CACHE.clear()
 
 
 def __getattr__(name: str) -> object:

@@ -6,11 +6,13 @@ LOOKUP-FORMAT.md (in the shared folder); each module documents the part of it th
 
 - ``varint.py``: LEB128 lengths and offsets
 - ``block.py``: entries, aligned/unaligned tails, the CRC trailer, searching a block
-- ``compression.py``: codec ids 0/1/2 (none/zstd/lz4) and the 12.5% rule
+- ``compression.py``: codec ids 0-3 (none/zstd/lz4/lzo), the 12.5% rule, and how much raw data
+  a compressed block may declare
 - ``murmur.py``: Paimon's MurmurHash3 variant (seed 42)
 - ``bloom.py``: filter sizing, bitset, probes
 - ``handle.py``: block handles, the values of the index block
 - ``footer.py``: the 36-byte footer
+- ``blockcache.py``: the decoded-block cache shared by the readers of a process
 - ``corruption.py``: how a broken rule is reported (file and byte offset)
 - ``writer.py`` / ``reader.py``: ``LookupWriter`` / ``LookupReader`` (``stats()`` returns a
   ``reader.LookupStats``)

@@ -24,10 +24,11 @@ anything malformed and leaves naming the file and offset to the reader.
 from __future__ import annotations
 
 import struct
+import sys
 import zlib
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
-from typing import Final
+from collections.abc import Iterator, Sequence
+from typing import Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +46,16 @@ OFFSET_SIZE: Final = 4
 _INT32: Final = struct.Struct("<i")
 _TRAILER: Final = struct.Struct("<BI")
 _MORE: Final = 0x80
+#: What a Block object and its bytes object cost beyond the block's bytes.
+_BLOCK_OVERHEAD: Final = 200
+#: find() keeps the keys it probes in the first this-many levels of its binary search: those
+#: positions are the same for every search of a block, so a block searched again (a cached one)
+#: skips parsing them. 4 levels: at most 15 keys, all but the last probe of a search in the
+#: ~28 entries of a default 8 KiB catalog block, and about half its key bytes as cache charge.
+_MEMO_LEVELS: Final = 4
+_MEMO_SLOTS: Final = (1 << _MEMO_LEVELS) - 1
+#: Bytes a cached key costs beyond its own (bytes object header, list slot).
+_KEY_OVERHEAD: Final = 41
 
 
 def block_crc(stored: bytes, codec: int) -> int:
@@ -125,29 +136,45 @@ class BlockBuilder:
         return raw
 
 
+class _BlockIndex(NamedTuple):
+    """What :func:`index_blocks` learned about one block, replaced as one attribute so that a
+    block shared through the block cache is never seen half indexed."""
+
+    sample: list[bytes]  # keys of entries 0, stride, 2 * stride, ...
+    stride: int
+    key_starts: list[int]
+    key_ends: list[int]
+    value_starts: list[int]
+    value_ends: list[int]
+    memory: int  # approximate bytes the lists above hold
+
+
+_NATIVE_LE_INT32: Final = sys.byteorder == "little" and struct.calcsize("i") == OFFSET_SIZE
+
+
+def _int32_view(raw: bytes, offset: int, count: int) -> Sequence[int]:
+    """``count`` little-endian int32s of ``raw`` from ``offset``, read in place when the host is
+    little-endian (a memoryview cast costs the same for 4 offsets or 4000)."""
+    if _NATIVE_LE_INT32:
+        return memoryview(raw)[offset : offset + OFFSET_SIZE * count].cast("i")
+    return struct.unpack_from(f"<{count}i", raw, offset)
+
+
+
 class Block:
     """A decoded raw block, searched in place.
 
-    Construction checks the tail (O(1) for aligned blocks, one vectorised pass over the offsets
-    for unaligned ones). Entries are parsed lazily by :meth:`find`; every parse is bounds-checked
-    against the entry's extent, so a malformed entry raises ``ValueError`` rather than reading
-    a neighbour. :func:`index_blocks` parses and checks every entry at once with numpy and keeps
-    a sample of the keys, for blocks that are searched many times.
+    Construction checks the tail in O(1): the entry size of an aligned block, or the entry count
+    and the first and last entry offsets of an unaligned one; the offsets are read in place, not
+    copied. :meth:`find` binary-searches the entries through those offsets (or ``i * entrySize``),
+    checking each probed entry's extent (inside the entries, at least 2 bytes, before the next
+    entry) and parsing its key within that extent, so a malformed entry raises ``ValueError``
+    rather than reading a neighbour, without paying to check entries no search touches.
+    :func:`index_blocks` parses and checks every entry at once with numpy and keeps a sample of
+    the keys, for blocks that are searched many times.
     """
 
-    __slots__ = (
-        "_bounds",
-        "_key_ends",
-        "_key_starts",
-        "_offsets",
-        "_sample",
-        "_stride",
-        "_value_ends",
-        "_value_starts",
-        "count",
-        "data",
-        "entry_size",
-    )
+    __slots__ = ("_index", "_memo", "_offsets", "count", "data", "data_end", "entry_size")
 
     def __init__(self, raw: bytes) -> None:
         size = len(raw)
@@ -158,14 +185,13 @@ class Block:
         self.data = raw
         self.count: int
         self.entry_size: int
-        # Set by index_blocks: every entry's key and value extents, and the keys of every
-        # ``_stride``-th entry, which a bisect narrows a search to ``_stride`` entries with.
-        self._sample: list[bytes] | None = None
-        self._stride = 1
-        self._key_starts: list[int] = []
-        self._key_ends: list[int] = []
-        self._value_starts: list[int] = []
-        self._value_ends: list[int] = []
+        self.data_end: int
+        self._index: _BlockIndex | None = None
+        self._offsets: Sequence[int] = ()
+        # Keys probed in the top levels of find()'s binary search, by heap position (root 0,
+        # children 2n+1 and 2n+2); filled as searches pass. Slots are written whole, so a
+        # block shared between threads only ever sees None or the right key.
+        self._memo: list[bytes | None] = [None] * _MEMO_SLOTS
         if flag == ALIGNED:
             data_end = size - TAIL_SIZE
             if value <= 0 or data_end == 0 or data_end % value:
@@ -175,8 +201,7 @@ class Block:
                 )
             self.entry_size = value
             self.count = data_end // value
-            self._bounds: list[int] = []
-            self._offsets: npt.NDArray[np.int64] | None = None
+            self.data_end = data_end
         elif flag == UNALIGNED:
             count = value
             if count < 0 or count > (size - TAIL_SIZE) // OFFSET_SIZE:
@@ -184,32 +209,44 @@ class Block:
             data_end = size - TAIL_SIZE - OFFSET_SIZE * count
             self.entry_size = 0
             self.count = count
+            self.data_end = data_end
             if count == 0:
                 if data_end != 0:
                     raise ValueError(f"empty block holds {data_end} bytes of entries")
-                self._bounds = [0]
-                self._offsets = None
             else:
-                offsets = np.frombuffer(raw, dtype="<i4", count=count, offset=data_end)
+                offsets = _int32_view(raw, data_end, count)
                 # Entries lie back to back from byte 0, each at least 2 bytes (two varints).
-                if (
-                    offsets[0] != 0
-                    or offsets[-1] > data_end - 2
-                    or (count > 1 and bool(np.any(offsets[1:] - offsets[:-1] < 2)))
-                ):
+                if offsets[0] != 0 or not 0 <= offsets[count - 1] <= data_end - 2:
                     raise ValueError("unaligned block tail: entry offsets out of order or range")
-                bounds: list[int] = offsets.tolist()
-                bounds.append(data_end)
-                self._bounds = bounds
-                self._offsets = offsets.astype(np.int64)
+                self._offsets = offsets
         else:
             raise ValueError(f"block tail flag {flag} is neither 0 (aligned) nor 1 (unaligned)")
 
+    def memory(self) -> int:
+        """Approximate bytes this block holds (what the block cache charges for it).
+
+        The memoised keys are charged up front, as the share of the entries they can be at
+        most (15 of ``count``), so a block's charge does not grow as it is searched.
+        """
+        index = self._index
+        size = len(self.data)
+        memo = 0
+        if self.count:
+            memo = min(self.count, _MEMO_SLOTS) * (size // self.count + _KEY_OVERHEAD)
+        return size + _BLOCK_OVERHEAD + memo + (index.memory if index is not None else 0)
+
     def _extent(self, i: int) -> tuple[int, int]:
-        if self.entry_size:
-            start = i * self.entry_size
-            return start, start + self.entry_size
-        return self._bounds[i], self._bounds[i + 1]
+        """Start and end of entry ``i``, checked to lie inside the entries."""
+        size = self.entry_size
+        if size:
+            start = i * size
+            return start, start + size
+        offsets = self._offsets
+        start = offsets[i]
+        end = offsets[i + 1] if i + 1 < self.count else self.data_end
+        if start < 0 or end - start < 2 or end > self.data_end:
+            raise ValueError(f"unaligned block tail: entry {i} offsets out of order or range")
+        return start, end
 
     def _key_range(self, start: int, end: int) -> tuple[int, int]:
         data = self.data
@@ -229,11 +266,17 @@ class Block:
         return pos, key_end
 
     def value_at(self, i: int) -> bytes:
-        if self._sample is not None:
-            return self.data[self._value_starts[i] : self._value_ends[i]]
+        index = self._index
+        if index is not None:
+            return self.data[index.value_starts[i] : index.value_ends[i]]
         start, end = self._extent(i)
         _, key_end = self._key_range(start, end)
-        vlen, pos = decode_varint(self.data, key_end, end, VARINT32_MAX_BYTES)
+        data = self.data
+        first = data[key_end]  # key_range left at least one byte for it
+        if first < _MORE:
+            vlen, pos = first, key_end + 1
+        else:
+            vlen, pos = decode_varint(data, key_end, end, VARINT32_MAX_BYTES)
         if pos + vlen != end:
             raise ValueError(
                 f"entry at {start}: value of {vlen} bytes does not end the entry at {end}"
@@ -242,57 +285,59 @@ class Block:
 
     def find(self, key: bytes) -> int:
         """Index of the entry with exactly ``key``, or -1."""
-        sample = self._sample
-        if sample is not None:
-            return self._find_indexed(sample, key)
+        index = self._index
+        if index is not None:
+            return _find_indexed(self.data, self.count, index, key)
+        memo = self._memo
+        probe_key = self._probe_key
         lo = 0
         hi = self.count
-        data = self.data
-        key_range = self._key_range
-        size = self.entry_size
-        bounds = self._bounds
+        node = 0  # heap position of this probe in the search tree, for the memo
         while lo < hi:
             mid = (lo + hi) >> 1
-            if size:
-                start = mid * size
-                end = start + size
+            if node < _MEMO_SLOTS:
+                probe = memo[node]
+                if probe is None:
+                    probe = memo[node] = probe_key(mid)
             else:
-                start = bounds[mid]
-                end = bounds[mid + 1]
-            key_start, key_end = key_range(start, end)
-            probe = data[key_start:key_end]
+                probe = probe_key(mid)
             if probe < key:
                 lo = mid + 1
+                node = 2 * node + 2
             elif probe == key:
                 return mid
             else:
                 hi = mid
+                node = 2 * node + 1
         return -1
 
-    def _find_indexed(self, sample: list[bytes], key: bytes) -> int:
-        j = bisect_right(sample, key) - 1
-        if j < 0:
-            return -1
-        stride = self._stride
-        first = j * stride
-        if sample[j] == key:
-            return first
-        # The key can only be strictly between two sampled keys.
-        lo = first + 1
-        hi = min(first + stride, self.count)
+    def _probe_key(self, i: int) -> bytes:
+        """The key of entry ``i`` for a search.
+
+        A probe only checks that the key lies inside the entries and leaves a byte for the
+        value's length; the entry found is checked whole by value_at. So a malformed block can
+        misdirect a search but never make it read outside the block, and a probe does not pay
+        for reading the next entry's offset.
+        """
         data = self.data
-        starts = self._key_starts
-        ends = self._key_ends
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            probe = data[starts[mid] : ends[mid]]
-            if probe < key:
-                lo = mid + 1
-            elif probe == key:
-                return mid
-            else:
-                hi = mid
-        return -1
+        limit = self.data_end - 1
+        start = i * self.entry_size if self.entry_size else self._offsets[i]
+        if not 0 <= start < limit:
+            raise ValueError(f"unaligned block tail: entry {i} starts outside the entries")
+        # The one- and two-byte length varints (keys shorter than 16 KiB), inlined.
+        first = data[start]
+        if first < _MORE:
+            klen = first
+            pos = start + 1
+        elif data[start + 1] < _MORE:
+            klen = (first & 0x7F) | (data[start + 1] << 7)
+            pos = start + 2
+        else:
+            klen, pos = decode_varint(data, start, limit, VARINT32_MAX_BYTES)
+        key_end = pos + klen
+        if key_end > limit:
+            raise ValueError(f"entry at {start}: key of {klen} bytes overruns the entries")
+        return data[pos:key_end]
 
     def get(self, key: bytes) -> bytes | None:
         i = self.find(key)
@@ -304,20 +349,16 @@ class Block:
         The batched twin of :meth:`get`: one loop with everything in local variables, since
         it runs once per key of a ``get_many``.
         """
-        sample = self._sample
-        if sample is None:
+        index = self._index
+        if index is None:
             for m in members:
                 value = self.get(queries[m])
                 if value is not None:
                     out[m] = value
             return
-        stride = self._stride
+        sample, stride, starts, ends, value_starts, value_ends, _ = index
         count = self.count
         data = self.data
-        starts = self._key_starts
-        ends = self._key_ends
-        value_starts = self._value_starts
-        value_ends = self._value_ends
         for m in members:
             key = queries[m]
             j = bisect_right(sample, key) - 1
@@ -346,26 +387,57 @@ class Block:
     @property
     def indexed(self) -> bool:
         """Whether :func:`index_blocks` has parsed this block (finds then bisect a sample)."""
-        return self._sample is not None
+        return self._index is not None
 
     def _entry_starts(self) -> npt.NDArray[np.int64]:
+        """Every entry's start; for an unaligned block also checks that they ascend."""
         if self.entry_size:
             return np.arange(0, self.count * self.entry_size, self.entry_size, dtype=np.int64)
-        assert self._offsets is not None
-        return self._offsets
+        offsets = np.frombuffer(self.data, dtype="<i4", count=self.count, offset=self.data_end)
+        if self.count > 1 and bool(np.any(offsets[1:] - offsets[:-1] < 2)):
+            raise ValueError("unaligned block tail: entry offsets out of order or range")
+        return offsets.astype(np.int64)
 
     def items(self, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Every (key, value) in order, from the first key >= ``start``."""
-        if self._sample is None or self._stride != 1:
+        index = self._index
+        if index is None or index.stride != 1:
             index_blocks([self], stride=1)
-        keys = self._sample
-        assert keys is not None
+            index = self._index
+        assert index is not None
+        keys = index.sample
         first = 0 if start is None else bisect_left(keys, start)
         data = self.data
-        vs = self._value_starts[first:]
-        ve = self._value_ends[first:]
+        vs = index.value_starts[first:]
+        ve = index.value_ends[first:]
         for key, a, b in zip(keys[first:], vs, ve, strict=True):
             yield key, data[a:b]
+
+
+def _find_indexed(data: bytes, count: int, index: _BlockIndex, key: bytes) -> int:
+    sample = index.sample
+    j = bisect_right(sample, key) - 1
+    if j < 0:
+        return -1
+    stride = index.stride
+    first = j * stride
+    if sample[j] == key:
+        return first
+    # The key can only be strictly between two sampled keys.
+    lo = first + 1
+    hi = min(first + stride, count)
+    starts = index.key_starts
+    ends = index.key_ends
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        probe = data[starts[mid] : ends[mid]]
+        if probe < key:
+            lo = mid + 1
+        elif probe == key:
+            return mid
+        else:
+            hi = mid
+    return -1
 
 
 def index_blocks(blocks: list[Block], stride: int) -> None:
@@ -378,11 +450,10 @@ def index_blocks(blocks: list[Block], stride: int) -> None:
     blocks; sampling keeps it from building a key object for every entry of every block.
     ``ValueError`` if any block is malformed (index them one by one to find which).
     """
-    todo = [b for b in blocks if b._sample is None or b._stride > stride]
+    todo = [b for b in blocks if b._index is None or b._index.stride > stride]
     for block in todo:
         if block.count == 0:
-            block._sample = []
-            block._stride = stride
+            block._index = _BlockIndex([], stride, [], [], [], [], 0)
     todo = [b for b in todo if b.count]
     if not todo:
         return
@@ -397,11 +468,7 @@ def index_blocks(blocks: list[Block], stride: int) -> None:
     starts = np.concatenate([b._entry_starts() for b in todo]) + rebase
     # An entry ends where the next one starts, except the last of each block, which ends
     # where that block's tail starts.
-    data_ends = np.fromiter(
-        (b.count * b.entry_size if b.entry_size else b._bounds[-1] for b in todo),
-        dtype=np.int64,
-        count=len(todo),
-    )
+    data_ends = np.fromiter((b.data_end for b in todo), dtype=np.int64, count=len(todo))
     ends = np.empty_like(starts)
     ends[:-1] = starts[1:]
     ends[firsts + counts - 1] = bases + data_ends
@@ -440,9 +507,15 @@ def index_blocks(blocks: list[Block], stride: int) -> None:
         strict=True,
     ):
         last = first + count
-        block._sample = sample[sample_first : sample_first + sample_count]
-        block._stride = stride
-        block._key_starts = ks[first:last]
-        block._key_ends = ke[first:last]
-        block._value_starts = vs[first:last]
-        block._value_ends = ve[first:last]
+        keys = sample[sample_first : sample_first + sample_count]
+        # Four lists of ints (8-byte slots, 28-byte ints) and the sampled keys (33-byte header).
+        memory = 4 * count * 36 + sum(map(len, keys)) + 33 * len(keys)
+        block._index = _BlockIndex(
+            keys,
+            stride,
+            ks[first:last],
+            ke[first:last],
+            vs[first:last],
+            ve[first:last],
+            memory,
+        )

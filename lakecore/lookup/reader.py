@@ -8,7 +8,14 @@ data block is read per key.
 At open the reader maps the file, checks the footer against the file size, reads the index
 block and requires its block handles to tile the data region exactly (block 0 at offset 0, each
 block starting where the previous trailer ended, the last one ending at the bloom bitset or the
-index block), so every later read stays inside the file. Decoded blocks are kept in a small LRU.
+index block), so every later read stays inside the file.
+
+Decoded data blocks go into a block cache (``blockcache.py``): by default the process-wide
+``SHARED_BLOCK_CACHE``, or the one given as ``block_cache``, or none. ``get`` looks in the cache
+first and tests the bloom filter only when the block is not cached: a negative then saves
+reading and decompressing a block, while for a cached block the search costs about what the
+hash would. A compressed block may declare at most ``max_block_bytes`` of raw data
+(``compression.py`` has the whole rule).
 
 ``get_many`` answers many keys in one pass and at most one decode per needed block: each key
 is mapped to its block with a bisect of the index (``map``, no Python frame per key), the keys
@@ -28,8 +35,8 @@ from __future__ import annotations
 
 import mmap
 import os
+import weakref
 from bisect import bisect_left
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -47,16 +54,14 @@ from lakecore.lookup.block import (
     decode_trailer,
     index_blocks,
 )
+from lakecore.lookup.blockcache import OWNER_SHIFT, SHARED_BLOCK_CACHE, BlockCache
 from lakecore.lookup.bloom import BloomFilter
-from lakecore.lookup.compression import CODEC_NAMES, BlockDecompressor
+from lakecore.lookup.compression import CODEC_NAMES, DEFAULT_MAX_BLOCK_BYTES, BlockDecompressor
 from lakecore.lookup.corruption import corrupt
 from lakecore.lookup.footer import FOOTER_SIZE, Footer
 from lakecore.lookup.handle import BlockHandle
 from lakecore.lookup.murmur import hash_key, hash_keys
 
-#: Decoded blocks kept per reader. At the default 64 KiB block size this bounds the cache to a
-#: few MiB of block bytes plus, for indexed blocks, their entry offsets and sampled keys.
-DEFAULT_CACHE_BLOCKS: Final = 64
 #: In get_many, a block that this many or more of the keys fall into is indexed (all its
 #: entries parsed at once with numpy, with other such blocks); below it each key is
 #: binary-searched in place. Indexing costs about as much as this many in-place searches
@@ -76,9 +81,14 @@ _BLOOM_SAMPLE: Final = 128
 #: Testing costs about half a microsecond a key; a rejected key saves a bisect of the index,
 #: its search in a block, and often the block itself.
 _BLOOM_ALL_MIN_ABSENT: Final = 0.2
+#: ... and if less than this share is rejected, tests none: a negative saves a block read (~10
+#: us) only for an absent key alone in its block, so below a few percent of absent keys the
+#: hashes (~1 us a key) cost more than the blocks they save.
+_BLOOM_SOME_MIN_ABSENT: Final = 0.05
 #: get_many decodes and indexes this many blocks together: enough to amortise numpy's
-#: per-call cost, few enough that their bytes (~64 KiB each) stay a few MiB at a time.
-_BATCH_BLOCKS: Final = 64
+#: per-call cost, few enough that their bytes stay a few MiB at a time (2 MiB of the default
+#: 8 KiB blocks, 16 MiB of Paimon's 64 KiB ones).
+_BATCH_BLOCKS: Final = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +98,7 @@ class LookupStats:
     entries: int
     blocks: int
     file_size: int
-    codec: str  # "none", "zstd", "lz4", or "mixed" when blocks use more than one codec
+    codec: str  # "none", "zstd", "lz4", "lzo", or "mixed" when blocks use more than one codec
     codec_blocks: dict[str, int]  # data blocks per codec actually stored
     bloom_bytes: int
     bloom_expected_entries: int
@@ -97,15 +107,34 @@ class LookupStats:
 
 
 class LookupReader:
-    """Answers point lookups and ordered scans on one lookup file. Not thread-safe."""
+    """Answers point lookups and ordered scans on one lookup file. Not thread-safe.
+
+    ``block_cache``: where decoded data blocks are kept (default: the process-wide
+    ``SHARED_BLOCK_CACHE``; None: nowhere). ``max_block_bytes``: the most raw bytes a compressed
+    block may declare (default 256 MiB, at most 2 GiB - 1).
+    """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, cache_blocks: int = DEFAULT_CACHE_BLOCKS
+        self,
+        path: str | os.PathLike[str],
+        *,
+        block_cache: BlockCache | None = SHARED_BLOCK_CACHE,
+        max_block_bytes: int = DEFAULT_MAX_BLOCK_BYTES,
     ) -> None:
         self.path = os.fspath(path)
-        self._cache: OrderedDict[int, Block] = OrderedDict()
-        self._cache_blocks = max(1, cache_blocks)
-        self._decompressor = BlockDecompressor()
+        self._cache = block_cache
+        # Block i is cached under self._key + i (blockcache.py); a reader dropped without
+        # close() gives its blocks back when it is collected.
+        self._key = 0
+        self._release: weakref.finalize[[int], LookupReader] | None = None
+        if block_cache is not None:
+            owner = block_cache.new_owner()
+            self._key = owner << OWNER_SHIFT
+            self._release = weakref.finalize(self, block_cache.discard_owner, owner)
+        try:
+            self._decompressor = BlockDecompressor(max_block_bytes)
+        except ValueError as error:
+            raise InvalidArgumentError(str(error)) from None
         self._stats: LookupStats | None = None
         self._closed = False
         try:
@@ -132,7 +161,7 @@ class LookupReader:
         footer = Footer.decode(self._map[self._size - FOOTER_SIZE :], self.path, self._size)
         footer.check(self.path, self._size)
         self._footer = footer
-        index = self._read_block(BlockHandle(footer.index_offset, footer.index_size), "index block")
+        index = self._read_block(BlockHandle(footer.index_offset, footer.index_size), -1)
         try:
             entries = list(index.items())
         except ValueError as error:
@@ -188,39 +217,48 @@ class LookupReader:
 
     # -- blocks ---------------------------------------------------------------------------
 
-    def _read_block(self, handle: BlockHandle, what: str) -> Block:
-        """Read, check and decode the block at ``handle`` (whose range has been checked)."""
+    def _read_block(self, handle: BlockHandle, number: int) -> Block:
+        """Read, check and decode the block at ``handle`` (whose range has been checked):
+        data block ``number``, or the index block for -1."""
         offset, size = handle
         end = offset + size
-        trailer = self._map[end : end + TRAILER_SIZE]
+        mapped = self._map
+        trailer = mapped[end : end + TRAILER_SIZE]
         if len(trailer) != TRAILER_SIZE:
-            raise corrupt(self.path, end, f"{what}: trailer runs past the end of the file")
-        stored = self._map[offset:end]
+            raise corrupt(
+                self.path, end, f"{_block_name(number)}: trailer runs past the end of the file"
+            )
+        stored = mapped[offset:end]
         codec, crc = decode_trailer(trailer)
         actual = block_crc(stored, codec)
         if actual != crc:
             raise corrupt(
                 self.path,
                 offset,
-                f"{what}: CRC-32 mismatch (trailer says {crc:#010x}, the {size} stored bytes "
-                f"and codec {codec} give {actual:#010x})",
+                f"{_block_name(number)}: CRC-32 mismatch (trailer says {crc:#010x}, the {size} "
+                f"stored bytes and codec {codec} give {actual:#010x})",
             )
         try:
             return Block(self._decompressor.decompress(codec, stored))
         except ValueError as error:
-            raise corrupt(self.path, offset, f"{what}: {error}") from None
+            raise corrupt(self.path, offset, f"{_block_name(number)}: {error}") from None
 
-    def _block(self, i: int) -> Block:
+    def _peek(self, i: int) -> Block:
+        """Data block ``i`` from the cache if it is there, else read without caching it (scans
+        must not evict the blocks that point lookups use)."""
         cache = self._cache
-        block = cache.get(i)
-        if block is not None:
-            cache.move_to_end(i)
-            return block
-        block = self._read_block(self._handles[i], f"data block {i}")
-        cache[i] = block
-        if len(cache) > self._cache_blocks:
-            cache.popitem(last=False)
-        return block
+        block = cache.get(self._key + i) if cache is not None else None
+        return block if block is not None else self._read_block(self._handles[i], i)
+
+    def _recharge(self, blocks: list[tuple[int, Block]]) -> None:
+        """Charge cached blocks again after indexing made them bigger."""
+        cache = self._cache
+        if cache is None:
+            return
+        for i, block in blocks:
+            key = self._key + i
+            if key in cache:
+                cache.put(key, block)
 
     def _corrupt_entry(self, i: int, error: ValueError) -> CorruptLookupFileError:
         return corrupt(self.path, self._handles[i].offset, f"data block {i}: {error}")
@@ -229,14 +267,21 @@ class LookupReader:
 
     def get(self, key: bytes) -> bytes | None:
         """The value stored for ``key``, or None."""
-        self._check_open()
-        bloom = self._bloom
-        if bloom is not None and not bloom.might_contain(hash_key(key)):
+        if self._closed:
+            self._check_open()
+        last_keys = self._last_keys
+        i = bisect_left(last_keys, key)
+        if i == len(last_keys):
             return None
-        i = bisect_left(self._last_keys, key)
-        if i == len(self._handles):
-            return None
-        block = self._block(i)
+        cache = self._cache
+        block = cache.get(self._key + i) if cache is not None else None
+        if block is None:
+            bloom = self._bloom
+            if bloom is not None and not bloom.might_contain(hash_key(key)):
+                return None
+            block = self._read_block(self._handles[i], i)
+            if cache is not None:
+                cache.put(self._key + i, block)
         try:
             return block.get(key)
         except ValueError as error:
@@ -255,13 +300,16 @@ class LookupReader:
         alive: npt.NDArray[np.int64] | None = None
         bloom = self._bloom
         filter_groups = bloom is not None
-        if bloom is not None and n >= _BLOOM_SAMPLE and self._mostly_absent(queries, bloom):
+        absent_share = self._absent_share(queries, bloom) if bloom is not None else 0.0
+        if bloom is not None and absent_share >= _BLOOM_ALL_MIN_ABSENT:
             # Many keys are absent: one vectorised bloom pass over all keys is far cheaper
             # than the blocks and searches it saves.
             alive = np.flatnonzero(bloom.might_contain_many(hash_keys(queries)))
             filter_groups = False
             if len(alive) == 0:
                 return out
+        elif n >= _BLOOM_SAMPLE and absent_share < _BLOOM_SOME_MIN_ABSENT:
+            filter_groups = False
         candidates = queries if alive is None else [queries[i] for i in alive.tolist()]
         # map + partial calls bisect from C, without a Python frame per key.
         block_ids = np.fromiter(
@@ -296,14 +344,21 @@ class LookupReader:
         cache = self._cache
         blocks: list[Block] = []
         dense: list[tuple[int, Block]] = []
+        fresh: list[tuple[int, Block]] = []
         for block_id, members in groups:
-            block = cache.get(block_id)
+            block = cache.get(self._key + block_id) if cache is not None else None
             if block is None:
-                block = self._block(block_id)
+                block = self._read_block(self._handles[block_id], block_id)
+                fresh.append((block_id, block))
             blocks.append(block)
             if len(members) >= _INDEX_MIN_KEYS and not block.indexed:
                 dense.append((block_id, block))
         self._index_blocks(dense, _SAMPLE_STRIDE)
+        self._recharge(dense)
+        if cache is not None:
+            # Blocks read here go into free space only (BlockCache.put explains why).
+            for block_id, block in fresh:
+                cache.put(self._key + block_id, block, evict=False)
         for (block_id, members), block in zip(groups, blocks, strict=True):
             try:
                 block.answer(queries, members, out)
@@ -326,12 +381,15 @@ class LookupReader:
             raise
 
     @staticmethod
-    def _mostly_absent(queries: list[bytes], bloom: BloomFilter) -> bool:
-        """Whether a spread sample of the keys says the bloom filter will reject many."""
+    def _absent_share(queries: list[bytes], bloom: BloomFilter) -> float:
+        """The share of a spread sample of the keys that the bloom filter rejects; -1 for a
+        batch too small to sample (its sparse blocks are then always filtered)."""
+        if len(queries) < _BLOOM_SAMPLE:
+            return -1.0
         step = len(queries) // _BLOOM_SAMPLE
         sample = queries[::step][:_BLOOM_SAMPLE]
         maybe = bloom.might_contain_many(hash_keys(sample))
-        return float(maybe.mean()) <= 1.0 - _BLOOM_ALL_MIN_ABSENT
+        return 1.0 - float(maybe.mean())
 
     def _bloom_filter_groups(
         self, queries: list[bytes], groups: list[tuple[int, list[int]]]
@@ -339,7 +397,12 @@ class LookupReader:
         """Drop keys the bloom filter rules out, where that can save reading a block."""
         assert self._bloom is not None
         cache = self._cache
-        sparse = [g for g in groups if len(g[1]) <= _BLOOM_MAX_KEYS_PER_BLOCK and g[0] not in cache]
+        base = self._key
+
+        def uncached(block_id: int) -> bool:
+            return cache is None or base + block_id not in cache
+
+        sparse = [g for g in groups if len(g[1]) <= _BLOOM_MAX_KEYS_PER_BLOCK and uncached(g[0])]
         if not sparse:
             return groups
         tested = [m for _, members in sparse for m in members]
@@ -347,7 +410,7 @@ class LookupReader:
         keep = {m for m, ok in zip(tested, maybe.tolist(), strict=True) if ok}
         result: list[tuple[int, list[int]]] = []
         for block_id, members in groups:
-            if len(members) <= _BLOOM_MAX_KEYS_PER_BLOCK and block_id not in cache:
+            if len(members) <= _BLOOM_MAX_KEYS_PER_BLOCK and uncached(block_id):
                 members = [m for m in members if m in keep]
                 if not members:
                     continue
@@ -358,18 +421,16 @@ class LookupReader:
         """Every (key, value) in key order, from the first key >= ``start``.
 
         Blocks are decoded a batch at a time (parsed together, like ``get_many``) and not put
-        in the LRU, so a scan does not evict the blocks that point lookups use.
+        in the block cache, so a scan does not evict the blocks that point lookups use.
         """
         self._check_open()
         first = 0 if start is None else bisect_left(self._last_keys, start)
         count = len(self._handles)
         for batch in range(first, count, _BATCH_BLOCKS):
             self._check_open()
-            blocks = [
-                (i, self._cache.get(i) or self._read_block(self._handles[i], f"data block {i}"))
-                for i in range(batch, min(batch + _BATCH_BLOCKS, count))
-            ]
+            blocks = [(i, self._peek(i)) for i in range(batch, min(batch + _BATCH_BLOCKS, count))]
             self._index_blocks(blocks, 1)
+            self._recharge(blocks)
             for i, block in blocks:
                 yield from block.items(start if i == first else None)
 
@@ -382,7 +443,7 @@ class LookupReader:
             entries = 0
             codec_blocks: dict[str, int] = {}
             for i, handle in enumerate(self._handles):
-                block = self._cache.get(i) or self._read_block(handle, f"data block {i}")
+                block = self._peek(i)
                 entries += block.count
                 codec_id, _ = decode_trailer(
                     self._map[
@@ -419,7 +480,8 @@ class LookupReader:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._cache.clear()
+            if self._release is not None:
+                self._release()
             self._map.close()
 
     def __enter__(self) -> LookupReader:
@@ -432,3 +494,7 @@ class LookupReader:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _block_name(number: int) -> str:
+    return "index block" if number < 0 else f"data block {number}"

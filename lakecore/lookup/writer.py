@@ -37,8 +37,13 @@ from lakecore.lookup.handle import BlockHandle
 from lakecore.lookup.murmur import KeyHashes
 from lakecore.lookup.varint import MAX_INT32
 
-#: Paimon's default block size (its lookup cache page size).
-DEFAULT_BLOCK_SIZE: Final = 64 * 1024
+#: Default block size: 8 KiB, not Paimon's 64 KiB (its lookup cache page size). A single get
+#: that misses the block cache decompresses one whole block, and zstd alone takes 15-25 us for
+#: 64 KiB here, more than RocksDB's whole cold get; 8 KiB blocks bring a cold get to ~1.35x
+#: RocksDB's while the file stays smaller than its SST, at the cost of batched lookups
+#: (bench/bench_lookup.py; docs/format.md has the numbers).
+#: Paimon reads any block size.
+DEFAULT_BLOCK_SIZE: Final = 8 * 1024
 #: Write buffer of the temporary file; blocks are written whole, so this only batches syscalls.
 _WRITE_BUFFER: Final = 1 << 20
 #: How much of a key an error message shows.
@@ -54,7 +59,7 @@ def _show(key: bytes) -> str:
 class LookupWriter:
     """Writes keys in strictly ascending unsigned-byte order, with their values, to ``path``.
 
-    ``compression`` is "none", "zstd" or "lz4"; ``bloom_fpp=None`` writes no bloom filter;
+    ``compression`` is "none", "zstd", "lz4" or "lzo"; ``bloom_fpp=None`` writes no bloom filter;
     ``expected_entries=None`` sizes the filter from the real number of keys at close.
     Use as a context manager: an exception inside the ``with`` block leaves nothing at ``path``.
     """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import struct
 
 import pytest
@@ -116,3 +117,44 @@ def test_malformed_entries(body: bytes) -> None:
         index_blocks([block], 1)
     with pytest.raises(ValueError):
         block.get(b"a")
+
+
+@given(entries_strategy, st.lists(st.binary(max_size=20), max_size=30), st.randoms())
+def test_repeated_searches_agree_with_a_dict(
+    entries: list[tuple[bytes, bytes]], absent: list[bytes], rng: random.Random
+) -> None:
+    """find() remembers the keys of its top levels; searches in any order, many times over,
+    must still answer exactly what the entries say."""
+    builder = BlockBuilder()
+    for k, v in entries:
+        builder.add(k, v)
+    block = Block(builder.finish())
+    expected = dict(entries)
+    queries = [k for k, _ in entries] + absent
+    for _ in range(3):
+        rng.shuffle(queries)
+        assert [block.get(q) for q in queries] == [expected.get(q) for q in queries]
+
+
+@pytest.mark.parametrize(
+    "offsets",
+    [
+        [0, 3, 2],  # out of order: entry 1 runs past entry 2's start
+        [0, 9, 4],  # entry 1 starts past the entries
+        [0, -4, 4],
+    ],
+)
+def test_a_search_through_bad_offsets_raises_or_stays_inside(offsets: list[int]) -> None:
+    """Construction checks only the first and last offsets; a probe of any other entry checks
+    its own extent, so bad offsets give ValueError or a plain miss, never an IndexError."""
+    body = b"\x01a\x01x" + b"\x01b\x01y"[:2] + b"\x01c\x01z"  # 10 bytes, entries at 0, 4, 6
+    raw = body + struct.pack(f"<{len(offsets)}i", *offsets) + struct.pack("<i", 3) + b"\x01"
+    block = Block(raw)
+    for key in (b"a", b"b", b"c", b"", b"zz"):
+        try:
+            value = block.get(key)
+        except ValueError:
+            continue
+        assert value in (None, b"x", b"z")
+    with pytest.raises(ValueError):
+        index_blocks([block], 1)

@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 
 from lakecore.errors import InvalidArgumentError, NotFoundError
 from lakecore.lookup import LookupReader, LookupWriter
+from lakecore.lookup.blockcache import BlockCache
 
 from ._helpers import catalog_entries, write_file
 
-CODECS = ["none", "zstd", "lz4"]
+CODECS = ["none", "zstd", "lz4", "lzo"]
 BLOCK_SIZES = [1, 7, 40, 300, 4096, 65536]
 
 varied_entries = st.dictionaries(
@@ -65,7 +66,7 @@ def check(entries: list[tuple[bytes, bytes]], opts: dict[str, object], extra: li
     with tempfile.TemporaryDirectory() as tmp:
         path = write_file(Path(tmp) / "f.lk", entries, **opts)
         expected = dict(entries)
-        with LookupReader(path, cache_blocks=2) as reader:
+        with LookupReader(path, block_cache=BlockCache(64 << 10)) as reader:
             assert len(reader) == len(entries)
             for key, value in entries:
                 assert reader.get(key) == value
@@ -106,7 +107,7 @@ def test_get_many_with_duplicates_matches_get(
     queries = data.draw(st.lists(st.sampled_from(pool), max_size=80))
     with tempfile.TemporaryDirectory() as tmp:
         path = write_file(Path(tmp) / "f.lk", entries, **opts)
-        with LookupReader(path, cache_blocks=1) as reader:
+        with LookupReader(path, block_cache=BlockCache(1)) as reader:
             assert reader.get_many(queries) == [reader.get(q) for q in queries]
             assert reader.get_many(iter(queries)) == [dict(entries).get(q) for q in queries]
 

@@ -401,7 +401,9 @@ def test_lookup_reader_only_raises_typed_errors_heavy(case: tuple[bytes, list[by
 
 def test_regression_lookup_block_bomb_stays_bounded(tmp_path: Path) -> None:
     """A lookup file whose one data block is a zstd frame of 64 MiB of zeros (a few KB stored),
-    declared at its true size: the reader must refuse it or stay within the memory bound."""
+    declared at its true size. The frame is honest (zstd can expand that much), so only the
+    reader's absolute cap stands between it and a 64 MiB allocation: a reader capped at 32 MiB
+    must refuse it before allocating anything."""
     import zstandard
 
     from tests.lookup._helpers import assemble, varint
@@ -412,8 +414,23 @@ def test_regression_lookup_block_bomb_stays_bounded(tmp_path: Path) -> None:
     path.write_bytes(assemble([(b"k", stored, 1)]))
     assert path.stat().st_size < 64 << 10
     del raw
+    with guarded("LookupReader.bomb"), LookupReader(str(path), max_block_bytes=32 << 20) as reader, \
+            pytest.raises(CorruptLookupFileError, match="declares 67108864 uncompressed bytes, more than"):
+        reader.get(b"k")
+
+
+def test_regression_lookup_block_bomb_beyond_any_codec_is_refused(tmp_path: Path) -> None:
+    """The same few KB declaring 1 GiB: more than zstd can produce from them, refused with the
+    default reader before anything is allocated."""
+    import zstandard
+
+    from tests.lookup._helpers import assemble, varint
+
+    frame = zstandard.ZstdCompressor(write_content_size=False).compress(b"\x00" * (1 << 20))
+    path = tmp_path / "bomb.lk"
+    path.write_bytes(assemble([(b"k", varint(1 << 30) + frame, 1)]))
     with guarded("LookupReader.bomb"), LookupReader(str(path)) as reader, \
-            pytest.raises(CorruptLookupFileError, match="declares 67108864 uncompressed bytes"):
+            pytest.raises(CorruptLookupFileError, match="zstd cannot expand"):
         reader.get(b"k")
 
 
