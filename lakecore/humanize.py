@@ -31,7 +31,10 @@ def format_seconds(seconds: float) -> str:
     (``1.4s``, ``2m 05s``, ``3h 10m``, ``2d 4h``)."""
     millis = round(seconds * 1000)
     if millis >= 1000 and millis % 1000 == 0:
-        return format_duration_millis(millis)
+        exact = format_duration_millis(millis)
+        number, unit = int(exact.rstrip("dhms")), exact.lstrip("0123456789")
+        if unit == "d" or number < {"h": 24, "m": 60, "s": 60}.get(unit, 0):
+            return exact
     if seconds < 1:
         return f"{millis}ms"
     if seconds < 60:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,10 @@ def _svg(fig: Any) -> str:
     fig.savefig(buffer, format="svg", bbox_inches="tight")
     text = buffer.getvalue()
     start = text.find("<svg")
-    return text[start:] if start >= 0 else text
+    text = text[start:] if start >= 0 else text
+    # The RDF metadata block names namespaces by http:// URI: harmless, but the page is meant to
+    # hold no outside address at all.
+    return re.sub(r"\s*<metadata>.*?</metadata>", "", text, flags=re.S)
 
 
 def _timeline(plt: Any, entries: Sequence[HistoryEntry], data: Mapping[str, Any],
@@ -181,11 +185,12 @@ def _gc_section(gc: Mapping[str, Any] | None) -> tuple[str | None, list[str]]:
     if gc is None:
         return None, ["<p class='muted'>no gc report found (pass --reports-dir, or run gc with --report)</p>"]
     counts = gc.get("counts", {})
-    orphans = counts.get("orphans", counts.get("would_delete", counts.get("orphans_to_delete")))
+    orphans = counts.get("orphans_found", counts.get("orphans"))
     deleted = counts.get("orphans_deleted")
     freed = gc.get("bytes", {}).get("freed_bytes")
     rows = [("status", gc.get("status")), ("base version", gc.get("base_version")),
-            ("orphans found", orphans), ("orphans deleted", deleted),
+            ("orphans found", orphans), ("would delete (older than the grace period)", counts.get("would_delete")),
+            ("orphans deleted", deleted),
             ("freed", format_bytes(freed) if isinstance(freed, int) else None),
             ("dry run", gc.get("dry_run")), ("report", gc.get("_path"))]
     return (str(orphans) if orphans is not None else "?"), [
