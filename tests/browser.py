@@ -9,6 +9,7 @@ full-page screenshot.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -143,10 +144,8 @@ def render(browser: str, url: str, screenshot: Path, width: int = 1280, height: 
                 result.console_errors.append(json.dumps(params.get("args", []))[:300])
             elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
                 result.console_errors.append(str(params["entry"].get("text")))
-        try:
+        with contextlib.suppress(Exception):
             pipe.call("Browser.close", timeout=10)
-        except Exception:
-            pass
     finally:
         os.close(to_chrome_w)
         os.close(from_chrome_r)

@@ -66,7 +66,7 @@ def test_history_derives_each_version_from_its_parent(lake: Lakehouse) -> None:
     assert entries[10].summary == 'dropped table a."b.c"'
     rollback = entries[11]
     assert rollback.operation == "rollback" and rollback.restored_version == 9
-    assert 'rollback from version 10 to the content of version 9; created table a."b.c"' == rollback.summary
+    assert rollback.summary == 'rollback from version 10 to the content of version 9; created table a."b.c"'
     assert entries[11].state == "latest" and entries[8].state == "pinned" and entries[8].pinned_by == ["nightly"]
     assert all(e.root_bytes and e.root_bytes > 0 for e in entries.values())
     assert [e.version for e in history(lake.storage, limit=3)] == [11, 10, 9]
@@ -77,7 +77,7 @@ def test_history_derives_each_version_from_its_parent(lake: Lakehouse) -> None:
 
 def test_history_command_text_json_and_since(lake: Lakehouse, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "-l", lake.uri, "history", "--limit", "5")
-    assert code == 0 and "rollback" in out and "KiB" in out or " B " in out
+    assert (code == 0 and "rollback" in out and "KiB" in out) or " B " in out
     data = _json(capsys, "-l", lake.uri, "history", "--json")
     assert [v["version"] for v in data["versions"]] == list(range(11, -1, -1))
     since = lake.at_version(10).created_at_millis
@@ -131,7 +131,7 @@ def test_property_commands_as_of_and_lookup_by_name(lake: Lakehouse, tmp_path: P
     assert code == ExitCode.NOT_FOUND, err
     data = _json(capsys, "-l", lake.uri, "--json", "lookup", "get", "--namespace", "a", "--table", "b.c",
                  "--cache-dir", str(tmp_path / "c"))
-    assert list(data.values())[0].endswith(".binpb")
+    assert next(iter(data.values())).endswith(".binpb")
 
 
 def test_errors_are_json_with_json(lake: Lakehouse, capsys: pytest.CaptureFixture[str]) -> None:
