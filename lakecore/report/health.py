@@ -99,14 +99,17 @@ def _timeline(plt: Any, entries: Sequence[HistoryEntry], data: Mapping[str, Any]
         if when:
             ax.axvline(dt.datetime.fromtimestamp(when / 1000, tz=dt.UTC), color="#667085", linestyle=":",
                        linewidth=1, label=f"last compact-versions: {expired_count} expired")
+    import matplotlib.dates as mdates
     from matplotlib.ticker import MaxNLocator
 
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
     ax.set_xlabel("commit time (UTC)")
     ax.set_ylabel("version")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left", fontsize=7, frameon=False)
-    fig.autofmt_xdate()
     text = _svg(fig)
     plt.close(fig)
     return text
