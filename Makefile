@@ -18,7 +18,7 @@ AIRFLOW_PY := $(AIRFLOW_VENV)/bin/python
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 AIRFLOW_SPEC := "apache-airflow>=3.3,<3.4" "apache-airflow-providers-apache-spark>=6.3,<7" "pytest>=8,<10" "pytest-timeout>=2.3"
 
-.PHONY: setup demo test test-airflow lint proto bench clean
+.PHONY: setup demo test test-airflow lint proto bench clean browser
 
 setup: $(STAMP)
 
@@ -27,8 +27,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV_PY) -m pip install --quiet --upgrade pip setuptools wheel
-	$(VENV_PY) -m pip install --quiet -e ".[dev,s3,spark,iceberg]"
-	$(VENV_PY) -m pip install --quiet --only-binary atheris -e ".[dev,s3,spark,iceberg,fuzz]" \
+	$(VENV_PY) -m pip install --quiet -e ".[dev,s3,spark,iceberg,report,completion]"
+	$(VENV_PY) -m pip install --quiet --only-binary atheris -e ".[dev,s3,spark,iceberg,report,completion,fuzz]" \
 	  || echo "note: atheris has no wheel for this machine; its fuzz test will be skipped"
 	touch $(STAMP)
 
@@ -44,7 +44,17 @@ $(AIRFLOW_STAMP): Makefile
 demo: $(STAMP)
 	$(VENV_PY) -m lakecore.demo --lakehouse "$(DEMO_LAKE)"
 
-test: $(STAMP) $(AIRFLOW_STAMP)
+# Headless Chromium for tests/jobs/test_pages.py (screenshots of the HTML pages). Installed
+# quietly where apt-get is available and we are root; anywhere else the test skips its browser part.
+browser:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  (apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends chromium >/dev/null 2>&1) \
+	    || echo "note: could not install chromium; the browser checks in tests/jobs/test_pages.py will be skipped"; \
+	else echo "note: no apt-get (or not root): the browser checks in tests/jobs/test_pages.py will be skipped"; fi
+
+test: $(STAMP) $(AIRFLOW_STAMP) browser
 	$(VENV_PY) -m pytest -q
 	$(AIRFLOW_PY) -m pytest -q tests/airflow
 

@@ -69,6 +69,21 @@ else
     exit 4
 fi
 
+# --help and argument errors answer before the JVM starts (about 4 s): the job's own parser runs
+# in plain Python first (LAKECORE_PARSE_ONLY=1 makes run_job stop right after parsing). Skipped
+# when this machine has no .venv (a cluster submit from elsewhere).
+preflight_py="$ROOT/.venv/bin/python"
+if [[ -x "$preflight_py" ]]; then
+    for arg in "$@"; do
+        if [[ "$arg" == "-h" || "$arg" == "--help" ]]; then
+            PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" exec "$preflight_py" "$ROOT/$script" "$@"
+        fi
+    done
+    status=0
+    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" LAKECORE_PARSE_ONLY=1 "$preflight_py" "$ROOT/$script" "$@" || status=$?
+    [[ "$status" == 0 ]] || exit "$status"
+fi
+
 extra=()
 if [[ -n "${LAKECORE_SPARK_ARGS:-}" ]]; then
     read -r -a extra <<<"$LAKECORE_SPARK_ARGS"

@@ -187,16 +187,107 @@ class JobContext:
 
     @contextlib.contextmanager
     def stage(self, name: str, description: str) -> Iterator[None]:
-        """A named stage: a Spark job group and description for the UI, and a timing."""
+        """A named stage: a Spark job group and description for the UI, a timing, and on a
+        terminal a one-line progress display (``StageProgress``)."""
         self.sc.setJobGroup(self._group, f"lakecore {self.job}: {description}", interruptOnCancel=True)
         self.sc.setJobDescription(f"lakecore {self.job}: {description}")
         started = time.monotonic()
+        progress = StageProgress(self.job, name, description, self.sc, self._group)
         try:
-            yield
+            with progress:
+                yield
         finally:
             self.report.durations_seconds[name] = round(
                 self.report.durations_seconds.get(name, 0.0) + time.monotonic() - started, 3
             )
+
+
+def progress_enabled(stream: Any = None) -> bool:
+    """Progress lines only on a terminal (``LAKECORE_PROGRESS=1`` forces them, ``=0`` stops them)."""
+    setting = os.environ.get("LAKECORE_PROGRESS")
+    if setting is not None:
+        return setting not in ("0", "false", "no", "")
+    stream = stream or sys.stderr
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+class StageProgress:
+    """One line on stderr per stage, redrawn in place: the stage, its elapsed time and, while
+    Spark runs it, its tasks done of all (from the status tracker of the stage's job group).
+    When stderr is not a terminal it prints nothing (logs and Airflow stay clean)."""
+
+    INTERVAL_SECONDS = 0.5
+
+    def __init__(self, job: str, name: str, description: str, sc: Any = None, group: str | None = None,
+                 stream: Any = None) -> None:
+        self.job, self.name, self.description = job, name, description
+        self.sc, self.group = sc, group
+        self.stream = stream or sys.stderr
+        self.enabled = progress_enabled(self.stream)
+        self._started = time.monotonic()
+        self._stop: Any = None
+        self._thread: Any = None
+        self._width = 0
+
+    def tasks(self) -> tuple[int, int] | None:
+        """(tasks done, tasks in all) of the stage's Spark jobs so far, or None."""
+        if self.sc is None or self.group is None:
+            return None
+        try:
+            tracker = self.sc.statusTracker()
+            done = total = 0
+            for job_id in tracker.getJobIdsForGroup(self.group):
+                info = tracker.getJobInfo(job_id)
+                for stage_id in (info.stageIds if info is not None else []):
+                    stage = tracker.getStageInfo(stage_id)
+                    if stage is not None:
+                        done += stage.numCompletedTasks
+                        total += stage.numTasks
+            return (done, total) if total else None
+        except Exception:
+            return None
+
+    def line(self, final: bool = False) -> str:
+        from lakecore.humanize import format_seconds
+
+        elapsed = format_seconds(round(time.monotonic() - self._started, 1))
+        text = f"lakecore {self.job} [{self.name}] {self.description}"
+        if len(text) > 90:
+            text = text[:89] + "…"
+        counts = self.tasks()
+        if counts is not None:
+            text += f"  {counts[0]}/{counts[1]} tasks"
+        return f"{text}  {'done in ' if final else ''}{elapsed}"
+
+    def _draw(self, final: bool = False) -> None:
+        text = self.line(final)
+        pad = max(0, self._width - len(text))
+        self._width = len(text)
+        self.stream.write("\r" + text + " " * pad + ("\n" if final else ""))
+        self.stream.flush()
+
+    def __enter__(self) -> StageProgress:
+        if not self.enabled:
+            return self
+        import threading
+
+        self._stop = threading.Event()
+
+        def run() -> None:
+            while not self._stop.wait(self.INTERVAL_SECONDS):
+                self._draw()
+
+        self._draw()
+        self._thread = threading.Thread(target=run, name=f"lakecore-progress-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.enabled or self._stop is None:
+            return
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._draw(final=True)
 
 
 class JobInterrupted(BaseException):
@@ -258,6 +349,8 @@ def run_job(
     with _stop_on_signals(interrupted):
         try:
             args = parser.parse_args(raw)
+            if os.environ.get("LAKECORE_PARSE_ONLY") == "1":  # spark-submit.sh's check before the JVM
+                return EXIT_OK
             ctx = JobContext(job, args, report, spark)
             report.lakehouse = ctx.storage.root_uri
             refuse_unsupported_format(ctx.storage)
@@ -313,6 +406,10 @@ def write_report(report: JobReport, path: str) -> None:
 
 
 def _print_summary(report: JobReport) -> None:
+    """The human summary: sizes, durations and times in units a person reads (the JSON report
+    keeps the exact numbers)."""
+    from lakecore.humanize import format_bytes, format_seconds
+
     head = f"lakecore {report.job} [{report.status}{' (dry run)' if report.dry_run else ''}] {report.lakehouse}"
     versions = ""
     if report.base_version is not None:
@@ -322,9 +419,14 @@ def _print_summary(report: JobReport) -> None:
     print(head + versions)
     for line in report.summary:
         print(f"  {line}")
+    if report.status == "noop" and report.details.get("noop_reason"):
+        print(f"  nothing to do: {report.details['noop_reason']}")
     if report.counts:
-        print("  " + ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items())))
+        print("  " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sorted(report.counts.items())))
+    if report.bytes:
+        print("  " + ", ".join(f"{k.replace('_', ' ')} {format_bytes(v)}" for k, v in sorted(report.bytes.items())))
     total = report.durations_seconds.get("total")
     if total is not None:
-        print(f"  took {total:.1f}s")
+        stages = [f"{k} {format_seconds(v)}" for k, v in report.durations_seconds.items() if k != "total"]
+        print(f"  took {format_seconds(total)}" + (f" ({', '.join(stages)})" if stages else ""))
     sys.stdout.flush()

@@ -48,6 +48,7 @@ from jobs.spark_units import (
     reach_rdd,
     shuffle_partitions,
 )
+from lakecore.humanize import format_bytes, format_time_millis, plural
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.expire import (
     ExpiryRefusedError,
@@ -122,7 +123,7 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
                 ensure_hint(storage, plan)
         report.status = "noop"
         report.details["noop_reason"] = "no version is past its retention"
-        report.summary.append(f"nothing to expire at {now}: {len(plan.roots)} versions retained")
+        report.summary.append(f"nothing to expire at {format_time_millis(now)}: {plural(len(plan.roots), 'version')} retained")
         return
 
     with ctx.stage("cut", "cut the retained and the expired trees (driver)"):
@@ -180,7 +181,7 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     report.sample("deleted", deleted.deleted_paths)
     report.summary.append(
         f"expired {len(roots.deleted)} versions ({plan.expired[0]}..{plan.expired[-1]}), deleted "
-        f"{deleted.deleted} files only they reached, freed {report.bytes['bytes_freed']} bytes; "
+        f"{plural(deleted.deleted, 'file')} only they reached, freed {format_bytes(report.bytes['bytes_freed'])}; "
         f"{len(plan.retained)} versions stay"
     )
     if deleted.errors or deleted.refused:

@@ -32,8 +32,6 @@ functions (its import is slow and pulls in Spark's connect modules).
 from __future__ import annotations
 
 import contextlib
-import html
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,18 +235,17 @@ def _validate(gx: Any, df: Any, partial_unexpected: int) -> dict[str, Any]:
 
 # -- HTML ------------------------------------------------------------------------------------------
 
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; width: 100%; }
-th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-align: top; }
-th { background: #f0f0f0; }
-td.ok { color: #176317; font-weight: bold; } td.fail { color: #a11; font-weight: bold; }
-code { white-space: pre-wrap; word-break: break-all; }
-"""
 
+def _expectation_row(item: Mapping[str, Any]) -> tuple[str, ...]:
+    from lakecore.report.html import esc, pill
 
-def _cell(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    values = "<br>".join(f"<code>{esc(repr(v))}</code>" for v in item.get("unexpected_values", []))
+    if item.get("error"):
+        values += f"<br><em>error: {esc(item['error'])}</em>"
+    return (f"<b>{esc(item.get('name'))}</b><br><span class='muted'>{esc(item.get('description'))}</span>",
+            pill(bool(item.get("success"))),
+            f"<code>{esc(item.get('column'))}</code> <span class='muted'>(from {esc(item.get('source_columns'))})</span>",
+            esc(item.get("element_count")), esc(item.get("unexpected_count")), values)
 
 
 def render_html(
@@ -256,59 +253,70 @@ def render_html(
     summary: Mapping[str, Any],
     expectations: Mapping[str, Any] | None,
     violations: Sequence[Mapping[str, Any]] = (),
+    *,
+    status: str | None = None,
+    error: str | None = None,
+    versions: Sequence[Mapping[str, Any]] = (),
+    violations_total: int | None = None,
 ) -> str:
-    """A self-contained HTML page: the summary, the expectation results and the violations."""
-    parts = [
-        "<!DOCTYPE html>",
-        f"<html><head><meta charset='utf-8'><title>{_cell(title)}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>{_cell(title)}</h1>",
-        "<table>",
-    ]
-    parts.extend(f"<tr><th>{_cell(k)}</th><td>{_cell(v)}</td></tr>" for k, v in summary.items())
-    parts.append("</table>")
-    parts.append("<h2>Expectations</h2>")
-    if not expectations:
-        parts.append("<p>not run</p>")
+    """A self-contained HTML page, in the order a reader needs it: the status in colour, the
+    violations, the expectations that failed, then the versions checked, the summary and the
+    expectations that passed. It states the same facts as the JSON report (per version:
+    whether the catalog checks ran, which ``--deep`` alone does not say)."""
+    from lakecore.humanize import plural
+    from lakecore.report.html import banner, esc, page, table
+
+    status = status or str(summary.get("status", "ok"))
+    items = list((expectations or {}).get("expectations", []))
+    failed = [e for e in items if not e.get("success")]
+    passed = [e for e in items if e.get("success")]
+    total = len(violations) if violations_total is None else violations_total
+    if status == "ok":
+        headline = (f"{plural(len(versions), 'version') if versions else 'the lakehouse'} clean"
+                    + (f"; all {len(items)} expectations passed" if items else ""))
     else:
-        parts.append(
-            f"<p>{expectations.get('successful')} of {expectations.get('evaluated')} succeeded "
-            f"(great_expectations {_cell(expectations.get('great_expectations_version'))})</p>"
-        )
-        parts.append("<table><tr><th>expectation</th><th>result</th><th>column</th><th>rows</th>"
-                     "<th>unexpected</th><th>unexpected values (first few)</th></tr>")
-        for item in expectations.get("expectations", []):
-            ok = bool(item.get("success"))
-            values = "<br>".join(f"<code>{_cell(repr(v))}</code>" for v in item.get("unexpected_values", []))
-            if item.get("error"):
-                values += f"<br><em>error: {_cell(item['error'])}</em>"
-            parts.append(
-                f"<tr><td><b>{_cell(item.get('name'))}</b><br>{_cell(item.get('description'))}</td>"
-                f"<td class='{'ok' if ok else 'fail'}'>{'passed' if ok else 'FAILED'}</td>"
-                f"<td><code>{_cell(item.get('column'))}</code> (from {_cell(item.get('source_columns'))})</td>"
-                f"<td>{_cell(item.get('element_count'))}</td><td>{_cell(item.get('unexpected_count'))}</td>"
-                f"<td>{values}</td></tr>"
-            )
-        parts.append("</table>")
-    parts.append(f"<h2>Violations ({len(violations)} listed)</h2>")
+        headline = error or "; ".join(
+            p for p in (f"{plural(total, 'violation')}" if total else "",
+                        f"{len(failed)} of {len(items)} expectations failed" if failed else "") if p)
+    body = [f"<h1>{esc(title)}</h1>", banner(status, headline)]
+    body.append(f"<h2>Violations ({total}{f', first {len(violations)} listed' if total > len(violations) else ''})</h2>")
     if violations:
-        parts.append("<table><tr><th>version</th><th>rule</th><th>location</th><th>detail</th></tr>")
-        parts.extend(
-            f"<tr><td>{_cell(v.get('version'))}</td><td>{_cell(v.get('rule'))}</td>"
-            f"<td><code>{_cell(v.get('location'))}</code></td><td>{_cell(v.get('detail'))}</td></tr>"
-            for v in violations
-        )
-        parts.append("</table>")
+        body.append(table(["version", "rule", "location", "detail"], [
+            (esc(v.get("version")), f"<b>{esc(v.get('rule'))}</b>", f"<code>{esc(v.get('location'))}</code>",
+             esc(v.get("detail"))) for v in violations], raw=True, row_classes=["fail"] * len(violations)))
     else:
-        parts.append("<p>none</p>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+        body.append("<p>none</p>")
+    headers = ["expectation", "result", "column", "rows", "unexpected", "unexpected values (first few)"]
+    if expectations is None:
+        body.append("<h2>Expectations</h2><p class='muted'>not run</p>")
+    else:
+        version = esc(expectations.get("great_expectations_version"))
+        if failed:
+            body.append(f"<h2>Expectations that failed ({len(failed)} of {len(items)})</h2>")
+            body.append(table(headers, [_expectation_row(e) for e in failed], raw=True,
+                              row_classes=["fail"] * len(failed)))
+    if versions:
+        body.append("<h2>Versions checked</h2>")
+        body.append(table(["version", "result", "nodes", "keys", "buffered", "violations", "catalog checked",
+                           "catalog keys", "subtree tasks"], [
+            (v.get("version"), "clean" if v.get("ok") else "violations", v.get("nodes"), v.get("keys"),
+             v.get("messages"), v.get("violations"),
+             "yes" if v.get("catalog_checked") else ("no (the tree has violations)" if summary.get("deep") else "no"),
+             v.get("catalog_keys"), v.get("subtree_tasks")) for v in versions],
+            numeric=(0, 2, 3, 4, 5, 7, 8), row_classes=["" if v.get("ok") else "fail" for v in versions]))
+    body.append("<h2>Summary</h2>")
+    body.append(table(["", ""], [(k, v) for k, v in summary.items()]).replace(
+        "<tr><th class=''></th><th class=''></th></tr>", ""))
+    if expectations is not None:
+        body.append(f"<h2>Expectations that passed ({len(passed)} of {len(items)})</h2>")
+        body.append(f"<p class='muted'>great_expectations {version}</p>")
+        if passed:
+            body.append(table(headers, [_expectation_row(e) for e in passed], raw=True))
+    return page(title, body)
 
 
 def write_html(path: str | Path, page: str) -> str:
     """Write the page atomically; returns the path written."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, target)
-    return str(target)
+    from lakecore.report.html import write_page
+
+    return write_page(path, page)

@@ -37,6 +37,7 @@ from lakecore.errors import (
     TreeStructureError,
 )
 from lakecore.export import CopyFiles
+from lakecore.humanize import format_bytes
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import is_full_uri
 from lakecore.maintenance.partition import SubtreeTask, cut_tree
@@ -172,7 +173,7 @@ def _body(ctx: JobContext) -> None:
     if args.mode == "full":
         report.summary.append(
             f"full export {args.name!r} of version {exported.version}: {report.counts['files_copied']} files "
-            f"({report.bytes['bytes_copied']} bytes) copied to {report.details['target']}; recorded in version "
+            f"({format_bytes(report.bytes['bytes_copied'])}) copied to {report.details['target']}; recorded in version "
             f"{report.new_version}"
         )
     else:

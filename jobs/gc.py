@@ -46,6 +46,7 @@ from jobs.common import (
     run_job,
 )
 from jobs.spark_units import delete_in_batches, membership_in, reach_rdd, shuffle_partitions
+from lakecore.humanize import format_seconds
 from lakecore.locations import hash_directories
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.gc import check_grace
@@ -220,7 +221,7 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     report.summary.append(
         f"{len(versions)} retained versions, {report.counts['files_listed']} files listed, "
         f"{report.counts['reachable_files']} reachable, {len(orphans)} orphans "
-        f"({len(selection.too_young)} younger than {grace_seconds:g}s), "
+        f"({len(selection.too_young)} younger than the grace period of {format_seconds(grace_seconds)}), "
         f"{verb} {len(deletable) if args.dry_run else deleted.deleted}, "
         f"{report.counts['foreign_files']} foreign files left alone"
     )

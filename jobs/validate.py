@@ -40,6 +40,7 @@ from typing import Any
 from jobs.common import EXIT_VIOLATIONS, JobContext, base_parser, run_job
 from lakecore.argparsing import ArgumentError
 from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionExpiredError
+from lakecore.humanize import plural
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.check import CheckReport, Violation
@@ -74,6 +75,12 @@ def _parser() -> Any:
                              "every table's namespace exists")
     parser.add_argument("--no-expectations", action="store_true",
                         help="skip the great-expectations suite over the node rows")
+    parser.add_argument("--html", metavar="PATH",
+                        help="also write the lakehouse health page here (one self-contained HTML file with "
+                             "this result; needs the [report] extra)")
+    parser.add_argument("--reports-dir", metavar="DIR",
+                        help="where the other jobs' JSON reports are, for gc's last orphan count on the "
+                             "health page (default: the folder of --report)")
     return parser
 
 
@@ -243,8 +250,9 @@ def _report(ctx: JobContext, checked: list[VersionResult], plans: list[VersionPl
     expectations_failed = expectations is not None and not expectations["success"]
     bad_versions = [r.version for r in checked if not r.ok]
     report.summary.append(
-        f"checked {len(checked)} version(s), {report.counts['nodes_checked']} nodes, {report.counts['keys']} keys: "
-        + ("clean" if not bad_versions else f"{len(violations)} violations in {len(bad_versions)} version(s)")
+        f"checked {plural(len(checked), 'version')}, {plural(report.counts['nodes_checked'], 'node')}, "
+        f"{plural(report.counts['keys'], 'key')}: "
+        + ("clean" if not bad_versions else f"{plural(len(violations), 'violation')} in {plural(len(bad_versions), 'version')}")
     )
     if expectations is not None:
         failed = [e["name"] for e in expectations["expectations"] if not e["success"]]
@@ -259,7 +267,7 @@ def _report(ctx: JobContext, checked: list[VersionResult], plans: list[VersionPl
         report.exit_code = EXIT_VIOLATIONS
         problems = []
         if bad_versions:
-            problems.append(f"{len(violations)} violations in {len(bad_versions)} version(s) "
+            problems.append(f"{plural(len(violations), 'violation')} in {plural(len(bad_versions), 'version')} "
                             f"({', '.join(f'{rule} {n}' for rule, n in sorted(rules.items()))})")
         if expectations_failed and expectations is not None:
             failed_names = [e["name"] for e in expectations["expectations"] if not e["success"]]
@@ -268,15 +276,42 @@ def _report(ctx: JobContext, checked: list[VersionResult], plans: list[VersionPl
     report.details["html_report"] = None
     if ctx.args.report:
         from jobs.expectations import render_html, write_html
+        from lakecore.humanize import format_bytes
 
+        catalog_runs = sum(1 for r in checked if r.catalog_checked)
         summary = {
             "lakehouse": report.lakehouse, "status": report.status, "latest version": report.base_version,
-            "versions checked": ", ".join(str(r.version) for r in checked), "deep": report.details["deep"],
+            "versions checked": ", ".join(str(r.version) for r in checked),
+            "deep": report.details["deep"],
+            "catalog checks": (f"run on {catalog_runs} of {len(checked)} versions" if report.details["deep"]
+                               else "not requested (--deep)")
+                              + (" (skipped where the tree has violations)"
+                                 if report.details["deep"] and catalog_runs < len(checked) else ""),
             **{k.replace("_", " "): v for k, v in sorted(report.counts.items())},
-            "node bytes checked": report.bytes["node_bytes_checked"],
+            "node bytes checked": f"{report.bytes['node_bytes_checked']} ({format_bytes(report.bytes['node_bytes_checked'])})",
         }
-        page = render_html(f"lakecore validate: {report.lakehouse}", summary, expectations, listed)
+        page = render_html(f"lakecore validate: {report.lakehouse}", summary, expectations, listed,
+                           status=report.status, error=report.error, versions=report.details["versions"],
+                           violations_total=len(violations))
         report.details["html_report"] = write_html(Path(ctx.args.report).with_suffix(".html"), page)
+    if getattr(ctx.args, "html", None):
+        _health_page(ctx)
+
+
+def _health_page(ctx: JobContext) -> None:
+    """``--html PATH``: the lakehouse health page with this validation's result on it."""
+    from lakecore.describe import describe
+    from lakecore.history import history
+    from lakecore.report.health import write_health_page
+
+    report = ctx.report
+    lh = Lakehouse.open(ctx.storage.root_uri, storage_options=ctx.storage.storage_options)
+    entries = history(ctx.storage)
+    data = describe(lh, entries)
+    reports_dir = ctx.args.reports_dir or (str(Path(ctx.args.report).parent) if ctx.args.report else None)
+    report.details["health_page"] = write_health_page(ctx.args.html, data, entries, validation=report.as_dict(),
+                                                      reports_dir=reports_dir)
+    report.summary.append(f"health page: {report.details['health_page']}")
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:

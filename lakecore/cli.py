@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """The ``lakecore`` command line.
 
 Every command prints a short human summary, or JSON with ``--json``. Errors are one line on
@@ -15,21 +16,28 @@ from typing import Any
 
 from lakecore.argparsing import OneLineArgumentParser
 from lakecore.cliargs import (
+    add_json_option,
+    add_version_options,
     emit,
+    emit_error,
     key_value,
     lakehouse_uri,
     open_lakehouse,
     open_view,
+    resolve_version,
     storage_options_of,
+    time_millis,
 )
 from lakecore.errors import (
     CorruptFileError,
     ExitCode,
     InvalidArgumentError,
     LakecoreError,
+    NotFoundError,
     TreeStructureError,
     exit_code_help,
 )
+from lakecore.history import display_name
 from lakecore.lakehouse import ExportMode
 from lakecore.lookup import cli as lookup_cli
 
@@ -73,6 +81,26 @@ def cmd_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+PAST_TENSE = {"create": "created", "drop": "dropped", "set-properties": "set properties of",
+              "unset-properties": "unset properties of"}
+
+
+def _property_changes(args: argparse.Namespace) -> tuple[dict[str, str], list[str]]:
+    if args.action == "set-properties":
+        props = dict(args.properties)
+        if len(props) != len(args.properties):
+            raise InvalidArgumentError("set-properties names the same key twice")
+        return props, []
+    return {}, list(dict.fromkeys(args.keys))
+
+
+def _check_unset(kind: str, name: str, current: Any, keys: list[str]) -> None:
+    missing = [k for k in keys if k not in current]
+    if missing:
+        raise NotFoundError(f"{kind} {name} has no propert{'y' if len(missing) == 1 else 'ies'} "
+                            f"{', '.join(map(repr, missing))} to unset (it has: {', '.join(sorted(current)) or 'none'})")
+
+
 def cmd_namespace(args: argparse.Namespace) -> int:
     if args.action == "list":
         view = open_view(args)
@@ -87,13 +115,29 @@ def cmd_namespace(args: argparse.Namespace) -> int:
               {"version": view.version, "name": definition.name, "properties": props})
         return EXIT_OK
     lh = open_lakehouse(args)
+    before = lh.version
+    data: dict[str, Any] = {}
     with lh.transaction() as tx:
         if args.action == "create":
             tx.create_namespace(args.namespace, properties=dict(args.property or []))
-        else:
+        elif args.action == "drop":
             tx.drop_namespace(args.namespace)
-    emit(args, f"{args.action}d namespace {args.namespace!r} in version {lh.version}",
-          {"version": lh.version, "namespace": args.namespace, "action": args.action})
+        else:
+            props, unset = _property_changes(args)
+            current = dict(tx.load_namespace(args.namespace).properties)
+            _check_unset("namespace", repr(args.namespace), current, unset)
+            after = {**{k: v for k, v in current.items() if k not in unset}, **props}
+            data["properties"] = after
+            if after != current:
+                tx.update_namespace(args.namespace, properties=props, remove_properties=unset)
+    committed = lh.version != before
+    verb = PAST_TENSE[args.action]
+    if committed:
+        human = f"{verb} namespace {args.namespace!r} in version {lh.version}"
+    else:
+        human = f"namespace {args.namespace!r} already has these properties; nothing committed (version {lh.version})"
+    emit(args, human, {"version": lh.version, "namespace": args.namespace, "action": args.action,
+                       "committed": committed, **data})
     return EXIT_OK
 
 
@@ -123,45 +167,124 @@ def cmd_table(args: argparse.Namespace) -> int:
             f"table create {args.namespace} {args.table}: give at least one --column ID:NAME:TYPE (e.g. 1:id:INT8)"
         )
     lh = open_lakehouse(args)
+    before = lh.version
+    changed: dict[str, Any] = {}
     with lh.transaction() as tx:
         if args.action == "create":
             tx.create_table(args.namespace, args.table, columns=args.column or [], table_format=args.format,
                             table_type=args.type, properties=dict(args.property or []))
-        else:
+        elif args.action == "drop":
             tx.drop_table(args.namespace, args.table)
-    emit(args, f"{args.action}d table {args.namespace}.{args.table} in version {lh.version}",
-          {"version": lh.version, "namespace": args.namespace, "table": args.table, "action": args.action})
+        else:
+            props, unset = _property_changes(args)
+            current = dict(tx.load_table(args.namespace, args.table).properties)
+            _check_unset("table", display_name(args.namespace, args.table), current, unset)
+            after = {**{k: v for k, v in current.items() if k not in unset}, **props}
+            changed["properties"] = after
+            if after != current:
+                tx.update_table(args.namespace, args.table, properties=props, remove_properties=unset)
+    committed = lh.version != before
+    name = display_name(args.namespace, args.table)
+    if committed:
+        human = f"{PAST_TENSE[args.action]} table {name} in version {lh.version}"
+    else:
+        human = f"table {name} already has these properties; nothing committed (version {lh.version})"
+    emit(args, human, {"version": lh.version, "namespace": args.namespace, "table": args.table,
+                       "action": args.action, "committed": committed, **changed})
     return EXIT_OK
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    import datetime as dt
-
+    from lakecore.history import history
+    from lakecore.humanize import format_bytes, format_time_millis
     from lakecore.storage import Storage
     from lakecore.view import list_versions
 
     # Not through open_lakehouse: the log must show a damaged latest version, not fail on it.
-    infos = list_versions(Storage(lakehouse_uri(args), storage_options_of(args)))
+    storage = Storage(lakehouse_uri(args), storage_options_of(args))
+    infos = list_versions(storage)
     if args.limit:
         infos = infos[: args.limit]
+    operations = {e.version: e for e in history(storage, limit=len(infos) or None)}
     lines = []
     for info in infos:
         if not info.readable:
             lines.append(f"{info.version:>8}  UNREADABLE  {info.error}")
             continue
         assert info.created_at_millis is not None
-        when = dt.datetime.fromtimestamp(info.created_at_millis / 1000, tz=dt.UTC).isoformat(timespec="milliseconds")
+        when = format_time_millis(info.created_at_millis)
         notes: list[str] = ["latest"] if info.state == "latest" else []
         if info.pinned_by:
             notes.append(f"pinned by export {', '.join(info.pinned_by)}")
-        if info.rollback_from_version is not None:
-            notes.append(f"rollback from {info.rollback_from_version}")
-        lines.append(f"{info.version:>8}  {when}  root keys {info.n_root_keys:>4}  buffer {info.root_buffer_messages:>6}"
-                     + (f"  ({'; '.join(notes)})" if notes else ""))
+        entry = operations.get(info.version)
+        if entry is not None and entry.state == "expired":
+            notes.append("expired, still readable")
+        size = format_bytes(entry.root_bytes) if entry is not None and entry.root_bytes is not None else "-"
+        lines.append(f"{info.version:>8}  {when}  {entry.operation if entry else '-':<11}  root {size:>9}  "
+                     f"{entry.summary if entry else ''}" + (f"  ({'; '.join(notes)})" if notes else ""))
     if infos and not infos[0].readable:
         lines.append(f"the newest root file is unreadable: run `lakecore -l {lakehouse_uri(args)} repair "
                      "rollback --to-last-valid` to roll forward to the newest readable version")
-    emit(args, "\n".join(lines), [info.as_dict() for info in infos])
+    data = []
+    for info in infos:
+        item = info.as_dict()
+        entry = operations.get(info.version)
+        if entry is not None:
+            item.update({"operation": entry.operation, "summary": entry.summary, "root_bytes": entry.root_bytes,
+                         "expired": entry.state == "expired"})
+        data.append(item)
+    emit(args, "\n".join(lines), data)
+    return EXIT_OK
+
+
+def _history_text(entries: list[Any], now_millis: int) -> str:
+    from lakecore.humanize import format_age, format_bytes, format_time_millis
+
+    if not entries:
+        return "(no versions in that range)"
+    lines = [f"{'version':>8}  {'time (UTC)':<23}  {'operation':<11}  {'state':<10}  {'root':>9}  what it did"]
+    for e in entries:
+        when = format_time_millis(e.created_at_millis)[:-4] if e.created_at_millis is not None else "-"
+        state = e.state + (f" ({', '.join(e.pinned_by)})" if e.pinned_by else "")
+        size = format_bytes(e.root_bytes) if e.root_bytes is not None else "-"
+        lines.append(f"{e.version:>8}  {when:<23}  {e.operation:<11}  {state:<10}  {size:>9}  {e.summary}")
+    newest = entries[0].created_at_millis
+    if newest is not None:
+        lines.append(f"newest shown: {format_age(now_millis, newest)}")
+    return "\n".join(lines)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    import time
+
+    from lakecore.history import history
+    from lakecore.storage import Storage
+
+    now = int(time.time() * 1000)
+    entries = history(Storage(lakehouse_uri(args), storage_options_of(args)), limit=args.limit,
+                      since_millis=args.since, now_millis=now)
+    emit(args, _history_text(entries, now), {"now_millis": now, "versions": [e.as_dict() for e in entries]})
+    return EXIT_OK
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    import time
+
+    from lakecore.describe import describe, describe_text
+    from lakecore.history import history
+
+    view = open_view(args)
+    now = int(time.time() * 1000)
+    entries = history(view.storage, now_millis=now)
+    data = describe(view, entries, now_millis=now)
+    if args.html:
+        from lakecore.report.health import write_health_page
+
+        data["html_report"] = write_health_page(args.html, data, entries, reports_dir=args.reports_dir)
+    text = describe_text(data)
+    if args.html:
+        text += f"\nhealth page: {data['html_report']}"
+    emit(args, text, data)
     return EXIT_OK
 
 
@@ -187,16 +310,23 @@ def cmd_tree(args: argparse.Namespace) -> int:
     view = open_view(args)
     summary = describe_tree(view)
     if args.dot:
-        print(to_dot(view, summary))
+        print(to_dot(view, summary, max_levels=args.max_levels))
         return EXIT_OK
+    if args.html:
+        from lakecore.report.treepage import write_tree_page
+
+        summary["html_report"] = write_tree_page(args.html, view, summary)
     levels = "\n".join(
         f"  level {lvl['depth']}: {lvl['nodes']} nodes, fan-out {lvl['fanout_min']}-{lvl['fanout_max']} "
         f"(avg {lvl['fanout_avg']:.1f}), keys {lvl['keys']}, buffer fill avg {lvl['buffer_fill_avg']:.1%} "
         f"max {lvl['buffer_fill_max']:.1%}"
         for lvl in summary["levels"]
     )
-    emit(args, f"version {view.version}: depth {summary['depth']}, {summary['nodes']} nodes, "
-          f"{summary['keys']} keys, {summary['messages']} buffered messages\n{levels}", summary)
+    text = (f"version {view.version}: depth {summary['depth']}, {summary['nodes']} nodes, "
+            f"{summary['keys']} keys, {summary['messages']} buffered messages\n{levels}")
+    if args.html:
+        text += f"\ntree page: {summary['html_report']}"
+    emit(args, text, summary)
     return EXIT_OK
 
 
@@ -227,7 +357,7 @@ def _export_action(args: argparse.Namespace) -> tuple[str, str | None]:
         raise InvalidArgumentError(f"export {action} needs the export's NAME")
     if action != "create":
         given = [flag for flag, value in (("--mode", args.mode), ("--target", args.target),
-                                          ("--version", args.version)) if value is not None]
+                                          ("--version", args.version), ("--as-of", args.as_of)) if value is not None]
         if given:
             raise InvalidArgumentError(f"{', '.join(given)} only appl{'y' if len(given) > 1 else 'ies'} to export create, not to export {action}")
     return action, name
@@ -252,7 +382,7 @@ def cmd_export(args: argparse.Namespace) -> int:
               {"version": version, "name": name, "action": "drop", "unpinned_version": pinned})
         return EXIT_OK
     mode: ExportMode = args.mode or "minimal"
-    version = lh.export_snapshot(name, mode=mode, target=args.target, version=args.version)
+    version = lh.export_snapshot(name, mode=mode, target=args.target, version=resolve_version(args))
     emit(args, f"exported snapshot {name!r} ({mode}); recorded in version {version}",
           {"version": version, "name": name, "mode": mode, "target": args.target})
     return EXIT_OK
@@ -360,7 +490,8 @@ def cmd_fsck(args: argparse.Namespace) -> int:
         # Every root file, readable or not: a damaged version is a finding, not a crash.
         versions = [(info.version, info.error) for info in list_versions(Storage(uri, options))]
     else:
-        versions = [(args.version if args.version is not None else open_lakehouse(args).version, None)]
+        chosen = resolve_version(args)
+        versions = [(chosen if chosen is not None else open_lakehouse(args).version, None)]
     results = []
     with Progress("fsck", len(versions)) as progress:
         for version, error in versions:
@@ -416,47 +547,87 @@ def cmd_repair(args: argparse.Namespace) -> int:
 # -- parser ----------------------------------------------------------------------------------------
 
 
-def _add_version_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--version", type=int, metavar="V", help="read this version (time travel) instead of the latest")
+def _version_text() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"lakecore {version('lakecore')}"
+    except PackageNotFoundError:
+        return "lakecore (not installed as a package)"
+
+
+def _sub(actions: Any, name: str, help_text: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand with ``--json`` of its own."""
+    p: argparse.ArgumentParser = actions.add_parser(name, help=help_text, description=kwargs.pop("description", help_text),
+                                                    **kwargs)
+    add_json_option(p)
+    return p
+
+
+def _properties_actions(actions: Any, kind: str, positionals: list[tuple[str, str]]) -> None:
+    a = _sub(actions, "set-properties", f"set {kind} properties (merged into the current ones); "
+             "a change that changes nothing commits nothing")
+    for name, help_text in positionals:
+        a.add_argument(name, help=help_text)
+    a.add_argument("properties", nargs="+", type=key_value, metavar="KEY=VALUE", help="the properties to set")
+    a = _sub(actions, "unset-properties", f"remove {kind} properties (each must be set)")
+    for name, help_text in positionals:
+        a.add_argument(name, help=help_text)
+    a.add_argument("keys", nargs="+", metavar="KEY", help="the property keys to remove")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineArgumentParser(prog="lakecore", description="TrinityLake lakehouse catalog tool",
                                    epilog=exit_code_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-V", "--version", action="version", version=_version_text(),
+                        help="print lakecore's version and exit")
     parser.add_argument("-l", "--lakehouse", help="lakehouse root URI (or LAKECORE_LAKEHOUSE)")
     parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
                         help="storage option, e.g. endpoint_url=http://127.0.0.1:5000, region=eu-west-1, "
                         "anon=true (S3 also reads AWS_ENDPOINT_URL and the usual AWS_* variables)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a summary")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON instead of a summary; errors too, as {\"error\": ..., \"exit_code\": ...}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("init", help="create a lakehouse")
-    p.add_argument("uri")
-    p.add_argument("--name", default="lakehouse")
-    for name in ("order", "namespace_name_max_size_bytes", "table_name_max_size_bytes", "file_name_max_size_bytes",
-                 "node_file_max_size_bytes", "minimum_versions_to_keep"):
-        p.add_argument("--" + name.replace("_", "-"), dest=name, type=int)
+    p = _sub(sub, "init", "create a lakehouse")
+    p.add_argument("uri", help="where to create it: a path or a URI such as s3://bucket/lake")
+    p.add_argument("--name", default="lakehouse", help="the lakehouse's name (default: lakehouse)")
+    p.add_argument("--order", type=int, help="the tree's order: the most children a node may have")
+    p.add_argument("--namespace-name-max-size-bytes", dest="namespace_name_max_size_bytes", type=int, metavar="N",
+                   help="the longest namespace name, in UTF-8 bytes (fixed for the lakehouse's life)")
+    p.add_argument("--table-name-max-size-bytes", dest="table_name_max_size_bytes", type=int, metavar="N",
+                   help="the longest table name, in UTF-8 bytes (fixed for the lakehouse's life)")
+    p.add_argument("--file-name-max-size-bytes", dest="file_name_max_size_bytes", type=int, metavar="N",
+                   help="the longest file name lakecore may write")
+    p.add_argument("--node-file-max-size-bytes", dest="node_file_max_size_bytes", type=int, metavar="N",
+                   help="the largest node file; a fuller write buffer is flushed down")
+    p.add_argument("--minimum-versions-to-keep", dest="minimum_versions_to_keep", type=int, metavar="N",
+                   help="the newest N versions never expire, whatever their age")
     _add_age_options(p)
-    p.add_argument("--property", action="append", type=key_value, metavar="KEY=VALUE")
+    p.add_argument("--property", action="append", type=key_value, metavar="KEY=VALUE",
+                   help="a lakehouse property (repeatable)")
     p.set_defaults(func=cmd_init)
 
-    p = sub.add_parser("namespace", help="create, drop, list or show namespaces")
-    actions = p.add_subparsers(dest="action", required=True, metavar="{create,drop,list,show}")
-    a = actions.add_parser("create", help="create a namespace")
+    p = _sub(sub, "namespace", "create, drop, list or show namespaces; set or unset their properties")
+    actions = p.add_subparsers(dest="action", required=True,
+                               metavar="{create,drop,list,show,set-properties,unset-properties}")
+    a = _sub(actions, "create", "create a namespace")
     a.add_argument("namespace", help="the namespace name")
     a.add_argument("--property", action="append", type=key_value, metavar="KEY=VALUE", help="a property (repeatable)")
-    a = actions.add_parser("drop", help="drop an empty namespace")
+    a = _sub(actions, "drop", "drop an empty namespace")
     a.add_argument("namespace", help="the namespace name")
-    a = actions.add_parser("list", help="the namespaces, sorted")
-    _add_version_option(a)
-    a = actions.add_parser("show", help="a namespace and its properties")
+    a = _sub(actions, "list", "the namespaces, sorted")
+    add_version_options(a)
+    a = _sub(actions, "show", "a namespace and its properties")
     a.add_argument("namespace", help="the namespace name")
-    _add_version_option(a)
+    add_version_options(a)
+    _properties_actions(actions, "namespace", [("namespace", "the namespace name")])
     p.set_defaults(func=cmd_namespace)
 
-    p = sub.add_parser("table", help="create, drop, list or show tables")
-    actions = p.add_subparsers(dest="action", required=True, metavar="{create,drop,list,show}")
-    a = actions.add_parser("create", help="create a table")
+    p = _sub(sub, "table", "create, drop, list or show tables; set or unset their properties")
+    actions = p.add_subparsers(dest="action", required=True,
+                               metavar="{create,drop,list,show,set-properties,unset-properties}")
+    a = _sub(actions, "create", "create a table")
     a.add_argument("namespace", help="the namespace it goes in")
     a.add_argument("table", help="the table name")
     a.add_argument("--column", action="append", type=_column, metavar="ID:NAME:TYPE[:nullable|required]",
@@ -464,65 +635,94 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--format", default="ICEBERG", help="table format (default ICEBERG)")
     a.add_argument("--type", default="MANAGED", help="table type (default MANAGED)")
     a.add_argument("--property", action="append", type=key_value, metavar="KEY=VALUE", help="a property (repeatable)")
-    a = actions.add_parser("drop", help="drop a table")
+    a = _sub(actions, "drop", "drop a table")
     a.add_argument("namespace", help="the table's namespace")
     a.add_argument("table", help="the table name")
-    a = actions.add_parser("list", help="the tables of a namespace, sorted")
+    a = _sub(actions, "list", "the tables of a namespace, sorted")
     a.add_argument("namespace", help="the namespace")
-    _add_version_option(a)
-    a = actions.add_parser("show", help="a table's definition")
+    add_version_options(a)
+    a = _sub(actions, "show", "a table's definition")
     a.add_argument("namespace", help="the table's namespace")
     a.add_argument("table", help="the table name")
-    _add_version_option(a)
+    add_version_options(a)
+    _properties_actions(actions, "table", [("namespace", "the table's namespace"), ("table", "the table name")])
     p.set_defaults(func=cmd_table)
 
-    p = sub.add_parser("versions", help="the version log, newest first")
-    p.add_argument("--limit", type=int)
+    p = _sub(sub, "versions", "the version log, newest first: time, operation, root size, state")
+    p.add_argument("--limit", type=int, metavar="N", help="only the newest N versions")
     p.set_defaults(func=cmd_versions)
 
-    p = sub.add_parser("get", help="the pvalue of a key")
-    p.add_argument("key", nargs="?")
-    p.add_argument("--namespace")
-    p.add_argument("--table")
-    p.add_argument("--version", type=int)
+    p = _sub(sub, "history", "what each version did (DESCRIBE HISTORY), newest first, derived from the tree",
+             description="Each version with its time, what it did relative to its parent (namespaces and "
+             "tables created, dropped or updated; flush; rollback; export; definition change), its root "
+             "file's size and its state: latest, retained, pinned (by an export), expired (past retention, "
+             "still readable until compact-versions runs) or unreadable.")
+    p.add_argument("--limit", type=int, metavar="N", help="only the newest N versions")
+    p.add_argument("--since", type=time_millis, metavar="TIME",
+                   help="only versions created at or after TIME (ISO-8601, UTC if no zone; or epoch millis)")
+    p.set_defaults(func=cmd_history)
+
+    p = _sub(sub, "describe", "the lakehouse at a glance: definition, retention, exports, versions, tree, files")
+    add_version_options(p, "describe")
+    p.add_argument("--html", metavar="PATH", help="also write the health page (one self-contained HTML file) "
+                   "here; needs the [report] extra")
+    p.add_argument("--reports-dir", metavar="DIR",
+                   help="where the jobs' JSON reports are (gc's orphan count, validate's result go on the page)")
+    p.set_defaults(func=cmd_describe)
+
+    p = _sub(sub, "get", "the pvalue of a key (or of a namespace's or table's key)")
+    p.add_argument("key", nargs="?", help="a raw object key (padded as stored); or use --namespace/--table")
+    p.add_argument("--namespace", help="the namespace whose key to look up")
+    p.add_argument("--table", help="with --namespace: the table whose key to look up")
+    add_version_options(p)
     p.set_defaults(func=cmd_get)
 
-    p = sub.add_parser("tree", help="the node structure of a version")
-    p.add_argument("--version", type=int)
-    p.add_argument("--dot", action="store_true", help="print Graphviz dot")
+    p = _sub(sub, "tree", "the node structure of a version")
+    add_version_options(p)
+    output = p.add_mutually_exclusive_group()
+    output.add_argument("--dot", action="store_true",
+                        help="print Graphviz dot: nodes ranked by level, key ranges in the labels")
+    output.add_argument("--html", metavar="PATH", help="write an interactive, collapsible tree page here")
+    p.add_argument("--max-levels", type=int, default=3, metavar="N",
+                   help="--dot: draw the top N levels, the rest as counts (default 3)")
     p.set_defaults(func=cmd_tree)
 
-    p = sub.add_parser("rollback", help="roll forward to the content of an earlier version")
-    p.add_argument("--to-version", type=int, required=True)
+    p = _sub(sub, "rollback", "roll forward to the content of an earlier version")
+    p.add_argument("--to-version", type=int, required=True, metavar="V", help="the version whose content to restore")
     p.set_defaults(func=cmd_rollback)
 
-    p = sub.add_parser(
-        "export", help="export a snapshot; list or drop exports",
-        usage="lakecore export [create] NAME [--mode M] [--target URI] [--version V] | export list | export drop NAME",
+    p = _sub(
+        sub, "export", "export a snapshot; list or drop exports",
+        usage="lakecore export [create] NAME [--mode M] [--target URI] [--version V | --as-of TIME] "
+        "| export list | export drop NAME",
         description="export create NAME (or just export NAME) records an export of a version, which pins it, "
         "and with --target makes a read-only copy there; export list shows the exports; export drop NAME "
         "removes one, so that version expiry and gc may collect what it pinned. An export named create, "
         "list or drop needs the create form.",
     )
-    p.add_argument("action_or_name", metavar="create|list|drop|NAME")
-    p.add_argument("name", nargs="?", metavar="NAME")
-    p.add_argument("--mode", choices=["minimal", "partial", "full"], default=None, help="create: default minimal")
-    p.add_argument("--target")
-    p.add_argument("--version", type=int)
+    p.add_argument("action_or_name", metavar="create|list|drop|NAME", help="the action, or the export's name (= create)")
+    p.add_argument("name", nargs="?", metavar="NAME", help="the export's name")
+    p.add_argument("--mode", choices=["minimal", "partial", "full"], default=None,
+                   help="create: what the copy holds: the root only (minimal, default), every node (partial), "
+                   "or every node and definition (full)")
+    p.add_argument("--target", metavar="URI", help="create: make a read-only copy there")
+    add_version_options(p, "export")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("fsck", help="check the invariants of a version (or all)")
+    p = _sub(sub, "fsck", "check the invariants of a version (or all)")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--version", type=int)
-    group.add_argument("--all", action="store_true")
+    group.add_argument("--version", type=int, metavar="V", help="check this version (default: the latest)")
+    group.add_argument("--as-of", dest="as_of", type=time_millis, metavar="TIME",
+                       help="check the newest version created at or before TIME")
+    group.add_argument("--all", action="store_true", help="check every version with a root file")
     p.add_argument("--deep", action="store_true", help="also check every definition file")
     p.set_defaults(func=cmd_fsck)
 
-    p = sub.add_parser("repair", help="repair a damaged lakehouse (prints the plan; --yes carries it out)")
+    p = _sub(sub, "repair", "repair a damaged lakehouse (prints the plan; --yes carries it out)")
     actions = p.add_subparsers(dest="action", required=True, metavar="{rebuild-hint,rollback}")
-    a = actions.add_parser("rebuild-hint", help="point the latest-version hint at the highest root file")
+    a = _sub(actions, "rebuild-hint", "point the latest-version hint at the highest root file")
     a.add_argument("--yes", action="store_true", help="carry out the plan (without it, only print it)")
-    a = actions.add_parser("rollback", help="roll forward to an earlier version's content")
+    a = _sub(actions, "rollback", "roll forward to an earlier version's content")
     target = a.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-version", type=int, metavar="V", help="the version whose content to restore")
     target.add_argument("--to-last-valid", action="store_true",
@@ -533,7 +733,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_settings_command(sub)
     _add_extra_commands(sub)
+
+    p = _sub(sub, "completion", "print a shell completion script (bash or zsh; needs the [completion] extra)",
+             description="eval \"$(lakecore completion bash)\" in ~/.bashrc (or zsh: autoload -U bashcompinit; "
+             "bashcompinit; eval \"$(lakecore completion zsh)\")")
+    p.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete in")
+    p.set_defaults(func=cmd_completion)
     return parser
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    try:
+        import argcomplete
+    except ImportError:
+        raise InvalidArgumentError(
+            "shell completion needs argcomplete: pip install 'lakecore[completion]' (make setup installs it)"
+        ) from None
+    print(argcomplete.shellcode(["lakecore"], shell=args.shell))  # type: ignore[attr-defined]
+    return EXIT_OK
 
 
 def _add_age_options(p: argparse.ArgumentParser) -> None:
@@ -547,12 +764,13 @@ def _add_age_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_settings_command(sub: Any) -> None:
-    p = sub.add_parser("settings", help="show or change the retention settings and properties")
+    p = _sub(sub, "settings", "show or change the retention settings and properties")
     actions = p.add_subparsers(dest="action", required=True)
-    actions.add_parser("show", help="the settings in force at the latest version")
-    s = actions.add_parser("set", help="change settings (validated as at init); a no-op commits nothing")
+    _sub(actions, "show", "the settings in force at the latest version")
+    s = _sub(actions, "set", "change settings (validated as at init); a no-op commits nothing")
     _add_age_options(s)
-    s.add_argument("--minimum-versions-to-keep", type=int, metavar="N")
+    s.add_argument("--minimum-versions-to-keep", type=int, metavar="N",
+                   help="the newest N versions never expire, whatever their age")
     s.add_argument("--version-age-override", action="append", type=_version_duration, metavar="V=DURATION",
                    help="retain version V for DURATION instead (repeatable)")
     s.add_argument("--unset-version-age-override", action="append", type=_version_number, metavar="V",
@@ -564,22 +782,39 @@ def _add_settings_command(sub: Any) -> None:
 
 def _add_extra_commands(sub: Any) -> None:
     """Commands that live in their own modules (lookup files, diffs)."""
-    lookup_cli.add_commands(sub)
+    lookup_cli.add_commands(sub, _sub)
+
+
+def _wants_json(argv: Sequence[str]) -> bool:
+    return "--json" in argv[: argv.index("--") if "--" in argv else len(argv)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    raw = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = parser.parse_args(argv)
+        import argcomplete
+    except ImportError:
+        pass
+    else:
+        argcomplete.autocomplete(parser)
+    as_json = _wants_json(raw)
+
+    def fail(message: str, code: int) -> int:
+        if as_json:
+            emit_error(message, code)
+        print(f"lakecore: {message}", file=sys.stderr)
+        return code
+
+    try:
+        args = parser.parse_args(raw)
         func: Callable[[argparse.Namespace], int] = args.func
         return func(args)
     except LakecoreError as exc:
-        print(f"lakecore: {exc.one_line()}", file=sys.stderr)
-        return exc.exit_code
+        return fail(exc.one_line(), exc.exit_code)
     except KeyboardInterrupt:
-        print("lakecore: interrupted; nothing was half-committed (a commit lands whole or not at all)",
-              file=sys.stderr)
-        return ExitCode.INTERRUPTED
+        return fail("interrupted; nothing was half-committed (a commit lands whole or not at all)",
+                    ExitCode.INTERRUPTED)
     except BrokenPipeError:
         # The reader went away (`lakecore ... | head`): not an error of ours. Point stdout at
         # devnull so that the interpreter's final flush does not complain a second time.
@@ -587,8 +822,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return ExitCode.OK
     except Exception as exc:
-        print(f"lakecore: unexpected {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
-        return ExitCode.FAILURE
+        return fail(f"unexpected {type(exc).__name__}: {' '.join(str(exc).split())}", ExitCode.FAILURE)
 
 
 if __name__ == "__main__":

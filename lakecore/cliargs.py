@@ -49,12 +49,45 @@ def open_lakehouse(args: argparse.Namespace) -> Lakehouse:
     return Lakehouse.open(lakehouse_uri(args), storage_options=storage_options_of(args))
 
 
+def time_millis(text: str) -> int:
+    """An argparse type: ``--as-of`` as an ISO-8601 time (UTC unless it names a zone) or epoch
+    milliseconds."""
+    from lakecore.humanize import parse_time_millis
+
+    try:
+        return parse_time_millis(text, what="--as-of")
+    except InvalidArgumentError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_version_options(parser: argparse.ArgumentParser, what: str = "read") -> None:
+    """``--version V`` and ``--as-of TIME`` (mutually exclusive): time travel."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--version", type=int, metavar="V",
+                       help=f"{what} this version (time travel) instead of the latest")
+    group.add_argument("--as-of", dest="as_of", type=time_millis, metavar="TIME",
+                       help=f"{what} the newest version created at or before TIME (ISO-8601, e.g. "
+                       "2026-11-21T10:00:00Z, UTC if no zone; or epoch milliseconds)")
+
+
 def open_view(args: argparse.Namespace, version: int | None = None) -> LakehouseView:
-    """The named lakehouse at ``version`` (default ``args.version``, else the latest)."""
+    """The named lakehouse at ``version`` (default ``args.version``, else the version
+    ``args.as_of`` names, else the latest)."""
     lh = open_lakehouse(args)
     if version is None:
         version = getattr(args, "version", None)
+    if version is None and getattr(args, "as_of", None) is not None:
+        return lh.as_of(args.as_of)
     return lh if version is None else lh.at_version(version)
+
+
+def resolve_version(args: argparse.Namespace) -> int | None:
+    """``--version`` or the version ``--as-of`` names (None for neither)."""
+    if getattr(args, "version", None) is not None:
+        return int(args.version)
+    if getattr(args, "as_of", None) is not None:
+        return open_view(args).version
+    return None
 
 
 def emit(args: argparse.Namespace, human: str, data: Any) -> None:
@@ -65,4 +98,18 @@ def emit(args: argparse.Namespace, human: str, data: Any) -> None:
         print(human)
 
 
-__all__ = ["emit", "key_value", "lakehouse_uri", "open_lakehouse", "open_view", "storage_options_of"]
+def emit_error(message: str, exit_code: int, **extra: Any) -> None:
+    """An error as JSON on stdout (``--json``): ``{"error": ..., "exit_code": ..., ...}``."""
+    print(json.dumps({"error": message, "exit_code": int(exit_code), **extra}, indent=2, sort_keys=True,
+                     default=str))
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    """``--json`` on a subcommand too (``lakecore versions --json``), without overriding the
+    top-level one."""
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print JSON instead of a summary (errors too)")
+
+
+__all__ = ["add_json_option", "add_version_options", "emit", "emit_error", "key_value", "lakehouse_uri", "open_lakehouse",
+           "open_view", "resolve_version", "storage_options_of", "time_millis"]

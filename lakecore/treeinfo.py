@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakecore.node import Node, encoded_size
@@ -60,20 +61,121 @@ def describe_tree(view: LakehouseView) -> dict[str, Any]:
     return {"version": view.version, "depth": len(out_levels), "order": order, "levels": out_levels, **totals}
 
 
-def to_dot(view: LakehouseView, summary: dict[str, Any] | None = None, max_nodes: int = 2000) -> str:
-    """Graphviz: one box per node with its key count and buffer size."""
-    lines = ["digraph lakecore {", "  node [shape=box, fontname=monospace];"]
-    count = 0
-    for level in _levels(view):
-        for path, node in level:
-            count += 1
-            if count > max_nodes:
-                lines.append('  truncated [label="... more nodes"];')
-                lines.append("}")
-                return "\n".join(lines)
-            name = path.rsplit("/", 1)[-1][:24]
-            lines.append(f'  "{path}" [label="{name}\\nkeys {len(node.keys)} buf {len(node.buffer)}"];')
-            for child in node.children:
-                lines.append(f'  "{path}" -> "{child}";')
+def key_label(key: str | None, view: LakehouseView) -> str:
+    """An object key as a reader knows it: ``ns`` or ``ns.table`` (quoted where ambiguous)."""
+    if key is None:
+        return ""
+    from lakecore import keys as K
+    from lakecore.history import display_name
+
+    try:
+        parsed = K.parse_key(key, view.lakehouse_def)
+    except Exception:
+        return key.rstrip()
+    prefix = "ns " if parsed.table is None else ""
+    return prefix + display_name(parsed.namespace, parsed.table)
+
+
+@dataclass
+class TreeNode:
+    """A node with its place in the tree: level (1 = root), key range and subtree totals."""
+
+    path: str
+    node: Node
+    level: int
+    low: str | None  # the separator key at or above which the node's keys sit (None: unbounded)
+    high: str | None  # the separator key below which they sit
+    children: list[TreeNode] = field(default_factory=list)
+    subtree_nodes: int = 1
+    subtree_keys: int = 0
+    subtree_messages: int = 0
+
+
+def tree_nodes(view: LakehouseView) -> TreeNode:
+    """The whole tree of a version with key ranges and subtree totals (reads every node)."""
+    root = TreeNode(view.root_info.path, view.root, 1, None, None)
+    stack = [root]
+    order: list[TreeNode] = []
+    while stack:
+        item = stack.pop()
+        order.append(item)
+        bounds = [item.low, *item.node.keys, item.high]
+        for i, child in enumerate(item.node.children):
+            entry = TreeNode(child, view.store.load(child), item.level + 1, bounds[i], bounds[i + 1])
+            item.children.append(entry)
+            stack.append(entry)
+    for item in reversed(order):
+        item.subtree_keys = len(item.node.keys) + sum(c.subtree_keys for c in item.children)
+        item.subtree_messages = len(item.node.buffer) + sum(c.subtree_messages for c in item.children)
+        item.subtree_nodes = 1 + sum(c.subtree_nodes for c in item.children)
+    return root
+
+
+def range_label(item: TreeNode, view: LakehouseView) -> str:
+    """``[a.t1 .. b.t9)``: the key range a node covers (``*`` for an open end)."""
+    low = key_label(item.low, view) or "*"
+    high = key_label(item.high, view) or "*"
+    return f"[{low} .. {high})"
+
+
+def _dot_text(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def to_dot(view: LakehouseView, summary: dict[str, Any] | None = None, max_levels: int = 3,
+           max_width: int = 24) -> str:
+    """Graphviz: one box per node, ranked by level, with its key range, key count and buffer.
+
+    Large trees are cut: the top ``max_levels`` levels are drawn node by node (fewer when a
+    level would be wider than ``max_width`` nodes), and below the cut each node gets one box
+    with the counts of its subtree."""
+    root = tree_nodes(view)
+    levels: list[list[TreeNode]] = [[root]]
+    while levels[-1] and any(i.children for i in levels[-1]):
+        levels.append([c for i in levels[-1] for c in i.children])
+    drawn = 1
+    while drawn < len(levels) and drawn < max(1, max_levels) and len(levels[drawn]) <= max_width:
+        drawn += 1
+    lines = ["digraph lakecore {",
+             f'  label="version {view.version}: depth {len(levels)}, {root.subtree_nodes} nodes, '
+             f'{root.subtree_keys} keys, {root.subtree_messages} buffered messages'
+             + (f" (top {drawn} levels drawn)" if drawn < len(levels) else "") + '"; labelloc=t;',
+             "  rankdir=TB; nodesep=0.15; ranksep=0.4;",
+             '  node [shape=box, style="rounded,filled", fillcolor="#eef4fb", fontname="monospace", fontsize=10];',
+             '  edge [arrowsize=0.5, color="#7a8ca3"];']
+    ids: dict[int, str] = {}
+    for depth in range(drawn):
+        names = []
+        for n, item in enumerate(levels[depth]):
+            ident = f"n{depth + 1}_{n}"
+            ids[id(item)] = ident
+            names.append(ident)
+            short = item.path.rsplit("/", 1)[-1]
+            short = short if len(short) <= 18 else short[:8] + "…" + short[-8:]
+            fill = "#fff3d6" if item.node.buffer else "#eef4fb"
+            lines.append(
+                f'  {ident} [label="{_dot_text(range_label(item, view))}\\nkeys {len(item.node.keys)}'
+                f' · buffer {len(item.node.buffer)}\\n{_dot_text(short)}", fillcolor="{fill}", '
+                f'tooltip="{_dot_text(item.path)}"];'
+            )
+        lines.append(f"  {{rank=same; {'; '.join(names)}}}")
+    cut = []
+    for n, item in enumerate(levels[drawn - 1]):
+        if item.children and drawn < len(levels):
+            ident = f"below_{n}"
+            cut.append(ident)
+            lines.append(
+                f'  {ident} [shape=note, fillcolor="#f4f4f4", label="{len(item.children)} children, '
+                f'{item.subtree_nodes - 1} nodes below\\n{item.subtree_keys - len(item.node.keys)} keys · '
+                f'{item.subtree_messages - len(item.node.buffer)} buffered"];'
+            )
+            lines.append(f"  {ids[id(item)]} -> {ident} [style=dashed];")
+    for depth in range(drawn - 1):
+        for item in levels[depth]:
+            for child in item.children:
+                if id(child) in ids:
+                    lines.append(f"  {ids[id(item)]} -> {ids[id(child)]};")
+    if cut:
+        lines.append(f"  {{rank=same; {'; '.join(cut)}}}")
     lines.append("}")
     return "\n".join(lines)

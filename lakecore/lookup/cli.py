@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
+from collections.abc import Callable
 from typing import Any
 
-from lakecore.cliargs import open_view
+from lakecore.cliargs import add_version_options, emit, open_view, resolve_version
+from lakecore.errors import ExitCode, InvalidArgumentError
+from lakecore.history import catalog_diff
 from lakecore.lookup.cache import VersionCache, diff_versions
 
 
@@ -16,84 +18,119 @@ def _cache(args: argparse.Namespace) -> VersionCache:
         max_bytes=args.cache_max_bytes)
 
 
+def _lookup_keys(args: argparse.Namespace, view: Any) -> list[str]:
+    """The raw KEYs, or the key of ``--namespace NS [--table T]`` (not both)."""
+    from lakecore import keys as K
+
+    if args.namespace is None:
+        if args.table is not None:
+            raise InvalidArgumentError("lookup get: --table needs --namespace")
+        if not args.keys:
+            raise InvalidArgumentError("lookup get needs one or more KEYs, or --namespace NS [--table T]")
+        return list(args.keys)
+    if args.keys:
+        raise InvalidArgumentError("lookup get takes raw KEYs or --namespace/--table, not both")
+    if args.table is not None:
+        return [K.table_key(args.namespace, args.table, view.lakehouse_def)]
+    return [K.namespace_key(args.namespace, view.lakehouse_def)]
+
+
 def cmd_lookup(args: argparse.Namespace) -> int:
     from lakecore.lookup import LookupReader
 
     cache = _cache(args)
-    view = open_view(args, args.version)
+    view = open_view(args, resolve_version(args))
+    if args.action != "get" and (args.namespace is not None or args.table is not None):
+        raise InvalidArgumentError(f"lookup {args.action} takes no --namespace/--table (only lookup get does)")
+    if args.action == "get":
+        keys = _lookup_keys(args, view)
     path = cache.file_for(view)
     if args.action == "build":
         out = {"version": view.version, "path": str(path), "bytes": path.stat().st_size,
                "built": cache.stats.builds > 0, "entries": cache.stats.entries_built}
-        print(json.dumps(out) if args.json else f"version {view.version}: {path} ({out['bytes']} bytes)")
-        return 0
+        emit(args, f"version {view.version}: {path} ({out['bytes']} bytes)", out)
+        return ExitCode.OK
     with LookupReader(str(path)) as reader:
         if args.action == "stats":
             stats = reader.stats()
             data = {"version": view.version, "path": str(path), **dataclasses.asdict(stats)}
-            print(json.dumps(data, default=str) if args.json else "\n".join(f"{k}: {v}" for k, v in data.items()))
-            return 0
-        if not args.keys:
-            from lakecore.errors import InvalidArgumentError
-
-            raise InvalidArgumentError("lookup get needs one or more KEYs")
-        found = reader.get_many([k.encode("utf-8") for k in args.keys])
+            emit(args, "\n".join(f"{k}: {v}" for k, v in data.items()), data)
+            return ExitCode.OK
+        found = reader.get_many([k.encode("utf-8") for k in keys])
     values = [None if v is None else v.decode("utf-8") for v in found]
-    if args.json:
-        print(json.dumps(dict(zip(args.keys, values, strict=True))))
-    else:
-        for key, value in zip(args.keys, values, strict=True):
-            print(f"{key!r}\t{value if value is not None else '(absent)'}")
-    return 0 if all(v is not None for v in values) else 1
+    emit(args, "\n".join(f"{key!r}\t{value if value is not None else '(absent)'}"
+                         for key, value in zip(keys, values, strict=True)),
+         dict(zip(keys, values, strict=True)))
+    return ExitCode.OK if all(v is not None for v in values) else ExitCode.NOT_FOUND
+
+
+def _field_lines(fields: list[dict[str, Any]] | None) -> list[str]:
+    if fields is None:
+        return ["      (a definition file could not be read: fields unknown)"]
+    if not fields:
+        return ["      (new definition file, same content)"]
+    return [f"      {f['field']}: {_value(f['old'])} -> {_value(f['new'])}" for f in fields]
+
+
+def _value(value: Any) -> str:
+    return "(unset)" if value is None else repr(value) if isinstance(value, str) else str(value)
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from lakecore import keys as K
-
     cache = _cache(args)
     old = open_view(args, args.old)
     new = open_view(args, args.new)
     diff = diff_versions(old, new, cache)
+    old_items = {k: v for k, v in diff.removed} | {k: a for k, a, _ in diff.changed}
+    new_items = {k: v for k, v in diff.added} | {k: b for k, _, b in diff.changed}
+    changes = {c.key: c for c in catalog_diff(old_items, new_items, new.lakehouse_def, old_view=old, new_view=new)}
 
-    def name(key: str) -> str:
-        try:
-            parsed = K.parse_key(key, new.lakehouse_def)
-        except Exception:
-            return key
-        return parsed.namespace if parsed.table is None else f"{parsed.namespace}.{parsed.table}"
+    def described(key: str) -> dict[str, Any]:
+        change = changes.get(key)
+        if change is None:
+            return {"object": key.rstrip(), "kind": None, "namespace": None, "table": None}
+        return {"object": change.name, "kind": change.kind, "namespace": change.namespace, "table": change.table}
 
-    if args.json:
-        print(json.dumps({"old": diff.old, "new": diff.new,
-                          "added": [{"key": k, "object": name(k), "pvalue": v} for k, v in diff.added],
-                          "removed": [{"key": k, "object": name(k), "pvalue": v} for k, v in diff.removed],
-                          "changed": [{"key": k, "object": name(k), "old": a, "new": b} for k, a, b in diff.changed]},
-                         indent=2))
-    else:
-        print(f"version {diff.old} -> {diff.new}: {len(diff.added)} added, {len(diff.removed)} removed, "
-              f"{len(diff.changed)} changed")
-        for k, _ in diff.added:
-            print(f"  + {name(k)}")
-        for k, _ in diff.removed:
-            print(f"  - {name(k)}")
-        for k, _, _ in diff.changed:
-            print(f"  ~ {name(k)}")
-    return 0
+    data: dict[str, Any] = {"old": diff.old, "new": diff.new,
+            "added": [{"key": k, **described(k), "pvalue": v} for k, v in diff.added],
+            "removed": [{"key": k, **described(k), "pvalue": v} for k, v in diff.removed],
+            "changed": [{"key": k, **described(k), "old": a, "new": b,
+                         "fields": changes[k].fields if k in changes else None} for k, a, b in diff.changed]}
+    lines = [f"version {diff.old} -> {diff.new}: {len(diff.added)} added, {len(diff.removed)} removed, "
+             f"{len(diff.changed)} changed"]
+    for item in data["added"]:
+        lines.append(f"  + {item['kind'] or 'key'} {item['object']}")
+    for item in data["removed"]:
+        lines.append(f"  - {item['kind'] or 'key'} {item['object']}")
+    for item in data["changed"]:
+        lines.append(f"  ~ {item['kind'] or 'key'} {item['object']}")
+        lines.extend(_field_lines(item["fields"]))
+    emit(args, "\n".join(lines), data)
+    return ExitCode.OK
 
 
-def add_commands(sub: Any) -> None:
+def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -> None:
+    """The lookup and diff commands; ``subcommand(sub, name, help)`` makes a subparser with
+    the command line's shared options (``--json``)."""
+
     def cache_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--cache-dir", help="lookup cache folder (default LAKECORE_CACHE_DIR or ~/.cache/lakecore/lookup)")
-        p.add_argument("--cache-max-bytes", type=int, default=2 << 30)
+        p.add_argument("--cache-max-bytes", type=int, default=2 << 30, metavar="N",
+                       help="evict the oldest lookup files beyond N bytes (default 2 GiB)")
 
-    p = sub.add_parser("lookup", help="local lookup files of versions: build, get, stats")
-    p.add_argument("action", choices=["build", "get", "stats"])
-    p.add_argument("keys", nargs="*")
-    p.add_argument("--version", type=int)
+    p = subcommand(sub, "lookup", "local lookup files of versions: build, get, stats")
+    p.add_argument("action", choices=["build", "get", "stats"], help="build a version's lookup file, get keys "
+                   "through it, or show its statistics")
+    p.add_argument("keys", nargs="*", metavar="KEY", help="get: raw object keys (padded as stored)")
+    p.add_argument("--namespace", help="get: look up this namespace's key (instead of raw KEYs)")
+    p.add_argument("--table", help="get: with --namespace, look up this table's key")
+    add_version_options(p)
     cache_options(p)
     p.set_defaults(func=cmd_lookup)
 
-    p = sub.add_parser("diff", help="keys added, removed and changed between two versions")
-    p.add_argument("old", type=int)
-    p.add_argument("new", type=int)
+    p = subcommand(sub, "diff", "namespaces and tables added, removed and changed between two versions, "
+                   "with the changed fields")
+    p.add_argument("old", type=int, help="the older version")
+    p.add_argument("new", type=int, help="the newer version")
     cache_options(p)
     p.set_defaults(func=cmd_diff)

@@ -1,0 +1,97 @@
+"""Numbers in the units a person reads: sizes, durations, times, counts with their noun.
+
+For summaries only (the command line's and the jobs'); JSON output and reports keep the exact
+numbers. Durations that are a whole number of one unit keep the exact spelling of
+``lakecore.durations`` (``259200s`` -> ``3d``), so a summary and an option read the same.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from lakecore.durations import format_duration_millis
+
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def format_bytes(n: int | float) -> str:
+    """``2053414`` -> ``1.96 MiB``; ``512`` -> ``512 B``."""
+    value = float(n)
+    for unit in _BYTE_UNITS:
+        if abs(value) < 1024 or unit == _BYTE_UNITS[-1]:
+            if unit == "B":
+                return f"{int(value)} B"
+            return f"{value:.1f} {unit}" if abs(value) >= 100 else f"{value:.2f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration: exact when it is whole in one unit (``3d``, ``90m``), else rounded
+    (``1.4s``, ``2m 05s``, ``3h 10m``, ``2d 4h``)."""
+    millis = round(seconds * 1000)
+    if millis >= 1000 and millis % 1000 == 0:
+        exact = format_duration_millis(millis)
+        number, unit = int(exact.rstrip("dhms")), exact.lstrip("0123456789")
+        if unit == "d" or number < {"h": 24, "m": 60, "s": 60}.get(unit, 0):
+            return exact
+    if seconds < 1:
+        return f"{millis}ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    if whole < 86400:
+        return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d {whole % 86400 // 3600}h"
+
+
+def format_millis(millis: int) -> str:
+    """A duration given in milliseconds (see ``format_seconds``)."""
+    return format_seconds(millis / 1000)
+
+
+def format_time_millis(millis: int | None) -> str:
+    """Epoch milliseconds as ``2026-11-21 00:00:00 UTC`` (``-`` for None)."""
+    if millis is None:
+        return "-"
+    when = dt.datetime.fromtimestamp(millis / 1000, tz=dt.UTC)
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC") if millis % 1000 == 0 else (
+        when.strftime("%Y-%m-%d %H:%M:%S.") + f"{millis % 1000:03d} UTC")
+
+
+def format_age(now_millis: int, then_millis: int) -> str:
+    """How long ago: ``3d 2h ago`` (``in the future`` for clocks that disagree)."""
+    delta = now_millis - then_millis
+    if delta < 0:
+        return "in the future"
+    return f"{format_seconds(round(delta / 1000))} ago" if delta >= 1000 else "just now"
+
+
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """``1 violation``, ``2 violations``, ``0 files``."""
+    return f"{count} {noun if count == 1 else (plural_form or noun + 's')}"
+
+
+def parse_time_millis(text: str, *, what: str = "time") -> int:
+    """Epoch milliseconds, or an ISO-8601 time (``2026-11-21``, ``2026-11-21T10:00:00Z``;
+    UTC when no zone is given). Raises InvalidArgumentError."""
+    from lakecore.errors import InvalidArgumentError
+
+    cleaned = text.strip()
+    if cleaned.isdigit():
+        return int(cleaned)
+    try:
+        parsed = dt.datetime.fromisoformat(cleaned.replace("Z", "+00:00").replace(" UTC", "+00:00"))
+    except ValueError:
+        raise InvalidArgumentError(
+            f"{what} {text!r} is neither epoch milliseconds nor an ISO-8601 time such as 2026-11-21T10:00:00Z"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return int(parsed.timestamp() * 1000)
+
+
+__all__ = ["format_age", "format_bytes", "format_millis", "format_seconds", "format_time_millis",
+           "parse_time_millis", "plural"]

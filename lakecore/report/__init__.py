@@ -1,0 +1,1 @@
+"""HTML pages: the lakehouse health page, the tree page, and what they share (tier 2)."""
