@@ -319,13 +319,13 @@ def test_reading_and_fsck_detect_and_stop(name: str, template: Path, tmp_path: P
             assert found & case.rules, f"{name}: fsck reported {found}, expected one of {case.rules}"
             TALLY["fsck_detected"] += 1
             _assert_never_left(case, watch, roots, "fsck")
-        # The command line: fsck --deep exits 1 (violations) or 4 (the latest root is unreadable).
+        # The command line: fsck --deep exits 1 (violations) or 6 (the latest root is damaged).
         from lakecore.cli import main as cli_main
 
         stderr = io.StringIO()
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
             code = cli_main(["--lakehouse", case.uri, "fsck", "--deep"])
-        assert code == (4 if case.open_fails else 1), (code, stderr.getvalue())
+        assert code == (6 if case.open_fails else 1), (code, stderr.getvalue())
         assert len(stderr.getvalue().strip().splitlines()) <= 1
         _assert_never_left(case, watch, roots, "lakecore fsck")
 
