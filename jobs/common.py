@@ -37,6 +37,8 @@ EXIT_CONFLICT = ExitCode.CONFLICT
 EXIT_FAILURE = ExitCode.FAILURE
 
 SAMPLE_LIMIT = 50
+# Set by spark-submit.sh for its check of the arguments before the JVM starts.
+PARSE_ONLY_VARIABLE = "LAKECORE_PARSE_ONLY"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = Path(os.environ.get("LAKECORE_CONF_DIR", REPO_ROOT / "conf"))
 
@@ -307,7 +309,7 @@ def _stop_on_signals(state: dict[str, str]) -> Iterator[None]:
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or os.environ.get(PARSE_ONLY_VARIABLE) == "1":
         yield
         return
 
@@ -349,9 +351,11 @@ def run_job(
     with _stop_on_signals(interrupted):
         try:
             args = parser.parse_args(raw)
-            if os.environ.get("LAKECORE_PARSE_ONLY") == "1":  # spark-submit.sh's check before the JVM
+            ctx = JobContext(job, args, report, spark)  # storage options and settings: no I/O yet
+            if os.environ.get(PARSE_ONLY_VARIABLE) == "1":
+                # spark-submit.sh's check before the JVM starts: this one runs in the terminal,
+                # where stderr is stderr (PythonRunner merges the driver's stderr into stdout).
                 return EXIT_OK
-            ctx = JobContext(job, args, report, spark)
             report.lakehouse = ctx.storage.root_uri
             refuse_unsupported_format(ctx.storage)
             body(ctx)
@@ -374,7 +378,8 @@ def run_job(
                 if os.environ.get("LAKECORE_DEBUG"):
                     traceback.print_exc()
         report.durations_seconds["total"] = round(time.monotonic() - started, 3)
-        _print_summary(report)
+        if ctx is not None or not report.error:  # a refused command line gets its one line only
+            _print_summary(report)
         if args is not None and getattr(args, "report", None):
             write_report(report, args.report)
         if report.error:

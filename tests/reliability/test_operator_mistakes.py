@@ -383,10 +383,10 @@ def _catches_sigterm(pid: int) -> bool:
     """True once the process has a SIGTERM handler: the job's signal handling is in place."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        executable = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
     except OSError:
         return False
-    if b"python" not in cmdline:
+    if not executable.startswith("python"):  # the JVM catches SIGTERM too
         return False
     caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
     return bool(caught & (1 << (signal.SIGTERM - 1)))
@@ -419,13 +419,15 @@ def test_a_signal_stops_a_job_cleanly(tmp_path: Path, sig: signal.Signals) -> No
                 os.kill(pid, sig)
     out, err = job.communicate(timeout=120)
     assert job.returncode == ExitCode.INTERRUPTED, (job.returncode, err[-3000:])
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) <= 2, err  # the job's own line, and at most one from the JVM
-    assert any("interrupted by SIG" in line and "half-committed" in line for line in lines), err
+    # spark-submit's PythonRunner merges the driver's stderr into its stdout: the job's line is
+    # there. What the JVM itself adds on stderr: its start-up warning, nothing else.
+    noise = [line for line in err.splitlines() if line.strip() and "incubator modules" not in line]
+    assert len(noise) <= 1, err
+    assert "Traceback" not in out + err and "py4j" not in (out + err).lower(), out + err
+    assert any("interrupted by SIG" in line and "half-committed" in line for line in out.splitlines()), out
     data = json.loads(report.read_text())
     assert data["status"] == "interrupted" and data["exit_code"] == ExitCode.INTERRUPTED, data
     assert listing(lake) == before
-    del out
 
 
 # -- 5. input that used to be silently ignored ----------------------------------------------------
