@@ -102,6 +102,14 @@ if [[ "$cluster" == 1 ]]; then
             || die "a standalone master (spark://) cannot run Python applications in cluster deploy mode: use LAKECORE_DEPLOY_MODE=client (the default)" ;;
         *) die "LAKECORE_DEPLOY_MODE must be client or cluster, not '$deploy_mode'" ;;
     esac
+    # What spark-submit would refuse only after the archive is packed, and with exit 1, which
+    # reads as "violations": refuse it here, at once, with exit 2.
+    if [[ "$master" == yarn* && -z "${HADOOP_CONF_DIR:-}${YARN_CONF_DIR:-}" ]]; then
+        die "SPARK_MASTER=yarn needs HADOOP_CONF_DIR or YARN_CONF_DIR (the cluster's client configuration)"
+    fi
+    if [[ "$master" == k8s://* && "$deploy_mode" == cluster && "${LAKECORE_SPARK_ARGS:-}" != *spark.kubernetes.file.upload.path* ]]; then
+        die "Kubernetes cluster deploy mode uploads the job file and the archive: add '--conf spark.kubernetes.file.upload.path=s3a://bucket/path' to LAKECORE_SPARK_ARGS"
+    fi
 fi
 
 # The driver needs .venv in every mode but cluster deploy mode, where it runs from the archive.

@@ -161,11 +161,17 @@ def spark_session(app_name: str, master: str | None = None) -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
+    submitted = _submit_conf()
     if master:
         builder = builder.master(master)
-    elif "spark.master" not in _submit_conf():
+    elif "spark.master" not in submitted:
         builder = builder.master("local[*]")
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # e.g. a master that never answers: one line, not a JVM stack trace
+        from jobs.executor_errors import spark_unavailable
+
+        raise spark_unavailable(master or submitted.get("spark.master", "local[*]"), exc) from exc
     spark.sparkContext.setLogLevel(os.environ.get("LAKECORE_SPARK_LOG_LEVEL", "WARN"))
     return spark
 

@@ -8,6 +8,8 @@ message and, when the executor had no credentials at all, what to do about it; t
 exits ``ExitCode.FAILURE`` (4, retried) with a readable error.
 
 Only the ``StorageError`` family is translated: every other executor failure stays as it was.
+``SparkUnavailableError`` is the one-line error for a SparkSession that cannot start (a master
+that does not answer), instead of the JVM's stack trace.
 """
 
 from __future__ import annotations
@@ -27,6 +29,26 @@ CREDENTIALS_HINT = (
     "(LAKECORE_SPARK_ARGS), an instance role or IRSA on every node, or --storage-option key=/secret= "
     "(see 'Running on a cluster' in the README)"
 )
+
+
+class SparkUnavailableError(errors.LakecoreError):
+    """No Spark application could be started on the master (exit 4: the master may come back)."""
+
+    exit_code = errors.ExitCode.FAILURE
+
+
+def spark_unavailable(master: str, exc: BaseException) -> SparkUnavailableError:
+    """The error for a session that did not start: the master and the JVM's first words."""
+    first = " ".join(str(exc).split())
+    for marker in ("IllegalStateException: ", "SparkException: "):
+        if marker in first:
+            first = first.split(marker, 1)[1]
+            break
+    first = first.split(". ", 1)[0]  # the first sentence; the rest is the JVM's call sites
+    return SparkUnavailableError(
+        f"could not start a Spark application on {master or 'the default master'}: {first[:200]}; "
+        "check that the master is up and reachable from this host (SPARK_MASTER, --master)"
+    )
 
 
 def storage_error_from_executor(exc: BaseException) -> errors.StorageError | None:

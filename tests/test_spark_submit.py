@@ -114,11 +114,14 @@ def test_wrapper_is_valid_bash() -> None:
     ("spark://h:7077", "cluster", "a standalone master (spark://) cannot run Python applications in cluster deploy mode"),
     ("mesos://h:5050", None, "--cluster does not know the master 'mesos://h:5050'"),
     ("yarn", "sideways", "LAKECORE_DEPLOY_MODE must be client or cluster, not 'sideways'"),
+    ("yarn", None, "SPARK_MASTER=yarn needs HADOOP_CONF_DIR or YARN_CONF_DIR"),
+    ("k8s://https://api:443", None, "Kubernetes cluster deploy mode uploads the job file and the archive"),
 ])
 def test_cluster_mode_refuses_what_the_master_cannot_run(master: str, deploy_mode: str | None, message: str) -> None:
     # Refused before anything is packed or started: exit 2, one line.
     done = _run([str(WRAPPER), "--cluster", "validate", "--lakehouse", "s3://bucket/lake"],
-                env=_env(SPARK_MASTER=master, LAKECORE_DEPLOY_MODE=deploy_mode))
+                env=_env(SPARK_MASTER=master, LAKECORE_DEPLOY_MODE=deploy_mode, HADOOP_CONF_DIR=None,
+                         YARN_CONF_DIR=None, LAKECORE_SPARK_ARGS=None))
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"spark-submit.sh: {message}"), done.stderr

@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 
 import lakecore
-from jobs.executor_errors import CREDENTIALS_HINT, executor_errors, storage_error_from_executor
+from jobs.executor_errors import (
+    CREDENTIALS_HINT,
+    executor_errors,
+    spark_unavailable,
+    storage_error_from_executor,
+)
 from lakecore.errors import ExitCode, NotFoundError, StorageError, StorageTimeoutError
 from lakecore.fsck import check_version
 from lakecore.lakehouse import Lakehouse
@@ -100,3 +105,15 @@ def test_other_executor_failures_are_left_alone() -> None:
                                                "lakecore.errors.StorageTimeoutError: timed out trying to read"))
     translated = storage_error_from_executor(timeout)
     assert isinstance(translated, StorageTimeoutError) and CREDENTIALS_HINT in str(translated)
+
+
+def test_a_master_that_does_not_answer_is_one_line() -> None:
+    jvm = Py4JJavaError(
+        "An error occurred while calling None.org.apache.spark.sql.classic.SparkSession.\n: "
+        "java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.\n"
+        "This stopped SparkContext was created at:\n\norg.apache.spark.api.java.JavaSparkContext.<init>")
+    error = spark_unavailable("spark://127.0.0.1:1", jvm)
+    assert str(error) == ("could not start a Spark application on spark://127.0.0.1:1: Cannot call methods on a "
+                          "stopped SparkContext; check that the master is up and reachable from this host "
+                          "(SPARK_MASTER, --master)")
+    assert error.exit_code == ExitCode.FAILURE
