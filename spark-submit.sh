@@ -87,12 +87,18 @@ if [[ -z "$master" || "$master" == local* ]]; then
     is_local=1
 fi
 
+case "$master" in
+    "" | local | local\[*\] | local-cluster\[*\] | spark://* | yarn | k8s://*) ;;
+    # spark-submit would say so itself, but with exit 1, which reads as "violations".
+    *) die "SPARK_MASTER '$master' is not a Spark master URL (local[N], spark://host:7077, yarn, k8s://https://host:443)" ;;
+esac
+
 if [[ "$cluster" == 1 ]]; then
     [[ -n "$master" ]] || die "--cluster needs SPARK_MASTER (e.g. yarn, k8s://https://host:443, spark://host:7077)"
     [[ "$is_local" == 0 ]] || die "--cluster needs a cluster master, not '$master': run without --cluster for local mode"
     case "$master" in
         spark://*) deploy_mode="client" ;;   # standalone runs Python drivers in client mode only
-        yarn | yarn-* | k8s://*) deploy_mode="cluster" ;;
+        yarn | k8s://*) deploy_mode="cluster" ;;
         *) die "--cluster does not know the master '$master' (spark://..., yarn, k8s://...); set LAKECORE_DEPLOY_MODE=client|cluster" ;;
     esac
     deploy_mode="${LAKECORE_DEPLOY_MODE:-$deploy_mode}"
@@ -104,7 +110,7 @@ if [[ "$cluster" == 1 ]]; then
     esac
     # What spark-submit would refuse only after the archive is packed, and with exit 1, which
     # reads as "violations": refuse it here, at once, with exit 2.
-    if [[ "$master" == yarn* && -z "${HADOOP_CONF_DIR:-}${YARN_CONF_DIR:-}" ]]; then
+    if [[ "$master" == yarn && -z "${HADOOP_CONF_DIR:-}${YARN_CONF_DIR:-}" ]]; then
         die "SPARK_MASTER=yarn needs HADOOP_CONF_DIR or YARN_CONF_DIR (the cluster's client configuration)"
     fi
     if [[ "$master" == k8s://* && "$deploy_mode" == cluster && "${LAKECORE_SPARK_ARGS:-}" != *spark.kubernetes.file.upload.path* ]]; then

@@ -112,7 +112,8 @@ def test_wrapper_is_valid_bash() -> None:
 @pytest.mark.parametrize(("master", "deploy_mode", "message"), [
     ("local[2]", None, "--cluster needs a cluster master, not 'local[2]': run without --cluster for local mode"),
     ("spark://h:7077", "cluster", "a standalone master (spark://) cannot run Python applications in cluster deploy mode"),
-    ("mesos://h:5050", None, "--cluster does not know the master 'mesos://h:5050'"),
+    ("mesos://h:5050", None, "SPARK_MASTER 'mesos://h:5050' is not a Spark master URL"),
+    ("spark:/h:7077", None, "SPARK_MASTER 'spark:/h:7077' is not a Spark master URL"),
     ("yarn", "sideways", "LAKECORE_DEPLOY_MODE must be client or cluster, not 'sideways'"),
     ("yarn", None, "SPARK_MASTER=yarn needs HADOOP_CONF_DIR or YARN_CONF_DIR"),
     ("k8s://https://api:443", None, "Kubernetes cluster deploy mode uploads the job file and the archive"),

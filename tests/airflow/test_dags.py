@@ -319,7 +319,7 @@ def test_operator_violations_fail_without_retry(common: Any, tmp_path: Path, mon
                                   "details": {"violations": ["v3 0000/x.arrow: [unreadable-node] missing"]}})
     op = _operator(common, tmp_path)
     context = _context()
-    with pytest.raises(AirflowFailException, match=r"exit 1 \(violations found\).*unreadable-node.*stops here"):
+    with pytest.raises(AirflowFailException, match=r"exit 1 \(a check found violations\).*unreadable-node.*stops here"):
         op.execute(context)
     assert context["ti"].pushed["report"]["status"] == "failed"  # the report still reaches XCom
 

@@ -51,7 +51,7 @@ _DROPPED_ENV = ("SPARK_LOCAL_IP", "PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVE
                 "LAKECORE_SPARK_ARGS", "SPARK_MASTER", "LAKECORE_DEPLOY_MODE")
 EXECUTOR_CREDENTIALS = ["--conf", "spark.executorEnv.AWS_ACCESS_KEY_ID=lakecore-test",
                         "--conf", "spark.executorEnv.AWS_SECRET_ACCESS_KEY=lakecore-test"]
-MODES = {"spark_master": [], "cluster": ["--cluster"]}
+MODES = {"spark_master": [], "cluster": ["--cluster"], "local": []}
 
 
 @dataclass
@@ -76,7 +76,9 @@ def submit(cluster: StandaloneCluster, s3: S3TestServer, base: Path, mode: str, 
     report = base / "reports" / f"{name}.json"
     spark_args = event_log_args(events) + (EXECUTOR_CREDENTIALS if executor_credentials else [])
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
-    env.update({"SPARK_MASTER": cluster.url, "LAKECORE_SPARK_ARGS": " ".join(spark_args)})
+    env["LAKECORE_SPARK_ARGS"] = " ".join(spark_args)
+    if mode != "local":
+        env["SPARK_MASTER"] = cluster.url
     argv = [str(WRAPPER), *MODES[mode], job, "--lakehouse", lakehouse,
             "--storage-option", f"endpoint_url={s3.endpoint}", *options, "--report", str(report)]
     cluster.wait_for_idle()  # the previous application has let go of both executors
@@ -114,7 +116,12 @@ def tables(uri: str, options: dict[str, Any], version: int | None = None) -> dic
     return {ns: lh.list_tables(ns) for ns in lh.list_namespaces()}
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", [
+    "spark_master",
+    "cluster",
+    # The same jobs in local mode (local[*]), for the timing comparison in the README.
+    pytest.param("local", marks=pytest.mark.slow),
+])
 def test_every_job_on_the_cluster(mode: str, spark_cluster: StandaloneCluster, s3_server: S3TestServer,
                                   tmp_path: Path) -> None:
     uri, options = s3_server.new_root()
@@ -129,7 +136,7 @@ def test_every_job_on_the_cluster(mode: str, spark_cluster: StandaloneCluster, s
         times[job] = round(result.seconds, 1)
         assert result.code == 0, result.explain()
         assert result.report["status"] == "ok" and result.report["exit_code"] == 0, result.report
-        if executors:
+        if executors and mode != "local":
             assert_ran_on_the_cluster(spark_cluster, result, mode)
         return result
 
