@@ -191,8 +191,9 @@ def test_validate_without_executor_credentials_is_a_storage_failure(
     assert "violations" not in report["counts"] and not report["details"].get("violations"), report
     assert report["error"].startswith("StorageError: on an executor:"), report["error"]
     assert "NoCredentialsError" in report["error"] and "spark.executorEnv.AWS_ACCESS_KEY_ID" in report["error"]
-    # The job's own error line (the JVM's log lines share the stream, so not necessarily last).
-    assert f"lakecore validate: {report['error']}\n" in result.stderr, result.stderr[-3000:]
+    # The job's own one-line error (spark-submit merges the Python driver's stderr into its
+    # stdout; the JVM's log lines share the streams, so not necessarily the last line).
+    assert f"lakecore validate: {report['error']}\n" in result.stdout + result.stderr, result.stdout[-3000:]
     assert "violations" not in result.stdout
     # It did reach the executors: their tasks failed, the application ran on the cluster.
     assert len(result.apps) == 1 and result.apps[0].failed_tasks > 0
