@@ -160,15 +160,16 @@ def spark_session(app_name: str, master: str | None = None) -> Any:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name)
-    submitted = _submit_conf()
-    if master:
-        builder = builder.master(master)
-    elif "spark.master" not in submitted:
-        builder = builder.master("local[*]")
+    submitted: dict[str, str] = {}
     try:
+        submitted = _submit_conf()
+        builder = SparkSession.builder.appName(app_name)
+        if master:
+            builder = builder.master(master)
+        elif "spark.master" not in submitted:
+            builder = builder.master("local[*]")
         spark = builder.getOrCreate()
-    except Exception as exc:  # e.g. a master that never answers: one line, not a JVM stack trace
+    except Exception as exc:  # no JVM, a master that never answers: one line, not a stack trace
         from jobs.executor_errors import spark_unavailable
 
         raise spark_unavailable(master or submitted.get("spark.master", "local[*]"), exc) from exc
