@@ -5,42 +5,63 @@
 #
 #   <job>: flush | gc | compact-versions | validate | export | repair   (jobs/<job>.py, '-' -> '_')
 #
-# Local mode (the default) runs on this repo's .venv: the driver and the executors use
-# .venv/bin/python and import lakecore and jobs from the repo (PYTHONPATH), so nothing is shipped.
+# Without --cluster the driver runs here on this repo's .venv and the executors run
+# .venv/bin/python too (PYTHONPATH names the repo), so nothing is shipped: local mode, or a
+# cluster whose nodes have this checkout and its .venv at the same path. The master is
+# $SPARK_MASTER when set (e.g. spark://host:7077), else local[*] (conf/spark-defaults.conf).
 #
-# --cluster submits in cluster deploy mode to $SPARK_MASTER (required). pyarrow, mmh3 and
-# protobuf are native code that --py-files cannot carry, so the script packs a virtualenv with
-# the project installed (non-editable) into build/lakecore-venv.tar.gz -- with venv-pack when
-# pip can install it, else as a tar.gz of a `python -m venv --copies` -- and ships it with
-# --archives ...#environment. It is rebuilt when lakecore/, jobs/ or pyproject.toml change
-# (or with LAKECORE_REBUILD_VENV=1). The cluster's nodes must have the same Python (version and
-# path) as this machine: a virtualenv does not carry the interpreter's standard library.
+# --cluster runs on $SPARK_MASTER (required) with the executors on a packed virtualenv shipped
+# with --archives ...#environment, so the nodes need only Spark and the same Python (version and
+# path: a virtualenv does not carry the interpreter's standard library). The deploy mode is the
+# one the cluster manager supports for Python applications: client on a standalone master
+# (spark://; the driver runs here on .venv), cluster on YARN and Kubernetes (the driver runs in
+# the archive too). LAKECORE_DEPLOY_MODE=client|cluster overrides it where the manager allows.
 #
-# Environment: SPARK_MASTER (cluster: required; local: optional --master), SPARK_SUBMIT (the
-# spark-submit to use; default .venv/bin/spark-submit, else the one on PATH),
-# LAKECORE_SPARK_ARGS (extra spark-submit arguments, split on whitespace).
+# The archive, build/lakecore-venv-<hash>.tar.gz, holds lakecore, the jobs, conf/ and their
+# dependencies, but no pyspark: executors and cluster-mode drivers use the cluster's own Spark
+# (pyspark.zip), which must be the same Spark version as .venv's. <hash> is a content hash of
+# what goes in (lakecore/, jobs/, conf/maintenance-*.json, pyproject.toml, the Python version),
+# so it is packed once per change (LAKECORE_REBUILD_VENV=1 forces it) and a changed archive has
+# a new name, which the clusters' file caches never mistake for an old one. Set
+# LAKECORE_VENV_URI to a directory every node can read (hdfs:///apps/lakecore, s3a://bucket/x)
+# holding the same file name to ship that copy instead of uploading the local one each time.
+#
+# Environment: SPARK_MASTER, SPARK_SUBMIT (the spark-submit to use; default
+# .venv/bin/spark-submit, else the one on PATH), LAKECORE_SPARK_ARGS (extra spark-submit
+# arguments, split on whitespace: credentials for executors, event logs, ...),
+# LAKECORE_DEPLOY_MODE, LAKECORE_REBUILD_VENV, LAKECORE_VENV_URI, SPARK_LOCAL_IP (the driver's
+# address: 127.0.0.1 by default in local mode only).
 #
 # Exit codes are the job's (lakecore.errors.ExitCode, the README's table: 0 ok, 1 violations,
-# 2 bad input, 3 conflict, 4 failure, 5 not found, 6 damaged, 130 interrupted); an unknown job
-# or a missing SPARK_MASTER in cluster mode exits 2 before anything starts.
+# 2 bad input, 3 conflict, 4 failure, 5 not found, 6 damaged, 130 interrupted). Bad arguments to this script (an unknown job, --cluster without a cluster
+# master, an unsupported deploy mode) exit 2 before anything starts; a missing spark-submit or
+# .venv, or an archive that cannot be packed, exits 4.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PROG="spark-submit.sh"
 JOBS="flush gc compact-versions validate export repair"
+# Bump when the archive's recipe changes, so the content hash (and the archive) changes too.
+PACK_RECIPE=3
 
 usage() {
     cat <<EOF
 usage: ./$PROG [--cluster] <job> --lakehouse URI [options]
   <job>: ${JOBS// / | }
   ./$PROG <job> --help    the job's options
-  --cluster               cluster deploy mode on \$SPARK_MASTER with a packed virtualenv
+  --cluster               run on \$SPARK_MASTER with a packed virtualenv for the executors
+                          (client deploy mode on spark://, cluster deploy mode on YARN and k8s)
 EOF
 }
 
 die() {  # one line on stderr, exit 2 (bad arguments)
     echo "$PROG: $*" >&2
     exit 2
+}
+
+fail() {  # one line on stderr, exit 4 (failure)
+    echo "$PROG: $*" >&2
+    exit 4
 }
 
 cluster=0
@@ -58,15 +79,65 @@ esac
 script="jobs/${job//-/_}.py"
 [[ -f "$ROOT/$script" ]] || die "$script does not exist in $ROOT"
 
+venv_py="$ROOT/.venv/bin/python"
+master="${SPARK_MASTER:-}"
+is_local=0
+deploy_mode=""
+if [[ -z "$master" || "$master" == local* ]]; then
+    is_local=1
+fi
+
+case "$master" in
+    "" | local | local\[*\] | local-cluster\[*\] | spark://* | yarn | k8s://*) ;;
+    # spark-submit would say so itself, but with exit 1, which reads as "violations".
+    *) die "SPARK_MASTER '$master' is not a Spark master URL (local[N], spark://host:7077, yarn, k8s://https://host:443)" ;;
+esac
+
+if [[ "$cluster" == 1 ]]; then
+    [[ -n "$master" ]] || die "--cluster needs SPARK_MASTER (e.g. yarn, k8s://https://host:443, spark://host:7077)"
+    [[ "$is_local" == 0 ]] || die "--cluster needs a cluster master, not '$master': run without --cluster for local mode"
+    case "$master" in
+        spark://*) deploy_mode="client" ;;   # standalone runs Python drivers in client mode only
+        yarn | k8s://*) deploy_mode="cluster" ;;
+        *) die "--cluster does not know the master '$master' (spark://..., yarn, k8s://...); set LAKECORE_DEPLOY_MODE=client|cluster" ;;
+    esac
+    deploy_mode="${LAKECORE_DEPLOY_MODE:-$deploy_mode}"
+    case "$deploy_mode" in
+        client) ;;
+        cluster) [[ "$master" != spark://* ]] \
+            || die "a standalone master (spark://) cannot run Python applications in cluster deploy mode: use LAKECORE_DEPLOY_MODE=client (the default)" ;;
+        *) die "LAKECORE_DEPLOY_MODE must be client or cluster, not '$deploy_mode'" ;;
+    esac
+    # What spark-submit would refuse only after the archive is packed, and with exit 1, which
+    # reads as "violations": refuse it here, at once, with exit 2.
+    if [[ "$master" == yarn && -z "${HADOOP_CONF_DIR:-}${YARN_CONF_DIR:-}" ]]; then
+        die "SPARK_MASTER=yarn needs HADOOP_CONF_DIR or YARN_CONF_DIR (the cluster's client configuration)"
+    fi
+    if [[ "$master" == k8s://* && "$deploy_mode" == cluster && "${LAKECORE_SPARK_ARGS:-}" != *spark.kubernetes.file.upload.path* ]]; then
+        die "Kubernetes cluster deploy mode uploads the job file and the archive: add '--conf spark.kubernetes.file.upload.path=s3a://bucket/path' to LAKECORE_SPARK_ARGS"
+    fi
+fi
+
+# The driver needs .venv in every mode but cluster deploy mode, where it runs from the archive.
+if [[ "$cluster" == 0 || "$deploy_mode" == client ]]; then
+    [[ -x "$venv_py" ]] || fail "$venv_py is missing: run 'make setup' first"
+fi
+
 if [[ -n "${SPARK_SUBMIT:-}" ]]; then
     submit="$SPARK_SUBMIT"
 elif [[ -x "$ROOT/.venv/bin/spark-submit" ]]; then
     submit="$ROOT/.venv/bin/spark-submit"
+    # pyspark's spark-submit finds SPARK_HOME by running a Python that must import pyspark
+    # (PYSPARK_DRIVER_PYTHON, else python3 on PATH): name it here, so it never depends on that.
+    if [[ -z "${SPARK_HOME:-}" ]]; then
+        SPARK_HOME="$("$venv_py" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" \
+            || fail "cannot find pyspark in $venv_py: run 'make setup' or set SPARK_HOME"
+        export SPARK_HOME
+    fi
 elif command -v spark-submit >/dev/null 2>&1; then
     submit="$(command -v spark-submit)"
 else
-    echo "$PROG: no spark-submit found: run 'make setup' (it installs pyspark into .venv) or set SPARK_SUBMIT" >&2
-    exit 4
+    fail "no spark-submit found: run 'make setup' (it installs pyspark into .venv) or set SPARK_SUBMIT"
 fi
 
 # --help and argument errors answer before the JVM starts (about 4 s): the job's own parser runs
@@ -89,74 +160,137 @@ if [[ -n "${LAKECORE_SPARK_ARGS:-}" ]]; then
     read -r -a extra <<<"$LAKECORE_SPARK_ARGS"
 fi
 
-# --- local mode ----------------------------------------------------------------------------------
+log4j="$ROOT/conf/log4j2.properties"
+args=(--properties-file "$ROOT/conf/spark-defaults.conf")
+if [[ -n "$master" ]]; then
+    args+=(--master "$master")
+fi
+if [[ "$is_local" == 1 ]]; then
+    # Loopback is right for local mode only: executors on other hosts must reach the driver.
+    export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
+fi
+
+# --- without --cluster: the driver and the executors on .venv -------------------------------------
 if [[ "$cluster" == 0 ]]; then
-    venv_py="$ROOT/.venv/bin/python"
-    [[ -x "$venv_py" ]] || { echo "$PROG: $venv_py is missing: run 'make setup' first" >&2; exit 4; }
     export PYSPARK_PYTHON="$venv_py"
     export PYSPARK_DRIVER_PYTHON="$venv_py"
-    export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
     export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-    args=(
-        --properties-file "$ROOT/conf/spark-defaults.conf"
-        --driver-java-options "-Dlog4j2.configurationFile=file:$ROOT/conf/log4j2.properties"
+    args+=(
+        --conf "spark.pyspark.python=$venv_py"
+        --conf "spark.pyspark.driver.python=$venv_py"
+        --driver-java-options "-Dlog4j2.configurationFile=file:$log4j"
     )
-    if [[ -n "${SPARK_MASTER:-}" ]]; then
-        args+=(--master "$SPARK_MASTER")
+    if [[ "$is_local" == 0 ]]; then
+        args+=(--conf "spark.executorEnv.PYTHONPATH=$ROOT")
     fi
     exec "$submit" "${args[@]}" "${extra[@]}" "$ROOT/$script" "$@"
 fi
 
-# --- cluster mode --------------------------------------------------------------------------------
-[[ -n "${SPARK_MASTER:-}" ]] || die "--cluster needs SPARK_MASTER (e.g. yarn, k8s://https://host:443, spark://host:7077)"
-
+# --- --cluster: the packed virtualenv ------------------------------------------------------------
 build="$ROOT/build"
-archive="$build/lakecore-venv.tar.gz"
+mkdir -p "$build"
+base_py="$("$venv_py" -c 'import sys; print(sys._base_executable)' 2>/dev/null || command -v python3.11 || command -v python3)"
 
-needs_build() {
-    [[ "${LAKECORE_REBUILD_VENV:-0}" == 1 || ! -f "$archive" ]] && return 0
-    [[ -n "$(find "$ROOT/lakecore" "$ROOT/jobs" "$ROOT/pyproject.toml" -newer "$archive" -print -quit)" ]]
-}
-
-build_venv() {
-    local base env
-    base="$(command -v python3.11 || command -v python3)"
-    env="$build/pack-venv"
-    echo "$PROG: packing a virtualenv with lakecore into $archive (once) ..." >&2
-    rm -rf "$env" "$archive.tmp"
-    mkdir -p "$build"
-    "$base" -m venv --copies "$env"
-    "$env/bin/python" -m pip install --quiet --upgrade pip setuptools wheel
-    # Non-editable: the archive must hold the code itself, not a link back to this checkout.
-    "$env/bin/python" -m pip install --quiet "$ROOT"
-    if "$env/bin/python" -m pip install --quiet venv-pack; then
-        "$env/bin/venv-pack" --quiet --prefix "$env" --output "$archive.tmp" --format tar.gz
-    else
-        echo "$PROG: venv-pack is not installable; packing the --copies virtualenv with tar" >&2
-        tar -czf "$archive.tmp" -C "$env" .
-    fi
-    mv "$archive.tmp" "$archive"
-}
-
-if needs_build; then
-    build_venv
+# What the archive is for: in client deploy mode only the executors run it, and they need
+# lakecore's storage and tree code, not the driver's great-expectations suite (with scipy, pandas
+# and altair about 300 MB unpacked); in cluster deploy mode the driver runs from it too.
+if [[ "$deploy_mode" == client ]]; then
+    flavor="executors"
+    leave_out="pyspark great-expectations pandas"
+else
+    flavor="driver"
+    leave_out="pyspark"
 fi
 
-# The local defaults pin spark.master to local[*] and bind the driver to 127.0.0.1: neither
-# holds on a cluster, so cluster runs get a copy of the defaults without those two lines.
-cluster_defaults="$build/spark-defaults-cluster.conf"
-grep -Ev '^[[:space:]]*spark\.(master|driver\.bindAddress)[[:space:]]' "$ROOT/conf/spark-defaults.conf" >"$cluster_defaults"
+inputs_hash() {  # what goes into the archive, hashed; names relative to ROOT, so checkouts agree
+    (
+        cd "$ROOT"
+        echo "recipe $PACK_RECIPE flavor $flavor"
+        "$base_py" -c 'import sys; print(sys.version)'
+        find lakecore jobs -type f \( -name '*.py' -o -name '*.pyi' -o -name '*.proto' -o -name py.typed \) \
+            -not -path '*/__pycache__/*' -print | LC_ALL=C sort | xargs sha256sum
+        sha256sum pyproject.toml conf/maintenance-*.json conf/log4j2.properties
+    ) | sha256sum | cut -c1-16
+}
 
-unset PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON
-exec "$submit" \
-    --master "$SPARK_MASTER" \
-    --deploy-mode cluster \
-    --properties-file "$cluster_defaults" \
-    --archives "$archive#environment" \
-    --conf spark.pyspark.python=./environment/bin/python \
-    --conf spark.pyspark.driver.python=./environment/bin/python \
-    --files "$ROOT/conf/log4j2.properties" \
-    --driver-java-options "-Dlog4j2.configurationFile=log4j2.properties" \
-    --conf "spark.executor.extraJavaOptions=-Dlog4j2.configurationFile=log4j2.properties" \
-    "${extra[@]}" \
-    "$ROOT/$script" "$@"
+build_venv() {  # $1: the archive to write
+    local target="$1" env="$build/pack-venv-$flavor" deps
+    echo "$PROG: packing the $flavor virtualenv into $target (once per change of the code; 1-2 minutes) ..." >&2
+    rm -rf "$env" "$target.tmp"
+    "$base_py" -m venv --copies "$env"
+    "$env/bin/python" -m pip install --quiet --upgrade pip
+    # The dependencies but those left out: the cluster's Spark provides pyspark (a second copy
+    # was 490 MB per executor), executors never run the expectation suite. Then lakecore and
+    # the jobs themselves, non-editable (the code itself, not a link back to this checkout).
+    deps="$("$env/bin/python" - "$ROOT/pyproject.toml" "$leave_out" "$flavor" <<'PY'
+import re, sys, tomllib
+with open(sys.argv[1], "rb") as f:
+    project = tomllib.load(f)["project"]
+# The format library, S3 for the executors, and the Spark extra's other packages for a driver.
+extras = ["s3"] + (["spark"] if sys.argv[3] == "driver" else [])
+deps = project["dependencies"] + [d for e in extras for d in project["optional-dependencies"][e]]
+leave_out = set(sys.argv[2].split())
+print("\n".join(d for d in deps if re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0].lower() not in leave_out))
+PY
+)"
+    mapfile -t dep_list <<<"$deps"
+    "$env/bin/python" -m pip install --quiet "${dep_list[@]}" venv-pack
+    "$env/bin/python" -m pip install --quiet --no-deps "$ROOT"
+    rm -rf "$build/lib" "$build"/bdist.*  # setuptools' in-tree build of that install
+    for name in $leave_out; do  # in case another package pulled one in
+        "$env/bin/python" -m pip uninstall --quiet --yes "$name" >/dev/null 2>&1 || true
+    done
+    # The settings travel with the code: a cluster-mode driver has no checkout to read them from.
+    mkdir -p "$env/lakecore-conf"
+    cp "$ROOT"/conf/maintenance-*.json "$ROOT/conf/log4j2.properties" "$env/lakecore-conf/"
+    # Nothing on the cluster installs packages: leave pip and setuptools out too.
+    "$env/bin/python" -m pip uninstall --quiet --yes pip setuptools wheel >/dev/null 2>&1 || true
+    "$env/bin/venv-pack" --quiet --prefix "$env" --output "$target.tmp" --format tar.gz
+    mv "$target.tmp" "$target"
+    rm -rf "$env"
+}
+
+hash="$(inputs_hash)"
+archive_name="lakecore-venv-$flavor-$hash.tar.gz"
+archive="$build/$archive_name"
+# One packer at a time (two submissions at once would both pack); flock is util-linux.
+exec 9>"$build/.pack.lock"
+flock 9 2>/dev/null || true
+if [[ "${LAKECORE_REBUILD_VENV:-0}" == 1 || ! -f "$archive" ]]; then
+    build_venv "$archive" || fail "could not pack the virtualenv into $archive (see the pip output above)"
+    # Older archives of this flavor are for other versions of the code: keep the two newest.
+    find "$build" -maxdepth 1 -name "lakecore-venv-$flavor-*.tar.gz" ! -name "$archive_name" -printf '%T@ %p\n' \
+        | sort -rn | tail -n +3 | cut -d' ' -f2- | xargs -r rm -f --
+fi
+flock -u 9 2>/dev/null || true
+
+ship="$archive"
+if [[ -n "${LAKECORE_VENV_URI:-}" ]]; then
+    ship="${LAKECORE_VENV_URI%/}/$archive_name"
+fi
+
+unset PYSPARK_PYTHON PYSPARK_DRIVER_PYTHON  # spark.pyspark.* below say which Python runs where
+args+=(
+    --deploy-mode "$deploy_mode"
+    --archives "$ship#environment"
+    --conf spark.pyspark.python=./environment/bin/python
+)
+if [[ "$deploy_mode" == client ]]; then
+    # The driver runs here, on .venv and the checkout (the same code as the archive: same hash).
+    export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+    args+=(
+        --conf "spark.pyspark.driver.python=$venv_py"
+        --driver-java-options "-Dlog4j2.configurationFile=file:$log4j"
+    )
+else
+    # The driver runs on the cluster, from the archive; its settings come from the archive too.
+    args+=(
+        --conf spark.pyspark.driver.python=./environment/bin/python
+        --conf spark.yarn.appMasterEnv.LAKECORE_CONF_DIR=./environment/lakecore-conf
+        --conf spark.kubernetes.driverEnv.LAKECORE_CONF_DIR=./environment/lakecore-conf
+        --files "$log4j"
+        --driver-java-options "-Dlog4j2.configurationFile=log4j2.properties"
+        --conf "spark.executor.extraJavaOptions=-Dlog4j2.configurationFile=log4j2.properties"
+    )
+fi
+exec "$submit" "${args[@]}" "${extra[@]}" "$ROOT/$script" "$@"

@@ -13,11 +13,13 @@ read when a task runs, on the worker, never while parsing:
     Variable lakecore_reports_dir  where the jobs' JSON reports go (else
                                    $AIRFLOW_HOME/lakecore-reports)
 
-Each job runs as ``spark-submit.sh`` runs it in local mode (client deploy mode from the worker's
-checkout): application ``<root>/jobs/<job>.py``, ``--properties-file <root>/conf/spark-defaults.conf``,
-the driver and the executors on the project venv's python, the repo on PYTHONPATH, and
-``--report`` into the reports folder. The master comes from the Airflow connection
-``lakecore_spark`` (``AIRFLOW_CONN_LAKECORE_SPARK``).
+Each job runs as ``spark-submit.sh`` runs it without ``--cluster`` (client deploy mode from the
+worker's checkout): application ``<root>/jobs/<job>.py``, ``--properties-file
+<root>/conf/spark-defaults.conf``, the driver and the executors on the project venv's python,
+the repo on PYTHONPATH, and ``--report`` into the reports folder. The master comes from the
+Airflow connection ``lakecore_spark`` (``AIRFLOW_CONN_LAKECORE_SPARK``): ``local[*]``, or a
+cluster whose nodes have the checkout and its venv at the same path; the driver binds to
+127.0.0.1 in local mode only.
 """
 
 from __future__ import annotations
@@ -334,12 +336,24 @@ class LakecoreJobOperator(SparkSubmitOperator):
             **({"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}"} if log4j.exists() else {}),
             **(self.conf or {}),
         }
+        master, deploy_mode = self.spark_master()
+        if master.startswith("spark://") and deploy_mode == "cluster":
+            raise AirflowFailException(
+                f"the connection {self._conn_id} asks for cluster deploy mode on the standalone master {master}, "
+                "which cannot run Python applications: remove its deploy-mode extra (client is the default)"
+            )
+        local = is_local_master(master)
+        if not local:
+            # Client deploy mode on a cluster: the executors run the same venv python, from the
+            # same checkout path on their nodes (see airflow_dags/README.md).
+            self.conf.setdefault("spark.executorEnv.PYTHONPATH", str(root))
         pythonpath = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
         self.env_vars = {
             "PYSPARK_PYTHON": str(python),
             "PYSPARK_DRIVER_PYTHON": str(python),
             "PYTHONPATH": pythonpath,
-            "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
+            # Loopback only in local mode: on a cluster the executors must reach the driver.
+            **({"SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")} if local else {}),
             **(self.env_vars or {}),
         }
         # The venv's own spark-submit (pyspark's), as spark-submit.sh picks it. A connection's
@@ -354,6 +368,11 @@ class LakecoreJobOperator(SparkSubmitOperator):
         report.unlink(missing_ok=True)
         report.with_suffix(".html").unlink(missing_ok=True)
         return report
+
+    def spark_master(self) -> tuple[str, str]:
+        """The master and deploy mode of the Spark connection, as the provider's hook reads it."""
+        connection = self._get_hook()._connection
+        return str(connection.get("master") or ""), str(connection.get("deploy_mode") or "client")
 
     def execute(self, context: Any) -> dict[str, Any]:
         report_file = self.prepare(context)
@@ -382,6 +401,11 @@ class LakecoreJobOperator(SparkSubmitOperator):
     def _returncode(self) -> int | None:
         process = getattr(self._hook, "_submit_sp", None)
         return getattr(process, "returncode", None)
+
+
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[2]``, ...: the driver and the executors on the Airflow worker."""
+    return master.strip().startswith("local")
 
 
 def read_report(path: Path) -> dict[str, Any] | None:

@@ -52,7 +52,9 @@ def base_parser(job: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument("--report", help="write the JSON report here")
     parser.add_argument("--env", default=os.environ.get("LAKECORE_ENV", "local"),
                         help="maintenance settings: conf/maintenance-<env>.json")
-    parser.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
+    parser.add_argument("--master", default=None,
+                        help="Spark master; overrides spark-submit's --master (default: the master spark-submit "
+                             "was given, e.g. $SPARK_MASTER with spark-submit.sh; without one local[*])")
     parser.add_argument("--parallelism", type=int, default=None,
                         help="subtree tasks to aim for (default: 4 per executor core)")
     return parser
@@ -131,29 +133,54 @@ class JobReport:
 
 
 def spark_session(app_name: str, master: str | None = None) -> Any:
-    """The job's SparkSession. Workers must run this same Python (the venv), not the system's."""
+    """The job's SparkSession on the master spark-submit was given (``--master``, the properties
+    file), ``master`` when the job's own ``--master`` names one, else ``local[*]``.
+
+    Workers must run this same Python (the venv), not the system's. The driver binds to
+    loopback only in local mode: on a cluster the executors must reach it from other hosts.
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started us and its JVM
+    if not under_submit and is_local_master(master or "local[*]"):
+        # Only matters when pyspark launches the JVM itself (plain ``python jobs/x.py``).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name)
-    if master:
-        builder = builder.master(master)
-    elif "spark.master" not in _submit_conf():
-        builder = builder.master("local[*]")
-    spark = builder.getOrCreate()
+    submitted: dict[str, str] = {}
+    try:
+        submitted = _submit_conf()
+        builder = SparkSession.builder.appName(app_name)
+        if master:
+            builder = builder.master(master)
+        elif "spark.master" not in submitted:
+            builder = builder.master("local[*]")
+        spark = builder.getOrCreate()
+    except Exception as exc:  # no JVM, a master that never answers: one line, not a stack trace
+        from jobs.executor_errors import spark_unavailable
+
+        raise spark_unavailable(master or submitted.get("spark.master", "local[*]"), exc) from exc
     spark.sparkContext.setLogLevel(os.environ.get("LAKECORE_SPARK_LOG_LEVEL", "WARN"))
     return spark
 
 
-def _submit_conf() -> dict[str, str]:
-    try:
-        from pyspark import SparkConf
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[4]``, ``local[*,2]``, ``local-cluster[...]``: everything on this host."""
+    return master.strip().startswith("local")
 
-        return dict(SparkConf().getAll())
-    except Exception:
-        return {}
+
+def _submit_conf() -> dict[str, str]:
+    """The Spark settings spark-submit passed to this driver (``spark.master`` among them).
+
+    spark-submit hands them to the JVM it starts, as system properties; ``SparkConf()`` reads
+    them from there, so the gateway to that JVM must be up first: before it is, ``SparkConf()``
+    is empty and every job used to fall back to ``local[*]``, whatever ``--master`` said.
+    Without spark-submit this starts the JVM (the session then reuses it).
+    """
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return dict(SparkConf().getAll())
 
 
 class JobContext:

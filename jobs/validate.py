@@ -17,7 +17,9 @@ retained version (the unbroken run of root files that ends at the latest). The s
                 DataFrame of every node row, unless --no-expectations or the environment's
                 ``validate_ge_enabled`` is false
 
-A missing, unreadable or corrupt node file (the root included) is a violation, not a failure.
+A missing, unreadable or corrupt node file (the root included) is a violation, not a failure;
+a store that cannot be read (credentials, network, timeouts: ``StorageError``, on the driver or
+an executor) is a failure, exit 4, with no violations.
 Exit 0 when everything is clean, 1 (status ``failed``, with a one-line error) when a version has
 violations or an expectation fails. The
 JSON report lists the versions, counts, a capped list of violations and the expectation
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.common import EXIT_VIOLATIONS, JobContext, base_parser, run_job
+from jobs.executor_errors import executor_errors
 from lakecore.argparsing import ArgumentError
 from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionExpiredError
 from lakecore.humanize import plural
@@ -189,9 +192,11 @@ def _body(ctx: JobContext) -> None:
     works = merge_work(plans, deep=args.deep, rows=expectations_on)
     report.counts["subtree_tasks"] = len(works)
     results_rdd = None
+    # An executor that cannot read the store (no credentials, no route) fails the job with that
+    # StorageError (exit 4, retried), never with violations: it judged no file.
     try:
         with ctx.stage("check", f"check {len(works)} subtrees of {len(plans)} version(s)"
-                                f"{' with catalog checks' if args.deep else ''}"):
+                                f"{' with catalog checks' if args.deep else ''}"), executor_errors():
             results, results_rdd = _run_subtrees(ctx, works)
         with ctx.stage("combine", "combine the subtree results per version (driver)"):
             by_version: dict[int, list[SubtreeResult]] = {}
@@ -205,7 +210,7 @@ def _body(ctx: JobContext) -> None:
             from jobs.expectations import run_expectations
 
             lakehouse_def = plans[0].lakehouse_def
-            with ctx.stage("expectations", "great-expectations suite over every node row"):
+            with ctx.stage("expectations", "great-expectations suite over every node row"), executor_errors():
                 rows = _rows_dataframe(ctx, plans, results_rdd)
                 expectations = run_expectations(
                     rows,

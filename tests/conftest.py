@@ -2,6 +2,10 @@
 
 Storage/S3: ``s3_server`` runs moto's S3 server (a real HTTP server on 127.0.0.1, no mock
 decorators) for the whole session and hands out fresh, unique lakehouse roots in one bucket.
+
+Spark cluster: ``spark_cluster`` runs a Spark standalone master and two small workers on
+127.0.0.1 (``tests/spark_cluster.py``) for the whole session, shared by every test that submits
+to a cluster. This file is also loaded by the Airflow venv's pytest: standard library only here.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from functools import wraps
 from typing import Any
 
 import pytest
+
+from tests.spark_cluster import StandaloneCluster, cluster_session
 
 S3_TEST_BUCKET = "lakecore-test"
 S3_TEST_REGION = "us-east-1"
@@ -87,3 +93,8 @@ def s3_server() -> Iterator[S3TestServer]:
             yield s3
         finally:
             server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    yield from cluster_session(tmp_path_factory.mktemp("spark-cluster"))

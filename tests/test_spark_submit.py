@@ -107,3 +107,47 @@ def test_bad_arguments_exit_2_with_one_line_on_stderr(tmp_path: Path) -> None:
 def test_wrapper_is_valid_bash() -> None:
     assert os.access(WRAPPER, os.X_OK)
     assert _run(["bash", "-n", str(WRAPPER)]).returncode == 0
+
+
+@pytest.mark.parametrize(("master", "deploy_mode", "message"), [
+    ("local[2]", None, "--cluster needs a cluster master, not 'local[2]': run without --cluster for local mode"),
+    ("spark://h:7077", "cluster", "a standalone master (spark://) cannot run Python applications in cluster deploy mode"),
+    ("mesos://h:5050", None, "SPARK_MASTER 'mesos://h:5050' is not a Spark master URL"),
+    ("spark:/h:7077", None, "SPARK_MASTER 'spark:/h:7077' is not a Spark master URL"),
+    ("yarn", "sideways", "LAKECORE_DEPLOY_MODE must be client or cluster, not 'sideways'"),
+    ("yarn", None, "SPARK_MASTER=yarn needs HADOOP_CONF_DIR or YARN_CONF_DIR"),
+    ("k8s://https://api:443", None, "Kubernetes cluster deploy mode uploads the job file and the archive"),
+])
+def test_cluster_mode_refuses_what_the_master_cannot_run(master: str, deploy_mode: str | None, message: str) -> None:
+    # Refused before anything is packed or started: exit 2, one line.
+    done = _run([str(WRAPPER), "--cluster", "validate", "--lakehouse", "s3://bucket/lake"],
+                env=_env(SPARK_MASTER=master, LAKECORE_DEPLOY_MODE=deploy_mode, HADOOP_CONF_DIR=None,
+                         YARN_CONF_DIR=None, LAKECORE_SPARK_ARGS=None))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"spark-submit.sh: {message}"), done.stderr
+
+
+def test_driver_binds_to_loopback_in_local_mode_only(tmp_path: Path) -> None:
+    """With SPARK_MASTER naming a cluster the wrapper passes it as --master and leaves the
+    driver's address to Spark (executors on other hosts connect back to it); in local mode it
+    binds the driver to 127.0.0.1. (--cluster without SPARK_HOME or PYSPARK_* is covered by
+    tests/cluster, which submits that way.)"""
+    # A stand-in spark-submit records what it was given instead of starting a JVM.
+    record = tmp_path / "record"
+    stub = tmp_path / "spark-submit"
+    stub.write_text(f'#!/bin/sh\necho "SPARK_LOCAL_IP=${{SPARK_LOCAL_IP:-}}" > {record}\necho "$@" >> {record}\n')
+    stub.chmod(0o755)
+    env = _env(SPARK_LOCAL_IP=None, SPARK_MASTER="spark://10.0.0.5:7077", SPARK_SUBMIT=str(stub))
+    done = _run([str(WRAPPER), "validate", "--lakehouse", "s3://bucket/lake"], env=env)
+    assert done.returncode == 0, done.stderr
+    address, argv = record.read_text().splitlines()
+    assert address == "SPARK_LOCAL_IP="
+    assert "--master spark://10.0.0.5:7077" in argv
+    assert f"spark.executorEnv.PYTHONPATH={REPO}" in argv  # the executors import the checkout
+    assert "bindAddress" not in argv and "bindAddress" not in (REPO / "conf" / "spark-defaults.conf").read_text()
+    done = _run([str(WRAPPER), "validate", "--lakehouse", "s3://bucket/lake"], env={**env, "SPARK_MASTER": ""})
+    assert done.returncode == 0, done.stderr
+    address, argv = record.read_text().splitlines()
+    assert address == "SPARK_LOCAL_IP=127.0.0.1"
+    assert "--master" not in argv.split()  # local[*] from conf/spark-defaults.conf

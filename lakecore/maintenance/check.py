@@ -5,6 +5,8 @@ executors, plus one for the top of the tree on the driver) and the tests. It rep
 violation it finds instead of stopping at the first, and it never follows a pointer it cannot
 trust: a missing, unreadable, foreign or escaping node is one violation and its subtree is
 skipped; a node reached twice (a cycle or a shared subtree) is reported and not entered again.
+A ``StorageError`` (the store could not be asked: credentials, network, a timeout) is not a
+violation: it propagates, so the check fails instead of judging files it could not read.
 
 Rules checked at each node (``low`` and ``high`` are the exclusive key bounds inherited from
 the ancestors; a message or key outside them would be invisible to merge-on-read):
@@ -24,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lakecore import keys as K
-from lakecore.errors import LakecoreError
+from lakecore.errors import LakecoreError, StorageError
 from lakecore.locations import check_relative_path, is_full_uri
 from lakecore.node import Node
 from lakecore.tree.shape import TreeShape
@@ -127,6 +129,11 @@ class TreeChecker:
     def _load(self, location: str, report: CheckReport) -> tuple[Node | None, int]:
         try:
             node, size = self.store.load_sized(location)
+        except StorageError:
+            # The store failed (network, credentials, permissions, a timeout), not the file:
+            # that is no verdict on the lakehouse. The caller fails (exit 4, retried) instead
+            # of reporting a violation that would send an operator off to repair it.
+            raise
         except LakecoreError as exc:
             report.violations.append(Violation(location, "unreadable-node", " ".join(str(exc).split())))
             return None, 0

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from lakecore import keys as K
 from lakecore.defs import LakehouseDef, decode_namespace_def, decode_table_def
-from lakecore.errors import InvalidLocationError, LakecoreError
+from lakecore.errors import InvalidLocationError, LakecoreError, StorageError
 from lakecore.locations import check_relative_path, external_root_for, is_full_uri
 from lakecore.maintenance.check import CheckReport, TreeChecker, VersionCheck, Violation
 from lakecore.maintenance.partition import SubtreeTask, TreeCut, cut_tree
@@ -130,6 +130,8 @@ def subtree_node_rows(store: NodeStore, task: SubtreeTask, max_depth: int) -> li
         seen.add(location)
         try:
             node = store.load(location)
+        except StorageError:
+            raise  # the store failed, not the file: no verdict (see check.py)
         except LakecoreError:
             continue
         rows.extend(node_rows(node, location, depth, store.order))
@@ -185,6 +187,8 @@ def check_catalog_entry(key: str, location: str, lakehouse_def: Any, read: Calla
         return EntryCheck((Violation(key, "key-shape", str(exc)),))
     try:
         data = read(location)
+    except StorageError:
+        raise  # the store failed, not the file: no verdict (see check.py)
     except LakecoreError as exc:
         return EntryCheck((Violation(location, "definition-missing", f"key {key.rstrip()!r}: {exc}"),))
     namespace: str | None = None
@@ -325,6 +329,8 @@ class VersionPlan:
 def _robust_cut(store: NodeStore, root: Node, root_location: str, target: int, max_depth: int) -> tuple[TreeCut, str | None]:
     try:
         return cut_tree(store, root, root_location, max(1, target), max_depth), None
+    except StorageError:
+        raise  # the store failed, not the file: no verdict (see check.py)
     except LakecoreError as exc:
         # A node of the top is missing or corrupt: cut right below the root instead; the
         # subtree check of that node reports it.
@@ -416,6 +422,8 @@ def plan_version(
         try:
             items, plan.overlays = resolve_top(root, top, seen)
             plan.top_catalog = check_catalog_items(items, lakehouse_def, location_reader(storage, plan.external_roots))
+        except StorageError:
+            raise  # the store failed, not the file: no verdict (see check.py)
         except LakecoreError as exc:
             plan.catalog_error = " ".join(str(exc).split())
     return plan
@@ -489,6 +497,8 @@ def run_subtree_work(storage: Storage, work: SubtreeWork, store: NodeStore | Non
     if work.deep and work.overlays:
         try:
             base = dict(scan(store, store.load(task.location)))
+        except StorageError:
+            raise  # the store failed, not the file: no verdict (see check.py)
         except LakecoreError as exc:
             result.catalog_error = " ".join(str(exc).split())
             return result

@@ -319,7 +319,7 @@ def test_operator_violations_fail_without_retry(common: Any, tmp_path: Path, mon
                                   "details": {"violations": ["v3 0000/x.arrow: [unreadable-node] missing"]}})
     op = _operator(common, tmp_path)
     context = _context()
-    with pytest.raises(AirflowFailException, match=r"exit 1 \(violations found\).*unreadable-node.*stops here"):
+    with pytest.raises(AirflowFailException, match=r"exit 1 \(a check found violations\).*unreadable-node.*stops here"):
         op.execute(context)
     assert context["ti"].pushed["report"]["status"] == "failed"  # the report still reaches XCom
 
@@ -364,3 +364,39 @@ def test_operator_rejects_unknown_job(common: Any, tmp_path: Path) -> None:
 
     with pytest.raises(AirflowFailException, match="unknown lakecore job"):
         _operator(common, tmp_path, job="vacuum").execute(_context())
+
+
+@pytest.mark.parametrize("master", ["local[2]", "spark://10.0.0.5:7077"])
+def test_operator_binds_the_driver_to_loopback_in_local_mode_only(
+    common: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, master: str
+) -> None:
+    host, _, port = master.removeprefix("spark://").partition(":")
+    conn: dict[str, Any] = {"conn_type": "spark", "host": master if master.startswith("local") else f"spark://{host}"}
+    if port:
+        conn["port"] = int(port)
+    monkeypatch.setenv("AIRFLOW_CONN_LAKECORE_SPARK", json.dumps(conn))
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    calls = _fake_submit(monkeypatch, 0, {"job": "validate", "status": "ok", "counts": {"violations": 0}})
+    op = _operator(common, tmp_path)
+    op.execute(_context())
+    (submitted,) = calls
+    assert op.spark_master() == (master, "client")
+    if master.startswith("local"):
+        assert submitted.env_vars["SPARK_LOCAL_IP"] == "127.0.0.1"
+        assert "spark.executorEnv.PYTHONPATH" not in submitted.conf
+    else:  # executors on other hosts must reach the driver, and import the checkout
+        assert "SPARK_LOCAL_IP" not in submitted.env_vars
+        assert submitted.conf["spark.executorEnv.PYTHONPATH"] == str(REPO_ROOT)
+
+
+def test_operator_refuses_cluster_deploy_mode_on_a_standalone_master(
+    common: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    monkeypatch.setenv("AIRFLOW_CONN_LAKECORE_SPARK", json.dumps(
+        {"conn_type": "spark", "host": "spark://10.0.0.5", "port": 7077, "extra": {"deploy-mode": "cluster"}}))
+    calls = _fake_submit(monkeypatch, 0, None)
+    with pytest.raises(AirflowFailException, match="cannot run Python applications"):
+        _operator(common, tmp_path).execute(_context())
+    assert calls == []

@@ -5,9 +5,13 @@ node file, so its first validation fails and nothing else runs on it, while ``go
 on. Then the repair DAG rolls ``bad`` back to its last valid version.
 
 Airflow runs from this venv with AIRFLOW_HOME in a temporary folder (sqlite, ``db migrate``
-first); the jobs run with the project venv's spark-submit on ``local[2]`` (the connection comes
-from AIRFLOW_CONN_LAKECORE_SPARK), the lakehouse list from AIRFLOW_VAR_LAKECORE_LAKEHOUSES.
-The validations skip the great-expectations suite (``job_args``) to keep the run short.
+first); the jobs run with the project venv's spark-submit on the session's Spark standalone
+cluster (``spark_cluster``: a master and two workers on 127.0.0.1; the connection
+AIRFLOW_CONN_LAKECORE_SPARK names the master), the lakehouse list from
+AIRFLOW_VAR_LAKECORE_LAKEHOUSES. Every application writes its event log (``SPARK_SUBMIT_OPTS``),
+from which, with the master's JSON API, the tests check that the jobs ran on the cluster with
+tasks on its executors. The validations skip the great-expectations suite (``job_args``) to
+keep the run short.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 import pytest
 
 from tests.airflow.conftest import DAGS_FOLDER, REPO_ROOT
+from tests.spark_cluster import StandaloneCluster, non_loopback_address, read_event_logs
 
 AIRFLOW = Path(sys.executable).parent / "airflow"
 PROJECT_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
@@ -82,16 +87,26 @@ def _fsck(lake: Path, *options: str) -> subprocess.CompletedProcess[str]:
 class Airflow:
     """The airflow CLI of this venv with its own AIRFLOW_HOME, and a look into its database."""
 
-    def __init__(self, base: Path, lakehouses: list[dict[str, Any]]) -> None:
+    def __init__(self, base: Path, lakehouses: list[dict[str, Any]], cluster: StandaloneCluster) -> None:
         self.home = base / "airflow-home"
         self.reports = base / "reports"
         self.logs = base
+        self.events = base / "spark-events"
+        self.events.mkdir(exist_ok=True)
+        # The worker's own address settings must not decide where the driver binds: the
+        # operator does (loopback in local mode only).
+        inherited = {k: v for k, v in os.environ.items() if k not in ("SPARK_LOCAL_IP", "SPARK_MASTER")}
         self.env = {
-            **os.environ,
+            **inherited,
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW_CONN_LAKECORE_SPARK": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            "AIRFLOW_CONN_LAKECORE_SPARK": json.dumps(
+                {"conn_type": "spark", "host": f"spark://{cluster.host}", "port": cluster.master_port}),
+            # Event logs of every application the DAG runs submit, as JVM system properties of
+            # spark-submit (SparkConf reads spark.* system properties).
+            "SPARK_SUBMIT_OPTS": f"-Dspark.eventLog.enabled=true -Dspark.eventLog.compress=false "
+                                 f"-Dspark.eventLog.dir=file://{self.events}",
             "AIRFLOW_VAR_LAKECORE_LAKEHOUSES": json.dumps({"lakehouses": lakehouses}),
             "AIRFLOW_VAR_LAKECORE_ROOT": str(REPO_ROOT),
             "AIRFLOW_VAR_LAKECORE_REPORTS_DIR": str(self.reports),
@@ -148,13 +163,13 @@ def lakes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def maintenance(lakes: dict[str, Any]) -> dict[str, Any]:
-    """One maintenance run over both lakehouses."""
+def maintenance(lakes: dict[str, Any], spark_cluster: StandaloneCluster) -> dict[str, Any]:
+    """One maintenance run over both lakehouses, on the standalone cluster."""
     quick = {"validate": ["--no-expectations"]}
     airflow = Airflow(lakes["base"], [
         {"name": "good", "uri": str(lakes["good"]), "job_args": {**quick, "flush": ["--fill", "0.0"]}},
         {"name": "bad", "uri": str(lakes["bad"]), "job_args": quick},
-    ])
+    ], spark_cluster)
     migrate = airflow.run("db-migrate", "db", "migrate")
     assert migrate.returncode == 0, _tail(migrate.stdout)
     logical = dt.datetime.now(dt.UTC).replace(microsecond=0)
@@ -162,7 +177,33 @@ def maintenance(lakes: dict[str, Any]) -> dict[str, Any]:
     runs = airflow.query("select run_id, state from dag_run where dag_id = 'lakecore_maintenance'")
     assert len(runs) == 1, _tail(result.stdout)
     return {"airflow": airflow, "result": result, "logical": logical, "run_id": runs[0][0], "state": runs[0][1],
-            **lakes}
+            "cluster": spark_cluster, **lakes}
+
+
+def test_the_jobs_ran_on_the_standalone_cluster(maintenance: dict[str, Any]) -> None:
+    """Every Spark application of the run (the good lakehouse's five steps, the bad one's first
+    validation) ran on the connection's master, with executors on the workers and no task on
+    the driver. gc always shares out work (the listing of 4096 hash directories), and so do
+    the validations of the deeper trees (the bad lakehouse, the good one after its flush); the
+    good lakehouse's first validation and its flush have a tree too small to split."""
+    airflow: Airflow = maintenance["airflow"]
+    cluster: StandaloneCluster = maintenance["cluster"]
+    apps = read_event_logs(airflow.events)
+    names = [app.spark_properties.get("spark.app.name", "") for app in apps]
+    assert sorted(names) == sorted(["lakecore validate"] * 3 + ["lakecore flush", "lakecore compact-versions",
+                                                                 "lakecore gc"]), names
+    for app in apps:
+        assert app.spark_properties.get("spark.master") == cluster.url
+        assert cluster.completed_app(app.app_id)["state"] == "FINISHED"
+        assert app.executors and set(app.executors.values()) == {cluster.host}, app.executors
+        assert set(app.tasks_by_executor) <= set(app.executors)  # no task on the driver
+        assert app.failed_tasks == 0
+        if non_loopback_address() is not None:
+            assert app.spark_properties.get("spark.driver.host") != "127.0.0.1"
+    tasks = {name: 0 for name in names}
+    for name, app in zip(names, apps, strict=True):
+        tasks[name] += app.tasks
+    assert tasks["lakecore gc"] > 0 and tasks["lakecore validate"] > 0, tasks
 
 
 def test_good_lakehouse_is_maintained(maintenance: dict[str, Any]) -> None:
@@ -210,7 +251,7 @@ def test_bad_lakehouse_stops_at_the_first_validation(maintenance: dict[str, Any]
     assert maintenance["result"].returncode != 0
     # failed loudly: the violation and "not retried" are in the task's error
     log = maintenance["result"].stdout
-    assert "violations found" in log and "unreadable-node" in log and "not retried" in log
+    assert "a check found violations" in log and "unreadable-node" in log and "not retried" in log
     report = airflow.xcom("lakecore_maintenance", "maintain.validate_before", 1, key="report")
     assert report["job"] == "validate" and report["exit_code"] == 1 and report["status"] != "ok", report
     assert report["counts"]["violations"] >= 1
