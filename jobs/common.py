@@ -451,8 +451,8 @@ def _print_summary(report: JobReport) -> None:
     print(head + versions)
     for line in report.summary:
         print(f"  {line}")
-    if report.status == "noop" and report.details.get("noop_reason"):
-        print(f"  nothing to do: {report.details['noop_reason']}")
+    if report.status == "noop" and report.details.get("noop_reason") and not report.summary:
+        print(f"  nothing to do: {report.details['noop_reason']}; nothing committed")
     if report.counts:
         print("  " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sorted(report.counts.items())))
     if report.bytes:
