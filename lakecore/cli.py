@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakecore.argparsing import OneLineArgumentParser
 from lakecore.cliargs import (
@@ -32,14 +32,16 @@ from lakecore.errors import (
     CorruptFileError,
     ExitCode,
     InvalidArgumentError,
+    InvalidLocationError,
     LakecoreError,
     NotFoundError,
     TreeStructureError,
     exit_code_help,
 )
-from lakecore.history import display_name
-from lakecore.lakehouse import ExportMode
 from lakecore.lookup import cli as lookup_cli
+
+if TYPE_CHECKING:
+    from lakecore.lakehouse import ExportMode
 
 EXIT_OK = ExitCode.OK
 EXIT_VIOLATIONS = ExitCode.VIOLATIONS
@@ -143,6 +145,8 @@ def cmd_namespace(args: argparse.Namespace) -> int:
 
 def cmd_table(args: argparse.Namespace) -> int:
     from google.protobuf.json_format import MessageToDict
+
+    from lakecore.history import display_name  # deferred: --help stays cheap
 
     if args.action == "list":
         view = open_view(args)
@@ -480,30 +484,36 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
 def cmd_fsck(args: argparse.Namespace) -> int:
     from lakecore.fsck import check_version, unreadable_version
+    from lakecore.locations import root_node_file_name
     from lakecore.progress import Progress
     from lakecore.storage import Storage
-    from lakecore.view import list_versions, open_version
+    from lakecore.view import open_version, root_file_versions
 
     uri = lakehouse_uri(args)
     options = storage_options_of(args)
+    storage = Storage(uri, options)
     if args.all:
         # Every root file, readable or not: a damaged version is a finding, not a crash.
-        versions = [(info.version, info.error) for info in list_versions(Storage(uri, options))]
+        versions = sorted(root_file_versions(storage), reverse=True)
     else:
         chosen = resolve_version(args)
-        versions = [(chosen if chosen is not None else open_lakehouse(args).version, None)]
+        versions = [chosen if chosen is not None else open_lakehouse(args).version]
     results = []
     with Progress("fsck", len(versions)) as progress:
-        for version, error in versions:
-            if error is not None:
-                results.append(unreadable_version(version, error))
-            else:
-                try:
-                    view = open_version(uri, version, storage_options=options)
-                except (CorruptFileError, TreeStructureError) as exc:
+        for version in versions:
+            try:
+                view = open_version(uri, version, storage_options=options)
+            except NotFoundError as exc:
+                if not args.all:
+                    raise
+                if storage.exists(root_node_file_name(version)):  # its definition is missing
                     results.append(unreadable_version(version, exc.one_line()))
-                else:
-                    results.append(check_version(view, deep=args.deep))
+                progress.advance()  # else: expired since the listing
+                continue
+            except (CorruptFileError, TreeStructureError, InvalidLocationError) as exc:
+                results.append(unreadable_version(version, exc.one_line()))
+            else:
+                results.append(check_version(view, deep=args.deep))
             progress.advance()
     bad = [r for r in results if not r.ok]
     lines = [f"checked {len(results)} version(s), {sum(r.report.nodes_checked for r in results)} nodes: "

@@ -14,12 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakecore.errors import InvalidArgumentError
-from lakecore.lakehouse import Lakehouse
-from lakecore.storage import parse_storage_options
-from lakecore.view import LakehouseView
+
+if TYPE_CHECKING:
+    from lakecore.lakehouse import Lakehouse
+    from lakecore.view import LakehouseView
 
 
 def key_value(text: str) -> tuple[str, str]:
@@ -32,6 +33,8 @@ def key_value(text: str) -> tuple[str, str]:
 
 def storage_options_of(args: argparse.Namespace) -> dict[str, Any]:
     """The ``--storage-option`` values as storage options. Raises InvalidArgumentError."""
+    from lakecore.storage import parse_storage_options  # deferred: --help stays cheap
+
     return parse_storage_options(getattr(args, "storage_option", None) or [])
 
 
@@ -46,6 +49,8 @@ def lakehouse_uri(args: argparse.Namespace) -> str:
 def open_lakehouse(args: argparse.Namespace) -> Lakehouse:
     """The named lakehouse at its latest version. Raises NotFoundError, DamagedLakehouseError,
     InvalidArgumentError, StorageError."""
+    from lakecore.lakehouse import Lakehouse  # deferred: --help and --version stay cheap
+
     return Lakehouse.open(lakehouse_uri(args), storage_options=storage_options_of(args))
 
 

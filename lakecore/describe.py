@@ -58,16 +58,7 @@ def describe(view: LakehouseView, entries: list[HistoryEntry], *, files: bool = 
         "now_millis": now,
         "read_only": view.read_only_reason,
         "definition": {
-            "name": d.name,
-            "order": d.order,
-            "namespace_name_max_size_bytes": d.namespace_name_max_size_bytes,
-            "table_name_max_size_bytes": d.table_name_max_size_bytes,
-            "file_name_max_size_bytes": d.file_name_max_size_bytes,
-            "node_file_max_size_bytes": d.node_file_max_size_bytes,
-            "maximum_version_age_millis": d.maximum_version_age_millis,
-            "minimum_versions_to_keep": d.minimum_versions_to_keep,
-            "maximum_version_age_millis_overrides": {str(k): v for k, v in
-                                                     sorted(d.maximum_version_age_millis_overrides.items())},
+            **{k: v for k, v in d.as_dict().items() if k not in ("major_version", "exported_snapshots")},
             "properties": {k: v for k, v in sorted(d.properties.items()) if not k.startswith("lakecore.exports.")},
         },
         "exports": [e.__dict__ for e in view.list_exports()],

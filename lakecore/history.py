@@ -90,21 +90,6 @@ def message_dict(message: Any) -> dict[str, Any]:
     return data
 
 
-def lakehouse_def_dict(definition: LakehouseDef) -> dict[str, Any]:
-    return {
-        "name": definition.name,
-        "order": definition.order,
-        "maximum_version_age_millis": definition.maximum_version_age_millis,
-        "minimum_versions_to_keep": definition.minimum_versions_to_keep,
-        "maximum_version_age_millis_overrides": {str(k): v for k, v in
-                                                 sorted(definition.maximum_version_age_millis_overrides.items())},
-        "exported_snapshots": dict(sorted(definition.exported_snapshots.items())),
-        "properties": dict(sorted(definition.properties.items())),
-        "node_file_max_size_bytes": definition.node_file_max_size_bytes,
-        "file_name_max_size_bytes": definition.file_name_max_size_bytes,
-    }
-
-
 # -- catalog differences ---------------------------------------------------------------------------
 
 
@@ -239,7 +224,7 @@ def _same_tree(a: LakehouseView, b: LakehouseView) -> bool:
 
 def _definition_summary(before: LakehouseDef, after: LakehouseDef) -> tuple[str, str, list[dict[str, Any]]]:
     """(operation, summary, field changes) of a definition change."""
-    fields = field_changes(lakehouse_def_dict(before), lakehouse_def_dict(after))
+    fields = field_changes(before.as_dict(), after.as_dict())
     added = sorted(set(after.exported_snapshots) - set(before.exported_snapshots))
     dropped = sorted(set(before.exported_snapshots) - set(after.exported_snapshots))
     pins_after, pins_before = export_pins(after), export_pins(before)
@@ -410,4 +395,4 @@ def _describe(entry: HistoryEntry, info: VersionInfo, view: LakehouseView, view_
 
 
 __all__ = ["HistoryEntry", "ObjectChange", "catalog_diff", "catalog_items", "display_name", "field_changes",
-           "history", "lakehouse_def_dict", "message_dict", "summarize_changes"]
+           "history", "message_dict", "summarize_changes"]

@@ -164,6 +164,17 @@ class VersionInfo:
         }
 
 
+def root_file_versions(storage: Storage) -> list[int]:
+    """The versions whose root file exists, ascending: one listing of the top level, probed
+    upward for commits that landed since. NotFoundError when there is none."""
+    listed = list_root_versions(storage)
+    if not listed:
+        raise NotFoundError(
+            f"no lakehouse at {storage.root_uri}: no root node file found (create one with `lakecore init`)"
+        )
+    return sorted(set(listed) | set(range(listed[-1], probe_up(storage, listed[-1]) + 1)))
+
+
 def list_versions(storage: Storage) -> list[VersionInfo]:
     """Every version whose root file exists, newest first, readable or not.
 
@@ -172,24 +183,15 @@ def list_versions(storage: Storage) -> list[VersionInfo]:
     from walking ``previous_root``: after version compaction an exported, pinned version stands
     alone below a gap, and it is retained all the same. Exports pin versions through the
     definition of the newest readable version."""
-    listed = list_root_versions(storage)
-    if not listed:
-        raise NotFoundError(
-            f"no lakehouse at {storage.root_uri}: no root node file found (create one with `lakecore init`)"
-        )
-    top = probe_up(storage, listed[-1])
-    versions = sorted(set(listed) | set(range(listed[-1], top + 1)), reverse=True)
+    listed = root_file_versions(storage)
     infos: list[VersionInfo] = []
     pins: dict[int, list[str]] | None = None
-    for version in versions:
+    for version in sorted(listed, reverse=True):
         path = root_node_file_name(version)
         try:
-            data = storage.read(path)
-            info = decode_root(data, version, storage.uri(path))
-            lakehouse_def = read_lakehouse_def(storage, info.lakehouse_def_path)
-            decode_root(data, version, storage.uri(path), lakehouse_def.order)
+            info, lakehouse_def = read_root_and_def(storage, version)
         except NotFoundError as exc:
-            if version in listed and storage.exists(path):
+            if storage.exists(path):
                 infos.append(VersionInfo(version, None, None, None, None, None, "unreadable", (), exc.one_line()))
             continue  # expired between the listing and the read
         except (CorruptFileError, InvalidLocationError) as exc:

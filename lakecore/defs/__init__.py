@@ -73,6 +73,25 @@ class LakehouseDef:
         # MappingProxyType does not pickle; rebuild from the wire form (it travels to executors).
         return (LakehouseDef.from_bytes, (self.to_bytes(), "<pickled lakehouse def>"))
 
+    def as_dict(self) -> dict[str, Any]:
+        """Every field as plain JSON-able data: maps sorted, version keys as strings."""
+        return {
+            "name": self.name,
+            "major_version": self.major_version,
+            "order": self.order,
+            "namespace_name_max_size_bytes": self.namespace_name_max_size_bytes,
+            "table_name_max_size_bytes": self.table_name_max_size_bytes,
+            "file_name_max_size_bytes": self.file_name_max_size_bytes,
+            "node_file_max_size_bytes": self.node_file_max_size_bytes,
+            "maximum_version_age_millis": self.maximum_version_age_millis,
+            "minimum_versions_to_keep": self.minimum_versions_to_keep,
+            "maximum_version_age_millis_overrides": {
+                str(k): v for k, v in sorted(self.maximum_version_age_millis_overrides.items())
+            },
+            "exported_snapshots": dict(sorted(self.exported_snapshots.items())),
+            "properties": dict(sorted(self.properties.items())),
+        }
+
     @property
     def key_table_estimate_bytes(self) -> int:
         """FORMAT.md section 3: N * (ns max + table max + file max + 5)."""

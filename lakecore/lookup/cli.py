@@ -5,15 +5,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakecore.cliargs import add_version_options, emit, open_view, resolve_version
 from lakecore.errors import ExitCode, InvalidArgumentError
-from lakecore.history import catalog_diff
-from lakecore.lookup.cache import VersionCache, diff_versions
+
+if TYPE_CHECKING:
+    from lakecore.lookup.cache import VersionCache
 
 
 def _cache(args: argparse.Namespace) -> VersionCache:
+    from lakecore.lookup.cache import (
+        VersionCache,  # deferred: the command line's --help stays cheap
+    )
+
     return VersionCache(args.cache_dir, max_bytes=args.cache_max_bytes) if args.cache_dir else VersionCache(
         max_bytes=args.cache_max_bytes)
 
@@ -77,6 +82,9 @@ def _value(value: Any) -> str:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from lakecore.history import catalog_diff
+    from lakecore.lookup.cache import diff_versions
+
     cache = _cache(args)
     old = open_view(args, args.old)
     new = open_view(args, args.new)
