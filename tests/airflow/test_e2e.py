@@ -195,7 +195,11 @@ def test_the_jobs_ran_on_the_standalone_cluster(maintenance: dict[str, Any]) -> 
     for app in apps:
         assert app.spark_properties.get("spark.master") == cluster.url
         assert cluster.completed_app(app.app_id)["state"] == "FINISHED"
-        assert app.executors and set(app.executors.values()) == {cluster.host}, app.executors
+        # An application with no task to share out (a tree too small to split) may finish before
+        # its executors register; one that ran tasks must have had them, all on the workers.
+        if app.tasks:
+            assert app.executors, app
+        assert set(app.executors.values()) <= {cluster.host}, app.executors
         assert set(app.tasks_by_executor) <= set(app.executors)  # no task on the driver
         assert app.failed_tasks == 0
         if non_loopback_address() is not None:
