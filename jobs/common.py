@@ -37,6 +37,8 @@ EXIT_CONFLICT = ExitCode.CONFLICT
 EXIT_FAILURE = ExitCode.FAILURE
 
 SAMPLE_LIMIT = 50
+# Spark's own variable for a Spark Connect endpoint (sc://host:port), honoured like --remote.
+REMOTE_VARIABLE = "SPARK_REMOTE"
 # Set by spark-submit.sh for its check of the arguments before the JVM starts.
 PARSE_ONLY_VARIABLE = "LAKECORE_PARSE_ONLY"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -52,9 +54,13 @@ def base_parser(job: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument("--report", help="write the JSON report here")
     parser.add_argument("--env", default=os.environ.get("LAKECORE_ENV", "local"),
                         help="maintenance settings: conf/maintenance-<env>.json")
-    parser.add_argument("--master", default=None,
-                        help="Spark master; overrides spark-submit's --master (default: the master spark-submit "
-                             "was given, e.g. $SPARK_MASTER with spark-submit.sh; without one local[*])")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--master", default=None,
+                       help="Spark master; overrides spark-submit's --master (default: the master spark-submit "
+                            "was given, e.g. $SPARK_MASTER with spark-submit.sh; without one local[*])")
+    where.add_argument("--remote", default=None, metavar="sc://HOST:PORT",
+                       help=f"run on this Spark Connect endpoint instead of a local JVM (default: ${REMOTE_VARIABLE} "
+                            "when set); the endpoint's Python must have lakecore's dependencies")
     parser.add_argument("--parallelism", type=int, default=None,
                         help="subtree tasks to aim for (default: 4 per executor core)")
     return parser
@@ -132,13 +138,17 @@ class JobReport:
 # -- Spark -----------------------------------------------------------------------------------------
 
 
-def spark_session(app_name: str, master: str | None = None) -> Any:
-    """The job's SparkSession on the master spark-submit was given (``--master``, the properties
-    file), ``master`` when the job's own ``--master`` names one, else ``local[*]``.
+def spark_session(app_name: str, master: str | None = None, remote: str | None = None) -> Any:
+    """The job's SparkSession: a Spark Connect session when ``remote`` (``--remote``,
+    ``$SPARK_REMOTE``) names an endpoint, else a classic one on the master spark-submit was
+    given (``--master``, the properties file), ``master`` when the job's own ``--master`` names
+    one, else ``local[*]``.
 
     Workers must run this same Python (the venv), not the system's. The driver binds to
     loopback only in local mode: on a cluster the executors must reach it from other hosts.
     """
+    if remote:
+        return connect_session(app_name, remote)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started us and its JVM
@@ -164,6 +174,30 @@ def spark_session(app_name: str, master: str | None = None) -> Any:
     return spark
 
 
+def connect_session(app_name: str, remote: str) -> Any:
+    """A Spark Connect session on ``remote`` (no local JVM). The first request proves the
+    endpoint answers, so that a wrong address is one line here, not a gRPC trace later."""
+    if not remote.startswith("sc://"):
+        raise ArgumentError(f"--remote {remote!r} is not a Spark Connect address (sc://HOST:PORT)")
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError as exc:  # the [spark] extra brings the Connect client's packages
+        raise ArgumentError(f"--remote needs the Spark Connect client ({exc}); install lakecore[spark]") from None
+    try:
+        spark = ConnectSession.builder.remote(remote).appName(app_name).getOrCreate()
+        spark.range(1).collect()
+    except Exception as exc:
+        from jobs.executor_errors import spark_unavailable
+
+        raise spark_unavailable(remote, exc) from exc
+    return spark
+
+
+def is_connect(spark: Any) -> bool:
+    """True for a Spark Connect session (it has no SparkContext and no RDDs)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def is_local_master(master: str) -> bool:
     """``local``, ``local[4]``, ``local[*,2]``, ``local-cluster[...]``: everything on this host."""
     return master.strip().startswith("local")
@@ -184,7 +218,12 @@ def _submit_conf() -> dict[str, str]:
 
 
 class JobContext:
-    """The open lakehouse's storage, Spark (created on first use) and stage timing."""
+    """The open lakehouse's storage, Spark (created on first use) and stage timing.
+
+    Everything here works on a classic session and on a Spark Connect one alike: stages are
+    tagged with ``addTag`` (Connect's job groups) and the Spark UI's description is set where a
+    SparkContext exists; the parallelism comes from the SparkContext or, through Connect, from
+    how the endpoint splits a range (its default parallelism)."""
 
     def __init__(self, job: str, args: argparse.Namespace, report: JobReport, spark: Any = None) -> None:
         self.job = job
@@ -192,43 +231,77 @@ class JobContext:
         self.report = report
         self.storage = Storage(args.lakehouse, storage_options(args))
         self.settings = load_settings(args.env)
+        self.remote: str | None = getattr(args, "remote", None) or os.environ.get(REMOTE_VARIABLE) or None
+        if getattr(args, "master", None):
+            self.remote = None  # an explicit --master wins over the environment's endpoint
         self._spark = spark
         self.owns_spark = False  # True once this job made its own SparkSession
         self._group = f"lakecore-{job}-{uuid.uuid4().hex[:8]}"
+        self._default_parallelism: int | None = None
 
     @property
     def spark(self) -> Any:
         if self._spark is None:
-            self._spark = spark_session(f"lakecore {self.job}", self.args.master)
+            self._spark = spark_session(f"lakecore {self.job}", self.args.master, self.remote)
             self.owns_spark = True
         return self._spark
 
     @property
-    def sc(self) -> Any:
-        return self.spark.sparkContext
+    def connect(self) -> bool:
+        return is_connect(self.spark)
+
+    @property
+    def default_parallelism(self) -> int:
+        """The session's default parallelism (its executors' cores)."""
+        if self._default_parallelism is None:
+            if not self.connect:
+                self._default_parallelism = max(1, int(self.spark.sparkContext.defaultParallelism))
+            else:
+                from pyspark.sql import functions as F
+
+                # A range without a partition count is split by the default parallelism.
+                top = self.spark.range(0, 1 << 16).agg(F.max(F.spark_partition_id())).collect()[0][0]
+                self._default_parallelism = max(1, int(top) + 1)
+        return self._default_parallelism
 
     @property
     def parallelism(self) -> int:
         if self.args.parallelism:
             return int(self.args.parallelism)
-        per_core = self.settings.subtree_tasks_per_core
-        return max(1, int(self.sc.defaultParallelism) * per_core)
+        return max(1, self.default_parallelism * self.settings.subtree_tasks_per_core)
 
     @contextlib.contextmanager
     def stage(self, name: str, description: str) -> Iterator[None]:
-        """A named stage: a Spark job group and description for the UI, a timing, and on a
+        """A named stage: a Spark job tag and description for the UI, a timing, and on a
         terminal a one-line progress display (``StageProgress``)."""
-        self.sc.setJobGroup(self._group, f"lakecore {self.job}: {description}", interruptOnCancel=True)
-        self.sc.setJobDescription(f"lakecore {self.job}: {description}")
+        text = f"lakecore {self.job}: {description}"
+        sc = None if self.connect else self.spark.sparkContext
+        if sc is not None:
+            sc.setJobGroup(self._group, text, interruptOnCancel=True)
+            sc.setJobDescription(text)
+        self.spark.addTag(self._group)
         started = time.monotonic()
-        progress = StageProgress(self.job, name, description, self.sc, self._group)
+        progress = StageProgress(self.job, name, description, sc, self._group)
         try:
             with progress:
                 yield
         finally:
+            with contextlib.suppress(Exception):
+                self.spark.removeTag(self._group)
             self.report.durations_seconds[name] = round(
                 self.report.durations_seconds.get(name, 0.0) + time.monotonic() - started, 3
             )
+
+    def cancel(self) -> None:
+        """Stop this job's Spark work (an interruption): its tag through Connect, its job group
+        on a classic session."""
+        if self._spark is None:
+            return
+        with contextlib.suppress(Exception):
+            if self.connect:
+                self._spark.interruptTag(self._group)
+            else:
+                self._spark.sparkContext.cancelJobGroup(self._group)
 
 
 def progress_enabled(stream: Any = None) -> bool:
@@ -388,6 +461,8 @@ def run_job(
             body(ctx)
         except JobInterrupted:
             _mark_interrupted(report, interrupted)
+            if ctx is not None and ctx.remote:
+                ctx.cancel()  # the endpoint got no signal: stop what this job started there
         except LakecoreError as exc:
             if interrupted:  # the error is the interruption's echo (a cancelled Spark job)
                 _mark_interrupted(report, interrupted)
