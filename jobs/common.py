@@ -39,6 +39,8 @@ EXIT_FAILURE = ExitCode.FAILURE
 SAMPLE_LIMIT = 50
 # Spark's own variable for a Spark Connect endpoint (sc://host:port), honoured like --remote.
 REMOTE_VARIABLE = "SPARK_REMOTE"
+# Spark's own default for spark.sql.shuffle.partitions: a value nobody chose.
+SPARK_DEFAULT_SHUFFLE_PARTITIONS = "200"
 # Set by spark-submit.sh for its check of the arguments before the JVM starts.
 PARSE_ONLY_VARIABLE = "LAKECORE_PARSE_ONLY"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -180,11 +182,15 @@ def connect_session(app_name: str, remote: str) -> Any:
     if not remote.startswith("sc://"):
         raise ArgumentError(f"--remote {remote!r} is not a Spark Connect address (sc://HOST:PORT)")
     try:
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
+        import pyspark.sql.connect.session  # noqa: F401  (the client's packages: grpcio, protobuf, ...)
     except ImportError as exc:  # the [spark] extra brings the Connect client's packages
         raise ArgumentError(f"--remote needs the Spark Connect client ({exc}); install lakecore[spark]") from None
+    from pyspark.sql import SparkSession
+
     try:
-        spark = ConnectSession.builder.remote(remote).appName(app_name).getOrCreate()
+        # pyspark's own builder (not the Connect class directly): it also switches
+        # pyspark.sql.functions over to their Connect forms for this process.
+        spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
         spark.range(1).collect()
     except Exception as exc:
         from jobs.executor_errors import spark_unavailable
@@ -244,6 +250,9 @@ class JobContext:
         if self._spark is None:
             self._spark = spark_session(f"lakecore {self.job}", self.args.master, self.remote)
             self.owns_spark = True
+            if self._spark.conf.get("spark.sql.shuffle.partitions") == SPARK_DEFAULT_SHUFFLE_PARTITIONS:
+                # Nobody chose: the joins' shuffles get a partition per core, not 200 tiny ones.
+                self._spark.conf.set("spark.sql.shuffle.partitions", str(self.default_parallelism))
         return self._spark
 
     @property
@@ -260,8 +269,8 @@ class JobContext:
                 from pyspark.sql import functions as F
 
                 # A range without a partition count is split by the default parallelism.
-                top = self.spark.range(0, 1 << 16).agg(F.max(F.spark_partition_id())).collect()[0][0]
-                self._default_parallelism = max(1, int(top) + 1)
+                ids = self.spark.range(0, 1 << 16).select(F.spark_partition_id().alias("partition"))
+                self._default_parallelism = max(1, int(ids.distinct().count()))
         return self._default_parallelism
 
     @property
@@ -476,7 +485,9 @@ def run_job(
             else:
                 report.status = "failed"
                 report.exit_code = EXIT_FAILURE
-                report.error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+                # Spark Connect appends the server's JVM stack trace to the message: one line only.
+                text = str(exc).split("JVM stacktrace:")[0]
+                report.error = f"{type(exc).__name__}: {' '.join(text.split())}"
                 if os.environ.get("LAKECORE_DEBUG"):
                     traceback.print_exc()
         report.durations_seconds["total"] = round(time.monotonic() - started, 3)

@@ -9,13 +9,13 @@ entrypoint distributes the heavy part:
                 (a fixed --now, e.g. Airflow's data_interval_end, makes a retry decide the same)
     cut         the driver cuts the retained and the expired trees; expired subtrees that a
                 retained version also has are skipped outright
-    reach-diff  one shuffle: executors walk both sides; reach(expired) is cogrouped with
-                reach(retained + exports) and each partition keeps what only the expired side
-                reaches; only that difference comes back to the driver
+    reach-diff  executors walk both sides; in the JVM, reach(expired) is anti-joined with
+                reach(retained + exports) and what is left is kept if lakecore may delete its
+                name; only counts and capped samples come back to the driver
     hint        the hint is pointed at the latest version
     roots       expired root files are deleted one at a time, oldest first (driver)
     recheck     versions committed meanwhile are walked; what they reach is kept
-    delete      the difference, in batches on executors
+    delete      the difference minus what the re-check found, in batches on executors
 
 Nothing is deleted before the plan and the difference are complete; a retained version that
 cannot be walked stops the run there (exit 4).
@@ -31,7 +31,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit jobs/compact_versio
 
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from jobs.common import (
@@ -42,25 +42,28 @@ from jobs.common import (
     parse_time_millis,
     run_job,
 )
+from jobs.executor_errors import executor_errors
 from jobs.spark_units import (
-    delete_in_batches,
+    deletable_only,
+    delete_frame,
     membership_in,
-    reach_rdd,
-    shuffle_partitions,
+    reach_errors,
+    reach_frame,
+    reached_paths,
 )
 from lakecore.humanize import format_bytes, format_time_millis, plural
 from lakecore.locations import root_node_file_name
+from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.expire import (
     ExpiryRefusedError,
-    ExpiryTally,
     check_exports_unchanged,
     delete_expired_roots,
-    difference,
     ensure_hint,
     plan_expiry,
     plan_reaches,
     recheck,
 )
+from lakecore.maintenance.listing import ERROR_KEY
 from lakecore.tree.store import NodeCache
 
 
@@ -75,26 +78,20 @@ def _parser() -> Any:
     return parser
 
 
-def _difference(grouped: Any) -> ExpiryTally:
-    def judge(items: Iterable[Any]) -> Iterator[ExpiryTally]:
-        yield difference(items, SAMPLE_LIMIT)
-
-    total = ExpiryTally(sample_limit=SAMPLE_LIMIT)
-    for part in grouped.mapPartitions(judge).collect():
-        total.merge(part)
-    return total
-
-
 def _body(ctx: JobContext) -> None:
     cached: list[Any] = []
     try:
-        _compact(ctx, cached)
+        with executor_errors():
+            _compact(ctx, cached)
     finally:
-        for rdd in cached:
-            rdd.unpersist()
+        for frame in cached:
+            frame.unpersist()
 
 
 def _compact(ctx: JobContext, cached: list[Any]) -> None:
+    from pyspark.sql import functions as F
+    from pyspark.storagelevel import StorageLevel
+
     args, report, storage = ctx.args, ctx.report, ctx.storage
     now = parse_time_millis(args.now) if args.now is not None else int(time.time() * 1000)
     batch_size = ctx.settings.gc_delete_batch_size
@@ -134,28 +131,34 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     report.counts["expired_subtrees_shared_with_retained"] = gone_plan.skipped_tasks
     with ctx.stage("reach-diff", f"walk {len(kept_plan.tasks) + len(gone_plan.tasks)} subtrees; "
                    "reach(expired) minus reach(retained + exports)"):
-        kept = reach_rdd(ctx, storage, kept_plan).persist()  # kept for the recheck's questions
-        cached.append(kept)
-        gone = reach_rdd(ctx, storage, gone_plan)
-        seen = _difference(gone.cogroup(kept, shuffle_partitions(ctx)))
-    if seen.retained_errors:
-        raise ExpiryRefusedError(
-            "a retained version cannot be walked, so the files only expired versions reach cannot "
-            f"be told apart: {'; '.join(seen.retained_errors[:3])}; nothing was deleted"
-        )
-    warnings = tolerated + seen.expired_errors
+        kept = reach_frame(ctx, storage, kept_plan).persist(StorageLevel.MEMORY_AND_DISK)  # for the recheck
+        gone = reach_frame(ctx, storage, gone_plan).persist(StorageLevel.MEMORY_AND_DISK)
+        cached.extend([kept, gone])
+        retained_errors = [row[0] for row in reach_errors(kept).limit(3).collect()]
+        if retained_errors:
+            raise ExpiryRefusedError(
+                "a retained version cannot be walked, so the files only expired versions reach cannot "
+                f"be told apart: {'; '.join(retained_errors)}; nothing was deleted"
+            )
+        expired_errors = [row[0] for row in reach_errors(gone).limit(SAMPLE_LIMIT).collect()]
+        gone_paths = gone.where(~F.col("path").startswith(ERROR_KEY)).groupBy("path").agg(F.max("size").alias("size"))
+        only_gone = gone_paths.join(reached_paths(kept), "path", "left_anti")
+        candidates = deletable_only(only_gone).persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(candidates)
+        expired_reach = gone_paths.count()
+        candidate_count = candidates.count()
+    warnings = tolerated + expired_errors
     if warnings:
         # Parts of expired versions could not be walked: their files stay, as orphans for gc.
         report.sample("expired_walk_problems", warnings)
-    candidates = sorted(seen.candidates)
-    report.counts["files_reached_by_expired_versions"] = seen.expired_reach
-    report.counts["files_only_expired_versions_reach"] = len(candidates)
+    report.counts["files_reached_by_expired_versions"] = expired_reach
+    report.counts["files_only_expired_versions_reach"] = candidate_count
     report.sample("would_delete_roots", [root_node_file_name(v) for v in plan.expired])
-    report.sample("would_delete", [p for p, _ in candidates])
+    report.sample("would_delete", _sample(candidates))
     if args.dry_run:
         report.summary.append(
             f"would expire {len(plan.expired)} versions ({plan.expired[0]}..{plan.expired[-1]}) and "
-            f"delete {len(candidates)} files only they reach; {len(plan.retained)} versions stay"
+            f"delete {candidate_count} files only they reach; {len(plan.retained)} versions stay"
         )
         return
 
@@ -167,12 +170,18 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     report.counts["root_files_deleted"] = len(roots.deleted)
     report.sample("deleted_roots", [root_node_file_name(v) for v in roots.deleted])
     with ctx.stage("recheck", "walk versions committed since the plan (driver)"):
-        rechecked = recheck(storage, plan, membership_in(kept), cache, kept_plan.covered)
+        rechecked = recheck(storage, plan, membership_in(ctx, kept), cache, kept_plan.covered)
     report.details["versions_rechecked"] = rechecked.versions
-    files = [(p, s) for p, s in candidates if p not in rechecked.paths]
-    report.counts["files_kept_for_new_versions"] = len(candidates) - len(files)
-    with ctx.stage("delete", f"delete {len(files)} files only expired versions reached"):
-        deleted = delete_in_batches(ctx, storage, files, batch_size)
+    files = candidates
+    if rechecked.paths:
+        rescued = ctx.spark.createDataFrame([(p,) for p in sorted(rechecked.paths)], schema="path string")
+        files = candidates.join(rescued, "path", "left_anti")
+    to_delete = files.count() if rechecked.paths else candidate_count
+    report.counts["files_kept_for_new_versions"] = candidate_count - to_delete
+    deleted = DeleteOutcome()
+    if to_delete:
+        with ctx.stage("delete", f"delete {to_delete} files only expired versions reached"):
+            deleted = delete_frame(ctx, storage, files, batch_size)
     report.new_version = rechecked.versions[-1] if rechecked.versions else None
     report.counts["files_deleted"] = deleted.deleted
     report.bytes["root_bytes_freed"] = roots.bytes_freed
@@ -193,6 +202,10 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
             f"{len(deleted.refused)} paths were refused; what is left is orphaned and gc removes "
             f"it. E.g. {(deleted.errors + deleted.refused)[0]}"
         )
+
+
+def _sample(frame: Any) -> list[str]:
+    return [row[0] for row in frame.select("path").orderBy("path").limit(SAMPLE_LIMIT).collect()]
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:

@@ -31,6 +31,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jobs.common import JobContext, base_parser, run_job, storage_options
+from jobs.frames import collect_objects, fan_out_objects
 from lakecore.argparsing import ArgumentError
 from lakecore.errors import (
     LakecoreError,
@@ -71,7 +72,7 @@ def _reachable_subtrees(ctx: JobContext, source: Storage, order: int, external: 
     if not tasks:
         return []
 
-    def walk(items: Iterator[SubtreeTask]) -> Iterator[Reachable]:
+    def walk(items: list[SubtreeTask]) -> Iterator[Reachable]:
         from lakecore.maintenance.reachable import reachable_from_subtree
         from lakecore.tree import NodeStore
 
@@ -79,8 +80,7 @@ def _reachable_subtrees(ctx: JobContext, source: Storage, order: int, external: 
         for task in items:
             yield reachable_from_subtree(store, task.location, task.depth)
 
-    rdd = ctx.sc.parallelize(tasks, min(len(tasks), max(1, ctx.parallelism)))
-    results: list[Reachable] = rdd.mapPartitions(walk).collect()
+    results: list[Reachable] = collect_objects(fan_out_objects(ctx.spark, tasks, walk, ctx.parallelism))
     return results
 
 
@@ -88,7 +88,7 @@ def _copy_batches(ctx: JobContext, source: Storage, target: Storage, batches: li
     if not batches:
         return []
 
-    def copy(items: Iterator[list[str]]) -> Iterator[tuple[int, int]]:
+    def copy(items: list[list[str]]) -> Iterator[tuple[int, int]]:
         for batch in items:
             copied = size = 0
             for path in batch:
@@ -98,8 +98,8 @@ def _copy_batches(ctx: JobContext, source: Storage, target: Storage, batches: li
                 size += len(data)
             yield copied, size
 
-    rdd = ctx.sc.parallelize(batches, len(batches))
-    results: list[tuple[int, int]] = rdd.mapPartitions(copy).collect()
+    # A partition per batch: the batch size is the operator's unit of work per task.
+    results: list[tuple[int, int]] = collect_objects(fan_out_objects(ctx.spark, batches, copy, len(batches)))
     return results
 
 

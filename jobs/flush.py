@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jobs.common import EXIT_CONFLICT, JobContext, base_parser, run_job
+from jobs.frames import collect_objects, fan_out_objects
 from lakecore.argparsing import ArgumentError
 from lakecore.commit import RootPlan
 from lakecore.errors import CommitConflictError
@@ -55,15 +56,14 @@ def _run_tasks(ctx: JobContext, storage: Storage, shape: TreeShape, tasks: list[
     if not tasks:
         return []
 
-    def run_partition(items: Any) -> Any:
+    def run_partition(items: list[FlushTask]) -> Any:
         from lakecore.tree import NodeStore
 
         store = NodeStore(storage, shape.order)
         for task in items:
             yield run_flush_task(storage, shape, task, store)
 
-    rdd = ctx.sc.parallelize(tasks, min(len(tasks), max(1, ctx.parallelism)))
-    results: list[FlushTaskResult] = rdd.mapPartitions(run_partition).collect()
+    results: list[FlushTaskResult] = collect_objects(fan_out_objects(ctx.spark, tasks, run_partition, ctx.parallelism))
     return results
 
 

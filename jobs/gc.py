@@ -10,14 +10,18 @@ The design (what is live, what may be deleted, why the grace period) is in
                 closed)
     plan        the driver cuts each retained tree; subtrees are de-duplicated across versions
     list-reach-anti-join
-                one shuffle: executors list the 4,096 hash directories and walk the subtrees;
-                the listing (path -> file) is cogrouped with the reachable paths (an RDD that
-                never leaves the executors) and each partition judges its paths: orphans
-                (listed, deletable, unreached), reachable count, missing files, errors. Only
-                the orphans and the counts come back to the driver
+                executors list the hash directories (or, for a small lakehouse, the driver
+                lists the whole root in one flat paged listing: ``maintenance.listing``) and
+                walk the subtrees; the listing is joined with the reachable paths in the JVM
+                (a full outer join on the path) and aggregated by kind: only counts and capped
+                samples come back to the driver; the orphans stay a persisted DataFrame
     recheck     versions committed since the listing are walked on the driver (membership
-                questions go to the reachable RDD); what they reach is no orphan
-    delete      batches of old-enough orphans on executors (skipped with --dry-run)
+                questions go to the reachable DataFrame); what they reach is no orphan
+    delete      the old-enough orphans (an anti-join with the re-check's paths) are deleted in
+                batches on executors (skipped with --dry-run)
+
+With --full-list (and --report), every orphan goes to a Parquet dataset beside the report
+(REPORT.orphans.parquet: path, size, mtime_millis, kind, old_enough).
 
 Exit codes as in ``jobs.common``; a retained root or node that cannot be read is exit 4 with
 nothing deleted, an unsafe grace period is exit 2.
@@ -33,7 +37,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit jobs/gc.py): the re
 
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jobs.common import (
@@ -45,16 +49,22 @@ from jobs.common import (
     parse_time_millis,
     run_job,
 )
-from jobs.spark_units import delete_in_batches, membership_in, reach_rdd, shuffle_partitions
+from jobs.executor_errors import executor_errors
+from jobs.frames import Columns, driver_rows, fan_out
+from jobs.spark_units import delete_frame, membership_in, reach_errors, reach_frame, reached_paths
+from lakecore.argparsing import ArgumentError
 from lakecore.humanize import format_seconds
 from lakecore.locations import hash_directories
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.gc import check_grace
 from lakecore.maintenance.listing import (
+    DELETABLE_KIND_NAMES,
+    ERROR_KEY,
     FOREIGN,
     GcRefusedError,
     ListedFile,
     list_directories,
+    list_small_root,
     list_top,
 )
 from lakecore.maintenance.reach import (
@@ -63,12 +73,13 @@ from lakecore.maintenance.reach import (
     reach_new_versions,
 )
 from lakecore.maintenance.roots import read_retained
-from lakecore.maintenance.tally import Tally, select_by_age, tally
 from lakecore.storage import Storage
 from lakecore.tree.store import NodeCache
 
 # Retained versions listed in the report; beyond this only the count and the range.
 VERSIONS_IN_REPORT = 1000
+# Up to this many orphans, the re-check knows them without asking (their paths on the driver).
+KNOWN_ORPHANS_ON_DRIVER = 100_000
 
 
 def _parser() -> Any:
@@ -84,6 +95,8 @@ def _parser() -> Any:
         "(default: this machine's clock)",
     )
     parser.add_argument("--dry-run", action="store_true", help="report the orphans; delete nothing")
+    parser.add_argument("--full-list", action="store_true",
+                        help="also write every orphan to a Parquet dataset beside --report (REPORT.orphans.parquet)")
     parser.add_argument(
         "--i-understand-grace-risk", action="store_true",
         help="allow a grace period under one hour (or under the commit timeout), or a --now in "
@@ -92,42 +105,66 @@ def _parser() -> Any:
     return parser
 
 
-def _listing(ctx: JobContext, storage: Storage, top: list[ListedFile]) -> Any:
-    """RDD of every listed file: the hash directories listed on executors plus the top level."""
-    directories = hash_directories()
+LISTING = Columns((("path", "string"), ("size", "bigint"), ("mtime_millis", "bigint"), ("kind", "string")))
+
+
+def _listing(ctx: JobContext, storage: Storage, top: list[ListedFile], plan_size: int) -> tuple[Any, str]:
+    """DataFrame of every listed file, and how it was listed: one flat listing on the driver
+    when the lakehouse is small (the retained trees reach at most ``gc_flat_listing_max_files``
+    paths and the listing confirms it), else the 4,096 hash directories on executors."""
+    top_rows = driver_rows(ctx.spark, top, LISTING)
+    most = ctx.settings.gc_flat_listing_max_files
+    flat = list_small_root(storage, most) if plan_size <= most else None
+    if flat is not None:
+        return top_rows.unionByName(driver_rows(ctx.spark, flat, LISTING)), "flat"
     threads = ctx.settings.gc_list_threads_per_task
 
-    def list_dirs(items: Iterable[str]) -> Iterator[ListedFile]:
+    def list_dirs(items: list[str]) -> Iterator[ListedFile]:
         return list_directories(storage, items, threads)
 
-    slices = min(len(directories), max(1, ctx.parallelism))
-    listed = ctx.sc.parallelize(directories, slices).mapPartitions(list_dirs)
-    return listed.union(ctx.sc.parallelize(top, 1))
+    listed = fan_out(ctx.spark, hash_directories(), list_dirs, LISTING, ctx.parallelism)
+    return listed.unionByName(top_rows), "hash-directories"
 
 
-def _tally(grouped: Any) -> Tally:
-    """Judge every path where it lands after the shuffle; collect one Tally per partition."""
+def _judged(listing: Any, reach: Any, cutoff: int) -> Any:
+    """The full outer join of the listing and the reach, one row per path, with what gc makes
+    of it: ``reached``, ``orphan`` (listed, deletable, unreached) and ``old`` (modified before
+    the cutoff)."""
+    from pyspark.sql import functions as F
 
-    def judge(items: Iterable[Any]) -> Iterator[Tally]:
-        yield tally(items, SAMPLE_LIMIT)
+    listed = listing.where(F.col("kind") != ERROR_KEY)
+    reached = reached_paths(reach).withColumn("reached", F.lit(True))
+    joined = listed.join(reached, "path", "full_outer")
+    is_reached = F.coalesce(F.col("reached"), F.lit(False))
+    return joined.select(
+        "path", "size", "mtime_millis", "kind",
+        is_reached.alias("reached"),
+        (F.col("kind").isin(*DELETABLE_KIND_NAMES) & ~is_reached).alias("orphan"),
+        (F.col("mtime_millis") < F.lit(cutoff)).alias("old"),
+    )
 
-    total = Tally(sample_limit=SAMPLE_LIMIT)
-    for part in grouped.mapPartitions(judge).collect():
-        total.merge(part)
-    return total
+
+def _sample(frame: Any, limit: int = SAMPLE_LIMIT) -> list[str]:
+    return [row[0] for row in frame.select("path").orderBy("path").limit(limit).collect()]
 
 
 def _body(ctx: JobContext) -> None:
     cached: list[Any] = []
     try:
-        _gc(ctx, cached)
+        with executor_errors():
+            _gc(ctx, cached)
     finally:
-        for rdd in cached:
-            rdd.unpersist()
+        for frame in cached:
+            frame.unpersist()
 
 
 def _gc(ctx: JobContext, cached: list[Any]) -> None:
+    from pyspark.sql import functions as F
+    from pyspark.storagelevel import StorageLevel
+
     args, report, storage = ctx.args, ctx.report, ctx.storage
+    if args.full_list and not args.report:
+        raise ArgumentError("--full-list writes beside the JSON report: give --report PATH too")
     grace_seconds = parse_duration_seconds(args.older_than or ctx.settings.gc_older_than)
     wall_clock = int(time.time() * 1000)
     now = parse_time_millis(args.now) if args.now is not None else wall_clock
@@ -160,76 +197,117 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     report.counts["subtree_tasks"] = len(plan.tasks)
     report.counts["subtree_tasks_shared_by_versions"] = plan.shared_tasks
 
-    # -- one pass: list the hash dirs, walk the subtrees, anti-join, collect the orphans ---
-    with ctx.stage("list-reach-anti-join",
-                   f"list 4096 hash directories, walk {len(plan.tasks)} subtrees, anti-join"):
-        listing = _listing(ctx, storage, top).map(lambda f: (f.path, f))
-        reach = reach_rdd(ctx, storage, plan).persist()  # kept for the recheck's questions
-        cached.append(reach)
-        seen = _tally(listing.cogroup(reach, shuffle_partitions(ctx)))
-    if seen.error_count:
-        raise GcRefusedError(
-            f"{seen.error_count} hash directories or subtrees of retained versions could not be "
-            f"listed or walked, so gc cannot tell live files from orphans: {'; '.join(seen.errors[:3])}"
-        )
-    report.counts["files_listed"] = seen.files_listed
-    report.bytes["listed_bytes"] = seen.bytes_listed
-    report.details["listed_by_kind"] = {k: n for k, (n, _) in sorted(seen.listed_by_kind.items())}
-    report.counts["foreign_files"] = seen.count(FOREIGN)
-    report.sample("foreign", seen.foreign)
-    report.counts["reachable_files"] = seen.reachable
-    if seen.missing:
+    # -- one pass: list, walk the subtrees, join in the JVM, aggregate ----------------------
+    with ctx.stage("list-reach-anti-join", f"list the lakehouse, walk {len(plan.tasks)} subtrees, anti-join"):
+        # Every task reaches at least one file: a lower bound on the lakehouse's size.
+        listing, how = _listing(ctx, storage, top, len(plan.driver_paths) + len(plan.tasks))
+        listing = listing.persist(StorageLevel.MEMORY_AND_DISK)
+        reach = reach_frame(ctx, storage, plan).persist(StorageLevel.MEMORY_AND_DISK)  # for the recheck
+        cached.extend([listing, reach])
+        errors = listing.where(F.col("kind") == ERROR_KEY).select(F.col("path").alias("reason")).unionByName(
+            reach_errors(reach))
+        error_rows = errors.limit(3).collect()
+        if error_rows:
+            raise GcRefusedError(
+                f"{errors.count()} hash directories or subtrees of retained versions could not be listed or "
+                f"walked, so gc cannot tell live files from orphans: {'; '.join(r[0] for r in error_rows)}"
+            )
+        judged = _judged(listing, reach, cutoff).persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(judged)
+        groups = judged.groupBy("kind", "reached", "orphan", "old").agg(
+            F.count(F.lit(1)).alias("files"), F.sum(F.coalesce(F.col("size"), F.lit(0))).alias("bytes")).collect()
+    report.details["listing"] = how
+    listed_by_kind: dict[str, int] = {}
+    bytes_listed = reachable = missing = orphans = orphan_bytes = too_young = 0
+    for row in groups:
+        kind, files, size = row["kind"], int(row["files"]), int(row["bytes"] or 0)
+        if row["reached"]:
+            reachable += files
+        if kind is None:
+            missing += files  # reached, not listed
+            continue
+        listed_by_kind[kind] = listed_by_kind.get(kind, 0) + files
+        bytes_listed += size
+        if row["orphan"]:
+            orphans += files
+            orphan_bytes += size
+            if not row["old"]:
+                too_young += files
+    report.counts["files_listed"] = sum(listed_by_kind.values())
+    report.bytes["listed_bytes"] = bytes_listed
+    report.details["listed_by_kind"] = dict(sorted(listed_by_kind.items()))
+    report.counts["foreign_files"] = listed_by_kind.get(FOREIGN, 0)
+    if report.counts["foreign_files"]:
+        report.sample("foreign", _sample(judged.where(F.col("kind") == FOREIGN)))
+    else:
+        report.sample("foreign", [])
+    report.counts["reachable_files"] = reachable
+    if missing:
         # Reachable but not there: a dangling definition (fsck reports it). gc deletes nothing
         # because of it, but says so.
-        report.counts["reachable_missing"] = seen.missing
-        report.sample("reachable_missing", seen.missing_sample)
-    orphans = seen.orphans
-    selection = select_by_age(orphans, cutoff)
-    report.counts["orphans_found"] = len(orphans)
-    report.bytes["orphan_bytes"] = sum(f.size for f in orphans)
-    report.counts["skipped_too_young"] = len(selection.too_young)
-    report.sample("too_young", [f.path for f in selection.too_young])
+        report.counts["reachable_missing"] = missing
+        report.sample("reachable_missing", _sample(judged.where(F.col("kind").isNull())))
+    orphan_frame = judged.where(F.col("orphan"))
+    report.counts["orphans_found"] = orphans
+    report.bytes["orphan_bytes"] = orphan_bytes
+    report.counts["skipped_too_young"] = too_young
+    report.sample("too_young", _sample(orphan_frame.where(~F.col("old"))) if too_young else [])
+    if args.full_list:
+        target = _orphans_dataset(args.report)
+        orphan_frame.select("path", "size", "mtime_millis", "kind", F.col("old").alias("old_enough")) \
+            .write.mode("overwrite").parquet(target)
+        report.details["orphans_dataset"] = target
 
     # -- recheck versions that landed meanwhile --------------------------------------------
+    old_orphans = orphans - too_young
     rechecked = NewVersionsReach()
-    if selection.old:  # nothing old enough to delete: nothing to protect
+    if old_orphans:  # nothing old enough to delete: nothing to protect
+        # Known orphans need no membership question; a huge set is not worth the driver's memory.
+        unreached = ({row[0] for row in orphan_frame.select("path").collect()}
+                     if orphans <= KNOWN_ORPHANS_ON_DRIVER else set())
         with ctx.stage("recheck", "walk versions committed since the listing (driver)"):
             rechecked = reach_new_versions(
-                storage, retained.latest, membership_in(reach), cache=cache,
-                covered=plan.covered, unreached={f.path for f in orphans},
+                storage, retained.latest, membership_in(ctx, reach), cache=cache,
+                covered=plan.covered, unreached=unreached,
             )
-    rescued = [f for f in selection.old if f.path in rechecked.paths]
-    deletable = [f for f in selection.old if f.path not in rechecked.paths]
+    deletable = orphan_frame.where(F.col("old"))
+    if rechecked.paths:
+        rescued = ctx.spark.createDataFrame([(p,) for p in sorted(rechecked.paths)], schema="path string")
+        deletable = deletable.join(rescued, "path", "left_anti")
+    deletable = deletable.persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(deletable)
+    totals = deletable.agg(F.count(F.lit(1)), F.sum("size")).collect()[0] if old_orphans else (0, 0)
+    to_delete, bytes_to_delete = int(totals[0]), int(totals[1] or 0)
     report.details["versions_rechecked"] = rechecked.versions
     report.counts["recheck_nodes_read"] = rechecked.nodes_read
-    report.counts["orphans_rescued_by_new_versions"] = len(rescued)
+    report.counts["orphans_rescued_by_new_versions"] = old_orphans - to_delete
     if rechecked.versions:
         report.new_version = rechecked.versions[-1]
-    report.counts["would_delete" if args.dry_run else "orphans_to_delete"] = len(deletable)
-    report.bytes["would_free" if args.dry_run else "orphan_bytes_to_delete"] = sum(f.size for f in deletable)
-    report.sample("would_delete", [f.path for f in deletable])
+    report.counts["would_delete" if args.dry_run else "orphans_to_delete"] = to_delete
+    report.bytes["would_free" if args.dry_run else "orphan_bytes_to_delete"] = bytes_to_delete
+    report.sample("would_delete", _sample(deletable) if to_delete else [])
 
     # -- delete ----------------------------------------------------------------------------
     deleted = DeleteOutcome()
-    if not args.dry_run and deletable:
-        with ctx.stage("delete", f"delete {len(deletable)} orphans in batches of {batch_size}"):
-            deleted = delete_in_batches(ctx, storage, [(f.path, f.size) for f in deletable], batch_size)
+    if not args.dry_run and to_delete:
+        with ctx.stage("delete", f"delete {to_delete} orphans in batches of {batch_size}"):
+            deleted = delete_frame(ctx, storage, deletable, batch_size)
     report.counts["orphans_deleted"] = deleted.deleted
     report.bytes["freed_bytes"] = deleted.bytes_freed
     report.sample("deleted", deleted.deleted_paths)
     verb = "would delete" if args.dry_run else "deleted"
     report.summary.append(
         f"{len(versions)} retained versions, {report.counts['files_listed']} files listed, "
-        f"{report.counts['reachable_files']} reachable, {len(orphans)} orphans "
-        f"({len(selection.too_young)} younger than the grace period of {format_seconds(grace_seconds)}), "
-        f"{verb} {len(deletable) if args.dry_run else deleted.deleted}, "
+        f"{report.counts['reachable_files']} reachable, {orphans} orphans "
+        f"({too_young} younger than the grace period of {format_seconds(grace_seconds)}), "
+        f"{verb} {to_delete if args.dry_run else deleted.deleted}, "
         f"{report.counts['foreign_files']} foreign files left alone"
     )
-    if not deletable and not args.dry_run:
+    if not to_delete and not args.dry_run:
         report.status = "noop"
         report.details["noop_reason"] = (
-            f"no orphan is older than the grace period ({len(selection.too_young)} younger ones wait)"
-            if selection.too_young else "no orphans")
+            f"no orphan is older than the grace period ({too_young} younger ones wait)"
+            if too_young else "no orphans")
     if deleted.refused or deleted.errors:
         report.sample("delete_refused", deleted.refused)
         report.sample("delete_errors", deleted.errors)
@@ -239,6 +317,13 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
             f"{len(deleted.errors)} delete batches failed and {len(deleted.refused)} paths were "
             f"refused; {deleted.deleted} files were deleted. E.g. {(deleted.errors + deleted.refused)[0]}"
         )
+
+
+def _orphans_dataset(report_path: str) -> str:
+    """Where --full-list writes: beside the report, REPORT.orphans.parquet (absolute)."""
+    import os
+
+    return os.path.abspath(report_path) + ".orphans.parquet"
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:

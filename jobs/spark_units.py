@@ -1,59 +1,127 @@
 """Spark forms of the engine-neutral maintenance units that more than one job uses.
 
 gc and compact-versions both walk retained trees in subtrees, ask the re-check's membership
-questions against a persisted reach, and delete in batches on executors; the units themselves
-(``lakecore.maintenance.reach``, ``delete``) know nothing of Spark.
+questions against a persisted reach, and delete on executors; the units themselves
+(``lakecore.maintenance.reach``, ``delete``) know nothing of Spark. Everything here is a
+DataFrame (``jobs.frames``), so it runs through Spark Connect as well.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Final
 
-from jobs.common import JobContext
+from jobs.common import SAMPLE_LIMIT, JobContext
+from jobs.frames import PAYLOAD, Columns, collect_objects, driver_rows, fan_out, fan_out_objects
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
+from lakecore.maintenance.listing import ERROR_KEY, is_deletable, kind_of
 from lakecore.maintenance.reach import ReachPlan, ReachTask, run_reach_tasks
 from lakecore.storage import Storage
 
+REACH: Final = Columns((("path", "string"), ("size", "bigint")))
+# A membership question this long is joined against the reach; a shorter one is a filter.
+_JOIN_QUESTIONS_OVER: Final = 2000
 
-def reach_rdd(ctx: JobContext, storage: Storage, plan: ReachPlan) -> Any:
-    """RDD of (path, size) reached: executors' subtree walks plus the driver's own paths."""
+
+def reach_frame(ctx: JobContext, storage: Storage, plan: ReachPlan) -> Any:
+    """DataFrame of (path, size) reached: executors' subtree walks plus the driver's own paths.
+    A subtree that cannot be walked is a row whose path starts with ``ERROR_KEY``."""
     tasks: list[ReachTask] = plan.tasks
 
-    def walk(items: Iterable[ReachTask]) -> Iterator[tuple[str, int]]:
+    def walk(items: list[ReachTask]) -> Any:
         return run_reach_tasks(storage, items)
 
-    driver = ctx.sc.parallelize(sorted(plan.driver_paths.items()), 1)
+    driver = driver_rows(ctx.spark, sorted(plan.driver_paths.items()), REACH)
     if not tasks:
         return driver
-    walked = ctx.sc.parallelize(tasks, min(len(tasks), max(1, ctx.parallelism))).mapPartitions(walk)
-    return walked.union(driver)
+    return fan_out(ctx.spark, tasks, walk, REACH, ctx.parallelism).unionByName(driver)
 
 
-def shuffle_partitions(ctx: JobContext) -> int:
-    """Partitions of the one shuffle (the cogroup of listing and reach)."""
-    return max(1, int(ctx.sc.defaultParallelism))
+def reach_errors(reach: Any) -> Any:
+    """The error rows of a reach frame, as one ``reason`` column."""
+    from pyspark.sql import functions as F
+
+    return reach.where(F.col("path").startswith(ERROR_KEY)).select(
+        F.expr(f"substring(path, {len(ERROR_KEY) + 1})").alias("reason"))
 
 
-def membership_in(reach: Any) -> Any:
-    """A batch membership test against a (persisted) reach RDD, for the recheck: one Spark
-    job per question, the question shipped with the tasks (a frontier of node paths)."""
+def reached_paths(reach: Any) -> Any:
+    """The distinct paths a reach frame reaches (error rows left out)."""
+    from pyspark.sql import functions as F
 
-    def known(paths: set[str]) -> set[str]:
-        wanted = frozenset(paths)
-        found: list[str] = reach.keys().filter(lambda p: p in wanted).collect()
-        return set(found)
+    return reach.where(~F.col("path").startswith(ERROR_KEY)).select("path").distinct()
+
+
+def membership_in(ctx: JobContext, reach: Any) -> Any:
+    """A batch membership test against a (persisted) reach frame, for the re-check: one Spark
+    job per question (a frontier of node paths)."""
+    from pyspark.sql import functions as F
+
+    paths = reach.select("path")
+
+    def known(asked: set[str]) -> set[str]:
+        if not asked:
+            return set()
+        if len(asked) > _JOIN_QUESTIONS_OVER:
+            question = ctx.spark.createDataFrame([(p,) for p in sorted(asked)], schema="path string")
+            found = paths.join(question, "path", "left_semi")
+        else:
+            found = paths.where(F.col("path").isin(sorted(asked)))
+        return {row[0] for row in found.distinct().collect()}
 
     return known
 
 
-def delete_in_batches(ctx: JobContext, storage: Storage, files: list[tuple[str, int]], batch_size: int) -> DeleteOutcome:
-    """Delete ``(path, size)`` files on executors, one ``delete_files`` call per batch."""
+def delete_frame(ctx: JobContext, storage: Storage, files: Any, batch_size: int) -> DeleteOutcome:
+    """Delete the files of a (path, size) DataFrame on executors, ``delete_files`` a batch at a
+    time. Only counts, capped samples and errors come back to the driver."""
+
+    def run(batches: Any) -> Any:
+        import pickle
+
+        items: list[tuple[str, int]] = []
+        for batch in batches:
+            items.extend(zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True))
+        if not items:
+            return
+        outcome = DeleteOutcome()
+        for chunk in chunks(items, batch_size):
+            outcome.add(delete_files(storage, chunk, batch_size))
+        outcome.deleted_paths = sorted(outcome.deleted_paths)[:SAMPLE_LIMIT]
+        yield from PAYLOAD.batches([(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL),)])
+
+    frame = files.select("path", "size").repartition(max(1, ctx.parallelism)).mapInArrow(run, PAYLOAD.ddl)
+    total = DeleteOutcome()
+    for part in collect_objects(frame):
+        total.add(part)
+    total.deleted_paths = sorted(total.deleted_paths)[:SAMPLE_LIMIT]
+    return total
+
+
+def delete_listed(ctx: JobContext, storage: Storage, files: list[tuple[str, int]], batch_size: int) -> DeleteOutcome:
+    """Delete ``(path, size)`` files the driver holds (a short list), batches on executors."""
     batches = chunks(files, batch_size)
     outcome = DeleteOutcome()
     if not batches:
         return outcome
-    rdd = ctx.sc.parallelize(batches, min(len(batches), max(1, ctx.parallelism)))
-    for part in rdd.map(lambda batch: delete_files(storage, batch, batch_size)).collect():
+
+    def delete(items: list[list[tuple[str, int]]]) -> Any:
+        for batch in items:
+            yield delete_files(storage, batch, batch_size)
+
+    for part in collect_objects(fan_out_objects(ctx.spark, batches, delete, ctx.parallelism)):
         outcome.add(part)
     return outcome
+
+
+def deletable_only(frame: Any) -> Any:
+    """The rows of a (path, size) DataFrame whose names lakecore may delete (node files,
+    definitions, temp files; ``listing.is_deletable``), classified on the executors."""
+
+    def keep(batches: Any) -> Any:
+        import pyarrow as pa
+
+        for batch in batches:
+            mask = [is_deletable(kind_of(path)) for path in batch.column(0).to_pylist()]
+            yield batch.filter(pa.array(mask, type=pa.bool_()))
+
+    return frame.select("path", "size").mapInArrow(keep, REACH.ddl)

@@ -41,6 +41,7 @@ from typing import Any
 
 from jobs.common import EXIT_VIOLATIONS, JobContext, base_parser, run_job
 from jobs.executor_errors import executor_errors
+from jobs.frames import Columns, driver_rows, fan_out
 from lakecore.argparsing import ArgumentError
 from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionExpiredError
 from lakecore.humanize import plural
@@ -111,32 +112,44 @@ def _unreadable_root(version: int, exc: LakecoreError) -> VersionResult:
     return VersionResult(version, report)
 
 
+# What the check tasks emit: per subtree one result row (the pickled ``SubtreeResult`` without
+# its rows), and, for the expectation suite, one row per node row (``payload`` null).
+NODE_ROWS = Columns((("version", "bigint"),
+                     *((name, "int" if name in ("depth", "row_index") else "string") for name in ROW_COLUMNS)))
+CHECKED = Columns((("payload", "binary"), *NODE_ROWS.fields))
+
+
 def _run_subtrees(ctx: JobContext, works: list[SubtreeWork]) -> tuple[list[SubtreeResult], Any]:
-    """Run the subtree checks; returns the results (without rows) and the persisted RDD."""
+    """Run the subtree checks in one pass; returns the results (without rows) and the persisted
+    DataFrame that also holds every node row (None without subtrees)."""
     if not works:
         return [], None
-    from pyspark import StorageLevel
+    import pickle
+
+    from pyspark.sql import functions as F
+    from pyspark.storagelevel import StorageLevel
 
     storage = ctx.storage
+    empty_row = (None,) * len(NODE_ROWS.fields)
 
-    def run_partition(items: Any) -> Any:
+    def check(items: list[SubtreeWork]) -> Any:
         for work in items:
-            yield run_subtree_work(storage, work)
+            result = run_subtree_work(storage, work)
+            yield (pickle.dumps(result.without_rows(), protocol=pickle.HIGHEST_PROTOCOL), *empty_row)
+            for version in result.versions:
+                for row in result.rows:
+                    yield (None, version, *row)
 
-    rdd = ctx.sc.parallelize(works, min(len(works), max(1, ctx.parallelism))).mapPartitions(run_partition)
-    rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
-    results: list[SubtreeResult] = rdd.map(lambda r: r.without_rows()).collect()
-    return results, rdd
+    checked = fan_out(ctx.spark, works, check, CHECKED, ctx.parallelism).persist(StorageLevel.MEMORY_AND_DISK)
+    results = [pickle.loads(row[0]) for row in checked.where(F.col("payload").isNotNull()).select("payload").collect()]
+    return results, checked
 
 
-def _rows_dataframe(ctx: JobContext, plans: list[VersionPlan], results_rdd: Any) -> Any:
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+def _rows_dataframe(ctx: JobContext, plans: list[VersionPlan], checked: Any) -> Any:
+    """Every node row of the checked versions: the tops' rows from the driver, the subtrees'
+    from the check's persisted DataFrame."""
+    from pyspark.sql import functions as F
 
-    types = {"depth": IntegerType(), "row_index": IntegerType()}
-    schema = StructType([StructField("version", LongType(), False)] + [
-        StructField(name, types.get(name, StringType()), name not in ("node_path", "depth", "section", "row_index"))
-        for name in ROW_COLUMNS
-    ])
     top_rows: list[tuple[Any, ...]] = []
     for plan in plans:
         seen: set[str] = set()
@@ -145,10 +158,10 @@ def _rows_dataframe(ctx: JobContext, plans: list[VersionPlan], results_rdd: Any)
                 continue
             seen.add(location)
             top_rows.extend((plan.version, *row) for row in node_rows(node, location, depth, plan.shape.order))
-    rows = ctx.sc.parallelize(top_rows, 1)
-    if results_rdd is not None:
-        rows = rows.union(results_rdd.flatMap(lambda r: [(v, *row) for v in r.versions for row in r.rows]))
-    return ctx.spark.createDataFrame(rows, schema)
+    rows = driver_rows(ctx.spark, top_rows, NODE_ROWS)
+    if checked is not None:
+        rows = rows.unionByName(checked.where(F.col("payload").isNull()).select(*NODE_ROWS.names))
+    return rows
 
 
 def _body(ctx: JobContext) -> None:
@@ -191,13 +204,13 @@ def _body(ctx: JobContext) -> None:
             ))
     works = merge_work(plans, deep=args.deep, rows=expectations_on)
     report.counts["subtree_tasks"] = len(works)
-    results_rdd = None
+    checked = None
     # An executor that cannot read the store (no credentials, no route) fails the job with that
     # StorageError (exit 4, retried), never with violations: it judged no file.
     try:
         with ctx.stage("check", f"check {len(works)} subtrees of {len(plans)} version(s)"
                                 f"{' with catalog checks' if args.deep else ''}"), executor_errors():
-            results, results_rdd = _run_subtrees(ctx, works)
+            results, checked = _run_subtrees(ctx, works)
         with ctx.stage("combine", "combine the subtree results per version (driver)"):
             by_version: dict[int, list[SubtreeResult]] = {}
             for result in results:
@@ -211,15 +224,15 @@ def _body(ctx: JobContext) -> None:
 
             lakehouse_def = plans[0].lakehouse_def
             with ctx.stage("expectations", "great-expectations suite over every node row"), executor_errors():
-                rows = _rows_dataframe(ctx, plans, results_rdd)
+                rows = _rows_dataframe(ctx, plans, checked)
                 expectations = run_expectations(
                     rows,
                     namespace_name_max_bytes=lakehouse_def.namespace_name_max_size_bytes,
                     table_name_max_bytes=lakehouse_def.table_name_max_size_bytes,
                 )
     finally:
-        if results_rdd is not None:
-            results_rdd.unpersist()
+        if checked is not None:
+            checked.unpersist()
     _report(ctx, [finished[v] for v in versions if v in finished], plans, expectations, skipped)
 
 

@@ -172,7 +172,7 @@ class _Backend(Protocol):
     def sync(self) -> None: ...
     def create_exclusive(self, rel: str, data: bytes) -> bool: ...
     def exists(self, rel: str) -> bool: ...
-    def list_under(self, dir_prefix: str) -> list[FileInfo]: ...
+    def list_under(self, dir_prefix: str, limit: int | None = None) -> list[FileInfo]: ...
     def list_top(self) -> list[FileInfo]: ...
     def first_files(self, limit: int) -> list[str]: ...
     def delete(self, rels: list[str], batch_size: int) -> int: ...
@@ -265,9 +265,9 @@ class _LocalBackend:
         _fsync_directory(abs_dir)
         return True
 
-    def list_under(self, dir_prefix: str) -> list[FileInfo]:
+    def list_under(self, dir_prefix: str, limit: int | None = None) -> list[FileInfo]:
         out: list[FileInfo] = []
-        self._walk(dir_prefix, recursive=True, out=out)
+        self._walk(dir_prefix, recursive=True, out=out, limit=limit)
         return out
 
     def list_top(self) -> list[FileInfo]:
@@ -287,9 +287,12 @@ class _LocalBackend:
                     return found
         return found
 
-    def _walk(self, rel_dir: str, recursive: bool, out: list[FileInfo]) -> None:
+    def _walk(self, rel_dir: str, recursive: bool, out: list[FileInfo], limit: int | None = None) -> None:
         # rel_dir is '' or ends in '/'. Symlinks are neither followed nor reported: lakecore
-        # never creates them, and following one could lead outside the root.
+        # never creates them, and following one could lead outside the root. With a limit the
+        # walk stops once it has found more than that many files.
+        if limit is not None and len(out) > limit:
+            return
         try:
             entries = list(os.scandir(self._root_dir + rel_dir))
         except (FileNotFoundError, NotADirectoryError):
@@ -299,7 +302,7 @@ class _LocalBackend:
             try:
                 if entry.is_dir(follow_symlinks=False):
                     if recursive:
-                        self._walk(rel + "/", recursive, out)
+                        self._walk(rel + "/", recursive, out, limit)
                 elif entry.is_file(follow_symlinks=False):
                     st = entry.stat(follow_symlinks=False)
                     out.append(FileInfo(rel, st.st_size, st.st_mtime_ns // 1_000_000))
@@ -407,10 +410,10 @@ class _S3Backend:
             # Deleted between the 412 and now: it did exist, and it was not ours to claim.
             return False
 
-    def _list_objects(self, prefix: str, delimiter: str | None) -> list[FileInfo]:
+    def _list_objects(self, prefix: str, delimiter: str | None, limit: int | None = None) -> list[FileInfo]:
         out: list[FileInfo] = []
         token: str | None = None
-        while True:
+        while limit is None or len(out) <= limit:
             kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": prefix}
             if delimiter is not None:
                 kwargs["Delimiter"] = delimiter
@@ -432,9 +435,10 @@ class _S3Backend:
             token = page.get("NextContinuationToken")
             if not token:
                 return out
+        return out
 
-    def list_under(self, dir_prefix: str) -> list[FileInfo]:
-        return self._list_objects(self._key_prefix + dir_prefix, delimiter=None)
+    def list_under(self, dir_prefix: str, limit: int | None = None) -> list[FileInfo]:
+        return self._list_objects(self._key_prefix + dir_prefix, delimiter=None, limit=limit)
 
     def list_top(self) -> list[FileInfo]:
         return self._list_objects(self._key_prefix, delimiter="/")
@@ -537,7 +541,8 @@ class _FsspecBackend:
                 out.append(entry)
         return out
 
-    def list_under(self, dir_prefix: str) -> list[FileInfo]:
+    def list_under(self, dir_prefix: str, limit: int | None = None) -> list[FileInfo]:
+        # fsspec's find has no early stop: the limit is the caller's, the cost is all of it.
         under = self._base + dir_prefix
         try:
             found: dict[str, dict[str, Any]] = self._fs.find(under, detail=True)
@@ -704,18 +709,21 @@ class Storage:
         if not created:
             raise AlreadyExistsError(f"file {uri} already exists")
 
-    def list(self, prefix: str = "") -> list[FileInfo]:
+    def list(self, prefix: str = "", limit: int | None = None) -> list[FileInfo]:
         """Every file under ``root/prefix/``, recursively, with paths relative to the root.
 
         ``prefix`` is a directory ('' for the whole root); ``a`` and ``a/`` both mean the
-        directory ``a/``, never ``ab/``. Directory markers and directories are not files."""
+        directory ``a/``, never ``ab/``. Directory markers and directories are not files.
+        With ``limit`` the listing may stop as soon as it has found more than ``limit`` files
+        (on S3 a page holds 1,000): a result longer than ``limit`` means "more than that", not
+        everything."""
         dir_prefix = ""
         if prefix != "":
             dir_prefix = check_relative_path(prefix[:-1] if prefix.endswith("/") else prefix)
             dir_prefix += "/"
         uri = self.root_uri + dir_prefix
         try:
-            return self._backend().list_under(dir_prefix)
+            return self._backend().list_under(dir_prefix, limit)
         except Exception as exc:
             _raise_translated(exc, uri, "list")
 

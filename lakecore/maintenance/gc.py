@@ -19,8 +19,9 @@ What may be deleted
     else), so files in other directories are neither reported nor deleted.
 
 Steps
-    1. list: the top level (driver) first, then the 4,096 hash directories (executors, a few
-       requests in flight per task).
+    1. list: the top level (driver) first, then the hash directories: a small lakehouse in
+       one flat paged listing, a large one a directory per request (executors, a few requests
+       in flight per task); see ``listing``.
     2. retained: read every listed root strictly (with the order its definition gives), its
        definition, and the exports the definitions name. Any failure stops gc before it deletes
        anything (``GcRefusedError``, exit 4): gc only deletes what it can *prove* unreachable.
@@ -59,7 +60,13 @@ from lakecore.locations import (
     hash_directories,
 )
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
-from lakecore.maintenance.listing import GcRefusedError, ListedFile, list_directories, list_top
+from lakecore.maintenance.listing import (
+    GcRefusedError,
+    ListedFile,
+    list_directories,
+    list_small_root,
+    list_top,
+)
 from lakecore.maintenance.reach import (
     NewVersionsReach,
     plan_reach,
@@ -135,12 +142,16 @@ def gc_in_process(
     batch_size: int = 1000,
     target_tasks: int = 8,
     list_threads: int = 8,
+    flat_listing_max_files: int = 10000,
 ) -> GcResult:
     """gc without Spark: the same units, with the sets held in memory. The caller checks the
     grace period (``check_grace``) first."""
     top = list_top(storage)
     retained = read_retained(storage, top)
-    listing = list(top) + list(list_directories(storage, hash_directories(), list_threads))
+    hashed = list_small_root(storage, flat_listing_max_files)
+    if hashed is None:
+        hashed = list(list_directories(storage, hash_directories(), list_threads))
+    listing = list(top) + hashed
     cache = NodeCache()
     plan = plan_reach(storage, retained.roots.values(), target_tasks, cache=cache)
     reach = list(plan.driver_paths.items()) + list(run_reach_tasks(storage, plan.tasks))

@@ -1,6 +1,12 @@
 """Listing a lakehouse root for maintenance: what is there, and what lakecore may delete.
 
 Only the top level and the 4,096 hash directories are listed: lakecore writes nowhere else. A
+lakehouse is listed with the fewest requests that cover it: a small one (at most
+``gc_flat_listing_max_files`` files) in one flat paged listing of the root (a request per 1,000
+files on S3), whose files outside the hash directories are dropped; a large one with a request
+per hash directory, fanned out over tasks with several requests in flight each
+(``list_directories``). ``list_small_root`` tries the flat listing and gives up, after at most
+``max_files / 1000 + 1`` requests, as soon as the lakehouse turns out larger. A
 listed file is classified by its *name* (``locations.classify_path``): lakecore's own kinds,
 or ``foreign`` (reported, never touched). Only node files, namespace, table and lakehouse
 definitions and ``.lakecore-tmp-*`` leftovers are deletable; root files and the hint never are
@@ -12,6 +18,7 @@ driver, which then refuses to delete anything."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Final, NamedTuple
 
@@ -33,6 +40,9 @@ FOREIGN: Final = "foreign"
 ERROR_KEY: Final = "\x00error: "
 UNKNOWN_SIZE: Final = -1
 _DELETABLE_NAMES: Final = frozenset(kind.value for kind in DELETABLE_KINDS)
+DELETABLE_KIND_NAMES: Final = tuple(sorted(_DELETABLE_NAMES))
+# A path inside one of the 4,096 hash directories (``locations.hash_directories``).
+_IN_HASH_DIRECTORY: Final = re.compile(r"[01]{4}/[01]{4}/[01]{4}/")
 
 
 class GcRefusedError(LakecoreError):
@@ -92,6 +102,23 @@ def list_directories(storage: Storage, directories: Iterable[str], threads: int 
     with ThreadPoolExecutor(max_workers=min(threads, len(directories))) as pool:
         for listed in pool.map(lambda d: list_directory(storage, d), directories):
             yield from listed
+
+
+def list_small_root(storage: Storage, max_files: int) -> list[ListedFile] | None:
+    """Every file in the hash directories through one flat paged listing of the root, or None
+    when the root holds more than ``max_files`` files (list the hash directories one by one
+    then). The top level is not included (``list_top`` lists it); files in other folders are
+    left out, as the per-directory listing leaves them out."""
+    if max_files <= 0:
+        return None
+    try:
+        infos = storage.list("", limit=max_files)
+    except LakecoreError as exc:
+        raise GcRefusedError(f"could not list {storage.root_uri}: {exc.one_line()}") from exc
+    if len(infos) > max_files:
+        return None
+    return [ListedFile(i.path, i.size, i.mtime_millis, kind_of(i.path)) for i in infos
+            if _IN_HASH_DIRECTORY.match(i.path)]
 
 
 def list_top(storage: Storage) -> list[ListedFile]:

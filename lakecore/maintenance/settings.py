@@ -10,6 +10,9 @@ a mistyped key would otherwise be silently ignored and its default used.
     gc_older_than             gc's default grace period (a duration: 90s, 15m, 6h, 3d)
     gc_delete_batch_size      files per delete request (S3 takes at most 1,000)
     gc_list_threads_per_task  concurrent listing requests per listing task
+    gc_flat_listing_max_files a lakehouse with at most this many files is listed in one flat
+                              paged listing (a request per 1,000 files on S3) instead of one
+                              request per hash directory (4,096)
     flush_fill                threshold flush: flush buffers fuller than this (0..1)
     flush_max_redos           flush redoes its work this often after a conflicting commit
     validate_ge_enabled       run the great-expectations suite in validate
@@ -36,6 +39,7 @@ class MaintenanceSettings:
     gc_older_than: str = "3d"
     gc_delete_batch_size: int = 1000
     gc_list_threads_per_task: int = 8
+    gc_flat_listing_max_files: int = 10000
     flush_fill: float = 0.5
     flush_max_redos: int = 3
     validate_ge_enabled: bool = True
@@ -80,6 +84,8 @@ class MaintenanceSettings:
             problems.append("gc_delete_batch_size must be 1..1000 (S3 deletes at most 1,000 keys a request)")
         if self.gc_list_threads_per_task < 1:
             problems.append("gc_list_threads_per_task must be at least 1")
+        if self.gc_flat_listing_max_files < 0:
+            problems.append("gc_flat_listing_max_files must not be negative (0 always fans out)")
         if not 0.0 <= self.flush_fill <= 1.0:
             problems.append("flush_fill must be between 0 and 1")
         if self.flush_max_redos < 0:

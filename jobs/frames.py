@@ -1,0 +1,143 @@
+"""Fanning work out over executors with DataFrames: no SparkContext, no RDD.
+
+Every job runs on a classic session and through Spark Connect alike, so the only way work
+reaches executors is a DataFrame:
+
+    tasks       ``spark.range(n, numPartitions=k)``: partition i gets a contiguous slice of
+                task indexes (the callers sort their tasks so that neighbours share a node
+                cache); the task objects travel in the work function's closure, pickled once
+                with it.
+    work        ``mapInArrow``: the partition's indexes in, Arrow batches of results out. The
+                work function is called once per partition with that partition's tasks (one
+                cache, one client per partition, as ``mapPartitions`` gave).
+    results     typed rows (``Columns``: paths, sizes, kinds) that the JVM joins, filters and
+                aggregates, so that big sets never reach the driver; or one pickled object per
+                result (``PAYLOAD``) where the driver assembles the results itself (flush's
+                subtrees, the checker's reports), which are small by construction.
+
+Driver-side rows (the top of a tree, the top-level listing) become DataFrames through
+``driver_rows`` and join the executors' rows with ``unionByName``.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+Task = TypeVar("Task")
+
+# Rows per Arrow batch a task emits: big enough to amortise the batch, small enough that a
+# partition's output streams.
+BATCH_ROWS: Final = 8192
+_ARROW_TYPES: Final = ("string", "bigint", "int", "binary", "boolean", "double")
+
+
+@dataclass(frozen=True)
+class Columns:
+    """A result schema: (name, Spark SQL type) pairs, one definition for both Spark's DDL and
+    the Arrow batches the executors build."""
+
+    fields: tuple[tuple[str, str], ...]
+
+    def __post_init__(self) -> None:
+        for name, kind in self.fields:
+            if kind not in _ARROW_TYPES:
+                raise ValueError(f"column {name}: type {kind} is not one of {', '.join(_ARROW_TYPES)}")
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.fields]
+
+    @property
+    def ddl(self) -> str:
+        return ", ".join(f"{name} {kind}" for name, kind in self.fields)
+
+    def arrow_schema(self) -> Any:
+        import pyarrow as pa
+
+        types = {"string": pa.string(), "bigint": pa.int64(), "int": pa.int32(), "binary": pa.binary(),
+                 "boolean": pa.bool_(), "double": pa.float64()}
+        return pa.schema([pa.field(name, types[kind]) for name, kind in self.fields])
+
+    def batches(self, rows: Iterable[Sequence[Any]]) -> Iterator[Any]:
+        """Arrow record batches of ``rows`` (tuples in column order), ``BATCH_ROWS`` at a time."""
+        import pyarrow as pa
+
+        schema = self.arrow_schema()
+        width = len(self.fields)
+        columns: list[list[Any]] = [[] for _ in range(width)]
+        count = 0
+        for row in rows:
+            for i in range(width):
+                columns[i].append(row[i])
+            count += 1
+            if count >= BATCH_ROWS:
+                yield pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
+                                                 schema=schema)
+                columns = [[] for _ in range(width)]
+                count = 0
+        if count:
+            yield pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
+                                             schema=schema)
+
+
+PAYLOAD: Final = Columns((("payload", "binary"),))
+
+
+def slices_for(tasks: int, parallelism: int) -> int:
+    """Partitions for ``tasks`` tasks: one per task up to the parallelism asked for."""
+    return max(1, min(tasks, parallelism))
+
+
+def fan_out(
+    spark: Any,
+    tasks: Sequence[Task],
+    work: Callable[[list[Task]], Iterable[Sequence[Any]]],
+    columns: Columns,
+    parallelism: int,
+) -> Any:
+    """A DataFrame of what ``work`` yields for every partition's tasks (rows in ``columns``'
+    order). Lazy, like any DataFrame: nothing runs until it is collected, counted or joined."""
+    task_list = list(tasks)
+    schema = columns
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        indexes: list[int] = []
+        for batch in batches:
+            indexes.extend(batch.column(0).to_pylist())
+        if not indexes:
+            return
+        yield from schema.batches(work([task_list[i] for i in indexes]))
+
+    slices = slices_for(len(task_list), parallelism)
+    if not task_list:
+        return driver_rows(spark, [], columns)
+    return spark.range(0, len(task_list), 1, slices).mapInArrow(run, columns.ddl)
+
+
+def fan_out_objects(
+    spark: Any,
+    tasks: Sequence[Task],
+    work: Callable[[list[Task]], Iterable[Any]],
+    parallelism: int,
+) -> Any:
+    """``fan_out`` for results the driver assembles: every object ``work`` yields, pickled
+    into one ``payload`` row (``collect_objects`` brings them back)."""
+
+    def pickled(items: list[Task]) -> Iterator[tuple[bytes]]:
+        for result in work(items):
+            yield (pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL),)
+
+    return fan_out(spark, tasks, pickled, PAYLOAD, parallelism)
+
+
+def collect_objects(frame: Any) -> list[Any]:
+    """The objects of a ``PAYLOAD`` DataFrame, unpickled on the driver."""
+    return [pickle.loads(row[0]) for row in frame.select("payload").collect()]
+
+
+def driver_rows(spark: Any, rows: Sequence[Sequence[Any]], columns: Columns) -> Any:
+    """A DataFrame of rows the driver holds (the top of a tree, the top-level listing)."""
+    return spark.createDataFrame([tuple(row) for row in rows], schema=columns.ddl)
