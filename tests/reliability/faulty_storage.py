@@ -221,9 +221,9 @@ class FaultyStorage(Storage):
             "create_exclusive", path, lambda: super(FaultyStorage, self).create_exclusive(path, data)
         )
 
-    def list(self, prefix: str = "") -> builtins.list[FileInfo]:
+    def list(self, prefix: str = "", limit: int | None = None) -> builtins.list[FileInfo]:
         result: builtins.list[FileInfo] = self._guard(
-            "list", prefix, lambda: super(FaultyStorage, self).list(prefix)
+            "list", prefix, lambda: super(FaultyStorage, self).list(prefix, limit)
         )
         return result
 
