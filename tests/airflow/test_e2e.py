@@ -183,7 +183,7 @@ def maintenance(lakes: dict[str, Any], spark_cluster: StandaloneCluster) -> dict
 def test_the_jobs_ran_on_the_standalone_cluster(maintenance: dict[str, Any]) -> None:
     """Every Spark application of the run (the good lakehouse's five steps, the bad one's first
     validation) ran on the connection's master, with executors on the workers and no task on
-    the driver. gc always shares out work (the listing of 4096 hash directories), and so do
+    the driver. gc always shares out work (its join of the listing and the reach), and so do
     the validations of the deeper trees (the bad lakehouse, the good one after its flush); the
     good lakehouse's first validation and its flush have a tree too small to split."""
     airflow: Airflow = maintenance["airflow"]

@@ -45,11 +45,15 @@ STAGES = {"list": "lakecore gc: list", "delete": "lakecore gc: delete"}
 
 
 def _settings_dir(base: Path) -> Path:
-    """conf/maintenance-local.json with one file per delete batch (one task per orphan)."""
+    """conf/maintenance-local.json with one file per delete batch (one task per orphan) and the
+    listing always fanned out over the hash directories."""
     conf = base / "conf"
     conf.mkdir()
     settings = json.loads((WRAPPER.parent / "conf" / "maintenance-local.json").read_text())
     settings["gc_delete_batch_size"] = 1
+    # The hash directories listed by executors (as in a large lakehouse), not one flat listing
+    # on the driver: the listing stage must have tasks to lose.
+    settings["gc_flat_listing_max_files"] = 0
     (conf / "maintenance-local.json").write_text(json.dumps(settings))
     return conf
 
