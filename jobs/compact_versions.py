@@ -50,6 +50,7 @@ from jobs.spark_units import (
     reach_errors,
     reach_frame,
     reached_paths,
+    sample_paths,
 )
 from lakecore.humanize import format_bytes, format_time_millis, plural
 from lakecore.locations import root_node_file_name
@@ -154,7 +155,7 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     report.counts["files_reached_by_expired_versions"] = expired_reach
     report.counts["files_only_expired_versions_reach"] = candidate_count
     report.sample("would_delete_roots", [root_node_file_name(v) for v in plan.expired])
-    report.sample("would_delete", _sample(candidates))
+    report.sample("would_delete", sample_paths(candidates))
     if args.dry_run:
         report.summary.append(
             f"would expire {len(plan.expired)} versions ({plan.expired[0]}..{plan.expired[-1]}) and "
@@ -202,10 +203,6 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
             f"{len(deleted.refused)} paths were refused; what is left is orphaned and gc removes "
             f"it. E.g. {(deleted.errors + deleted.refused)[0]}"
         )
-
-
-def _sample(frame: Any) -> list[str]:
-    return [row[0] for row in frame.select("path").orderBy("path").limit(SAMPLE_LIMIT).collect()]
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:

@@ -42,7 +42,6 @@ from typing import Any
 
 from jobs.common import (
     EXIT_FAILURE,
-    SAMPLE_LIMIT,
     JobContext,
     base_parser,
     parse_duration_seconds,
@@ -51,7 +50,14 @@ from jobs.common import (
 )
 from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out
-from jobs.spark_units import delete_frame, membership_in, reach_errors, reach_frame, reached_paths
+from jobs.spark_units import (
+    delete_frame,
+    membership_in,
+    reach_errors,
+    reach_frame,
+    reached_paths,
+    sample_paths,
+)
 from lakecore.argparsing import ArgumentError
 from lakecore.humanize import format_seconds
 from lakecore.locations import hash_directories
@@ -144,10 +150,6 @@ def _judged(listing: Any, reach: Any, cutoff: int) -> Any:
     )
 
 
-def _sample(frame: Any, limit: int = SAMPLE_LIMIT) -> list[str]:
-    return [row[0] for row in frame.select("path").orderBy("path").limit(limit).collect()]
-
-
 def _body(ctx: JobContext) -> None:
     cached: list[Any] = []
     try:
@@ -237,21 +239,18 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     report.bytes["listed_bytes"] = bytes_listed
     report.details["listed_by_kind"] = dict(sorted(listed_by_kind.items()))
     report.counts["foreign_files"] = listed_by_kind.get(FOREIGN, 0)
-    if report.counts["foreign_files"]:
-        report.sample("foreign", _sample(judged.where(F.col("kind") == FOREIGN)))
-    else:
-        report.sample("foreign", [])
+    report.sample("foreign", sample_paths(judged.where(F.col("kind") == FOREIGN)) if report.counts["foreign_files"] else [])
     report.counts["reachable_files"] = reachable
     if missing:
         # Reachable but not there: a dangling definition (fsck reports it). gc deletes nothing
         # because of it, but says so.
         report.counts["reachable_missing"] = missing
-        report.sample("reachable_missing", _sample(judged.where(F.col("kind").isNull())))
+        report.sample("reachable_missing", sample_paths(judged.where(F.col("kind").isNull())))
     orphan_frame = judged.where(F.col("orphan"))
     report.counts["orphans_found"] = orphans
     report.bytes["orphan_bytes"] = orphan_bytes
     report.counts["skipped_too_young"] = too_young
-    report.sample("too_young", _sample(orphan_frame.where(~F.col("old"))) if too_young else [])
+    report.sample("too_young", sample_paths(orphan_frame.where(~F.col("old"))) if too_young else [])
     if args.full_list:
         target = _orphans_dataset(args.report)
         orphan_frame.select("path", "size", "mtime_millis", "kind", F.col("old").alias("old_enough")) \
@@ -285,7 +284,7 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         report.new_version = rechecked.versions[-1]
     report.counts["would_delete" if args.dry_run else "orphans_to_delete"] = to_delete
     report.bytes["would_free" if args.dry_run else "orphan_bytes_to_delete"] = bytes_to_delete
-    report.sample("would_delete", _sample(deletable) if to_delete else [])
+    report.sample("would_delete", sample_paths(deletable) if to_delete else [])
 
     # -- delete ----------------------------------------------------------------------------
     deleted = DeleteOutcome()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from jobs.common import SAMPLE_LIMIT, JobContext
-from jobs.frames import PAYLOAD, Columns, collect_objects, driver_rows, fan_out, fan_out_objects
+from jobs.frames import PAYLOAD, Columns, collect_objects, driver_rows, fan_out
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import ERROR_KEY, is_deletable, kind_of
 from lakecore.maintenance.reach import ReachPlan, ReachTask, run_reach_tasks
@@ -49,6 +49,12 @@ def reached_paths(reach: Any) -> Any:
     from pyspark.sql import functions as F
 
     return reach.where(~F.col("path").startswith(ERROR_KEY)).select("path").distinct()
+
+
+def sample_paths(frame: Any) -> list[str]:
+    """The first ``SAMPLE_LIMIT`` paths of a DataFrame with a ``path`` column, in order (the
+    report's capped samples: only these reach the driver)."""
+    return [row[0] for row in frame.select("path").orderBy("path").limit(SAMPLE_LIMIT).collect()]
 
 
 def membership_in(ctx: JobContext, reach: Any) -> Any:
@@ -95,22 +101,6 @@ def delete_frame(ctx: JobContext, storage: Storage, files: Any, batch_size: int)
         total.add(part)
     total.deleted_paths = sorted(total.deleted_paths)[:SAMPLE_LIMIT]
     return total
-
-
-def delete_listed(ctx: JobContext, storage: Storage, files: list[tuple[str, int]], batch_size: int) -> DeleteOutcome:
-    """Delete ``(path, size)`` files the driver holds (a short list), batches on executors."""
-    batches = chunks(files, batch_size)
-    outcome = DeleteOutcome()
-    if not batches:
-        return outcome
-
-    def delete(items: list[list[tuple[str, int]]]) -> Any:
-        for batch in items:
-            yield delete_files(storage, batch, batch_size)
-
-    for part in collect_objects(fan_out_objects(ctx.spark, batches, delete, ctx.parallelism)):
-        outcome.add(part)
-    return outcome
 
 
 def deletable_only(frame: Any) -> Any:
