@@ -4,6 +4,7 @@ concurrent commits, bad options."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -80,24 +81,31 @@ def test_commits_landing_during_the_flush_are_kept(run_job, tmp_path: Path) -> N
     stop = threading.Event()
     created: list[str] = []
 
+    # A bounded writer: commits that flush the root buffer themselves make the job redo, and an
+    # endless stream of them would starve any flush (that is what --max-redos bounds). Once the
+    # writer stops, the next redo must land, so the redos allowed exceed the writer's commits.
+    writes = 25
+
     def writer() -> None:
         other = Lakehouse.open(lh.uri)
-        i = 0
-        while not stop.is_set() and i < 200:
+        for i in range(writes):
+            if stop.is_set():
+                return
             with other.transaction() as tx:
                 tx.create_table("b", f"late{i:03d}")
             created.append(f"late{i:03d}")
-            i += 1
             other.refresh()
+            time.sleep(0.02)
 
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        code, report = run_job(flush_main, "--lakehouse", lh.uri, "--max-redos", "10")
+        code, report = run_job(flush_main, "--lakehouse", lh.uri, "--max-redos", str(writes + 1))
     finally:
         stop.set()
         thread.join()
     assert code == 0, report
+    assert report["counts"]["redos"] <= writes
     final = Lakehouse.open(lh.uri)
     assert set(created) <= set(final.list_tables("b"))
     assert check_version(final, deep=True).ok
