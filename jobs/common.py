@@ -187,16 +187,52 @@ def connect_session(app_name: str, remote: str) -> Any:
         raise ArgumentError(f"--remote needs the Spark Connect client ({exc}); install lakecore[spark]") from None
     from pyspark.sql import SparkSession
 
+    spark = None
     try:
         # pyspark's own builder (not the Connect class directly): it also switches
-        # pyspark.sql.functions over to their Connect forms for this process.
+        # pyspark.sql.functions over to their Connect forms for this process. No options yet:
+        # they would be the first request, sent before the probe's retry policy is in place.
+        spark = SparkSession.builder.remote(remote).getOrCreate()
+        _probe_endpoint(spark)
         spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
-        spark.range(1).collect()
     except Exception as exc:
-        from jobs.executor_errors import spark_unavailable
+        if spark is not None:
+            # A closed client sends nothing at exit: its exit hook's clean-up request would
+            # otherwise retry the unreachable endpoint for another 10 minutes.
+            with contextlib.suppress(Exception):
+                spark.client.close()
+        from jobs.executor_errors import connect_unavailable
 
-        raise spark_unavailable(remote, exc) from exc
+        raise connect_unavailable(remote, exc) from exc
     return spark
+
+
+# The probe's retries: about 8 s in all (0.5, 1, 2, 4 s), then a wrong --remote is one line. The
+# client's default (kept for the job's own requests, which should ride out a restarting server)
+# retries an unreachable endpoint for about 10 minutes.
+CONNECT_PROBE_RETRIES: dict[str, Any] = {
+    "max_retries": 4, "initial_backoff": 500, "backoff_multiplier": 2.0, "max_backoff": 4000,
+}
+
+
+def _probe_endpoint(spark: Any) -> None:
+    """The first request of a fresh Connect session, with short retries: the server's Spark
+    version, one unary call (a query would also leave release calls behind on failure, which
+    retry on their own threads with the default policy)."""
+    import warnings
+
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    client = spark.client
+    policies = client.get_retry_policies()
+    client.set_retry_policies([DefaultPolicy(**CONNECT_PROBE_RETRIES)])
+    try:
+        with warnings.catch_warnings():
+            # pyspark warns "[RETRIES_EXCEEDED]" on stderr before raising: the error says it all.
+            warnings.simplefilter("ignore")
+            spark.version  # noqa: B018  (the request is the point)
+    finally:
+        client.set_retry_policies(policies)
 
 
 def is_connect(spark: Any) -> bool:

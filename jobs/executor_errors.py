@@ -22,6 +22,8 @@ from lakecore import errors
 
 # How Python's traceback prints the last line of a lakecore error: "lakecore.errors.Name: message".
 _LAST_LINE = re.compile(r"lakecore\.errors\.(\w+): ([^\n]*)")
+# gRPC's message in an RPC error's text: details = "failed to connect to all addresses; ..."
+_GRPC_DETAILS = re.compile(r'details = "([^"]*)"')
 _NO_CREDENTIALS = ("NoCredentialsError", "Unable to locate credentials")
 CREDENTIALS_HINT = (
     "the executors found no S3 credentials: give them the same ones as the driver with "
@@ -48,6 +50,18 @@ def spark_unavailable(master: str, exc: BaseException) -> SparkUnavailableError:
     return SparkUnavailableError(
         f"could not start a Spark application on {master or 'the default master'}: {first[:200]}; "
         "check that the master is up and reachable from this host (SPARK_MASTER, --master)"
+    )
+
+
+def connect_unavailable(remote: str, exc: BaseException) -> SparkUnavailableError:
+    """The error for a Spark Connect endpoint that does not answer: gRPC's own words (its
+    ``details``), not the channel's debug dump."""
+    text = str(exc)
+    details = _GRPC_DETAILS.search(text)
+    first = details.group(1) if details else " ".join(text.split()).split(". ", 1)[0]
+    return SparkUnavailableError(
+        f"could not reach the Spark Connect server at {remote}: {' '.join(first.split())[:200]}; "
+        "check that it is up and reachable from this host (--remote, $SPARK_REMOTE)"
     )
 
 
