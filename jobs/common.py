@@ -151,6 +151,9 @@ def spark_session(app_name: str, master: str | None = None, remote: str | None =
     """
     if remote:
         return connect_session(app_name, remote)
+    # A classic session (the job's --master won over $SPARK_REMOTE): pyspark's builder would
+    # still turn into a Connect client, or refuse a master, while SPARK_REMOTE is set.
+    os.environ.pop(REMOTE_VARIABLE, None)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started us and its JVM

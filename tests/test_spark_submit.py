@@ -233,3 +233,16 @@ def test_the_jobs_master_wins_over_spark_remote(tmp_path: Path) -> None:
     remote, argv = record.read_text().splitlines()
     assert remote == "SPARK_REMOTE="
     assert argv.endswith("jobs/validate.py --lakehouse s3://bucket/lake --master local[1]")
+
+
+@pytest.mark.spark
+def test_a_jobs_own_master_wins_over_spark_remote(tmp_path: Path) -> None:
+    """The job itself (no wrapper) with --master and SPARK_REMOTE set: a classic session on that
+    master (pyspark alone would refuse the two together, or make a Connect client)."""
+    uri = _lake(tmp_path / "lake")
+    report = tmp_path / "report.json"
+    done = _run([sys.executable, "-m", "jobs.validate", "--lakehouse", uri, "--master", "local[1]",
+                 "--no-expectations", "--report", str(report)],
+                env=_env(PYTHONPATH=str(REPO), SPARK_REMOTE="sc://127.0.0.1:1", SPARK_LOCAL_IP="127.0.0.1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(report.read_text())["status"] == "ok"
