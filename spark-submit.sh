@@ -2,8 +2,16 @@
 # Run one of lakecore's maintenance jobs through spark-submit.
 #
 #   ./spark-submit.sh [--cluster] <job> --lakehouse URI [job options]
+#   ./spark-submit.sh <job> --lakehouse URI --remote sc://HOST:PORT [job options]
 #
 #   <job>: flush | gc | compact-versions | validate | export | repair   (jobs/<job>.py, '-' -> '_')
+#
+# With --remote sc://HOST:PORT (or --remote=sc://...) among the job's options, or $SPARK_REMOTE
+# set and no --master among them, the job is a Spark Connect client: no JVM and no spark-submit
+# here, the work runs on that endpoint. The wrapper runs `.venv/bin/python -m jobs.<job>` with
+# the repo on PYTHONPATH; SPARK_MASTER, LAKECORE_SPARK_ARGS and the deploy settings do not
+# apply (the endpoint's own configuration does), and --cluster with a remote is refused (exit
+# 2). The endpoint's Python workers must import lakecore and its dependencies themselves.
 #
 # Without --cluster the driver runs here on this repo's .venv and the executors run
 # .venv/bin/python too (PYTHONPATH names the repo), so nothing is shipped: local mode, or a
@@ -33,9 +41,11 @@
 # address: 127.0.0.1 by default in local mode only).
 #
 # Exit codes are the job's (lakecore.errors.ExitCode, the README's table: 0 ok, 1 violations,
-# 2 bad input, 3 conflict, 4 failure, 5 not found, 6 damaged, 130 interrupted). Bad arguments to this script (an unknown job, --cluster without a cluster
-# master, an unsupported deploy mode) exit 2 before anything starts; a missing spark-submit or
-# .venv, or an archive that cannot be packed, exits 4.
+# 2 bad input, 3 conflict, 4 failure, 5 not found, 6 damaged, 130 interrupted). Bad arguments to
+# this script (an unknown job, --cluster without a cluster master, an unsupported deploy mode,
+# --cluster with a remote, a remote that is not sc://...) exit 2 before anything starts; a
+# missing spark-submit or .venv, or an archive that cannot be packed, exits 4. An endpoint that
+# does not answer is the job's exit 4 (SparkUnavailableError), one line on stderr.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -51,6 +61,7 @@ usage: ./$PROG [--cluster] <job> --lakehouse URI [options]
   ./$PROG <job> --help    the job's options
   --cluster               run on \$SPARK_MASTER with a packed virtualenv for the executors
                           (client deploy mode on spark://, cluster deploy mode on YARN and k8s)
+  <job> ... --remote sc://HOST:PORT   (or \$SPARK_REMOTE) run through Spark Connect: no local JVM
 EOF
 }
 
@@ -80,6 +91,49 @@ script="jobs/${job//-/_}.py"
 [[ -f "$ROOT/$script" ]] || die "$script does not exist in $ROOT"
 
 venv_py="$ROOT/.venv/bin/python"
+
+# --- --remote sc://HOST:PORT or $SPARK_REMOTE: a Spark Connect client, no JVM here ------------------
+names_option() {  # $1: an argument, $2: an option; true for --option, --option=..., and the
+    # unambiguous abbreviations argparse accepts (at least '--' and three letters)
+    local name="${1%%=*}"
+    [[ ${#name} -ge 5 && "$2" == "$name"* ]]
+}
+remote=""
+remote_given=0      # --remote among the job's options (its value may be missing: the job says so)
+master_given=0      # --master among them: it wins over $SPARK_REMOTE, as in the job itself
+expect_remote=0
+for arg in "$@"; do
+    if [[ "$expect_remote" == 1 ]]; then
+        remote="$arg"
+        expect_remote=0
+    elif names_option "$arg" --remote; then
+        remote_given=1
+        if [[ "$arg" == *=* ]]; then remote="${arg#*=}"; else expect_remote=1; fi
+    elif names_option "$arg" --master; then
+        master_given=1
+    fi
+done
+remote_source="--remote"
+if [[ "$remote_given" == 0 && "$master_given" == 0 && -n "${SPARK_REMOTE:-}" ]]; then
+    remote="$SPARK_REMOTE"
+    remote_source="SPARK_REMOTE"
+fi
+if [[ "$remote_given" == 1 || "$remote_source" == SPARK_REMOTE ]]; then
+    [[ "$cluster" == 0 ]] \
+        || die "--cluster submits to \$SPARK_MASTER, $remote_source '$remote' runs through Spark Connect: use one or the other"
+    if [[ -n "$remote" && "$remote" != sc://* ]]; then
+        die "$remote_source '$remote' is not a Spark Connect address (sc://HOST:PORT)"
+    fi
+    [[ -x "$venv_py" ]] || fail "$venv_py is missing: run 'make setup' first"
+    # The job's own parser answers --help and argument errors (one line on stderr, exit 2) and
+    # it alone talks to the endpoint: nothing to check before it, no JVM to spare.
+    export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+    exec "$venv_py" -m "jobs.${job//-/_}" "$@"
+fi
+# Classic Spark from here on: an endpoint left in the environment would turn pyspark's session
+# into a Connect client behind the job's back (the job's --master wins over it).
+unset SPARK_REMOTE
+
 master="${SPARK_MASTER:-}"
 is_local=0
 deploy_mode=""

@@ -5,7 +5,11 @@ decorators) for the whole session and hands out fresh, unique lakehouse roots in
 
 Spark cluster: ``spark_cluster`` runs a Spark standalone master and two small workers on
 127.0.0.1 (``tests/spark_cluster.py``) for the whole session, shared by every test that submits
-to a cluster. This file is also loaded by the Airflow venv's pytest: standard library only here.
+to a cluster.
+
+Spark Connect: ``spark_connect`` runs one Spark Connect server (master ``local[2]``) on
+127.0.0.1 (``tests/spark_connect.py``) for the whole session, shared by every test marked
+``connect``. This file is also loaded by the Airflow venv's pytest: standard library only here.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.spark_cluster import StandaloneCluster, cluster_session
+from tests.spark_connect import ConnectServer, connect_server_session
 
 S3_TEST_BUCKET = "lakecore-test"
 S3_TEST_REGION = "us-east-1"
@@ -98,3 +103,8 @@ def s3_server() -> Iterator[S3TestServer]:
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
     yield from cluster_session(tmp_path_factory.mktemp("spark-cluster"))
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    yield from connect_server_session(tmp_path_factory.mktemp("spark-connect"))

@@ -151,3 +151,98 @@ def test_driver_binds_to_loopback_in_local_mode_only(tmp_path: Path) -> None:
     address, argv = record.read_text().splitlines()
     assert address == "SPARK_LOCAL_IP=127.0.0.1"
     assert "--master" not in argv.split()  # local[*] from conf/spark-defaults.conf
+
+
+# -- --remote sc://HOST:PORT and $SPARK_REMOTE: Spark Connect, no spark-submit -------------------------
+
+
+def _recording_submit(tmp_path: Path) -> tuple[Path, Path]:
+    """A stand-in spark-submit that records that it ran (and whether SPARK_REMOTE reached it)."""
+    record = tmp_path / "submitted"
+    stub = tmp_path / "spark-submit"
+    stub.write_text(f'#!/bin/sh\necho "SPARK_REMOTE=${{SPARK_REMOTE:-}}" > {record}\necho "$@" >> {record}\n')
+    stub.chmod(0o755)
+    return stub, record
+
+
+@pytest.mark.parametrize(("options", "environment"), [
+    (["--remote", "sc://127.0.0.1:1"], {}),
+    (["--remote=sc://127.0.0.1:1"], {}),
+    (["--remo", "sc://127.0.0.1:1"], {}),  # argparse's abbreviation of --remote
+    ([], {"SPARK_REMOTE": "sc://127.0.0.1:1"}),
+])
+def test_a_remote_runs_the_job_in_python_without_spark_submit(
+    tmp_path: Path, options: list[str], environment: dict[str, str]
+) -> None:
+    """With a remote the wrapper runs `.venv/bin/python -m jobs.<job>` itself: spark-submit is
+    never started, and the job's own errors reach stderr as one line. The lakehouse does not
+    exist, so the job stops (exit 5) before it would talk to the endpoint; SPARK_MASTER (even a
+    bad one) does not matter."""
+    stub, record = _recording_submit(tmp_path)
+    env = _env(SPARK_SUBMIT=str(stub), SPARK_MASTER="mesos://h:5050", **{"SPARK_REMOTE": None, **environment})
+    done = _run([str(WRAPPER), "validate", "--lakehouse", str(tmp_path / "none"), *options], env=env)
+    assert not record.exists(), record.read_text()
+    assert done.returncode == 5, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lakecore validate: NotFoundError: no lakehouse at"), done.stderr
+    # --help goes to the job's parser too, with its --remote option
+    done = _run([str(WRAPPER), "gc", "--help", *options], env=env)
+    assert done.returncode == 0 and "--remote sc://HOST:PORT" in done.stdout, done.stderr
+    assert not record.exists()
+
+
+@pytest.mark.parametrize(("options", "environment", "message"), [
+    (["--remote", "localhost:1"], {}, "--remote 'localhost:1' is not a Spark Connect address (sc://HOST:PORT)"),
+    (["--remote=http://h:1"], {}, "--remote 'http://h:1' is not a Spark Connect address (sc://HOST:PORT)"),
+    ([], {"SPARK_REMOTE": "h:15002"}, "SPARK_REMOTE 'h:15002' is not a Spark Connect address (sc://HOST:PORT)"),
+])
+def test_a_remote_that_is_not_sc_is_refused(tmp_path: Path, options: list[str], environment: dict[str, str],
+                                            message: str) -> None:
+    stub, record = _recording_submit(tmp_path)
+    env = _env(SPARK_SUBMIT=str(stub), **{"SPARK_REMOTE": None, **environment})
+    done = _run([str(WRAPPER), "flush", "--lakehouse", "s3://bucket/lake", *options], env=env)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [f"spark-submit.sh: {message}"]
+    assert done.stdout == "" and not record.exists()
+
+
+@pytest.mark.parametrize(("options", "environment", "source"), [
+    (["--remote", "sc://h:15002"], {}, "--remote"),
+    ([], {"SPARK_REMOTE": "sc://h:15002"}, "SPARK_REMOTE"),
+])
+def test_cluster_and_a_remote_are_one_or_the_other(tmp_path: Path, options: list[str],
+                                                   environment: dict[str, str], source: str) -> None:
+    stub, record = _recording_submit(tmp_path)
+    env = _env(SPARK_SUBMIT=str(stub), SPARK_MASTER="spark://h:7077", **{"SPARK_REMOTE": None, **environment})
+    done = _run([str(WRAPPER), "--cluster", "gc", "--lakehouse", "s3://bucket/lake", *options], env=env)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"spark-submit.sh: --cluster submits to $SPARK_MASTER, {source} 'sc://h:15002' runs through Spark "
+        "Connect: use one or the other"
+    ]
+    assert not record.exists()
+
+
+def test_the_jobs_master_wins_over_spark_remote(tmp_path: Path) -> None:
+    """--master among the job's options: classic Spark through spark-submit, as the job itself
+    decides, and $SPARK_REMOTE does not reach pyspark (it would make its session a Connect one)."""
+    stub, record = _recording_submit(tmp_path)
+    env = _env(SPARK_SUBMIT=str(stub), SPARK_REMOTE="sc://h:15002", SPARK_MASTER=None)
+    done = _run([str(WRAPPER), "validate", "--lakehouse", "s3://bucket/lake", "--master", "local[1]"], env=env)
+    assert done.returncode == 0, done.stderr
+    remote, argv = record.read_text().splitlines()
+    assert remote == "SPARK_REMOTE="
+    assert argv.endswith("jobs/validate.py --lakehouse s3://bucket/lake --master local[1]")
+
+
+@pytest.mark.spark
+def test_a_jobs_own_master_wins_over_spark_remote(tmp_path: Path) -> None:
+    """The job itself (no wrapper) with --master and SPARK_REMOTE set: a classic session on that
+    master (pyspark alone would refuse the two together, or make a Connect client)."""
+    uri = _lake(tmp_path / "lake")
+    report = tmp_path / "report.json"
+    done = _run([sys.executable, "-m", "jobs.validate", "--lakehouse", uri, "--master", "local[1]",
+                 "--no-expectations", "--report", str(report)],
+                env=_env(PYTHONPATH=str(REPO), SPARK_REMOTE="sc://127.0.0.1:1", SPARK_LOCAL_IP="127.0.0.1"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(report.read_text())["status"] == "ok"
