@@ -1038,7 +1038,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--write-threads", type=int, default=8)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--quick", action="store_true",
-                        help="20k tables, 100 commits, 1 round, no validate_deep (about 3 min per storage)")
+                        help="20k tables, 100 commits, 1 round, no validate_deep (local: about 3 min; "
+                        "s3-latency: about 17 min, gc alone ~3 min per configuration)")
     parser.add_argument("--tmpdir", default=None)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
