@@ -38,7 +38,6 @@ from typing import Any
 import _common as C
 import pyarrow as pa
 from bench_commit import S3_BUCKET, S3_REGION, moto_s3
-from bench_jobs import cpu_calibration
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.schema import Schema
@@ -81,7 +80,7 @@ def make_catalogs(base: str, local_dir: str, s3_properties: dict[str, str]) -> d
 def run_storage(name: str, base: str, local_dir: str, s3_properties: dict[str, str],
                 args: argparse.Namespace) -> dict[str, Any]:
     C.log(f"== {name}")
-    calibration = cpu_calibration()
+    calibration = C.cpu_calibration()
     C.log(f"   effective cores {calibration['effective_cores']}")
     catalogs = make_catalogs(base, local_dir, s3_properties)
     out: dict[str, Any] = {"cpu_calibration": calibration, "workloads": {}}
@@ -93,7 +92,9 @@ def run_storage(name: str, base: str, local_dir: str, s3_properties: dict[str, s
         ops: dict[str, Callable[[int], None]] = {}
         for cname, table in tables.items():
             if workload == "append":
-                ops[cname] = lambda i, t=table: t.append(batch(i * args.rows, args.rows))
+                def append(i: int, t: Table = table) -> None:
+                    t.append(batch(i * args.rows, args.rows))
+                ops[cname] = append
             else:
                 def set_props(i: int, t: Table = table) -> None:
                     with t.transaction() as tx:

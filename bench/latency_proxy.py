@@ -80,6 +80,7 @@ __all__ = [
     "DEFAULT_LATENCY_MS",
     "LatencyProxy",
     "MotoS3",
+    "cached_backend_lookup",
     "indexed_listing",
     "request_kind",
 ]
@@ -221,6 +222,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY: the status line and headers go out in one write and the body in another; with
+    # Nagle's algorithm the body would wait for the client's delayed ACK of the headers (40 ms).
+    disable_nagle_algorithm = True
     server: _Server
     _upstream: http.client.HTTPConnection | None = None
     _body_received = 0.0
@@ -601,11 +605,44 @@ def indexed_listing() -> Iterator[None]:
             _uninstall_indexed_listing()
 
 
+@contextlib.contextmanager
+def cached_backend_lookup() -> Iterator[None]:
+    """moto's server finds the service of every request by its Host header twice, each time
+    walking its list of modules with an ``os.path.isdir`` per module and matching URL patterns
+    (about 3 ms of CPU per S3 request, half of what moto spends on one). The answer depends on
+    the host alone: remember it while inside (process-wide)."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    original = DomainDispatcherApplication.get_backend_for_host
+    if getattr(original, "_bench_cached", False):
+        yield
+        return
+    cache: dict[str | None, Any] = {}
+    lock = threading.Lock()
+
+    def cached(self: Any, host: str | None) -> Any:
+        with lock:
+            if host in cache:
+                return cache[host]
+        backend = original(self, host)
+        with lock:
+            cache[host] = backend
+        return backend
+
+    cached._bench_cached = True  # type: ignore[attr-defined]
+    DomainDispatcherApplication.get_backend_for_host = cached  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        DomainDispatcherApplication.get_backend_for_host = original  # type: ignore[method-assign]
+
+
 class MotoS3:
     """moto's S3 server in this process on 127.0.0.1 (a free port unless ``port``), dummy
     credentials in this process's environment while it runs, buckets made directly in moto."""
 
     def __init__(self, port: int = 0, indexed: bool = True, region: str = "us-east-1") -> None:
+        """``indexed``: ``indexed_listing`` and ``cached_backend_lookup`` while it runs."""
         self._port = port
         self.indexed = indexed
         self.region = region
@@ -625,6 +662,7 @@ class MotoS3:
         self._listing = contextlib.ExitStack()
         if self.indexed:
             self._listing.enter_context(indexed_listing())
+            self._listing.enter_context(cached_backend_lookup())
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self._port, verbose=False)
         self._server.start()
         return self
