@@ -43,7 +43,10 @@ Design choices:
   per process and per thread (s3fs clients are bound to an event loop and are not fork-safe;
   Spark's python workers fork). A changed ``os.getpid()`` means we are in a forked child and
   the inherited client is abandoned unused. Clients are built with
-  ``skip_instance_cache=True`` so two Storages with different options never share one.
+  ``skip_instance_cache=True`` so two Storages with different options never share one, and
+  kept in a small per-process cache keyed by thread, root and options: a Spark task unpickles
+  a fresh Storage, and building an S3 client per task and per listing thread cost several
+  times the listing itself in CPU.
 - **Nothing hangs.** Every S3 call carries an overall deadline (storage option
   ``lakecore_timeout_seconds``, default 300, taken out before the options reach s3fs):
   botocore's read timeout does not cover a PUT that waits for ``100 Continue`` from a silent
@@ -62,10 +65,12 @@ from __future__ import annotations
 import builtins
 import contextlib
 import errno
+import json
 import os
 import stat
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -146,6 +151,11 @@ _MEMORY_CREATE_LOCK = threading.Lock()
 # Clients inherited across a fork are kept referenced, never used and never closed: closing
 # them would run their finalisers against the parent's event loop, which does not exist here.
 _ABANDONED_AFTER_FORK: list[object] = []
+# Remote clients by (pid, thread, root, options): reused by every Storage of the same root and
+# options in one thread. Bounded, least recently used out; an evicted client is just dropped.
+_CLIENT_CACHE_SIZE = 64
+_CLIENT_CACHE: OrderedDict[tuple[int, int, str, str], _Backend] = OrderedDict()
+_CLIENT_CACHE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -773,13 +783,35 @@ class Storage:
             return backend
         if backend is not None:
             _ABANDONED_AFTER_FORK.append(backend)  # inherited from the parent; see above
-        backend = self._new_backend()
+        backend = self._local_backend() if self._scheme == _LOCAL_SCHEME else self._cached_client()
         self._local.backend = backend
         return backend
 
+    def _local_backend(self) -> _Backend:
+        return _LocalBackend(self._root_path)
+
+    def _cached_client(self) -> _Backend:
+        # The endpoint may come from the environment, which can change between two Storages.
+        endpoint = self._s3_endpoint() if self._scheme == _S3_SCHEME else None
+        key = (os.getpid(), threading.get_ident(), self.root_uri,
+               json.dumps([self._storage_options, endpoint], sort_keys=True, default=repr))
+        with _CLIENT_CACHE_LOCK:
+            backend = _CLIENT_CACHE.get(key)
+            if backend is not None:
+                _CLIENT_CACHE.move_to_end(key)
+                return backend
+            if _CLIENT_CACHE and next(iter(_CLIENT_CACHE))[0] != key[0]:
+                # A forked child: every cached client is the parent's (see above).
+                _ABANDONED_AFTER_FORK.extend(_CLIENT_CACHE.values())
+                _CLIENT_CACHE.clear()
+        backend = self._new_backend()
+        with _CLIENT_CACHE_LOCK:
+            _CLIENT_CACHE[key] = backend
+            while len(_CLIENT_CACHE) > _CLIENT_CACHE_SIZE:
+                _CLIENT_CACHE.popitem(last=False)
+        return backend
+
     def _new_backend(self) -> _Backend:
-        if self._scheme == _LOCAL_SCHEME:
-            return _LocalBackend(self._root_path)
         import fsspec
 
         if self._scheme == _S3_SCHEME:

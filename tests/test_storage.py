@@ -452,6 +452,36 @@ def test_s3_works_in_a_child_process(s3_server: S3TestServer, start_method: str)
 
 
 @pytest.mark.s3
+def test_s3_clients_are_reused_per_thread_across_storages(
+    s3_server: S3TestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Spark task unpickles a fresh Storage each time; each must not build a new S3 client.
+    import fsspec
+
+    built: list[str] = []
+    real_filesystem = fsspec.filesystem
+
+    def counting(protocol: str, **options: Any) -> Any:
+        built.append(protocol)
+        return real_filesystem(protocol, **options)
+
+    monkeypatch.setattr(fsspec, "filesystem", counting)
+    root, options = s3_server.new_root()
+    Storage(root, options).write("a", b"1")
+    for _ in range(3):
+        copy = pickle.loads(pickle.dumps(Storage(root, options)))
+        assert copy.read("a") == b"1"
+    assert built == ["s3"]
+    other_root, _ = s3_server.new_root()
+    Storage(other_root, options).write("b", b"2")  # another root: its own client
+    assert built == ["s3", "s3"]
+    worker = threading.Thread(target=lambda: Storage(root, options).read("a"))
+    worker.start()
+    worker.join()
+    assert built == ["s3", "s3", "s3"]  # another thread: its own client
+
+
+@pytest.mark.s3
 def test_s3_endpoint_from_environment(
     s3_server: S3TestServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

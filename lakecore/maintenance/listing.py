@@ -18,8 +18,13 @@ driver, which then refuses to delete anything."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
+import threading
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Final, NamedTuple
 
 from lakecore.errors import (
@@ -97,11 +102,38 @@ def list_directories(storage: Storage, directories: Iterable[str], threads: int 
         for directory in directories:
             yield from list_directory(storage, directory)
         return
-    from concurrent.futures import ThreadPoolExecutor
+    pool = _listing_pool(threads)
+    # A sliding window of ``threads`` requests, answered in order: no more in flight than asked
+    # for even when the shared pool is larger, and a consumer that stops early leaves at most
+    # the window running.
+    pending = iter(directories)
+    in_flight: deque[Future[list[ListedFile]]] = deque(
+        pool.submit(list_directory, storage, d) for d in itertools.islice(pending, threads)
+    )
+    while in_flight:
+        listed = in_flight.popleft().result()
+        following = next(pending, None)
+        if following is not None:
+            in_flight.append(pool.submit(list_directory, storage, following))
+        yield from listed
 
-    with ThreadPoolExecutor(max_workers=min(threads, len(directories))) as pool:
-        for listed in pool.map(lambda d: list_directory(storage, d), directories):
-            yield from listed
+
+# One pool per process, kept across calls: its threads keep their storage clients (which are
+# cached per thread), where a pool per call built new clients every time.
+_POOL_LOCK: Final = threading.Lock()
+_POOL: list[tuple[int, int, ThreadPoolExecutor]] = []  # (pid, size, pool), at most one
+
+
+def _listing_pool(threads: int) -> ThreadPoolExecutor:
+    with _POOL_LOCK:
+        pid = os.getpid()
+        if _POOL and _POOL[0][0] == pid and _POOL[0][1] >= threads:
+            return _POOL[0][2]
+        if _POOL and _POOL[0][0] == pid:
+            _POOL[0][2].shutdown(wait=False)  # idle threads exit; running requests finish
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lakecore-list")
+        _POOL[:] = [(pid, threads, pool)]
+        return pool
 
 
 def list_small_root(storage: Storage, max_files: int) -> list[ListedFile] | None:
