@@ -145,9 +145,10 @@ def _run_subtrees(ctx: JobContext, works: list[SubtreeWork]) -> tuple[list[Subtr
     return results, checked
 
 
-def _rows_dataframe(ctx: JobContext, plans: list[VersionPlan], checked: Any) -> Any:
-    """Every node row of the checked versions: the tops' rows from the driver, the subtrees'
-    from the check's persisted DataFrame."""
+def _rows_dataframe(ctx: JobContext, plans: list[VersionPlan], checked: Any,
+                    results: list[SubtreeResult]) -> tuple[Any, int]:
+    """Every node row of the checked versions, and how many there are: the tops' rows from the
+    driver, the subtrees' from the check's persisted DataFrame (counted by the subtrees)."""
     from pyspark.sql import functions as F
 
     top_rows: list[tuple[Any, ...]] = []
@@ -161,7 +162,7 @@ def _rows_dataframe(ctx: JobContext, plans: list[VersionPlan], checked: Any) -> 
     rows = driver_rows(ctx.spark, top_rows, NODE_ROWS)
     if checked is not None:
         rows = rows.unionByName(checked.where(F.col("payload").isNull()).select(*NODE_ROWS.names))
-    return rows
+    return rows, len(top_rows) + sum(r.row_count * len(r.versions) for r in results)
 
 
 def _body(ctx: JobContext) -> None:
@@ -224,9 +225,10 @@ def _body(ctx: JobContext) -> None:
 
             lakehouse_def = plans[0].lakehouse_def
             with ctx.stage("expectations", "great-expectations suite over every node row"), executor_errors():
-                rows = _rows_dataframe(ctx, plans, checked)
+                rows, row_count = _rows_dataframe(ctx, plans, checked, results)
                 expectations = run_expectations(
                     rows,
+                    row_count=row_count,
                     namespace_name_max_bytes=lakehouse_def.namespace_name_max_size_bytes,
                     table_name_max_bytes=lakehouse_def.table_name_max_size_bytes,
                 )

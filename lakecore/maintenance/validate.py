@@ -460,9 +460,11 @@ class SubtreeResult:
     catalog: list[tuple[tuple[int, ...], CatalogPart]] = field(default_factory=list)
     catalog_error: str | None = None
     rows: list[NodeRow] = field(default_factory=list)
+    # len(rows), kept when the rows themselves are dropped (they travel apart, as DataFrame rows).
+    row_count: int = 0
 
     def without_rows(self) -> SubtreeResult:
-        return replace(self, rows=[])
+        return replace(self, rows=[], row_count=len(self.rows))
 
 
 def merge_work(plans: Sequence[VersionPlan], *, deep: bool, rows: bool) -> list[SubtreeWork]:

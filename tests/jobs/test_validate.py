@@ -122,6 +122,9 @@ def test_clean_lakehouse_passes_every_expectation_and_writes_html(lake: Path, ru
     assert expectations["success"] and expectations["evaluated"] >= 8
     assert all(e["success"] and e["unexpected_count"] == 0 for e in expectations["expectations"]), expectations
     assert all(e["element_count"] and e["element_count"] > 0 for e in expectations["expectations"])
+    # All passed in GE's cheap first pass: nothing was run again for details.
+    assert expectations["detailed_again"] == []
+    assert len({e["element_count"] for e in expectations["expectations"]}) == 1
     html = Path(data["details"]["html_report"])
     assert html.exists() and html.suffix == ".html"
     assert "unique-keys" in html.read_text() and "FAILED" not in html.read_text()
@@ -231,6 +234,10 @@ def test_an_expectation_failure_on_a_crafted_node_exits_1(lake: Path, run_job: R
     assert not failed["success"] and failed["unexpected_count"] == 1
     assert failed["unexpected_values"] == [short]
     assert [e["name"] for e in data["details"]["expectations"]["expectations"] if not e["success"]] == ["object-key-length"]
+    # Only the failure ran again with GE's SUMMARY; the element count GE gave it there is the
+    # row count the first pass reports for the expectations that passed.
+    assert data["details"]["expectations"]["detailed_again"] == ["object-key-length"]
+    assert {e["element_count"] for e in data["details"]["expectations"]["expectations"]} == {failed["element_count"]}
     assert "FAILED" in Path(data["details"]["html_report"]).read_text()
 
 
