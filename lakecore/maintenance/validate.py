@@ -48,6 +48,7 @@ the file was damaged.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -61,7 +62,7 @@ from lakecore.maintenance.check import CheckReport, TreeChecker, VersionCheck, V
 from lakecore.maintenance.partition import SubtreeTask, TreeCut, cut_tree
 from lakecore.node import Node, system_rows
 from lakecore.storage import Storage
-from lakecore.tree import scan
+from lakecore.tree import prefix_upper_bound, scan, scan_prefix
 from lakecore.tree.shape import TreeShape
 from lakecore.tree.store import NodeCache, NodeStore
 
@@ -222,6 +223,10 @@ class CatalogPart:
     tables: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     table_counts: dict[str, int] = field(default_factory=dict)
     keys_checked: int = 0
+    # Namespaces the driver saw keys of in this version: their tables are only counted, not
+    # listed, so a deep check sends the driver counts instead of every (table, location).
+    # Listed again on the driver only in the rare case such a namespace turns out broken.
+    keyed_namespaces: frozenset[str] = frozenset()
 
     def add(self, entry: EntryCheck) -> None:
         self.keys_checked += 1
@@ -231,6 +236,8 @@ class CatalogPart:
         if entry.table is not None:
             ns, table, location = entry.table
             self.table_counts[ns] = self.table_counts.get(ns, 0) + 1
+            if ns in self.keyed_namespaces:
+                return
             listed = self.tables.setdefault(ns, [])
             if len(listed) < TABLES_PER_NAMESPACE_LIMIT:
                 listed.append((table, location))
@@ -250,10 +257,12 @@ def check_catalog_items(
     lakehouse_def: Any,
     read: Callable[[str], bytes],
     memo: dict[tuple[str, str], EntryCheck] | None = None,
+    keyed_namespaces: frozenset[str] = frozenset(),
 ) -> CatalogPart:
     """Per-key deep checks of resolved (key, location) pairs. ``memo`` shares the checks of
-    pairs seen before (definition files are immutable)."""
-    part = CatalogPart()
+    pairs seen before (definition files are immutable); the tables of ``keyed_namespaces`` are
+    counted, not listed (see ``CatalogPart``)."""
+    part = CatalogPart(keyed_namespaces=keyed_namespaces)
     for key, location in items:
         entry = memo.get((key, location)) if memo is not None else None
         if entry is None:
@@ -264,8 +273,11 @@ def check_catalog_items(
     return part
 
 
-def namespace_violations(parts: Iterable[CatalogPart]) -> list[Violation]:
-    """Every table's namespace exists: run once all parts of a version are in."""
+def namespace_violations(parts: Iterable[CatalogPart],
+                         list_tables: Callable[[str], list[tuple[str, str]]] | None = None) -> list[Violation]:
+    """Every table's namespace exists: run once all parts of a version are in. A namespace with
+    a key whose definition is broken had its tables counted but not listed by the parts;
+    ``list_tables`` (namespace -> its first (table, location) pairs) lists them then."""
     total = CatalogPart()
     for part in parts:
         total.merge(part)
@@ -274,6 +286,8 @@ def namespace_violations(parts: Iterable[CatalogPart]) -> list[Violation]:
         if ns in total.namespaces:
             continue
         listed = total.tables.get(ns, [])
+        if not listed and list_tables is not None:
+            listed = list_tables(ns)[:TABLES_PER_NAMESPACE_LIMIT]
         for table, location in listed:
             out.append(Violation(location, "table-namespace", f"table {ns}.{table} has no namespace {ns!r}"))
         missing = total.table_counts[ns] - len(listed)
@@ -324,6 +338,10 @@ class VersionPlan:
     top_catalog: CatalogPart | None = None
     catalog_error: str | None = None
     cut_fallback: str | None = None
+    # The namespaces with a key in this version (deep only; empty when the scan failed), and
+    # how to list a namespace's first tables in it (for ``namespace_violations``).
+    keyed_namespaces: frozenset[str] = frozenset()
+    list_tables: Callable[[str], list[tuple[str, str]]] | None = None
 
 
 def _robust_cut(store: NodeStore, root: Node, root_location: str, target: int, max_depth: int) -> tuple[TreeCut, str | None]:
@@ -421,6 +439,8 @@ def plan_version(
         top = {location: node for location, node, _ in cut.top}
         try:
             items, plan.overlays = resolve_top(root, top, seen)
+            plan.keyed_namespaces = _keyed_namespaces(store, root, lakehouse_def)
+            plan.list_tables = _table_lister(store, root, lakehouse_def)
             plan.top_catalog = check_catalog_items(items, lakehouse_def, location_reader(storage, plan.external_roots))
         except StorageError:
             raise  # the store failed, not the file: no verdict (see check.py)
@@ -445,6 +465,9 @@ class SubtreeWork:
     overlays: tuple[tuple[tuple[int, ...], Overlay], ...] = ()
     deep: bool = False
     rows: bool = False
+    # Per overlay (same order): the namespaces keyed in every one of its versions whose tables
+    # can fall in this subtree (deep only).
+    keyed_namespaces: tuple[frozenset[str], ...] = ()
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -477,13 +500,59 @@ def merge_work(plans: Sequence[VersionPlan], *, deep: bool, rows: bool) -> list[
             entry[2].append(plan.version)
             if deep:
                 entry[3].setdefault(plan.overlays.get(task.location, ()), []).append(plan.version)
+    keyed = {plan.version: plan.keyed_namespaces for plan in plans}
     out = []
     for task, plan, versions, overlays in grouped.values():
+        groups = tuple((tuple(vs), overlay) for overlay, vs in overlays.items())
+        known = tuple(
+            _namespaces_in_range(frozenset.intersection(*(keyed[v] for v in vs)), task, plan.lakehouse_def)
+            for vs, _ in groups
+        )
         out.append(SubtreeWork(
-            task, tuple(versions), plan.shape, plan.lakehouse_def, plan.external_roots,
-            tuple((tuple(vs), overlay) for overlay, vs in overlays.items()), deep, rows,
+            task, tuple(versions), plan.shape, plan.lakehouse_def, plan.external_roots, groups, deep, rows,
+            known,
         ))
     return out
+
+
+def _keyed_namespaces(store: NodeStore, root: Node, lakehouse_def: LakehouseDef) -> frozenset[str]:
+    """The namespaces with a key in the version (their keys sort first and are few), or none
+    when the scan fails: the subtrees then list every table, as without this shortcut."""
+    names: set[str] = set()
+    try:
+        for key, _ in scan_prefix(store, root, K.NAMESPACE_KEY_PREFIX):
+            try:
+                names.add(K.parse_namespace_key(key, lakehouse_def))
+            except LakecoreError:
+                continue  # a malformed key: its own violation, and no namespace
+    except StorageError:
+        raise  # the store failed, not the file: no verdict (see check.py)
+    except LakecoreError:
+        return frozenset()
+    return frozenset(names)
+
+
+def _table_lister(store: NodeStore, root: Node, lakehouse_def: LakehouseDef) -> Callable[[str], list[tuple[str, str]]]:
+    def list_tables(ns: str) -> list[tuple[str, str]]:
+        found: list[tuple[str, str]] = []
+        for key, location in scan_prefix(store, root, K.table_key_prefix(ns, lakehouse_def)):
+            with contextlib.suppress(LakecoreError):  # a malformed key has its own violation
+                found.append((K.parse_table_key(key, lakehouse_def)[1], location))
+            if len(found) >= TABLES_PER_NAMESPACE_LIMIT:
+                break
+        return found
+
+    return list_tables
+
+
+def _namespaces_in_range(names: frozenset[str], task: SubtreeTask, lakehouse_def: LakehouseDef) -> frozenset[str]:
+    """The names whose table keys can fall within the task's key bounds (a superset)."""
+    def in_range(ns: str) -> bool:
+        prefix = K.table_key_prefix(ns, lakehouse_def)
+        upper = prefix_upper_bound(prefix)
+        return (task.high is None or prefix < task.high) and (task.low is None or upper is None or upper > task.low)
+
+    return frozenset(ns for ns in names if in_range(ns))
 
 
 def run_subtree_work(storage: Storage, work: SubtreeWork, store: NodeStore | None = None) -> SubtreeResult:
@@ -506,7 +575,8 @@ def run_subtree_work(storage: Storage, work: SubtreeWork, store: NodeStore | Non
             return result
         read = location_reader(storage, work.external_roots)
         memo: dict[tuple[str, str], EntryCheck] = {}
-        for versions, overlay in work.overlays:
+        known = work.keyed_namespaces or (frozenset(),) * len(work.overlays)
+        for (versions, overlay), keyed in zip(work.overlays, known, strict=True):
             resolved = dict(base)
             for key, value in overlay:
                 if value is None:
@@ -514,7 +584,7 @@ def run_subtree_work(storage: Storage, work: SubtreeWork, store: NodeStore | Non
                 else:
                     resolved[key] = value
             result.catalog.append(
-                (versions, check_catalog_items(sorted(resolved.items()), work.lakehouse_def, read, memo))
+                (versions, check_catalog_items(sorted(resolved.items()), work.lakehouse_def, read, memo, keyed))
             )
     return result
 
@@ -561,7 +631,7 @@ def combine_version(plan: VersionPlan, results: Iterable[SubtreeResult], *, deep
                     parts.append(part)
         for part in parts:
             violations.extend(part.violations)
-        violations.extend(namespace_violations(parts))
+        violations.extend(namespace_violations(parts, plan.list_tables))
         outcome.catalog_violations = violations
         outcome.catalog_checked = True
         outcome.catalog_keys = sum(part.keys_checked for part in parts)

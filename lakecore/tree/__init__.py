@@ -6,7 +6,7 @@ with flushes, splits and merges, ``bulk`` builds a balanced tree from sorted ite
 """
 
 from lakecore.tree.bulk import bulk_build
-from lakecore.tree.read import get, items, scan, scan_prefix
+from lakecore.tree.read import get, items, prefix_upper_bound, scan, scan_prefix
 from lakecore.tree.shape import TreeShape
 from lakecore.tree.store import SHARED_CACHE, IOStats, NodeCache, NodeStore
 from lakecore.tree.write import (
@@ -31,6 +31,7 @@ __all__ = [
     "flush_subtree",
     "get",
     "items",
+    "prefix_upper_bound",
     "scan",
     "scan_prefix",
 ]

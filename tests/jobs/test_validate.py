@@ -25,7 +25,12 @@ from lakecore.maintenance.validate import (
     SECTION_BUFFER,
     SECTION_KEY_TABLE,
     SECTION_SYSTEM,
+    combine_version,
+    fresh_store,
+    merge_work,
     node_rows,
+    plan_version,
+    run_subtree_work,
     validate_view,
 )
 from lakecore.node import Node, decode_node, encode_node
@@ -213,6 +218,42 @@ def test_deep_finds_tables_whose_namespace_key_was_removed(lake: Path, run_job: 
     found = _job_violations(data)
     assert {(loc, rule) for _, loc, rule, _ in found} == {(loc, "table-namespace") for loc in orphans}
     assert found == _fsck(lake, [lh.version], deep=True)
+
+
+def test_deep_lists_the_tables_of_a_namespace_whose_definition_is_gone(lake: Path, run_job: RunJob) -> None:
+    # The namespace's key is there, so the executors only counted its tables; the driver lists
+    # them once the namespace turns out broken, exactly as fsck does.
+    lh = _open(lake)
+    ns_location = lh.get(K.namespace_key("beta", lh.lakehouse_def))
+    assert ns_location is not None
+    (lake / ns_location).unlink()
+    tables = {location for _, location in lh.items(K.table_key_prefix("beta", lh.lakehouse_def))}
+    assert len(tables) > 5
+    code, data = run_job(main, "--lakehouse", str(lake), "--deep", "--no-expectations", "--parallelism", "4")
+    assert code == 1, data
+    found = _job_violations(data)
+    assert {(loc, rule) for _, loc, rule, _ in found} == (
+        {(ns_location, "definition-missing")} | {(loc, "table-namespace") for loc in tables}
+    )
+    assert found == _fsck(lake, [lh.version], deep=True)
+
+
+def test_deep_subtree_results_carry_table_counts_not_every_table(lake: Path) -> None:
+    # What an executor sends the driver for a clean version: every table counted, none listed.
+    lh = _open(lake)
+    store = fresh_store(lh.storage, lh.lakehouse_def.order, ())
+    plan = plan_version(lh.storage, lh.version, lh.root, lh.root_info.path, lh.root_info.size,
+                        lh.lakehouse_def, store, 4, deep=True)
+    assert plan.keyed_namespaces == frozenset(lh.list_namespaces())
+    works = merge_work([plan], deep=True, rows=False)
+    results = [run_subtree_work(lh.storage, work) for work in works]
+    parts = [part for result in results for _, part in result.catalog]
+    assert len(parts) >= 2
+    assert all(part.tables == {} for part in parts)
+    tables = sum(len(lh.list_tables(ns)) for ns in lh.list_namespaces())
+    top_tables = sum(plan.top_catalog.table_counts.values()) if plan.top_catalog else 0
+    assert sum(sum(part.table_counts.values()) for part in parts) + top_tables == tables
+    assert combine_version(plan, results, deep=True).ok
 
 
 def test_an_expectation_failure_on_a_crafted_node_exits_1(lake: Path, run_job: RunJob) -> None:
