@@ -6,7 +6,8 @@
 A ``full`` export copies every file the version reaches, in parallel: the driver cuts the tree
 (``lakecore.maintenance.partition.cut_tree``), executors list what each subtree reaches
 (``reachable_from_subtree``), and executors copy the files in batches with their own Storage
-handles. Only when every file is there does the driver write the target's lakehouse definition
+handles. The paths stay in a Spark DataFrame: the checks (a node reached by two walks, a path
+outside the source) are JVM aggregates, and the driver gets counts and a capped sample. Only when every file is there does the driver write the target's lakehouse definition
 and root (version 0, exclusive create) and then record the export in the source's definition
 (``exported_snapshots[NAME]``, FORMAT.md section 5), which pins the exported version against
 expiry. ``partial`` and ``minimal`` exports copy at most the internal nodes and run on the driver
@@ -28,10 +29,11 @@ if __package__ in (None, ""):  # run as a file (spark-submit jobs/export.py): th
 import argparse
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Final
 
 from jobs.common import JobContext, base_parser, run_job, storage_options
-from jobs.frames import collect_objects, fan_out_objects
+from jobs.frames import Columns, driver_rows, fan_out
+from jobs.spark_units import sample_paths
 from lakecore.argparsing import ArgumentError
 from lakecore.errors import (
     LakecoreError,
@@ -67,44 +69,64 @@ def _parser() -> Any:
     return parser
 
 
-def _reachable_subtrees(ctx: JobContext, source: Storage, order: int, external: tuple[str, ...],
-                        tasks: list[SubtreeTask]) -> list[Reachable]:
-    if not tasks:
-        return []
+# What a version reaches, one row per file and walk: ``walk`` is the subtree's index (-1 for the
+# top the driver walked), so that a node met by two walks is one JVM aggregate away.
+EXPORT_REACH: Final = Columns((("path", "string"), ("node", "boolean"), ("foreign", "boolean"), ("walk", "int")))
+COPIED: Final = Columns((("copied", "bigint"), ("bytes", "bigint")))
 
-    def walk(items: list[SubtreeTask]) -> Iterator[Reachable]:
+
+def _reach_rows(part: Reachable, walk: int) -> Iterator[tuple[str, bool, bool, int]]:
+    for path in sorted(part.nodes):
+        yield path, True, is_full_uri(path), walk
+    for path in sorted(part.values - part.nodes):
+        yield path, False, is_full_uri(path), walk
+
+
+def _reach(ctx: JobContext, source: Storage, order: int, external: tuple[str, ...],
+           tasks: list[SubtreeTask], top: Reachable) -> Any:
+    """The reach DataFrame: the subtrees walked on executors, the top from the driver."""
+    indexed = list(enumerate(tasks))
+
+    def walk(items: list[tuple[int, SubtreeTask]]) -> Iterator[tuple[str, bool, bool, int]]:
         from lakecore.maintenance.reachable import reachable_from_subtree
         from lakecore.tree import NodeStore
 
         store = NodeStore(source, order, external_roots=external)
-        for task in items:
-            yield reachable_from_subtree(store, task.location, task.depth)
+        for index, task in items:
+            yield from _reach_rows(reachable_from_subtree(store, task.location, task.depth), index)
 
-    results: list[Reachable] = collect_objects(fan_out_objects(ctx.spark, tasks, walk, ctx.parallelism))
-    return results
+    driver = driver_rows(ctx.spark, list(_reach_rows(top, -1)), EXPORT_REACH)
+    if not indexed:
+        return driver
+    return fan_out(ctx.spark, indexed, walk, EXPORT_REACH, ctx.parallelism).unionByName(driver)
 
 
-def _copy_batches(ctx: JobContext, source: Storage, target: Storage, batches: list[list[str]]) -> list[tuple[int, int]]:
-    if not batches:
-        return []
+def _copy(ctx: JobContext, source: Storage, target: Storage, files: Any, batches: int) -> tuple[int, int]:
+    """Copy the files of a ``path`` DataFrame, a partition per batch; (files, bytes) copied."""
+    from pyspark.sql import functions as F
 
-    def copy(items: list[list[str]]) -> Iterator[tuple[int, int]]:
-        for batch in items:
-            copied = size = 0
-            for path in batch:
+    def copy(batches_in: Iterator[Any]) -> Iterator[Any]:
+        copied = size = 0
+        for batch in batches_in:
+            for path in batch.column(0).to_pylist():
                 data = source.read(path)
                 target.write(path, data)
                 copied += 1
                 size += len(data)
-            yield copied, size
+        yield from COPIED.batches([(copied, size)])
 
     # A partition per batch: the batch size is the operator's unit of work per task.
-    results: list[tuple[int, int]] = collect_objects(fan_out_objects(ctx.spark, batches, copy, len(batches)))
-    return results
+    totals = (files.select("path").repartition(batches).mapInArrow(copy, COPIED.ddl)
+              .agg(F.sum("copied"), F.sum("bytes")).collect()[0])
+    return int(totals[0] or 0), int(totals[1] or 0)
 
 
 def _distributed_copy(ctx: JobContext, exported_root: RootInfo, batch_size: int) -> CopyFiles:
-    """A ``lakecore.export.CopyFiles`` that lists and copies on executors."""
+    """A ``lakecore.export.CopyFiles`` that lists and copies on executors. The paths stay in
+    Spark: the driver gets the counts, one offending path when there is one, and a sample."""
+    from pyspark.sql import functions as F
+    from pyspark.storagelevel import StorageLevel
+
     report = ctx.report
 
     def copy_files(source: Storage, target: Storage, store: NodeStore, root: Node) -> None:
@@ -118,33 +140,36 @@ def _distributed_copy(ctx: JobContext, exported_root: RootInfo, batch_size: int)
             top.values.update(node.values)
             top.values.update(v for v in node.buffer.values() if v is not None)
         report.counts["subtree_tasks"] = len(cut.subtrees)
-        with ctx.stage("reachable", f"list the files {len(cut.subtrees)} subtrees reach"):
-            parts = _reachable_subtrees(ctx, source, store.order, store.external_roots, cut.subtrees)
-        reach = Reachable()
-        reach.update(top)
-        for part in parts:
-            shared = reach.nodes & part.nodes
-            if shared:
-                raise TreeStructureError(sorted(shared)[0], "node is reached from two subtrees of one version")
-            reach.update(part)
-        files = sorted(reach.files)
-        foreign = [f for f in files if is_full_uri(f)]
-        if foreign:
-            raise LakecoreError(
-                f"version {exported_root.version} points outside {source.root_uri} "
-                f"(e.g. {foreign[0]}): it is itself an export; make a full export from its source instead"
-            )
-        report.counts["reachable_node_files"] = len(reach.nodes)
-        report.counts["reachable_definition_files"] = len(reach.values - reach.nodes)
-        batches = [files[i : i + batch_size] for i in range(0, len(files), batch_size)]
-        report.counts["copy_tasks"] = len(batches)
-        with ctx.stage("copy", f"copy {len(files)} files in {len(batches)} batches to {target.root_uri}"):
-            copied = _copy_batches(ctx, source, target, batches)
-        report.counts["files_copied"] = sum(n for n, _ in copied)
-        report.bytes["bytes_copied"] = sum(b for _, b in copied)
-        if report.counts["files_copied"] != len(files):
-            raise LakecoreError(f"copied {report.counts['files_copied']} of {len(files)} files; rerun the export")
-        report.sample("copied_files", files)
+        reach = _reach(ctx, source, store.order, store.external_roots, cut.subtrees, top).persist(
+            StorageLevel.MEMORY_AND_DISK)
+        try:
+            with ctx.stage("reachable", f"list the files {len(cut.subtrees)} subtrees reach"):
+                shared = (reach.where(F.col("node")).groupBy("path").count().where(F.col("count") > 1)
+                          .select("path").orderBy("path").limit(1).collect())
+                if shared:
+                    raise TreeStructureError(shared[0][0], "node is reached from two subtrees of one version")
+                files = reach.select("path", "node", "foreign").distinct()
+                foreign = files.where(F.col("foreign")).select("path").orderBy("path").limit(1).collect()
+                if foreign:
+                    raise LakecoreError(
+                        f"version {exported_root.version} points outside {source.root_uri} "
+                        f"(e.g. {foreign[0][0]}): it is itself an export; make a full export from its source instead"
+                    )
+                by_kind = {bool(row[0]): int(row[1]) for row in files.groupBy("node").count().collect()}
+            total = sum(by_kind.values())
+            report.counts["reachable_node_files"] = by_kind.get(True, 0)
+            report.counts["reachable_definition_files"] = by_kind.get(False, 0)
+            batches = max(1, -(-total // batch_size))
+            report.counts["copy_tasks"] = batches if total else 0
+            with ctx.stage("copy", f"copy {total} files in {batches} batches to {target.root_uri}"):
+                copied, size = _copy(ctx, source, target, files, batches) if total else (0, 0)
+            report.counts["files_copied"] = copied
+            report.bytes["bytes_copied"] = size
+            if copied != total:
+                raise LakecoreError(f"copied {copied} of {total} files; rerun the export")
+            report.sample("copied_files", sample_paths(files))
+        finally:
+            reach.unpersist()
 
     return copy_files
 

@@ -78,6 +78,8 @@ def test_full_export_copies_every_reachable_file(run_job: RunJob, lake: Lakehous
     own = {root_node_file_name(0), LATEST_HINT_FILE_NAME, copy.root_info.lakehouse_def_path}
     assert set(copied) - own == reachable
     assert report["counts"]["files_copied"] == len(reachable)
+    assert report["samples"]["copied_files"] == sorted(reachable)[: len(report["samples"]["copied_files"])]
+    assert report["counts"]["reachable_node_files"] + report["counts"]["reachable_definition_files"] == len(reachable)
     source_files = _files(Path(lake.uri.removeprefix("file://")))
     assert all(copied[p] == source_files[p] for p in reachable)
 
@@ -214,3 +216,40 @@ def test_rollback_to_last_valid_after_a_lost_node_file(run_job: RunJob, lake: La
     assert code == 0, report
     assert report["details"]["rollback_to"] is None
     assert report["new_version"] is None
+
+
+def test_a_full_export_of_an_export_is_refused_and_leaves_no_root(run_job: RunJob, lake: Lakehouse,
+                                                                  tmp_path: Path) -> None:
+    # A minimal export is read-only and points into its source with full URIs: exporting it
+    # again is refused (bad input, exit 2) before anything is walked or copied.
+    code, report = run_job(export_main, "--lakehouse", lake.uri, "--name", "pointer", "--mode", "minimal",
+                           "--target", str(tmp_path / "minimal"))
+    assert code == 0, report
+    minimal = tmp_path / "minimal"
+    before = _files(minimal)
+    code, report = run_job(export_main, "--lakehouse", str(minimal), "--name", "again", "--mode", "full",
+                           "--target", str(tmp_path / "again"), "--parallelism", "2")
+    assert code == 2, report
+    assert "read-only minimal export" in report["error"]
+    assert not (tmp_path / "again").exists()
+    assert _files(minimal) == before
+
+
+def test_a_node_reached_from_two_subtrees_is_refused_and_leaves_no_root(run_job: RunJob, lake: Lakehouse,
+                                                                       tmp_path: Path) -> None:
+    # A crafted version whose root points twice at one child: each walk reaches that subtree,
+    # and the JVM's group-by finds its nodes in two walks.
+    from lakecore.commit import RootPlan
+    from lakecore.node import Node
+
+    root = lake.root
+    assert len(root.children) >= 2
+    children = [root.children[0], root.children[0], *root.children[2:]]
+    crafted = Node(root.keys, root.values, children, root.buffer, root.system)
+    lake.commit_plan(lambda base: RootPlan(crafted, base.lakehouse_def_path), lambda latest: None)
+    code, report = run_job(export_main, "--lakehouse", lake.uri, "--name", "twice", "--mode", "full",
+                           "--target", str(tmp_path / "twice"), "--parallelism", "4")
+    assert code != 0, report
+    assert "node is reached from two subtrees" in report["error"] and "-node-" in report["error"]
+    assert not (tmp_path / "twice" / root_node_file_name(0)).exists()
+    assert "twice" not in Lakehouse.open(lake.uri).lakehouse_def.exported_snapshots
