@@ -134,8 +134,13 @@ def request_kind(method: str, target: str) -> str:
 
 
 class _Counters:
+    # A request is counted once its answer has left: a client can hold the answer a moment
+    # before the proxy's thread counts it, so a snapshot first waits (this long at most) for
+    # the requests in flight to be counted.
+    SETTLE_SECONDS = 5.0
+
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._clear()
 
     def _clear(self) -> None:
@@ -169,9 +174,11 @@ class _Counters:
             self.upstream_max_seconds = max(self.upstream_max_seconds, upstream)
             self.over_latency += over
             self.errors += failed
+            self._lock.notify_all()
 
     def snapshot(self, reset: bool = False) -> dict[str, Any]:
         with self._lock:
+            self._lock.wait_for(lambda: self.in_flight <= 0, timeout=self.SETTLE_SECONDS)
             total = sum(self.by_kind.values())
             out = {
                 "requests": total,

@@ -185,3 +185,12 @@ def test_moto_s3_backdates_and_loads_objects_directly() -> None:
         assert moto.keys(bucket, "a/") == ["a/1", "a/2"]
         assert moto.delete_objects(bucket, ["a/1"]) == 1 and moto.keys(bucket) == ["a/2"]
         assert proxy.requests_by_kind() == {"list": 1}
+
+
+def test_a_request_is_counted_by_the_time_its_answer_is_read(s3_server: Any, proxy: Any) -> None:
+    # The proxy counts a request after sending its answer; a snapshot taken right after the
+    # client read that answer must still include it (CI once saw a list missing).
+    client = _client(proxy.endpoint)
+    for i in range(1, 31):
+        client.list_objects_v2(Bucket=s3_server.bucket, Prefix=f"nothing-{i}/")
+        assert proxy.requests_by_kind().get("list") == i
