@@ -69,36 +69,34 @@ def _parser() -> Any:
     return parser
 
 
-# What a version reaches, one row per file and walk: ``walk`` is the subtree's index (-1 for the
-# top the driver walked), so that a node met by two walks is one JVM aggregate away.
-EXPORT_REACH: Final = Columns((("path", "string"), ("node", "boolean"), ("foreign", "boolean"), ("walk", "int")))
+# What a version reaches: one row per file and walk (each subtree's walk, and the top the driver
+# walked, yield a file at most once), so a node met by two walks is a path with two rows.
+EXPORT_REACH: Final = Columns((("path", "string"), ("node", "boolean"), ("foreign", "boolean")))
 COPIED: Final = Columns((("copied", "bigint"), ("bytes", "bigint")))
 
 
-def _reach_rows(part: Reachable, walk: int) -> Iterator[tuple[str, bool, bool, int]]:
+def _reach_rows(part: Reachable) -> Iterator[tuple[str, bool, bool]]:
     for path in sorted(part.nodes):
-        yield path, True, is_full_uri(path), walk
+        yield path, True, is_full_uri(path)
     for path in sorted(part.values - part.nodes):
-        yield path, False, is_full_uri(path), walk
+        yield path, False, is_full_uri(path)
 
 
 def _reach(ctx: JobContext, source: Storage, order: int, external: tuple[str, ...],
            tasks: list[SubtreeTask], top: Reachable) -> Any:
     """The reach DataFrame: the subtrees walked on executors, the top from the driver."""
-    indexed = list(enumerate(tasks))
-
-    def walk(items: list[tuple[int, SubtreeTask]]) -> Iterator[tuple[str, bool, bool, int]]:
+    def walk(items: list[SubtreeTask]) -> Iterator[tuple[str, bool, bool]]:
         from lakecore.maintenance.reachable import reachable_from_subtree
         from lakecore.tree import NodeStore
 
         store = NodeStore(source, order, external_roots=external)
-        for index, task in items:
-            yield from _reach_rows(reachable_from_subtree(store, task.location, task.depth), index)
+        for task in items:
+            yield from _reach_rows(reachable_from_subtree(store, task.location, task.depth))
 
-    driver = driver_rows(ctx.spark, list(_reach_rows(top, -1)), EXPORT_REACH)
-    if not indexed:
+    driver = driver_rows(ctx.spark, list(_reach_rows(top)), EXPORT_REACH)
+    if not tasks:
         return driver
-    return fan_out(ctx.spark, indexed, walk, EXPORT_REACH, ctx.parallelism).unionByName(driver)
+    return fan_out(ctx.spark, tasks, walk, EXPORT_REACH, ctx.parallelism).unionByName(driver)
 
 
 def _copy(ctx: JobContext, source: Storage, target: Storage, files: Any, batches: int) -> tuple[int, int]:
@@ -140,25 +138,29 @@ def _distributed_copy(ctx: JobContext, exported_root: RootInfo, batch_size: int)
             top.values.update(node.values)
             top.values.update(v for v in node.buffer.values() if v is not None)
         report.counts["subtree_tasks"] = len(cut.subtrees)
-        reach = _reach(ctx, source, store.order, store.external_roots, cut.subtrees, top).persist(
-            StorageLevel.MEMORY_AND_DISK)
+        # One row per file: how many walks met it. Every check and count is then one query.
+        files = (_reach(ctx, source, store.order, store.external_roots, cut.subtrees, top)
+                 .groupBy("path").agg(F.count(F.lit(1)).alias("walks"), F.max("node").alias("node"),
+                                      F.max("foreign").alias("foreign"))
+                 .persist(StorageLevel.MEMORY_AND_DISK))
         try:
             with ctx.stage("reachable", f"list the files {len(cut.subtrees)} subtrees reach"):
-                shared = (reach.where(F.col("node")).groupBy("path").count().where(F.col("count") > 1)
-                          .select("path").orderBy("path").limit(1).collect())
-                if shared:
-                    raise TreeStructureError(shared[0][0], "node is reached from two subtrees of one version")
-                files = reach.select("path", "node", "foreign").distinct()
-                foreign = files.where(F.col("foreign")).select("path").orderBy("path").limit(1).collect()
-                if foreign:
-                    raise LakecoreError(
-                        f"version {exported_root.version} points outside {source.root_uri} "
-                        f"(e.g. {foreign[0][0]}): it is itself an export; make a full export from its source instead"
-                    )
-                by_kind = {bool(row[0]): int(row[1]) for row in files.groupBy("node").count().collect()}
-            total = sum(by_kind.values())
-            report.counts["reachable_node_files"] = by_kind.get(True, 0)
-            report.counts["reachable_definition_files"] = by_kind.get(False, 0)
+                shared_node = F.col("node") & (F.col("walks") > 1)
+                facts = files.agg(
+                    F.min(F.when(shared_node, F.col("path"))), F.min(F.when(F.col("foreign"), F.col("path"))),
+                    F.count(F.when(F.col("node"), True)), F.count(F.when(~F.col("node"), True)),
+                ).collect()[0]
+            shared, foreign, nodes, definitions = facts[0], facts[1], int(facts[2]), int(facts[3])
+            if shared is not None:
+                raise TreeStructureError(shared, "node is reached from two subtrees of one version")
+            if foreign is not None:
+                raise LakecoreError(
+                    f"version {exported_root.version} points outside {source.root_uri} "
+                    f"(e.g. {foreign}): it is itself an export; make a full export from its source instead"
+                )
+            total = nodes + definitions
+            report.counts["reachable_node_files"] = nodes
+            report.counts["reachable_definition_files"] = definitions
             batches = max(1, -(-total // batch_size))
             report.counts["copy_tasks"] = batches if total else 0
             with ctx.stage("copy", f"copy {total} files in {batches} batches to {target.root_uri}"):
@@ -169,7 +171,7 @@ def _distributed_copy(ctx: JobContext, exported_root: RootInfo, batch_size: int)
                 raise LakecoreError(f"copied {copied} of {total} files; rerun the export")
             report.sample("copied_files", sample_paths(files))
         finally:
-            reach.unpersist()
+            files.unpersist()
 
     return copy_files
 
