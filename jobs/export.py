@@ -161,10 +161,10 @@ def _distributed_copy(ctx: JobContext, exported_root: RootInfo, batch_size: int)
             total = nodes + definitions
             report.counts["reachable_node_files"] = nodes
             report.counts["reachable_definition_files"] = definitions
-            batches = max(1, -(-total // batch_size))
-            report.counts["copy_tasks"] = batches if total else 0
+            batches = -(-total // batch_size)
+            report.counts["copy_tasks"] = batches
             with ctx.stage("copy", f"copy {total} files in {batches} batches to {target.root_uri}"):
-                copied, size = _copy(ctx, source, target, files, batches) if total else (0, 0)
+                copied, size = _copy(ctx, source, target, files, batches) if batches else (0, 0)
             report.counts["files_copied"] = copied
             report.bytes["bytes_copied"] = size
             if copied != total:

@@ -48,6 +48,7 @@ the file was damaged.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -501,16 +502,19 @@ def merge_work(plans: Sequence[VersionPlan], *, deep: bool, rows: bool) -> list[
             if deep:
                 entry[3].setdefault(plan.overlays.get(task.location, ()), []).append(plan.version)
     keyed = {plan.version: plan.keyed_namespaces for plan in plans}
+    # Per group of versions, once: the namespaces keyed in all of them, sorted by table-key prefix.
+    by_prefix: dict[tuple[int, ...], _SortedNamespaces] = {}
     out = []
     for task, plan, versions, overlays in grouped.values():
         groups = tuple((tuple(vs), overlay) for overlay, vs in overlays.items())
-        known = tuple(
-            _namespaces_in_range(frozenset.intersection(*(keyed[v] for v in vs)), task, plan.lakehouse_def)
-            for vs, _ in groups
-        )
+        known = []
+        for vs, _ in groups:
+            if vs not in by_prefix:
+                by_prefix[vs] = _SortedNamespaces(frozenset.intersection(*(keyed[v] for v in vs)), plan.lakehouse_def)
+            known.append(by_prefix[vs].in_range(task))
         out.append(SubtreeWork(
             task, tuple(versions), plan.shape, plan.lakehouse_def, plan.external_roots, groups, deep, rows,
-            known,
+            tuple(known),
         ))
     return out
 
@@ -545,14 +549,27 @@ def _table_lister(store: NodeStore, root: Node, lakehouse_def: LakehouseDef) -> 
     return list_tables
 
 
-def _namespaces_in_range(names: frozenset[str], task: SubtreeTask, lakehouse_def: LakehouseDef) -> frozenset[str]:
-    """The names whose table keys can fall within the task's key bounds (a superset)."""
-    def in_range(ns: str) -> bool:
-        prefix = K.table_key_prefix(ns, lakehouse_def)
-        upper = prefix_upper_bound(prefix)
-        return (task.high is None or prefix < task.high) and (task.low is None or upper is None or upper > task.low)
+class _SortedNamespaces:
+    """Namespaces sorted by their table-key prefix, so that the ones whose tables can fall in a
+    subtree's key bounds are a bisection away (not a pass over every namespace per subtree).
+    Missing one only costs its tables being listed: the answer errs on the safe side."""
 
-    return frozenset(ns for ns in names if in_range(ns))
+    def __init__(self, names: frozenset[str], lakehouse_def: LakehouseDef) -> None:
+        pairs = sorted((K.table_key_prefix(ns, lakehouse_def), ns) for ns in names)
+        self._prefixes = [prefix for prefix, _ in pairs]
+        self._names = [ns for _, ns in pairs]
+
+    def in_range(self, task: SubtreeTask) -> frozenset[str]:
+        """The names whose table keys can fall within the task's bounds."""
+        # One before the first prefix >= low: that prefix's keys may extend past low.
+        start = 0 if task.low is None else max(0, bisect.bisect_left(self._prefixes, task.low) - 1)
+        stop = len(self._prefixes) if task.high is None else bisect.bisect_left(self._prefixes, task.high)
+        chosen = set()
+        for prefix, ns in zip(self._prefixes[start:stop], self._names[start:stop], strict=True):
+            upper = prefix_upper_bound(prefix)
+            if task.low is None or upper is None or upper > task.low:
+                chosen.add(ns)
+        return frozenset(chosen)
 
 
 def run_subtree_work(storage: Storage, work: SubtreeWork, store: NodeStore | None = None) -> SubtreeResult:
