@@ -41,6 +41,7 @@ SAMPLE_LIMIT = 50
 REMOTE_VARIABLE = "SPARK_REMOTE"
 # Spark's own default for spark.sql.shuffle.partitions: a value nobody chose.
 SPARK_DEFAULT_SHUFFLE_PARTITIONS = "200"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 # Set by spark-submit.sh for its check of the arguments before the JVM starts.
 PARSE_ONLY_VARIABLE = "LAKECORE_PARSE_ONLY"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -283,16 +284,30 @@ class JobContext:
         self.owns_spark = False  # True once this job made its own SparkSession
         self._group = f"lakecore-{job}-{uuid.uuid4().hex[:8]}"
         self._default_parallelism: int | None = None
+        self._shuffle_sized = False
+        self._borrowed_shuffle_partitions: str | None = None  # to restore on a caller's session
 
     @property
     def spark(self) -> Any:
         if self._spark is None:
             self._spark = spark_session(f"lakecore {self.job}", self.args.master, self.remote)
             self.owns_spark = True
-            if self._spark.conf.get("spark.sql.shuffle.partitions") == SPARK_DEFAULT_SHUFFLE_PARTITIONS:
-                # Nobody chose: the joins' shuffles get a partition per core, not 200 tiny ones.
-                self._spark.conf.set("spark.sql.shuffle.partitions", str(self.default_parallelism))
+        if not self._shuffle_sized:
+            self._shuffle_sized = True
+            if self._spark.conf.get(SHUFFLE_PARTITIONS) == SPARK_DEFAULT_SHUFFLE_PARTITIONS:
+                # Nobody chose: the joins' shuffles get a partition per core, not 200 tiny ones
+                # (each a Python-free task, but every later query over a cached join result
+                # runs one task per partition).
+                if not self.owns_spark:
+                    self._borrowed_shuffle_partitions = SPARK_DEFAULT_SHUFFLE_PARTITIONS
+                self._spark.conf.set(SHUFFLE_PARTITIONS, str(self.default_parallelism))
         return self._spark
+
+    def release(self) -> None:
+        """Give a caller's session back as it came (the shuffle partitions this job set)."""
+        if self._borrowed_shuffle_partitions is not None and self._spark is not None:
+            self._spark.conf.set(SHUFFLE_PARTITIONS, self._borrowed_shuffle_partitions)
+            self._borrowed_shuffle_partitions = None
 
     @property
     def connect(self) -> bool:
@@ -529,6 +544,8 @@ def run_job(
                 report.error = f"{type(exc).__name__}: {' '.join(text.split())}"
                 if os.environ.get("LAKECORE_DEBUG"):
                     traceback.print_exc()
+        if ctx is not None and not interrupted:
+            ctx.release()
         report.durations_seconds["total"] = round(time.monotonic() - started, 3)
         if ctx is not None or not report.error:  # a refused command line gets its one line only
             _print_summary(report)

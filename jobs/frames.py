@@ -21,6 +21,7 @@ Driver-side rows (the top of a tree, the top-level listing) become DataFrames th
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -66,21 +67,16 @@ class Columns:
         import pyarrow as pa
 
         schema = self.arrow_schema()
-        width = len(self.fields)
-        columns: list[list[Any]] = [[] for _ in range(width)]
-        count = 0
-        for row in rows:
-            for i in range(width):
-                columns[i].append(row[i])
-            count += 1
-            if count >= BATCH_ROWS:
-                yield pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
-                                                 schema=schema)
-                columns = [[] for _ in range(width)]
-                count = 0
-        if count:
-            yield pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
-                                             schema=schema)
+        pending = iter(rows)
+        while True:
+            chunk = list(itertools.islice(pending, BATCH_ROWS))
+            if not chunk:
+                return
+            # zip(*chunk) turns rows into columns in C: a Python loop over every cell cost as
+            # much as the listing it converted.
+            columns = zip(*chunk, strict=True)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(column, type=f.type) for column, f in zip(columns, schema, strict=True)], schema=schema)
 
 
 PAYLOAD: Final = Columns((("payload", "binary"),))

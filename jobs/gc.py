@@ -53,9 +53,7 @@ from jobs.frames import Columns, driver_rows, fan_out
 from jobs.spark_units import (
     delete_frame,
     membership_in,
-    reach_errors,
     reach_frame,
-    reached_paths,
     sample_paths,
 )
 from lakecore.argparsing import ArgumentError
@@ -134,19 +132,20 @@ def _listing(ctx: JobContext, storage: Storage, top: list[ListedFile], plan_size
 
 def _judged(listing: Any, reach: Any, cutoff: int) -> Any:
     """The full outer join of the listing and the reach, one row per path, with what gc makes
-    of it: ``reached``, ``orphan`` (listed, deletable, unreached) and ``old`` (modified before
-    the cutoff)."""
+    of it: ``reached``, ``orphan`` (listed, deletable, unreached), ``old`` (modified before the
+    cutoff) and ``error`` (a hash directory that could not be listed or a subtree that could
+    not be walked, its reason as the path: their control-character prefix matches no file)."""
     from pyspark.sql import functions as F
 
-    listed = listing.where(F.col("kind") != ERROR_KEY)
-    reached = reached_paths(reach).withColumn("reached", F.lit(True))
-    joined = listed.join(reached, "path", "full_outer")
+    reached = reach.select("path").distinct().withColumn("reached", F.lit(True))
+    joined = listing.join(reached.hint("shuffle_hash"), "path", "full_outer")
     is_reached = F.coalesce(F.col("reached"), F.lit(False))
     return joined.select(
         "path", "size", "mtime_millis", "kind",
         is_reached.alias("reached"),
         (F.col("kind").isin(*DELETABLE_KIND_NAMES) & ~is_reached).alias("orphan"),
         (F.col("mtime_millis") < F.lit(cutoff)).alias("old"),
+        ((F.col("kind") == ERROR_KEY) | F.col("path").startswith(ERROR_KEY)).alias("error"),
     )
 
 
@@ -203,26 +202,28 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     with ctx.stage("list-reach-anti-join", f"list the lakehouse, walk {len(plan.tasks)} subtrees, anti-join"):
         # Every task reaches at least one file: a lower bound on the lakehouse's size.
         listing, how = _listing(ctx, storage, top, len(plan.driver_paths) + len(plan.tasks))
-        listing = listing.persist(StorageLevel.MEMORY_AND_DISK)
-        reach = reach_frame(ctx, storage, plan).persist(StorageLevel.MEMORY_AND_DISK)  # for the recheck
-        cached.extend([listing, reach])
-        errors = listing.where(F.col("kind") == ERROR_KEY).select(F.col("path").alias("reason")).unionByName(
-            reach_errors(reach))
-        error_rows = errors.limit(3).collect()
-        if error_rows:
-            raise GcRefusedError(
-                f"{errors.count()} hash directories or subtrees of retained versions could not be listed or "
-                f"walked, so gc cannot tell live files from orphans: {'; '.join(r[0] for r in error_rows)}"
-            )
-        judged = _judged(listing, reach, cutoff).persist(StorageLevel.MEMORY_AND_DISK)
+        # Only the judged rows are kept (the listing and the reach are each computed once, into
+        # them): every count below, the samples, the re-check's membership questions and the
+        # deletes read this one cache.
+        judged = _judged(listing, reach_frame(ctx, storage, plan), cutoff).persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(judged)
-        groups = judged.groupBy("kind", "reached", "orphan", "old").agg(
+        groups = judged.groupBy("kind", "reached", "orphan", "old", "error").agg(
             F.count(F.lit(1)).alias("files"), F.sum(F.coalesce(F.col("size"), F.lit(0))).alias("bytes")).collect()
+        failures = sum(int(row["files"]) for row in groups if row["error"])
+        if failures:
+            reasons = [row[0] for row in judged.where(F.col("error")).select("path").limit(3).collect()]
+            raise GcRefusedError(
+                f"{failures} hash directories or subtrees of retained versions could not be listed or "
+                f"walked, so gc cannot tell live files from orphans: "
+                f"{'; '.join(reason.removeprefix(ERROR_KEY) for reason in reasons)}"
+            )
     report.details["listing"] = how
     listed_by_kind: dict[str, int] = {}
     bytes_listed = reachable = missing = orphans = orphan_bytes = too_young = 0
     for row in groups:
         kind, files, size = row["kind"], int(row["files"]), int(row["bytes"] or 0)
+        if row["error"]:
+            continue
         if row["reached"]:
             reachable += files
         if kind is None:
@@ -266,7 +267,7 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
                      if orphans <= KNOWN_ORPHANS_ON_DRIVER else set())
         with ctx.stage("recheck", "walk versions committed since the listing (driver)"):
             rechecked = reach_new_versions(
-                storage, retained.latest, membership_in(ctx, reach), cache=cache,
+                storage, retained.latest, membership_in(ctx, judged.where(F.col("reached"))), cache=cache,
                 covered=plan.covered, unreached=unreached,
             )
     deletable = orphan_frame.where(F.col("old"))

@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Final
 
 import mmh3
 
@@ -49,10 +50,15 @@ TEMP_FILE_PREFIX = ".lakecore-tmp-"
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
 _ROOT_NAME_RE = re.compile(r"^_([01]{32})\.arrow$")
 _LAKEHOUSE_DEF_RE = re.compile(rf"^_lakehouse_def_{_UUID}\.binpb$")
-_OPTIMIZED_RE = re.compile(r"^([01]{4})/([01]{4})/([01]{4})/([01]{8})-(.+)$")
-_NODE_NAME_RE = re.compile(rf"^node-{_UUID}\.arrow$")
-_NAMESPACE_DEF_NAME_RE = re.compile(rf"^namespace-(.+)-{_UUID}\.binpb$")
-_TABLE_DEF_NAME_RE = re.compile(rf"^table-(.+)-{_UUID}\.binpb$")
+# A file in a hash directory, the bulk of any listing, in one match: the 20-bit prefix, then a
+# node (group 1), namespace definition (2) or table definition (3) name. The name starts at
+# HASHED_NAME_START, after ``bbbb/bbbb/bbbb/bbbbbbbb-``.
+_HASHED_FILE_RE = re.compile(
+    rf"^[01]{{4}}/[01]{{4}}/[01]{{4}}/[01]{{8}}-"
+    rf"(?:(node-{_UUID}\.arrow)|(namespace-.+-{_UUID}\.binpb)|(table-.+-{_UUID}\.binpb))$"
+)
+_HASHED_NAME_START = 24
+_PREFIX_MASK = (1 << OPTIMIZED_PREFIX_BITS) - 1
 _TEMP_RE = re.compile(rf"^(?:[01]{{4}}/[01]{{4}}/[01]{{4}}/)?\.lakecore-tmp-{_UUID}$")
 # Checked on every stored path a reader follows: one regex instead of a Python loop per character.
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -244,32 +250,39 @@ class ClassifiedPath:
     version: int | None = None
 
 
+_CLASSIFIED_HASHED: Final = (
+    None, ClassifiedPath(FileKind.NODE), ClassifiedPath(FileKind.NAMESPACE_DEF), ClassifiedPath(FileKind.TABLE_DEF),
+)
+_CLASSIFIED_HINT: Final = ClassifiedPath(FileKind.LATEST_HINT)
+_CLASSIFIED_LAKEHOUSE_DEF: Final = ClassifiedPath(FileKind.LAKEHOUSE_DEF)
+_CLASSIFIED_TEMP: Final = ClassifiedPath(FileKind.TEMP)
+
+
 def classify_path(path: str) -> ClassifiedPath | None:
     """What a path relative to the root is, by lakecore's naming rules; None if foreign.
 
     An optimized path only counts when its hash prefix is the one its name hashes to, so a
-    look-alike file dropped into a hash directory is reported rather than treated as ours."""
+    look-alike file dropped into a hash directory is reported rather than treated as ours.
+    Hash-directory files are tried first (one match and one hash each): gc classifies every
+    file of the lakehouse."""
+    hashed = _HASHED_FILE_RE.match(path)
+    if hashed:
+        name = path[_HASHED_NAME_START:]
+        prefix = path[0:4] + path[5:9] + path[10:14] + path[15:23]
+        # optimize_path(name) == path, without building the string: a name with '/' (it would
+        # have become '-') or a prefix its name does not hash to is a look-alike.
+        if "/" in name or int(prefix, 2) != mmh3.hash(name.encode("utf-8"), 0, signed=False) & _PREFIX_MASK:
+            return None
+        return _CLASSIFIED_HASHED[hashed.lastindex or 0]
     root_match = _ROOT_NAME_RE.match(path)
     if root_match:
         return ClassifiedPath(FileKind.ROOT_NODE, int(root_match.group(1)[::-1], 2))
     if path == LATEST_HINT_FILE_NAME:
-        return ClassifiedPath(FileKind.LATEST_HINT)
+        return _CLASSIFIED_HINT
     if _LAKEHOUSE_DEF_RE.match(path):
-        return ClassifiedPath(FileKind.LAKEHOUSE_DEF)
+        return _CLASSIFIED_LAKEHOUSE_DEF
     if _TEMP_RE.match(path):
-        return ClassifiedPath(FileKind.TEMP)
-    optimized = _OPTIMIZED_RE.match(path)
-    if optimized is None:
-        return None
-    name = optimized.group(5)
-    if optimize_path(name) != path:
-        return None
-    if _NODE_NAME_RE.match(name):
-        return ClassifiedPath(FileKind.NODE)
-    if _NAMESPACE_DEF_NAME_RE.match(name):
-        return ClassifiedPath(FileKind.NAMESPACE_DEF)
-    if _TABLE_DEF_NAME_RE.match(name):
-        return ClassifiedPath(FileKind.TABLE_DEF)
+        return _CLASSIFIED_TEMP
     return None
 
 

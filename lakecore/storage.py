@@ -628,6 +628,12 @@ class Storage:
         return self._scheme
 
     @property
+    def waits_on_network(self) -> bool:
+        """True when a request waits on the network (S3): several in flight then hide the
+        latency. A local file system answers at CPU speed, where threads only contend."""
+        return self._scheme != "file"
+
+    @property
     def storage_options(self) -> dict[str, Any]:
         """The options this Storage was made with (a copy), e.g. to open a sibling root."""
         return dict(self._storage_options)

@@ -252,6 +252,10 @@ def _optimized(name: str) -> str:
         "latest_hint.txt",
         "_latest_hint.txt.bak",
         "",
+        # A slash in the name: optimize_path would have made it '-', whatever the prefix says.
+        _optimized("namespace-a/b-6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8.binpb"),
+        expected_prefix("table-a-b-6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8.binpb")
+        + "table-a/b-6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8.binpb",
     ],
 )
 def test_classify_refuses_look_alikes(path: str) -> None:

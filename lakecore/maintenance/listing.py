@@ -96,9 +96,11 @@ def list_directory(storage: Storage, directory: str) -> list[ListedFile]:
 def list_directories(storage: Storage, directories: Iterable[str], threads: int = 1) -> Iterator[ListedFile]:
     """``list_directory`` over many directories (an executor unit, one call per partition),
     ``threads`` requests in flight: on an object store a listing waits on the network, and
-    most hash directories of a small lakehouse are empty."""
+    most hash directories of a small lakehouse are empty. A local file system is listed in
+    this thread alone: there the listing is CPU-bound, and threads only contend for the
+    interpreter (twice as slow at 200k files)."""
     directories = list(directories)
-    if threads <= 1 or len(directories) <= 1:
+    if threads <= 1 or len(directories) <= 1 or not storage.waits_on_network:
         for directory in directories:
             yield from list_directory(storage, directory)
         return

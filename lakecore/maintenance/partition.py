@@ -4,10 +4,18 @@ The driver loads the top of the tree level by level until a level has at least `
 nodes (or the next level would be the leaves of a small tree), and hands out the nodes of that
 level as subtree tasks. Each task knows its key bounds and depth, which is all the checker and
 the reachability walk need to work on the subtree alone.
+
+Cutting many versions of one tree (gc, version compaction) repeats almost all of the work: a
+node file is immutable, so a node met at the same depth in an earlier version's cut has the same
+subtree below it. Such callers pass the placements of the cuts they accepted so far as
+``known``: a node placed there is neither loaded nor handed out again (``TreeCut.shared``
+counts them), and the caller adds the new cut's ``placements`` once it has checked the cut. A
+commit that only rewrites the root then costs a cut of one node, not of the whole top.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from lakecore.node import Node
@@ -33,11 +41,33 @@ class TreeCut:
     top: list[tuple[str, Node, int]] = field(default_factory=list)
     subtrees: list[SubtreeTask] = field(default_factory=list)
     cut_depth: int = 1
+    shared: int = 0  # children left out because ``known`` already covers them
+
+    def placements(self) -> Iterator[Placement]:
+        """Every node below the root this cut loaded or handed out, with its depth."""
+        for location, _node, depth in self.top[1:]:
+            yield location, depth
+        for task in self.subtrees:
+            yield task.location, task.depth
 
 
-def cut_tree(store: NodeStore, root: Node, root_location: str, target: int, max_depth: int = 64) -> TreeCut:
+# A node placed in a cut: its location and its depth (the root is depth 1).
+Placement = tuple[str, int]
+
+
+def cut_tree(
+    store: NodeStore,
+    root: Node,
+    root_location: str,
+    target: int,
+    max_depth: int = 64,
+    *,
+    known: set[Placement] | frozenset[Placement] = frozenset(),
+) -> TreeCut:
     """Nodes of the first level with at least ``target`` nodes become subtree tasks; the
-    levels above are returned as the loaded top. A leaf root gives no subtree at all."""
+    levels above are returned as the loaded top. A leaf root gives no subtree at all.
+
+    Children ``known`` places at the same depth (an earlier version's cut) are left out."""
     cut = TreeCut(top=[(root_location, root, 1)])
     level: list[tuple[str, Node, str | None, str | None, tuple[str, ...]]] = [
         (root_location, root, None, None, ())
@@ -49,6 +79,9 @@ def cut_tree(store: NodeStore, root: Node, root_location: str, target: int, max_
             for i, child in enumerate(node.children):
                 child_low = node.keys[i - 1] if i > 0 else low
                 child_high = node.keys[i] if i < len(node.keys) else high
+                if (child, depth + 1) in known:
+                    cut.shared += 1
+                    continue
                 children.append(SubtreeTask(child, child_low, child_high, depth + 1, (*ancestors, location)))
         if not children:
             cut.subtrees = []

@@ -26,7 +26,7 @@ from lakecore.locations import (
     is_full_uri,
 )
 from lakecore.maintenance.listing import ERROR_KEY, UNKNOWN_SIZE, GcRefusedError
-from lakecore.maintenance.partition import TreeCut, cut_tree
+from lakecore.maintenance.partition import Placement, TreeCut, cut_tree
 from lakecore.maintenance.reachable import reachable_from_subtree
 from lakecore.maintenance.roots import LoadedRoot, is_forged_pointer, load_root
 from lakecore.node import Node
@@ -70,7 +70,7 @@ class ReachPlan:
     driver_paths: dict[str, int] = field(default_factory=dict)
     covered: set[str] = field(default_factory=set)  # top nodes and task roots
     versions: list[int] = field(default_factory=list)
-    shared_tasks: int = 0  # subtrees met again in another version: walked once
+    shared_tasks: int = 0  # subtrees met again in another version: planned and walked once
     skipped_tasks: int = 0  # subtrees covered elsewhere (``skip``) or in an export's source
 
 
@@ -140,6 +140,9 @@ def plan_reach(
     cache = cache if cache is not None else NodeCache()
     plan = ReachPlan()
     tasks: dict[str, ReachTask] = {}
+    # What earlier versions' cuts placed, per set of export sources (which values are damage
+    # depends on them): a node placed there was checked and its subtree is covered already.
+    known_by_sources: dict[tuple[str, ...], set[Placement]] = {}
     for root in sorted(roots, key=lambda r: r.version):
         plan.versions.append(root.version)
         info = root.info
@@ -147,8 +150,9 @@ def plan_reach(
         _add(plan.driver_paths, info.lakehouse_def_path)
         store = _node_store(storage, root, cache)
         max_depth = TreeShape(root.lakehouse_def.order, 1).max_depth
+        known = known_by_sources.setdefault(root.external_roots, set())
         try:
-            cut = cut_tree(store, info.node, info.path, target_tasks, max_depth)
+            cut = cut_tree(store, info.node, info.path, target_tasks, max_depth, known=known)
             damage = _damage_in_cut(root, cut)
         except LakecoreError as exc:
             damage = f"version {root.version}: the top of its tree cannot be read: {exc.one_line()}"
@@ -157,6 +161,8 @@ def plan_reach(
                 raise refused(damage)
             tolerated.append(damage)
             continue
+        known.update(cut.placements())
+        plan.shared_tasks += cut.shared
         for location, node, _depth in cut.top:
             if location != info.path:
                 plan.covered.add(location)
@@ -169,10 +175,8 @@ def plan_reach(
                 plan.skipped_tasks += 1
                 continue
             plan.covered.add(sub.location)
-            known = tasks.get(sub.location)
-            if known is not None:
-                plan.shared_tasks += 1
-            if known is None or sub.depth > known.depth:
+            placed = tasks.get(sub.location)
+            if placed is None or sub.depth > placed.depth:
                 # The deepest placement: walked from there, the depth bound is the strictest.
                 tasks[sub.location] = ReachTask(
                     sub.location, sub.depth, root.lakehouse_def.order, root.external_roots, sub.low, sub.high
