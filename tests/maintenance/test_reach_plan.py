@@ -4,6 +4,7 @@ still cover every file every version reaches, at any target, also when the tree 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from lakecore.tree.store import NodeCache, NodeStore
 
 # Order 4 and tiny node files: a few dozen tables make a tree of several levels that grows as
 # the commits land, and the root buffer flushes often (rewriting the path below it).
-SMALL_TREE = dict(order=4, node_file_max_size_bytes=4096, namespace_name_max_size_bytes=16,
+SMALL_TREE: dict[str, Any] = dict(order=4, node_file_max_size_bytes=4096, namespace_name_max_size_bytes=16,
                   table_name_max_size_bytes=16, file_name_max_size_bytes=100)
 
 
