@@ -301,6 +301,7 @@ class JobContext:
                 if not self.owns_spark:
                     self._borrowed_shuffle_partitions = SPARK_DEFAULT_SHUFFLE_PARTITIONS
                 self._spark.conf.set(SHUFFLE_PARTITIONS, str(self.default_parallelism))
+                self.report.details["shuffle_partitions"] = self.default_parallelism
         return self._spark
 
     def release(self) -> None:

@@ -292,6 +292,26 @@ def test_gc_while_commits_land_deletes_nothing_live(lake: Path, run_job: RunJob)
     assert_every_version_valid(uri)
 
 
+def test_a_borrowed_session_gets_its_shuffle_partitions_back(lake: Path, run_job: RunJob, spark: Any) -> None:
+    """Spark's default of 200 shuffle partitions is nobody's choice: the job sizes its joins
+    from the session's cores instead (200 partitions meant 200 tasks for every query over the
+    cached join), and gives a caller's session back as it came."""
+    chosen = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "200")
+    try:
+        code, data = run_job(gc_main, *gc_args(str(lake), "--dry-run", "--older-than", "1d"))
+        assert code == 0, data
+        assert data["details"]["shuffle_partitions"] == spark.sparkContext.defaultParallelism
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "200"
+        # A value somebody chose is left alone.
+        spark.conf.set("spark.sql.shuffle.partitions", "3")
+        code, data = run_job(gc_main, *gc_args(str(lake), "--dry-run", "--older-than", "1d"))
+        assert code == 0 and "shuffle_partitions" not in data["details"], data
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", chosen)
+
+
 def test_in_process_gc_matches_the_job(lake: Path, run_job: RunJob) -> None:
     storage = Storage(str(lake))
     orphans = plant_orphans(storage)
