@@ -145,7 +145,8 @@ def _judged(listing: Any, reach: Any, cutoff: int) -> Any:
         is_reached.alias("reached"),
         (F.col("kind").isin(*DELETABLE_KIND_NAMES) & ~is_reached).alias("orphan"),
         (F.col("mtime_millis") < F.lit(cutoff)).alias("old"),
-        ((F.col("kind") == ERROR_KEY) | F.col("path").startswith(ERROR_KEY)).alias("error"),
+        # Never null: a reached file that is not listed has no kind.
+        (F.coalesce(F.col("kind") == ERROR_KEY, F.lit(False)) | F.col("path").startswith(ERROR_KEY)).alias("error"),
     )
 
 

@@ -630,8 +630,9 @@ class Storage:
     @property
     def waits_on_network(self) -> bool:
         """True when a request waits on the network (S3): several in flight then hide the
-        latency. A local file system answers at CPU speed, where threads only contend."""
-        return self._scheme != "file"
+        latency. A local file system (or memory) answers at CPU speed, where threads only
+        contend."""
+        return self._scheme not in (_LOCAL_SCHEME, _MEMORY_SCHEME)
 
     @property
     def storage_options(self) -> dict[str, Any]:

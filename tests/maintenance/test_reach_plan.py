@@ -24,12 +24,16 @@ SMALL_TREE: dict[str, Any] = dict(order=4, node_file_max_size_bytes=4096, namesp
                   table_name_max_size_bytes=16, file_name_max_size_bytes=100)
 
 
-@pytest.fixture(scope="module")
-def storage(tmp_path_factory: pytest.TempPathFactory) -> Storage:
-    path = tmp_path_factory.mktemp("reach-plan") / "lake"
+def small_lake(path: Path) -> Lakehouse:
     lh = Lakehouse.create(str(path), **SMALL_TREE)
     with lh.transaction() as tx:
         tx.create_namespace("ns")
+    return lh
+
+
+@pytest.fixture(scope="module")
+def storage(tmp_path_factory: pytest.TempPathFactory) -> Storage:
+    lh = small_lake(tmp_path_factory.mktemp("reach-plan") / "lake")
     for i in range(40):
         with lh.transaction() as tx:
             tx.create_table("ns", f"t{i:02d}", properties={"i": str(i)})
@@ -85,9 +89,7 @@ def height(storage: Storage, root: LoadedRoot) -> int:
 def test_the_deepest_placement_wins_when_the_tree_grows(tmp_path: Path) -> None:
     """A subtree met high in one version and deeper in a later one (the tree grew a level
     above it) is walked from the deeper placement, whose depth bound is the strictest."""
-    lh = Lakehouse.create(str(tmp_path / "lake"), **SMALL_TREE)
-    with lh.transaction() as tx:
-        tx.create_namespace("ns")
+    lh = small_lake(tmp_path / "lake")
     for i in range(150):
         with lh.transaction() as tx:
             tx.create_table("ns", f"t{i:03d}")
