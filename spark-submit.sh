@@ -237,6 +237,11 @@ if [[ "$cluster" == 0 ]]; then
     if [[ "$is_local" == 0 ]]; then
         args+=(--conf "spark.executorEnv.PYTHONPATH=$ROOT")
     fi
+    # Ctrl-C reaches the whole terminal group. The JVM starts with SIGINT ignored and so leaves
+    # it ignored; the driver (its child) installs its own handler, stops, writes its report and
+    # its one line, and the JVM exits with the driver's code. A JVM stopping on the same Ctrl-C
+    # killed the driver first: no report, py4j tracebacks.
+    trap "" INT
     exec "$submit" "${args[@]}" "${extra[@]}" "$ROOT/$script" "$@"
 fi
 
@@ -346,5 +351,8 @@ else
         --driver-java-options "-Dlog4j2.configurationFile=log4j2.properties"
         --conf "spark.executor.extraJavaOptions=-Dlog4j2.configurationFile=log4j2.properties"
     )
+fi
+if [[ "$deploy_mode" == "client" ]]; then
+    trap "" INT  # the driver runs here: Ctrl-C is its to handle (see above)
 fi
 exec "$submit" "${args[@]}" "${extra[@]}" "$ROOT/$script" "$@"

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -290,8 +291,17 @@ class JobContext:
     @property
     def spark(self) -> Any:
         if self._spark is None:
+            import signal
+
+            in_main = threading.current_thread() is threading.main_thread()
+            job_handler = signal.getsignal(signal.SIGINT) if in_main else None
             self._spark = spark_session(f"lakecore {self.job}", self.args.master, self.remote)
             self.owns_spark = True
+            if in_main and signal.getsignal(signal.SIGINT) is not job_handler:
+                # A classic SparkContext installs its own SIGINT handler (cancel every job over
+                # py4j, raise KeyboardInterrupt): with the JVM stopping on the same Ctrl-C, that
+                # printed py4j tracebacks instead of the job's one line. Keep the job's handler.
+                signal.signal(signal.SIGINT, job_handler)
         if not self._shuffle_sized:
             self._shuffle_sized = True
             if self._spark.conf.get(SHUFFLE_PARTITIONS) == SPARK_DEFAULT_SHUFFLE_PARTITIONS:

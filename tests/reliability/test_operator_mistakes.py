@@ -392,9 +392,21 @@ def _catches_sigterm(pid: int) -> bool:
     return bool(caught & (1 << (signal.SIGTERM - 1)))
 
 
+def _runs_python_tasks(pid: int) -> bool:
+    """True for Spark's Python worker daemon: the session is up and a job is running tasks."""
+    try:
+        return b"pyspark.daemon" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_signal_stops_a_job_cleanly(tmp_path: Path, sig: signal.Signals) -> None:
+@pytest.mark.parametrize(("sig", "when"), [(signal.SIGINT, "early"), (signal.SIGINT, "mid-job"),
+                                           (signal.SIGTERM, "early")],
+                         ids=["ctrl-c", "ctrl-c-mid-job", "sigterm"])
+def test_a_signal_stops_a_job_cleanly(tmp_path: Path, sig: signal.Signals, when: str) -> None:
+    """Early: as soon as the driver handles signals. Mid-job: once Spark runs Python tasks, when
+    the SparkContext has installed its own SIGINT handler and the JVM gets the same Ctrl-C."""
     lake = tmp_path / "lake"
     lh = make_lake(str(lake))
     with lh.transaction() as tx:
@@ -407,7 +419,8 @@ def test_a_signal_stops_a_job_cleanly(tmp_path: Path, sig: signal.Signals) -> No
                            env=_env(), start_new_session=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and job.poll() is None:
-        if any(_catches_sigterm(pid) for pid in _descendants(job.pid)):
+        ready = _runs_python_tasks if when == "mid-job" else _catches_sigterm
+        if any(ready(pid) for pid in _descendants(job.pid)):
             break
         time.sleep(0.05)
     assert job.poll() is None, "the job ended before it could be interrupted"
