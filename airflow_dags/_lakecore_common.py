@@ -330,13 +330,18 @@ class LakecoreJobOperator(SparkSubmitOperator):
         self.application_args = self.job_argv(report)
         self.properties_file = self.properties_file or str(root / "conf" / "spark-defaults.conf")
         log4j = root / "conf" / "log4j2.properties"
+        master, deploy_mode = self.spark_master()
+        # The driver JVM as spark-submit.sh starts it here (log4j settings, then the quick JIT and
+        # the class archive of jobs/driver_jvm.py), when the driver runs on this worker.
+        driver_options = [f"-Dlog4j2.configurationFile=file:{log4j}"] if log4j.exists() else []
+        if deploy_mode == "client":
+            driver_options += driver_jvm_options(python, root)
         self.conf = {
             "spark.pyspark.python": str(python),
             "spark.pyspark.driver.python": str(python),
-            **({"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}"} if log4j.exists() else {}),
+            **({"spark.driver.extraJavaOptions": " ".join(driver_options)} if driver_options else {}),
             **(self.conf or {}),
         }
-        master, deploy_mode = self.spark_master()
         if master.startswith("spark://") and deploy_mode == "cluster":
             raise AirflowFailException(
                 f"the connection {self._conn_id} asks for cluster deploy mode on the standalone master {master}, "
@@ -401,6 +406,21 @@ class LakecoreJobOperator(SparkSubmitOperator):
     def _returncode(self) -> int | None:
         process = getattr(self._hook, "_submit_sp", None)
         return getattr(process, "returncode", None)
+
+
+def driver_jvm_options(python: Path, root: Path) -> list[str]:
+    """The options of a driver JVM started on this machine (``python -m jobs.driver_jvm
+    --java-options`` in the lakecore venv; this venv never imports lakecore). Empty when that
+    cannot run: the job then starts as before, only slower."""
+    import subprocess
+
+    try:
+        done = subprocess.run([str(python), "-m", "jobs.driver_jvm", "--java-options"], cwd=root,
+                              env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return done.stdout.split() if done.returncode == 0 else []
 
 
 def is_local_master(master: str) -> bool:

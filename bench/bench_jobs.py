@@ -783,6 +783,11 @@ def child_main(args: argparse.Namespace) -> int:
     builder = SparkSession.builder.master(args.child).appName(f"bench_jobs {label}")
     conf = _spark_defaults()
     conf["spark.executorEnv.PYTHONPATH"] = str(REPO)
+    # The driver JVM as spark-submit.sh starts it (the quick JIT, the class archive): what an
+    # operator's job gets. LAKECORE_JVM_JIT=full / LAKECORE_JVM_ARCHIVE=0 measure without them.
+    from jobs.driver_jvm import java_options
+
+    conf["spark.driver.extraJavaOptions"] = java_options()
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -1169,6 +1174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     closed[label] = child.close()
         doc = report(args, lake, s3, labels, urls, job_names, runs, restores, baselines, listings, children, closed)
         doc["cluster"] = cluster_info
+        from jobs.driver_jvm import java_options
+
+        doc["driver_java_options"] = java_options()
         doc["cpu_calibration"] = {
             "effective_cores": C.summarize([c["effective_cores"] for c in calibrations], digits=2),
             "runs": calibrations,

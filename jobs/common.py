@@ -260,7 +260,16 @@ def _submit_conf() -> dict[str, str]:
     """
     from pyspark import SparkConf, SparkContext
 
-    SparkContext._ensure_initialized()
+    launch = None
+    if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # pyspark starts the JVM here: the driver JVM options of jobs.driver_jvm (the quick JIT,
+        # this machine's class archive), unless the caller passes its own.
+        from jobs.driver_jvm import java_options
+
+        options = java_options()
+        if options and "java-options" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+            launch = SparkConf().set("spark.driver.extraJavaOptions", options)
+    SparkContext._ensure_initialized(conf=launch)
     return dict(SparkConf().getAll())
 
 

@@ -26,12 +26,16 @@ characters.
 GE 1.x API: an ephemeral context, a Spark data source with one dataframe asset and a batch
 definition for the whole dataframe, an ``ExpectationSuite`` and a ``ValidationDefinition`` run
 with ``batch_parameters={"dataframe": df}``. great_expectations is imported inside the
-functions (its import is slow and pulls in Spark's connect modules).
+functions: its import pulls in Spark's connect modules and costs about 4 CPU-seconds (scipy,
+altair, pandas), a quarter of a demo-sized validate. ``start_importing_great_expectations``
+begins it on a background thread while the driver waits on the JVM (the session's start, the
+tree check), so the suite rarely waits for it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,12 +142,37 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+_background_import: threading.Thread | None = None
+_background_import_lock = threading.Lock()
+
+
+def start_importing_great_expectations() -> None:
+    """Begin ``import great_expectations`` on a daemon thread (once per process); the import
+    is CPU work the driver can do while it only waits for Spark. ``import_great_expectations``
+    waits for it. A failure there is ignored: the import is tried again where it is needed,
+    and fails there with its own error (Python does not keep a module that failed to import)."""
+    global _background_import
+    with _background_import_lock:
+        if _background_import is not None:
+            return
+
+        def importing() -> None:
+            with contextlib.suppress(BaseException):  # SystemExit included: see below
+                import_great_expectations()
+
+        _background_import = threading.Thread(target=importing, name="import-great-expectations", daemon=True)
+        _background_import.start()
+
+
 def import_great_expectations() -> Any:
     """``import great_expectations``, refusing to let it end the process.
 
     GE imports ``pyspark.sql.connect``, whose dependency check calls ``sys.exit(0)`` when the
     ``__main__`` module has no file (``python -c``, a script on stdin) and Spark Connect's
     dependencies are missing: a validation would silently "succeed". Turn that into an error."""
+    background = _background_import
+    if background is not None and background is not threading.current_thread():
+        background.join()
     try:
         import great_expectations as gx
     except SystemExit as exc:

@@ -87,6 +87,8 @@ def demo_spark_session() -> Any:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), pythonpath) if p)
     from pyspark.sql import SparkSession
 
+    from jobs.driver_jvm import java_options
+
     log4j = REPO_ROOT / "conf" / "log4j2.properties"
     spark = (
         SparkSession.builder.master("local[2]")
@@ -96,7 +98,7 @@ def demo_spark_session() -> Any:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.default.parallelism", "4")
         .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j} {java_options()}".strip())
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")

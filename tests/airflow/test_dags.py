@@ -308,6 +308,11 @@ def test_operator_builds_the_spark_submit_sh_command(common: Any, tmp_path: Path
     assert submitted.env_vars["PYSPARK_PYTHON"] == python
     assert submitted.env_vars["PYTHONPATH"].split(":")[0] == str(REPO_ROOT)
     assert submitted.conf["spark.pyspark.python"] == python
+    # The driver runs on this worker: its JVM starts as spark-submit.sh starts it (log4j first,
+    # then jobs/driver_jvm.py's options, asked of the lakecore venv).
+    driver_options = submitted.conf["spark.driver.extraJavaOptions"].split()
+    assert driver_options[0] == f"-Dlog4j2.configurationFile=file:{REPO_ROOT}/conf/log4j2.properties"
+    assert "-XX:TieredStopAtLevel=1" in driver_options
     assert submitted.pool == "lakecore_maintenance"
     assert context["ti"].pushed == {}
 

@@ -19,8 +19,12 @@ def spark() -> Iterator[Any]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    from jobs.driver_jvm import java_options
+
     session = (
         SparkSession.builder.master("local[2]")
+        # The driver JVM as the jobs' own sessions start it (the quick JIT, the class archive).
+        .config("spark.driver.extraJavaOptions", java_options())
         .appName("lakecore-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

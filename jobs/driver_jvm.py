@@ -1,0 +1,252 @@
+"""The options of a driver JVM this machine starts: Spark's classes pre-parsed, the quick JIT only.
+
+A lakecore job's driver JVM lives seconds to minutes and, in local mode, is the executor too. Two
+start-up costs dominated a demo-sized job (measured in docs/scaling.md, "Fixed costs"):
+
+- Class loading. The JVM loads about 12,000 classes from Spark's 250 jars before the first query
+  answers; reading, verifying and parsing them cost about 3 s per run. A JDK dynamic class-data
+  -sharing archive (``-XX:ArchiveClassesAtExit`` writes it, ``-XX:SharedArchiveFile`` maps it)
+  keeps them parsed and verified on disk.
+- The optimising compiler. HotSpot's C2 recompiles hot methods on background threads; in jobs
+  this short it burnt 9 to 14 CPU-seconds per run and paid them back nowhere: on 2 cores gc
+  --dry-run of 200k tables took 24 s wall and 30 CPU-s with it, 20 s and 17 CPU-s with C1 alone
+  (``-XX:TieredStopAtLevel=1``). ``LAKECORE_JVM_JIT=full`` brings C2 back (long local runs).
+
+Rules for the archive:
+
+- One per JVM and classpath: ``build/jvm/spark-driver-<key>.jsa``, where the key hashes the java
+  binary the Spark launcher runs (``$JAVA_HOME/bin/java``, else ``java`` on PATH: its real path,
+  size and mtime), ``SPARK_HOME``, the name, size and mtime of each of its jars and the variables
+  that add to Spark's classpath. A new JDK or Spark gets a new name, so a stale archive is never
+  offered. The JVM checks it again itself and, when it cannot map it, starts without it: an
+  unusable archive costs speed, never a run (its warning is silenced: stderr is the job's).
+- Written by ``make setup``'s ``jvm-archive`` step (``python -m jobs.driver_jvm --build``): a real
+  workload (validate with the suite, gc --dry-run, flush) on a small sample lakehouse in a
+  temporary folder, in a JVM started with ``-XX:ArchiveClassesAtExit``. The JVM writes a
+  temporary name at its exit; it is renamed into place only when whole, so a job started
+  meanwhile maps a whole archive or none. A build that fails leaves no archive and says so in one
+  line; the jobs then run as before.
+- ``LAKECORE_JVM_ARCHIVE=0`` turns it off.
+
+Both apply to the drivers started here: ``spark-submit.sh`` (local mode and client deploy mode)
+and a job's own session when pyspark starts the JVM (``python -m jobs.JOB``, the demo pipeline,
+bench/bench_jobs.py). Not to executors on a cluster (their JVMs are the cluster's), nor through
+Spark Connect (no local JVM).
+
+Usage: ``python -m jobs.driver_jvm --build | --rebuild | --path | --java-options``.
+"""
+
+from __future__ import annotations
+
+if __package__ in (None, ""):  # run as a file: the repo root must be importable
+    import os as _os
+    import sys as _sys
+
+    _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
+
+import argparse
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from lakecore.argparsing import OneLineArgumentParser
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ARCHIVE_DIR = REPO_ROOT / "build" / "jvm"
+ARCHIVE_VARIABLE = "LAKECORE_JVM_ARCHIVE"
+JIT_VARIABLE = "LAKECORE_JVM_JIT"
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+# Spark's launcher adds these to the driver's classpath (bin/spark-class, launcher.AbstractCommandBuilder).
+CLASSPATH_VARIABLES = ("SPARK_CONF_DIR", "SPARK_DIST_CLASSPATH", "HADOOP_CONF_DIR", "YARN_CONF_DIR",
+                       "SPARK_CLASSPATH", "SPARK_PREPEND_CLASSES")
+# The archive is mapped quietly: a JVM that cannot use it says so on stderr, which is the job's.
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+# How long the workload may take (JVM start, three jobs, the archive's dump at exit).
+BUILD_TIMEOUT_SECONDS = 600
+
+
+def spark_home() -> Path | None:
+    """``$SPARK_HOME``, else the installed pyspark's folder (where its jars are), without importing it."""
+    if os.environ.get("SPARK_HOME"):
+        return Path(os.environ["SPARK_HOME"])
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def java_binary() -> Path | None:
+    """The java the Spark launcher runs (bin/spark-class: ``$JAVA_HOME/bin/java``, else PATH's)."""
+    if os.environ.get("JAVA_HOME"):
+        candidate = Path(os.environ["JAVA_HOME"]) / "bin" / "java"
+        return candidate.resolve() if candidate.exists() else None
+    found = shutil.which("java")
+    return Path(found).resolve() if found else None
+
+
+def archive_key() -> str | None:
+    """The hash naming the archive of this JVM and classpath, or None without Java or Spark."""
+    java, home = java_binary(), spark_home()
+    if java is None or home is None or not (home / "jars").is_dir():
+        return None
+    digest = hashlib.sha256()
+
+    def add(*parts: object) -> None:
+        digest.update("\0".join(str(part) for part in parts).encode() + b"\n")
+
+    stat = java.stat()
+    add("java", java, stat.st_size, stat.st_mtime_ns)
+    add("spark_home", home.resolve())
+    for jar in sorted((home / "jars").iterdir()):
+        jar_stat = jar.stat()
+        add("jar", jar.name, jar_stat.st_size, jar_stat.st_mtime_ns)
+    for variable in CLASSPATH_VARIABLES:
+        add("env", variable, os.environ.get(variable, ""))
+    return digest.hexdigest()[:16]
+
+
+def archive_path() -> Path | None:
+    key = archive_key()
+    return ARCHIVE_DIR / f"spark-driver-{key}.jsa" if key else None
+
+
+def archive_enabled() -> bool:
+    return os.environ.get(ARCHIVE_VARIABLE, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def full_jit() -> bool:
+    return os.environ.get(JIT_VARIABLE, "").strip().lower() == "full"
+
+
+def java_options() -> str:
+    """The options of a driver JVM started here: the quick JIT (unless ``LAKECORE_JVM_JIT=full``)
+    and this machine's class archive (when there is one for this JVM and classpath and
+    ``LAKECORE_JVM_ARCHIVE`` is not 0)."""
+    options = [] if full_jit() else [QUICK_JIT]
+    path = archive_path() if archive_enabled() else None
+    if path is not None and path.is_file():
+        options += [f"-XX:SharedArchiveFile={path}", QUIET]
+    return " ".join(options)
+
+
+def build(*, force: bool = False) -> int:
+    """Write the archive for this JVM and classpath unless it exists; 0 when it is in place."""
+    path = archive_path()
+    if path is None:
+        print("jvm archive: no java or no Spark jars found; the jobs start without an archive", file=sys.stderr)
+        return 0
+    if path.is_file() and not force:
+        print(f"jvm archive: {path.relative_to(REPO_ROOT)} is up to date", flush=True)
+        return 0
+    ARCHIVE_DIR.mkdir(parents=True, exist_ok=True)
+    partial = ARCHIVE_DIR / f".{path.name}.{os.getpid()}.partial"
+    print(f"jvm archive: writing {path.relative_to(REPO_ROOT)} (a sample workload in a fresh JVM, about a minute) ...",
+          flush=True)
+    started = time.monotonic()
+    env = {**os.environ, ARCHIVE_VARIABLE: "0"}  # the workload must not map an older archive
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-m", "jobs.driver_jvm", "--workload", str(partial)],
+            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_SECONDS,
+        )
+        failure = None if completed.returncode == 0 else (completed.stderr.strip().splitlines() or ["no output"])[-1]
+    except subprocess.TimeoutExpired:
+        failure = f"the workload took over {BUILD_TIMEOUT_SECONDS} s"
+    except OSError as exc:  # no interpreter to run it
+        failure = f"cannot run the workload: {exc.strerror or exc}"
+    if failure is None and (not partial.is_file() or partial.stat().st_size == 0):
+        failure = "the JVM wrote no archive at its exit"
+    if failure is not None:
+        partial.unlink(missing_ok=True)
+        print(f"jvm archive: not written ({failure}); the jobs start without one, about 3 s slower",
+              file=sys.stderr)
+        return 0
+    os.replace(partial, path)
+    for old in ARCHIVE_DIR.glob("spark-driver-*.jsa"):  # archives of a JDK or Spark no longer here
+        if old != path:
+            old.unlink(missing_ok=True)
+    size_mib = path.stat().st_size / (1 << 20)
+    print(f"jvm archive: {size_mib:.0f} MiB written in {time.monotonic() - started:.0f} s", flush=True)
+    return 0
+
+
+def _workload(archive: str) -> int:
+    """Run validate, gc --dry-run and flush on a small sample lakehouse in a JVM that writes the
+    classes it loaded to ``archive`` at its exit; wait for that exit."""
+    from pyspark import SparkConf, SparkContext
+
+    from jobs import flush, gc, validate
+    from lakecore.demo import build_sample
+
+    log4j = REPO_ROOT / "conf" / "log4j2.properties"
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    conf = SparkConf().set(
+        "spark.driver.extraJavaOptions",
+        f"-Dlog4j2.configurationFile=file:{log4j} {java_options()} -XX:ArchiveClassesAtExit={archive}"
+    )
+    SparkContext._ensure_initialized(conf=conf)
+    gateway = SparkContext._gateway
+    with tempfile.TemporaryDirectory(prefix="lakecore-jvm-archive-") as folder:
+        lakehouse = str(Path(folder) / "lake")
+        build_sample(lakehouse, namespaces=2, tables_per_namespace=6)
+        quiet = open(os.devnull, "w")  # noqa: SIM115  (the jobs' reports are not this tool's output)
+        saved = sys.stdout
+        sys.stdout = quiet
+        try:
+            codes = [
+                validate.main(["--lakehouse", lakehouse]),
+                gc.main(["--lakehouse", lakehouse, "--dry-run"]),
+                flush.main(["--lakehouse", lakehouse]),
+            ]
+        finally:
+            sys.stdout = saved
+            quiet.close()
+    active = SparkContext._active_spark_context
+    if active is not None:
+        active.stop()
+    # The gateway JVM exits when its stdin closes, and writes the archive on the way out.
+    proc = getattr(gateway, "proc", None)
+    if gateway is not None:
+        gateway.shutdown()
+    if proc is not None:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=BUILD_TIMEOUT_SECONDS)
+    if any(code != 0 for code in codes):
+        print(f"the sample jobs exited {codes}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = OneLineArgumentParser(prog="python -m jobs.driver_jvm", description=__doc__.splitlines()[0])
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--build", action="store_true", help="write this machine's archive unless it exists")
+    what.add_argument("--rebuild", action="store_true", help="write it even if it exists")
+    what.add_argument("--path", action="store_true", help="print where this machine's archive is (or would be)")
+    what.add_argument("--java-options", action="store_true",
+                      help="print the options of a driver JVM started here (the JIT tier, the archive)")
+    what.add_argument("--workload", metavar="PARTIAL", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.build or args.rebuild:
+        return build(force=args.rebuild)
+    if args.path:
+        print(archive_path() or "")
+        return 0
+    if args.java_options:
+        print(java_options())
+        return 0
+    return _workload(args.workload)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
