@@ -32,8 +32,17 @@ def test_root_version_of_reads_only_root_file_names() -> None:
     assert root_version_of("0000/0000/0000/abc") is None
 
 
-def test_a_damaged_root_stops_gc_and_expiry_until_a_repair_rolls_past_it(tmp_path: Path) -> None:
+@pytest.fixture(params=["one by one", "in threads"])
+def read_in_threads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Roots are read on a pool where storage waits on the network (S3): the same verdicts."""
+    threads = request.param == "in threads"
+    monkeypatch.setattr(Storage, "waits_on_network", property(lambda self: threads))
+    return threads
+
+
+def test_a_damaged_root_stops_gc_and_expiry_until_a_repair_rolls_past_it(tmp_path: Path, read_in_threads: bool) -> None:
     storage = _lake(tmp_path / "lake")
+    assert storage.waits_on_network is read_in_threads
     storage.write(root_node_file_name(2), b"not a root")
     with pytest.raises(GcRefusedError, match="cannot be read"):
         read_retained(storage, list_top(storage))
@@ -50,7 +59,7 @@ def test_a_damaged_root_stops_gc_and_expiry_until_a_repair_rolls_past_it(tmp_pat
     assert gc_in_process(storage, now_millis=now, grace_millis=0, dry_run=True).retained.roots.keys() == {0, 1, 3, 4}
 
 
-def test_a_storage_failure_is_never_taken_for_damage(tmp_path: Path) -> None:
+def test_a_storage_failure_is_never_taken_for_damage(tmp_path: Path, read_in_threads: bool) -> None:
     """Only damaged *bytes* make a root abandoned: a root that cannot be read for another reason
     (here a directory where the file should be: the read fails with an OS error) stops gc."""
     storage = _lake(tmp_path / "lake")
@@ -58,6 +67,8 @@ def test_a_storage_failure_is_never_taken_for_damage(tmp_path: Path) -> None:
     path = tmp_path / "lake" / root_node_file_name(2)
     path.unlink()
     path.mkdir()
+    storage.write(root_node_file_name(3), b"damaged too, and younger: the older failure decides")
     with pytest.raises(GcRefusedError) as caught:
         load_roots(storage, range(5), GcRefusedError)
     assert not isinstance(caught.value.__cause__, CorruptFileError), caught.value
+    assert root_node_file_name(2) in str(caught.value)
