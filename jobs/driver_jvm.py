@@ -24,8 +24,9 @@ Rules for the archive:
   workload (validate with the suite, gc --dry-run, flush) on a small sample lakehouse in a
   temporary folder, in a JVM started with ``-XX:ArchiveClassesAtExit``. The JVM writes a
   temporary name at its exit; it is renamed into place only when whole, so a job started
-  meanwhile maps a whole archive or none. A build that fails leaves no archive and says so in one
-  line; the jobs then run as before.
+  meanwhile maps a whole archive or none. A build that fails leaves no archive, says so in one
+  line and exits 0 (``make setup`` goes on: the jobs then run as before). A wrong command line
+  is one line and exit 2.
 - ``LAKECORE_JVM_ARCHIVE=0`` turns it off.
 
 Both apply to the drivers started here: ``spark-submit.sh`` (local mode and client deploy mode)
@@ -57,6 +58,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lakecore.argparsing import OneLineArgumentParser
+from lakecore.errors import LakecoreError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ARCHIVE_DIR = REPO_ROOT / "build" / "jvm"
@@ -236,7 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     what.add_argument("--java-options", action="store_true",
                       help="print the options of a driver JVM started here (the JIT tier, the archive)")
     what.add_argument("--workload", metavar="PARTIAL", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except LakecoreError as exc:  # one line, exit 2: argparse's usage block is not an answer
+        print(" ".join(str(exc).split()), file=sys.stderr)
+        return exc.exit_code
     if args.build or args.rebuild:
         return build(force=args.rebuild)
     if args.path:

@@ -130,3 +130,13 @@ def test_the_built_archive_maps_into_a_jvm_on_sparks_classpath() -> None:
     refused = subprocess.run([str(home / "bin" / "spark-submit"), "--version"], env=broken, capture_output=True,
                              text=True, timeout=120, check=False)
     assert refused.returncode != 0  # the check can fail: a missing archive does not start
+
+
+@pytest.mark.parametrize("argv", [[], ["--buld"], ["--build", "--path"]])
+def test_a_wrong_command_line_is_one_line_and_exit_2(argv: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-m", "jobs.driver_jvm", *argv], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("python -m jobs.driver_jvm: "), done.stderr
+    assert "--help" in lines[0]
