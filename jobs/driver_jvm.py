@@ -21,8 +21,8 @@ Rules for the archive:
   offered. The JVM checks it again itself and, when it cannot map it, starts without it: an
   unusable archive costs speed, never a run (its warning is silenced: stderr is the job's).
 - Written by ``make setup``'s ``jvm-archive`` step (``python -m jobs.driver_jvm --build``): a real
-  workload (validate with the suite, gc --dry-run, flush) on a small sample lakehouse in a
-  temporary folder, in a JVM started with ``-XX:ArchiveClassesAtExit``. The JVM writes a
+  workload (``jobs.jvm_archive_workload``: validate with the suite, gc --dry-run, flush on a
+  small sample lakehouse in a temporary folder) in a JVM started with ``-XX:ArchiveClassesAtExit``. The JVM writes a
   temporary name at its exit; it is renamed into place only when whole, so a job started
   meanwhile maps a whole archive or none. A build that fails leaves no archive, says so in one
   line and exits 0 (``make setup`` goes on: the jobs then run as before). A wrong command line
@@ -45,14 +45,12 @@ if __package__ in (None, ""):  # run as a file: the repo root must be importable
 
     _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
 
-import argparse
 import hashlib
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -155,7 +153,7 @@ def build(*, force: bool = False) -> int:
     env = {**os.environ, ARCHIVE_VARIABLE: "0"}  # the workload must not map an older archive
     try:
         completed = subprocess.run(
-            [sys.executable, "-m", "jobs.driver_jvm", "--workload", str(partial)],
+            [sys.executable, "-m", "jobs.jvm_archive_workload", str(partial)],
             cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_SECONDS,
         )
         failure = None if completed.returncode == 0 else (completed.stderr.strip().splitlines() or ["no output"])[-1]
@@ -179,56 +177,6 @@ def build(*, force: bool = False) -> int:
     return 0
 
 
-def _workload(archive: str) -> int:
-    """Run validate, gc --dry-run and flush on a small sample lakehouse in a JVM that writes the
-    classes it loaded to ``archive`` at its exit; wait for that exit."""
-    from pyspark import SparkConf, SparkContext
-
-    from jobs import flush, gc, validate
-    from lakecore.demo import build_sample
-
-    log4j = REPO_ROOT / "conf" / "log4j2.properties"
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    conf = SparkConf().set(
-        "spark.driver.extraJavaOptions",
-        f"-Dlog4j2.configurationFile=file:{log4j} {java_options()} -XX:ArchiveClassesAtExit={archive}"
-    )
-    SparkContext._ensure_initialized(conf=conf)
-    gateway = SparkContext._gateway
-    with tempfile.TemporaryDirectory(prefix="lakecore-jvm-archive-") as folder:
-        lakehouse = str(Path(folder) / "lake")
-        build_sample(lakehouse, namespaces=2, tables_per_namespace=6)
-        quiet = open(os.devnull, "w")  # noqa: SIM115  (the jobs' reports are not this tool's output)
-        saved = sys.stdout
-        sys.stdout = quiet
-        try:
-            codes = [
-                validate.main(["--lakehouse", lakehouse]),
-                gc.main(["--lakehouse", lakehouse, "--dry-run"]),
-                flush.main(["--lakehouse", lakehouse]),
-            ]
-        finally:
-            sys.stdout = saved
-            quiet.close()
-    active = SparkContext._active_spark_context
-    if active is not None:
-        active.stop()
-    # The gateway JVM exits when its stdin closes, and writes the archive on the way out.
-    proc = getattr(gateway, "proc", None)
-    if gateway is not None:
-        gateway.shutdown()
-    if proc is not None:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.wait(timeout=BUILD_TIMEOUT_SECONDS)
-    if any(code != 0 for code in codes):
-        print(f"the sample jobs exited {codes}", file=sys.stderr)
-        return 1
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineArgumentParser(prog="python -m jobs.driver_jvm", description=__doc__.splitlines()[0])
     what = parser.add_mutually_exclusive_group(required=True)
@@ -237,7 +185,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     what.add_argument("--path", action="store_true", help="print where this machine's archive is (or would be)")
     what.add_argument("--java-options", action="store_true",
                       help="print the options of a driver JVM started here (the JIT tier, the archive)")
-    what.add_argument("--workload", metavar="PARTIAL", help=argparse.SUPPRESS)
     try:
         args = parser.parse_args(argv)
     except LakecoreError as exc:  # one line, exit 2: argparse's usage block is not an answer
@@ -250,8 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.java_options:
         print(java_options())
-        return 0
-    return _workload(args.workload)
+    return 0
 
 
 if __name__ == "__main__":
