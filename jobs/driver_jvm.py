@@ -14,12 +14,13 @@ start-up costs dominated a demo-sized job (measured in docs/scaling.md, "Fixed c
 
 Rules for the archive:
 
-- One per JVM and classpath: ``build/jvm/spark-driver-<key>.jsa``, where the key hashes the java
+- One per JVM and classpath: ``build/jvm/spark-driver-<key>-<bytes>.jsa``, where the key hashes the java
   binary the Spark launcher runs (``$JAVA_HOME/bin/java``, else ``java`` on PATH: its real path,
   size and mtime), ``SPARK_HOME``, the name, size and mtime of each of its jars and the variables
   that add to Spark's classpath. A new JDK or Spark gets a new name, so a stale archive is never
-  offered. The JVM checks it again itself and, when it cannot map it, starts without it: an
-  unusable archive costs speed, never a run (its warning is silenced: stderr is the job's).
+  offered. Nor is one whose length is not ``<bytes>``: HotSpot checks an archive's header and
+  starts without one it cannot use (silently: stderr is the job's), but a truncated archive
+  kills it with SIGBUS. A JVM crash log goes to the temporary directory, never the working one.
 - Written by ``make setup``'s ``jvm-archive`` step (``python -m jobs.driver_jvm --build``): a real
   workload (``jobs.jvm_archive_workload``: validate with the suite, gc --dry-run, flush on a
   small sample lakehouse in a temporary folder) in a JVM started with ``-XX:ArchiveClassesAtExit``. The JVM writes a
@@ -45,12 +46,14 @@ if __package__ in (None, ""):  # run as a file: the repo root must be importable
 
     _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
 
+import contextlib
 import hashlib
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -113,8 +116,20 @@ def archive_key() -> str | None:
 
 
 def archive_path() -> Path | None:
+    """This JVM and classpath's archive when it is whole, else None.
+
+    Its name carries its size (``spark-driver-<key>-<bytes>.jsa``): a JVM that maps a truncated
+    archive dies of SIGBUS (HotSpot checks the header, not the length), so an archive whose
+    length is not the one it was written with is never offered."""
     key = archive_key()
-    return ARCHIVE_DIR / f"spark-driver-{key}.jsa" if key else None
+    if key is None or not ARCHIVE_DIR.is_dir():
+        return None
+    for candidate in sorted(ARCHIVE_DIR.glob(f"spark-driver-{key}-*.jsa")):
+        recorded = candidate.stem.rsplit("-", 1)[-1]
+        with contextlib.suppress(OSError):
+            if recorded.isdigit() and candidate.is_file() and candidate.stat().st_size == int(recorded):
+                return candidate
+    return None
 
 
 def archive_enabled() -> bool:
@@ -131,24 +146,28 @@ def java_options() -> str:
     ``LAKECORE_JVM_ARCHIVE`` is not 0)."""
     options = [] if full_jit() else [QUICK_JIT]
     path = archive_path() if archive_enabled() else None
-    if path is not None and path.is_file():
+    if path is not None:
         options += [f"-XX:SharedArchiveFile={path}", QUIET]
+    # A JVM that crashes writes hs_err_pid<pid>.log into the working directory, the operator's:
+    # into the temporary directory instead.
+    options.append(f"-XX:ErrorFile={Path(tempfile.gettempdir()) / 'lakecore-jvm-crash-%p.log'}")
     return " ".join(options)
 
 
 def build(*, force: bool = False) -> int:
     """Write the archive for this JVM and classpath unless it exists; 0 when it is in place."""
-    path = archive_path()
-    if path is None:
+    key = archive_key()
+    if key is None:
         print("jvm archive: no java or no Spark jars found; the jobs start without an archive", file=sys.stderr)
         return 0
-    if path.is_file() and not force:
-        print(f"jvm archive: {path.relative_to(REPO_ROOT)} is up to date", flush=True)
+    existing = archive_path()
+    if existing is not None and not force:
+        print(f"jvm archive: {existing.relative_to(REPO_ROOT)} is up to date", flush=True)
         return 0
     ARCHIVE_DIR.mkdir(parents=True, exist_ok=True)
-    partial = ARCHIVE_DIR / f".{path.name}.{os.getpid()}.partial"
-    print(f"jvm archive: writing {path.relative_to(REPO_ROOT)} (a sample workload in a fresh JVM, about a minute) ...",
-          flush=True)
+    partial = ARCHIVE_DIR / f".spark-driver-{key}.{os.getpid()}.partial"
+    print(f"jvm archive: writing build/jvm/spark-driver-{key}-*.jsa (a sample workload in a fresh JVM, "
+          "about a minute) ...", flush=True)
     started = time.monotonic()
     env = {**os.environ, ARCHIVE_VARIABLE: "0"}  # the workload must not map an older archive
     try:
@@ -168,8 +187,9 @@ def build(*, force: bool = False) -> int:
         print(f"jvm archive: not written ({failure}); the jobs start without one, about 3 s slower",
               file=sys.stderr)
         return 0
+    path = ARCHIVE_DIR / f"spark-driver-{key}-{partial.stat().st_size}.jsa"
     os.replace(partial, path)
-    for old in ARCHIVE_DIR.glob("spark-driver-*.jsa"):  # archives of a JDK or Spark no longer here
+    for old in ARCHIVE_DIR.glob("spark-driver-*.jsa"):  # older or damaged ones, other JDKs or Sparks
         if old != path:
             old.unlink(missing_ok=True)
     size_mib = path.stat().st_size / (1 << 20)
@@ -182,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--build", action="store_true", help="write this machine's archive unless it exists")
     what.add_argument("--rebuild", action="store_true", help="write it even if it exists")
-    what.add_argument("--path", action="store_true", help="print where this machine's archive is (or would be)")
+    what.add_argument("--path", action="store_true", help="print where this machine's archive is (nothing: none)")
     what.add_argument("--java-options", action="store_true",
                       help="print the options of a driver JVM started here (the JIT tier, the archive)")
     try:
@@ -193,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.build or args.rebuild:
         return build(force=args.rebuild)
     if args.path:
-        print(archive_path() or "")
+        print(archive_path() or "")  # nothing when there is no whole archive
         return 0
     if args.java_options:
         print(java_options())

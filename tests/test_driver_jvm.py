@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -52,25 +53,31 @@ def test_the_archive_name_follows_the_jvm_and_the_jars(tmp_path: Path, monkeypat
     assert driver_jvm.archive_key() is None and driver_jvm.archive_path() is None
 
 
-def test_options_offer_the_archive_only_when_it_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_options_offer_the_archive_only_when_it_is_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home, java_home = _fake_spark(tmp_path)
     monkeypatch.setenv("SPARK_HOME", str(home))
     monkeypatch.setenv("JAVA_HOME", str(java_home))
     monkeypatch.setattr(driver_jvm, "ARCHIVE_DIR", tmp_path / "build")
     monkeypatch.delenv(driver_jvm.ARCHIVE_VARIABLE, raising=False)
     monkeypatch.delenv(driver_jvm.JIT_VARIABLE, raising=False)
-    assert driver_jvm.java_options() == driver_jvm.QUICK_JIT  # no archive yet
-    archive = driver_jvm.archive_path()
-    assert archive is not None
+    crash_log = f"-XX:ErrorFile={tempfile.gettempdir()}/lakecore-jvm-crash-%p.log"  # never the working directory
+    assert driver_jvm.java_options().split() == [driver_jvm.QUICK_JIT, crash_log]  # no archive yet
+    key = driver_jvm.archive_key()
+    archive = tmp_path / "build" / f"spark-driver-{key}-10.jsa"
     archive.parent.mkdir(parents=True)
-    archive.write_bytes(b"an archive")
+    archive.write_bytes(b"an archive")  # 10 bytes, as its name says
+    assert driver_jvm.archive_path() == archive
     options = driver_jvm.java_options().split()
     assert options[0] == driver_jvm.QUICK_JIT and f"-XX:SharedArchiveFile={archive}" in options
     assert "-Xlog:cds=off" in options  # an unusable archive is silent: stderr is the job's
+    archive.write_bytes(b"an arch")  # truncated: a JVM mapping it would die of SIGBUS
+    assert driver_jvm.archive_path() is None
+    assert not any(option.startswith("-XX:SharedArchiveFile") for option in driver_jvm.java_options().split())
+    archive.write_bytes(b"an archive")
     monkeypatch.setenv(driver_jvm.JIT_VARIABLE, "full")
     assert driver_jvm.QUICK_JIT not in driver_jvm.java_options()
     monkeypatch.setenv(driver_jvm.ARCHIVE_VARIABLE, "0")
-    assert driver_jvm.java_options() == ""
+    assert driver_jvm.java_options() == crash_log
 
 
 def test_a_failed_build_leaves_no_archive_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
