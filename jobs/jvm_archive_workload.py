@@ -20,6 +20,7 @@ if __package__ in (None, ""):  # run as a file: the repo root must be importable
 
     _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -51,18 +52,13 @@ def run(archive: str) -> int:
     with tempfile.TemporaryDirectory(prefix="lakecore-jvm-archive-") as folder:
         lakehouse = str(Path(folder) / "lake")
         build_sample(lakehouse, namespaces=2, tables_per_namespace=6)
-        quiet = open(os.devnull, "w")  # noqa: SIM115  (the jobs' reports are not this tool's output)
-        saved = sys.stdout
-        sys.stdout = quiet
-        try:
+        # The jobs' reports are not this tool's output.
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
             codes = [
                 validate.main(["--lakehouse", lakehouse]),
                 gc.main(["--lakehouse", lakehouse, "--dry-run"]),
                 flush.main(["--lakehouse", lakehouse]),
             ]
-        finally:
-            sys.stdout = saved
-            quiet.close()
     active = SparkContext._active_spark_context
     if active is not None:
         active.stop()
