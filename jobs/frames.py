@@ -78,6 +78,20 @@ class Columns:
             yield pa.RecordBatch.from_arrays(
                 [pa.array(column, type=f.type) for column, f in zip(columns, schema, strict=True)], schema=schema)
 
+    def batch_of(self, columns: Sequence[Sequence[Any] | None]) -> Any:
+        """One Arrow record batch of ``columns`` (equal lengths, in column order); a column
+        given as None is all nulls (a value the producer did not read)."""
+        import pyarrow as pa
+
+        schema = self.arrow_schema()
+        lengths = {len(column) for column in columns if column is not None}
+        if len(lengths) != 1:
+            raise ValueError(f"columns of lengths {sorted(lengths)}: need one length and at least one column")
+        rows = lengths.pop()
+        return pa.RecordBatch.from_arrays(
+            [pa.nulls(rows, type=f.type) if column is None else pa.array(column, type=f.type)
+             for column, f in zip(columns, schema, strict=True)], schema=schema)
+
 
 PAYLOAD: Final = Columns((("payload", "binary"),))
 
@@ -96,16 +110,49 @@ def fan_out(
 ) -> Any:
     """A DataFrame of what ``work`` yields for every partition's tasks (rows in ``columns``'
     order). Lazy, like any DataFrame: nothing runs until it is collected, counted or joined."""
-    task_list = list(tasks)
-    schema = columns
 
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
+    def batches(items: list[Task]) -> Iterator[Any]:
+        return columns.batches(work(items))
+
+    return _fan_out_batches(spark, tasks, batches, columns, parallelism)
+
+
+def fan_out_columns(
+    spark: Any,
+    tasks: Sequence[Task],
+    work: Callable[[list[Task]], Iterable[Sequence[Sequence[Any] | None]]],
+    columns: Columns,
+    parallelism: int,
+) -> Any:
+    """``fan_out`` for work that yields its results as columns (``Columns.batch_of``): a
+    million results cost about a second less than as rows, which must be turned back into
+    columns for Arrow."""
+
+    def batches(items: list[Task]) -> Iterator[Any]:
+        for chunk in work(items):
+            batch = columns.batch_of(chunk)
+            if batch.num_rows:
+                yield batch
+
+    return _fan_out_batches(spark, tasks, batches, columns, parallelism)
+
+
+def _fan_out_batches(
+    spark: Any,
+    tasks: Sequence[Task],
+    batches: Callable[[list[Task]], Iterator[Any]],
+    columns: Columns,
+    parallelism: int,
+) -> Any:
+    task_list = list(tasks)
+
+    def run(index_batches: Iterator[Any]) -> Iterator[Any]:
         indexes: list[int] = []
-        for batch in batches:
+        for batch in index_batches:
             indexes.extend(batch.column(0).to_pylist())
         if not indexes:
             return
-        yield from schema.batches(work([task_list[i] for i in indexes]))
+        yield from batches([task_list[i] for i in indexes])
 
     slices = slices_for(len(task_list), parallelism)
     if not task_list:

@@ -49,7 +49,7 @@ from jobs.common import (
     run_job,
 )
 from jobs.executor_errors import executor_errors
-from jobs.frames import Columns, driver_rows, fan_out
+from jobs.frames import Columns, driver_rows, fan_out_columns
 from jobs.spark_units import (
     delete_frame,
     membership_in,
@@ -67,9 +67,10 @@ from lakecore.maintenance.listing import (
     FOREIGN,
     GcRefusedError,
     ListedFile,
-    list_directories,
+    list_directories_columns,
     list_small_root,
     list_top,
+    stat_listed,
 )
 from lakecore.maintenance.reach import (
     NewVersionsReach,
@@ -110,6 +111,9 @@ def _parser() -> Any:
 
 
 LISTING = Columns((("path", "string"), ("size", "bigint"), ("mtime_millis", "bigint"), ("kind", "string")))
+# An orphan statted after the join (``judge_listing``); ``error`` when it could not be.
+STATTED = Columns((("path", "string"), ("size", "bigint"), ("mtime_millis", "bigint"), ("kind", "string"),
+                   ("error", "boolean")))
 
 
 def _listing(ctx: JobContext, storage: Storage, top: list[ListedFile], plan_size: int) -> tuple[Any, str]:
@@ -123,31 +127,57 @@ def _listing(ctx: JobContext, storage: Storage, top: list[ListedFile], plan_size
         return top_rows.unionByName(driver_rows(ctx.spark, flat, LISTING)), "flat"
     threads = ctx.settings.gc_list_threads_per_task
 
-    def list_dirs(items: list[str]) -> Iterator[ListedFile]:
-        return list_directories(storage, items, threads)
+    def list_dirs(items: list[str]) -> Iterator[tuple[list[Any], ...]]:
+        return (listed.columns() for listed in list_directories_columns(storage, items, threads))
 
-    listed = fan_out(ctx.spark, hash_directories(), list_dirs, LISTING, ctx.parallelism)
+    listed = fan_out_columns(ctx.spark, hash_directories(), list_dirs, LISTING, ctx.parallelism)
     return listed.unionByName(top_rows), "hash-directories"
 
 
-def _judged(listing: Any, reach: Any, cutoff: int) -> Any:
+def judge_listing(storage: Storage, listing: Any, reach: Any, cutoff: int, cached: list[Any]) -> Any:
     """The full outer join of the listing and the reach, one row per path, with what gc makes
     of it: ``reached``, ``orphan`` (listed, deletable, unreached), ``old`` (modified before the
-    cutoff) and ``error`` (a hash directory that could not be listed or a subtree that could
-    not be walked, its reason as the path: their control-character prefix matches no file)."""
-    from pyspark.sql import functions as F
+    cutoff) and ``error`` (a hash directory that could not be listed, a subtree that could not
+    be walked or an orphan that could not be statted, its reason as the path: their
+    control-character prefix matches no file).
 
-    reached = reach.select("path").distinct().withColumn("reached", F.lit(True))
+    A local listing reads no size or time (``Storage.list_paths``): a stat costs four times
+    the directory read, and only orphans need one (for the grace period). Those are statted
+    after the join; a reached node file takes its size from the walk.
+
+    The join is persisted, and so are the statted orphans, so that every query reads one
+    listing, one walk and one stat; both are appended to ``cached`` for the caller to
+    unpersist. (Spark reuses no exchange across the statted and the other rows once it has
+    pushed their filters down: unpersisted, the listing and the walk ran twice.)"""
+    from pyspark.sql import functions as F
+    from pyspark.storagelevel import StorageLevel
+
+    reached = reach.groupBy("path").agg(F.max("size").alias("reach_size")).withColumn("reached", F.lit(True))
     joined = listing.join(reached.hint("shuffle_hash"), "path", "full_outer")
     is_reached = F.coalesce(F.col("reached"), F.lit(False))
-    return joined.select(
-        "path", "size", "mtime_millis", "kind",
+    judged = joined.select(
+        "path",
+        F.coalesce(F.col("size"), F.when(F.col("reach_size") >= 0, F.col("reach_size"))).alias("size"),
+        "mtime_millis", "kind",
         is_reached.alias("reached"),
-        (F.col("kind").isin(*DELETABLE_KIND_NAMES) & ~is_reached).alias("orphan"),
-        (F.col("mtime_millis") < F.lit(cutoff)).alias("old"),
         # Never null: a reached file that is not listed has no kind.
+        F.coalesce(F.col("kind").isin(*DELETABLE_KIND_NAMES) & ~is_reached, F.lit(False)).alias("orphan"),
         (F.coalesce(F.col("kind") == ERROR_KEY, F.lit(False)) | F.col("path").startswith(ERROR_KEY)).alias("error"),
-    )
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(judged)
+    unstatted = F.col("orphan") & F.col("mtime_millis").isNull()
+
+    def stat_orphans(batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            files = zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True)
+            rows = [(f.path, f.size, f.mtime_millis, f.kind, f.kind == ERROR_KEY) for f in stat_listed(storage, files)]
+            yield from STATTED.batches(rows)
+
+    statted = judged.where(unstatted).select("path", "kind").mapInArrow(stat_orphans, STATTED.ddl).select(
+        "path", "size", "mtime_millis", "kind", F.lit(False).alias("reached"), (~F.col("error")).alias("orphan"),
+        "error").persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(statted)
+    return judged.where(~unstatted).unionByName(statted).withColumn("old", F.col("mtime_millis") < F.lit(cutoff))
 
 
 def _body(ctx: JobContext) -> None:
@@ -205,22 +235,22 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         listing, how = _listing(ctx, storage, top, len(plan.driver_paths) + len(plan.tasks))
         # Only the judged rows are kept (the listing and the reach are each computed once, into
         # them): every count below, the samples, the re-check's membership questions and the
-        # deletes read this one cache.
-        judged = _judged(listing, reach_frame(ctx, storage, plan), cutoff).persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(judged)
+        # deletes read these caches.
+        judged = judge_listing(storage, listing, reach_frame(ctx, storage, plan), cutoff, cached)
         groups = judged.groupBy("kind", "reached", "orphan", "old", "error").agg(
-            F.count(F.lit(1)).alias("files"), F.sum(F.coalesce(F.col("size"), F.lit(0))).alias("bytes")).collect()
+            F.count(F.lit(1)).alias("files"), F.sum(F.coalesce(F.col("size"), F.lit(0))).alias("bytes"),
+            F.count_if(F.col("size").isNull()).alias("unsized")).collect()
         failures = sum(int(row["files"]) for row in groups if row["error"])
         if failures:
             reasons = [row[0] for row in judged.where(F.col("error")).select("path").limit(3).collect()]
             raise GcRefusedError(
-                f"{failures} hash directories or subtrees of retained versions could not be listed or "
-                f"walked, so gc cannot tell live files from orphans: "
+                f"{failures} hash directories, subtrees of retained versions or orphans could not be "
+                f"listed, walked or statted, so gc cannot tell live files from old orphans: "
                 f"{'; '.join(reason.removeprefix(ERROR_KEY) for reason in reasons)}"
             )
     report.details["listing"] = how
     listed_by_kind: dict[str, int] = {}
-    bytes_listed = reachable = missing = orphans = orphan_bytes = too_young = 0
+    bytes_listed = unsized = reachable = missing = orphans = orphan_bytes = too_young = 0
     for row in groups:
         kind, files, size = row["kind"], int(row["files"]), int(row["bytes"] or 0)
         if row["error"]:
@@ -232,6 +262,7 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
             continue
         listed_by_kind[kind] = listed_by_kind.get(kind, 0) + files
         bytes_listed += size
+        unsized += int(row["unsized"])
         if row["orphan"]:
             orphans += files
             orphan_bytes += size
@@ -239,6 +270,10 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
                 too_young += files
     report.counts["files_listed"] = sum(listed_by_kind.values())
     report.bytes["listed_bytes"] = bytes_listed
+    if unsized:
+        # A local listing reads no sizes (``judge_listing``): reached definitions are left out of
+        # listed_bytes, and counted here.
+        report.counts["files_listed_unsized"] = unsized
     report.details["listed_by_kind"] = dict(sorted(listed_by_kind.items()))
     report.counts["foreign_files"] = listed_by_kind.get(FOREIGN, 0)
     report.sample("foreign", sample_paths(judged.where(F.col("kind") == FOREIGN)) if report.counts["foreign_files"] else [])

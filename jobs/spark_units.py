@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any, Final
 
 from jobs.common import SAMPLE_LIMIT, JobContext
-from jobs.frames import PAYLOAD, Columns, collect_objects, driver_rows, fan_out
+from jobs.frames import PAYLOAD, Columns, collect_objects, driver_rows, fan_out_columns
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import ERROR_KEY, is_deletable, kind_of
-from lakecore.maintenance.reach import ReachPlan, ReachTask, run_reach_tasks
+from lakecore.maintenance.reach import ReachPlan, ReachTask, reach_task_columns
 from lakecore.storage import Storage
 
 REACH: Final = Columns((("path", "string"), ("size", "bigint")))
@@ -28,12 +28,12 @@ def reach_frame(ctx: JobContext, storage: Storage, plan: ReachPlan) -> Any:
     tasks: list[ReachTask] = plan.tasks
 
     def walk(items: list[ReachTask]) -> Any:
-        return run_reach_tasks(storage, items)
+        return reach_task_columns(storage, items)
 
     driver = driver_rows(ctx.spark, sorted(plan.driver_paths.items()), REACH)
     if not tasks:
         return driver
-    return fan_out(ctx.spark, tasks, walk, REACH, ctx.parallelism).unionByName(driver)
+    return fan_out_columns(ctx.spark, tasks, walk, REACH, ctx.parallelism).unionByName(driver)
 
 
 def reach_errors(reach: Any) -> Any:

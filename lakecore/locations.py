@@ -63,6 +63,11 @@ _TEMP_RE = re.compile(rf"^(?:[01]{{4}}/[01]{{4}}/[01]{{4}}/)?\.lakecore-tmp-{_UU
 # Checked on every stored path a reader follows: one regex instead of a Python loop per character.
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
+# The shape of every optimized path: four segments, none empty, '.' or '..', the last a name
+# with no '/', '\\' or control character. A path of this shape passes every rule of
+# ``check_relative_path``, so it is accepted in one match; gc checks about a million stored
+# paths per million tables, and the full rules cost 6 µs each.
+_PLAIN_OPTIMIZED_RE = re.compile(r"[01]{4}/[01]{4}/[01]{4}/[01]{8}-[^/\\\x00-\x1f\x7f]+")
 
 
 class FileKind(Enum):
@@ -144,6 +149,8 @@ def split_root_uri(root_uri: str) -> tuple[str, str]:
 
 def check_relative_path(path: str) -> str:
     """Refuse a stored path that is absolute, has a scheme, or escapes the root; return it."""
+    if isinstance(path, str) and _PLAIN_OPTIMIZED_RE.fullmatch(path):
+        return path
     if not isinstance(path, str) or path == "":
         raise InvalidLocationError(f"empty stored path {path!r}")
     if _SCHEME_RE.match(path) or path.startswith("/") or "\\" in path:

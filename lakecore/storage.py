@@ -167,6 +167,23 @@ class FileInfo:
     mtime_millis: int  # modification (S3: LastModified) time, epoch milliseconds
 
 
+@dataclass(frozen=True)
+class PathListing:
+    """Files under a directory as columns (``Storage.list_paths``). ``sizes`` and
+    ``mtimes_millis`` are None where the backend would pay a call per file to know them: a
+    local file system needs a stat per file, which costs four times the directory read and
+    which gc needs only for the few files nothing reaches. An object store's listing carries
+    both for free."""
+
+    paths: list[str]
+    sizes: list[int] | None
+    mtimes_millis: list[int] | None
+
+
+def _columns_of(infos: list[FileInfo]) -> PathListing:
+    return PathListing([i.path for i in infos], [i.size for i in infos], [i.mtime_millis for i in infos])
+
+
 # ---------------------------------------------------------------------------------------------
 # Backends: they take already-checked relative paths and may raise anything; Storage turns
 # their exceptions into lakecore errors.
@@ -182,7 +199,9 @@ class _Backend(Protocol):
     def sync(self) -> None: ...
     def create_exclusive(self, rel: str, data: bytes) -> bool: ...
     def exists(self, rel: str) -> bool: ...
+    def info(self, rel: str) -> FileInfo: ...
     def list_under(self, dir_prefix: str, limit: int | None = None) -> list[FileInfo]: ...
+    def list_paths(self, dir_prefix: str) -> PathListing: ...
     def list_top(self) -> list[FileInfo]: ...
     def first_files(self, limit: int) -> list[str]: ...
     def delete(self, rels: list[str], batch_size: int) -> int: ...
@@ -207,11 +226,18 @@ class _LocalBackend:
             f.seek(start)
             return f.read(end - start)
 
-    def size(self, rel: str) -> int:
+    def _stat(self, rel: str) -> os.stat_result:
         st = os.stat(self._abs(rel))
         if not stat.S_ISREG(st.st_mode):
             raise FileNotFoundError(errno.ENOENT, "not a regular file", self._abs(rel))
-        return st.st_size
+        return st
+
+    def size(self, rel: str) -> int:
+        return self._stat(rel).st_size
+
+    def info(self, rel: str) -> FileInfo:
+        st = self._stat(rel)
+        return FileInfo(rel, st.st_size, st.st_mtime_ns // 1_000_000)
 
     def exists(self, rel: str) -> bool:
         try:
@@ -280,6 +306,11 @@ class _LocalBackend:
         self._walk(dir_prefix, recursive=True, out=out, limit=limit)
         return out
 
+    def list_paths(self, dir_prefix: str) -> PathListing:
+        paths: list[str] = []
+        self._walk_names(dir_prefix, paths)
+        return PathListing(paths, None, None)
+
     def list_top(self) -> list[FileInfo]:
         out: list[FileInfo] = []
         self._walk("", recursive=False, out=out)
@@ -318,6 +349,21 @@ class _LocalBackend:
                     out.append(FileInfo(rel, st.st_size, st.st_mtime_ns // 1_000_000))
             except FileNotFoundError:
                 continue  # deleted while we were listing
+
+    def _walk_names(self, rel_dir: str, out: list[str]) -> None:
+        # ``_walk`` without the stat per file: the entry's type comes with the directory read.
+        try:
+            with os.scandir(self._root_dir + rel_dir) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            self._walk_names(rel_dir + entry.name + "/", out)
+                        elif entry.is_file(follow_symlinks=False):
+                            out.append(rel_dir + entry.name)
+                    except FileNotFoundError:
+                        continue  # deleted while we were listing
+        except (FileNotFoundError, NotADirectoryError):
+            return
 
     def delete(self, rels: list[str], batch_size: int) -> int:
         deleted = 0
@@ -376,6 +422,10 @@ class _S3Backend:
 
     def size(self, rel: str) -> int:
         return int(self._head(rel)["ContentLength"])
+
+    def info(self, rel: str) -> FileInfo:
+        head = self._head(rel)
+        return FileInfo(rel, int(head["ContentLength"]), _to_millis(head.get("LastModified")))
 
     def exists(self, rel: str) -> bool:
         try:
@@ -450,6 +500,9 @@ class _S3Backend:
     def list_under(self, dir_prefix: str, limit: int | None = None) -> list[FileInfo]:
         return self._list_objects(self._key_prefix + dir_prefix, delimiter=None, limit=limit)
 
+    def list_paths(self, dir_prefix: str) -> PathListing:
+        return _columns_of(self.list_under(dir_prefix))
+
     def list_top(self) -> list[FileInfo]:
         return self._list_objects(self._key_prefix, delimiter="/")
 
@@ -510,6 +563,12 @@ class _FsspecBackend:
     def size(self, rel: str) -> int:
         return int(self._file_info(rel)["size"])
 
+    def info(self, rel: str) -> FileInfo:
+        entries = self._infos([self._file_info(rel)], self._base)
+        if not entries:
+            raise FileNotFoundError(errno.ENOENT, "not a file", self._p(rel))
+        return entries[0]
+
     def exists(self, rel: str) -> bool:
         try:
             self._file_info(rel)
@@ -559,6 +618,9 @@ class _FsspecBackend:
         except FileNotFoundError:
             return []
         return self._infos(found.values(), under)
+
+    def list_paths(self, dir_prefix: str) -> PathListing:
+        return _columns_of(self.list_under(dir_prefix))
 
     def list_top(self) -> list[FileInfo]:
         try:
@@ -734,15 +796,35 @@ class Storage:
         With ``limit`` the listing may stop as soon as it has found more than ``limit`` files
         (on S3 a page holds 1,000): a result longer than ``limit`` means "more than that", not
         everything."""
-        dir_prefix = ""
-        if prefix != "":
-            dir_prefix = check_relative_path(prefix[:-1] if prefix.endswith("/") else prefix)
-            dir_prefix += "/"
-        uri = self.root_uri + dir_prefix
+        dir_prefix = self._dir_prefix(prefix)
         try:
             return self._backend().list_under(dir_prefix, limit)
         except Exception as exc:
-            _raise_translated(exc, uri, "list")
+            _raise_translated(exc, self.root_uri + dir_prefix, "list")
+
+    @staticmethod
+    def _dir_prefix(prefix: str) -> str:
+        # '' for the whole root; 'a' and 'a/' both mean the directory 'a/', never 'ab/'.
+        if prefix == "":
+            return ""
+        return check_relative_path(prefix[:-1] if prefix.endswith("/") else prefix) + "/"
+
+    def list_paths(self, prefix: str = "") -> PathListing:
+        """``list`` as columns, without what the backend would pay a call per file for
+        (``PathListing``): on a local file system, the paths alone."""
+        dir_prefix = self._dir_prefix(prefix)
+        try:
+            return self._backend().list_paths(dir_prefix)
+        except Exception as exc:
+            _raise_translated(exc, self.root_uri + dir_prefix, "list")
+
+    def info(self, path: str) -> FileInfo:
+        """Size and modification time of one file; ``NotFoundError`` if it does not exist."""
+        uri = self.uri(path)
+        try:
+            return self._backend().info(path)
+        except Exception as exc:
+            _raise_translated(exc, uri, "get the size and time of", reading=True)
 
     def first_files(self, limit: int = 5) -> builtins.list[str]:
         """Up to ``limit`` paths of files anywhere under the root, cheaply (one request on S3);

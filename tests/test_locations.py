@@ -385,6 +385,15 @@ def test_check_relative_path_accepts(good: str) -> None:
         "a\nb",
         "a\x7fb",
         "a\\..\\b",
+        # Shaped like an optimized path up to the name: the one-match fast path must not let
+        # these through.
+        "0000/0000/0000/00000000-a/../../x",
+        "0000/0000/0000/00000000-x/",
+        "0000/0000/0000/00000000-a\x00b",
+        "0000/0000/0000/00000000-a\nb",
+        "0000/0000/0000/00000000-a\\..\\b",
+        "0000/0000/0000/00000000-s3://x",
+        "0000/0000/0000/../../x",
     ],
 )
 def test_check_relative_path_refuses(bad: str) -> None:
@@ -404,3 +413,19 @@ def test_check_relative_path_never_lets_a_path_escape(segments: list[str]) -> No
     # Accepted: then POSIX normalisation is the identity and stays below the root.
     assert os.path.normpath(path) == path
     assert not path.startswith("..") and ".." not in segments and "" not in segments
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a", "-", ".", "..", "/", "\\", "\x00", "\n", "\x7f", "é", ":"]), max_size=6))
+def test_check_relative_path_optimized_shape_keeps_every_rule(tail: list[str]) -> None:
+    # Paths in a hash directory take a one-match fast path; whatever it accepts must satisfy
+    # every rule the full check enforces.
+    path = "0110/0000/1011/01111000-" + "".join(tail)
+    try:
+        check_relative_path(path)
+    except InvalidLocationError:
+        return
+    segments = path.split("/")
+    assert os.path.normpath(path) == path and not path.endswith("/")
+    assert ".." not in segments and "." not in segments and "" not in segments
+    assert "\\" not in path and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in path)

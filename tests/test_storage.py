@@ -116,6 +116,25 @@ def test_file_info(roots: Roots) -> None:
     assert info.path == "d/file.bin" and info.size == 1234
     # S3 LastModified has one-second resolution; allow for it and for clock skew.
     assert (before - 5) * 1000 <= info.mtime_millis <= (after + 5) * 1000
+    assert st.info("d/file.bin") == info
+
+
+def test_list_paths_is_list_as_columns(roots: Roots) -> None:
+    st = roots.make()
+    for path in ["a/x", "a/b/z", "ab/y", "top"]:
+        st.write(path, path.encode() * 3)
+    listed = st.list_paths("a")
+    assert sorted(listed.paths) == ["a/b/z", "a/x"]
+    by_path = {info.path: info for info in st.list("a")}
+    if roots.kind == "file":
+        # A local listing reads names only: a size or time would cost a stat per file.
+        assert listed.sizes is None and listed.mtimes_millis is None
+    else:
+        assert listed.sizes is not None and listed.mtimes_millis is not None
+        assert [by_path[p].size for p in listed.paths] == listed.sizes
+        assert [by_path[p].mtime_millis for p in listed.paths] == listed.mtimes_millis
+    assert sorted(st.list_paths().paths) == ["a/b/z", "a/x", "ab/y", "top"]
+    assert st.list_paths("zzz").paths == [] and st.list_paths("top").paths == []
 
 
 def test_missing_files(roots: Roots) -> None:
@@ -123,6 +142,7 @@ def test_missing_files(roots: Roots) -> None:
     for call in (
         lambda: st.read("nope"),
         lambda: st.size("nope"),
+        lambda: st.info("nope"),
         lambda: st.read_range("nope", 0, 4),
         lambda: st.read_range("nope", 0, 0),
     ):
@@ -142,6 +162,8 @@ def test_directory_is_not_a_file(roots: Roots) -> None:
         st.read("dir")
     with pytest.raises(NotFoundError):
         st.size("dir")
+    with pytest.raises(NotFoundError):
+        st.info("dir")
 
 
 def test_read_range_arguments(roots: Roots) -> None:

@@ -23,18 +23,19 @@ import os
 import re
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, TypeVar
 
 from lakecore.errors import (
     LakecoreError,
+    NotFoundError,
 )
 from lakecore.locations import (
     FileKind,
     classify_path,
 )
-from lakecore.storage import Storage
+from lakecore.storage import PathListing, Storage
 
 DELETABLE_KINDS: Final = frozenset(
     {FileKind.NODE, FileKind.NAMESPACE_DEF, FileKind.TABLE_DEF, FileKind.LAKEHOUSE_DEF, FileKind.TEMP}
@@ -99,25 +100,119 @@ def list_directories(storage: Storage, directories: Iterable[str], threads: int 
     most hash directories of a small lakehouse are empty. A local file system is listed in
     this thread alone: there the listing is CPU-bound, and threads only contend for the
     interpreter (twice as slow at 200k files)."""
+    for listed in _in_order(storage, directories, threads, list_directory):
+        yield from listed
+
+
+class ListedColumns:
+    """Listed files as columns, in ``ListedFile`` order (path, size, mtime_millis, kind): the
+    form a distributed listing hands to Arrow. Size and time are None where the storage's
+    listing did not read them (``Storage.list_paths``: a local file system); ``stat_listed``
+    reads them for the files that need them."""
+
+    __slots__ = ("kinds", "mtimes_millis", "paths", "sizes")
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.sizes: list[int | None] = []
+        self.mtimes_millis: list[int | None] = []
+        self.kinds: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def add(self, listing: PathListing) -> None:
+        count = len(listing.paths)
+        self.paths.extend(listing.paths)
+        self.kinds.extend(map(kind_of, listing.paths))
+        self.sizes.extend(itertools.repeat(None, count) if listing.sizes is None else listing.sizes)
+        self.mtimes_millis.extend(
+            itertools.repeat(None, count) if listing.mtimes_millis is None else listing.mtimes_millis)
+
+    def extend(self, other: ListedColumns) -> None:
+        self.paths.extend(other.paths)
+        self.sizes.extend(other.sizes)
+        self.mtimes_millis.extend(other.mtimes_millis)
+        self.kinds.extend(other.kinds)
+
+    def add_error(self, reason: str) -> None:
+        self.paths.append(reason)
+        self.sizes.append(0)
+        self.mtimes_millis.append(0)
+        self.kinds.append(ERROR_KEY)
+
+    def columns(self) -> tuple[list[str], list[int | None], list[int | None], list[str]]:
+        return self.paths, self.sizes, self.mtimes_millis, self.kinds
+
+
+def list_directory_columns(storage: Storage, directory: str) -> ListedColumns:
+    """``list_directory`` as columns, without a call per file (``Storage.list_paths``)."""
+    listed = ListedColumns()
+    try:
+        listed.add(storage.list_paths(directory))
+    except LakecoreError as exc:
+        listed.add_error(f"listing {directory}/: {exc.one_line()}")
+    return listed
+
+
+def list_directories_columns(
+    storage: Storage, directories: Iterable[str], threads: int = 1, rows: int = 8192
+) -> Iterator[ListedColumns]:
+    """``list_directories`` as columns, in chunks of at least ``rows`` files (the last one
+    may be shorter): a million listed files cost about 8 µs less each than as rows, most of it
+    the stat a local listing no longer makes."""
+    chunk = ListedColumns()
+    for listed in _in_order(storage, directories, threads, list_directory_columns):
+        chunk.extend(listed)
+        if len(chunk) >= rows:
+            yield chunk
+            chunk = ListedColumns()
+    if len(chunk):
+        yield chunk
+
+
+def stat_listed(storage: Storage, files: Iterable[tuple[str, str]]) -> Iterator[ListedFile]:
+    """The size and modification time of listed files, given as (path, kind), whose listing
+    did not carry them (an executor unit). A file deleted since the listing is left out (gone,
+    so nothing to judge); a file that cannot be statted is an ERROR_KEY record."""
+    for path, kind in files:
+        try:
+            info = storage.info(path)
+        except NotFoundError:
+            continue
+        except LakecoreError as exc:
+            yield ListedFile(f"statting {storage.uri(path)}: {exc.one_line()}", 0, 0, ERROR_KEY)
+            continue
+        yield ListedFile(path, info.size, info.mtime_millis, kind)
+
+
+Listed = TypeVar("Listed")
+
+
+def _in_order(
+    storage: Storage, directories: Iterable[str], threads: int, unit: Callable[[Storage, str], Listed]
+) -> Iterator[Listed]:
+    """``unit(storage, directory)`` for every directory, in order, ``threads`` in flight when
+    the storage waits on the network (one after another otherwise)."""
     directories = list(directories)
     if threads <= 1 or len(directories) <= 1 or not storage.waits_on_network:
         for directory in directories:
-            yield from list_directory(storage, directory)
+            yield unit(storage, directory)
         return
     pool = _listing_pool(threads)
     # A sliding window of ``threads`` requests, answered in order: no more in flight than asked
     # for even when the shared pool is larger, and a consumer that stops early leaves at most
     # the window running.
     pending = iter(directories)
-    in_flight: deque[Future[list[ListedFile]]] = deque(
-        pool.submit(list_directory, storage, d) for d in itertools.islice(pending, threads)
+    in_flight: deque[Future[Listed]] = deque(
+        pool.submit(unit, storage, d) for d in itertools.islice(pending, threads)
     )
     while in_flight:
         listed = in_flight.popleft().result()
         following = next(pending, None)
         if following is not None:
-            in_flight.append(pool.submit(list_directory, storage, following))
-        yield from listed
+            in_flight.append(pool.submit(unit, storage, following))
+        yield listed
 
 
 # One pool per process, kept across calls: its threads keep their storage clients (which are

@@ -151,7 +151,24 @@ def gc_args(uri: str, *extra: str) -> list[str]:
 # -- tests ------------------------------------------------------------------------------------------
 
 
-def test_gc_deletes_old_orphans_and_keeps_young_foreign_and_live_files(lake: Path, run_job: RunJob) -> None:
+@pytest.fixture(params=["flat", "hash-directories"])
+def listing_mode(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How gc lists: a lakehouse this small gets one flat listing on the driver; with the flat
+    listing turned off, executors list the 4,096 hash directories as a large one's are (a local
+    one without a stat per file)."""
+    if request.param == "hash-directories":
+        conf = tmp_path / "conf"
+        conf.mkdir()
+        settings = json.loads((common.CONF_DIR / "maintenance-local.json").read_text())
+        settings["gc_flat_listing_max_files"] = 0
+        (conf / "maintenance-local.json").write_text(json.dumps(settings))
+        monkeypatch.setattr(common, "CONF_DIR", conf)
+    return str(request.param)
+
+
+def test_gc_deletes_old_orphans_and_keeps_young_foreign_and_live_files(
+    lake: Path, run_job: RunJob, listing_mode: str
+) -> None:
     storage = Storage(str(lake))
     old = plant_orphans(storage)
     foreign = plant_foreign(storage)
@@ -160,10 +177,12 @@ def test_gc_deletes_old_orphans_and_keeps_young_foreign_and_live_files(lake: Pat
     age(lake, 3600, [lake / p for p in young])  # an hour old: well inside the 3-day grace
     maps = resolved_maps(storage.root_uri)
     before = files(lake)
+    before_bytes = sum((lake / p).stat().st_size for p in before)
     assert all(kind_of(p) == "foreign" for p in foreign)
 
     code, report = run_job(gc_main, *gc_args(storage.root_uri, "--dry-run"))
     assert code == 0, report.get("error")
+    assert report["details"]["listing"] == listing_mode
     assert report["dry_run"] and files(lake) == before
     assert set(report["samples"]["would_delete"]) == old
     assert report["counts"]["orphans_found"] == len(old | young)
@@ -183,6 +202,15 @@ def test_gc_deletes_old_orphans_and_keeps_young_foreign_and_live_files(lake: Pat
     assert counts["retained_versions"] == len(maps)
     assert report["details"]["retained_versions"] == sorted(maps)
     assert report["bytes"]["freed_bytes"] == sum(len(b) for b in [b"x" * 100] + [b"orphan"] * 5)
+    # Without a stat per listed file, reached definitions have no size; node files take theirs
+    # from the walk.
+    unsized = counts.get("files_listed_unsized", 0)
+    if listing_mode == "flat":
+        assert unsized == 0 and report["bytes"]["listed_bytes"] == before_bytes
+    else:
+        # Unsized: what is in a hash directory and neither an orphan (statted) nor a node file.
+        assert unsized == len({p for p in before - old - young
+                               if "/" in p and kind_of(p) in ("table_def", "namespace_def", "foreign")})
     assert set(report["durations_seconds"]) >= {"retained", "plan", "list-reach-anti-join", "delete"}
     assert resolved_maps(storage.root_uri) == maps
     assert_every_version_valid(storage.root_uri)
@@ -190,6 +218,52 @@ def test_gc_deletes_old_orphans_and_keeps_young_foreign_and_live_files(lake: Pat
     # A second run finds nothing more to delete.
     code, report = run_job(gc_main, *gc_args(storage.root_uri))
     assert code == 0 and report["counts"]["orphans_deleted"] == 0 and files(lake) == after
+
+
+def _judge(storage: Storage, spark: Any, listed: list[str], reached: list[tuple[str, int]]) -> dict[str, Any]:
+    """jobs.gc.judge_listing over a listing without sizes or times (a local one), by path."""
+    from jobs.frames import driver_rows
+    from jobs.gc import LISTING, judge_listing
+    from jobs.spark_units import REACH
+
+    listing_rows = driver_rows(spark, [(p, None, None, kind_of(p)) for p in listed], LISTING)
+    reach_rows = driver_rows(spark, reached, REACH)
+    cutoff = int((time.time() - DAY_SECONDS) * 1000)
+    cached: list[Any] = []
+    try:
+        return {row["path"]: row for row in judge_listing(storage, listing_rows, reach_rows, cutoff, cached).collect()}
+    finally:
+        for frame in cached:
+            frame.unpersist()
+
+
+def test_judge_stats_the_orphans_a_local_listing_did_not(lake: Path, spark: Any) -> None:
+    storage = Storage(str(lake))
+    old = plant(storage, new_node_file_path(), b"old orphan")
+    age(lake, 10 * DAY_SECONDS, [lake / old])
+    young = plant(storage, new_table_def_path("ns", "young"), b"young")
+    gone = new_node_file_path()  # listed, then deleted before its stat: nothing to judge
+    node, definition = new_node_file_path(), new_table_def_path("ns", "live")
+    rows = _judge(storage, spark, [old, young, gone, node, definition],
+                  [(node, 77), (node, -1), (definition, -1)])
+    assert set(rows) == {old, young, node, definition}
+    assert not any(row["error"] for row in rows.values())
+    assert rows[old]["orphan"] and rows[old]["old"] and rows[old]["size"] == len(b"old orphan")
+    assert rows[young]["orphan"] and not rows[young]["old"] and rows[young]["size"] == len(b"young")
+    assert rows[node]["reached"] and not rows[node]["orphan"] and rows[node]["size"] == 77
+    assert rows[definition]["reached"] and rows[definition]["size"] is None
+
+
+def test_an_orphan_that_cannot_be_statted_is_an_error_not_a_keeper(lake: Path, spark: Any) -> None:
+    # The stat runs on an executor: the fault plan travels with the pickled storage.
+    from tests.reliability.faulty_storage import Fault, FaultyStorage
+
+    orphan = plant(Storage(str(lake)), new_node_file_path())
+    age(lake, 10 * DAY_SECONDS, [lake / orphan])
+    rows = _judge(FaultyStorage(str(lake), faults=[Fault("stat", 1)]), spark, [orphan], [])
+    assert len(rows) == 1
+    (path, row), = rows.items()
+    assert row["error"] and not row["orphan"] and path.startswith(f"statting {Storage(str(lake)).uri(orphan)}")
 
 
 @pytest.mark.parametrize("damage", ["missing-node", "corrupt-root"])

@@ -1,13 +1,16 @@
-"""``list_directories``: the threaded listing gives what the sequential one gives, in order."""
+"""``list_directories`` and its columnar form: the threaded listing gives what the sequential
+one gives, in order; the columns hold what the rows hold; a failure is a record."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from lakecore.errors import StorageError
 from lakecore.locations import hash_directories
 from lakecore.maintenance import listing
-from lakecore.storage import FileInfo, Storage
+from lakecore.storage import FileInfo, PathListing, Storage
 
 
 def _lake(tmp_path: Path) -> tuple[Storage, list[str]]:
@@ -34,6 +37,51 @@ class _OneDirectoryFails(Storage):
         if prefix == self.failing:
             raise StorageError(f"listing {prefix} refused")
         return super().list(prefix, limit=limit)
+
+    def list_paths(self, prefix: str = "") -> PathListing:
+        if prefix == self.failing:
+            raise StorageError(f"listing {prefix} refused")
+        return super().list_paths(prefix)
+
+
+def _rows_of(chunks: list[listing.ListedColumns]) -> list[tuple[object, ...]]:
+    return [row for chunk in chunks for row in zip(*chunk.columns(), strict=True)]
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_columns_hold_the_rows_paths_and_kinds_and_chunk_as_asked(tmp_path: Path, threads: int) -> None:
+    storage, directories = _lake(tmp_path)
+    rows = list(listing.list_directories(storage, directories, threads=1))
+    chunks = list(listing.list_directories_columns(storage, directories, threads=threads, rows=7))
+    assert all(len(chunk) >= 7 for chunk in chunks[:-1]) and len(chunks[-1]) > 0
+    # A local listing carries no size or time: only orphans get a stat, later.
+    assert _rows_of(chunks) == [(f.path, None, None, f.kind) for f in rows]
+
+
+def test_a_failed_directory_is_an_error_record_in_the_columns_too(tmp_path: Path) -> None:
+    _, directories = _lake(tmp_path)
+    storage = _OneDirectoryFails(str(tmp_path / "lake"))
+    storage.failing = directories[5]
+    listed = _rows_of(list(listing.list_directories_columns(storage, directories, threads=4)))
+    errors = [row for row in listed if listing.is_error(str(row[3]))]
+    assert len(errors) == 1 and directories[5] in str(errors[0][0]) and "refused" in str(errors[0][0])
+    assert len(listed) - 1 == sum(i % 3 for i in range(40)) - 5 % 3
+
+
+def test_stat_listed_skips_the_vanished_and_records_the_unreadable(tmp_path: Path) -> None:
+    from tests.reliability.faulty_storage import Fault, FaultyStorage
+
+    storage, directories = _lake(tmp_path)
+    present = [f.path for f in listing.list_directories(storage, directories)][:3]
+    vanished = f"{directories[0]}/00000000-node-gone.arrow"
+    stats = list(listing.stat_listed(storage, [(present[0], "node"), (vanished, "node"), (present[1], "node")]))
+    assert [(f.path, f.kind) for f in stats] == [(present[0], "node"), (present[1], "node")]
+    assert [f.size for f in stats] == [storage.size(present[0]), storage.size(present[1])]
+    assert all(f.mtime_millis > 0 for f in stats)
+    faulty = FaultyStorage(storage.root_uri, faults=[Fault("stat", 2)])
+    stats = list(listing.stat_listed(faulty, [(p, "node") for p in present]))
+    assert [f.kind for f in stats] == ["node", listing.ERROR_KEY, "node"]
+    assert stats[1].path.startswith(f"statting {storage.uri(present[1])}: ")
 
 
 def test_a_failed_directory_is_an_error_record_not_an_exception(tmp_path: Path) -> None:

@@ -5,10 +5,10 @@ of each *kind* and makes the k-th operation of a chosen kind fail:
 
     kind               Storage methods
     read               read, read_range
-    stat               exists, size
+    stat               exists, size, info
     write              write
     create_exclusive   create_exclusive
-    list               list, list_top_level
+    list               list, list_paths, list_top_level
     delete             delete
 
 How it fails (``Fault.mode``):
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from lakecore.errors import StorageError, StorageTimeoutError
-from lakecore.storage import FileInfo, Storage
+from lakecore.storage import FileInfo, PathListing, Storage
 
 KINDS = ("read", "stat", "write", "create_exclusive", "list", "delete")
 _METHOD_KIND = {
@@ -48,9 +48,11 @@ _METHOD_KIND = {
     "read_range": "read",
     "exists": "stat",
     "size": "stat",
+    "info": "stat",
     "write": "write",
     "create_exclusive": "create_exclusive",
     "list": "list",
+    "list_paths": "list",
     "list_top_level": "list",
     "delete": "delete",
 }
@@ -213,6 +215,10 @@ class FaultyStorage(Storage):
     def size(self, path: str) -> int:
         return int(self._guard("size", path, lambda: super(FaultyStorage, self).size(path)))
 
+    def info(self, path: str) -> FileInfo:
+        result: FileInfo = self._guard("info", path, lambda: super(FaultyStorage, self).info(path))
+        return result
+
     def write(self, path: str, data: bytes) -> None:
         self._guard("write", path, lambda: super(FaultyStorage, self).write(path, data))
 
@@ -225,6 +231,10 @@ class FaultyStorage(Storage):
         result: builtins.list[FileInfo] = self._guard(
             "list", prefix, lambda: super(FaultyStorage, self).list(prefix, limit)
         )
+        return result
+
+    def list_paths(self, prefix: str = "") -> PathListing:
+        result: PathListing = self._guard("list_paths", prefix, lambda: super(FaultyStorage, self).list_paths(prefix))
         return result
 
     def list_top_level(self) -> builtins.list[FileInfo]:
