@@ -41,7 +41,7 @@ from typing import Any
 
 from jobs.common import EXIT_VIOLATIONS, JobContext, base_parser, run_job
 from jobs.executor_errors import executor_errors
-from jobs.frames import Columns, driver_rows, fan_out
+from jobs.frames import Columns, driver_rows, fan_out_columns
 from lakecore.argparsing import ArgumentError
 from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionExpiredError
 from lakecore.humanize import plural
@@ -132,17 +132,17 @@ def _run_subtrees(ctx: JobContext, works: list[SubtreeWork]) -> tuple[list[Subtr
     from pyspark.storagelevel import StorageLevel
 
     storage = ctx.storage
-    empty_row = (None,) * len(NODE_ROWS.fields)
 
     def check(items: list[SubtreeWork]) -> Any:
         for work in items:
             result = run_subtree_work(storage, work)
-            yield (pickle.dumps(result.without_rows(), protocol=pickle.HIGHEST_PROTOCOL), *empty_row)
+            payload = pickle.dumps(result.without_rows(), protocol=pickle.HIGHEST_PROTOCOL)
+            yield ([payload], *(None for _ in NODE_ROWS.fields))
+            rows = result.rows.columns()
             for version in result.versions:
-                for row in result.rows:
-                    yield (None, version, *row)
+                yield (None, [version] * len(result.rows), *rows)
 
-    checked = fan_out(ctx.spark, works, check, CHECKED, ctx.parallelism).persist(StorageLevel.MEMORY_AND_DISK)
+    checked = fan_out_columns(ctx.spark, works, check, CHECKED, ctx.parallelism).persist(StorageLevel.MEMORY_AND_DISK)
     results = [pickle.loads(row[0]) for row in checked.where(F.col("payload").isNotNull()).select("payload").collect()]
     return results, checked
 
