@@ -366,24 +366,34 @@ def test_gc_while_commits_land_deletes_nothing_live(lake: Path, run_job: RunJob)
     assert_every_version_valid(uri)
 
 
-def test_a_borrowed_session_gets_its_shuffle_partitions_back(lake: Path, run_job: RunJob, spark: Any) -> None:
-    """Spark's default of 200 shuffle partitions is nobody's choice: the job sizes its joins
-    from the session's cores instead (200 partitions meant 200 tasks for every query over the
-    cached join), and gives a caller's session back as it came."""
-    chosen = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "200")
+@pytest.mark.parametrize(("key", "spark_default", "chosen"), [
+    ("spark.sql.shuffle.partitions", "200", "3"),
+    ("spark.sql.inMemoryColumnarStorage.compressed", "true", "false"),
+])
+def test_a_borrowed_session_gets_its_settings_back(
+    lake: Path, run_job: RunJob, spark: Any, key: str, spark_default: str, chosen: str
+) -> None:
+    """Spark's defaults of 200 shuffle partitions and compressed caches are nobody's choice:
+    the job sizes its joins from the session's cores instead (200 partitions meant 200 tasks
+    for every query over the cached join) and keeps its short-lived caches uncompressed, and
+    gives a caller's session back as it came."""
+    detail = {"spark.sql.shuffle.partitions": "shuffle_partitions",
+              "spark.sql.inMemoryColumnarStorage.compressed": "cache_compressed"}[key]
+    before = spark.conf.get(key)
+    spark.conf.set(key, spark_default)
     try:
         code, data = run_job(gc_main, *gc_args(str(lake), "--dry-run", "--older-than", "1d"))
         assert code == 0, data
-        assert data["details"]["shuffle_partitions"] == spark.sparkContext.defaultParallelism
-        assert spark.conf.get("spark.sql.shuffle.partitions") == "200"
+        assert data["details"][detail] == (
+            spark.sparkContext.defaultParallelism if detail == "shuffle_partitions" else False)
+        assert spark.conf.get(key) == spark_default
         # A value somebody chose is left alone.
-        spark.conf.set("spark.sql.shuffle.partitions", "3")
+        spark.conf.set(key, chosen)
         code, data = run_job(gc_main, *gc_args(str(lake), "--dry-run", "--older-than", "1d"))
-        assert code == 0 and "shuffle_partitions" not in data["details"], data
-        assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
+        assert code == 0 and detail not in data["details"], data
+        assert spark.conf.get(key) == chosen
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", chosen)
+        spark.conf.set(key, before)
 
 
 def test_in_process_gc_matches_the_job(lake: Path, run_job: RunJob) -> None:
