@@ -85,10 +85,12 @@ once through the proxy, three ways: ``hash_dirs``, the top level and the 4,096 h
 with boto3 and cores x ``gc_list_threads_per_task`` requests in flight (the concurrency of gc's
 listing stage on that configuration: 8 on local[1], 16 on local[2] and on the cluster);
 ``flat_paged``, one paged ListObjectsV2 of the whole root (1000 keys a page, one page after the
-other); ``hash_dirs_lakecore``, the same directories and threads through lakecore's own
-``list_directories`` (s3fs). Each with its seconds, requests, and ``latency_bound_seconds``
-(requests / threads x latency: what it would take if the CPU were free). The listing limit the
-gc goal compares with is the faster of ``hash_dirs`` and ``flat_paged``.
+other); ``prefixes_paged``, the 16, 256 or 4,096 directories that give each request in flight
+one of its own (``listing.listing_levels``), each paged, same threads; ``prefixes_lakecore``,
+those directories and threads through lakecore's own ``list_directories`` (s3fs), as gc lists.
+Each with its seconds, requests, and ``latency_bound_seconds`` (requests / threads x latency:
+what it would take if the CPU were free). The listing limit the gc goal compares with is the
+fastest of ``hash_dirs``, ``flat_paged`` and ``prefixes_paged``.
 
 **Goals** (``goals``, all on ``s3-latency``, none asserted; each names its ratio under
 ``ratios``): local[2] at least 1.7x faster than local[1] for validate, gc and flush
@@ -132,12 +134,13 @@ from lakecore.locations import (
     LATEST_HINT_FILE_NAME,
     TEMP_FILE_PREFIX,
     hash_directories,
+    hash_directory_prefixes,
     is_root_node_file_name,
     new_node_file_path,
     optimize_path,
     root_node_file_name,
 )
-from lakecore.maintenance.listing import list_directories
+from lakecore.maintenance.listing import list_directories, listing_levels
 from lakecore.maintenance.reachable import Reachable, reachable_from_root, reachable_from_subtree
 from lakecore.maintenance.settings import MaintenanceSettings
 from lakecore.storage import Storage
@@ -172,7 +175,9 @@ STORAGES = ("local", "s3-latency")
 S3_BUCKET = "lakecore-bench"
 S3_PREFIX = "lake/"
 #: The listing-limit measurements, in the order they run (see ``listing_limit``).
-LISTING_KINDS = ("hash_dirs", "flat_paged", "hash_dirs_lakecore")
+LISTING_KINDS = ("hash_dirs", "flat_paged", "prefixes_paged", "prefixes_lakecore")
+#: The ways to list everything that bound gc: the listing limit is the fastest of them.
+LIMIT_KINDS = ("hash_dirs", "flat_paged", "prefixes_paged")
 CLUSTER_LABEL = "cluster"
 #: Goals on S3 with latency: local[2] at least this much faster than local[1] for these jobs ...
 SCALING_GOAL = 1.7
@@ -550,8 +555,10 @@ def listing_limit(kind: str, threads: int, endpoint: str, uri: str, options: dic
     """Runs in a child (a process of its own, not the one serving S3): list every object of
     the lakehouse once. ``hash_dirs``: the 4,096 hash directories with ``threads`` boto3 requests
     in flight (plus the top level); ``flat_paged``: one paged ListObjectsV2 of the whole root,
-    page after page; ``hash_dirs_lakecore``: the 4,096 directories with lakecore's own
-    ``list_directories`` (s3fs clients, one per thread) and the same threads."""
+    page after page; ``prefixes_paged``: the 16, 256 or 4,096 directories that give each of the
+    ``threads`` requests in flight one of its own (``listing.listing_levels``), each paged, with
+    boto3; ``prefixes_lakecore``: the same directories with lakecore's own ``list_directories``
+    (s3fs clients, one per thread) and the same threads, as gc lists them."""
     import boto3
     from botocore.config import Config
 
@@ -573,16 +580,17 @@ def listing_limit(kind: str, threads: int, endpoint: str, uri: str, options: dic
             if not page.get("IsTruncated") or not token:
                 return n
 
-    directories = hash_directories()
+    prefixes = hash_directory_prefixes(listing_levels(threads))
     t0 = time.perf_counter()
-    if kind == "hash_dirs":
+    if kind in ("hash_dirs", "prefixes_paged"):
+        directories = hash_directories() if kind == "hash_dirs" else prefixes
         with cf.ThreadPoolExecutor(max_workers=threads) as pool:
             objects = count(prefix, "/") + sum(pool.map(lambda d: count(f"{prefix}{d}/"), directories))
     elif kind == "flat_paged":
         objects = count(prefix)
-    elif kind == "hash_dirs_lakecore":
+    elif kind == "prefixes_lakecore":
         storage = Storage(uri, options)
-        objects = len(storage.list_top_level()) + sum(1 for _ in list_directories(storage, directories, threads))
+        objects = len(storage.list_top_level()) + sum(1 for _ in list_directories(storage, prefixes, threads))
     else:
         raise ValueError(f"unknown listing {kind}")
     return {"seconds": round(time.perf_counter() - t0, 3), "objects": objects,
@@ -1237,7 +1245,7 @@ def report(args: argparse.Namespace, lake: Lake, s3: S3Lake | None, labels: list
         if storage == "local":
             reference = {m: base["total_seconds"]["median"] for m in labels} if base else {}
         else:  # the faster of the two ways to list everything: what gc could at best do
-            reference = {m: min(listing_summary[m][k]["seconds"]["median"] for k in ("hash_dirs", "flat_paged"))
+            reference = {m: min(listing_summary[m][k]["seconds"]["median"] for k in LIMIT_KINDS)
                          for m in labels}
         r = storage_ratios(summary[storage], labels, job_names, masters, reference)
         what = "gc_baseline_total" if storage == "local" else "listing_limit"
@@ -1249,7 +1257,7 @@ def report(args: argparse.Namespace, lake: Lake, s3: S3Lake | None, labels: list
                         summary[storage][m][j]["durations_seconds_median"].get("list-reach-anti-join") or 0.0,
                         reference[m])
             if storage != "local" and "gc" in job_names:
-                for kind in ("hash_dirs", "flat_paged"):
+                for kind in LIMIT_KINDS:
                     seconds = listing_summary[m][kind]["seconds"]["median"]
                     r.setdefault(f"gc_over_{kind}_listing", {})[m] = C.ratio(_wall(summary[storage], m, "gc"), seconds)
         ratios[storage] = r
@@ -1309,10 +1317,13 @@ def report(args: argparse.Namespace, lake: Lake, s3: S3Lake | None, labels: list
                              "4,096 hash directories with cores x gc_list_threads_per_task boto3 requests in flight "
                              "(the concurrency gc's listing stage has on that configuration); flat_paged = one paged "
                              "ListObjectsV2 of the whole root (1000 keys per page, one page after the other); "
-                             "hash_dirs_lakecore = the 4,096 directories with lakecore.maintenance.listing."
-                             "list_directories (s3fs) and the same threads. The listing limit in ratios.*.gc_over_listing_limit "
-                             "and in the gc goal is the faster of hash_dirs and flat_paged (gc itself lists a "
-                             "lakehouse of at most gc_flat_listing_max_files files flat, a larger one by directory)",
+                             "prefixes_paged = the 16, 256 or 4,096 directories that give each request in flight one "
+                             "of its own (lakecore.maintenance.listing.listing_levels), each paged, same threads; "
+                             "prefixes_lakecore = those directories with lakecore.maintenance.listing."
+                             "list_directories (s3fs) and the same threads, as gc lists. The listing limit in "
+                             "ratios.*.gc_over_listing_limit and in the gc goal is the fastest of hash_dirs, "
+                             "flat_paged and prefixes_paged (gc itself lists a lakehouse of at most "
+                             "gc_flat_listing_max_files files flat, a larger one by directory)",
             "page_cache": "local storage: the lakehouse was just written and RAM is large, so files are mostly in the "
                           "page cache; but a VM with DAMON proactive reclaim (kdamond pageout) evicts cold pages, so a "
                           "job may read some files from disk",
@@ -1349,7 +1360,7 @@ def goals(summary: dict[str, Any], ratios: dict[str, Any], labels: list[str], ma
         for m in labels:
             value = r.get("gc_over_listing_limit", {}).get(m)
             out.append(C.goal(f"s3-latency gc on {m}: at most {GC_OVER_LISTING_GOAL:g}x the listing limit",
-                              f"gc wall / min(listing_limit.{m}.hash_dirs, .flat_paged) <= {GC_OVER_LISTING_GOAL:g}",
+                              f"gc wall / min(listing_limit.{m}.hash_dirs, .flat_paged, .prefixes_paged) <= {GC_OVER_LISTING_GOAL:g}",
                               value,
                               value is not None and value <= GC_OVER_LISTING_GOAL,
                               ratio=f"ratios.s3-latency.gc_over_listing_limit.{m}"))

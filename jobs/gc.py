@@ -10,8 +10,9 @@ The design (what is live, what may be deleted, why the grace period) is in
                 closed)
     plan        the driver cuts each retained tree; subtrees are de-duplicated across versions
     list-reach-anti-join
-                executors list the hash directories (or, for a small lakehouse, the driver
-                lists the whole root in one flat paged listing: ``maintenance.listing``) and
+                executors list the hash directories, 16, 256 or 4,096 directories at a time
+                (or, for a small lakehouse, the driver lists the whole root in one flat paged
+                listing: ``maintenance.listing``) and
                 walk the subtrees; the listing is joined with the reachable paths in the JVM
                 (a full outer join on the path) and aggregated by kind: only counts and capped
                 samples come back to the driver; the orphans stay a persisted DataFrame
@@ -58,7 +59,7 @@ from jobs.spark_units import (
 )
 from lakecore.argparsing import ArgumentError
 from lakecore.humanize import format_seconds
-from lakecore.locations import hash_directories
+from lakecore.locations import hash_directory_prefixes
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.gc import check_grace
 from lakecore.maintenance.listing import (
@@ -70,6 +71,7 @@ from lakecore.maintenance.listing import (
     list_directories_columns,
     list_small_root,
     list_top,
+    listing_levels,
     stat_listed,
 )
 from lakecore.maintenance.reach import (
@@ -119,18 +121,28 @@ STATTED = Columns((("path", "string"), ("size", "bigint"), ("mtime_millis", "big
 def _listing(ctx: JobContext, storage: Storage, top: list[ListedFile], plan_size: int) -> tuple[Any, str]:
     """DataFrame of every listed file, and how it was listed: one flat listing on the driver
     when the lakehouse is small (the retained trees reach at most ``gc_flat_listing_max_files``
-    paths and the listing confirms it), else the 4,096 hash directories on executors."""
+    paths and the listing confirms it), else the directories at or above the hash directories
+    on executors, as many as the requests in flight can use (``listing.listing_levels``)."""
     top_rows = driver_rows(ctx.spark, top, LISTING)
     most = ctx.settings.gc_flat_listing_max_files
     flat = list_small_root(storage, most) if plan_size <= most else None
     if flat is not None:
         return top_rows.unionByName(driver_rows(ctx.spark, flat, LISTING)), "flat"
     threads = ctx.settings.gc_list_threads_per_task
+    if storage.waits_on_network:
+        # A task per core, each with its requests in flight: every task needs directories
+        # enough for its threads, and more tasks would only split them thinner.
+        tasks = ctx.default_parallelism
+        directories = hash_directory_prefixes(listing_levels(tasks * threads))
+    else:
+        tasks = ctx.parallelism
+        directories = hash_directory_prefixes(listing_levels(tasks))
+    ctx.report.details["listing_directories"] = len(directories)
 
     def list_dirs(items: list[str]) -> Iterator[tuple[list[Any], ...]]:
         return (listed.columns() for listed in list_directories_columns(storage, items, threads))
 
-    listed = fan_out_columns(ctx.spark, hash_directories(), list_dirs, LISTING, ctx.parallelism)
+    listed = fan_out_columns(ctx.spark, directories, list_dirs, LISTING, tasks)
     return listed.unionByName(top_rows), "hash-directories"
 
 

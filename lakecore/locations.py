@@ -38,6 +38,7 @@ MAX_VERSION = (1 << ROOT_VERSION_BITS) - 1
 # request load and to keep any one local directory listing small.
 OPTIMIZED_PREFIX_BITS = 20
 HASH_DIRECTORY_COUNT = 1 << 12
+HASH_DIRECTORY_LEVELS = 3
 
 LATEST_HINT_FILE_NAME = "_latest_hint.txt"
 LAKEHOUSE_DEF_PREFIX = "_lakehouse_def_"
@@ -295,8 +296,17 @@ def classify_path(path: str) -> ClassifiedPath | None:
 
 def hash_directories() -> list[str]:
     """All 4,096 three-level hash directories ``bbbb/bbbb/bbbb`` in which optimized files live."""
+    return hash_directory_prefixes(HASH_DIRECTORY_LEVELS)
+
+
+def hash_directory_prefixes(levels: int) -> list[str]:
+    """The directories ``levels`` segments deep above (or at, for 3) the hash directories, in
+    order: 16 (``0000`` .. ``1111``), 256 (``bbbb/bbbb``) or all 4,096. Together they hold
+    every optimized file, each exactly once."""
+    if not 1 <= levels <= HASH_DIRECTORY_LEVELS:
+        raise ValueError(f"hash directory levels {levels} is not between 1 and {HASH_DIRECTORY_LEVELS}")
     out = []
-    for i in range(HASH_DIRECTORY_COUNT):
-        bits = format(i, "012b")
-        out.append(f"{bits[0:4]}/{bits[4:8]}/{bits[8:12]}")
+    for i in range(1 << (4 * levels)):
+        bits = format(i, f"0{4 * levels}b")
+        out.append("/".join(bits[j : j + 4] for j in range(0, 4 * levels, 4)))
     return out

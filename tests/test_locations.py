@@ -17,6 +17,7 @@ from lakecore.locations import (
     check_relative_path,
     classify_path,
     hash_directories,
+    hash_directory_prefixes,
     new_lakehouse_def_path,
     new_namespace_def_path,
     new_node_file_path,
@@ -271,6 +272,20 @@ def test_hash_directories() -> None:
     # Every optimized file lives in one of them.
     assert set(dirs) >= {new_node_file_path()[:14] for _ in range(200)}
     assert dirs[0] == "0000/0000/0000" and dirs[-1] == "1111/1111/1111"
+
+
+@pytest.mark.parametrize("levels", [1, 2, 3])
+def test_hash_directory_prefixes_cover_every_hash_directory_once(levels: int) -> None:
+    prefixes = hash_directory_prefixes(levels)
+    assert len(prefixes) == 16**levels and prefixes == sorted(prefixes)
+    for directory in hash_directories():
+        assert sum(1 for p in prefixes if directory.startswith(p + "/") or directory == p) == 1, directory
+
+
+@pytest.mark.parametrize("levels", [0, 4, -1])
+def test_hash_directory_prefixes_refuse_other_depths(levels: int) -> None:
+    with pytest.raises(ValueError):
+        hash_directory_prefixes(levels)
 
 
 # ---------------------------------------------------------------------------------------------

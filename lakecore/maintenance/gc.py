@@ -20,8 +20,8 @@ What may be deleted
 
 Steps
     1. list: the top level (driver) first, then the hash directories: a small lakehouse in
-       one flat paged listing, a large one a directory per request (executors, a few requests
-       in flight per task); see ``listing``.
+       one flat paged listing, a large one 16, 256 or 4,096 directories at a time, each listed
+       recursively (executors, a few requests in flight per task); see ``listing``.
     2. retained: read every listed root strictly (with the order its definition gives), its
        definition, and the exports the definitions name. Any failure stops gc before it deletes
        anything (``GcRefusedError``, exit 4): gc only deletes what it can *prove* unreachable.
@@ -57,7 +57,7 @@ from lakecore.errors import (
     UnsafeOptionError,
 )
 from lakecore.locations import (
-    hash_directories,
+    hash_directory_prefixes,
 )
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import (
@@ -66,6 +66,7 @@ from lakecore.maintenance.listing import (
     list_directories,
     list_small_root,
     list_top,
+    listing_levels,
 )
 from lakecore.maintenance.reach import (
     NewVersionsReach,
@@ -150,7 +151,8 @@ def gc_in_process(
     retained = read_retained(storage, top)
     hashed = list_small_root(storage, flat_listing_max_files)
     if hashed is None:
-        hashed = list(list_directories(storage, hash_directories(), list_threads))
+        directories = hash_directory_prefixes(listing_levels(list_threads if storage.waits_on_network else 1))
+        hashed = list(list_directories(storage, directories, list_threads))
     listing = list(top) + hashed
     cache = NodeCache()
     plan = plan_reach(storage, retained.roots.values(), target_tasks, cache=cache)

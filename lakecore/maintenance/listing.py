@@ -3,10 +3,12 @@
 Only the top level and the 4,096 hash directories are listed: lakecore writes nowhere else. A
 lakehouse is listed with the fewest requests that cover it: a small one (at most
 ``gc_flat_listing_max_files`` files) in one flat paged listing of the root (a request per 1,000
-files on S3), whose files outside the hash directories are dropped; a large one with a request
-per hash directory, fanned out over tasks with several requests in flight each
-(``list_directories``). ``list_small_root`` tries the flat listing and gives up, after at most
-``max_files / 1000 + 1`` requests, as soon as the lakehouse turns out larger. A
+files on S3), whose files outside the hash directories are dropped; a large one split into
+the 16, 256 or 4,096 directories at or above the hash directories (``listing_levels``: just
+enough for the requests in flight), each listed recursively and paged, fanned out over tasks
+with several requests in flight each (``list_directories``). ``list_small_root`` tries the
+flat listing and gives up, after at most ``max_files / 1000 + 1`` requests, as soon as the
+lakehouse turns out larger. A
 listed file is classified by its *name* (``locations.classify_path``): lakecore's own kinds,
 or ``foreign`` (reported, never touched). Only node files, namespace, table and lakehouse
 definitions and ``.lakecore-tmp-*`` leftovers are deletable; root files and the hint never are
@@ -32,6 +34,7 @@ from lakecore.errors import (
     NotFoundError,
 )
 from lakecore.locations import (
+    HASH_DIRECTORY_LEVELS,
     FileKind,
     classify_path,
 )
@@ -84,13 +87,33 @@ def is_deletable(kind: str) -> bool:
     return kind in _DELETABLE_NAMES
 
 
+def listing_levels(concurrency: int) -> int:
+    """How deep to split the listing (``locations.hash_directory_prefixes``): the fewest
+    directories, 16, 256 or 4,096, that still give each of ``concurrency`` requests in flight
+    one of its own. Each directory is listed recursively, a request per 1,000 files, so the
+    requests are about ``directories + files / 1000``: a 20k-file lakehouse on 8 requests in
+    flight is 16 directories and 36 requests, where the 4,096 hash directories took 4,096
+    (17 s at 20 ms a request)."""
+    levels = 1
+    while levels < HASH_DIRECTORY_LEVELS and (1 << (4 * levels)) < concurrency:
+        levels += 1
+    return levels
+
+
+def _above_hash_directories(directory: str) -> bool:
+    return directory.count("/") < HASH_DIRECTORY_LEVELS - 1
+
+
 def list_directory(storage: Storage, directory: str) -> list[ListedFile]:
-    """Every file under one hash directory (an executor unit). A failure comes back as one
-    ERROR_KEY record instead of an exception, so the driver can name it in one line."""
+    """Every file in the hash directories under ``directory`` (a hash directory or one above
+    it; an executor unit). A failure comes back as one ERROR_KEY record instead of an
+    exception, so the driver can name it in one line."""
     try:
         infos = storage.list(directory)
     except LakecoreError as exc:
         return [ListedFile(f"listing {directory}/: {exc.one_line()}", 0, 0, ERROR_KEY)]
+    if _above_hash_directories(directory):
+        infos = [i for i in infos if _IN_HASH_DIRECTORY.match(i.path)]
     return [ListedFile(i.path, i.size, i.mtime_millis, kind_of(i.path)) for i in infos]
 
 
@@ -149,10 +172,25 @@ def list_directory_columns(storage: Storage, directory: str) -> ListedColumns:
     """``list_directory`` as columns, without a call per file (``Storage.list_paths``)."""
     listed = ListedColumns()
     try:
-        listed.add(storage.list_paths(directory))
+        found = storage.list_paths(directory)
     except LakecoreError as exc:
         listed.add_error(f"listing {directory}/: {exc.one_line()}")
+        return listed
+    if _above_hash_directories(directory):
+        found = _in_hash_directories(found)
+    listed.add(found)
     return listed
+
+
+def _in_hash_directories(listing: PathListing) -> PathListing:
+    keep = [i for i, path in enumerate(listing.paths) if _IN_HASH_DIRECTORY.match(path)]
+    if len(keep) == len(listing.paths):
+        return listing
+
+    def kept(column: list[int] | None) -> list[int] | None:
+        return None if column is None else [column[i] for i in keep]
+
+    return PathListing([listing.paths[i] for i in keep], kept(listing.sizes), kept(listing.mtimes_millis))
 
 
 def list_directories_columns(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lakecore.errors import StorageError
-from lakecore.locations import hash_directories
+from lakecore.locations import hash_directories, hash_directory_prefixes
 from lakecore.maintenance import listing
 from lakecore.storage import FileInfo, PathListing, Storage
 
@@ -100,3 +100,22 @@ def test_a_consumer_that_stops_early_gets_the_first_files(tmp_path: Path) -> Non
     first = next(stream)
     stream.close()
     assert first == next(iter(listing.list_directories(storage, directories, threads=1)))
+
+
+@pytest.mark.parametrize(("concurrency", "levels"), [(1, 1), (8, 1), (16, 1), (17, 2), (256, 2), (257, 3), (10**6, 3)])
+def test_listing_levels_give_each_request_in_flight_a_directory(concurrency: int, levels: int) -> None:
+    assert listing.listing_levels(concurrency) == levels
+
+
+@pytest.mark.parametrize("levels", [1, 2])
+def test_a_directory_above_the_hash_directories_lists_only_what_they_hold(tmp_path: Path, levels: int) -> None:
+    storage, directories = _lake(tmp_path)
+    # Files lakecore never writes: outside any hash directory, though under a listed prefix.
+    for stray in ("0000/stray.txt", "0000/0000/stray.txt", "0000/0000/00000/x"):
+        storage.write(stray, b"?")
+    by_hash_directory = list(listing.list_directories(storage, directories))
+    prefixes = hash_directory_prefixes(levels)
+    rows = list(listing.list_directories(storage, prefixes))
+    assert sorted(rows) == sorted(by_hash_directory) and not any("stray" in f.path for f in rows)
+    columns = _rows_of(list(listing.list_directories_columns(storage, prefixes)))
+    assert sorted(columns) == sorted((f.path, None, None, f.kind) for f in by_hash_directory)
