@@ -72,6 +72,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, NoReturn, Protocol
@@ -156,6 +157,28 @@ _ABANDONED_AFTER_FORK: list[object] = []
 _CLIENT_CACHE_SIZE = 64
 _CLIENT_CACHE: OrderedDict[tuple[int, int, str, str], _Backend] = OrderedDict()
 _CLIENT_CACHE_LOCK = threading.Lock()
+
+
+# One pool per process for requests that wait on the network (listings, root reads, node
+# prefetches), kept across calls: its threads keep their storage clients, which are cached per
+# thread, where a pool per call built new clients every time (about 0.1 CPU-s each). Only leaf
+# requests go to it: a task in this pool never waits on another one, so it cannot deadlock.
+_REQUEST_POOL_LOCK: Final = threading.Lock()
+_REQUEST_POOL: list[tuple[int, int, ThreadPoolExecutor]] = []  # (pid, size, pool), at most one
+
+
+def request_pool(threads: int) -> ThreadPoolExecutor:
+    """This process's pool for requests that wait on the network, at least ``threads`` wide
+    (a forked child, such as a Spark Python worker, makes its own)."""
+    with _REQUEST_POOL_LOCK:
+        pid = os.getpid()
+        if _REQUEST_POOL and _REQUEST_POOL[0][0] == pid and _REQUEST_POOL[0][1] >= threads:
+            return _REQUEST_POOL[0][2]
+        if _REQUEST_POOL and _REQUEST_POOL[0][0] == pid:
+            _REQUEST_POOL[0][2].shutdown(wait=False)  # idle threads exit; running requests finish
+        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lakecore-requests")
+        _REQUEST_POOL[:] = [(pid, threads, pool)]
+        return pool
 
 
 @dataclass(frozen=True)

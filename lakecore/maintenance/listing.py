@@ -8,8 +8,11 @@ the 16, 256 or 4,096 directories at or above the hash directories (``listing_lev
 enough for the requests in flight), each listed recursively and paged, fanned out over tasks
 with several requests in flight each (``list_directories``). ``list_small_root`` tries the
 flat listing and gives up, after at most ``max_files / 1000 + 1`` requests, as soon as the
-lakehouse turns out larger. A
-listed file is classified by its *name* (``locations.classify_path``): lakecore's own kinds,
+lakehouse turns out larger. The fanned-out listing comes as columns (``ListedColumns``) and,
+on a local file system, without a stat per file: only the files gc may delete need their time,
+and ``stat_listed`` reads it for them after the join.
+
+A listed file is classified by its *name* (``locations.classify_path``): lakecore's own kinds,
 or ``foreign`` (reported, never touched). Only node files, namespace, table and lakehouse
 definitions and ``.lakecore-tmp-*`` leftovers are deletable; root files and the hint never are
 (expiring versions is version compaction's job).
@@ -21,12 +24,10 @@ driver, which then refuses to delete anything."""
 from __future__ import annotations
 
 import itertools
-import os
 import re
-import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Final, NamedTuple, TypeVar
 
 from lakecore.errors import (
@@ -38,7 +39,7 @@ from lakecore.locations import (
     FileKind,
     classify_path,
 )
-from lakecore.storage import PathListing, Storage
+from lakecore.storage import PathListing, Storage, request_pool
 
 DELETABLE_KINDS: Final = frozenset(
     {FileKind.NODE, FileKind.NAMESPACE_DEF, FileKind.TABLE_DEF, FileKind.LAKEHOUSE_DEF, FileKind.TEMP}
@@ -237,7 +238,7 @@ def _in_order(
         for directory in directories:
             yield unit(storage, directory)
         return
-    pool = _listing_pool(threads)
+    pool = request_pool(threads)
     # A sliding window of ``threads`` requests, answered in order: no more in flight than asked
     # for even when the shared pool is larger, and a consumer that stops early leaves at most
     # the window running.
@@ -251,24 +252,6 @@ def _in_order(
         if following is not None:
             in_flight.append(pool.submit(unit, storage, following))
         yield listed
-
-
-# One pool per process, kept across calls: its threads keep their storage clients (which are
-# cached per thread), where a pool per call built new clients every time.
-_POOL_LOCK: Final = threading.Lock()
-_POOL: list[tuple[int, int, ThreadPoolExecutor]] = []  # (pid, size, pool), at most one
-
-
-def _listing_pool(threads: int) -> ThreadPoolExecutor:
-    with _POOL_LOCK:
-        pid = os.getpid()
-        if _POOL and _POOL[0][0] == pid and _POOL[0][1] >= threads:
-            return _POOL[0][2]
-        if _POOL and _POOL[0][0] == pid:
-            _POOL[0][2].shutdown(wait=False)  # idle threads exit; running requests finish
-        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lakecore-list")
-        _POOL[:] = [(pid, threads, pool)]
-        return pool
 
 
 def list_small_root(storage: Storage, max_files: int) -> list[ListedFile] | None:

@@ -33,7 +33,7 @@ from lakecore.maintenance.roots import LoadedRoot, is_forged_pointer, load_root
 from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree.shape import TreeShape
-from lakecore.tree.store import NodeCache, NodeStore
+from lakecore.tree.store import PREFETCH_PENDING, NodeCache, NodeStore
 from lakecore.versions import latest_version
 
 # Rounds of the new-version re-check before deleting; each round narrows the race window.
@@ -213,8 +213,15 @@ def reach_task_columns(storage: Storage, tasks: Iterable[ReachTask]) -> Iterator
     cost a second less this way than as a million row tuples turned back into columns."""
     cache = NodeCache()  # per partition: neighbouring versions' subtrees share most nodes
     seen: set[str] = set()
-    for task in tasks:
-        store = _SizedStore(storage, task.order, cache, task.external_roots)
+    stores: dict[tuple[int, tuple[str, ...]], _SizedStore] = {}
+    task_list = list(tasks)
+    for index, task in enumerate(task_list):
+        kind = (task.order, task.external_roots)
+        store = stores.get(kind) or stores.setdefault(kind, _SizedStore(storage, task.order, cache, task.external_roots))
+        # On S3 the next tasks' subtree roots are read while this one is walked: a small
+        # lakehouse's tasks are single leaves, one round trip each.
+        store.prefetch(t.location for t in task_list[index : index + PREFETCH_PENDING]
+                       if (t.order, t.external_roots) == kind)
         try:
             reach = reachable_from_subtree(store, task.location, task.depth)
             escape = escaping_value(reach.values, task.external_roots)

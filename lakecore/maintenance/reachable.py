@@ -74,5 +74,6 @@ def _walk(
             out.node_bytes += size
         if include_values:
             out.values.update(loaded.pvalues())
+        store.prefetch(loaded.children)  # on S3: the next reads in flight while this one is walked
         for child in reversed(loaded.children):
             stack.append((child, None, level + 1, (*path, loc)))

@@ -14,7 +14,6 @@ must exist (``read_retained``)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -31,7 +30,7 @@ from lakecore.locations import (
     version_from_root_node_file_name,
 )
 from lakecore.maintenance.listing import GcRefusedError, ListedFile, root_version_of
-from lakecore.storage import Storage
+from lakecore.storage import Storage, request_pool
 from lakecore.versions import RootInfo, decode_root, export_pins
 
 # Roots read at once on storage that waits on the network: a lakehouse keeps hundreds of
@@ -114,9 +113,7 @@ def load_roots(
             return exc
 
     if storage.waits_on_network and len(ordered) > 1:
-        with ThreadPoolExecutor(max_workers=min(ROOT_READ_THREADS, len(ordered)),
-                                thread_name_prefix="lakecore-roots") as pool:
-            outcomes = list(pool.map(attempt, ordered))
+        outcomes = list(request_pool(ROOT_READ_THREADS).map(attempt, ordered))
     else:  # local storage: reading is CPU, threads would only contend for the interpreter
         outcomes = [attempt(version) for version in ordered]
     loaded: dict[int, LoadedRoot] = {}

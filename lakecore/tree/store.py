@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -30,6 +30,11 @@ DEFAULT_CACHE_BYTES: Final = 256 << 20
 # A node write is dominated by the storage round trip (an fsync locally, a PUT on S3), not by
 # CPU: many in flight at once hide that latency.
 WRITE_THREADS: Final = 8
+# Reads a walk starts ahead of itself on storage that waits on the network (``prefetch``), and
+# how many may wait to be loaded at once: a bound on the memory they hold (a node file is at
+# most node_file_max_size bytes, 1 MiB by default).
+PREFETCH_THREADS: Final = 8
+PREFETCH_PENDING: Final = 64
 
 
 @dataclass
@@ -69,6 +74,10 @@ class NodeCache:
         self._entries: OrderedDict[tuple[str, str], tuple[Node, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+
+    def contains(self, key: tuple[str, str]) -> bool:
+        with self._lock:
+            return key in self._entries
 
     def get(self, key: tuple[str, str]) -> tuple[Node, int] | None:
         with self._lock:
@@ -120,6 +129,7 @@ class NodeStore:
         self.external_roots = tuple(external_roots)
         self.stats = IOStats()
         self._cache_prefix = storage.fingerprint()
+        self._prefetched: dict[str, Future[bytes]] = {}
 
     def _resolve(self, location: str) -> tuple[Storage, str]:
         if not is_full_uri(location):
@@ -145,8 +155,9 @@ class NodeStore:
                 self.stats.cache_hits += 1
                 return cached
         storage, path = self._resolve(location)
+        started = self._prefetched.pop(location, None)
         try:
-            data = storage.read(path)
+            data = started.result() if started is not None else storage.read(path)
         except NotFoundError:
             raise NotFoundError(f"node file {storage.uri(path)} is missing") from None
         node = decode_node(data, storage.uri(path), self.order)
@@ -157,6 +168,26 @@ class NodeStore:
         if self.cache is not None:
             self.cache.put(key, node, len(data))
         return node, len(data)
+
+    def prefetch(self, locations: Iterable[str]) -> None:
+        """Start reading these node files in the background, when the storage waits on the
+        network: a walk about to load them then finds their bytes read, instead of paying one
+        round trip after another (159 node files at 20 ms each were 3-5 s of a gc on S3).
+        Only files of this lakehouse that are not cached, and at most ``PREFETCH_PENDING``
+        waiting at once; a read that fails raises when (and if) the node is loaded, as it
+        would have without the prefetch."""
+        if not self.storage.waits_on_network:
+            return
+        from lakecore.storage import request_pool
+
+        for location in locations:
+            if len(self._prefetched) >= PREFETCH_PENDING:
+                return
+            if location in self._prefetched or is_full_uri(location):
+                continue
+            if self.cache is not None and self.cache.contains((self._cache_prefix, location)):
+                continue
+            self._prefetched[location] = request_pool(PREFETCH_THREADS).submit(self.storage.read, location)
 
     def write_many(self, nodes: list[tuple[str, Node]], *, threads: int = WRITE_THREADS) -> None:
         """Write new nodes at paths chosen beforehand, in parallel, then make them durable with
