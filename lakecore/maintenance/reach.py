@@ -217,7 +217,9 @@ def reach_task_columns(storage: Storage, tasks: Iterable[ReachTask]) -> Iterator
     task_list = list(tasks)
     for index, task in enumerate(task_list):
         kind = (task.order, task.external_roots)
-        store = stores.get(kind) or stores.setdefault(kind, _SizedStore(storage, task.order, cache, task.external_roots))
+        store = stores.get(kind)
+        if store is None:
+            store = stores[kind] = _SizedStore(storage, task.order, cache, task.external_roots)
         # On S3 the next tasks' subtree roots are read while this one is walked: a small
         # lakehouse's tasks are single leaves, one round trip each.
         store.prefetch(t.location for t in task_list[index : index + PREFETCH_PENDING]
