@@ -558,7 +558,7 @@ def listing_limit(kind: str, threads: int, endpoint: str, uri: str, options: dic
     page after page; ``prefixes_paged``: the 16, 256 or 4,096 directories that give each of the
     ``threads`` requests in flight one of its own (``listing.listing_levels``), each paged, with
     boto3; ``prefixes_lakecore``: the same directories with lakecore's own ``list_directories``
-    (s3fs clients, one per thread) and the same threads, as gc lists them."""
+    (one s3fs client per process) and the same threads, as gc lists them."""
     import boto3
     from botocore.config import Config
 

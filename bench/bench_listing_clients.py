@@ -1,11 +1,11 @@
-"""What a Spark task's listing costs the client: S3 clients reused per thread vs built per task.
+"""What a Spark task's listing costs the client: S3 clients reused across tasks vs built per task.
 
 A gc or compact-versions listing task unpickles a fresh ``Storage`` and lists its share of the
 4,096 hash directories with ``list_directories`` (8 requests in flight). Before the
 per-process client cache, each task (and each listing thread of each task) built its own s3fs
-client; now a worker process keeps one per thread, root and options. This measures both in
-one run, interleaved, in a child process of its own (so that moto's server, which runs in this
-process, is not in the measured CPU):
+client; now a worker process keeps one per root and options, for all its threads. This
+measures both in one run, interleaved, in a child process of its own (so that moto's server,
+which runs in this process, is not in the measured CPU):
 
 * ``reused``: every task's Storage has the same root and options (what the jobs do);
 * ``fresh`` (the baseline): each task's Storage has its own options (a different timeout), so

@@ -44,9 +44,16 @@ Design choices:
   Spark's python workers fork). A changed ``os.getpid()`` means we are in a forked child and
   the inherited client is abandoned unused. Clients are built with
   ``skip_instance_cache=True`` so two Storages with different options never share one, and
-  kept in a small per-process cache keyed by thread, root and options: a Spark task unpickles
-  a fresh Storage, and building an S3 client per task and per listing thread cost several
-  times the listing itself in CPU.
+  kept in a small per-process cache keyed by root and options (and by thread, except on S3):
+  a Spark task unpickles a fresh Storage, and building an S3 client per task and per listing
+  thread cost several times the listing itself in CPU.
+- **One S3 client per process.** Every synchronous s3fs client runs its requests as
+  coroutines on fsspec's one IO thread per process, whichever thread calls it, so a client
+  per thread bought no concurrency and cost 0.1-0.2 CPU-s each to build (16 root-reading
+  threads: 16 clients). All threads of a process share one, and its connection pool is
+  widened to ``S3_MAX_POOL_CONNECTIONS`` (botocore's default of 10 would queue the request
+  pool's and the prefetches' requests) unless ``config_kwargs.max_pool_connections`` says
+  otherwise.
 - **Nothing hangs.** Every S3 call carries an overall deadline (storage option
   ``lakecore_timeout_seconds``, default 300, taken out before the options reach s3fs):
   botocore's read timeout does not cover a PUT that waits for ``100 Continue`` from a silent
@@ -153,10 +160,16 @@ _MEMORY_CREATE_LOCK = threading.Lock()
 # them would run their finalisers against the parent's event loop, which does not exist here.
 _ABANDONED_AFTER_FORK: list[object] = []
 # Remote clients by (pid, thread, root, options): reused by every Storage of the same root and
-# options in one thread. Bounded, least recently used out; an evicted client is just dropped.
+# options in one thread (in any thread, for S3: the thread is 0 in the key). Bounded, least
+# recently used out; an evicted client is just dropped.
 _CLIENT_CACHE_SIZE = 64
 _CLIENT_CACHE: OrderedDict[tuple[int, int, str, str], _Backend] = OrderedDict()
 _CLIENT_CACHE_LOCK = threading.Lock()
+_CLIENT_BUILD_LOCK = threading.Lock()
+# Connections one process's S3 client may hold open: above the requests a process puts in
+# flight at once (a listing's threads, root reads, a walk's prefetches), below what would
+# exhaust file descriptors.
+S3_MAX_POOL_CONNECTIONS: Final = 64
 
 
 # One pool per process for requests that wait on the network (listings, root reads, node
@@ -905,22 +918,25 @@ class Storage:
     def _cached_client(self) -> _Backend:
         # The endpoint may come from the environment, which can change between two Storages.
         endpoint = self._s3_endpoint() if self._scheme == _S3_SCHEME else None
-        key = (os.getpid(), threading.get_ident(), self.root_uri,
+        # An S3 client serves every thread (see the module doc); other fsspec file systems may
+        # not be thread-safe, so those stay one per thread.
+        thread = 0 if self._scheme == _S3_SCHEME else threading.get_ident()
+        key = (os.getpid(), thread, self.root_uri,
                json.dumps([self._storage_options, endpoint], sort_keys=True, default=repr))
-        with _CLIENT_CACHE_LOCK:
-            backend = _CLIENT_CACHE.get(key)
-            if backend is not None:
-                _CLIENT_CACHE.move_to_end(key)
-                return backend
-            if _CLIENT_CACHE and next(iter(_CLIENT_CACHE))[0] != key[0]:
-                # A forked child: every cached client is the parent's (see above).
-                _ABANDONED_AFTER_FORK.extend(_CLIENT_CACHE.values())
-                _CLIENT_CACHE.clear()
-        backend = self._new_backend()
-        with _CLIENT_CACHE_LOCK:
-            _CLIENT_CACHE[key] = backend
-            while len(_CLIENT_CACHE) > _CLIENT_CACHE_SIZE:
-                _CLIENT_CACHE.popitem(last=False)
+        cached = _cached_backend(key)
+        if cached is not None:
+            return cached
+        # Built under a lock: threads that meet an uncached S3 client at once (the 16 root
+        # readers of a job's first step) would otherwise each build one.
+        with _CLIENT_BUILD_LOCK:
+            cached = _cached_backend(key)
+            if cached is not None:
+                return cached
+            backend = self._new_backend()
+            with _CLIENT_CACHE_LOCK:
+                _CLIENT_CACHE[key] = backend
+                while len(_CLIENT_CACHE) > _CLIENT_CACHE_SIZE:
+                    _CLIENT_CACHE.popitem(last=False)
         return backend
 
     def _new_backend(self) -> _Backend:
@@ -973,11 +989,28 @@ class Storage:
         # Key and secret, when not in the options, come from botocore's usual chain
         # (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, profiles, instance roles).
         options["skip_instance_cache"] = True
+        options["config_kwargs"] = {
+            "max_pool_connections": S3_MAX_POOL_CONNECTIONS, **(options.get("config_kwargs") or {})
+        }
         return options
 
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
+
+
+def _cached_backend(key: tuple[int, int, str, str]) -> _Backend | None:
+    """The cached client under ``key``, or None; forgets the parent's clients in a forked
+    child (see the module doc)."""
+    with _CLIENT_CACHE_LOCK:
+        backend = _CLIENT_CACHE.get(key)
+        if backend is not None:
+            _CLIENT_CACHE.move_to_end(key)
+            return backend
+        if _CLIENT_CACHE and next(iter(_CLIENT_CACHE))[0] != key[0]:
+            _ABANDONED_AFTER_FORK.extend(_CLIENT_CACHE.values())
+            _CLIENT_CACHE.clear()
+        return None
 
 
 def accepted_storage_options(scheme: str) -> frozenset[str] | None:

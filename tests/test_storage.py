@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,7 @@ from lakecore.errors import (
     StorageTimeoutError,
 )
 from lakecore.locations import FileKind, classify_path, new_temp_path
-from lakecore.storage import FileInfo, Storage
+from lakecore.storage import S3_MAX_POOL_CONNECTIONS, FileInfo, Storage
 from tests.conftest import S3TestServer
 
 BACKENDS = ["file", "memory", pytest.param("s3", marks=pytest.mark.s3)]
@@ -473,34 +474,80 @@ def test_s3_works_in_a_child_process(s3_server: S3TestServer, start_method: str)
     assert st.read("from-child") == b"child"
 
 
-@pytest.mark.s3
-def test_s3_clients_are_reused_per_thread_across_storages(
-    s3_server: S3TestServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A Spark task unpickles a fresh Storage each time; each must not build a new S3 client.
+def _count_filesystems(monkeypatch: pytest.MonkeyPatch, build_seconds: float = 0.0) -> list[dict[str, Any]]:
+    """The options of every fsspec file system built from now on (one per client); each build
+    takes at least ``build_seconds`` (to widen a race)."""
     import fsspec
 
-    built: list[str] = []
+    built: list[dict[str, Any]] = []
     real_filesystem = fsspec.filesystem
 
     def counting(protocol: str, **options: Any) -> Any:
-        built.append(protocol)
+        built.append({"protocol": protocol, **options})
+        time.sleep(build_seconds)
         return real_filesystem(protocol, **options)
 
     monkeypatch.setattr(fsspec, "filesystem", counting)
+    return built
+
+
+@pytest.mark.s3
+def test_s3_clients_are_reused_across_storages_and_threads(
+    s3_server: S3TestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Spark task unpickles a fresh Storage each time; each must not build a new S3 client.
+    # Nor must each thread: every s3fs client runs on fsspec's one IO thread anyway.
+    built = _count_filesystems(monkeypatch)
     root, options = s3_server.new_root()
     Storage(root, options).write("a", b"1")
     for _ in range(3):
         copy = pickle.loads(pickle.dumps(Storage(root, options)))
         assert copy.read("a") == b"1"
-    assert built == ["s3"]
+    assert len(built) == 1
     other_root, _ = s3_server.new_root()
     Storage(other_root, options).write("b", b"2")  # another root: its own client
-    assert built == ["s3", "s3"]
+    assert len(built) == 2
     worker = threading.Thread(target=lambda: Storage(root, options).read("a"))
     worker.start()
     worker.join()
-    assert built == ["s3", "s3", "s3"]  # another thread: its own client
+    assert len(built) == 2  # another thread: the same client
+    assert {b["protocol"] for b in built} == {"s3"}
+
+
+@pytest.mark.s3
+def test_s3_threads_starting_at_once_build_one_client(
+    s3_server: S3TestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A job's first step reads its roots from 16 threads at once; they must share one client
+    # with a connection pool wide enough for all of them.
+    built = _count_filesystems(monkeypatch, build_seconds=0.2)
+    root, options = s3_server.new_root()
+    Storage(root, options).write("a", b"1")
+    built.clear()
+    # Other options (the same server): a client of their own, built while the threads race.
+    racing = {**options, "lakecore_timeout_seconds": 299}
+    threads = 16
+    start = threading.Barrier(threads)
+
+    def read() -> bytes:
+        storage = pickle.loads(pickle.dumps(Storage(root, racing)))
+        start.wait()
+        return storage.read("a")
+
+    with ThreadPoolExecutor(threads) as pool:
+        assert list(pool.map(lambda _: read(), range(threads))) == [b"1"] * threads
+    assert len(built) == 1
+    assert built[0]["config_kwargs"]["max_pool_connections"] == S3_MAX_POOL_CONNECTIONS
+
+
+@pytest.mark.s3
+def test_s3_connection_pool_size_can_be_set(
+    s3_server: S3TestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built = _count_filesystems(monkeypatch)
+    root, options = s3_server.new_root()
+    Storage(root, {**options, "config_kwargs": {"max_pool_connections": 3}}).write("a", b"1")
+    assert built[0]["config_kwargs"]["max_pool_connections"] == 3
 
 
 @pytest.mark.s3
