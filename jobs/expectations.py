@@ -1,8 +1,8 @@
 """The great-expectations suite over the rows of every node file, and its HTML report.
 
-The validate job turns every node it checks into rows (``validate.node_rows``: version, node
-path, depth, section, row index, key, pvalue, pnode) and hands the Spark DataFrame here. The
-suite states FORMAT.md's row-level rules as expectations:
+The validate job turns every node it checks into rows (``validate.node_rows``; the DataFrame
+holds the columns the suite reads: version, section, key, pvalue, pnode) and hands the Spark
+DataFrame here. The suite states FORMAT.md's row-level rules as expectations:
 
     object-key-prefix      key-table and buffer keys start with B=== or C=== (so system keys
                            appear only in system rows)

@@ -37,7 +37,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit jobs/validate.py): 
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from jobs.common import EXIT_VIOLATIONS, JobContext, base_parser, run_job
 from jobs.executor_errors import executor_errors
@@ -115,10 +115,19 @@ def _unreadable_root(version: int, exc: LakecoreError) -> VersionResult:
 
 
 # What the check tasks emit: per subtree one result row (the pickled ``SubtreeResult`` without
-# its rows), and, for the expectation suite, one row per node row (``payload`` null).
-NODE_ROWS = Columns((("version", "bigint"),
-                     *((name, "int" if name in ("depth", "row_index") else "string") for name in ROW_COLUMNS)))
+# its rows), and, for the expectation suite, one row per node row (``payload`` null). Only the
+# columns the suite reads travel: a node's path, depth and row index would be a third of the
+# bytes Arrow converts and the cache holds (the path alone 70 bytes a row), read by no
+# expectation.
+SUITE_ROW_COLUMNS: Final = ("section", "key", "pvalue", "pnode")
+_SUITE_ROW_INDEXES: Final = tuple(ROW_COLUMNS.index(name) for name in SUITE_ROW_COLUMNS)
+NODE_ROWS = Columns((("version", "bigint"), *((name, "string") for name in SUITE_ROW_COLUMNS)))
 CHECKED = Columns((("payload", "binary"), *NODE_ROWS.fields))
+
+
+def _suite_columns(rows: Sequence[Any]) -> list[Any]:
+    """The suite's columns (``SUITE_ROW_COLUMNS``) of a row or of ``NodeRows.columns()``."""
+    return [rows[index] for index in _SUITE_ROW_INDEXES]
 
 
 def _run_subtrees(ctx: JobContext, works: list[SubtreeWork]) -> tuple[list[SubtreeResult], Any]:
@@ -138,7 +147,7 @@ def _run_subtrees(ctx: JobContext, works: list[SubtreeWork]) -> tuple[list[Subtr
             result = run_subtree_work(storage, work)
             payload = pickle.dumps(result.without_rows(), protocol=pickle.HIGHEST_PROTOCOL)
             yield ([payload], *(None for _ in NODE_ROWS.fields))
-            rows = result.rows.columns()
+            rows = _suite_columns(result.rows.columns())
             for version in result.versions:
                 yield (None, [version] * len(result.rows), *rows)
 
@@ -160,7 +169,8 @@ def _rows_dataframe(ctx: JobContext, plans: list[VersionPlan], checked: Any,
             if location in seen:
                 continue
             seen.add(location)
-            top_rows.extend((plan.version, *row) for row in node_rows(node, location, depth, plan.shape.order))
+            top_rows.extend((plan.version, *_suite_columns(row))
+                            for row in node_rows(node, location, depth, plan.shape.order))
     rows = driver_rows(ctx.spark, top_rows, NODE_ROWS)
     if checked is not None:
         rows = rows.unionByName(checked.where(F.col("payload").isNull()).select(*NODE_ROWS.names))

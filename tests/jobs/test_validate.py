@@ -282,6 +282,30 @@ def test_an_expectation_failure_on_a_crafted_node_exits_1(lake: Path, run_job: R
     assert "FAILED" in Path(data["details"]["html_report"]).read_text()
 
 
+def test_a_key_in_two_leaves_fails_unique_keys(lake: Path, run_job: RunJob) -> None:
+    # The last key of a leaf copied to the front of the next leaf: both still decode and are
+    # sorted, the tree check finds the copy outside its leaf's bounds, and unique-keys names
+    # the key with its version.
+    lh = _open(lake)
+    parent = lh.root
+    while parent.children and lh.store.load(parent.children[-1]).children:
+        parent = lh.store.load(parent.children[-1])
+    left, right = (lh.store.load(location) for location in parent.children[-2:])
+    assert not left.children and not right.children and left.keys and right.keys
+    copied = left.keys[-1]
+    assert copied.startswith(K.TABLE_KEY_PREFIX)
+    crafted = Node([copied, *right.keys], [left.values[-1], *right.values], right.children, right.buffer,
+                   right.system)
+    location = parent.children[-1]
+    (lake / location).write_bytes(encode_node(crafted, lh.lakehouse_def.order))
+    code, data = run_job(main, "--lakehouse", str(lake), "--parallelism", "4")
+    assert code == 1, data
+    assert data["details"]["violations"], "the tree check sees the copy outside its leaf's bounds"
+    failed = _expectation(data, "unique-keys")
+    assert not failed["success"] and failed["unexpected_count"] == 2
+    assert set(failed["unexpected_values"]) == {f"v{lh.version} {copied}"}
+
+
 def test_settings_can_turn_expectations_off(lake: Path, run_job: RunJob, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     import json
