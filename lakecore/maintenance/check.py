@@ -204,6 +204,9 @@ class TreeChecker:
             add("fill", "an internal root needs at least 2 children")
         if not is_root and n_children < self.shape.min_internal_children:
             add("fill", f"{n_children} children; a non-root internal node needs {self.shape.min_internal_children}")
+        # Depth first, one child at a time; on S3 the siblings' reads start now instead of one
+        # round trip after another (NodeStore.prefetch; a failed read surfaces at its load).
+        self.store.prefetch(c for c in node.children if c not in ancestors and c not in visited)
         for i, child in enumerate(node.children):
             if child in ancestors:
                 add("cycle", f"child {child!r} is one of its own ancestors")

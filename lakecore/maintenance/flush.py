@@ -125,17 +125,20 @@ def _in_tree(root: WNode, target: WNode) -> bool:
 
 
 def _defer_height(store: NodeStore, root: Node, height: int, target_tasks: int) -> int:
-    """The height whose level first holds at least ``target_tasks`` nodes (never the root)."""
+    """The height whose level first holds at least ``target_tasks`` nodes (never the root).
+    A level is counted from its parents' pointers and loaded only to descend past it: the
+    level the cut lands on is read by the flush itself, and only where it has work."""
     if height <= 1:
         return 0
     level = [root]
     level_height = height
     while level_height > 1:
-        next_level = [store.load(c) for node in level for c in node.children]
+        children = [c for node in level for c in node.children]
         level_height -= 1
-        if len(next_level) >= target_tasks or level_height == 1:
+        if len(children) >= target_tasks or level_height == 1:
             return level_height
-        level = next_level
+        store.prefetch(children)
+        level = [store.load(c) for c in children]
     return 1
 
 

@@ -616,11 +616,14 @@ class TreeWriter:
         if policy.mode is FlushMode.FULL or w.buffer_fill(self.shape) > policy.fill:
             self._self_apply(w, policy, height)
             groups = self._partition(w)
+            self._prefetch_children(w, groups)
             for i, group in groups.items():
                 child = self._child(w, i)
                 for key, value in w.take_messages(group):
                     child.set_message(key, value)
                 self.events.bump("flushes")
+        if height - 1 > 1:
+            self._prefetch_children(w, range(len(w.children)))  # every internal child is visited
         i = 0
         while i < len(w.children):
             child_ref = w.children[i]
@@ -637,6 +640,11 @@ class TreeWriter:
             if len(nodes) == 1:
                 last = self._fix_underflow(w, i, policy, height)
             i = last + 1
+
+    def _prefetch_children(self, w: WNode, indexes: Iterable[int]) -> None:
+        """Start reading the children of ``w`` at ``indexes`` that are still only paths: they
+        are loaded one after another next, which on S3 is a round trip each."""
+        self.store.prefetch(c for i in indexes if isinstance(c := w.children[i], str))
 
     def _push_into_child(self, w: WNode, i: int, group: list[str], policy: FlushPolicy, height: int) -> None:
         self.events.bump("flushes")

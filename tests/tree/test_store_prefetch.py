@@ -11,8 +11,11 @@ import pytest
 from lakecore.errors import NotFoundError
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import new_node_file_path
+from lakecore.maintenance.check import TreeChecker
+from lakecore.maintenance.flush import flush_in_process, plan_flush
 from lakecore.maintenance.reachable import reachable_from_root
 from lakecore.storage import Storage
+from lakecore.tree import FlushMode, FlushPolicy, TreeShape, TreeWriter, items
 from lakecore.tree.store import NodeCache, NodeStore
 from lakecore.view import read_root_and_def
 
@@ -84,3 +87,46 @@ def test_local_storage_reads_in_the_walking_thread(lake: Path) -> None:
     root, lakehouse_def = read_root_and_def(storage, None)
     walked = reachable_from_root(NodeStore(storage, lakehouse_def.order, cache=NodeCache()), root.node)
     assert {storage.readers[path] for path in walked.nodes} == {threading.current_thread().name}
+
+
+def test_the_checker_reads_ahead_and_judges_the_same(lake: Path) -> None:
+    plain = Storage(str(lake))
+    root, lakehouse_def = read_root_and_def(plain, None)
+    shape = TreeShape.of(lakehouse_def)
+    expected = TreeChecker(NodeStore(plain, shape.order, cache=NodeCache()), shape).check_root(root.node, root.path)
+
+    storage = _ReadsByThread(str(lake))
+    storage.readers = {}
+    report = TreeChecker(NodeStore(storage, shape.order, cache=NodeCache()), shape).check_root(root.node, root.path)
+    assert report.ok and expected.ok
+    assert (report.nodes_checked, report.keys_seen, report.leaf_depths) == (
+        expected.nodes_checked, expected.keys_seen, expected.leaf_depths)
+    assert len(storage.readers) == report.nodes_checked - 1  # every node but the root, once
+    assert all(name.startswith("lakecore-requests") for name in storage.readers.values()), storage.readers
+
+
+def test_a_flush_reads_ahead_and_flushes_the_same(lake: Path) -> None:
+    with Lakehouse.open(str(lake)).transaction() as tx:  # messages in the root's buffer
+        for j in range(2):
+            tx.create_table("ns", f"late_{j}")
+    plain = Storage(str(lake))
+    root, lakehouse_def = read_root_and_def(plain, None)
+    assert root.node.buffer, "nothing to flush"
+    shape = TreeShape.of(lakehouse_def)
+    policy = FlushPolicy(FlushMode.FULL)
+    plain_store = NodeStore(plain, shape.order, cache=NodeCache())
+    expected, _, _ = flush_in_process(plain_store, shape, root.node, policy, target_tasks=2)
+
+    height = TreeWriter(plain_store, shape, root.node).height
+
+    storage = _ReadsByThread(str(lake))
+    storage.readers = {}
+    store = NodeStore(storage, shape.order, cache=NodeCache())
+    run = plan_flush(store, shape, root.node, policy, target_tasks=2)
+    # Only the height probe (the first child at each level, one after another) reads in the
+    # planning thread; the rest of the plan's reads were started ahead.
+    walking = [path for path, name in storage.readers.items() if not name.startswith("lakecore-requests")]
+    assert len(walking) == height - 1 and len(storage.readers) > len(walking), storage.readers
+    flushed, run, _ = flush_in_process(store, shape, root.node, policy, target_tasks=2)
+    assert run.tasks, "the flush was not cut into subtrees"
+    assert dict(items(store, flushed)) == dict(items(plain_store, expected))
