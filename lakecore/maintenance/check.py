@@ -139,6 +139,13 @@ class TreeChecker:
             return None, 0
         return node, size
 
+    def _read_ahead(self, locations: list[str]) -> None:
+        """The check goes depth first, one child at a time: on S3 the siblings' reads start
+        now instead of one round trip after another (``NodeStore.prefetch``; a failed read
+        surfaces at its load, with the same verdict). A checker that will not load some of
+        them leaves those out."""
+        self.store.prefetch(locations)
+
     def _check_node(
         self,
         node: Node,
@@ -204,9 +211,7 @@ class TreeChecker:
             add("fill", "an internal root needs at least 2 children")
         if not is_root and n_children < self.shape.min_internal_children:
             add("fill", f"{n_children} children; a non-root internal node needs {self.shape.min_internal_children}")
-        # Depth first, one child at a time; on S3 the siblings' reads start now instead of one
-        # round trip after another (NodeStore.prefetch; a failed read surfaces at its load).
-        self.store.prefetch(c for c in node.children if c not in ancestors and c not in visited)
+        self._read_ahead([c for c in node.children if c not in ancestors and c not in visited])
         for i, child in enumerate(node.children):
             if child in ancestors:
                 add("cycle", f"child {child!r} is one of its own ancestors")

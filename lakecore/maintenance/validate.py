@@ -364,6 +364,10 @@ class _TopChecker(TreeChecker):
             return None, 0
         return super()._load(location, report)
 
+    def _read_ahead(self, locations: list[str]) -> None:
+        # The subtree roots are read by their tasks, not here.
+        super()._read_ahead([location for location in locations if location not in self._cut])
+
 
 @dataclass
 class VersionPlan:

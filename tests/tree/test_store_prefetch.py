@@ -14,6 +14,7 @@ from lakecore.locations import new_node_file_path
 from lakecore.maintenance.check import TreeChecker
 from lakecore.maintenance.flush import flush_in_process, plan_flush
 from lakecore.maintenance.reachable import reachable_from_root
+from lakecore.maintenance.validate import plan_version
 from lakecore.storage import Storage
 from lakecore.tree import FlushMode, FlushPolicy, TreeShape, TreeWriter, items
 from lakecore.tree.store import NodeCache, NodeStore
@@ -130,3 +131,15 @@ def test_a_flush_reads_ahead_and_flushes_the_same(lake: Path) -> None:
     flushed, run, _ = flush_in_process(store, shape, root.node, policy, target_tasks=2)
     assert run.tasks, "the flush was not cut into subtrees"
     assert dict(items(store, flushed)) == dict(items(plain_store, expected))
+
+
+def test_validate_plan_reads_ahead_but_never_a_subtree_root(lake: Path) -> None:
+    # The driver checks the top of the tree; the subtree roots below its cut are its tasks'
+    # to read, so reading them ahead would be requests for nothing.
+    storage = _ReadsByThread(str(lake))
+    storage.readers = {}
+    root, lakehouse_def = read_root_and_def(storage, None)
+    store = NodeStore(storage, lakehouse_def.order, cache=NodeCache())
+    plan = plan_version(storage, root.version, root.node, root.path, root.size, lakehouse_def, store, 4)
+    assert plan.tasks and plan.top_report.ok
+    assert not {task.location for task in plan.tasks} & set(storage.readers), storage.readers
