@@ -59,7 +59,7 @@ from lakecore.maintenance.validate import (
     merge_work,
     node_rows,
     plan_version,
-    run_subtree_work,
+    run_subtree_works,
 )
 from lakecore.storage import Storage
 from lakecore.tree import NodeStore
@@ -143,8 +143,7 @@ def _run_subtrees(ctx: JobContext, works: list[SubtreeWork]) -> tuple[list[Subtr
     storage = ctx.storage
 
     def check(items: list[SubtreeWork]) -> Any:
-        for work in items:
-            result = run_subtree_work(storage, work)
+        for result in run_subtree_works(storage, items):
             payload = pickle.dumps(result.without_rows(), protocol=pickle.HIGHEST_PROTOCOL)
             yield ([payload], *(None for _ in NODE_ROWS.fields))
             rows = _suite_columns(result.rows.columns())

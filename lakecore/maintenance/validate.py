@@ -52,7 +52,7 @@ import bisect
 import contextlib
 import itertools
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
@@ -66,7 +66,7 @@ from lakecore.node import Node, system_rows
 from lakecore.storage import Storage
 from lakecore.tree import prefix_upper_bound, scan, scan_prefix
 from lakecore.tree.shape import TreeShape
-from lakecore.tree.store import NodeCache, NodeStore
+from lakecore.tree.store import PREFETCH_PENDING, NodeCache, NodeStore
 
 if TYPE_CHECKING:
     from lakecore.view import LakehouseView
@@ -618,6 +618,23 @@ class _SortedNamespaces:
         return frozenset(chosen)
 
 
+def run_subtree_works(storage: Storage, works: Sequence[SubtreeWork]) -> Iterator[SubtreeResult]:
+    """``run_subtree_work`` for each of an executor's works, in order, with one store per kind
+    of tree (order, export roots) for all of them. On S3 the next works' subtree roots are read
+    while one is checked: a small lakehouse's works are single leaves, one round trip each,
+    which a partition otherwise paid one after another (163 GETs at 20 ms: 3.3 s of a 20k-table
+    check)."""
+    stores: dict[tuple[int, tuple[str, ...]], NodeStore] = {}
+    for index, work in enumerate(works):
+        kind = (work.shape.order, work.external_roots)
+        store = stores.get(kind)
+        if store is None:
+            store = stores[kind] = fresh_store(storage, *kind)
+        store.prefetch(following.task.location for following in works[index : index + PREFETCH_PENDING]
+                       if (following.shape.order, following.external_roots) == kind)
+        yield run_subtree_work(storage, work, store)
+
+
 def run_subtree_work(storage: Storage, work: SubtreeWork, store: NodeStore | None = None) -> SubtreeResult:
     """Check one subtree (and, as asked, collect its rows and run its deep catalog checks)."""
     store = store or fresh_store(storage, work.shape.order, work.external_roots)
@@ -751,6 +768,7 @@ __all__ = [
     "plan_version",
     "resolve_top",
     "run_subtree_work",
+    "run_subtree_works",
     "subtree_node_rows",
     "validate_in_process",
     "validate_view",

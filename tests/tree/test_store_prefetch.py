@@ -14,7 +14,13 @@ from lakecore.locations import new_node_file_path
 from lakecore.maintenance.check import TreeChecker
 from lakecore.maintenance.flush import flush_in_process, plan_flush
 from lakecore.maintenance.reachable import reachable_from_root
-from lakecore.maintenance.validate import plan_version
+from lakecore.maintenance.validate import (
+    fresh_store,
+    merge_work,
+    plan_version,
+    run_subtree_work,
+    run_subtree_works,
+)
 from lakecore.storage import Storage
 from lakecore.tree import FlushMode, FlushPolicy, TreeShape, TreeWriter, items
 from lakecore.tree.store import NodeCache, NodeStore
@@ -143,3 +149,20 @@ def test_validate_plan_reads_ahead_but_never_a_subtree_root(lake: Path) -> None:
     plan = plan_version(storage, root.version, root.node, root.path, root.size, lakehouse_def, store, 4)
     assert plan.tasks and plan.top_report.ok
     assert not {task.location for task in plan.tasks} & set(storage.readers), storage.readers
+
+
+def test_a_partition_of_subtree_checks_reads_the_next_roots_ahead(lake: Path) -> None:
+    plain = Storage(str(lake))
+    root, lakehouse_def = read_root_and_def(plain, None)
+    plan = plan_version(plain, root.version, root.node, root.path, root.size, lakehouse_def,
+                        fresh_store(plain, lakehouse_def.order), 8)
+    works = merge_work([plan], deep=False, rows=True)
+    assert len(works) > 2
+    expected = [run_subtree_work(plain, work) for work in works]
+
+    storage = _ReadsByThread(str(lake))
+    storage.readers = {}
+    results = list(run_subtree_works(storage, works))
+    assert [(r.report.nodes_checked, r.report.keys_seen, r.report.violations, r.rows.rows()) for r in results] == [
+        (r.report.nodes_checked, r.report.keys_seen, r.report.violations, r.rows.rows()) for r in expected]
+    assert all(storage.readers[work.task.location].startswith("lakecore-requests") for work in works), storage.readers
