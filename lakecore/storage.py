@@ -148,7 +148,9 @@ _BOOLEAN_OPTIONS: Final = frozenset({
     "anon", "use_ssl", "requester_pays", "default_fill_cache", "version_aware", "cache_regions",
     "fixed_upload_size",
 })
-_INTEGER_OPTIONS: Final = frozenset({"default_block_size", "max_concurrency"})
+# Typed by their full key on a command line; the nested one is the S3 client's connection pool
+# (see S3_MAX_POOL_CONNECTIONS), which botocore refuses as text.
+_INTEGER_OPTIONS: Final = frozenset({"default_block_size", "max_concurrency", "config_kwargs.max_pool_connections"})
 _NESTED_OPTIONS: Final = frozenset({"client_kwargs", "config_kwargs", "s3_additional_kwargs"})
 
 # os.link errors that mean "this file system has no hard links" (some FUSE and SMB mounts).

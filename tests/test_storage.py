@@ -27,7 +27,7 @@ from lakecore.errors import (
     StorageTimeoutError,
 )
 from lakecore.locations import FileKind, classify_path, new_temp_path
-from lakecore.storage import S3_MAX_POOL_CONNECTIONS, FileInfo, Storage
+from lakecore.storage import S3_MAX_POOL_CONNECTIONS, FileInfo, Storage, parse_storage_options
 from tests.conftest import S3TestServer
 
 BACKENDS = ["file", "memory", pytest.param("s3", marks=pytest.mark.s3)]
@@ -658,3 +658,24 @@ def test_s3_connection_refused_is_storage_error() -> None:
         st.list()
     assert "s3://bucket/lake/" in str(info.value)
     assert isinstance(info.value.__cause__, Exception)
+
+
+def test_storage_options_from_a_command_line_are_typed() -> None:
+    assert parse_storage_options([
+        "endpoint_url=http://127.0.0.1:9000", "anon=false", "max_concurrency=4",
+        "client_kwargs.region_name=eu-west-1", "config_kwargs.max_pool_connections=8",
+    ]) == {
+        "endpoint_url": "http://127.0.0.1:9000", "anon": False, "max_concurrency": 4,
+        "client_kwargs": {"region_name": "eu-west-1"}, "config_kwargs": {"max_pool_connections": 8},
+    }
+
+
+@pytest.mark.parametrize(("pair", "message"), [
+    ("endpoint_url", "is not KEY=VALUE"),
+    ("anon=maybe", "must be true or false"),
+    ("config_kwargs.max_pool_connections=many", "must be a whole number"),
+    ("key.name=x", "only client_kwargs, config_kwargs, s3_additional_kwargs take .NAME"),
+])
+def test_a_wrong_storage_option_is_one_clear_error(pair: str, message: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=message):
+        parse_storage_options([pair])
