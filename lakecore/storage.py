@@ -74,6 +74,7 @@ import contextlib
 import errno
 import json
 import os
+import socket
 import stat
 import threading
 import time
@@ -1197,6 +1198,20 @@ def _is_timeout(exc: BaseException) -> bool:
     return False
 
 
+def _is_unreachable(exc: BaseException) -> bool:
+    """True when no connection to the server could be made at all (refused, no route, a name
+    that does not resolve): most often a wrong endpoint or a server that is down. Checked after
+    timeouts, which may or may not have taken effect."""
+    types: list[type[BaseException]] = [ConnectionRefusedError, socket.gaierror]
+    try:
+        from botocore.exceptions import EndpointConnectionError
+
+        types.append(EndpointConnectionError)
+    except ImportError:  # pragma: no cover - botocore comes with s3fs
+        pass
+    return any(isinstance(e, tuple(types)) for e in _causes(exc))
+
+
 def _raise_translated(exc: Exception, uri: str, action: str, reading: bool = False) -> NoReturn:
     """Re-raise a backend failure as a lakecore error naming ``uri``; the original is chained.
 
@@ -1214,4 +1229,9 @@ def _raise_translated(exc: Exception, uri: str, action: str, reading: bool = Fal
     if isinstance(exc, FileNotFoundError):
         # Not the file itself but something it needs: a bucket, a container, the root.
         raise NotFoundError(f"could not {action} {uri}: {exc} (does the bucket exist?)") from exc
+    if _is_unreachable(exc):
+        raise StorageError(
+            f"could not {action} {uri}: the storage server cannot be reached ({type(exc).__name__}: {exc}); "
+            "check the endpoint (storage option endpoint_url, or AWS_ENDPOINT_URL) and that the server is up"
+        ) from exc
     raise StorageError(f"could not {action} {uri}: {type(exc).__name__}: {exc}") from exc

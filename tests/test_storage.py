@@ -657,6 +657,8 @@ def test_s3_connection_refused_is_storage_error() -> None:
     with pytest.raises(StorageError) as info:
         st.list()
     assert "s3://bucket/lake/" in str(info.value)
+    assert "the storage server cannot be reached" in str(info.value)
+    assert "check the endpoint (storage option endpoint_url, or AWS_ENDPOINT_URL)" in str(info.value)
     assert isinstance(info.value.__cause__, Exception)
 
 
