@@ -15,11 +15,16 @@ commit that only rewrites the root then costs a cut of one node, not of the whol
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from lakecore.node import Node
-from lakecore.tree.store import NodeStore
+from lakecore.tree.store import PREFETCH_PENDING, NodeStore
+
+Task = TypeVar("Task")
+Kind = TypeVar("Kind", bound=Hashable)
+Store = TypeVar("Store", bound=NodeStore)
 
 
 @dataclass(frozen=True)
@@ -100,3 +105,26 @@ def cut_tree(
         cut.top.extend((loc, node, depth + 1) for loc, node, _, _, _ in loaded)
         level = loaded
         depth += 1
+
+
+def with_stores_reading_ahead(
+    tasks: Sequence[Task],
+    kind_of: Callable[[Task], Kind],
+    location_of: Callable[[Task], str],
+    new_store: Callable[[Kind], Store],
+) -> Iterator[tuple[Task, Store]]:
+    """An executor's subtree tasks in order, each with the partition's store for its kind of
+    tree (``kind_of``: its order and export roots), built on first use and shared by the tasks
+    of that kind. Before a task is handed out, the reads of the next ``PREFETCH_PENDING``
+    same-kind tasks' subtree roots are started (``NodeStore.prefetch``): a small lakehouse's
+    tasks are single leaves, one round trip each on S3, which a partition otherwise paid one
+    after another."""
+    stores: dict[Kind, Store] = {}
+    for index, task in enumerate(tasks):
+        kind = kind_of(task)
+        store = stores.get(kind)
+        if store is None:
+            store = stores[kind] = new_store(kind)
+        store.prefetch(location_of(following) for following in tasks[index : index + PREFETCH_PENDING]
+                       if kind_of(following) == kind)
+        yield task, store

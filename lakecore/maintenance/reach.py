@@ -27,13 +27,13 @@ from lakecore.locations import (
     is_full_uri,
 )
 from lakecore.maintenance.listing import ERROR_KEY, UNKNOWN_SIZE, GcRefusedError
-from lakecore.maintenance.partition import Placement, TreeCut, cut_tree
+from lakecore.maintenance.partition import Placement, TreeCut, cut_tree, with_stores_reading_ahead
 from lakecore.maintenance.reachable import reachable_from_subtree
 from lakecore.maintenance.roots import LoadedRoot, is_forged_pointer, load_root
 from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree.shape import TreeShape
-from lakecore.tree.store import PREFETCH_PENDING, NodeCache, NodeStore
+from lakecore.tree.store import NodeCache, NodeStore
 from lakecore.versions import latest_version
 
 # Rounds of the new-version re-check before deleting; each round narrows the race window.
@@ -213,17 +213,10 @@ def reach_task_columns(storage: Storage, tasks: Iterable[ReachTask]) -> Iterator
     cost a second less this way than as a million row tuples turned back into columns."""
     cache = NodeCache()  # per partition: neighbouring versions' subtrees share most nodes
     seen: set[str] = set()
-    stores: dict[tuple[int, tuple[str, ...]], _SizedStore] = {}
-    task_list = list(tasks)
-    for index, task in enumerate(task_list):
-        kind = (task.order, task.external_roots)
-        store = stores.get(kind)
-        if store is None:
-            store = stores[kind] = _SizedStore(storage, task.order, cache, task.external_roots)
-        # On S3 the next tasks' subtree roots are read while this one is walked: a small
-        # lakehouse's tasks are single leaves, one round trip each.
-        store.prefetch(t.location for t in task_list[index : index + PREFETCH_PENDING]
-                       if (t.order, t.external_roots) == kind)
+    for task, store in with_stores_reading_ahead(
+        list(tasks), lambda t: (t.order, t.external_roots), lambda t: t.location,
+        lambda kind: _SizedStore(storage, kind[0], cache, kind[1]),
+    ):
         try:
             reach = reachable_from_subtree(store, task.location, task.depth)
             escape = escaping_value(reach.values, task.external_roots)

@@ -61,12 +61,12 @@ from lakecore.defs import LakehouseDef, decode_namespace_def, decode_table_def
 from lakecore.errors import InvalidLocationError, LakecoreError, StorageError
 from lakecore.locations import check_relative_path, external_root_for, is_full_uri
 from lakecore.maintenance.check import CheckReport, TreeChecker, VersionCheck, Violation
-from lakecore.maintenance.partition import SubtreeTask, TreeCut, cut_tree
+from lakecore.maintenance.partition import SubtreeTask, TreeCut, cut_tree, with_stores_reading_ahead
 from lakecore.node import Node, system_rows
 from lakecore.storage import Storage
 from lakecore.tree import prefix_upper_bound, scan, scan_prefix
 from lakecore.tree.shape import TreeShape
-from lakecore.tree.store import PREFETCH_PENDING, NodeCache, NodeStore
+from lakecore.tree.store import NodeCache, NodeStore
 
 if TYPE_CHECKING:
     from lakecore.view import LakehouseView
@@ -620,18 +620,12 @@ class _SortedNamespaces:
 
 def run_subtree_works(storage: Storage, works: Sequence[SubtreeWork]) -> Iterator[SubtreeResult]:
     """``run_subtree_work`` for each of an executor's works, in order, with one store per kind
-    of tree (order, export roots) for all of them. On S3 the next works' subtree roots are read
-    while one is checked: a small lakehouse's works are single leaves, one round trip each,
-    which a partition otherwise paid one after another (163 GETs at 20 ms: 3.3 s of a 20k-table
-    check)."""
-    stores: dict[tuple[int, tuple[str, ...]], NodeStore] = {}
-    for index, work in enumerate(works):
-        kind = (work.shape.order, work.external_roots)
-        store = stores.get(kind)
-        if store is None:
-            store = stores[kind] = fresh_store(storage, *kind)
-        store.prefetch(following.task.location for following in works[index : index + PREFETCH_PENDING]
-                       if (following.shape.order, following.external_roots) == kind)
+    of tree for all of them, reading the next works' subtree roots ahead
+    (``with_stores_reading_ahead``: 163 GETs at 20 ms were 3.3 s of a 20k-table check)."""
+    for work, store in with_stores_reading_ahead(
+        works, lambda w: (w.shape.order, w.external_roots), lambda w: w.task.location,
+        lambda kind: fresh_store(storage, *kind),
+    ):
         yield run_subtree_work(storage, work, store)
 
 
