@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import jobs.expectations as expectations_module
 from jobs.validate import main
 from lakecore import keys as K
 from lakecore.commit import RootPlan
@@ -282,10 +283,14 @@ def test_an_expectation_failure_on_a_crafted_node_exits_1(lake: Path, run_job: R
     assert "FAILED" in Path(data["details"]["html_report"]).read_text()
 
 
-def test_a_key_in_two_leaves_fails_unique_keys(lake: Path, run_job: RunJob) -> None:
+@pytest.mark.parametrize("candidates_max", [10_000, 0], ids=["shared-hashes-named", "every-key-named"])
+def test_a_key_in_two_leaves_fails_unique_keys(lake: Path, run_job: RunJob, candidates_max: int,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     # The last key of a leaf copied to the front of the next leaf: both still decode and are
     # sorted, the tree check finds the copy outside its leaf's bounds, and unique-keys names
-    # the key with its version.
+    # the key with its version; whether the suite's column holds only the keys whose hash is
+    # shared, or (more shared hashes than the limit) every key.
+    monkeypatch.setattr(expectations_module, "UNIQUE_CANDIDATES_MAX", candidates_max)
     lh = _open(lake)
     parent = lh.root
     while parent.children and lh.store.load(parent.children[-1]).children:
@@ -336,6 +341,28 @@ def test_bad_options(lake: Path, run_job: RunJob, args: list[str], code: int) ->
 
 
 # -- the units, in one process -----------------------------------------------------------------------
+
+
+def test_shared_key_hashes_name_only_the_keys_that_can_repeat(spark: Any) -> None:
+    schema = "version bigint, section string, key string, pvalue string, pnode string"
+    clean = [(7, "key_table", "C===a", "p1", None), (7, "key_table", "C===b", "p2", None),
+             (8, "key_table", "C===a", "p1", None),  # the same key in another version
+             (7, "key_table", None, None, None), (7, "key_table", None, None, None),  # padding rows
+             (7, "buffer", "C===a", "p3", None), (7, "system", "lakehouse_def", "d", None)]
+    rows = spark.createDataFrame(clean, schema)
+    assert expectations_module.shared_key_hashes(rows) == []
+    narrowed = expectations_module.with_derived_columns(rows, 4, 4, [])
+    assert narrowed.where("version_key is not null").count() == 0
+
+    repeated = spark.createDataFrame([*clean, (7, "key_table", "C===b", "p9", None)], schema)
+    shared = expectations_module.shared_key_hashes(repeated)
+    assert shared is not None and len(shared) == 1
+    named = expectations_module.with_derived_columns(repeated, 4, 4, shared)
+    assert sorted(r[0] for r in named.where("version_key is not null").select("version_key").collect()) == \
+        ["v7 C===b", "v7 C===b"]
+    assert expectations_module.shared_key_hashes(repeated, limit=0) is None
+    every = expectations_module.with_derived_columns(repeated, 4, 4, None)
+    assert every.where("version_key is not null").count() == 4
 
 
 def test_node_rows_follow_the_file_layout(pristine: Path) -> None:
