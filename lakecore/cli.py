@@ -75,7 +75,14 @@ def cmd_init(args: argparse.Namespace) -> int:
     }
     if args.maximum_version_age is not None:
         fields["maximum_version_age_millis"] = args.maximum_version_age
-    lh = Lakehouse.create(args.uri, name=args.name, storage_options=storage_options_of(args),
+    named = getattr(args, "lakehouse", None)
+    if args.uri and named and args.uri != named:
+        raise InvalidArgumentError(f"init: two places given, {args.uri} and --lakehouse {named}; give one")
+    # ``lakecore -l URI init`` as every other command is written, or the positional URI
+    if not (args.uri or named or os.environ.get("LAKECORE_LAKEHOUSE")):
+        raise InvalidArgumentError("init: say where to create the lakehouse: lakecore init PATH_OR_URI")
+    uri = args.uri or lakehouse_uri(args)
+    lh = Lakehouse.create(uri, name=args.name, storage_options=storage_options_of(args),
                           properties=dict(args.property or []), **fields)
     d = lh.lakehouse_def
     emit(args, f"created lakehouse {d.name!r} at {lh.uri} (version 0, order {d.order})",
@@ -600,7 +607,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = _sub(sub, "init", "create a lakehouse")
-    p.add_argument("uri", help="where to create it: a path or a URI such as s3://bucket/lake")
+    p.add_argument("uri", nargs="?",
+                   help="where to create it: a path or a URI such as s3://bucket/lake (default: -l/--lakehouse, "
+                        "else LAKECORE_LAKEHOUSE)")
     p.add_argument("--name", default="lakehouse", help="the lakehouse's name (default: lakehouse)")
     p.add_argument("--order", type=int, help="the tree's order: the most children a node may have")
     p.add_argument("--namespace-name-max-size-bytes", dest="namespace_name_max_size_bytes", type=int, metavar="N",

@@ -88,3 +88,21 @@ def test_fsck_reports_a_missing_node_with_exit_code_1(tmp_path: Path) -> None:
     proc = run("-l", lake, "fsck")
     assert proc.returncode == 1
     assert "unreadable-node" in proc.stdout and node in proc.stdout
+
+
+def test_init_takes_the_place_as_every_command_does_or_as_its_argument(tmp_path: Path) -> None:
+    # ``lakecore -l URI init`` is how a user writes every other command; it used to be refused
+    # ("the following arguments are required: uri").
+    by_option, by_argument = tmp_path / "by-option", tmp_path / "by-argument"
+    assert run("-l", str(by_option), "init").returncode == 0
+    assert run("init", str(by_argument)).returncode == 0
+    assert run("-l", str(by_option), "namespace", "list").returncode == 0
+    assert run("-l", str(by_argument), "namespace", "list").returncode == 0
+    elsewhere = tmp_path / "elsewhere"
+    two = run("-l", str(by_option), "init", str(elsewhere))
+    assert two.returncode == 2 and "two places given" in two.stderr and not elsewhere.exists()
+    env_free = {k: v for k, v in os.environ.items() if k != "LAKECORE_LAKEHOUSE"}
+    nowhere = subprocess.run([sys.executable, "-m", "lakecore.cli", "init"], capture_output=True, text=True,
+                             env=env_free, timeout=120, cwd=tmp_path)
+    assert nowhere.returncode == 2 and "say where to create the lakehouse" in nowhere.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["by-argument", "by-option"]
