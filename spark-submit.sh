@@ -75,6 +75,92 @@ fail() {  # one line on stderr, exit 4 (failure)
     exit 4
 }
 
+# Running the driver here (local mode, client deploy mode). Ctrl-C reaches the whole terminal
+# group. The JVM starts with SIGINT ignored and so leaves it ignored; the driver (its Python
+# child) installs its own handler, stops, writes its report and its one line, and the JVM exits
+# with the driver's code. A JVM stopping on the same Ctrl-C killed the driver first: no report,
+# py4j tracebacks. But until the JVM has started the driver nobody would act on a Ctrl-C, and
+# the job ran to its end: this shell stays to stop the JVM then (nothing was done yet). A
+# SIGTERM for this shell goes on to the driver, or to the JVM before the driver handles it.
+submit_pid=""
+exit_code_when_stopped=""
+driver_pid() {  # the JVM's Python child, the driver, once it has started
+    local child
+    for child in $(cat /proc/"$submit_pid"/task/*/children 2>/dev/null); do
+        if [[ "$(cat /proc/"$child"/comm 2>/dev/null)" == python* ]]; then
+            echo "$child"
+            return 0
+        fi
+    done
+    return 1
+}
+catches() {  # $1: a pid, $2: a signal number; true once the process has a handler for it
+    local name value mask=""
+    while read -r name value; do
+        if [[ "$name" == SigCgt: ]]; then mask="$value"; fi
+    done 2>/dev/null <"/proc/$1/status"
+    [[ -n "$mask" ]] && (( (16#$mask >> ($2 - 1)) & 1 ))
+}
+interrupted_while_starting() {  # the INT trap until the job ends
+    if [[ -n "$submit_pid" ]]; then
+        local driver tries=0
+        if driver="$(driver_pid)"; then
+            # It got this Ctrl-C too. Its handler stops the job (its one line, its report); but
+            # it starts with SIGINT ignored, as the JVM, until that handler is in place: its
+            # imports, under a second. Then pass the Ctrl-C on.
+            catches "$driver" 2 && return 0
+            while kill -0 "$driver" 2>/dev/null && ! catches "$driver" 2 && (( tries++ < 300 )); do
+                sleep 0.05
+            done
+            kill -INT "$driver" 2>/dev/null || true
+            return 0
+        fi
+        if [[ ! -r /proc/"$submit_pid"/status ]]; then
+            return 0  # no /proc: the children cannot be told; leave Ctrl-C to the driver
+        fi
+        stop_spark_submit
+    fi
+    echo "$PROG: interrupted by SIGINT while Spark was starting, before the job began; nothing was done" >&2
+    exit 130
+}
+terminated() {  # SIGTERM (a scheduler stopping the job): to the driver once it handles it, so
+    # that it writes its report and its one line; before that, to the JVM
+    local driver
+    if driver="$(driver_pid)" && catches "$driver" 15; then
+        kill -TERM "$driver" 2>/dev/null || true
+    else
+        echo "$PROG: stopped by SIGTERM while Spark was starting, before the job began; nothing was done" >&2
+        exit_code_when_stopped=130  # the JVM's own 143 is no exit code of ours
+        kill -TERM "$submit_pid" 2>/dev/null || true
+    fi
+}
+stop_spark_submit() {
+    local child
+    for child in $(cat /proc/"$submit_pid"/task/*/children 2>/dev/null); do  # spark-class's launcher
+        kill -TERM "$child" 2>/dev/null || true
+    done
+    kill -TERM "$submit_pid" 2>/dev/null || true
+    wait "$submit_pid" 2>/dev/null || true
+}
+ignoring_ctrl_c() {  # "$@": a short step before the JVM (a second or less); a Ctrl-C meanwhile
+    # waits for it, then this shell's trap says so in one line: no KeyboardInterrupt traceback
+    (trap '' INT; exec "$@")
+}
+run_driver_here() {  # "$@": the spark-submit command line; exits with its code
+    trap "" INT
+    "$@" <&0 &
+    submit_pid=$!
+    trap interrupted_while_starting INT
+    trap terminated TERM
+    local code
+    while true; do
+        code=0
+        wait "$submit_pid" || code=$?
+        # wait also returns when a trapped signal arrives; then the JVM still runs
+        kill -0 "$submit_pid" 2>/dev/null || exit "${exit_code_when_stopped:-$code}"
+    done
+}
+
 cluster=0
 if [[ "${1:-}" == "--cluster" ]]; then
     cluster=1
@@ -89,6 +175,7 @@ case "$job" in
 esac
 script="jobs/${job//-/_}.py"
 [[ -f "$ROOT/$script" ]] || die "$script does not exist in $ROOT"
+trap interrupted_while_starting INT
 
 venv_py="$ROOT/.venv/bin/python"
 
@@ -184,7 +271,7 @@ elif [[ -x "$ROOT/.venv/bin/spark-submit" ]]; then
     # pyspark's spark-submit finds SPARK_HOME by running a Python that must import pyspark
     # (PYSPARK_DRIVER_PYTHON, else python3 on PATH): name it here, so it never depends on that.
     if [[ -z "${SPARK_HOME:-}" ]]; then
-        SPARK_HOME="$("$venv_py" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" \
+        SPARK_HOME="$(ignoring_ctrl_c "$venv_py" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" \
             || fail "cannot find pyspark in $venv_py: run 'make setup' or set SPARK_HOME"
         export SPARK_HOME
     fi
@@ -205,7 +292,8 @@ if [[ -x "$preflight_py" ]]; then
         fi
     done
     status=0
-    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" LAKECORE_PARSE_ONLY=1 "$preflight_py" "$ROOT/$script" "$@" || status=$?
+    PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" LAKECORE_PARSE_ONLY=1 ignoring_ctrl_c "$preflight_py" "$ROOT/$script" "$@" \
+        || status=$?
     [[ "$status" == 0 ]] || exit "$status"
 fi
 
@@ -222,7 +310,7 @@ args=(--properties-file "$ROOT/conf/spark-defaults.conf")
 # demo-sized job on 2 cores). LAKECORE_JVM_JIT=full and LAKECORE_JVM_ARCHIVE=0 turn them off.
 local_driver_java_options() {
     local jvm_options=""
-    jvm_options="$(PYTHONPATH="$ROOT" "$venv_py" -m jobs.driver_jvm --java-options 2>/dev/null)" || jvm_options=""
+    jvm_options="$(PYTHONPATH="$ROOT" ignoring_ctrl_c "$venv_py" -m jobs.driver_jvm --java-options 2>/dev/null)" || jvm_options=""
     echo "-Dlog4j2.configurationFile=file:$log4j${jvm_options:+ $jvm_options}"
 }
 if [[ -n "$master" ]]; then
@@ -246,12 +334,7 @@ if [[ "$cluster" == 0 ]]; then
     if [[ "$is_local" == 0 ]]; then
         args+=(--conf "spark.executorEnv.PYTHONPATH=$ROOT")
     fi
-    # Ctrl-C reaches the whole terminal group. The JVM starts with SIGINT ignored and so leaves
-    # it ignored; the driver (its child) installs its own handler, stops, writes its report and
-    # its one line, and the JVM exits with the driver's code. A JVM stopping on the same Ctrl-C
-    # killed the driver first: no report, py4j tracebacks.
-    trap "" INT
-    exec "$submit" "${args[@]}" "${extra[@]}" "$ROOT/$script" "$@"
+    run_driver_here "$submit" "${args[@]}" "${extra[@]}" "$ROOT/$script" "$@"
 fi
 
 # --- --cluster: the packed virtualenv ------------------------------------------------------------
@@ -362,6 +445,6 @@ else
     )
 fi
 if [[ "$deploy_mode" == "client" ]]; then
-    trap "" INT  # the driver runs here: Ctrl-C is its to handle (see above)
+    run_driver_here "$submit" "${args[@]}" "${extra[@]}" "$ROOT/$script" "$@"
 fi
 exec "$submit" "${args[@]}" "${extra[@]}" "$ROOT/$script" "$@"

@@ -402,11 +402,12 @@ def _runs_python_tasks(pid: int) -> bool:
 
 @pytest.mark.spark
 @pytest.mark.parametrize(("sig", "when"), [(signal.SIGINT, "early"), (signal.SIGINT, "mid-job"),
-                                           (signal.SIGTERM, "early")],
-                         ids=["ctrl-c", "ctrl-c-mid-job", "sigterm"])
+                                           (signal.SIGTERM, "early"), (signal.SIGTERM, "to-the-wrapper")],
+                         ids=["ctrl-c", "ctrl-c-mid-job", "sigterm", "sigterm-to-spark-submit-sh"])
 def test_a_signal_stops_a_job_cleanly(tmp_path: Path, sig: signal.Signals, when: str) -> None:
     """Early: as soon as the driver handles signals. Mid-job: once Spark runs Python tasks, when
-    the SparkContext has installed its own SIGINT handler and the JVM gets the same Ctrl-C."""
+    the SparkContext has installed its own SIGINT handler and the JVM gets the same Ctrl-C. To
+    the wrapper: a scheduler's SIGTERM for the process it started, which passes it on."""
     lake = tmp_path / "lake"
     lh = make_lake(str(lake))
     with lh.transaction() as tx:
@@ -426,6 +427,8 @@ def test_a_signal_stops_a_job_cleanly(tmp_path: Path, sig: signal.Signals, when:
     assert job.poll() is None, "the job ended before it could be interrupted"
     if sig == signal.SIGINT:
         os.killpg(job.pid, sig)  # what Ctrl-C in a terminal does: the whole foreground group
+    elif when == "to-the-wrapper":
+        job.send_signal(sig)
     else:
         for pid in _descendants(job.pid):  # what a scheduler's kill does to the driver
             if _catches_sigterm(pid):
@@ -440,6 +443,41 @@ def test_a_signal_stops_a_job_cleanly(tmp_path: Path, sig: signal.Signals, when:
     assert any("interrupted by SIG" in line and "half-committed" in line for line in out.splitlines()), out
     data = json.loads(report.read_text())
     assert data["status"] == "interrupted" and data["exit_code"] == ExitCode.INTERRUPTED, data
+    assert listing(lake) == before
+
+
+def _is_java(pid: int) -> bool:
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/exe")) == "java"
+    except OSError:
+        return False
+
+
+@pytest.mark.spark
+def test_ctrl_c_while_spark_starts_stops_it(tmp_path: Path) -> None:
+    """Before the JVM has started the driver (about a second): the JVM ignores SIGINT (so that
+    later the driver can stop cleanly) and no driver is there to act on it, so the job used to
+    run to its end. Now spark-submit.sh stops the JVM (or passes the Ctrl-C to a driver that
+    is starting) and exits 130 with one line."""
+    lake = tmp_path / "lake"
+    make_lake(str(lake))
+    before = listing(lake)
+    report = tmp_path / "validate.json"
+    job = subprocess.Popen([str(SPARK_SUBMIT), "validate", "--lakehouse", str(lake), "--report", str(report)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                           start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and job.poll() is None and not any(map(_is_java, _descendants(job.pid))):
+        time.sleep(0.01)
+    assert job.poll() is None, "the job ended before Spark started"
+    os.killpg(job.pid, signal.SIGINT)
+    out, err = job.communicate(timeout=60)
+    assert job.returncode == ExitCode.INTERRUPTED, (job.returncode, out[-2000:], err[-2000:])
+    assert "Traceback" not in out + err, out + err
+    lines = [line for line in (out + err).splitlines() if "interrupted by SIGINT" in line]
+    assert len(lines) == 1, out + err
+    # Usually the wrapper's line; the driver's own when it was starting at that moment.
+    assert "while Spark was starting" in lines[0] or "half-committed" in lines[0], lines
     assert listing(lake) == before
 
 
