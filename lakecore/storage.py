@@ -58,6 +58,13 @@ Design choices:
   ``lakecore_timeout_seconds``, default 300, taken out before the options reach s3fs):
   botocore's read timeout does not cover a PUT that waits for ``100 Continue`` from a silent
   server, which otherwise blocks a commit forever.
+- **A wrong endpoint fails at once.** An explicit S3 endpoint (``endpoint_url``,
+  ``AWS_ENDPOINT_URL``) gets one TCP connect before its client is built, once per process:
+  where nothing listens (refused, a name that does not resolve, no route) that is a
+  ``StorageError`` naming the endpoint, not 20-34 s of botocore's and s3fs's retries ending in
+  the same verdict. Skipped where a proxy carries the requests; a probe that times out decides
+  nothing. The cost: a server restarting at that moment fails the job (exit 4, which the DAGs
+  retry) instead of being waited for.
 - **Errors.** A missing file is ``NotFoundError`` naming the full URI; timeouts are
   ``StorageTimeoutError`` (the operation may or may not have taken effect); any other failure
   of the OS or the client is ``StorageError`` with the URI and the cause chained. No raw
@@ -946,7 +953,11 @@ class Storage:
         import fsspec
 
         if self._scheme == _S3_SCHEME:
-            fs = fsspec.filesystem(_S3_SCHEME, **self._s3_options())
+            options = self._s3_options()
+            endpoint = (options.get("client_kwargs") or {}).get("endpoint_url") or options.get("endpoint_url")
+            if endpoint:
+                _refuse_an_endpoint_nothing_answers(self.root_uri, str(endpoint), options.get("config_kwargs") or {})
+            fs = fsspec.filesystem(_S3_SCHEME, **options)
             bucket, _, key_prefix = self._root_path.partition("/")
             return _S3Backend(fs, bucket, key_prefix, self._timeout_seconds())
         options = {**self._fs_options(), "skip_instance_cache": True}
@@ -1000,6 +1011,46 @@ class Storage:
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
+
+
+ENDPOINT_PROBE_TIMEOUT_SECONDS: Final = 3.0
+
+
+def _refuse_an_endpoint_nothing_answers(root_uri: str, endpoint: str, config_kwargs: Mapping[str, Any]) -> None:
+    """One TCP connect to an explicit S3 endpoint; StorageError when nothing can answer there.
+
+    Only definite answers count: refused, a host name that does not resolve, no route. A probe
+    that times out decides nothing (a slow network; botocore has its own timeouts). Skipped
+    when a proxy carries the requests (botocore's ``proxies``, or ``HTTP(S)_PROXY`` not
+    bypassed by ``NO_PROXY``): then the endpoint need not be reachable from here."""
+    import urllib.parse
+    import urllib.request
+
+    parsed = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+    host = parsed.hostname
+    if not host or config_kwargs.get("proxies"):
+        return
+    if parsed.scheme in urllib.request.getproxies() and not urllib.request.proxy_bypass(host):
+        return
+    try:
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    except ValueError:  # a port that is not a number: botocore says so in its own words
+        return
+    reason: OSError
+    try:
+        socket.create_connection((host, port), timeout=ENDPOINT_PROBE_TIMEOUT_SECONDS).close()
+    except (ConnectionRefusedError, socket.gaierror) as exc:
+        reason = exc
+    except OSError as exc:
+        if exc.errno not in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+            return  # a timeout, or something botocore may yet get past
+        reason = exc
+    else:
+        return
+    raise StorageError(
+        f"could not reach {root_uri}: nothing answers at the S3 endpoint {endpoint} ({type(reason).__name__}: "
+        f"{reason}); check the endpoint (storage option endpoint_url, or AWS_ENDPOINT_URL) and that the server is up"
+    ) from reason
 
 
 def _cached_backend(key: tuple[int, int, str, str]) -> _Backend | None:

@@ -654,12 +654,33 @@ def test_s3_connection_refused_is_storage_error() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again at once: nothing listens there
     st = Storage("s3://bucket/lake", _impatient_options(f"http://127.0.0.1:{port}"))
+    started = time.monotonic()
     with pytest.raises(StorageError) as info:
         st.list()
+    # One TCP connect before the client is built says so at once (botocore's and s3fs's
+    # retries took 20-34 s to reach the same verdict with their default settings).
+    assert time.monotonic() - started < 5
     assert "s3://bucket/lake/" in str(info.value)
-    assert "the storage server cannot be reached" in str(info.value)
+    assert f"nothing answers at the S3 endpoint http://127.0.0.1:{port}" in str(info.value)
     assert "check the endpoint (storage option endpoint_url, or AWS_ENDPOINT_URL)" in str(info.value)
-    assert isinstance(info.value.__cause__, Exception)
+    assert isinstance(info.value.__cause__, ConnectionRefusedError)
+    # Through a proxy the endpoint need not answer from here: no probe; botocore's own request
+    # fails (the proxy is not there either), and is translated as before.
+    through_proxy = _impatient_options(f"http://127.0.0.1:{port}")
+    through_proxy["config_kwargs"] = {**through_proxy.get("config_kwargs", {}),
+                                      "proxies": {"http": f"http://127.0.0.1:{port}"}}
+    with pytest.raises(StorageError) as info:
+        Storage("s3://bucket/lake", through_proxy).list()
+    assert "nothing answers" not in str(info.value) and "s3://bucket/lake/" in str(info.value)
+
+
+@pytest.mark.s3
+@pytest.mark.usefixtures("no_s3fs_retries")
+def test_s3_an_endpoint_whose_name_does_not_resolve_fails_at_once() -> None:
+    st = Storage("s3://bucket/lake", _impatient_options("http://no-such-host.invalid:9000"))
+    with pytest.raises(StorageError) as info:
+        st.exists("x")
+    assert "nothing answers at the S3 endpoint http://no-such-host.invalid:9000" in str(info.value)
 
 
 def test_storage_options_from_a_command_line_are_typed() -> None:
