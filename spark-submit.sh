@@ -84,10 +84,13 @@ fail() {  # one line on stderr, exit 4 (failure)
 # SIGTERM for this shell goes on to the driver, or to the JVM before the driver handles it.
 submit_pid=""
 exit_code_when_stopped=""
-driver_pid() {  # the JVM's Python child, the driver, once it has started
+driver_pid() {  # the JVM's Python child that runs the job file, once it has started (not
+    # Spark's Python workers, children of the JVM too; not spark-class's Java launcher, whose
+    # command line names the job file as well)
     local child
     for child in $(cat /proc/"$submit_pid"/task/*/children 2>/dev/null); do
-        if [[ "$(cat /proc/"$child"/comm 2>/dev/null)" == python* ]]; then
+        if [[ "$(cat /proc/"$child"/comm 2>/dev/null)" == python* ]] \
+            && [[ "$(tr '\0' ' ' <"/proc/$child/cmdline" 2>/dev/null)" == *"$ROOT/$script"* ]]; then
             echo "$child"
             return 0
         fi

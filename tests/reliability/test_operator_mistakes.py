@@ -402,12 +402,13 @@ def _runs_python_tasks(pid: int) -> bool:
 
 @pytest.mark.spark
 @pytest.mark.parametrize(("sig", "when"), [(signal.SIGINT, "early"), (signal.SIGINT, "mid-job"),
-                                           (signal.SIGTERM, "early"), (signal.SIGTERM, "to-the-wrapper")],
+                                           (signal.SIGTERM, "early"), (signal.SIGTERM, "to-the-wrapper-mid-job")],
                          ids=["ctrl-c", "ctrl-c-mid-job", "sigterm", "sigterm-to-spark-submit-sh"])
 def test_a_signal_stops_a_job_cleanly(tmp_path: Path, sig: signal.Signals, when: str) -> None:
     """Early: as soon as the driver handles signals. Mid-job: once Spark runs Python tasks, when
     the SparkContext has installed its own SIGINT handler and the JVM gets the same Ctrl-C. To
-    the wrapper: a scheduler's SIGTERM for the process it started, which passes it on."""
+    the wrapper: a scheduler's SIGTERM for the process it started, which passes it on to the
+    driver, not to Spark's Python workers (children of the JVM as well)."""
     lake = tmp_path / "lake"
     lh = make_lake(str(lake))
     with lh.transaction() as tx:
@@ -420,14 +421,14 @@ def test_a_signal_stops_a_job_cleanly(tmp_path: Path, sig: signal.Signals, when:
                            env=_env(), start_new_session=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and job.poll() is None:
-        ready = _runs_python_tasks if when == "mid-job" else _catches_sigterm
+        ready = _runs_python_tasks if when.endswith("mid-job") else _catches_sigterm
         if any(ready(pid) for pid in _descendants(job.pid)):
             break
         time.sleep(0.05)
     assert job.poll() is None, "the job ended before it could be interrupted"
     if sig == signal.SIGINT:
         os.killpg(job.pid, sig)  # what Ctrl-C in a terminal does: the whole foreground group
-    elif when == "to-the-wrapper":
+    elif when == "to-the-wrapper-mid-job":
         job.send_signal(sig)
     else:
         for pid in _descendants(job.pid):  # what a scheduler's kill does to the driver
