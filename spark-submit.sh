@@ -84,11 +84,14 @@ fail() {  # one line on stderr, exit 4 (failure)
 # SIGTERM for this shell goes on to the driver, or to the JVM before the driver handles it.
 submit_pid=""
 exit_code_when_stopped=""
+submit_children() {  # the pids of spark-submit's children (all its threads'); none without /proc
+    cat /proc/"$submit_pid"/task/*/children 2>/dev/null || true
+}
 driver_pid() {  # the JVM's Python child that runs the job file, once it has started (not
     # Spark's Python workers, children of the JVM too; not spark-class's Java launcher, whose
     # command line names the job file as well)
     local child
-    for child in $(cat /proc/"$submit_pid"/task/*/children 2>/dev/null); do
+    for child in $(submit_children); do
         if [[ "$(cat /proc/"$child"/comm 2>/dev/null)" == python* ]] \
             && [[ "$(tr '\0' ' ' <"/proc/$child/cmdline" 2>/dev/null)" == *"$ROOT/$script"* ]]; then
             echo "$child"
@@ -139,7 +142,7 @@ terminated() {  # SIGTERM (a scheduler stopping the job): to the driver once it 
 }
 stop_spark_submit() {
     local child
-    for child in $(cat /proc/"$submit_pid"/task/*/children 2>/dev/null); do  # spark-class's launcher
+    for child in $(submit_children); do  # spark-class's launcher
         kill -TERM "$child" 2>/dev/null || true
     done
     kill -TERM "$submit_pid" 2>/dev/null || true

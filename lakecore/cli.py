@@ -79,9 +79,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.uri and named and args.uri != named:
         raise InvalidArgumentError(f"init: two places given, {args.uri} and --lakehouse {named}; give one")
     # ``lakecore -l URI init`` as every other command is written, or the positional URI
-    if not (args.uri or named or os.environ.get("LAKECORE_LAKEHOUSE")):
-        raise InvalidArgumentError("init: say where to create the lakehouse: lakecore init PATH_OR_URI")
-    uri = args.uri or lakehouse_uri(args)
+    try:
+        uri = args.uri or lakehouse_uri(args)
+    except InvalidArgumentError:
+        raise InvalidArgumentError("init: say where to create the lakehouse: lakecore init PATH_OR_URI") from None
     lh = Lakehouse.create(uri, name=args.name, storage_options=storage_options_of(args),
                           properties=dict(args.property or []), **fields)
     d = lh.lakehouse_def

@@ -954,9 +954,9 @@ class Storage:
 
         if self._scheme == _S3_SCHEME:
             options = self._s3_options()
-            endpoint = (options.get("client_kwargs") or {}).get("endpoint_url") or options.get("endpoint_url")
-            if endpoint:
-                _refuse_an_endpoint_nothing_answers(self.root_uri, str(endpoint), options.get("config_kwargs") or {})
+            endpoint = self._s3_endpoint()
+            if endpoint is not None:
+                _refuse_an_endpoint_nothing_answers(self.root_uri, endpoint, options["config_kwargs"])
             fs = fsspec.filesystem(_S3_SCHEME, **options)
             bucket, _, key_prefix = self._root_path.partition("/")
             return _S3Backend(fs, bucket, key_prefix, self._timeout_seconds())
