@@ -499,6 +499,15 @@ class JobInterrupted(BaseException):
         self.signal_name = signal_name
 
 
+def _inside_the_import_system(frame: Any) -> bool:
+    """True when ``frame`` or a caller of it runs importlib's own (frozen) code."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 @contextlib.contextmanager
 def _stop_on_signals(state: dict[str, str]) -> Iterator[None]:
     """Turn the first SIGINT or SIGTERM into ``JobInterrupted`` in the main thread; later ones
@@ -511,8 +520,14 @@ def _stop_on_signals(state: dict[str, str]) -> Iterator[None]:
         yield
         return
 
-    def handler(signum: int, _frame: Any) -> None:
+    def handler(signum: int, frame: Any) -> None:
         if "signal" in state:
+            return
+        if _inside_the_import_system(frame):
+            # Raised there, the exception can land in a callback of the import system's module
+            # locks, which prints "Exception ignored" and drops it: the job went on, and once
+            # hung on a module lock. Deliver the signal again in a moment, outside the import.
+            threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
             return
         state["signal"] = signal.Signals(signum).name
         raise JobInterrupted(state["signal"])

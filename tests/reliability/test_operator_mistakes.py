@@ -434,7 +434,11 @@ def test_a_signal_stops_a_job_cleanly(tmp_path: Path, sig: signal.Signals, when:
         for pid in _descendants(job.pid):  # what a scheduler's kill does to the driver
             if _catches_sigterm(pid):
                 os.kill(pid, sig)
-    out, err = job.communicate(timeout=120)
+    try:
+        out, err = job.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)  # leave no JVM behind for the rest of the suite
+        raise
     assert job.returncode == ExitCode.INTERRUPTED, (job.returncode, err[-3000:])
     # spark-submit's PythonRunner merges the driver's stderr into its stdout: the job's line is
     # there. What the JVM itself adds on stderr: its start-up warning, nothing else.
