@@ -288,8 +288,10 @@ def cpu_calibration(loops: int = CALIBRATION_LOOPS) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def temp_dir(prefix: str, base: str | None = None, keep: bool = False) -> Iterator[str]:
-    """A fresh directory (on ``base``, default the system temp dir), removed afterwards unless
-    ``keep``."""
+    """A fresh directory (on ``base``, created if missing; default the system temp dir), removed
+    afterwards unless ``keep``."""
+    if base is not None:
+        os.makedirs(base, exist_ok=True)
     path = tempfile.mkdtemp(prefix=prefix, dir=base)
     try:
         yield path
