@@ -407,6 +407,12 @@ PY
     rm -rf "$env"
 }
 
+interrupted_while_packing() {  # $1: the signal's name
+    rm -rf "$build/pack-venv-$flavor" "$archive.tmp" "$build/lib" "$build"/bdist.*
+    echo "$PROG: interrupted by $1 while packing the virtualenv, before the job began; nothing was done" >&2
+    exit 130
+}
+
 hash="$(inputs_hash)"
 archive_name="lakecore-venv-$flavor-$hash.tar.gz"
 archive="$build/$archive_name"
@@ -414,7 +420,13 @@ archive="$build/$archive_name"
 exec 9>"$build/.pack.lock"
 flock 9 2>/dev/null || true
 if [[ "${LAKECORE_REBUILD_VENV:-0}" == 1 || ! -f "$archive" ]]; then
+    # A Ctrl-C reaches pip (the foreground group) and then this trap: no half-built virtualenv
+    # or archive is left in build/.
+    trap 'interrupted_while_packing SIGINT' INT
+    trap 'interrupted_while_packing SIGTERM' TERM
     build_venv "$archive" || fail "could not pack the virtualenv into $archive (see the pip output above)"
+    trap interrupted_while_starting INT
+    trap - TERM
     # Older archives of this flavor are for other versions of the code: keep the two newest.
     find "$build" -maxdepth 1 -name "lakecore-venv-$flavor-*.tar.gz" ! -name "$archive_name" -printf '%T@ %p\n' \
         | sort -rn | tail -n +3 | cut -d' ' -f2- | xargs -r rm -f --

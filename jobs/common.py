@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobs.startup import the_job_begins
 from lakecore.argparsing import ArgumentError, OneLineArgumentParser
 from lakecore.errors import ExitCode, LakecoreError, exit_code_help
 from lakecore.maintenance.settings import MaintenanceSettings
@@ -299,7 +300,9 @@ class JobContext:
         if getattr(args, "master", None):
             self.remote = None  # an explicit --master wins over the environment's endpoint
         self._spark = spark
-        self.owns_spark = False  # True once this job made its own SparkSession
+        # True once this job starts making its own SparkSession: one interrupted while it starts
+        # (the JVM launching, a Connect client retrying an endpoint) is this job's to abandon.
+        self.owns_spark = False
         self._group = f"lakecore-{job}-{uuid.uuid4().hex[:8]}"
         self._default_parallelism: int | None = None
         self._session_tuned = False
@@ -312,8 +315,8 @@ class JobContext:
 
             in_main = threading.current_thread() is threading.main_thread()
             job_handler = signal.getsignal(signal.SIGINT) if in_main else None
-            self._spark = spark_session(f"lakecore {self.job}", self.args.master, self.remote)
             self.owns_spark = True
+            self._spark = spark_session(f"lakecore {self.job}", self.args.master, self.remote)
             if in_main and signal.getsignal(signal.SIGINT) is not job_handler:
                 # A classic SparkContext installs its own SIGINT handler (cancel every job over
                 # py4j, raise KeyboardInterrupt): with the JVM stopping on the same Ctrl-C, that
@@ -561,6 +564,7 @@ def run_job(
     args: argparse.Namespace | None = None
     ctx: JobContext | None = None
     interrupted: dict[str, str] = {}
+    the_job_begins()
     with _stop_on_signals(interrupted):
         try:
             args = parser.parse_args(raw)
@@ -606,6 +610,8 @@ def run_job(
     if interrupted and spark is None and ctx is not None and ctx.owns_spark:
         # The JVM got the signal too and is shutting down: stopping the session or letting
         # pyspark's exit hooks run would only print py4j tracebacks over the one line above.
+        # Through Connect, the client's exit hook calls the endpoint again, and retried an
+        # unreachable one for minutes after the job's one line.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(report.exit_code)

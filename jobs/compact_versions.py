@@ -29,6 +29,11 @@ if __package__ in (None, ""):  # run as a file (spark-submit jobs/compact_versio
 
     _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
 
+if __name__ == "__main__":  # a Ctrl-C during the imports below: one line, not a traceback
+    from jobs.startup import quiet_until_the_job_begins
+
+    quiet_until_the_job_begins("compact-versions")
+
 import sys
 import time
 from collections.abc import Sequence

@@ -19,6 +19,11 @@ if __package__ in (None, ""):  # run as a file (spark-submit jobs/flush.py): the
 
     _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
 
+if __name__ == "__main__":  # a Ctrl-C during the imports below: one line, not a traceback
+    from jobs.startup import quiet_until_the_job_begins
+
+    quiet_until_the_job_begins("flush")
+
 import sys
 from collections.abc import Sequence
 from typing import Any

@@ -36,6 +36,11 @@ if __package__ in (None, ""):  # run as a file (spark-submit jobs/gc.py): the re
 
     _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
 
+if __name__ == "__main__":  # a Ctrl-C during the imports below: one line, not a traceback
+    from jobs.startup import quiet_until_the_job_begins
+
+    quiet_until_the_job_begins("gc")
+
 import sys
 import time
 from collections.abc import Iterator, Sequence

@@ -22,6 +22,11 @@ if __package__ in (None, ""):  # run as a file (spark-submit jobs/repair.py): th
 
     _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
 
+if __name__ == "__main__":  # a Ctrl-C during the imports below: one line, not a traceback
+    from jobs.startup import quiet_until_the_job_begins
+
+    quiet_until_the_job_begins("repair")
+
 import sys
 import time
 from collections.abc import Sequence

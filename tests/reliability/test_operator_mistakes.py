@@ -486,6 +486,116 @@ def test_ctrl_c_while_spark_starts_stops_it(tmp_path: Path) -> None:
     assert listing(lake) == before
 
 
+# A job run as ``python -m jobs.JOB`` imports for about 0.4 s before its handler is in place.
+# This runs the job the same way, and sends the signal from inside the import of jobs.common, so
+# that it lands in those imports every time.
+_SIGNAL_WHILE_IMPORTING = """
+import importlib.abc, os, runpy, signal, sys
+class SignalOnImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "jobs.common":
+            os.kill(os.getpid(), signal.{sig})
+        return None
+sys.meta_path.insert(0, SignalOnImport())
+sys.argv = ["{job}", *sys.argv[1:]]
+runpy.run_module("jobs.{module}", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("job", ["gc", "validate", "compact-versions"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_while_a_job_imports_is_one_line(tmp_path: Path, job: str, sig: signal.Signals) -> None:
+    """Before: a KeyboardInterrupt traceback through importlib (SIGINT), or exit 143 and no
+    word (SIGTERM)."""
+    lake = tmp_path / "lake"
+    make_lake(str(lake))
+    before = listing(lake)
+    program = _SIGNAL_WHILE_IMPORTING.format(sig=sig.name, job=job, module=job.replace("-", "_"))
+    proc = subprocess.run([sys.executable, "-c", program, "--lakehouse", str(lake)], capture_output=True,
+                          text=True, env=_env(), cwd=REPO, timeout=120)
+    assert proc.returncode == ExitCode.INTERRUPTED, (proc.returncode, proc.stderr[-2000:])
+    assert one_line(proc) == (f"lakecore {job}: interrupted by {sig.name} while starting, before the job "
+                              "began; nothing was done")
+    assert proc.stdout == ""
+    assert listing(lake) == before
+
+
+def test_the_early_handler_gives_way_to_the_job_and_to_spark_submit(tmp_path: Path) -> None:
+    """Under spark-submit the driver starts with SIGINT ignored and its wrapper handles both
+    signals: nothing is installed. Once the job begins, what was there before is back."""
+    program = """
+import signal
+from jobs.startup import quiet_until_the_job_begins, the_job_begins
+ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+quiet_until_the_job_begins("gc")
+installed = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+the_job_begins()
+after = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+if ignored:
+    print(installed == (signal.SIG_IGN, signal.SIG_DFL), after == installed)
+else:
+    print(installed[0] not in (signal.default_int_handler, signal.SIG_IGN), installed[1] != signal.SIG_DFL,
+          after == (signal.default_int_handler, signal.SIG_DFL))
+"""
+    plain = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=_env(), cwd=REPO,
+                           timeout=60)
+    assert plain.stdout.split() == ["True"] * 3, plain.stderr
+    under_jvm = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=_env(), cwd=REPO,
+                               timeout=60, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert under_jvm.stdout.split() == ["True"] * 2, under_jvm.stderr
+
+
+@pytest.mark.spark
+def test_a_signal_while_connecting_to_spark_connect_ends_the_job(tmp_path: Path) -> None:
+    """An endpoint that accepts the connection and never answers: the job's SIGTERM while its
+    Connect client waits. Before: the job's one line, then pyspark's exit hook retried the
+    endpoint for minutes."""
+    import socket
+    import threading
+
+    lake = tmp_path / "lake"
+    make_lake(str(lake))
+    before = listing(lake)
+    with socket.socket() as black_hole:
+        black_hole.bind(("127.0.0.1", 0))
+        black_hole.listen(8)
+        port = black_hole.getsockname()[1]
+        job = subprocess.Popen([sys.executable, "-m", "jobs.gc", "--lakehouse", str(lake), "--dry-run",
+                                "--remote", f"sc://127.0.0.1:{port}"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
+        held: list[socket.socket] = []
+        black_hole.settimeout(120)
+        held.append(black_hole.accept()[0])  # the client is connecting: the job has begun
+        stop_accepting = threading.Event()
+
+        def keep_accepting() -> None:  # later attempts wait too, never refused
+            black_hole.settimeout(0.2)
+            while not stop_accepting.is_set():
+                try:
+                    held.append(black_hole.accept()[0])
+                except OSError:
+                    continue
+
+        accepting = threading.Thread(target=keep_accepting, daemon=True)
+        accepting.start()
+        job.send_signal(signal.SIGTERM)
+        try:
+            out, err = job.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            raise
+        finally:
+            stop_accepting.set()
+            accepting.join()
+            for connection in held:
+                connection.close()
+    assert job.returncode == ExitCode.INTERRUPTED, (job.returncode, err[-2000:])
+    assert "Traceback" not in out + err, out + err
+    assert err.strip().splitlines() == ["lakecore gc: interrupted by SIGTERM; nothing was committed, nothing "
+                                        "is half-committed; run the job again"], err
+    assert listing(lake) == before
+
+
 # -- 5. input that used to be silently ignored ----------------------------------------------------
 
 

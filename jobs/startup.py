@@ -1,0 +1,56 @@
+"""A job's first step as a program: a Ctrl-C or SIGTERM while it imports says so in one line.
+
+Rules:
+- Run as ``python -m jobs.JOB`` (local Spark, ``--remote``), a job spends about 0.4 s importing
+  pyspark, pyarrow and lakecore before ``run_job`` installs the handler that stops a job
+  cleanly (``jobs.common``). Until now a Ctrl-C there printed a KeyboardInterrupt traceback
+  through the import machinery, and a SIGTERM ended the process with 143 and no word.
+- ``quiet_until_the_job_begins`` is called by each job file, as ``__main__`` only, right after
+  the path fix and before its imports. From then on SIGINT and SIGTERM end the process at once
+  with one line (nothing has been read or written yet) and ``ExitCode.INTERRUPTED``.
+- ``the_job_begins`` (called by ``run_job`` before it installs its own handlers) puts back what
+  was there before, so that after the job a signal is handled as before, not as "starting".
+- Only when SIGINT has Python's default disposition, and only signals that have theirs: under
+  ``spark-submit.sh`` the driver starts with SIGINT ignored (the JVM ignores it), and the
+  wrapper forwards a Ctrl-C or a SIGTERM only once ``run_job``'s handler is in place, so that
+  the driver writes its report; an embedding program chose its own.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+from lakecore.errors import ExitCode
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_DEFAULTS: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+_installed: dict[int, Any] = {}
+
+
+def quiet_until_the_job_begins(job: str) -> None:
+    """Until ``the_job_begins``: SIGINT or SIGTERM prints ``lakecore JOB: interrupted by SIG...
+    while starting ...; nothing was done`` and exits with ``ExitCode.INTERRUPTED``."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        # os.write and os._exit: the signal can land anywhere in an import, where raising (or
+        # running exit hooks of half-imported modules) would print the traceback this avoids.
+        name = signal.Signals(signum).name
+        os.write(2, f"lakecore {job}: interrupted by {name} while starting, before the job began; "
+                    "nothing was done\n".encode())
+        os._exit(ExitCode.INTERRUPTED)
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return  # spark-submit's JVM started this driver with SIGINT ignored: its wrapper handles both
+    for sig in _SIGNALS:
+        if signal.getsignal(sig) is _DEFAULTS[sig]:
+            _installed[sig] = signal.signal(sig, handler)
+
+
+def the_job_begins() -> None:
+    """Put back the dispositions ``quiet_until_the_job_begins`` replaced (none: nothing)."""
+    while _installed:
+        sig, previous = _installed.popitem()
+        signal.signal(sig, previous)
+
