@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.startup import the_job_begins
+from jobs.startup import take_dispositions_before_startup
 from lakecore.argparsing import ArgumentError, OneLineArgumentParser
 from lakecore.errors import ExitCode, LakecoreError, exit_code_help
 from lakecore.maintenance.settings import MaintenanceSettings
@@ -536,6 +536,7 @@ def _stop_on_signals(state: dict[str, str]) -> Iterator[None]:
         raise JobInterrupted(state["signal"])
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous.update(take_dispositions_before_startup())  # not the "while starting" ones
     try:
         yield
     finally:
@@ -564,7 +565,6 @@ def run_job(
     args: argparse.Namespace | None = None
     ctx: JobContext | None = None
     interrupted: dict[str, str] = {}
-    the_job_begins()
     with _stop_on_signals(interrupted):
         try:
             args = parser.parse_args(raw)

@@ -8,8 +8,9 @@ Rules:
 - ``quiet_until_the_job_begins`` is called by each job file, as ``__main__`` only, right after
   the path fix and before its imports. From then on SIGINT and SIGTERM end the process at once
   with one line (nothing has been read or written yet) and ``ExitCode.INTERRUPTED``.
-- ``the_job_begins`` (called by ``run_job`` before it installs its own handlers) puts back what
-  was there before, so that after the job a signal is handled as before, not as "starting".
+- ``run_job`` installs its own handlers over these, then takes the dispositions they replaced
+  (``take_dispositions_before_startup``) to put back after the job, so that a signal then is
+  handled as before, not as "starting".
 - Only when SIGINT has Python's default disposition, and only signals that have theirs: under
   ``spark-submit.sh`` the driver starts with SIGINT ignored (the JVM ignores it), and the
   wrapper forwards a Ctrl-C or a SIGTERM only once ``run_job``'s handler is in place, so that
@@ -25,12 +26,12 @@ from typing import Any
 from lakecore.errors import ExitCode
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_DEFAULTS: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
-_installed: dict[int, Any] = {}
+_DEFAULTS: dict[signal.Signals, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+_installed: dict[signal.Signals, Any] = {}
 
 
 def quiet_until_the_job_begins(job: str) -> None:
-    """Until ``the_job_begins``: SIGINT or SIGTERM prints ``lakecore JOB: interrupted by SIG...
+    """Until the job begins (``run_job``): SIGINT or SIGTERM prints ``lakecore JOB: interrupted by SIG...
     while starting ...; nothing was done`` and exits with ``ExitCode.INTERRUPTED``."""
 
     def handler(signum: int, _frame: Any) -> None:
@@ -48,9 +49,10 @@ def quiet_until_the_job_begins(job: str) -> None:
             _installed[sig] = signal.signal(sig, handler)
 
 
-def the_job_begins() -> None:
-    """Put back the dispositions ``quiet_until_the_job_begins`` replaced (none: nothing)."""
-    while _installed:
-        sig, previous = _installed.popitem()
-        signal.signal(sig, previous)
-
+def take_dispositions_before_startup() -> dict[signal.Signals, Any]:
+    """The dispositions ``quiet_until_the_job_begins`` replaced (none: empty), forgotten here.
+    The caller has just installed its own handlers (no moment without one) and puts these
+    back when the job is done."""
+    taken = dict(_installed)
+    _installed.clear()
+    return taken

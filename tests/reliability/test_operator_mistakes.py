@@ -522,24 +522,24 @@ def test_a_signal_while_a_job_imports_is_one_line(tmp_path: Path, job: str, sig:
 
 def test_the_early_handler_gives_way_to_the_job_and_to_spark_submit(tmp_path: Path) -> None:
     """Under spark-submit the driver starts with SIGINT ignored and its wrapper handles both
-    signals: nothing is installed. Once the job begins, what was there before is back."""
+    signals: nothing is installed. A job that began takes back what was there before, once."""
     program = """
 import signal
-from jobs.startup import quiet_until_the_job_begins, the_job_begins
+from jobs.startup import quiet_until_the_job_begins, take_dispositions_before_startup
 ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 quiet_until_the_job_begins("gc")
 installed = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
-the_job_begins()
-after = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+taken = take_dispositions_before_startup()
+again = take_dispositions_before_startup()
 if ignored:
-    print(installed == (signal.SIG_IGN, signal.SIG_DFL), after == installed)
+    print(installed == (signal.SIG_IGN, signal.SIG_DFL), taken == {} == again)
 else:
     print(installed[0] not in (signal.default_int_handler, signal.SIG_IGN), installed[1] != signal.SIG_DFL,
-          after == (signal.default_int_handler, signal.SIG_DFL))
+          taken == {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}, again == {})
 """
     plain = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=_env(), cwd=REPO,
                            timeout=60)
-    assert plain.stdout.split() == ["True"] * 3, plain.stderr
+    assert plain.stdout.split() == ["True"] * 4, plain.stderr
     under_jvm = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=_env(), cwd=REPO,
                                timeout=60, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert under_jvm.stdout.split() == ["True"] * 2, under_jvm.stderr
