@@ -107,9 +107,15 @@ catches() {  # $1: a pid, $2: a signal number; true once the process has a handl
     done 2>/dev/null <"/proc/$1/status"
     [[ -n "$mask" ]] && (( (16#$mask >> ($2 - 1)) & 1 ))
 }
+job_began() {  # true once the driver's job has begun: its own handlers have the signals
+    [[ -n "${job_began_file:-}" && -e "$job_began_file" ]]
+}
 interrupted_while_starting() {  # the INT trap until the job ends
     if [[ -n "$submit_pid" ]]; then
         local driver tries=0
+        # The driver got this Ctrl-C from the terminal too, and may have ended already: its line
+        # is the line, and the JVM ends with its code.
+        job_began && return 0
         if driver="$(driver_pid)"; then
             # It got this Ctrl-C too. Its handler stops the job (its one line, its report); but
             # it starts with SIGINT ignored, as the JVM, until that handler is in place: its
@@ -132,20 +138,25 @@ interrupted_while_starting() {  # the INT trap until the job ends
 terminated() {  # SIGTERM (a scheduler stopping the job): to the driver once it handles it, so
     # that it writes its report and its one line; before that, to the JVM
     local driver
+    sigterm_received=1
     if driver="$(driver_pid)" && catches "$driver" 15; then
         kill -TERM "$driver" 2>/dev/null || true
+    elif job_began; then
+        return 0  # the driver has ended meanwhile; the JVM ends with its code
     else
         echo "$PROG: stopped by SIGTERM while Spark was starting, before the job began; nothing was done" >&2
-        exit_code_when_stopped=130  # the JVM's own 143 is no exit code of ours
-        kill -TERM "$submit_pid" 2>/dev/null || true
+        exit_code_when_stopped=130  # the JVM's own exit code is no exit code of ours
+        stop_spark_submit
     fi
 }
 stop_spark_submit() {
+    # SIGHUP: the JVM ignores SIGINT and SIGTERM (see run_driver_here) but still shuts down in
+    # order (its shutdown hooks remove Spark's temporary folders) on a hang-up.
     local child
     for child in $(submit_children); do  # spark-class's launcher
-        kill -TERM "$child" 2>/dev/null || true
+        kill -HUP "$child" 2>/dev/null || true
     done
-    kill -TERM "$submit_pid" 2>/dev/null || true
+    kill -HUP "$submit_pid" 2>/dev/null || true
     wait "$submit_pid" 2>/dev/null || true
 }
 ignoring_ctrl_c() {  # "$@": a short step before the JVM (a second or less); a Ctrl-C meanwhile
@@ -153,7 +164,16 @@ ignoring_ctrl_c() {  # "$@": a short step before the JVM (a second or less); a C
     (trap '' INT; exec "$@")
 }
 run_driver_here() {  # "$@": the spark-submit command line; exits with its code
-    trap "" INT
+    job_began_file="${TMPDIR:-/tmp}/lakecore-job-began.$$"
+    rm -f "$job_began_file"
+    trap 'rm -f "$job_began_file"' EXIT
+    export LAKECORE_JOB_BEGAN_FILE="$job_began_file"
+    # The JVM starts with SIGINT and SIGTERM ignored (HotSpot then installs no handler for
+    # them): a Ctrl-C, or a scheduler's SIGTERM to the whole process group, is the driver's to
+    # act on, which stops the job, writes its report and its line, and the JVM, which relays
+    # the driver's output, ends with the driver's code. Before, a group SIGTERM killed the JVM
+    # with it (exit 143) and the driver's line was lost with the JVM that relays it.
+    trap "" INT TERM
     "$@" <&0 &
     submit_pid=$!
     trap interrupted_while_starting INT
@@ -163,7 +183,12 @@ run_driver_here() {  # "$@": the spark-submit command line; exits with its code
         code=0
         wait "$submit_pid" || code=$?
         # wait also returns when a trapped signal arrives; then the JVM still runs
-        kill -0 "$submit_pid" 2>/dev/null || exit "${exit_code_when_stopped:-$code}"
+        if ! kill -0 "$submit_pid" 2>/dev/null; then
+            # Should a JVM handle SIGTERM after all (a handler of Spark's own), it dies of a
+            # group SIGTERM with 143, no exit code of ours: the job was stopped by it, 130.
+            if [[ "$code" == 143 && "${sigterm_received:-0}" == 1 ]]; then code=130; fi
+            exit "${exit_code_when_stopped:-$code}"
+        fi
     done
 }
 
@@ -402,13 +427,17 @@ PY
     cp "$ROOT"/conf/maintenance-*.json "$ROOT/conf/log4j2.properties" "$env/lakecore-conf/"
     # Nothing on the cluster installs packages: leave pip and setuptools out too.
     "$env/bin/python" -m pip uninstall --quiet --yes pip setuptools wheel >/dev/null 2>&1 || true
-    "$env/bin/venv-pack" --quiet --prefix "$env" --output "$target.tmp" --format tar.gz
+    # venv-pack writes through a temporary file of its own, which it leaves behind when
+    # interrupted: keep it in the packing folder, which the interrupt trap removes.
+    rm -rf "$build/pack-tmp-$flavor" && mkdir -p "$build/pack-tmp-$flavor"
+    TMPDIR="$build/pack-tmp-$flavor" "$env/bin/venv-pack" --quiet --prefix "$env" --output "$target.tmp" --format tar.gz
+    rm -rf "$build/pack-tmp-$flavor"
     mv "$target.tmp" "$target"
     rm -rf "$env"
 }
 
 interrupted_while_packing() {  # $1: the signal's name
-    rm -rf "$build/pack-venv-$flavor" "$archive.tmp" "$build/lib" "$build"/bdist.*
+    rm -rf "$build/pack-venv-$flavor" "$build/pack-tmp-$flavor" "$archive.tmp" "$build/lib" "$build"/bdist.*
     echo "$PROG: interrupted by $1 while packing the virtualenv, before the job began; nothing was done" >&2
     exit 130
 }

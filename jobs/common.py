@@ -190,6 +190,77 @@ def spark_session(app_name: str, master: str | None = None, remote: str | None =
     return spark
 
 
+# How long an interrupted job waits for the session it was making (see below).
+SESSION_START_GRACE_SECONDS = 15.0
+# spark-submit.sh names a file here that the driver creates once the job has begun (its
+# handlers are in place): the wrapper's traps then leave a Ctrl-C or SIGTERM to the driver,
+# even when the driver has already ended by the time they look for it.
+JOB_BEGAN_VARIABLE = "LAKECORE_JOB_BEGAN_FILE"
+
+
+def made_beside_the_main_thread(make: Callable[[], Any]) -> Any:
+    """``make()`` (a SparkSession) on a helper thread, waited for on this one.
+
+    Why: a classic SparkContext made on the main thread installs its own SIGINT handler (cancel
+    every job over py4j, raise KeyboardInterrupt). A Ctrl-C in the second or so it takes to
+    start then printed py4j's tracebacks, about 80 lines, and exit 1 ("violations"), and after
+    it the job had to put its own handler back. Made on another thread it installs none; the
+    job's handler raises ``JobInterrupted`` here, in the wait. Then a JVM that pyspark is still
+    launching is stopped (it would outlive the job: pyspark removes the folder it writes its
+    port to, and the JVM, unable to report, never exits), and the helper given a moment to
+    clean up."""
+    outcome: dict[str, Any] = {}
+    # An Event, not Thread.join: Python 3.11's join, interrupted by the signal handler's
+    # exception, releases the running thread's own lock and marks it stopped, and every later
+    # join returns at once (the JVM was then left making a context for a driver gone).
+    done = threading.Event()
+
+    def making() -> None:
+        try:
+            outcome["session"] = make()
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=making, name="lakecore-spark-session", daemon=True).start()
+    try:
+        while not done.wait(0.1):
+            pass
+    except BaseException:
+        stop_child_processes()
+        # Under spark-submit the JVM is this process's parent, not a child: let the SparkContext
+        # it is making finish (about a second) so that the JVM ends cleanly when this process
+        # exits, instead of logging the failed start of a context whose driver has gone.
+        done.wait(SESSION_START_GRACE_SECONDS)
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["session"]
+
+
+def stop_child_processes() -> None:
+    """SIGTERM to every process this one started, and theirs (a JVM pyspark is launching:
+    spark-submit's script, its launcher, the JVM). Nothing without ``/proc``."""
+    import signal
+
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+        fields = stat[stat.rfind(")") + 2:].split()
+        parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    pending = list(parents.get(os.getpid(), []))
+    while pending:
+        pid = pending.pop()
+        pending.extend(parents.get(pid, []))
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+
+
 def connect_session(app_name: str, remote: str) -> Any:
     """A Spark Connect session on ``remote`` (no local JVM). The first request proves the
     endpoint answers, so that a wrong address is one line here, not a gRPC trace later."""
@@ -311,17 +382,9 @@ class JobContext:
     @property
     def spark(self) -> Any:
         if self._spark is None:
-            import signal
-
-            in_main = threading.current_thread() is threading.main_thread()
-            job_handler = signal.getsignal(signal.SIGINT) if in_main else None
             self.owns_spark = True
-            self._spark = spark_session(f"lakecore {self.job}", self.args.master, self.remote)
-            if in_main and signal.getsignal(signal.SIGINT) is not job_handler:
-                # A classic SparkContext installs its own SIGINT handler (cancel every job over
-                # py4j, raise KeyboardInterrupt): with the JVM stopping on the same Ctrl-C, that
-                # printed py4j tracebacks instead of the job's one line. Keep the job's handler.
-                signal.signal(signal.SIGINT, job_handler)
+            self._spark = made_beside_the_main_thread(
+                lambda: spark_session(f"lakecore {self.job}", self.args.master, self.remote))
         if not self._session_tuned:
             self._session_tuned = True
             if self._tune(SHUFFLE_PARTITIONS, SPARK_DEFAULT_SHUFFLE_PARTITIONS, str(self.default_parallelism)):
@@ -566,6 +629,7 @@ def run_job(
     ctx: JobContext | None = None
     interrupted: dict[str, str] = {}
     with _stop_on_signals(interrupted):
+        _say_the_job_began()
         try:
             args = parser.parse_args(raw)
             ctx = JobContext(job, args, report, spark)  # storage options and settings: no I/O yet
@@ -616,6 +680,14 @@ def run_job(
         sys.stderr.flush()
         os._exit(report.exit_code)
     return report.exit_code
+
+
+def _say_the_job_began() -> None:
+    """Create the file ``JOB_BEGAN_VARIABLE`` names, if any (spark-submit.sh's, in its temp dir)."""
+    marker = os.environ.get(JOB_BEGAN_VARIABLE)
+    if marker and os.environ.get(PARSE_ONLY_VARIABLE) != "1":
+        with contextlib.suppress(OSError):
+            Path(marker).touch()
 
 
 def _mark_interrupted(report: JobReport, interrupted: dict[str, str]) -> None:

@@ -8,6 +8,7 @@ root file, jobs with nothing to do, exit codes and signals, unchecked input.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -402,8 +403,10 @@ def _runs_python_tasks(pid: int) -> bool:
 
 @pytest.mark.spark
 @pytest.mark.parametrize(("sig", "when"), [(signal.SIGINT, "early"), (signal.SIGINT, "mid-job"),
-                                           (signal.SIGTERM, "early"), (signal.SIGTERM, "to-the-wrapper-mid-job")],
-                         ids=["ctrl-c", "ctrl-c-mid-job", "sigterm", "sigterm-to-spark-submit-sh"])
+                                           (signal.SIGTERM, "early"), (signal.SIGTERM, "to-the-wrapper-mid-job"),
+                                           (signal.SIGTERM, "to-the-group-mid-job")],
+                         ids=["ctrl-c", "ctrl-c-mid-job", "sigterm", "sigterm-to-spark-submit-sh",
+                              "sigterm-to-the-process-group"])
 def test_a_signal_stops_a_job_cleanly(tmp_path: Path, sig: signal.Signals, when: str) -> None:
     """Early: as soon as the driver handles signals. Mid-job: once Spark runs Python tasks, when
     the SparkContext has installed its own SIGINT handler and the JVM gets the same Ctrl-C. To
@@ -426,8 +429,10 @@ def test_a_signal_stops_a_job_cleanly(tmp_path: Path, sig: signal.Signals, when:
             break
         time.sleep(0.05)
     assert job.poll() is None, "the job ended before it could be interrupted"
-    if sig == signal.SIGINT:
-        os.killpg(job.pid, sig)  # what Ctrl-C in a terminal does: the whole foreground group
+    if sig == signal.SIGINT or when == "to-the-group-mid-job":
+        # What Ctrl-C in a terminal does, and what a scheduler's kill of the task's process
+        # group does (Airflow's, on a timeout): the whole group, the JVM included.
+        os.killpg(job.pid, sig)
     elif when == "to-the-wrapper-mid-job":
         job.send_signal(sig)
     else:
@@ -543,6 +548,65 @@ else:
     under_jvm = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=_env(), cwd=REPO,
                                timeout=60, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert under_jvm.stdout.split() == ["True"] * 2, under_jvm.stderr
+
+
+@pytest.mark.spark
+def test_ctrl_c_while_pyspark_launches_the_jvm_leaves_no_jvm(tmp_path: Path) -> None:
+    """``python -m jobs.JOB`` with a local master: pyspark launches the JVM itself. A Ctrl-C
+    then (once the JVM process exists) used to leave it running for good, printing a Java
+    stack trace into the terminal a second later; the session is now made on a helper thread
+    and the launching JVM stopped. The one line, exit 130, and no JVM of the job's left."""
+    lake = tmp_path / "lake"
+    make_lake(str(lake))
+    before = listing(lake)
+    job = subprocess.Popen([sys.executable, "-m", "jobs.validate", "--lakehouse", str(lake), "--master", "local[1]"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO,
+                           start_new_session=True)
+    deadline = time.monotonic() + 60
+    javas: list[int] = []
+    while time.monotonic() < deadline and job.poll() is None and not javas:
+        javas = [pid for pid in _descendants(job.pid) if _is_java(pid)]
+        time.sleep(0.01)
+    assert javas, "no JVM was launched"
+    os.killpg(job.pid, signal.SIGINT)
+    try:
+        out, err = job.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        for pid in javas:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        raise
+    assert job.returncode == ExitCode.INTERRUPTED, (job.returncode, err[-3000:])
+    assert "Traceback" not in out + err and "py4j" not in (out + err).lower(), out + err
+    lines = [line for line in (out + err).splitlines() if "interrupted by SIGINT" in line]
+    assert len(lines) == 1, out + err
+    gone_by = time.monotonic() + 15
+    while time.monotonic() < gone_by and any(_is_java(pid) for pid in javas):
+        time.sleep(0.1)
+    left = [pid for pid in javas if _is_java(pid)]
+    for pid in left:  # leave nothing for the rest of the suite
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "the JVM pyspark was launching outlived the job"
+    assert listing(lake) == before
+
+
+def test_a_job_tells_spark_submit_sh_when_it_has_begun(tmp_path: Path) -> None:
+    """The wrapper's traps leave a signal to a driver whose job has begun, even one that has
+    ended by the time they look (it printed its line; the wrapper used to add "while Spark was
+    starting" and stop the JVM mid-start). The driver says so with a file the wrapper names;
+    spark-submit.sh's own argument check (parse only) says nothing."""
+    began = tmp_path / "began"
+    parse_only = subprocess.run([sys.executable, "-m", "jobs.gc", "--lakehouse", str(tmp_path / "none")],
+                                capture_output=True, text=True, cwd=REPO, timeout=60,
+                                env={**_env(), "LAKECORE_JOB_BEGAN_FILE": str(began), "LAKECORE_PARSE_ONLY": "1"})
+    assert parse_only.returncode == 0, parse_only.stderr
+    assert not began.exists()
+    job = subprocess.run([sys.executable, "-m", "jobs.gc", "--lakehouse", str(tmp_path / "none")],
+                         capture_output=True, text=True, cwd=REPO, timeout=60,
+                         env={**_env(), "LAKECORE_JOB_BEGAN_FILE": str(began)})
+    assert job.returncode == ExitCode.NOT_FOUND, job.stderr
+    assert began.exists()
 
 
 @pytest.mark.spark
