@@ -164,10 +164,14 @@ ignoring_ctrl_c() {  # "$@": a short step before the JVM (a second or less); a C
     (trap '' INT; exec "$@")
 }
 run_driver_here() {  # "$@": the spark-submit command line; exits with its code
+    # Two files the driver writes (removed on exit): that its job has begun (see
+    # interrupted_while_starting), and its one error line, which Spark's PythonRunner would
+    # print on stdout (it merges the driver's stderr into its stdout): this prints it on stderr.
     job_began_file="${TMPDIR:-/tmp}/lakecore-job-began.$$"
-    rm -f "$job_began_file"
-    trap 'rm -f "$job_began_file"' EXIT
-    export LAKECORE_JOB_BEGAN_FILE="$job_began_file"
+    error_line_file="${TMPDIR:-/tmp}/lakecore-job-error.$$"
+    rm -f "$job_began_file" "$error_line_file"
+    trap 'rm -f "$job_began_file" "$error_line_file"' EXIT
+    export LAKECORE_JOB_BEGAN_FILE="$job_began_file" LAKECORE_ERROR_LINE_FILE="$error_line_file"
     # The JVM starts with SIGINT and SIGTERM ignored (HotSpot then installs no handler for
     # them): a Ctrl-C, or a scheduler's SIGTERM to the whole process group, is the driver's to
     # act on, which stops the job, writes its report and its line, and the JVM, which relays
@@ -187,6 +191,7 @@ run_driver_here() {  # "$@": the spark-submit command line; exits with its code
             # Should a JVM handle SIGTERM after all (a handler of Spark's own), it dies of a
             # group SIGTERM with 143, no exit code of ours: the job was stopped by it, 130.
             if [[ "$code" == 143 && "${sigterm_received:-0}" == 1 ]]; then code=130; fi
+            if [[ -s "$error_line_file" ]]; then cat "$error_line_file" >&2; fi
             exit "${exit_code_when_stopped:-$code}"
         fi
     done

@@ -98,6 +98,22 @@ def parse_duration_seconds(text: str) -> float:
     return parse_duration_millis(text, what="duration", plain_unit="s") / 1000
 
 
+def checked_option(parse: Callable[[str], Any]) -> Callable[[str], str]:
+    """An argparse ``type`` that checks a value with ``parse`` as the command line is read, so
+    that spark-submit.sh's check refuses it before the JVM starts (one line, exit 2), and keeps
+    the text for the job."""
+
+    def check(text: str) -> str:
+        try:
+            parse(text)
+        except LakecoreError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    check.__name__ = parse.__name__  # argparse names the type in some of its messages
+    return check
+
+
 def parse_time_millis(text: str) -> int:
     """``--now`` as epoch millis or an ISO-8601 timestamp (Airflow's ``data_interval_end``)."""
     import datetime as dt
@@ -196,6 +212,9 @@ SESSION_START_GRACE_SECONDS = 15.0
 # handlers are in place): the wrapper's traps then leave a Ctrl-C or SIGTERM to the driver,
 # even when the driver has already ended by the time they look for it.
 JOB_BEGAN_VARIABLE = "LAKECORE_JOB_BEGAN_FILE"
+# ... and a file for the job's one error line, which it prints on stderr once Spark has ended
+# (Spark's PythonRunner relays the driver's stderr on stdout).
+ERROR_LINE_VARIABLE = "LAKECORE_ERROR_LINE_FILE"
 
 
 def made_beside_the_main_thread(make: Callable[[], Any]) -> Any:
@@ -670,7 +689,7 @@ def run_job(
         if args is not None and getattr(args, "report", None):
             write_report(report, args.report)
         if report.error:
-            print(f"lakecore {job}: {report.error}", file=sys.stderr)
+            _say_the_error(f"lakecore {job}: {report.error}")
     if interrupted and spark is None and ctx is not None and ctx.owns_spark:
         # The JVM got the signal too and is shutting down: stopping the session or letting
         # pyspark's exit hooks run would only print py4j tracebacks over the one line above.
@@ -688,6 +707,19 @@ def _say_the_job_began() -> None:
     if marker and os.environ.get(PARSE_ONLY_VARIABLE) != "1":
         with contextlib.suppress(OSError):
             Path(marker).touch()
+
+
+def _say_the_error(line: str) -> None:
+    """The job's one error line, on stderr; under spark-submit.sh into the file it names
+    (``ERROR_LINE_VARIABLE``), which it prints on its stderr."""
+    relay = os.environ.get(ERROR_LINE_VARIABLE)
+    if relay and os.environ.get(PARSE_ONLY_VARIABLE) != "1":
+        try:
+            Path(relay).write_text(line + "\n")
+            return
+        except OSError:
+            pass  # then where Spark puts it
+    print(line, file=sys.stderr)
 
 
 def _mark_interrupted(report: JobReport, interrupted: dict[str, str]) -> None:

@@ -44,6 +44,7 @@ from jobs.common import (
     SAMPLE_LIMIT,
     JobContext,
     base_parser,
+    checked_option,
     parse_time_millis,
     run_job,
 )
@@ -76,7 +77,7 @@ from lakecore.tree.store import NodeCache
 def _parser() -> Any:
     parser = base_parser("compact-versions", __doc__.splitlines()[0])
     parser.add_argument(
-        "--now", default=None,
+        "--now", default=None, type=checked_option(parse_time_millis),
         help="the time version ages are measured at: epoch millis or ISO-8601 (default: this "
         "machine's clock; pass a fixed time so that retries decide the same)",
     )

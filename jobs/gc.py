@@ -50,6 +50,7 @@ from jobs.common import (
     EXIT_FAILURE,
     JobContext,
     base_parser,
+    checked_option,
     parse_duration_seconds,
     parse_time_millis,
     run_job,
@@ -97,12 +98,12 @@ KNOWN_ORPHANS_ON_DRIVER = 100_000
 def _parser() -> Any:
     parser = base_parser("gc", __doc__.splitlines()[0])
     parser.add_argument(
-        "--older-than", default=None,
+        "--older-than", default=None, type=checked_option(parse_duration_seconds),
         help="delete only orphans last modified longer ago than this (90s, 15m, 6h, 3d); "
         "default: gc_older_than in the settings, else 3d. Must exceed the longest commit",
     )
     parser.add_argument(
-        "--now", default=None,
+        "--now", default=None, type=checked_option(parse_time_millis),
         help="the time the grace period counts back from: epoch millis or ISO-8601 "
         "(default: this machine's clock)",
     )

@@ -4,12 +4,18 @@ argparse's own ``error`` prints the usage block and a message on two or more lin
 ``sys.exit(2)`` from deep inside ``parse_args``. The command line and the jobs instead want every
 bad input to be one ``LakecoreError`` that the entrypoint prints as one line, like a bad name or
 a bad URI. Subparsers inherit the class (argparse makes them with ``type(parent)``).
+
+A mistyped option (``--lakehose``) leaves a required one missing, and argparse reports the
+missing one first: the error then names the option it did not know, and the nearest it does.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+import difflib
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from lakecore.errors import InvalidArgumentError
 
@@ -19,5 +25,31 @@ class ArgumentError(InvalidArgumentError):
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._arguments_read: list[str] = []
+
+    def parse_known_args(  # type: ignore[override]  # typeshed overloads it on the namespace type
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> Any:
+        self._arguments_read = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
+        if message.startswith("the following arguments are required"):
+            message = self._unknown_option() or message
         raise ArgumentError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+    def _unknown_option(self) -> str | None:
+        """'unrecognized option --X (did you mean --Y?)' for the first option given that is
+        neither one of this parser's nor an abbreviation argparse would accept; None if none."""
+        known = [option for action in self._actions for option in action.option_strings if option.startswith("--")]
+        for argument in self._arguments_read:
+            if argument == "--":
+                break
+            name = argument.split("=", 1)[0]
+            if not name.startswith("--") or any(option.startswith(name) for option in known):
+                continue
+            nearest = difflib.get_close_matches(name, known, n=1)
+            return f"unrecognized option {name}" + (f" (did you mean {nearest[0]}?)" if nearest else "")
+        return None

@@ -67,6 +67,23 @@ def test_wrapper_runs_a_job_and_writes_its_report(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
+def test_a_jobs_error_line_is_on_stderr(tmp_path: Path) -> None:
+    """Spark's PythonRunner relays the driver's stderr on stdout: the wrapper prints the job's
+    one error line on stderr itself, once, and the summary stays on stdout."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = _run([str(WRAPPER), "validate", "--lakehouse", str(tmp_path / "no-lake"), "--no-expectations"],
+                env=_env(TMPDIR=str(scratch)))
+    assert done.returncode == 5, done.stderr[-3000:]
+    line = f"lakecore validate: NotFoundError: no lakehouse at file://{tmp_path / 'no-lake'}/"
+    assert [text for text in done.stderr.splitlines() if text.startswith("lakecore validate:")] == [
+        text for text in done.stderr.splitlines() if text.startswith(line)], done.stderr
+    assert sum(text.startswith(line) for text in done.stderr.splitlines()) == 1, done.stderr
+    assert "lakecore validate:" not in done.stdout and "lakecore validate [failed]" in done.stdout, done.stdout
+    assert not list(scratch.glob("lakecore-job-*")), "the wrapper's files outlived it"
+
+
+@pytest.mark.spark
 def test_plain_spark_submit_of_a_job_file(tmp_path: Path) -> None:
     uri = _lake(tmp_path / "lake")
     report = tmp_path / "report.json"
