@@ -110,23 +110,27 @@ catches() {  # $1: a pid, $2: a signal number; true once the process has a handl
 job_began() {  # true once the driver's job has begun: its own handlers have the signals
     [[ -n "${job_began_file:-}" && -e "$job_began_file" ]]
 }
+pass_on_to_driver() {  # $1: the driver's pid, $2: a signal number; true when passed on
+    # The driver starts with SIGINT and SIGTERM ignored, as the JVM, until its job's handler
+    # is in place (its imports, under a second): wait for that, then send the signal. The
+    # driver may have had it from the terminal already, or not (it arrived a moment before
+    # the handler): the job acts on the first and ignores the rest, so always send it.
+    local tries=0
+    while kill -0 "$1" 2>/dev/null && ! catches "$1" "$2" && (( tries++ < 300 )); do
+        sleep 0.05
+    done
+    catches "$1" "$2" && kill -"$2" "$1" 2>/dev/null
+}
 interrupted_while_starting() {  # the INT trap until the job ends
     if [[ -n "$submit_pid" ]]; then
-        local driver tries=0
-        # The driver got this Ctrl-C from the terminal too, and may have ended already: its line
-        # is the line, and the JVM ends with its code.
-        job_began && return 0
+        local driver
         if driver="$(driver_pid)"; then
-            # It got this Ctrl-C too. Its handler stops the job (its one line, its report); but
-            # it starts with SIGINT ignored, as the JVM, until that handler is in place: its
-            # imports, under a second. Then pass the Ctrl-C on.
-            catches "$driver" 2 && return 0
-            while kill -0 "$driver" 2>/dev/null && ! catches "$driver" 2 && (( tries++ < 300 )); do
-                sleep 0.05
-            done
-            kill -INT "$driver" 2>/dev/null || true
+            pass_on_to_driver "$driver" 2 || true
             return 0
         fi
+        # No driver now, but its job had begun: it has ended on this Ctrl-C (its line is the
+        # line) and the JVM ends with its code.
+        job_began && return 0
         if [[ ! -r /proc/"$submit_pid"/status ]]; then
             return 0  # no /proc: the children cannot be told; leave Ctrl-C to the driver
         fi
@@ -135,12 +139,12 @@ interrupted_while_starting() {  # the INT trap until the job ends
     echo "$PROG: interrupted by SIGINT while Spark was starting, before the job began; nothing was done" >&2
     exit 130
 }
-terminated() {  # SIGTERM (a scheduler stopping the job): to the driver once it handles it, so
-    # that it writes its report and its one line; before that, to the JVM
+terminated() {  # SIGTERM (a scheduler stopping the job): to the driver, so that it writes its
+    # report and its one line; before the driver exists, to the JVM
     local driver
     sigterm_received=1
-    if driver="$(driver_pid)" && catches "$driver" 15; then
-        kill -TERM "$driver" 2>/dev/null || true
+    if driver="$(driver_pid)" && pass_on_to_driver "$driver" 15; then
+        return 0
     elif job_began; then
         return 0  # the driver has ended meanwhile; the JVM ends with its code
     else

@@ -226,8 +226,8 @@ def made_beside_the_main_thread(make: Callable[[], Any]) -> Any:
     it the job had to put its own handler back. Made on another thread it installs none; the
     job's handler raises ``JobInterrupted`` here, in the wait. Then a JVM that pyspark is still
     launching is stopped (it would outlive the job: pyspark removes the folder it writes its
-    port to, and the JVM, unable to report, never exits), and the helper given a moment to
-    clean up."""
+    port to, and the JVM, unable to report, never exits), and the session being made is given
+    a moment to finish."""
     outcome: dict[str, Any] = {}
     # An Event, not Thread.join: Python 3.11's join, interrupted by the signal handler's
     # exception, releases the running thread's own lock and marks it stopped, and every later
@@ -247,7 +247,7 @@ def made_beside_the_main_thread(make: Callable[[], Any]) -> Any:
         while not done.wait(0.1):
             pass
     except BaseException:
-        stop_child_processes()
+        stop_a_jvm_still_launching()
         # Under spark-submit the JVM is this process's parent, not a child: let the SparkContext
         # it is making finish (about a second) so that the JVM ends cleanly when this process
         # exits, instead of logging the failed start of a context whose driver has gone.
@@ -256,6 +256,19 @@ def made_beside_the_main_thread(make: Callable[[], Any]) -> Any:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["session"]
+
+
+def stop_a_jvm_still_launching() -> None:
+    """Stop the JVM pyspark is launching for this process, if it is still launching: once
+    pyspark's gateway to it is up, the JVM ends by itself when this process does (at the end of
+    its input, which this process holds), and is better left to finish the context it is making
+    than killed in the middle (a Java stack trace in the terminal)."""
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        return
+    if SparkContext._gateway is None:
+        stop_child_processes()
 
 
 def stop_child_processes() -> None:
