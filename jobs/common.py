@@ -704,8 +704,9 @@ def run_job(
         if report.error:
             _say_the_error(f"lakecore {job}: {report.error}")
     if interrupted and spark is None and ctx is not None and ctx.owns_spark:
-        # The JVM got the signal too and is shutting down: stopping the session or letting
-        # pyspark's exit hooks run would only print py4j tracebacks over the one line above.
+        # The session is abandoned, not stopped: stopping it or letting pyspark's exit hooks run
+        # would only print py4j tracebacks over the one line above. A local JVM ends with this
+        # process (spark-submit's waits for it; one pyspark launched sees its input end).
         # Through Connect, the client's exit hook calls the endpoint again, and retried an
         # unreachable one for minutes after the job's one line.
         sys.stdout.flush()
