@@ -171,6 +171,12 @@ run_driver_here() {  # "$@": the spark-submit command line; exits with its code
     # Two files the driver writes (removed on exit): that its job has begun (see
     # interrupted_while_starting), and its one error line, which Spark's PythonRunner would
     # print on stdout (it merges the driver's stderr into its stdout): this prints it on stderr.
+    local stale
+    for stale in "${TMPDIR:-/tmp}"/lakecore-job-began.* "${TMPDIR:-/tmp}"/lakecore-job-error.*; do
+        # A wrapper killed outright (SIGKILL) could not remove its own: the ones whose wrapper
+        # is gone go now (a live one's pid answers kill -0).
+        if [[ -e "$stale" ]] && ! kill -0 "${stale##*.}" 2>/dev/null; then rm -f "$stale"; fi
+    done
     job_began_file="${TMPDIR:-/tmp}/lakecore-job-began.$$"
     error_line_file="${TMPDIR:-/tmp}/lakecore-job-error.$$"
     rm -f "$job_began_file" "$error_line_file"
