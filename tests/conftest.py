@@ -14,6 +14,7 @@ Spark Connect: ``spark_connect`` runs one Spark Connect server (master ``local[2
 
 from __future__ import annotations
 
+import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -108,3 +109,39 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalo
 @pytest.fixture(scope="session")
 def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
     yield from connect_server_session(tmp_path_factory.mktemp("spark-connect"))
+
+
+@dataclass
+class SilentEndpoint:
+    """A TCP endpoint on 127.0.0.1 that accepts every connection and never answers."""
+
+    port: int
+    connected: threading.Event  # set at the first connection
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[SilentEndpoint]:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.settimeout(0.1)
+    endpoint = SilentEndpoint(listener.getsockname()[1], threading.Event())
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                continue
+            endpoint.connected.set()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield endpoint
+    stop.set()
+    thread.join()
+    for conn in accepted:
+        conn.close()
+    listener.close()

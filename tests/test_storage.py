@@ -28,7 +28,7 @@ from lakecore.errors import (
 )
 from lakecore.locations import FileKind, classify_path, new_temp_path
 from lakecore.storage import S3_MAX_POOL_CONNECTIONS, FileInfo, Storage, parse_storage_options
-from tests.conftest import S3TestServer
+from tests.conftest import S3TestServer, SilentEndpoint
 
 BACKENDS = ["file", "memory", pytest.param("s3", marks=pytest.mark.s3)]
 BAD_PATHS = ["../x", "/abs", "s3://other/x", "a//b", "a/./b", "a/../b", "", "a/"]
@@ -588,30 +588,9 @@ def test_s3_create_exclusive_is_idempotent_for_own_bytes(s3_server: S3TestServer
 
 
 @pytest.fixture
-def silent_server() -> Iterator[str]:
-    """An endpoint that accepts connections and never answers."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                accepted.append(listener.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    for conn in accepted:
-        conn.close()
-    listener.close()
+def silent_server(silent_endpoint: SilentEndpoint) -> str:
+    """An S3 endpoint that accepts connections and never answers."""
+    return f"http://127.0.0.1:{silent_endpoint.port}"
 
 
 def _impatient_options(endpoint: str) -> dict[str, Any]:

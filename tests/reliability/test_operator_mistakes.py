@@ -25,6 +25,7 @@ from lakecore.errors import ExitCode
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
 from lakecore.storage import Storage
+from tests.conftest import SilentEndpoint
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK_SUBMIT = REPO / "spark-submit.sh"
@@ -610,49 +611,24 @@ def test_a_job_tells_spark_submit_sh_when_it_has_begun(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_a_signal_while_connecting_to_spark_connect_ends_the_job(tmp_path: Path) -> None:
+def test_a_signal_while_connecting_to_spark_connect_ends_the_job(tmp_path: Path,
+                                                                 silent_endpoint: SilentEndpoint) -> None:
     """An endpoint that accepts the connection and never answers: the job's SIGTERM while its
     Connect client waits. Before: the job's one line, then pyspark's exit hook retried the
     endpoint for minutes."""
-    import socket
-    import threading
-
     lake = tmp_path / "lake"
     make_lake(str(lake))
     before = listing(lake)
-    with socket.socket() as black_hole:
-        black_hole.bind(("127.0.0.1", 0))
-        black_hole.listen(8)
-        port = black_hole.getsockname()[1]
-        job = subprocess.Popen([sys.executable, "-m", "jobs.gc", "--lakehouse", str(lake), "--dry-run",
-                                "--remote", f"sc://127.0.0.1:{port}"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
-        held: list[socket.socket] = []
-        black_hole.settimeout(120)
-        held.append(black_hole.accept()[0])  # the client is connecting: the job has begun
-        stop_accepting = threading.Event()
-
-        def keep_accepting() -> None:  # later attempts wait too, never refused
-            black_hole.settimeout(0.2)
-            while not stop_accepting.is_set():
-                try:
-                    held.append(black_hole.accept()[0])
-                except OSError:
-                    continue
-
-        accepting = threading.Thread(target=keep_accepting, daemon=True)
-        accepting.start()
-        job.send_signal(signal.SIGTERM)
-        try:
-            out, err = job.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            raise
-        finally:
-            stop_accepting.set()
-            accepting.join()
-            for connection in held:
-                connection.close()
+    job = subprocess.Popen([sys.executable, "-m", "jobs.gc", "--lakehouse", str(lake), "--dry-run",
+                            "--remote", f"sc://127.0.0.1:{silent_endpoint.port}"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
+    assert silent_endpoint.connected.wait(120), "the job never connected"  # the job has begun
+    job.send_signal(signal.SIGTERM)
+    try:
+        out, err = job.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        raise
     assert job.returncode == ExitCode.INTERRUPTED, (job.returncode, err[-2000:])
     assert "Traceback" not in out + err, out + err
     assert err.strip().splitlines() == ["lakecore gc: interrupted by SIGTERM; nothing was committed, nothing "
