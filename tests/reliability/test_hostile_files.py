@@ -19,8 +19,10 @@ Standard runs draw a few hundred examples per target; ``-m slow`` draws thousand
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -327,7 +329,10 @@ def test_a_small_compressed_node_file_is_refused_too() -> None:
 # -- lookup files ------------------------------------------------------------------------------
 
 
+# Hypothesis strategies cannot take pytest's tmp_path, so the scratch folder is made at import
+# and removed when the test process ends, rather than left in the system's temp folder.
 _LOOKUP_DIR = tempfile.mkdtemp(prefix="lakecore-hostile-lookup-")
+atexit.register(shutil.rmtree, _LOOKUP_DIR, True)
 
 
 @st.composite
