@@ -212,12 +212,28 @@ if [[ "${1:-}" == "--cluster" ]]; then
     cluster=1
     shift
 fi
+nearest_job() {  # $1: a mistyped job; " (did you mean JOB?)" for a job that begins with it or
+    # that it begins with, else for the closest by difflib's ratio (at least 0.6); else nothing
+    local candidate
+    for candidate in $JOBS; do
+        if [[ "$candidate" == "$1"* || "$1" == "$candidate"* ]]; then
+            echo " (did you mean $candidate?)"
+            return
+        fi
+    done
+    command -v python3 > /dev/null || return 0
+    # shellcheck disable=SC2086  # the job names are words
+    python3 -c 'import difflib, sys
+close = difflib.get_close_matches(sys.argv[1], sys.argv[2:], n=1)
+print(f" (did you mean {close[0]}?)" if close else "")' "$1" $JOBS 2> /dev/null || true
+}
+
 job="${1:-}"
 case "$job" in
     flush | gc | compact-versions | validate | export | repair) shift ;;
     -h | --help) usage; exit 0 ;;
     "") usage >&2; exit 2 ;;
-    *) echo "$PROG: unknown job '$job'" >&2; usage >&2; exit 2 ;;
+    *) echo "$PROG: unknown job '$job'$(nearest_job "$job"); the jobs: ${JOBS// /, } (./$PROG --help)" >&2; exit 2 ;;
 esac
 script="jobs/${job//-/_}.py"
 [[ -f "$ROOT/$script" ]] || die "$script does not exist in $ROOT"

@@ -54,12 +54,33 @@ CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 SPARK_DEFAULT_CACHE_COMPRESSED = "true"
 # Set by spark-submit.sh for its check of the arguments before the JVM starts.
 PARSE_ONLY_VARIABLE = "LAKECORE_PARSE_ONLY"
+# spark-submit.sh names a file here that the driver creates once the job has begun (its
+# handlers are in place): the wrapper's traps then leave a Ctrl-C or SIGTERM to the driver,
+# even when the driver has already ended by the time they look for it.
+JOB_BEGAN_VARIABLE = "LAKECORE_JOB_BEGAN_FILE"
+# ... and a file for the job's one error line, which it prints on stderr once Spark has ended
+# (Spark's PythonRunner relays the driver's stderr on stdout).
+ERROR_LINE_VARIABLE = "LAKECORE_ERROR_LINE_FILE"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = Path(os.environ.get("LAKECORE_CONF_DIR", REPO_ROOT / "conf"))
 
 
+def invocation(job: str) -> str:
+    """How the operator started the job, for its usage and error lines: ``spark-submit.sh gc``
+    under the wrapper (it sets the variables of its argument check and of its run),
+    ``python -m jobs.gc`` when run as a module, else ``spark-submit jobs/gc.py`` (a plain
+    spark-submit of the file, or anything else that runs it as a script)."""
+    if os.environ.get(PARSE_ONLY_VARIABLE) == "1" or os.environ.get(JOB_BEGAN_VARIABLE):
+        return f"spark-submit.sh {job}"
+    module = f"jobs.{job.replace('-', '_')}"
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if main_spec is not None and main_spec.name == module:
+        return f"python -m {module}"
+    return f"spark-submit jobs/{job.replace('-', '_')}.py"
+
+
 def base_parser(job: str, description: str) -> argparse.ArgumentParser:
-    parser = OneLineArgumentParser(prog=f"spark-submit.sh {job}", description=description, epilog=exit_code_help(),
+    parser = OneLineArgumentParser(prog=invocation(job), description=description, epilog=exit_code_help(),
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lakehouse", required=True, help="lakehouse root URI")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
@@ -208,13 +229,6 @@ def spark_session(app_name: str, master: str | None = None, remote: str | None =
 
 # How long an interrupted job waits for the session it was making (see below).
 SESSION_START_GRACE_SECONDS = 15.0
-# spark-submit.sh names a file here that the driver creates once the job has begun (its
-# handlers are in place): the wrapper's traps then leave a Ctrl-C or SIGTERM to the driver,
-# even when the driver has already ended by the time they look for it.
-JOB_BEGAN_VARIABLE = "LAKECORE_JOB_BEGAN_FILE"
-# ... and a file for the job's one error line, which it prints on stderr once Spark has ended
-# (Spark's PythonRunner relays the driver's stderr on stdout).
-ERROR_LINE_VARIABLE = "LAKECORE_ERROR_LINE_FILE"
 
 
 def made_beside_the_main_thread(make: Callable[[], Any]) -> Any:

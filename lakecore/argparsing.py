@@ -7,6 +7,8 @@ a bad URI. Subparsers inherit the class (argparse makes them with ``type(parent)
 
 A mistyped option (``--lakehose``) leaves a required one missing, and argparse reports the
 missing one first: the error then names the option it did not know, and the nearest it does.
+A value that starts with '-' (``--older-than -5m``) reads as an option, and argparse says only
+"expected one argument": the error then names the value and the ``--option=VALUE`` form.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class OneLineArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         if message.startswith("the following arguments are required"):
             message = self._unknown_option() or message
+        elif message.endswith(": expected one argument"):
+            message = self._value_like_an_option(message)
         raise ArgumentError(f"{self.prog}: {message} (see '{self.prog} --help')")
 
     def _unknown_option(self) -> str | None:
@@ -53,3 +57,16 @@ class OneLineArgumentParser(argparse.ArgumentParser):
             nearest = difflib.get_close_matches(name, known, n=1)
             return f"unrecognized option {name}" + (f" (did you mean {nearest[0]}?)" if nearest else "")
         return None
+
+    def _value_like_an_option(self, message: str) -> str:
+        """argparse's 'argument --X: expected one argument', plus the value given after --X when
+        it starts with '-' (argparse took it for an option) and how to pass it anyway."""
+        options = message.removeprefix("argument ").removesuffix(": expected one argument").split("/")
+        for here, argument in enumerate(self._arguments_read[:-1]):
+            if argument == "--":
+                break
+            following = self._arguments_read[here + 1]
+            if argument in options and following.startswith("-") and following != "--":
+                return (f"{message}, and {following!r} after it reads as an option; "
+                        f"write {argument}={following} to give a value that starts with '-'")
+        return message

@@ -94,12 +94,17 @@ def test_plain_spark_submit_of_a_job_file(tmp_path: Path) -> None:
     assert json.loads(report.read_text())["status"] == "ok"
 
 
-def test_unknown_job_prints_usage_and_exits_2() -> None:
+def test_an_unknown_job_is_one_line_naming_the_jobs() -> None:
     done = _run([str(WRAPPER), "vacuum", "--lakehouse", "/nowhere"])
     assert done.returncode == 2
-    assert "unknown job 'vacuum'" in done.stderr
-    assert "usage:" in done.stderr
+    assert done.stderr.splitlines() == [
+        "spark-submit.sh: unknown job 'vacuum'; the jobs: flush, gc, compact-versions, validate, export, repair "
+        "(./spark-submit.sh --help)"]
     assert done.stdout == ""
+    done = _run([str(WRAPPER), "valdate", "--lakehouse", "/nowhere"])
+    assert done.returncode == 2
+    assert done.stderr.startswith("spark-submit.sh: unknown job 'valdate' (did you mean validate?); the jobs: ")
+    assert len(done.stderr.splitlines()) == 1
 
 
 def test_cluster_mode_needs_spark_master() -> None:

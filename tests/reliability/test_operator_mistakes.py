@@ -683,10 +683,23 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
         (["gc", "--lakehouse", str(lake), "--older-than", "3dd"], "argument --older-than: duration '3dd'"),
         (["gc", "--lakehouse", str(lake), "--now", "yesterday"], "argument --now:"),
         (["compact-versions", "--lakehouse", str(lake), "--now", "2026-13-01"], "argument --now:"),
+        # argparse takes a value that starts with '-' for an option: the line names the value
+        # and the --option=VALUE form (which then reaches the duration check).
+        (["gc", "--lakehouse", str(lake), "--older-than", "-5m"],
+         "argument --older-than: expected one argument, and '-5m' after it reads as an option; "
+         "write --older-than=-5m"),
+        (["gc", "--lakehouse", str(lake), "--older-than=-5m"], "duration '-5m' is negative"),
     ]
     for argv, words in cases:
         proc = subprocess.run([str(SPARK_SUBMIT), *argv], capture_output=True, text=True, env=_env(), timeout=120)
         assert proc.returncode == ExitCode.BAD_INPUT, (argv, proc.stdout, proc.stderr)
         assert words in one_line(proc), (argv, proc.stderr)
+        assert f"spark-submit.sh {argv[0]}: " in one_line(proc), (argv, proc.stderr)
         assert proc.stdout == "", (argv, proc.stdout)
+    # Run as a module, a job names itself that way (it used to say spark-submit.sh there too).
+    proc = subprocess.run([sys.executable, "-m", "jobs.compact_versions", "--lakehose", str(lake)],
+                          capture_output=True, text=True, env=_env(), timeout=120, cwd=REPO)
+    assert proc.returncode == ExitCode.BAD_INPUT, (proc.stdout, proc.stderr)
+    assert ("python -m jobs.compact_versions: unrecognized option --lakehose (did you mean --lakehouse?) "
+            "(see 'python -m jobs.compact_versions --help')") in one_line(proc)
     assert listing(lake) == before
