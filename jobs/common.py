@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from jobs.startup import take_dispositions_before_startup
-from lakecore.argparsing import ArgumentError, OneLineArgumentParser
+from lakecore.argparsing import ArgumentError, OneLineArgumentParser, output_file
 from lakecore.errors import ExitCode, LakecoreError, exit_code_help
 from lakecore.maintenance.settings import MaintenanceSettings
 from lakecore.storage import Storage, parse_storage_options
+from lakecore.versions import refuse_a_file_as_root
 from lakecore.view import refuse_unsupported_format
 
 EXIT_OK = ExitCode.OK
@@ -85,7 +86,7 @@ def base_parser(job: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument("--lakehouse", required=True, help="lakehouse root URI")
     parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="fsspec storage option (endpoint_url=... for S3-compatible servers)")
-    parser.add_argument("--report", help="write the JSON report here")
+    parser.add_argument("--report", type=output_file, help="write the JSON report here")
     parser.add_argument("--env", default=os.environ.get("LAKECORE_ENV", "local"),
                         help="maintenance settings: conf/maintenance-<env>.json")
     where = parser.add_mutually_exclusive_group()
@@ -678,7 +679,10 @@ def run_job(
         _say_the_job_began()
         try:
             args = parser.parse_args(raw)
-            ctx = JobContext(job, args, report, spark)  # storage options and settings: no I/O yet
+            context = JobContext(job, args, report, spark)  # storage options and settings: no I/O yet
+            # A local stat: a mistyped path is refused with the command line (one line, no JVM).
+            refuse_a_file_as_root(context.storage)
+            ctx = context
             if os.environ.get(PARSE_ONLY_VARIABLE) == "1":
                 # spark-submit.sh's check before the JVM starts: this one runs in the terminal,
                 # where stderr is stderr (PythonRunner merges the driver's stderr into stdout).
@@ -714,7 +718,7 @@ def run_job(
         if ctx is not None or not report.error:  # a refused command line gets its one line only
             _print_summary(report)
         if args is not None and getattr(args, "report", None):
-            write_report(report, args.report)
+            _write_the_report(report, args.report)
         if report.error:
             _say_the_error(f"lakecore {job}: {report.error}")
     if interrupted and spark is None and ctx is not None and ctx.owns_spark:
@@ -757,6 +761,21 @@ def _mark_interrupted(report: JobReport, interrupted: dict[str, str]) -> None:
     landed = (f"version {report.new_version} had landed whole" if report.new_version is not None
               else "nothing was committed")
     report.error = f"interrupted by {name}; {landed}, nothing is half-committed; run the job again"
+
+
+def _write_the_report(report: JobReport, path: str) -> None:
+    """``write_report``; a failure there (the path was checked as the command line was read,
+    but disks fill and folders go) is the job's failure, exit 4, and its line says what the job
+    had done, so that a commit is never hidden behind a missing report."""
+    try:
+        write_report(report, path)
+    except OSError as exc:
+        done = (f"version {report.new_version} was committed" if report.new_version is not None
+                and report.new_version != report.base_version else "nothing was committed")
+        failure = f"the report could not be written to {path} ({exc.strerror or exc}); {done}, see the summary above"
+        report.error = f"{report.error}; {failure}" if report.error else failure
+        if report.exit_code == EXIT_OK:
+            report.exit_code = EXIT_FAILURE
 
 
 def write_report(report: JobReport, path: str) -> None:

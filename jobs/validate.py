@@ -47,7 +47,7 @@ from typing import Any, Final
 from jobs.common import EXIT_VIOLATIONS, JobContext, base_parser, run_job
 from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
-from lakecore.argparsing import ArgumentError
+from lakecore.argparsing import ArgumentError, output_file
 from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionExpiredError
 from lakecore.humanize import plural
 from lakecore.lakehouse import Lakehouse
@@ -86,7 +86,7 @@ def _parser() -> Any:
                              "every table's namespace exists")
     parser.add_argument("--no-expectations", action="store_true",
                         help="skip the great-expectations suite over the node rows")
-    parser.add_argument("--html", metavar="PATH",
+    parser.add_argument("--html", metavar="PATH", type=output_file,
                         help="also write the lakehouse health page here (one self-contained HTML file with "
                              "this result; needs the [report] extra)")
     parser.add_argument("--reports-dir", metavar="DIR",

@@ -9,12 +9,17 @@ A mistyped option (``--lakehose``) leaves a required one missing, and argparse r
 missing one first: the error then names the option it did not know, and the nearest it does.
 A value that starts with '-' (``--older-than -5m``) reads as an option, and argparse says only
 "expected one argument": the error then names the value and the ``--option=VALUE`` form.
+
+``output_file`` is the ``type`` of an option that names a file to write (a report, a page): a
+folder, a path under a file, or a folder that cannot be written is refused as the command line
+is read, before a job does its work (a commit included) and only then fails to say what it did.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -70,3 +75,24 @@ class OneLineArgumentParser(argparse.ArgumentParser):
                 return (f"{message}, and {following!r} after it reads as an option; "
                         f"write {argument}={following} to give a value that starts with '-'")
         return message
+
+
+def output_file(text: str) -> str:
+    """An argparse ``type``: ``text`` names a file this process can create or replace. Its
+    folder may be missing (the writer makes it) if the nearest existing ancestor is a folder
+    this process may write in."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    path = os.path.abspath(os.path.expanduser(text))
+    if os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{text} is a folder; name a file in it")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text} exists and cannot be written")
+    ancestor = os.path.dirname(path)
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise argparse.ArgumentTypeError(f"{text} cannot be created: {ancestor} is a file, not a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text} cannot be created: no permission to write in {ancestor}")
+    return text

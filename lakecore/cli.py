@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lakecore.argparsing import OneLineArgumentParser
+from lakecore.argparsing import OneLineArgumentParser, output_file
 from lakecore.cliargs import (
     add_json_option,
     add_version_options,
@@ -684,7 +684,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _sub(sub, "describe", "the lakehouse at a glance: definition, retention, exports, versions, tree, files")
     add_version_options(p, "describe")
-    p.add_argument("--html", metavar="PATH", help="also write the health page (one self-contained HTML file) "
+    p.add_argument("--html", metavar="PATH", type=output_file, help="also write the health page (one self-contained HTML file) "
                    "here; needs the [report] extra")
     p.add_argument("--reports-dir", metavar="DIR",
                    help="where the jobs' JSON reports are (gc's orphan count, validate's result go on the page)")
@@ -702,7 +702,7 @@ def build_parser() -> argparse.ArgumentParser:
     output = p.add_mutually_exclusive_group()
     output.add_argument("--dot", action="store_true",
                         help="print Graphviz dot: nodes ranked by level, key ranges in the labels")
-    output.add_argument("--html", metavar="PATH", help="write an interactive, collapsible tree page here")
+    output.add_argument("--html", metavar="PATH", type=output_file, help="write an interactive, collapsible tree page here")
     p.add_argument("--max-levels", type=int, default=3, metavar="N",
                    help="--dot: draw the top N levels, the rest as counts (default 3)")
     p.set_defaults(func=cmd_tree)

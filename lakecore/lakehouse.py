@@ -147,6 +147,10 @@ class Lakehouse(LakehouseView):
         check_user_properties(dict(properties or {}))
         lakehouse_def = LakehouseDef(name=name, properties=dict(properties or {}), **definition).validate()
         storage = Storage(uri, storage_options)
+        if storage.root_is_a_file():
+            raise InvalidArgumentError(
+                f"{storage.root_uri.rstrip('/')} is a file, not a folder: create the lakehouse in an empty or new folder"
+            )
         if has_lakehouse(storage):
             raise AlreadyExistsError(f"a lakehouse already exists at {storage.root_uri}; open it instead")
         present = storage.first_files(3)

@@ -47,7 +47,14 @@ from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
 from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree import NodeCache, NodeStore
-from lakecore.versions import RootInfo, decode_root, highest_version, read_hint, write_hint
+from lakecore.versions import (
+    RootInfo,
+    decode_root,
+    highest_version,
+    no_lakehouse,
+    read_hint,
+    write_hint,
+)
 from lakecore.view import (
     LakehouseView,
     list_versions,
@@ -117,9 +124,7 @@ class _Planner:
 def _highest(storage: Storage) -> int:
     top = highest_version(storage)
     if top is None:
-        raise NotFoundError(
-            f"no lakehouse at {storage.root_uri}: no root node file found (create one with `lakecore init`)"
-        )
+        raise no_lakehouse(storage)
     return top
 
 

@@ -742,6 +742,11 @@ class Storage:
         contend."""
         return self._scheme not in (_LOCAL_SCHEME, _MEMORY_SCHEME)
 
+    def root_is_a_file(self) -> bool:
+        """True when a local root names a file (a mistyped path): no lakehouse can be there, and
+        saying "no lakehouse" or failing to write into it would point the operator elsewhere."""
+        return self._scheme == _LOCAL_SCHEME and os.path.isfile(self._root_path.rstrip("/"))
+
     @property
     def storage_options(self) -> dict[str, Any]:
         """The options this Storage was made with (a copy), e.g. to open a sibling root."""

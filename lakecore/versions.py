@@ -24,7 +24,9 @@ from lakecore import keys as K
 from lakecore.defs import LakehouseDef
 from lakecore.errors import (
     CorruptNodeFileError,
+    InvalidArgumentError,
     InvalidLocationError,
+    LakecoreError,
     NotFoundError,
     StorageError,
     VersionExpiredError,
@@ -169,6 +171,23 @@ def probe_up(storage: Storage, start: int) -> int:
     return low
 
 
+def refuse_a_file_as_root(storage: Storage) -> None:
+    """InvalidArgumentError (exit 2) when a local root is a file: a mistyped path, where "no
+    lakehouse here" (exit 5) would send the operator to ``lakecore init``."""
+    if storage.root_is_a_file():
+        raise InvalidArgumentError(
+            f"{storage.root_uri.rstrip('/')} is a file, not a folder: a lakehouse root is a folder; check the path"
+        )
+
+
+def no_lakehouse(storage: Storage) -> LakecoreError:
+    """The error for a root that holds no root node file (``refuse_a_file_as_root`` first)."""
+    refuse_a_file_as_root(storage)
+    return NotFoundError(
+        f"no lakehouse at {storage.root_uri}: no root node file found (create one with `lakecore init`)"
+    )
+
+
 def latest_version(storage: Storage) -> int:
     """FORMAT.md section 5's latest-version discovery; NotFoundError if no root exists."""
     hint = read_hint(storage)
@@ -177,9 +196,7 @@ def latest_version(storage: Storage) -> int:
         return probe_up(storage, start)
     versions = list_root_versions(storage)
     if not versions:
-        raise NotFoundError(
-            f"no lakehouse at {storage.root_uri}: no root node file found (create one with `lakecore init`)"
-        )
+        raise no_lakehouse(storage)
     return probe_up(storage, versions[-1])
 
 

@@ -58,6 +58,7 @@ from lakecore.versions import (
     export_pins,
     latest_version,
     list_root_versions,
+    no_lakehouse,
     probe_up,
     read_version,
 )
@@ -169,9 +170,7 @@ def root_file_versions(storage: Storage) -> list[int]:
     upward for commits that landed since. NotFoundError when there is none."""
     listed = list_root_versions(storage)
     if not listed:
-        raise NotFoundError(
-            f"no lakehouse at {storage.root_uri}: no root node file found (create one with `lakecore init`)"
-        )
+        raise no_lakehouse(storage)
     return sorted(set(listed) | set(range(listed[-1], probe_up(storage, listed[-1]) + 1)))
 
 

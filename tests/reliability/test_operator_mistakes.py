@@ -678,8 +678,14 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
     lake = tmp_path / "lake"
     make_lake(str(lake))
     before = listing(lake)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine\n")
     cases = [
         (["validate", "--lakehose", str(lake)], "unrecognized option --lakehose (did you mean --lakehouse?)"),
+        (["gc", "--lakehouse", str(a_file), "--dry-run"], f"{a_file} is a file, not a folder"),
+        (["flush", "--lakehouse", str(lake), "--report", str(a_file / "flush.json")],
+         f"argument --report: {a_file / 'flush.json'} cannot be created: {a_file} is a file, not a folder"),
+        (["validate", "--lakehouse", str(lake), "--html", str(tmp_path)], f"argument --html: {tmp_path} is a folder"),
         (["gc", "--lakehouse", str(lake), "--older-than", "3dd"], "argument --older-than: duration '3dd'"),
         (["gc", "--lakehouse", str(lake), "--now", "yesterday"], "argument --now:"),
         (["compact-versions", "--lakehouse", str(lake), "--now", "2026-13-01"], "argument --now:"),
@@ -694,7 +700,8 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
         proc = subprocess.run([str(SPARK_SUBMIT), *argv], capture_output=True, text=True, env=_env(), timeout=120)
         assert proc.returncode == ExitCode.BAD_INPUT, (argv, proc.stdout, proc.stderr)
         assert words in one_line(proc), (argv, proc.stderr)
-        assert f"spark-submit.sh {argv[0]}: " in one_line(proc), (argv, proc.stderr)
+        if "is a file, not a folder" not in words or "argument" in words:  # else not an argparse line
+            assert f"spark-submit.sh {argv[0]}: " in one_line(proc), (argv, proc.stderr)
         assert proc.stdout == "", (argv, proc.stdout)
     # Run as a module, a job names itself that way (it used to say spark-submit.sh there too).
     proc = subprocess.run([sys.executable, "-m", "jobs.compact_versions", "--lakehose", str(lake)],
@@ -703,3 +710,11 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
     assert ("python -m jobs.compact_versions: unrecognized option --lakehose (did you mean --lakehouse?) "
             "(see 'python -m jobs.compact_versions --help')") in one_line(proc)
     assert listing(lake) == before
+    assert a_file.read_text() == "mine\n"
+    # The command line: a root that is a file is named as such (it said "no lakehouse ... create
+    # one with lakecore init", and init then failed to write into it with exit 4).
+    for argv in (["-l", str(a_file), "versions"], ["init", str(a_file), "--name", "x"]):
+        proc = cli(*argv)
+        assert proc.returncode == ExitCode.BAD_INPUT, (argv, proc.stderr)
+        assert f"{a_file} is a file, not a folder" in one_line(proc)
+    assert a_file.read_text() == "mine\n"
