@@ -14,7 +14,7 @@ expiry. ``partial`` and ``minimal`` exports copy at most the internal nodes and 
 (``Lakehouse.export_snapshot``).
 
 Nothing is written when the name is taken, the version does not exist, or the target already
-holds a lakehouse. A copy that fails part-way leaves files but no root at the target: it is not
+holds a lakehouse or files lakecore did not name (``lakecore.export.refuse_foreign_files``). A copy that fails part-way leaves files but no root at the target: it is not
 a lakehouse, and rerunning the export on the same target overwrites those files.
 """
 
@@ -65,7 +65,7 @@ def _parser() -> Any:
     parser.add_argument("--name", required=True, help="the export's name, recorded in the source's definition")
     parser.add_argument("--mode", choices=["full", "partial", "minimal"], required=True,
                         help="full: every reachable file; partial: root and internal nodes; minimal: the root only")
-    parser.add_argument("--target", required=True, help="root URI of the copy (must not hold a lakehouse)")
+    parser.add_argument("--target", required=True, help="root URI of the copy: a new or empty folder (or one a failed copy left)")
     parser.add_argument("--version", type=int, default=None, help="version to export (default: the latest)")
     parser.add_argument("--target-storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="fsspec storage option for the target (default: the source's options)")

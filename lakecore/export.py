@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakecore.errors import AlreadyExistsError, LakecoreError
-from lakecore.locations import new_lakehouse_def_path, root_node_file_name
+from lakecore.locations import classify_path, new_lakehouse_def_path, root_node_file_name
 from lakecore.maintenance.reachable import reachable_from_root
 from lakecore.node import Node, encode_node, encoded_size
 from lakecore.storage import Storage
@@ -57,6 +57,25 @@ def _absolute_values(node: Node, source_root: str) -> Node:
     )
 
 
+# How many of the target's files are looked at before a copy: one request on S3.
+TARGET_FILES_LOOKED_AT = 1000
+
+
+def refuse_foreign_files(target: Storage) -> None:
+    """Refuse an export target that holds files lakecore did not name (a mistyped ``--target
+    .``, a home folder): a copy would scatter thousands of files among them. Lakehouse files
+    are allowed: a copy that failed part-way left them, and a rerun overwrites them. Only the
+    first ``TARGET_FILES_LOOKED_AT`` files listed are looked at; lakecore's own names sort
+    first (hash directories are digits), so a folder of anyone else's shows them at once."""
+    listed = target.first_files(TARGET_FILES_LOOKED_AT)
+    foreign = [path for path in listed if classify_path(path) is None]
+    if foreign:
+        raise AlreadyExistsError(
+            f"the export target {target.root_uri} already holds other files ({', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}); export to an empty or new folder"
+        )
+
+
 def copy_snapshot(
     view: LakehouseView,
     exported: RootInfo,
@@ -83,6 +102,7 @@ def copy_snapshot(
         raise AlreadyExistsError("an export target must be another root than the lakehouse itself")
     if has_lakehouse(target_storage):
         raise AlreadyExistsError(f"a lakehouse already exists at the export target {target_storage.root_uri}")
+    refuse_foreign_files(target_storage)
     source_def = read_lakehouse_def(source, exported.lakehouse_def_path)
     # The source's own export records describe the source's exports, not the copy's.
     properties = {k: v for k, v in source_def.properties.items() if not k.startswith(EXPORTS_PROPERTY_PREFIX)}

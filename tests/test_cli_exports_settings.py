@@ -192,6 +192,33 @@ def test_refused_export_commands_write_nothing(lake: Path, args: list[str], code
     assert listing(lake) == before
 
 
+def test_an_export_into_a_folder_of_other_files_is_refused_but_a_partial_copy_is_overwritten(
+    lake: Path, tmp_path: Path
+) -> None:
+    """A mistyped --target (., ~) would have scattered the copy among someone's files; a copy
+    that failed part-way left only lakehouse files, and a rerun still overwrites them."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "important.txt").write_text("mine\n")
+    before, lake_before = listing(theirs), listing(lake)
+    one_line_error(run("-l", str(lake), "export", "snap", "--mode", "full", "--target", str(theirs)),
+                   ExitCode.BAD_INPUT, "AlreadyExistsError", "already holds other files (important.txt)",
+                   "export to an empty or new folder")
+    assert listing(theirs) == before
+    assert listing(lake) == lake_before
+    # A full copy, then its root, definition and hint removed: what a copy that failed part-way
+    # leaves (the files it reaches, no root). The rerun completes it.
+    copy = tmp_path / "copy"
+    assert run("-l", str(lake), "export", "first", "--mode", "full", "--target", str(copy)).returncode == 0
+    for top in copy.iterdir():
+        if top.is_file():
+            top.unlink()
+    assert any(copy.rglob("*.arrow")) or any(copy.rglob("*.binpb")), "nothing copied: not a partial copy"
+    proc = run("-l", str(lake), "export", "second", "--mode", "full", "--target", str(copy))
+    assert proc.returncode == 0, proc.stderr
+    assert Lakehouse.open(str(copy)).version == 0
+
+
 def test_an_export_named_like_an_action_needs_the_create_form(lake: Path) -> None:
     proc = run("-l", str(lake), "export", "create", "list")
     assert proc.returncode == 0, proc.stderr
