@@ -345,9 +345,14 @@ def cmd_tree(args: argparse.Namespace) -> int:
 def cmd_rollback(args: argparse.Namespace) -> int:
     lh = open_lakehouse(args)
     before = lh.version
-    version = lh.rollback(to_version=args.to_version)
-    emit(args, f"rolled back to the content of version {args.to_version}: new version {version} (was {before})",
-          {"version": version, "rolled_back_to": args.to_version, "previous": before})
+    version, committed = lh.rollback_if_needed(to_version=args.to_version)
+    if committed:
+        human = f"rolled back to the content of version {args.to_version}: new version {version} (was {before})"
+    else:
+        human = (f"version {version} already has the content of version {args.to_version}; "
+                 f"nothing committed (version {version})")
+    emit(args, human, {"version": version, "rolled_back_to": args.to_version, "previous": before,
+                       "committed": committed})
     return EXIT_OK
 
 

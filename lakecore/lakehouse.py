@@ -97,6 +97,12 @@ class SettingsChange:
     after: LakehouseDef
 
 
+def _tree_content(root: Node) -> tuple[Any, ...]:
+    """What a root node says about the tree (not the definition it names): copy-on-write node
+    files never change, so equal roots mean equal trees."""
+    return (list(root.keys), list(root.values), list(root.children), dict(root.buffer))
+
+
 class _Unchanged(Exception):
     """A definition change that changes nothing: commit nothing."""
 
@@ -275,19 +281,33 @@ class Lakehouse(LakehouseView):
             return None
 
     def rollback(self, to_version: int) -> int:
-        """Roll forward to the content of ``to_version``; returns the new version."""
+        """Roll forward to the content of ``to_version``; returns the new version, or the
+        latest one when it already has that content (then nothing is committed)."""
+        return self.rollback_if_needed(to_version)[0]
+
+    def rollback_if_needed(self, to_version: int) -> tuple[int, bool]:
+        """``rollback``, and whether it committed: a version whose tree is ``to_version``'s
+        already (the latest itself, or a later one that undid every change) gets no new version."""
         self.require_writable("roll back")
         target = read_version(self.storage, to_version, self.lakehouse_def.order)
         base_version = self.version
+        wanted = _tree_content(target.node)
 
         def plan(base: RootInfo) -> RootPlan:
+            if _tree_content(base.node) == wanted:
+                raise _Unchanged(base)
             node = Node(target.node.keys, target.node.values, target.node.children, target.node.buffer)
             return RootPlan(node, base.lakehouse_def_path, rollback_from_root=root_node_file_name(base.version))
 
         def still_valid(latest: RootInfo) -> str | None:
             return f"version {latest.version} was committed after {base_version} while rolling back; rerun the rollback"
 
-        return self.commit_plan(plan, still_valid, policy=CommitPolicy(max_retries=0)).version
+        try:
+            return self.commit_plan(plan, still_valid, policy=CommitPolicy(max_retries=0)).version, True
+        except _Unchanged as unchanged:
+            if unchanged.base.version != self.version:
+                self.refresh()
+            return unchanged.base.version, False
 
     def update_definition(self, change: Callable[[LakehouseDef], LakehouseDef]) -> int:
         """Commit a new lakehouse definition (same tree content); returns the new version.

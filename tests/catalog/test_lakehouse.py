@@ -120,6 +120,19 @@ def test_rollback_rolls_forward(tmp_path: Path) -> None:
     assert lh.at_version(2).list_namespaces() == ["a", "b"]
 
 
+def test_a_rollback_to_the_content_the_latest_has_commits_nothing(tmp_path: Path) -> None:
+    lh = _lake(tmp_path)
+    with lh.transaction() as tx:
+        tx.create_namespace("a")
+    assert lh.rollback_if_needed(to_version=1) == (1, False)
+    assert lh.rollback(to_version=0) == 2
+    # Version 2 has version 0's content now: rolling back to 0 again has nothing to do.
+    assert lh.rollback_if_needed(to_version=0) == (2, False)
+    assert Lakehouse.open(lh.uri).version == 2
+    assert lh.rollback_if_needed(to_version=1) == (3, True)
+    assert lh.list_namespaces() == ["a"]
+
+
 def test_rollback_refuses_to_discard_a_concurrent_commit(tmp_path: Path) -> None:
     lh = _lake(tmp_path)
     with lh.transaction() as tx:
