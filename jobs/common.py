@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.startup import take_dispositions_before_startup
-from lakecore.argparsing import ArgumentError, OneLineArgumentParser, output_file
+from lakecore.argparsing import ArgumentError, OneLineArgumentParser, output_file, whole_number
 from lakecore.errors import ExitCode, LakecoreError, exit_code_help
 from lakecore.maintenance.settings import MaintenanceSettings
 from lakecore.storage import Storage, parse_storage_options
@@ -96,7 +96,7 @@ def base_parser(job: str, description: str) -> argparse.ArgumentParser:
     where.add_argument("--remote", default=None, metavar="sc://HOST:PORT",
                        help=f"run on this Spark Connect endpoint instead of a local JVM (default: ${REMOTE_VARIABLE} "
                             "when set); the endpoint's Python must have lakecore's dependencies")
-    parser.add_argument("--parallelism", type=int, default=None,
+    parser.add_argument("--parallelism", type=whole_number(1), default=None,
                         help="subtree tasks to aim for (default: 4 per executor core)")
     return parser
 

@@ -39,7 +39,7 @@ from typing import Any, Final
 from jobs.common import JobContext, base_parser, run_job, storage_options
 from jobs.frames import Columns, driver_rows, fan_out
 from jobs.spark_units import sample_paths
-from lakecore.argparsing import ArgumentError
+from lakecore.argparsing import ArgumentError, whole_number
 from lakecore.errors import (
     LakecoreError,
     TreeStructureError,
@@ -66,10 +66,10 @@ def _parser() -> Any:
     parser.add_argument("--mode", choices=["full", "partial", "minimal"], required=True,
                         help="full: every reachable file; partial: root and internal nodes; minimal: the root only")
     parser.add_argument("--target", required=True, help="root URI of the copy: a new or empty folder (or one a failed copy left)")
-    parser.add_argument("--version", type=int, default=None, help="version to export (default: the latest)")
+    parser.add_argument("--version", type=whole_number(0), default=None, help="version to export (default: the latest)")
     parser.add_argument("--target-storage-option", action="append", default=[], metavar="KEY=VALUE",
                         help="fsspec storage option for the target (default: the source's options)")
-    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
+    parser.add_argument("--batch-size", type=whole_number(1), default=DEFAULT_BATCH_SIZE,
                         help=f"full mode: files copied per executor task (default {DEFAULT_BATCH_SIZE})")
     return parser
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from jobs.common import JobContext, base_parser, run_job
 from lakecore import repair
-from lakecore.argparsing import ArgumentError
+from lakecore.argparsing import ArgumentError, whole_number
 
 ACTIONS = ("rebuild-hint", "rollback")
 
@@ -43,7 +43,7 @@ def _parser() -> Any:
     parser = base_parser("repair", __doc__.splitlines()[0])
     parser.add_argument("action", choices=ACTIONS, help="what to repair")
     target = parser.add_mutually_exclusive_group()
-    target.add_argument("--to-version", type=int, default=None, help="rollback: the version whose content to restore")
+    target.add_argument("--to-version", type=whole_number(0), default=None, help="rollback: the version whose content to restore")
     target.add_argument("--to-last-valid", action="store_true",
                         help="rollback: to the newest version the tree checker finds clean")
     parser.add_argument("--yes", action="store_true", help="carry out the plan (without it, only print it)")

@@ -47,7 +47,7 @@ from typing import Any, Final
 from jobs.common import EXIT_VIOLATIONS, JobContext, base_parser, run_job
 from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
-from lakecore.argparsing import ArgumentError, output_file
+from lakecore.argparsing import ArgumentError, output_file, whole_number
 from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionExpiredError
 from lakecore.humanize import plural
 from lakecore.lakehouse import Lakehouse
@@ -79,7 +79,7 @@ ROWS_PER_SUITE_PARTITION = 250_000
 def _parser() -> Any:
     parser = base_parser("validate", __doc__.splitlines()[0])
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--version", type=int, default=None, help="check this version (default: the latest)")
+    which.add_argument("--version", type=whole_number(0), default=None, help="check this version (default: the latest)")
     which.add_argument("--all-retained", action="store_true", help="check every retained version")
     parser.add_argument("--deep", action="store_true",
                         help="also check the catalog: keys parse, definitions exist, decode and match, "

@@ -21,7 +21,7 @@ import argparse
 import difflib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from lakecore.errors import InvalidArgumentError
@@ -96,3 +96,21 @@ def output_file(text: str) -> str:
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"{text} cannot be created: no permission to write in {ancestor}")
     return text
+
+
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number of at least ``minimum`` (a version is at least 0, a
+    count of tasks at least 1), so that ``--version -1`` or ``--parallelism 0`` is refused as the
+    command line is read rather than after Spark has started, or not at all."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below {minimum}; give a whole number of at least {minimum}")
+        return value
+
+    parse.__name__ = "whole number"  # argparse names the type in its own messages
+    return parse

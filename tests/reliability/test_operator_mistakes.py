@@ -683,6 +683,11 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
     cases = [
         (["validate", "--lakehose", str(lake)], "unrecognized option --lakehose (did you mean --lakehouse?)"),
         (["gc", "--lakehouse", str(a_file), "--dry-run"], f"{a_file} is a file, not a folder"),
+        # Whole numbers with a floor: these started Spark first, or were accepted (parallelism 0).
+        (["validate", "--lakehouse", str(lake), "--version", "-1"], "argument --version: -1 is below 0"),
+        (["flush", "--lakehouse", str(lake), "--parallelism", "0"], "argument --parallelism: 0 is below 1"),
+        (["export", "--lakehouse", str(lake), "--name", "x", "--target", str(tmp_path / "copy"), "--batch-size",
+          "many"], "argument --batch-size: 'many' is not a whole number"),
         (["flush", "--lakehouse", str(lake), "--report", str(a_file / "flush.json")],
          f"argument --report: {a_file / 'flush.json'} cannot be created: {a_file} is a file, not a folder"),
         (["validate", "--lakehouse", str(lake), "--html", str(tmp_path)], f"argument --html: {tmp_path} is a folder"),
