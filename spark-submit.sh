@@ -250,16 +250,22 @@ names_option() {  # $1: an argument, $2: an option; true for --option, --option=
 remote=""
 remote_given=0      # --remote among the job's options (its value may be missing: the job says so)
 master_given=0      # --master among them: it wins over $SPARK_REMOTE, as in the job itself
+job_master=""       # ... and its value
 expect_remote=0
+expect_master=0
 for arg in "$@"; do
     if [[ "$expect_remote" == 1 ]]; then
         remote="$arg"
         expect_remote=0
+    elif [[ "$expect_master" == 1 ]]; then
+        job_master="$arg"
+        expect_master=0
     elif names_option "$arg" --remote; then
         remote_given=1
         if [[ "$arg" == *=* ]]; then remote="${arg#*=}"; else expect_remote=1; fi
     elif names_option "$arg" --master; then
         master_given=1
+        if [[ "$arg" == *=* ]]; then job_master="${arg#*=}"; else expect_master=1; fi
     fi
 done
 remote_source="--remote"
@@ -357,6 +363,27 @@ if [[ -x "$preflight_py" ]]; then
     PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" LAKECORE_PARSE_ONLY=1 ignoring_ctrl_c "$preflight_py" "$ROOT/$script" "$@" \
         || status=$?
     [[ "$status" == 0 ]] || exit "$status"
+fi
+
+# A standalone master that does not answer: one line now. spark-submit would try to register
+# for a minute and print about 130 lines of Java stack traces, then a misleading last line.
+standalone_master_answers() {  # $1: spark://HOST:PORT[,HOST:PORT...] (a list for HA masters)
+    local hostport host port
+    local -a masters
+    command -v timeout > /dev/null || return 0
+    IFS=',' read -r -a masters <<<"${1#spark://}"
+    for hostport in "${masters[@]}"; do
+        host="${hostport%:*}"
+        port="${hostport##*:}"
+        if [[ "$host" == "$hostport" ]]; then port=7077; fi
+        if [[ "$host" == \[* || ! "$port" =~ ^[0-9]+$ ]]; then return 0; fi  # IPv6 or odd: Spark judges
+        if timeout 5 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$host" "$port" 2> /dev/null; then return 0; fi
+    done
+    return 1
+}
+effective_master="${job_master:-$master}"
+if [[ "$effective_master" == spark://* ]] && ! standalone_master_answers "$effective_master"; then
+    fail "the Spark master $effective_master does not answer (nothing accepts connections there): check that it is running, and SPARK_MASTER or --master"
 fi
 
 extra=()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -105,6 +106,22 @@ def test_an_unknown_job_is_one_line_naming_the_jobs() -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("spark-submit.sh: unknown job 'valdate' (did you mean validate?); the jobs: ")
     assert len(done.stderr.splitlines()) == 1
+
+
+def test_a_standalone_master_that_does_not_answer_is_one_line_at_once(tmp_path: Path) -> None:
+    """spark-submit tried to register for a minute and printed about 130 lines of Java traces."""
+    with socket.socket() as probe:  # a port nothing listens on once this closes
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    uri = _lake(tmp_path / "lake")
+    for master_args, env in (([], _env(SPARK_MASTER=f"spark://127.0.0.1:{port}")),
+                             (["--master", f"spark://127.0.0.1:{port},127.0.0.1:{port}"], _env())):
+        done = _run([str(WRAPPER), "gc", "--lakehouse", uri, "--dry-run", *master_args], env=env)
+        assert done.returncode == 4, done.stderr
+        assert done.stderr.splitlines() == [
+            f"spark-submit.sh: the Spark master spark://127.0.0.1:{port}"
+            f"{f',127.0.0.1:{port}' if master_args else ''} does not answer (nothing accepts connections there): "
+            "check that it is running, and SPARK_MASTER or --master"]  # and nothing from a JVM
 
 
 def test_cluster_mode_needs_spark_master() -> None:
