@@ -44,7 +44,8 @@
 # 2 bad input, 3 conflict, 4 failure, 5 not found, 6 damaged, 130 interrupted). Bad arguments to
 # this script (an unknown job, --cluster without a cluster master, an unsupported deploy mode,
 # --cluster with a remote, a remote that is not sc://...) exit 2 before anything starts; a
-# missing spark-submit or .venv, or an archive that cannot be packed, exits 4. An endpoint that
+# missing spark-submit or .venv, an archive that cannot be packed, or a standalone master
+# (spark://) that accepts no connection, exits 4. An endpoint that
 # does not answer is the job's exit 4 (SparkUnavailableError), one line on stderr.
 set -euo pipefail
 
