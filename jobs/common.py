@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import sys
 import threading
 import time
@@ -389,13 +390,23 @@ def _submit_conf() -> dict[str, str]:
 
     launch = None
     if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
-        # pyspark starts the JVM here: the driver JVM options of jobs.driver_jvm (the quick JIT,
-        # this machine's class archive), unless the caller passes its own.
+        # pyspark starts the JVM here. Unless the caller passes its own, it gets what
+        # spark-submit.sh gives the JVM it starts: the project's properties file (no progress
+        # bars on stderr, the driver's memory, Arrow) and log4j settings (Spark's warnings
+        # only, not its banner), and the driver JVM options of jobs.driver_jvm (the quick JIT,
+        # this machine's class archive).
         from jobs.driver_jvm import java_options
 
-        options = java_options()
-        if options and "java-options" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
-            launch = SparkConf().set("spark.driver.extraJavaOptions", options)
+        submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS")
+        if submit_args is None and (CONF_DIR / "spark-defaults.conf").is_file():
+            os.environ["PYSPARK_SUBMIT_ARGS"] = shlex.join(
+                ["--properties-file", str(CONF_DIR / "spark-defaults.conf"), "pyspark-shell"])
+        if "java-options" not in (submit_args or ""):
+            log4j = CONF_DIR / "log4j2.properties"
+            options = " ".join(part for part in (
+                f"-Dlog4j2.configurationFile=file:{log4j}" if log4j.is_file() else "", java_options()) if part)
+            if options:
+                launch = SparkConf().set("spark.driver.extraJavaOptions", options)
     SparkContext._ensure_initialized(conf=launch)
     return dict(SparkConf().getAll())
 
