@@ -31,6 +31,7 @@ from lakecore.errors import (
     StorageError,
     VersionExpiredError,
 )
+from lakecore.humanize import format_time_millis
 from lakecore.locations import (
     LATEST_HINT_FILE_NAME,
     MAX_VERSION,
@@ -257,10 +258,11 @@ def version_as_of(storage: Storage, timestamp_millis: int, latest: RootInfo, ord
         oldest = info
     if oldest is not None and oldest.version > 0:
         raise VersionExpiredError(
-            f"no retained version was created at or before {timestamp_millis}; the oldest retained "
-            f"version {oldest.version} was created at {oldest.created_at_millis}"
+            f"no retained version was created at or before {format_time_millis(timestamp_millis)}; the oldest "
+            f"retained version {oldest.version} was created at {format_time_millis(oldest.created_at_millis)}"
         )
-    raise NotFoundError(f"the lakehouse did not exist yet at {timestamp_millis}")
+    created = f" (it was created at {format_time_millis(oldest.created_at_millis)})" if oldest is not None else ""
+    raise NotFoundError(f"the lakehouse did not exist yet at {format_time_millis(timestamp_millis)}{created}")
 
 
 # ---------------------------------------------------------------------------------------------
