@@ -45,7 +45,7 @@ from lakecore.errors import (
     TreeStructureError,
 )
 from lakecore.export import CopyFiles
-from lakecore.humanize import format_bytes
+from lakecore.humanize import format_bytes, plural
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import is_full_uri
 from lakecore.maintenance.partition import SubtreeTask, cut_tree
@@ -204,7 +204,7 @@ def _body(ctx: JobContext) -> None:
     report.details["target"] = recorded.target if recorded is not None and recorded.target else args.target
     if args.mode == "full":
         report.summary.append(
-            f"full export {args.name!r} of version {exported.version}: {report.counts['files_copied']} files "
+            f"full export {args.name!r} of version {exported.version}: {plural(report.counts['files_copied'], 'file')} "
             f"({format_bytes(report.bytes['bytes_copied'])}) copied to {report.details['target']}; recorded in version "
             f"{report.new_version}"
         )

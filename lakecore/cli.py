@@ -38,6 +38,7 @@ from lakecore.errors import (
     TreeStructureError,
     exit_code_help,
 )
+from lakecore.humanize import plural
 from lakecore.lookup import cli as lookup_cli
 
 if TYPE_CHECKING:
@@ -329,13 +330,13 @@ def cmd_tree(args: argparse.Namespace) -> int:
 
         summary["html_report"] = write_tree_page(args.html, view, summary)
     levels = "\n".join(
-        f"  level {lvl['depth']}: {lvl['nodes']} nodes, fan-out {lvl['fanout_min']}-{lvl['fanout_max']} "
+        f"  level {lvl['depth']}: {plural(lvl['nodes'], 'node')}, fan-out {lvl['fanout_min']}-{lvl['fanout_max']} "
         f"(avg {lvl['fanout_avg']:.1f}), keys {lvl['keys']}, buffer fill avg {lvl['buffer_fill_avg']:.1%} "
         f"max {lvl['buffer_fill_max']:.1%}"
         for lvl in summary["levels"]
     )
-    text = (f"version {view.version}: depth {summary['depth']}, {summary['nodes']} nodes, "
-            f"{summary['keys']} keys, {summary['messages']} buffered messages\n{levels}")
+    text = (f"version {view.version}: depth {summary['depth']}, {plural(summary['nodes'], 'node')}, "
+            f"{plural(summary['keys'], 'key')}, {plural(summary['messages'], 'buffered message')}\n{levels}")
     if args.html:
         text += f"\ntree page: {summary['html_report']}"
     emit(args, text, summary)
@@ -529,7 +530,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
                 results.append(check_version(view, deep=args.deep))
             progress.advance()
     bad = [r for r in results if not r.ok]
-    lines = [f"checked {len(results)} version(s), {sum(r.report.nodes_checked for r in results)} nodes: "
+    lines = [f"checked {plural(len(results), 'version')}, {plural(sum(r.report.nodes_checked for r in results), 'node')}: "
              f"{'clean' if not bad else f'{len(bad)} with violations'}"]
     for r in bad:
         lines.extend(f"  v{r.version} {v}" for v in r.violations[:20])

@@ -23,6 +23,7 @@ from lakecore import keys
 from lakecore.argparsing import OneLineArgumentParser
 from lakecore.defs import LakehouseDef
 from lakecore.errors import InvalidArgumentError, LakecoreError
+from lakecore.humanize import plural
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import FileKind, classify_path
 
@@ -75,8 +76,8 @@ def describe(lh: Lakehouse) -> str:
     versions = lh.versions()
     lines.append(f"retained versions: {len(versions)} (newest {versions[0].version}, oldest {versions[-1].version})")
     summary = describe_tree(lh)
-    lines.append(f"tree: depth {summary['depth']}, {summary['nodes']} nodes, {summary['keys']} keys in key tables, "
-                 f"{summary['messages']} buffered messages")
+    lines.append(f"tree: depth {summary['depth']}, {plural(summary['nodes'], 'node')}, "
+                 f"{plural(summary['keys'], 'key')} in key tables, {plural(summary['messages'], 'buffered message')}")
     kinds: Counter[str] = Counter()
     total = 0
     for info in lh.storage.list():
