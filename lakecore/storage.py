@@ -1280,6 +1280,12 @@ def _raise_translated(exc: Exception, uri: str, action: str, reading: bool = Fal
             f"timed out trying to {action} {uri}: {type(exc).__name__}: {exc}; it may or may "
             "not have taken effect, check before retrying"
         ) from exc
+    if isinstance(exc, ImportError):
+        # fsspec knows the scheme but its package is missing (gs:// without gcsfs): setup, not
+        # a storage failure a retry could fix.
+        raise InvalidArgumentError(
+            f"cannot open {uri}: {exc} (this installation has no file system for {uri.split('://')[0]}://)"
+        ) from exc
     if reading and isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError)):
         raise NotFoundError(f"file {uri} does not exist") from exc
     if isinstance(exc, FileNotFoundError):

@@ -8,6 +8,7 @@ cluster test (tests/cluster) does the same end to end with executors that have n
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,13 @@ from jobs.executor_errors import (
     spark_unavailable,
     storage_error_from_executor,
 )
-from lakecore.errors import ExitCode, NotFoundError, StorageError, StorageTimeoutError
+from lakecore.errors import (
+    ExitCode,
+    InvalidArgumentError,
+    NotFoundError,
+    StorageError,
+    StorageTimeoutError,
+)
 from lakecore.fsck import check_version
 from lakecore.lakehouse import Lakehouse
 from lakecore.storage import Storage
@@ -117,3 +124,11 @@ def test_a_master_that_does_not_answer_is_one_line() -> None:
                           "stopped SparkContext; check that the master is up and reachable from this host "
                           "(SPARK_MASTER, --master)")
     assert error.exit_code == ExitCode.FAILURE
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gcsfs") is not None, reason="gcsfs is installed here")
+def test_a_scheme_whose_package_is_missing_is_bad_input_not_a_storage_failure() -> None:
+    """gs:// without gcsfs was exit 4 ("retrying may help"); no retry installs a package."""
+    with pytest.raises(InvalidArgumentError, match=r"cannot open gs://bucket/lake/: .*gcsfs.*no file system for gs://"):
+        Storage("gs://bucket/lake").first_files(1)
+    assert InvalidArgumentError("x").exit_code == ExitCode.BAD_INPUT
