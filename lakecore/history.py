@@ -376,7 +376,18 @@ def _describe(entry: HistoryEntry, info: VersionInfo, view: LakehouseView, view_
         phrases.append(summary)
         entry.definition_changes = fields
     if not _same_tree(parent, view):
-        before, after = content_of(parent.version), content_of(info.version)
+        try:
+            before = content_of(parent.version)
+        except LakecoreError as exc:
+            # A damaged parent (what a repair rolls back from) leaves this version's own kind
+            # (a rollback, a definition change) known: say that, and why the changes are not.
+            entry.error = exc.one_line()
+            operations.append("unknown")
+            phrases.append(f"changes unknown: the tree of version {parent.version} cannot be read ({exc.one_line()})")
+            entry.operation = operations[0]
+            entry.summary = "; ".join(phrases)
+            return
+        after = content_of(info.version)
         changes = catalog_diff(before, after, view.lakehouse_def, old_view=parent, new_view=view) \
             if before != after else []
         entry.changes = changes

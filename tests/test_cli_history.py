@@ -194,3 +194,38 @@ def test_storage_listing_is_the_one_in_describe(lake: Lakehouse) -> None:
 
     stats = file_stats(Storage(lake.uri))
     assert stats["by_kind"]["table_def"]["count"] >= 4 and stats["errors"] == []
+
+
+def test_a_rollback_from_a_damaged_version_is_still_a_rollback_in_the_log(tmp_path: Path) -> None:
+    """After a repair rolled back from a version with a damaged node file, the log showed the
+    healthy new version as "unknown ... cannot be compared"; it is the rollback, and it says
+    why its changes are not known."""
+    from lakecore import clear_caches
+    from lakecore.locations import is_full_uri
+    from lakecore.maintenance.reachable import reachable_from_root
+
+    # Small node files: a commit that overflows the root pushes messages down into new nodes.
+    lh = Lakehouse.create(str(tmp_path / "lake"), name="damaged", order=4, node_file_max_size_bytes=4096,
+                          namespace_name_max_size_bytes=16, table_name_max_size_bytes=16,
+                          file_name_max_size_bytes=100)
+    with lh.transaction() as tx:
+        tx.create_namespace("ns")
+    only_latest: set[str] = set()
+    for i in range(60):  # until a commit writes a node file its parent does not reach
+        before = reachable_from_root(lh.store, lh.root, include_values=False).nodes
+        with lh.transaction() as tx:
+            tx.create_table("ns", f"t{i:02d}")
+        only_latest = set(reachable_from_root(lh.store, lh.root, include_values=False).nodes) - set(before)
+        if only_latest:
+            break
+    assert only_latest, "no commit wrote a node file below the root: nothing to damage"
+    damaged_version = lh.version
+    victim = sorted(p for p in only_latest if not is_full_uri(p))[0]
+    (tmp_path / "lake" / victim).write_bytes(b"truncated")
+    clear_caches()  # this process wrote the node and keeps it decoded: read it from disk
+    restored = lh.rollback(to_version=damaged_version - 1)
+    entry = {e.version: e for e in history(lh.storage)}[restored]
+    assert entry.operation == "rollback"
+    assert entry.summary.startswith(f"rollback from version {damaged_version} to the content of version "
+                                    f"{damaged_version - 1}; changes unknown: the tree of version {damaged_version} "
+                                    "cannot be read (CorruptNodeFileError")
