@@ -63,6 +63,32 @@ def test_threshold_flush(run_job, tmp_path: Path) -> None:  # type: ignore[no-un
     assert check_version(after, deep=True).ok
 
 
+def test_threshold_flush_of_a_small_lakehouse_commits_nothing(run_job, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The trial: a fresh depth-1 lakehouse (its root is a leaf) with 2 buffered messages, its
+    buffer nowhere near full; a threshold flush used to empty it and commit a version anyway."""
+    lh = Lakehouse.create(str(tmp_path / "lake"), name="small")
+    for name in ("a", "b"):
+        with lh.transaction() as tx:
+            tx.create_namespace(name)
+    version, root = lh.version, lh.root_info.node
+    assert not root.children and len(root.buffer) == 2
+    for fill in ("0.5", "0.9"):
+        code, report = run_job(flush_main, "--lakehouse", lh.uri, "--mode", "threshold", "--fill", fill)
+        assert code == 0, report
+        assert report["status"] == "noop" and report["new_version"] is None, report
+        assert f"no buffer is fuller than {float(fill):.0%}" in report["details"]["noop_reason"]
+        assert report["counts"]["root_messages_before"] == report["counts"]["root_messages_after"] == 2
+        assert report["counts"]["node_files_written"] == 0
+        assert Lakehouse.open(lh.uri).version == version
+    # Fill 0 means any buffer that holds a message: the root leaf applies its 2 messages.
+    code, report = run_job(flush_main, "--lakehouse", lh.uri, "--mode", "threshold", "--fill", "0")
+    assert code == 0 and report["status"] == "ok" and report["new_version"] == version + 1, report
+    assert report["counts"]["root_messages_before"] == 2 and report["counts"]["root_messages_after"] == 0
+    after = Lakehouse.open(lh.uri)
+    assert after.list_namespaces() == ["a", "b"] and not after.root_info.node.buffer
+    assert check_version(after, deep=True).ok
+
+
 @pytest.mark.s3
 def test_full_flush_on_s3(run_job, s3_server) -> None:  # type: ignore[no-untyped-def]
     uri, options = s3_server.new_root()
