@@ -16,6 +16,9 @@ after`` is the committed root's buffer (with the other commits' messages on top)
 noop, the buffer as found. Node files written by an attempt that was not committed (it lost to
 another commit) are in no version: they are counted apart (``node_files_not_committed``, with
 a sample) for gc to delete, not left out of the totals.
+
+``--fill`` is checked as the command line is read (its range, and that only ``--mode threshold``
+uses it), so spark-submit.sh refuses a bad one before the JVM starts.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.common import EXIT_CONFLICT, JobContext, JobReport, base_parser, run_job
+from jobs.common import EXIT_CONFLICT, JobContext, JobReport, base_parser, checked_option, run_job
 from jobs.frames import collect_objects, fan_out_objects
 from lakecore.argparsing import ArgumentError
 from lakecore.commit import RootPlan
@@ -61,9 +64,34 @@ from lakecore.versions import RootInfo
 def _parser() -> Any:
     parser = base_parser("flush", __doc__.splitlines()[0])
     parser.add_argument("--mode", choices=["full", "threshold"], default="full")
-    parser.add_argument("--fill", type=float, default=None, help="threshold mode: flush buffers fuller than this (0..1)")
+    parser.add_argument(
+        "--fill", type=checked_option(parse_fill), default=None,
+        help="threshold mode: flush the buffers fuller than this share of their room, from 0 to 1 "
+        "(0: every buffer that holds a message); default: flush_fill in the settings",
+    )
     parser.add_argument("--max-redos", type=int, default=None, help="redo the job this often after a conflicting commit")
+    # Checked as the command line is read, like --fill's range: spark-submit.sh's parse-only run
+    # then refuses it in one line before the JVM starts, not after a second of Spark startup.
+    parser.add_check(_fill_needs_threshold_mode)
     return parser
+
+
+def parse_fill(text: str) -> float:
+    """``--fill``: a share of a buffer's room, from 0 to 1."""
+    try:
+        fill = float(text)
+    except ValueError:
+        raise ArgumentError(f"{text!r} is not a number from 0 to 1 (a share of a buffer's room)") from None
+    if not 0.0 <= fill <= 1.0:  # also refuses nan
+        raise ArgumentError(f"{text} is outside 0..1 (a share of a buffer's room: 0.5 is half full)")
+    return fill
+
+
+def _fill_needs_threshold_mode(args: Any) -> str | None:
+    if args.fill is not None and args.mode != "threshold":
+        return (f"--fill applies only to --mode threshold; --mode {args.mode} empties every buffer "
+                f"(add --mode threshold, or drop --fill)")
+    return None
 
 
 def _run_tasks(ctx: JobContext, storage: Storage, shape: TreeShape, tasks: list[FlushTask]) -> list[FlushTaskResult]:
@@ -83,11 +111,9 @@ def _run_tasks(ctx: JobContext, storage: Storage, shape: TreeShape, tasks: list[
 
 def _body(ctx: JobContext) -> None:
     args = ctx.args
-    fill = args.fill if args.fill is not None else ctx.settings.flush_fill
-    if not 0.0 <= fill <= 1.0:
-        raise ArgumentError(f"--fill {fill} must be between 0 and 1")
-    if args.fill is not None and args.mode == "full":
-        raise ArgumentError("--fill only applies to --mode threshold")
+    # The command line's --fill was checked as it was read (_parser); the settings' own value
+    # was checked when they were loaded.
+    fill = parse_fill(args.fill) if args.fill is not None else ctx.settings.flush_fill
     policy = policy_from(args.mode, fill)
     max_redos = args.max_redos if args.max_redos is not None else ctx.settings.flush_max_redos
     report = ctx.report

@@ -696,9 +696,10 @@ def test_unchecked_input_is_refused_with_what_to_do(tmp_path: Path) -> None:
 
 
 def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> None:
-    """A typo in --lakehouse used to be reported as --lakehouse missing; a bad --older-than or
-    --now was refused only after Spark had started (about 2 s, and a summary on stdout). Both
-    are now one line from spark-submit.sh's check, before any JVM: nothing on stdout."""
+    """A typo in --lakehouse used to be reported as --lakehouse missing; a bad --older-than,
+    --now or flush --fill was refused only after Spark had started (about 2 s, and a summary on
+    stdout). All are now one line from spark-submit.sh's check, before any JVM: nothing on
+    stdout."""
     lake = tmp_path / "lake"
     make_lake(str(lake))
     before = listing(lake)
@@ -713,6 +714,14 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
          "argument --older-than: expected one argument, and '-5m' after it reads as an option; "
          "write --older-than=-5m"),
         (["gc", "--lakehouse", str(lake), "--older-than=-5m"], "duration '-5m' is negative"),
+        # flush's --fill: its range, and the mode it needs (the default mode, full, ignores it),
+        # were checked only after Spark had started.
+        (["flush", "--lakehouse", str(lake), "--mode", "threshold", "--fill", "1.5"],
+         "argument --fill: 1.5 is outside 0..1"),
+        (["flush", "--lakehouse", str(lake), "--mode", "threshold", "--fill", "half"],
+         "argument --fill: 'half' is not a number from 0 to 1"),
+        (["flush", "--lakehouse", str(lake), "--fill", "0.5"],
+         "--fill applies only to --mode threshold; --mode full empties every buffer"),
     ]
     for argv, words in cases:
         proc = subprocess.run([str(SPARK_SUBMIT), *argv], capture_output=True, text=True, env=_env(), timeout=120)
