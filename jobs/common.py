@@ -81,7 +81,7 @@ def invocation(job: str) -> str:
     return f"spark-submit jobs/{job.replace('-', '_')}.py"
 
 
-def base_parser(job: str, description: str) -> argparse.ArgumentParser:
+def base_parser(job: str, description: str) -> OneLineArgumentParser:
     parser = OneLineArgumentParser(prog=invocation(job), description=description, epilog=exit_code_help(),
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lakehouse", required=True, help="lakehouse root URI")

@@ -13,6 +13,10 @@ A value that starts with '-' (``--older-than -5m``) reads as an option, and argp
 ``output_file`` is the ``type`` of an option that names a file to write (a report, a page): a
 folder, a path under a file, or a folder that cannot be written is refused as the command line
 is read, before a job does its work (a commit included) and only then fails to say what it did.
+
+A rule between options (``--fill`` means something only with ``--mode threshold``) is a check
+added with ``add_check``: it runs as the command line is read, like a ``type``, so that a job's
+parse-only run (spark-submit.sh, before the JVM starts) refuses it too.
 """
 
 from __future__ import annotations
@@ -35,12 +39,22 @@ class OneLineArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._arguments_read: list[str] = []
+        self._checks: list[Callable[[argparse.Namespace], str | None]] = []
+
+    def add_check(self, check: Callable[[argparse.Namespace], str | None]) -> None:
+        """Run ``check`` on the parsed options; a message it returns is the parse error."""
+        self._checks.append(check)
 
     def parse_known_args(  # type: ignore[override]  # typeshed overloads it on the namespace type
         self, args: Sequence[str] | None = None, namespace: Any = None
     ) -> Any:
         self._arguments_read = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(args, namespace)
+        parsed, extras = super().parse_known_args(args, namespace)
+        for check in self._checks:
+            message = check(parsed)
+            if message is not None:
+                self.error(message)
+        return parsed, extras
 
     def error(self, message: str) -> NoReturn:
         if message.startswith("the following arguments are required"):

@@ -221,6 +221,14 @@ class TreeWriter:
 
     def flush(self, policy: FlushPolicy) -> None:
         """Flush the whole tree: FULL empties every buffer, THRESHOLD the ones over ``fill``."""
+        if (policy.mode is FlushMode.THRESHOLD and self.root.is_leaf
+                and self.root.buffer_fill(self.shape) <= policy.fill):
+            # A depth-1 tree's root is a leaf, and its buffer is the tree's only one. ``_settle``
+            # applies a leaf's buffer unconditionally, which is right for a leaf below the root
+            # (it holds messages only when its parent's buffer was over the threshold and was
+            # pushed down into it in this very flush) but not for the root leaf: its buffer
+            # obeys the threshold like any other, or a threshold flush empties it at any fill.
+            return
         self._settle_root(policy)
 
     def splice_subtrees(self, results: Mapping[int, SplicedSubtree]) -> Node:

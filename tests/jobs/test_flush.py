@@ -63,6 +63,88 @@ def test_threshold_flush(run_job, tmp_path: Path) -> None:  # type: ignore[no-un
     assert check_version(after, deep=True).ok
 
 
+def test_threshold_flush_of_a_small_lakehouse_commits_nothing(run_job, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The trial: a fresh depth-1 lakehouse (its root is a leaf) with 2 buffered messages, its
+    buffer nowhere near full; a threshold flush used to empty it and commit a version anyway."""
+    lh = Lakehouse.create(str(tmp_path / "lake"), name="small")
+    for name in ("a", "b"):
+        with lh.transaction() as tx:
+            tx.create_namespace(name)
+    version, root = lh.version, lh.root_info.node
+    assert not root.children and len(root.buffer) == 2
+    for fill in ("0.5", "0.9"):
+        code, report = run_job(flush_main, "--lakehouse", lh.uri, "--mode", "threshold", "--fill", fill)
+        assert code == 0, report
+        assert report["status"] == "noop" and report["new_version"] is None, report
+        assert f"no buffer is fuller than {float(fill):.0%}" in report["details"]["noop_reason"]
+        assert report["counts"]["root_messages_before"] == report["counts"]["root_messages_after"] == 2
+        assert report["counts"]["node_files_written"] == report["counts"]["node_files_not_committed"] == 0
+        assert Lakehouse.open(lh.uri).version == version
+    # Fill 0 means any buffer that holds a message: the root leaf applies its 2 messages.
+    code, report = run_job(flush_main, "--lakehouse", lh.uri, "--mode", "threshold", "--fill", "0")
+    assert code == 0 and report["status"] == "ok" and report["new_version"] == version + 1, report
+    assert report["counts"]["root_messages_before"] == 2 and report["counts"]["root_messages_after"] == 0
+    after = Lakehouse.open(lh.uri)
+    assert after.list_namespaces() == ["a", "b"] and not after.root_info.node.buffer
+    assert check_version(after, deep=True).ok
+
+
+def test_commits_that_land_before_the_flush_commits_are_counted(run_job, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Commits that only add root-buffer messages between the plan and the commit: their
+    messages go on top of the flushed root. The report used to say 'root buffer N -> N' in
+    its summary and 'root messages after 0' in its counts; both now describe the version
+    committed, and the messages that came from the other commits."""
+    import jobs.flush as flush_job
+
+    lh = _catalog(str(tmp_path / "lake"), tables=20)
+    # An empty root buffer first, so that the other commits' few messages fit in the root (a
+    # commit that overflows the root flushes it, and the job would redo instead of rebasing).
+    code, _report = run_job(flush_main, "--lakehouse", lh.uri)
+    assert code == 0
+    lh.refresh()
+    for i in range(2):
+        with lh.transaction() as tx:
+            tx.create_table("a", f"new{i}")
+    assert lh.root_info.node.children, "the flush must have subtrees to hand out"
+    base = lh.version
+    base_messages = len(lh.root_info.node.buffer)
+    real_plan = flush_job.plan_flush
+    landed: list[int] = []
+
+    def plan_then_let_three_commits_land(*args: Any, **kwargs: Any) -> Any:
+        run = real_plan(*args, **kwargs)
+        if not landed:
+            other = Lakehouse.open(lh.uri)
+            for i in range(3):
+                with other.transaction() as tx:
+                    tx.create_namespace(f"late{i}")
+                landed.append(other.version)
+        return run
+
+    flush_job.plan_flush = plan_then_let_three_commits_land  # type: ignore[assignment]
+    capsys.readouterr()
+    try:
+        code, report = run_job(flush_main, "--lakehouse", lh.uri)
+    finally:
+        flush_job.plan_flush = real_plan  # type: ignore[assignment]
+    assert code == 0 and report["status"] == "ok", report
+    assert landed == [base + 1, base + 2, base + 3]
+    assert report["new_version"] == base + 4 and report["counts"]["redos"] == 0, report
+    final = Lakehouse.open(lh.uri)
+    committed = final.root_info.node
+    counts = report["counts"]
+    assert counts["root_messages_before"] == base_messages
+    assert counts["root_messages_after"] == len(committed.buffer) == counts["root_messages_from_later_commits"] > 0
+    assert counts["commit_retries"] >= 1 and counts["node_files_not_committed"] == 0, counts
+    summary = capsys.readouterr().out
+    assert (f"root buffer {base_messages} -> 0 messages; 3 commits landed meanwhile, and {len(committed.buffer)} "
+            f"newer root messages went on top: version {base + 4}'s root buffer holds {len(committed.buffer)}"
+            ) in summary, summary
+    assert {f"late{i}" for i in range(3)} <= set(final.list_namespaces())
+    assert check_version(final, deep=True).ok
+
+
 @pytest.mark.s3
 def test_full_flush_on_s3(run_job, s3_server) -> None:  # type: ignore[no-untyped-def]
     uri, options = s3_server.new_root()

@@ -281,7 +281,8 @@ def test_flush_with_nothing_to_do_commits_nothing(tmp_path: Path, spark: Any) ->
 
 
 @pytest.mark.spark
-def test_a_flush_that_lost_the_race_commits_nothing_and_counts_its_redo(tmp_path: Path, spark: Any) -> None:
+def test_a_flush_that_lost_the_race_commits_nothing_and_counts_its_redo(tmp_path: Path, spark: Any,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """Two flushes at once: the loser redoes its plan on the winner's version, finds nothing
     to do, and says so; its report counts the redo."""
     import jobs.flush as flush_job
@@ -311,10 +312,33 @@ def test_a_flush_that_lost_the_race_commits_nothing_and_counts_its_redo(tmp_path
         code = flush_job.main(["--lakehouse", str(lake), "--report", str(report_path)], spark=spark)
     finally:
         flush_job.plan_flush = real_plan  # type: ignore[assignment]
+    loser_summary = capsys.readouterr().out.split("lakecore flush [noop]")[-1]
     report = json.loads(report_path.read_text())
     assert code == 0 and report["status"] == "noop", report
     assert report["counts"]["redos"] == 1 and len(report["details"]["redos"]) == 1, report
     assert Lakehouse.open(str(lake)).version == base + 1  # only the winner's version
+    # The report agrees with itself: it found the winner's version (base + 1, its root buffer
+    # flushed), and the node files its first attempt wrote are in no version, for gc.
+    assert report["base_version"] == base + 1 and report["details"]["planned_from_versions"] == [base, base + 1]
+    assert loser_summary.startswith(f" {report['lakehouse']} version {base + 1}\n"), loser_summary
+    reason = report["details"]["noop_reason"]
+    assert f"redone on version {base + 1}, which another commit made while this job flushed version {base}" in reason
+    counts = report["counts"]
+    assert counts["root_messages_before"] == counts["root_messages_after"] == 0, counts
+    assert counts["node_files_written"] == counts["node_files_not_committed"] > 0, counts
+    assert report["bytes"]["node_bytes_written"] == report["bytes"]["node_bytes_not_committed"] > 0
+    assert len(report["samples"]["not_committed_node_files"]) == min(counts["node_files_not_committed"], 50)
+    assert report["samples"]["written_node_files"] == []
+    assert (f"{counts['node_files_not_committed']} node files" in loser_summary
+            and "in no version: gc deletes them" in loser_summary), loser_summary
+    winner = Lakehouse.open(str(lake))
+    in_the_tree: set[str] = set()
+    stack = list(winner.root_info.node.children)
+    while stack:
+        path = stack.pop()
+        in_the_tree.add(path)
+        stack.extend(winner.store.load(path).children)
+    assert in_the_tree and not in_the_tree & set(report["samples"]["not_committed_node_files"])
 
 
 # -- 4. exit codes, storage options, signals, pipes ------------------------------------------------
@@ -672,9 +696,10 @@ def test_unchecked_input_is_refused_with_what_to_do(tmp_path: Path) -> None:
 
 
 def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> None:
-    """A typo in --lakehouse used to be reported as --lakehouse missing; a bad --older-than or
-    --now was refused only after Spark had started (about 2 s, and a summary on stdout). Both
-    are now one line from spark-submit.sh's check, before any JVM: nothing on stdout."""
+    """A typo in --lakehouse used to be reported as --lakehouse missing; a bad --older-than,
+    --now or flush --fill was refused only after Spark had started (about 2 s, and a summary on
+    stdout). All are now one line from spark-submit.sh's check, before any JVM: nothing on
+    stdout."""
     lake = tmp_path / "lake"
     make_lake(str(lake))
     before = listing(lake)
@@ -700,6 +725,14 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
          "argument --older-than: expected one argument, and '-5m' after it reads as an option; "
          "write --older-than=-5m"),
         (["gc", "--lakehouse", str(lake), "--older-than=-5m"], "duration '-5m' is negative"),
+        # flush's --fill: its range, and the mode it needs (the default mode, full, ignores it),
+        # were checked only after Spark had started.
+        (["flush", "--lakehouse", str(lake), "--mode", "threshold", "--fill", "1.5"],
+         "argument --fill: 1.5 is outside 0..1"),
+        (["flush", "--lakehouse", str(lake), "--mode", "threshold", "--fill", "half"],
+         "argument --fill: 'half' is not a number from 0 to 1"),
+        (["flush", "--lakehouse", str(lake), "--fill", "0.5"],
+         "--fill applies only to --mode threshold; --mode full empties every buffer"),
     ]
     for argv, words in cases:
         proc = subprocess.run([str(SPARK_SUBMIT), *argv], capture_output=True, text=True, env=_env(), timeout=120)

@@ -124,6 +124,31 @@ def test_threshold_flush_only_touches_full_buffers() -> None:
     assert TreeChecker(store, shape).check_root(emptied, "root").ok
 
 
+def test_threshold_flush_of_a_depth_1_tree_obeys_the_threshold() -> None:
+    """A depth-1 tree's root is a leaf: its buffer used to be applied by any threshold flush,
+    at any fill (the trial: 2 messages, fill 0.0%, ``--fill 0.9`` emptied it)."""
+    order = 5
+    shape = TreeShape(order, 4000)
+    store = make_store(order)
+    writer = TreeWriter(store, shape, None)
+    writer.put_many([("a", "1"), ("b", "2")])
+    root = writer.finish()
+    assert not root.children and len(root.buffer) == 2
+    fill = WNode.from_node(root, None).buffer_fill(shape)
+    assert 0 < fill < 0.5
+    for threshold in (0.5, 0.9, fill):  # "fuller than": a buffer exactly at the threshold stays
+        writer = TreeWriter(store, shape, root)
+        writer.flush(FlushPolicy(FlushMode.THRESHOLD, fill=threshold))
+        kept = writer.finish()
+        assert kept.buffer == root.buffer and kept.keys == root.keys, threshold
+    # Over the threshold, the root leaf applies its buffer to its own key table.
+    writer = TreeWriter(store, shape, root)
+    writer.flush(FlushPolicy(FlushMode.THRESHOLD, fill=fill / 2))
+    applied = writer.finish()
+    assert applied.buffer == {} and applied.keys == ["a", "b"] and applied.values == ["1", "2"]
+    assert TreeChecker(store, shape).check_root(applied, "root").ok
+
+
 def test_flush_subtree_needs_only_the_subtree() -> None:
     # Sets only: a pending delete of a key the root holds is structural work for the driver
     # (see lakecore.maintenance.flush), not for a subtree.
