@@ -44,7 +44,7 @@ from jobs.frames import collect_objects, fan_out_objects
 from lakecore.argparsing import ArgumentError
 from lakecore.commit import RootPlan
 from lakecore.errors import CommitConflictError
-from lakecore.humanize import format_bytes
+from lakecore.humanize import format_bytes, plural
 from lakecore.lakehouse import Lakehouse
 from lakecore.maintenance.flush import (
     FlushTask,
@@ -202,7 +202,7 @@ def _body(ctx: JobContext) -> None:
         report.counts["root_messages_before"] = len(base.node.buffer)
         report.counts["root_messages_after"] = len(committed_root.buffer)
         report.counts["root_messages_from_later_commits"] = rebase.newer_messages
-        line = (f"{args.mode} flush of version {base.version} ({len(run.tasks)} subtrees): root buffer "
+        line = (f"{args.mode} flush of version {base.version} ({plural(len(run.tasks), 'subtree')}): root buffer "
                 f"{len(base.node.buffer)} -> {len(flushed.buffer)} messages")
         if outcome.version > base.version + 1:
             landed = outcome.version - base.version - 1
@@ -247,7 +247,7 @@ def _report_writes(report: JobReport, written: IOStats, lost: IOStats) -> None:
     if lost.files_written:
         report.sample("not_committed_node_files", lost.written_paths)
         report.summary.append(
-            f"{lost.files_written} node files ({format_bytes(lost.bytes_written)}) written by attempts that "
+            f"{plural(lost.files_written, 'node file')} ({format_bytes(lost.bytes_written)}) written by attempts that "
             "were not committed are in no version: gc deletes them once they are older than its grace period"
         )
 
