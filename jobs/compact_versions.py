@@ -175,6 +175,8 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
         check_exports_unchanged(storage, plan)
         roots = delete_expired_roots(storage, plan)
     report.counts["root_files_deleted"] = len(roots.deleted)
+    # Expired, but deleted by another run racing this one: not this run's to count.
+    report.counts["root_files_already_gone"] = len(roots.already_gone)
     report.sample("deleted_roots", [root_node_file_name(v) for v in roots.deleted])
     with ctx.stage("recheck", "walk versions committed since the plan (driver)"):
         rechecked = recheck(storage, plan, membership_in(ctx, kept), cache, kept_plan.covered)
@@ -191,6 +193,7 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
             deleted = delete_frame(ctx, storage, files, batch_size)
     report.new_version = rechecked.versions[-1] if rechecked.versions else None
     report.counts["files_deleted"] = deleted.deleted
+    report.counts["files_already_gone"] = deleted.already_gone
     report.bytes["root_bytes_freed"] = roots.bytes_freed
     report.bytes["file_bytes_freed"] = deleted.bytes_freed
     report.bytes["bytes_freed"] = roots.bytes_freed + deleted.bytes_freed
@@ -198,7 +201,7 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     report.summary.append(
         f"expired {len(roots.deleted)} versions ({plan.expired[0]}..{plan.expired[-1]}), deleted "
         f"{plural(deleted.deleted, 'file')} only they reached, freed {format_bytes(report.bytes['bytes_freed'])}; "
-        f"{len(plan.retained)} versions stay"
+        f"{len(plan.retained)} versions stay{_already_gone_note(roots.already_gone, deleted)}"
     )
     if deleted.errors or deleted.refused:
         report.sample("delete_errors", deleted.errors + deleted.refused)
@@ -209,6 +212,14 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
             f"{len(deleted.refused)} paths were refused; what is left is orphaned and gc removes "
             f"it. E.g. {(deleted.errors + deleted.refused)[0]}"
         )
+
+
+def _already_gone_note(roots: list[int], files: DeleteOutcome) -> str:
+    """What a racing run deleted first: left out of this run's counts, and said so."""
+    if not roots and not files.already_gone:
+        return ""
+    return (f"; {plural(len(roots), 'expired root file')} and {plural(files.already_gone, 'other file')} were "
+            "already gone (another run deleted them)")
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:

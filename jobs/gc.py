@@ -347,6 +347,8 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         with ctx.stage("delete", f"delete {to_delete} orphans in batches of {batch_size}"):
             deleted = delete_frame(ctx, storage, deletable, batch_size)
     report.counts["orphans_deleted"] = deleted.deleted
+    # Deleted by a run racing this one between the listing and the delete: not counted above.
+    report.counts["orphans_already_gone"] = deleted.already_gone
     report.bytes["freed_bytes"] = deleted.bytes_freed
     report.sample("deleted", deleted.deleted_paths)
     verb = "would delete" if args.dry_run else "deleted"
@@ -354,7 +356,8 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         f"{len(versions)} retained versions, {report.counts['files_listed']} files listed, "
         f"{report.counts['reachable_files']} reachable, {orphans} orphans "
         f"({too_young} younger than the grace period of {format_seconds(grace_seconds)}), "
-        f"{verb} {to_delete if args.dry_run else deleted.deleted}, "
+        f"{verb} {to_delete if args.dry_run else deleted.deleted}"
+        f"{f' ({deleted.already_gone} already gone: another run deleted them)' if deleted.already_gone else ''}, "
         f"{report.counts['foreign_files']} foreign files left alone"
     )
     if not to_delete and not args.dry_run:

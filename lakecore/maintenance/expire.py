@@ -284,7 +284,8 @@ def check_exports_unchanged(storage: Storage, plan: ExpiryPlan) -> None:
 
 @dataclass
 class RootDeletion:
-    deleted: list[int] = field(default_factory=list)
+    deleted: list[int] = field(default_factory=list)  # by this run
+    already_gone: list[int] = field(default_factory=list)  # another run (or repair) deleted them first
     bytes_freed: int = 0
 
 
@@ -295,13 +296,16 @@ def delete_expired_roots(storage: Storage, plan: ExpiryPlan) -> RootDeletion:
     for version in sorted(plan.expired):
         path = root_node_file_name(version)
         try:
-            storage.delete([path])
+            removed = storage.delete([path])
         except LakecoreError as exc:
             raise ExpiryRefusedError(
                 f"deleting the root of expired version {version} ({storage.uri(path)}) failed: "
                 f"{exc.one_line()}; versions {out.deleted or 'none'} were expired, no other file "
                 "was deleted (run again)"
             ) from exc
+        if not removed:
+            out.already_gone.append(version)  # a racing run's delete, not this one's
+            continue
         out.deleted.append(version)
         loaded = plan.roots.get(version)
         out.bytes_freed += loaded.info.size if loaded is not None else 0

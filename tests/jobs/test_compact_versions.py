@@ -69,13 +69,14 @@ def root_deletions(monkeypatch: pytest.MonkeyPatch, fail_after: int | None = Non
     deleted: list[int] = []
     original = Storage.delete
 
-    def recording(self: Storage, paths: Iterable[str], batch_size: int = 1000) -> int:
+    def recording(self: Storage, paths: Iterable[str], batch_size: int = 1000,
+                  deleted_here: list[str] | None = None) -> int:
         paths = list(paths)
         roots = [version_from_root_node_file_name(p) for p in paths if p.startswith("_") and p.endswith(".arrow")]
         if roots and fail_after is not None and len(deleted) >= fail_after:
             raise StorageError("simulated crash while deleting roots")
         deleted.extend(roots)
-        return original(self, paths, batch_size)
+        return original(self, paths, batch_size, deleted_here)
 
     monkeypatch.setattr(Storage, "delete", recording)
     return deleted
