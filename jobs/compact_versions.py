@@ -18,7 +18,9 @@ entrypoint distributes the heavy part:
     delete      the difference minus what the re-check found, in batches on executors
 
 Nothing is deleted before the plan and the difference are complete; a retained version that
-cannot be walked stops the run there (exit 4).
+cannot be walked stops the run there (exit 6 naming the damaged versions and the repair when
+its files are damaged, exit 4 when a read failed). An expired version that cannot be walked
+still expires: its root file goes, and what lies below is left to gc.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from jobs.spark_units import (
 )
 from lakecore.humanize import format_bytes, format_time_millis, plural
 from lakecore.locations import root_node_file_name
+from lakecore.maintenance.damage import DAMAGED_MARK
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.expire import (
     ExpiryRefusedError,
@@ -69,6 +72,8 @@ from lakecore.maintenance.expire import (
     plan_expiry,
     plan_reaches,
     recheck,
+    refusal_for_damage,
+    unreadable_expired,
 )
 from lakecore.maintenance.listing import ERROR_KEY
 from lakecore.tree.store import NodeCache
@@ -143,10 +148,12 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
         cached.extend([kept, gone])
         retained_errors = [row[0] for row in reach_errors(kept).limit(3).collect()]
         if retained_errors:
-            raise ExpiryRefusedError(
+            refusal = ExpiryRefusedError(
                 "a retained version cannot be walked, so the files only expired versions reach cannot "
                 f"be told apart: {'; '.join(retained_errors)}; nothing was deleted"
             )
+            damaged = reach_errors(kept).where(F.col("reason").startswith(DAMAGED_MARK)).limit(1).count() > 0
+            raise refusal_for_damage(storage, plan, refusal, damaged=damaged)
         expired_errors = [row[0] for row in reach_errors(gone).limit(SAMPLE_LIMIT).collect()]
         gone_paths = gone.where(~F.col("path").startswith(ERROR_KEY)).groupBy("path").agg(F.max("size").alias("size"))
         only_gone = gone_paths.join(reached_paths(kept), "path", "left_anti")
@@ -158,6 +165,19 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     if warnings:
         # Parts of expired versions could not be walked: their files stay, as orphans for gc.
         report.sample("expired_walk_problems", warnings)
+    # Expired versions whose tree (or a part of it) cannot be read still expire: the retained
+    # side is complete, so knowing less of the expired side only deletes less. What lies below
+    # the unreadable parts stays, and gc removes it once nothing retained reaches it.
+    unreadable = unreadable_expired(plan, gone_plan)
+    report.counts["unreadable_versions_expired"] = len(unreadable)
+    report.counts["unreadable_expired_subtrees"] = len(expired_errors)  # capped at the sample limit
+    report.details["unreadable_versions_expired"] = unreadable
+    parts = ([f"{plural(len(unreadable), 'expired version')} ({', '.join(map(str, unreadable))})"] if unreadable
+             else []) + ([plural(len(expired_errors), "subtree") + " of expired versions"] if expired_errors else [])
+    unreadable_note = (
+        f"; {' and '.join(parts)} could not be read: only root files go there, and the files below are left "
+        "to gc, which removes those no retained version reaches"
+    ) if parts else ""
     report.counts["files_reached_by_expired_versions"] = expired_reach
     report.counts["files_only_expired_versions_reach"] = candidate_count
     report.sample("would_delete_roots", [root_node_file_name(v) for v in plan.expired])
@@ -165,7 +185,7 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     if args.dry_run:
         report.summary.append(
             f"would expire {len(plan.expired)} versions ({plan.expired[0]}..{plan.expired[-1]}) and "
-            f"delete {candidate_count} files only they reach; {len(plan.retained)} versions stay"
+            f"delete {candidate_count} files only they reach; {len(plan.retained)} versions stay{unreadable_note}"
         )
         return
 
@@ -175,6 +195,8 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
         check_exports_unchanged(storage, plan)
         roots = delete_expired_roots(storage, plan)
     report.counts["root_files_deleted"] = len(roots.deleted)
+    # Expired, but deleted by another run racing this one: not this run's to count.
+    report.counts["root_files_already_gone"] = len(roots.already_gone)
     report.sample("deleted_roots", [root_node_file_name(v) for v in roots.deleted])
     with ctx.stage("recheck", "walk versions committed since the plan (driver)"):
         rechecked = recheck(storage, plan, membership_in(ctx, kept), cache, kept_plan.covered)
@@ -191,6 +213,7 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
             deleted = delete_frame(ctx, storage, files, batch_size)
     report.new_version = rechecked.versions[-1] if rechecked.versions else None
     report.counts["files_deleted"] = deleted.deleted
+    report.counts["files_already_gone"] = deleted.already_gone
     report.bytes["root_bytes_freed"] = roots.bytes_freed
     report.bytes["file_bytes_freed"] = deleted.bytes_freed
     report.bytes["bytes_freed"] = roots.bytes_freed + deleted.bytes_freed
@@ -198,7 +221,7 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     report.summary.append(
         f"expired {len(roots.deleted)} versions ({plan.expired[0]}..{plan.expired[-1]}), deleted "
         f"{plural(deleted.deleted, 'file')} only they reached, freed {format_bytes(report.bytes['bytes_freed'])}; "
-        f"{len(plan.retained)} versions stay"
+        f"{len(plan.retained)} versions stay{unreadable_note}{_already_gone_note(roots.already_gone, deleted)}"
     )
     if deleted.errors or deleted.refused:
         report.sample("delete_errors", deleted.errors + deleted.refused)
@@ -209,6 +232,14 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
             f"{len(deleted.refused)} paths were refused; what is left is orphaned and gc removes "
             f"it. E.g. {(deleted.errors + deleted.refused)[0]}"
         )
+
+
+def _already_gone_note(roots: list[int], files: DeleteOutcome) -> str:
+    """What a racing run deleted first: left out of this run's counts, and said so."""
+    if not roots and not files.already_gone:
+        return ""
+    return (f"; {plural(len(roots), 'expired root file')} and {plural(files.already_gone, 'other file')} were "
+            "already gone (another run deleted them)")
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:

@@ -24,8 +24,9 @@ The design (what is live, what may be deleted, why the grace period) is in
 With --full-list (and --report), every orphan goes to a Parquet dataset beside the report
 (REPORT.orphans.parquet: path, size, mtime_millis, kind, old_enough).
 
-Exit codes as in ``jobs.common``; a retained root or node that cannot be read is exit 4 with
-nothing deleted, an unsafe grace period is exit 2.
+Exit codes as in ``jobs.common``; a retained root or node that cannot be read is exit 6 with
+nothing deleted when its bytes are damaged (the line names the damaged versions and the repair),
+exit 4 when the read failed (storage; a rerun may succeed); an unsafe grace period is exit 2.
 """
 
 from __future__ import annotations
@@ -66,8 +67,9 @@ from jobs.spark_units import (
 from lakecore.argparsing import ArgumentError
 from lakecore.humanize import format_seconds
 from lakecore.locations import hash_directory_prefixes
+from lakecore.maintenance.damage import DAMAGED_MARK, is_damage
 from lakecore.maintenance.delete import DeleteOutcome
-from lakecore.maintenance.gc import check_grace
+from lakecore.maintenance.gc import check_grace, refusal_for_damage
 from lakecore.maintenance.listing import (
     DELETABLE_KIND_NAMES,
     ERROR_KEY,
@@ -243,7 +245,10 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     report.details["exported_snapshots"] = dict(sorted(retained.exports.items()))
     with ctx.stage("plan", f"cut the trees of {len(versions)} retained versions (driver)"):
         cache = NodeCache()
-        plan = plan_reach(storage, retained.roots.values(), ctx.parallelism, cache=cache)
+        try:
+            plan = plan_reach(storage, retained.roots.values(), ctx.parallelism, cache=cache)
+        except GcRefusedError as exc:
+            raise refusal_for_damage(storage, retained, exc, damaged=is_damage(exc)) from exc
     report.counts["subtree_tasks"] = len(plan.tasks)
     report.counts["subtree_tasks_shared_by_versions"] = plan.shared_tasks
 
@@ -261,11 +266,13 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         failures = sum(int(row["files"]) for row in groups if row["error"])
         if failures:
             reasons = [row[0] for row in judged.where(F.col("error")).select("path").limit(3).collect()]
-            raise GcRefusedError(
+            refusal = GcRefusedError(
                 f"{failures} hash directories, subtrees of retained versions or orphans could not be "
                 f"listed, walked or statted, so gc cannot tell live files from old orphans: "
                 f"{'; '.join(reason.removeprefix(ERROR_KEY) for reason in reasons)}"
             )
+            damaged = judged.where(F.col("path").startswith(ERROR_KEY + DAMAGED_MARK)).limit(1).count() > 0
+            raise refusal_for_damage(storage, retained, refusal, damaged=damaged)
     report.details["listing"] = how
     listed_by_kind: dict[str, int] = {}
     bytes_listed = unsized = reachable = missing = orphans = orphan_bytes = too_young = 0
@@ -347,6 +354,8 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         with ctx.stage("delete", f"delete {to_delete} orphans in batches of {batch_size}"):
             deleted = delete_frame(ctx, storage, deletable, batch_size)
     report.counts["orphans_deleted"] = deleted.deleted
+    # Deleted by a run racing this one between the listing and the delete: not counted above.
+    report.counts["orphans_already_gone"] = deleted.already_gone
     report.bytes["freed_bytes"] = deleted.bytes_freed
     report.sample("deleted", deleted.deleted_paths)
     verb = "would delete" if args.dry_run else "deleted"
@@ -354,7 +363,8 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         f"{len(versions)} retained versions, {report.counts['files_listed']} files listed, "
         f"{report.counts['reachable_files']} reachable, {orphans} orphans "
         f"({too_young} younger than the grace period of {format_seconds(grace_seconds)}), "
-        f"{verb} {to_delete if args.dry_run else deleted.deleted}, "
+        f"{verb} {to_delete if args.dry_run else deleted.deleted}"
+        f"{f' ({deleted.already_gone} already gone: another run deleted them)' if deleted.already_gone else ''}, "
         f"{report.counts['foreign_files']} foreign files left alone"
     )
     if not to_delete and not args.dry_run:

@@ -554,6 +554,8 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
     if args.action == "rebuild-hint":
         outcome = repair.rebuild_hint(storage, apply=args.yes, say=say)
+    elif args.action == "drop-damaged":
+        outcome = repair.drop_damaged(storage, apply=args.yes, say=say)
     else:
         if args.to_version is None and not args.to_last_valid:
             raise InvalidArgumentError("repair rollback needs --to-version V or --to-last-valid")
@@ -745,7 +747,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_fsck)
 
     p = _sub(sub, "repair", "repair a damaged lakehouse (prints the plan; --yes carries it out)")
-    actions = p.add_subparsers(dest="action", required=True, metavar="{rebuild-hint,rollback}")
+    actions = p.add_subparsers(dest="action", required=True, metavar="{rebuild-hint,rollback,drop-damaged}")
     a = _sub(actions, "rebuild-hint", "point the latest-version hint at the highest root file")
     a.add_argument("--yes", action="store_true", help="carry out the plan (without it, only print it)")
     a = _sub(actions, "rollback", "roll forward to an earlier version's content")
@@ -755,6 +757,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the newest version the tree checker finds clean")
     a.add_argument("--yes", action="store_true", help="carry out the plan (without it, only print it)")
     a.set_defaults(to_version=None, to_last_valid=False)
+    a = _sub(actions, "drop-damaged",
+             "delete the root files of older versions that cannot be read (the latest must be whole); "
+             "gc then removes what only they reached")
+    a.add_argument("--yes", action="store_true", help="carry out the plan (without it, only print it)")
     p.set_defaults(func=cmd_repair, to_version=None, to_last_valid=False)
 
     _add_settings_command(sub)

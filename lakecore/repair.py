@@ -5,6 +5,8 @@ Actions:
     rebuild-hint             write ``_latest_hint.txt`` from the highest existing root file
     rollback --to-version V  roll forward: commit a new version with version V's content
     rollback --to-last-valid roll forward to the newest version the tree checker finds clean
+    drop-damaged             delete the root files of retained versions that cannot be read,
+                             below a whole latest version (gc then removes what only they reached)
 
 Rules:
 
@@ -22,6 +24,10 @@ Rules:
 - **Damage below a clean latest version.** Damaged older roots cannot be read, but version
   compaction and gc refuse to guess what they reach. Rolling forward to the latest version's
   own content records that a repair has rolled past them, and compaction then expires them.
+- **Dropping is narrow.** ``drop-damaged`` deletes root files only, of versions whose root,
+  definition or tree is damaged (never after a failed read that is not damage), never the
+  latest, never one an export pins, and only while the latest version is whole. Until damaged
+  versions are dropped or expired, gc and version compaction refuse with exit 6 and name them.
 - **One try.** A commit that lands meanwhile makes the repair stop with ``CommitConflictError``
   (exit 3): the plan was made for a lakehouse that has moved on. Run it again.
 """
@@ -61,6 +67,7 @@ from lakecore.view import (
     open_version,
     read_lakehouse_def,
     read_only_reason,
+    root_file_versions,
 )
 
 # Violations quoted per damaged version in the outcome.
@@ -85,6 +92,7 @@ class RepairOutcome:
     versions_checked: int = 0
     hint_before: int | None = None
     hint_after: int | None = None
+    dropped_versions: list[int] = field(default_factory=list)
     error: str | None = None
     exit_code: int = ExitCode.OK
 
@@ -95,7 +103,7 @@ class RepairOutcome:
             "rollback_to": self.rollback_to, "plan": self.plan,
             "damaged_versions": {str(v): p for v, p in self.damaged_versions.items()},
             "versions_checked": self.versions_checked, "hint_before": self.hint_before,
-            "hint_after": self.hint_after,
+            "hint_after": self.hint_after, "dropped_versions": self.dropped_versions,
         }
 
 
@@ -239,6 +247,87 @@ def rollback(
     return outcome
 
 
+def drop_damaged(storage: Storage, *, apply: bool, say: Say = _quiet) -> RepairOutcome:
+    """Delete the root files of retained versions that cannot be read (their root, their
+    definition or any node of their tree is damaged), below a whole latest version.
+
+    Only root files go, oldest first: whatever else a dropped version reached is left for gc,
+    whose walk over the remaining versions keeps every file they still reach. Never the latest
+    version, never a version an export pins, never after a failed read that is not damage
+    (StorageError: a rerun may read it). Refused (exit 6) while the latest version is damaged:
+    roll forward first (``rollback --to-last-valid``)."""
+    from lakecore.maintenance.damage import damaged_versions, rollback_command
+    from lakecore.maintenance.roots import LoadedRoot, exports_of, load_root
+
+    outcome = RepairOutcome("drop-damaged", apply)
+    planner = _Planner(outcome, say)
+    top = _highest(storage)
+    outcome.highest_version = top
+    loaded: dict[int, LoadedRoot] = {}
+    for version in root_file_versions(storage):
+        try:
+            loaded[version] = load_root(storage, version, StorageError)
+        except StorageError as exc:
+            if isinstance(exc.__cause__, NotFoundError):
+                continue  # expired since the listing
+            if not isinstance(exc.__cause__, (CorruptFileError, TreeStructureError)):
+                raise  # a failed read, not damage: nothing is dropped on a guess
+            outcome.damaged_versions[version] = [exc.__cause__.one_line()]
+    read_only = read_only_reason(loaded[max(loaded)].lakehouse_def) if loaded else None
+    if read_only is not None:
+        raise ReadOnlyLakehouseError(f"cannot drop versions of {storage.root_uri}: it is {read_only}")
+    for version, reason in damaged_versions(storage, loaded.values()).items():
+        outcome.damaged_versions[version] = [reason]
+    if top in outcome.damaged_versions or top not in loaded:
+        outcome.status = "failed"
+        outcome.exit_code = ExitCode.DAMAGED
+        outcome.error = (
+            f"the latest version {top} of {storage.root_uri} is damaged "
+            f"({outcome.damaged_versions.get(top, ['unreadable'])[0]}); nothing was deleted. Roll forward first "
+            f"with {rollback_command(storage.root_uri)}"
+        )
+        return outcome
+    drop = sorted(outcome.damaged_versions)
+    pinned = {name: v for name, v in exports_of(r for v, r in loaded.items() if v not in set(drop)).items()
+              if v in set(drop)}
+    if pinned:
+        outcome.status = "failed"
+        outcome.exit_code = ExitCode.DAMAGED
+        outcome.error = (
+            f"export(s) {', '.join(f'{n!r} (version {v})' for n, v in sorted(pinned.items()))} pin damaged "
+            "versions; nothing was deleted. Drop those exports first (`lakecore export drop`), then run this again"
+        )
+        return outcome
+    if not drop:
+        outcome.status = "noop"
+        outcome.summary.append(f"every retained version of {storage.root_uri} can be read; nothing to drop")
+        return outcome
+    hint = read_hint(storage)
+    outcome.hint_before = hint
+    if hint != top:
+        planner.step(f"write {LATEST_HINT_FILE_NAME} = {top} (it holds {'nothing readable' if hint is None else hint})")
+    for version in drop:
+        planner.step(f"delete {root_node_file_name(version)}, the root of damaged version {version} "
+                     f"({outcome.damaged_versions[version][0]})")
+    if planner.stop_if_planning():
+        return outcome
+    if hint != top:
+        _write_hint(storage, top)  # never leave the hint naming a dropped version
+        outcome.hint_after = top
+    removed: list[int] = []
+    for version in drop:  # oldest first: a crash leaves the newer ones, never a hole above them
+        if storage.delete([root_node_file_name(version)]):
+            removed.append(version)
+    outcome.dropped_versions = removed
+    gone = [v for v in drop if v not in set(removed)]
+    outcome.summary.append(
+        f"dropped {len(removed)} damaged version(s) {', '.join(map(str, removed)) or '-'} (their root files only; "
+        f"gc removes the files no retained version reaches once they are older than its grace period)"
+        + (f"; {', '.join(map(str, gone))} were already gone" if gone else "")
+    )
+    return outcome
+
+
 def _write_hint(storage: Storage, version: int) -> None:
     if not write_hint(storage, version):
         raise StorageError(
@@ -301,4 +390,4 @@ def _base_root(storage: Storage, top: int, target: LakehouseView, definition_pat
         return RootInfo(top, Node(), 0, definition_path, None, None, target.created_at_millis)
 
 
-__all__ = ["RepairOutcome", "rebuild_hint", "rollback"]
+__all__ = ["RepairOutcome", "drop_damaged", "rebuild_hint", "rollback"]

@@ -250,7 +250,7 @@ class _Backend(Protocol):
     def list_paths(self, dir_prefix: str) -> PathListing: ...
     def list_top(self) -> list[FileInfo]: ...
     def first_files(self, limit: int) -> list[str]: ...
-    def delete(self, rels: list[str], batch_size: int) -> int: ...
+    def delete(self, rels: list[str], batch_size: int) -> list[str]: ...
 
 
 class _LocalBackend:
@@ -411,14 +411,14 @@ class _LocalBackend:
         except (FileNotFoundError, NotADirectoryError):
             return
 
-    def delete(self, rels: list[str], batch_size: int) -> int:
-        deleted = 0
+    def delete(self, rels: list[str], batch_size: int) -> list[str]:
+        deleted: list[str] = []
         for rel in rels:
             try:
                 os.unlink(self._abs(rel))
             except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-                continue  # not a file: nothing to delete
-            deleted += 1
+                continue  # not a file (or already gone): nothing this call deleted
+            deleted.append(rel)
         # Empty hash directories are left in place: removing them would race with a writer
         # that has just created the directory and is about to put its temp file there.
         return deleted
@@ -559,10 +559,10 @@ class _S3Backend:
         )
         return [obj["Key"][len(self._key_prefix) :] for obj in page.get("Contents", [])][:limit]
 
-    def delete(self, rels: list[str], batch_size: int) -> int:
-        # S3 reports a missing key as deleted, so the count is of keys S3 acknowledged.
+    def delete(self, rels: list[str], batch_size: int) -> list[str]:
+        # S3 reports a missing key as deleted, so these are the keys S3 acknowledged.
         size = min(batch_size, S3_MAX_DELETE_BATCH)
-        deleted = 0
+        deleted: list[str] = []
         failures: list[str] = []
         for i in range(0, len(rels), size):
             batch = rels[i : i + size]
@@ -574,7 +574,8 @@ class _S3Backend:
             )
             errors = response.get("Errors", [])
             failures.extend(f"{e.get('Key')} ({e.get('Code')}: {e.get('Message')})" for e in errors)
-            deleted += len(batch) - len(errors)
+            refused = {str(e.get("Key")) for e in errors}
+            deleted.extend(r for r in batch if self._key(r) not in refused)
         if failures:
             raise _DeleteFailures(deleted, failures)
         return deleted
@@ -678,21 +679,21 @@ class _FsspecBackend:
     def first_files(self, limit: int) -> list[str]:
         return [info.path for info in self.list_under("")[:limit]]
 
-    def delete(self, rels: list[str], batch_size: int) -> int:
-        deleted = 0
+    def delete(self, rels: list[str], batch_size: int) -> list[str]:
+        deleted: list[str] = []
         for rel in rels:
             try:
                 self._fs.rm_file(self._p(rel))
             except FileNotFoundError:
                 continue
-            deleted += 1
+            deleted.append(rel)
         return deleted
 
 
 class _DeleteFailures(Exception):
     """Some keys of a batched delete were refused; carries what did succeed."""
 
-    def __init__(self, deleted: int, failures: list[str]) -> None:
+    def __init__(self, deleted: list[str], failures: list[str]) -> None:
         super().__init__(f"{len(failures)} file(s) not deleted, e.g. {'; '.join(failures[:5])}")
         self.deleted = deleted
         self.failures = failures
@@ -892,12 +893,14 @@ class Storage:
         except Exception as exc:
             _raise_translated(exc, self.root_uri, "list")
 
-    def delete(self, paths: Iterable[str], batch_size: int = 1000) -> int:
-        """Delete files in batches; missing files are ignored. Returns how many were deleted.
+    def delete(self, paths: Iterable[str], batch_size: int = 1000, deleted: builtins.list[str] | None = None) -> int:
+        """Delete files in batches; missing files are ignored. Returns how many were deleted,
+        and appends their paths to ``deleted`` when given (also when some batch failed).
 
-        Every path is checked before anything is deleted, so one bad path deletes nothing.
-        On S3 the count includes keys that were already missing (S3 does not tell them
-        apart)."""
+        A file that was already gone (another job deleted it first) is not counted: reports
+        must not claim another run's deletes. On S3 the count includes keys that were already
+        missing (S3 acknowledges a missing key as deleted and does not tell them apart).
+        Every path is checked before anything is deleted, so one bad path deletes nothing."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
         if isinstance(paths, str):
@@ -906,13 +909,18 @@ class Storage:
         if not rels:
             return 0
         try:
-            return self._backend().delete(rels, batch_size)
+            done = self._backend().delete(rels, batch_size)
         except _DeleteFailures as exc:
+            if deleted is not None:
+                deleted.extend(exc.deleted)
             raise StorageError(
-                f"delete under {self.root_uri}: {exc.deleted} file(s) deleted, but {exc}"
+                f"delete under {self.root_uri}: {len(exc.deleted)} file(s) deleted, but {exc}"
             ) from exc
         except Exception as exc:
             _raise_translated(exc, self.root_uri, f"delete {len(rels)} file(s) under")
+        if deleted is not None:
+            deleted.extend(done)
+        return len(done)
 
     # -- the per-process, per-thread client -------------------------------------------------
 

@@ -2,7 +2,13 @@
 
 A path that is not a deletable lakecore name at the moment of deletion is refused, whatever
 the caller computed; a failed batch is recorded and the rest go on. The outcome counts what was
-deleted and freed, and keeps capped samples of paths and errors."""
+deleted and freed, and keeps capped samples of paths and errors.
+
+Only what *this* call deleted counts: a file found already gone (another gc or compaction run
+racing this one deleted it first) is ``already_gone``, not deleted, and its bytes are not
+freed here, so that two racing runs' reports add up to what really went. (On S3 a delete of a
+missing key is acknowledged like any other and counts as deleted; a size looked up as missing
+still counts as already gone.)"""
 
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from lakecore.storage import Storage
 class DeleteOutcome:
     requested: int = 0
     deleted: int = 0
+    already_gone: int = 0  # asked for, but gone before this run's delete reached them
     bytes_freed: int = 0
     deleted_paths: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
@@ -29,6 +36,7 @@ class DeleteOutcome:
     def add(self, other: DeleteOutcome) -> None:
         self.requested += other.requested
         self.deleted += other.deleted
+        self.already_gone += other.already_gone
         self.bytes_freed += other.bytes_freed
         self.deleted_paths.extend(other.deleted_paths)
         self.refused.extend(other.refused)
@@ -56,17 +64,22 @@ def delete_files(storage: Storage, files: Sequence[tuple[str, int]], batch_size:
             try:
                 size = storage.size(path)
             except NotFoundError:
-                continue  # already gone
+                out.already_gone += 1
+                continue
             except LakecoreError:
                 size = 0
         sized.append((path, size))
     if not sized:
         return out
+    done: list[str] = []
     try:
-        out.deleted = storage.delete([p for p, _ in sized], batch_size)
+        storage.delete([p for p, _ in sized], batch_size, done)
     except LakecoreError as exc:
-        out.errors.append(exc.one_line())
-        return out
-    out.deleted_paths = [p for p, _ in sized]
-    out.bytes_freed = sum(s for _, s in sized)
+        out.errors.append(exc.one_line())  # what did go before the failure is still counted
+    gone = set(done)
+    out.deleted = len(gone)
+    out.deleted_paths = [p for p, _ in sized if p in gone]
+    out.bytes_freed = sum(s for p, s in sized if p in gone)
+    if not out.errors:
+        out.already_gone += len(sized) - len(gone)
     return out

@@ -14,7 +14,11 @@ pointer (a root that names a missing file):
        retained versions and the exports reach and what the expired ones reach; the
        difference is the set of files only expired versions reach (including lakehouse
        definitions only expired roots name). A retained version that cannot be walked stops
-       the run here, before anything is deleted.
+       the run here, before anything is deleted (exit 6 with the damaged versions and the next
+       step when its files are damaged, exit 4 when a read failed). An *expired* version whose
+       tree cannot be read still expires: the difference is against the retained side, which
+       is complete, so knowing less of the expired side only deletes less. Only its root file
+       goes; the files it alone reached are left for gc (``unreadable_expired``).
     1. hint: write the latest version to ``_latest_hint.txt`` (a hint naming an expired
        version would send readers to a missing root; readers cope, but need not).
     2. roots: delete the expired root files one at a time, oldest first, so that the retained
@@ -43,8 +47,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from lakecore.defs import LakehouseDef
-from lakecore.errors import LakecoreError, NotFoundError, ReadOnlyLakehouseError
+from lakecore.errors import ExitCode, LakecoreError, NotFoundError, ReadOnlyLakehouseError
 from lakecore.locations import root_node_file_name
+from lakecore.maintenance.damage import explain_damage, is_damage, is_damage_reason
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import (
     error_reason,
@@ -72,6 +77,17 @@ class ExpiryRefusedError(LakecoreError):
     be written, an export pins a missing root); the message says what was deleted so far."""
 
     exit_code = 4
+
+
+class ExpiryDamagedError(ExpiryRefusedError):
+    """Version expiry refused before deleting anything because a retained version's files are
+    damaged (their bytes, not a failed read): a rerun cannot help, so exit 6; the message names
+    the versions and the repair."""
+
+    exit_code = ExitCode.DAMAGED
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{reason}; nothing was deleted")
 
 
 class ExpiryConflictError(LakecoreError):
@@ -125,7 +141,7 @@ def plan_expiry(storage: Storage, now_millis: int) -> ExpiryPlan:
     if versions:
         versions.update(range(max(versions) + 1, latest + 1))
     versions.add(latest)
-    roots, abandoned = load_roots(storage, versions, ExpiryRefusedError)
+    roots, abandoned = load_roots(storage, versions, ExpiryRefusedError, ExpiryDamagedError)
     if latest not in roots:
         raise ExpiryRefusedError(
             f"the latest version {latest} cannot be read; repair the lakehouse first "
@@ -158,6 +174,13 @@ def plan_expiry(storage: Storage, now_millis: int) -> ExpiryPlan:
     return ExpiryPlan(now_millis, latest, roots, lakehouse_def, expired, pinned)
 
 
+def unreadable_expired(plan: ExpiryPlan, gone: ReachPlan) -> list[int]:
+    """Expired versions whose tree (or root) could not be read: only their root files are
+    deleted. Whatever else they reach is left where it is; once their roots are gone, gc's walk
+    over the retained versions finds which of those files nothing reaches any more."""
+    return sorted(set(gone.unwalked) | {v for v in plan.expired if v not in plan.roots})
+
+
 def _refuse_on_export_copy(storage: Storage, lakehouse_def: LakehouseDef, expired: list[int]) -> None:
     """An exported copy is a read-only snapshot: its versions never expire. (A copy holds only
     its version 0, the latest, unless commits reached it before copies refused them.)"""
@@ -178,11 +201,26 @@ def plan_reaches(
 
     The expired side skips every subtree the retained side covers: all of it is reachable
     from a retained version, so none of it can be deleted."""
-    kept = plan_reach(storage, plan.retained_roots, target_tasks, cache=cache, refused=ExpiryRefusedError)
+    try:
+        kept = plan_reach(storage, plan.retained_roots, target_tasks, cache=cache, refused=ExpiryRefusedError)
+    except ExpiryRefusedError as exc:
+        raise refusal_for_damage(storage, plan, exc, damaged=is_damage(exc)) from exc
     tolerated: list[str] = []
     gone = plan_reach(storage, plan.expired_roots, target_tasks, cache=cache, skip=kept.covered,
                       tolerated=tolerated)
     return kept, gone, tolerated
+
+
+def refusal_for_damage(storage: Storage, plan: ExpiryPlan, refusal: ExpiryRefusedError, *,
+                       damaged: bool) -> ExpiryRefusedError:
+    """Expiry's refusal over a retained version it cannot walk: exit 6 with the damaged
+    versions and the next step when it is damage (``damaged``: the failure said so) that a walk
+    of the retained versions confirms; else ``refusal`` as it is (exit 4, retryable)."""
+    if not damaged:
+        return refusal
+    retained = {v: plan.roots[v] for v in plan.retained}
+    explained = explain_damage(storage, retained, ExpiryDamagedError, "version compaction")
+    return refusal if explained is None else explained
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,7 +322,8 @@ def check_exports_unchanged(storage: Storage, plan: ExpiryPlan) -> None:
 
 @dataclass
 class RootDeletion:
-    deleted: list[int] = field(default_factory=list)
+    deleted: list[int] = field(default_factory=list)  # by this run
+    already_gone: list[int] = field(default_factory=list)  # another run (or repair) deleted them first
     bytes_freed: int = 0
 
 
@@ -295,13 +334,16 @@ def delete_expired_roots(storage: Storage, plan: ExpiryPlan) -> RootDeletion:
     for version in sorted(plan.expired):
         path = root_node_file_name(version)
         try:
-            storage.delete([path])
+            removed = storage.delete([path])
         except LakecoreError as exc:
             raise ExpiryRefusedError(
                 f"deleting the root of expired version {version} ({storage.uri(path)}) failed: "
                 f"{exc.one_line()}; versions {out.deleted or 'none'} were expired, no other file "
                 "was deleted (run again)"
             ) from exc
+        if not removed:
+            out.already_gone.append(version)  # a racing run's delete, not this one's
+            continue
         out.deleted.append(version)
         loaded = plan.roots.get(version)
         out.bytes_freed += loaded.info.size if loaded is not None else 0
@@ -334,6 +376,7 @@ class ExpiryResult:
     rechecked: NewVersionsReach
     files: DeleteOutcome
     dry_run: bool
+    unreadable: list[int] = field(default_factory=list)  # expired, root file only (``unreadable_expired``)
 
 
 def expire_in_process(
@@ -352,9 +395,10 @@ def expire_in_process(
     gone = list(gone_plan.driver_paths.items()) + list(run_reach_tasks(storage, gone_plan.tasks))
     tally = difference_in_memory(gone, kept)
     if tally.retained_errors:
-        raise ExpiryRefusedError(f"a retained version cannot be walked: {tally.retained_errors[0]}; nothing was deleted")
+        refusal = ExpiryRefusedError(f"a retained version cannot be walked: {tally.retained_errors[0]}; nothing was deleted")
+        raise refusal_for_damage(storage, plan, refusal, damaged=any(map(is_damage_reason, tally.retained_errors)))
     result = ExpiryResult(plan, tally, tolerated + tally.expired_errors, RootDeletion(), NewVersionsReach(),
-                          DeleteOutcome(), dry_run)
+                          DeleteOutcome(), dry_run, unreadable_expired(plan, gone_plan))
     if dry_run:
         return result
     ensure_hint(storage, plan)
@@ -370,6 +414,7 @@ def expire_in_process(
 
 __all__ = [
     "ExpiryConflictError",
+    "ExpiryDamagedError",
     "ExpiryPlan",
     "ExpiryRefusedError",
     "ExpiryResult",
@@ -383,4 +428,6 @@ __all__ = [
     "plan_expiry",
     "plan_reaches",
     "recheck",
+    "refusal_for_damage",
+    "unreadable_expired",
 ]

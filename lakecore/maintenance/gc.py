@@ -24,7 +24,9 @@ Steps
        recursively (executors, a few requests in flight per task); see ``listing``.
     2. retained: read every listed root strictly (with the order its definition gives), its
        definition, and the exports the definitions name. Any failure stops gc before it deletes
-       anything (``GcRefusedError``, exit 4): gc only deletes what it can *prove* unreachable.
+       anything (``GcRefusedError``, exit 4; ``GcDamagedError``, exit 6, when a retained version's
+       files are damaged, naming the versions and the repair: see ``damage``): gc only
+       deletes what it can *prove* unreachable.
     3. reach: the driver cuts each retained tree into subtrees (``partition.cut_tree``) and
        de-duplicates subtree locations across versions (consecutive versions share almost every
        subtree); executors walk the subtrees (``reachable.reachable_from_subtree``); the
@@ -59,8 +61,10 @@ from lakecore.errors import (
 from lakecore.locations import (
     hash_directory_prefixes,
 )
+from lakecore.maintenance.damage import explain_damage, is_damage, is_damage_reason
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import (
+    GcDamagedError,
     GcRefusedError,
     ListedFile,
     list_directories,
@@ -118,6 +122,17 @@ def check_grace(
         )
 
 
+def refusal_for_damage(storage: Storage, retained: Retained, refusal: GcRefusedError, *,
+                       damaged: bool) -> GcRefusedError:
+    """gc's refusal: exit 6 with the damaged versions and the next step when what stopped it is
+    damage (``damaged``: the failure said so) that a walk of the retained versions confirms;
+    else ``refusal`` as it is (exit 4: a failed read may succeed on the next run)."""
+    if not damaged:
+        return refusal
+    explained = explain_damage(storage, retained.roots, GcDamagedError, "gc")
+    return refusal if explained is None else explained
+
+
 # ---------------------------------------------------------------------------------------------
 # The whole of gc in one process
 
@@ -155,11 +170,15 @@ def gc_in_process(
         hashed = list(list_directories(storage, directories, list_threads))
     listing = list(top) + hashed
     cache = NodeCache()
-    plan = plan_reach(storage, retained.roots.values(), target_tasks, cache=cache)
+    try:
+        plan = plan_reach(storage, retained.roots.values(), target_tasks, cache=cache)
+    except GcRefusedError as exc:
+        raise refusal_for_damage(storage, retained, exc, damaged=is_damage(exc)) from exc
     reach = list(plan.driver_paths.items()) + list(run_reach_tasks(storage, plan.tasks))
     seen = tally_in_memory(listing, reach)
     if seen.error_count:
-        raise GcRefusedError(f"a retained version cannot be walked or the root listed: {seen.errors[0]}")
+        refusal = GcRefusedError(f"a retained version cannot be walked or the root listed: {seen.errors[0]}")
+        raise refusal_for_damage(storage, retained, refusal, damaged=any(map(is_damage_reason, seen.errors)))
     reachable = {path for path, _ in reach}
     selection = select_by_age(seen.orphans, now_millis - grace_millis)
     rechecked = NewVersionsReach()

@@ -31,6 +31,7 @@ from concurrent.futures import Future
 from typing import Final, NamedTuple, TypeVar
 
 from lakecore.errors import (
+    ExitCode,
     LakecoreError,
     NotFoundError,
 )
@@ -63,6 +64,13 @@ class GcRefusedError(LakecoreError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"{reason}; nothing was deleted")
+
+
+class GcDamagedError(GcRefusedError):
+    """gc refused because a retained version's files are damaged (their bytes, not a failed
+    read): a rerun cannot help, so exit 6; the message names the versions and the repair."""
+
+    exit_code = ExitCode.DAMAGED
 
 
 # ---------------------------------------------------------------------------------------------

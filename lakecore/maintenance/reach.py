@@ -26,6 +26,7 @@ from lakecore.locations import (
     check_relative_path,
     is_full_uri,
 )
+from lakecore.maintenance.damage import mark_damage
 from lakecore.maintenance.listing import ERROR_KEY, UNKNOWN_SIZE, GcRefusedError
 from lakecore.maintenance.partition import Placement, TreeCut, cut_tree, with_stores_reading_ahead
 from lakecore.maintenance.reachable import reachable_from_subtree
@@ -73,6 +74,7 @@ class ReachPlan:
     versions: list[int] = field(default_factory=list)
     shared_tasks: int = 0  # subtrees met again in another version: planned and walked once
     skipped_tasks: int = 0  # subtrees covered elsewhere (``skip``) or in an export's source
+    unwalked: list[int] = field(default_factory=list)  # versions left out as ``tolerated``
 
 
 def _add(paths: dict[str, int], path: str, size: int = UNKNOWN_SIZE) -> None:
@@ -152,15 +154,18 @@ def plan_reach(
         store = _node_store(storage, root, cache)
         max_depth = TreeShape(root.lakehouse_def.order, 1).max_depth
         known = known_by_sources.setdefault(root.external_roots, set())
+        failure: LakecoreError | None = None
         try:
             cut = cut_tree(store, info.node, info.path, target_tasks, max_depth, known=known)
             damage = _damage_in_cut(root, cut)
         except LakecoreError as exc:
+            failure = exc
             damage = f"version {root.version}: the top of its tree cannot be read: {exc.one_line()}"
         if damage is not None:
             if tolerated is None:
-                raise refused(damage)
+                raise refused(damage) from failure  # the cause tells damage from a failed read
             tolerated.append(damage)
+            plan.unwalked.append(root.version)
             continue
         known.update(cut.placements())
         plan.shared_tasks += cut.shared
@@ -224,7 +229,8 @@ def reach_task_columns(storage: Storage, tasks: Iterable[ReachTask]) -> Iterator
                 raise GcRefusedError(_escape_reason(f"subtree {task.location}", escape))
         except Exception as exc:  # any failure at all must fail the caller closed
             reason = exc.one_line() if isinstance(exc, LakecoreError) else f"{type(exc).__name__}: {exc}"
-            yield [f"{ERROR_KEY}subtree {storage.uri(task.location)}: {reason}"], [UNKNOWN_SIZE]
+            reason = mark_damage(f"subtree {storage.uri(task.location)}: {reason}", exc)
+            yield [f"{ERROR_KEY}{reason}"], [UNKNOWN_SIZE]
             continue
         nodes = [path for path in reach.nodes - seen if not is_full_uri(path)]
         seen.update(nodes)

@@ -29,7 +29,8 @@ from lakecore.locations import (
     root_node_file_name,
     version_from_root_node_file_name,
 )
-from lakecore.maintenance.listing import GcRefusedError, ListedFile, root_version_of
+from lakecore.maintenance.damage import next_step
+from lakecore.maintenance.listing import GcDamagedError, GcRefusedError, ListedFile, root_version_of
 from lakecore.storage import Storage, request_pool
 from lakecore.versions import RootInfo, decode_root, export_pins
 
@@ -95,7 +96,10 @@ def load_root(storage: Storage, version: int, refused: type[LakecoreError] = GcR
 
 
 def load_roots(
-    storage: Storage, versions: Iterable[int], refused: type[LakecoreError] = GcRefusedError
+    storage: Storage,
+    versions: Iterable[int],
+    refused: type[LakecoreError] = GcRefusedError,
+    damaged: type[LakecoreError] = GcDamagedError,
 ) -> tuple[dict[int, LoadedRoot], list[int]]:
     """Load these roots strictly, tolerating only *abandoned* ones: returns (loaded, abandoned).
 
@@ -103,7 +107,9 @@ def load_roots(
     newer readable root was committed by a repair that rolled forward from it or from a later
     version (``rollback_from_root`` at or above it). Such a root can never be read again, holds
     no reachable content, and only waits for version compaction to delete it. Any other
-    unreadable root is ``refused``: what it reaches cannot be known, so nothing may be deleted."""
+    unreadable root is ``refused``: what it reaches cannot be known, so nothing may be deleted.
+    Damaged roots that no repair rolled past are ``damaged`` (exit 6), naming every one of them
+    and the next step; a read that failed for another reason (storage) stays ``refused``."""
     ordered = sorted(set(versions))
 
     def attempt(version: int) -> LoadedRoot | LakecoreError:
@@ -117,12 +123,12 @@ def load_roots(
     else:  # local storage: reading is CPU, threads would only contend for the interpreter
         outcomes = [attempt(version) for version in ordered]
     loaded: dict[int, LoadedRoot] = {}
-    damaged: dict[int, LakecoreError] = {}
+    broken: dict[int, LakecoreError] = {}
     for version, outcome in zip(ordered, outcomes, strict=True):  # the oldest failure decides
         if isinstance(outcome, LoadedRoot):
             loaded[version] = outcome
         elif isinstance(outcome.__cause__, CorruptFileError):
-            damaged[version] = outcome
+            broken[version] = outcome
         else:
             raise outcome
     rolled_past = [
@@ -130,10 +136,19 @@ def load_roots(
         for root in loaded.values() if root.info.rollback_from_root is not None
     ]
     abandoned = []
-    for version, error in damaged.items():
-        if not any(at > version and start >= version for at, start in rolled_past):
-            raise error
-        abandoned.append(version)
+    unrepaired: dict[int, LakecoreError] = {}
+    for version, error in broken.items():
+        if any(at > version and start >= version for at, start in rolled_past):
+            abandoned.append(version)
+        else:
+            unrepaired[version] = error
+    if unrepaired:
+        first = unrepaired[min(unrepaired)]
+        cause = first.__cause__.one_line() if isinstance(first.__cause__, LakecoreError) else str(first)
+        raise damaged(
+            f"retained version(s) {', '.join(str(v) for v in sorted(unrepaired))} of {storage.root_uri} cannot "
+            f"be read ({cause}); {next_step(storage.root_uri, unrepaired, ordered[-1], roots_damaged=True)}"
+        ) from first
     return loaded, abandoned
 
 
@@ -146,7 +161,10 @@ def exports_of(roots: Iterable[LoadedRoot]) -> dict[str, int]:
 
 
 def read_retained(
-    storage: Storage, top: Sequence[ListedFile], refused: type[LakecoreError] = GcRefusedError
+    storage: Storage,
+    top: Sequence[ListedFile],
+    refused: type[LakecoreError] = GcRefusedError,
+    damaged: type[LakecoreError] = GcDamagedError,
 ) -> Retained:
     """Read every root listed at the top level, strictly; check that every definition they
     name and every export root their definitions pin is there. Fails closed."""
@@ -157,7 +175,7 @@ def read_retained(
             "`lakecore init`); nothing was deleted"
         )
     listed = {f.path for f in top}
-    roots, _abandoned = load_roots(storage, versions, refused)  # version compaction deletes those
+    roots, _abandoned = load_roots(storage, versions, refused, damaged)  # version compaction deletes those
     for root in roots.values():
         def_path = root.info.lakehouse_def_path
         if def_path not in listed:

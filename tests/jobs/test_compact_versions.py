@@ -69,13 +69,14 @@ def root_deletions(monkeypatch: pytest.MonkeyPatch, fail_after: int | None = Non
     deleted: list[int] = []
     original = Storage.delete
 
-    def recording(self: Storage, paths: Iterable[str], batch_size: int = 1000) -> int:
+    def recording(self: Storage, paths: Iterable[str], batch_size: int = 1000,
+                  deleted_here: list[str] | None = None) -> int:
         paths = list(paths)
         roots = [version_from_root_node_file_name(p) for p in paths if p.startswith("_") and p.endswith(".arrow")]
         if roots and fail_after is not None and len(deleted) >= fail_after:
             raise StorageError("simulated crash while deleting roots")
         deleted.extend(roots)
-        return original(self, paths, batch_size)
+        return original(self, paths, batch_size, deleted_here)
 
     monkeypatch.setattr(Storage, "delete", recording)
     return deleted
@@ -200,3 +201,50 @@ def test_a_rollback_to_an_expired_version_during_the_run_keeps_its_files(lake: P
     storage.delete(sorted(candidates - rechecked.paths))
     assert_every_version_valid(storage.root_uri)
     assert resolved_maps(storage.root_uri)[revived] == dict(lh.at_version(revived).items())
+
+
+def _truncate_a_node_only(lake: Path, versions: range, not_in: list[int]) -> str:
+    """Truncate (``truncate -s 100``) a node file that some of ``versions`` reach and none of
+    ``not_in`` does; returns it."""
+    from lakecore.maintenance.reachable import reachable_from_root
+    from lakecore.tree import SHARED_CACHE
+
+    SHARED_CACHE.clear()
+    lh = Lakehouse.open(str(lake))
+    reach = {v: reachable_from_root(lh.store, lh.at_version(v).root).nodes for v in [*versions, *not_in]}
+    kept = set().union(*(reach[v] for v in not_in))
+    victim = sorted(set().union(*(reach[v] for v in versions)) - kept)[0]
+    (lake / victim).write_bytes((lake / victim).read_bytes()[:100])
+    SHARED_CACHE.clear()
+    return victim
+
+
+def test_an_unreadable_expired_version_expires_and_its_files_are_left_to_gc(
+        lake: Path, run_job: RunJob, capsys: pytest.CaptureFixture[str]) -> None:
+    uri = Storage(str(lake)).root_uri
+    victim = _truncate_a_node_only(lake, range(20, 26), [EXPORTED, 33, 34, 35])
+    code, report = run_job(compact_main, *args(lake, "--now", FUTURE))
+    assert code == 0, report.get("error")
+    assert list_root_versions(Storage(uri)) == [EXPORTED, 33, 34, 35]
+    unreadable = report["counts"]["unreadable_versions_expired"] + report["counts"]["unreadable_expired_subtrees"]
+    out = capsys.readouterr().out
+    assert unreadable > 0 and "left to gc" in out, out
+    assert (lake / victim).exists()
+    assert_every_version_valid(uri)
+    age(lake, 10 * DAY_SECONDS)
+    code, report = run_job(gc_main, *args(lake))
+    assert code == 0, report.get("error")
+    assert not (lake / victim).exists()
+    assert_every_version_valid(uri)
+
+
+def test_a_damaged_retained_version_stops_compaction_with_exit_6(lake: Path, run_job: RunJob) -> None:
+    """Version 12 is retained because export "x" pins it; a node only it reaches is damaged."""
+    victim = _truncate_a_node_only(lake, range(EXPORTED, EXPORTED + 1), [33, 34, 35])
+    before = files(lake)
+    code, report = run_job(compact_main, *args(lake, "--now", FUTURE))
+    assert code == 6, report.get("error")
+    assert f"retained version(s) {EXPORTED} " in report["error"], report["error"]
+    assert "repair drop-damaged" in report["error"]
+    assert victim in report["error"] and "nothing was deleted" in report["error"]
+    assert files(lake) == before

@@ -266,12 +266,14 @@ def test_an_orphan_that_cannot_be_statted_is_an_error_not_a_keeper(lake: Path, s
     assert row["error"] and not row["orphan"] and path.startswith(f"statting {Storage(str(lake)).uri(orphan)}")
 
 
-@pytest.mark.parametrize("damage", ["missing-node", "corrupt-root"])
+@pytest.mark.parametrize("damage", ["missing-node", "truncated-node", "corrupt-root"])
 def test_gc_fails_closed_when_a_retained_version_cannot_be_read(lake: Path, run_job: RunJob, damage: str) -> None:
+    """A missing file may be a race (exit 4, retryable); damaged bytes are exit 6, naming the
+    damaged versions and the next step."""
     storage = Storage(str(lake))
     orphans = plant_orphans(storage)
     age(lake, 10 * DAY_SECONDS, [lake / p for p in orphans])
-    if damage == "missing-node":
+    if damage in ("missing-node", "truncated-node"):
         # A leaf of an old version: only an executor's subtree walk meets it.
         fresh_caches()
         view = Lakehouse.open(str(lake)).at_version(12)
@@ -279,15 +281,23 @@ def test_gc_fails_closed_when_a_retained_version_cannot_be_read(lake: Path, run_
         while node.children:
             victim = node.children[-1]
             node = view.store.load(victim)
-        (lake / victim).unlink()
+        if damage == "missing-node":
+            (lake / victim).unlink()
+        else:
+            (lake / victim).write_bytes((lake / victim).read_bytes()[:100])
     else:
         victim = "_00100000000000000000000000000000.arrow"  # version 4
         (lake / victim).write_bytes(b"not an arrow file")
     before = files(lake)
     code, report = run_job(gc_main, *gc_args(storage.root_uri, "--older-than", "1d"))
-    assert code == 4, report
+    assert code == (4 if damage == "missing-node" else 6), report
     assert report["status"] == "failed"
     assert victim in report["error"] and "nothing was deleted" in report["error"]
+    if damage == "truncated-node":  # the leaf is shared up to the latest version: roll forward
+        assert "the latest version 31 is damaged" in report["error"], report["error"]
+        assert "repair rollback --to-last-valid" in report["error"]
+    elif damage == "corrupt-root":  # an old root, below a whole latest version
+        assert "repair drop-damaged" in report["error"], report["error"]
     assert files(lake) == before
 
 

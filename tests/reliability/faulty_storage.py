@@ -243,10 +243,11 @@ class FaultyStorage(Storage):
         )
         return result
 
-    def delete(self, paths: Iterable[str], batch_size: int = 1000) -> int:
+    def delete(self, paths: Iterable[str], batch_size: int = 1000, deleted: builtins.list[str] | None = None) -> int:
         paths = builtins.list(paths)
         label = paths[0] if paths else ""
-        return int(self._guard("delete", label, lambda: super(FaultyStorage, self).delete(paths, batch_size)))
+        return int(self._guard("delete", label,
+                               lambda: super(FaultyStorage, self).delete(paths, batch_size, deleted)))
 
 
 # ---------------------------------------------------------------------------------------------

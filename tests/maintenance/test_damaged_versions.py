@@ -1,0 +1,215 @@
+"""Damaged versions and the deleting jobs: exit 6 with the next step, expiry of a version whose
+tree cannot be read (its root file only), and ``repair drop-damaged``.
+
+The lakehouse of the new-user trial: a node file reached only by the newest few versions is
+truncated, and ``repair rollback --to-last-valid`` rolls forward past them."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from lakecore import repair
+from lakecore.errors import ExitCode, LakecoreError, StorageError
+from lakecore.fsck import check_version
+from lakecore.lakehouse import Lakehouse
+from lakecore.locations import root_node_file_name
+from lakecore.maintenance.expire import expire_in_process
+from lakecore.maintenance.gc import gc_in_process
+from lakecore.maintenance.reachable import reachable_from_root
+from lakecore.storage import Storage
+from lakecore.tree import SHARED_CACHE
+from lakecore.versions import list_root_versions
+from tests.reliability.faulty_storage import tree_digest
+
+FAR_FUTURE = 10**12  # added to now: every version is past its age
+
+
+@dataclass
+class Damaged:
+    path: Path
+    latest: int  # before the repair
+    lost: str  # the truncated node file
+    reached_by: list[int]  # the versions whose tree reaches it
+
+    @property
+    def storage(self) -> Storage:
+        return Storage(str(self.path))
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "lake"
+    lh = Lakehouse.create(str(path), order=4, node_file_max_size_bytes=4000, namespace_name_max_size_bytes=16,
+                          table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+    with lh.transaction() as tx:
+        tx.create_namespace("a")
+    for i in range(40):
+        with lh.transaction() as tx:
+            tx.create_table("a", f"t{i:03d}", properties={"i": str(i)})
+    return path
+
+
+def _damage(template: Path, tmp_path: Path) -> Damaged:
+    """Copy the template and truncate a node file that only the newest few versions reach."""
+    path = tmp_path / "lake"
+    shutil.copytree(template, path)
+    SHARED_CACHE.clear()
+    lh = Lakehouse.open(str(path))
+    latest = lh.version
+    reach = {v: reachable_from_root(lh.store, lh.at_version(v).root).nodes for v in range(latest - 8, latest + 1)}
+
+    def newest_without(node: str) -> int:
+        return max((v for v in reach if node not in reach[v]), default=-1)
+
+    lost = min((n for n in sorted(reach[latest]) if newest_without(n) >= 0), key=newest_without)
+    reached_by = [v for v in reach if lost in reach[v]]
+    assert reached_by == list(range(newest_without(lost) + 1, latest + 1)) and len(reached_by) >= 2
+    (path / lost).write_bytes((path / lost).read_bytes()[:100])  # `truncate -s 100`
+    SHARED_CACHE.clear()
+    return Damaged(path, latest, lost, reached_by)
+
+
+@pytest.fixture
+def damaged(template: Path, tmp_path: Path) -> Damaged:
+    return _damage(template, tmp_path)
+
+
+@pytest.fixture
+def repaired(damaged: Damaged) -> Damaged:
+    outcome = repair.rollback(damaged.storage, to_last_valid=True, apply=True)
+    assert outcome.new_version == damaged.latest + 1
+    SHARED_CACHE.clear()
+    return damaged
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def _refusal(call: object) -> LakecoreError:
+    with pytest.raises(LakecoreError) as caught:
+        call()  # type: ignore[operator]
+    return caught.value
+
+
+# -- 2: damage before the repair is exit 6 with the roll-forward hint -----------------------------
+
+
+def test_gc_and_expiry_on_a_damaged_latest_version_exit_6_with_the_rollback_hint(damaged: Damaged) -> None:
+    storage = damaged.storage
+    storage.write(root_node_file_name(damaged.latest), b"not a root")  # the newest root, as in the trial
+    before = tree_digest(damaged.path)
+    for call in (lambda: gc_in_process(storage, now_millis=_now(), grace_millis=0, dry_run=True),
+                 lambda: expire_in_process(storage, now_millis=_now() + FAR_FUTURE, dry_run=True)):
+        error = _refusal(call)
+        assert error.exit_code == ExitCode.DAMAGED, error.one_line()
+        assert "repair rollback --to-last-valid" in str(error), error.one_line()
+        assert str(damaged.latest) in str(error)
+    assert tree_digest(damaged.path) == before
+
+
+def test_gc_on_a_damaged_latest_tree_exits_6_with_the_rollback_hint(damaged: Damaged) -> None:
+    error = _refusal(lambda: gc_in_process(damaged.storage, now_millis=_now(), grace_millis=0))
+    assert error.exit_code == ExitCode.DAMAGED, error.one_line()
+    assert "repair rollback --to-last-valid" in str(error)
+
+
+def test_a_node_that_fails_to_read_for_a_storage_reason_stays_exit_4(
+        repaired: Damaged, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Damage is exit 6; a read that failed (and may work next time) stays retryable."""
+    original = Storage.read
+
+    def flaky(self: Storage, path: str) -> bytes:
+        if path == repaired.lost:
+            raise StorageError(f"{self.uri(path)}: connection reset")
+        return original(self, path)
+
+    monkeypatch.setattr(Storage, "read", flaky)
+    for call in (lambda: gc_in_process(repaired.storage, now_millis=_now(), grace_millis=0, dry_run=True),
+                 lambda: expire_in_process(repaired.storage, now_millis=_now() + FAR_FUTURE, dry_run=True)):
+        error = _refusal(call)
+        assert error.exit_code == ExitCode.FAILURE, error.one_line()
+
+
+# -- 1b: after the repair, retained damaged versions: exit 6 naming them and drop-damaged ------------
+
+
+@pytest.mark.parametrize("target_tasks", [8, 1])  # the damage met by the driver's cut, or by a subtree walk
+def test_after_the_repair_gc_and_expiry_exit_6_naming_the_versions_and_drop_damaged(
+        repaired: Damaged, target_tasks: int) -> None:
+    storage = repaired.storage
+    before = tree_digest(repaired.path)
+    error = _refusal(lambda: gc_in_process(storage, now_millis=_now(), grace_millis=0, target_tasks=target_tasks))
+    assert error.exit_code == ExitCode.DAMAGED, error.one_line()
+    text = str(error)
+    assert f"retained version(s) {', '.join(map(str, repaired.reached_by))} " in text, text
+    assert "repair drop-damaged" in text and "compact-versions" in text and "nothing was deleted" in text
+    # Within retention (the newest 3 are kept): compaction refuses the same way.
+    error = _refusal(lambda: expire_in_process(storage, now_millis=_now() + FAR_FUTURE, target_tasks=target_tasks))
+    assert error.exit_code == ExitCode.DAMAGED, error.one_line()
+    assert "repair drop-damaged" in str(error)
+    assert tree_digest(repaired.path) == before
+
+
+# -- 1a: an expired version whose tree cannot be read: its root only, the rest to gc ---------------
+
+
+def _retained_whole(path: Path) -> None:
+    SHARED_CACHE.clear()
+    lh = Lakehouse.open(str(path))
+    for version in list_root_versions(lh.storage):
+        view = lh if version == lh.version else lh.at_version(version)
+        result = check_version(view, deep=True)
+        assert result.ok, (version, result.violations[:3])
+
+
+def test_expiry_expires_unreadable_versions_by_their_root_file_and_gc_collects_the_rest(repaired: Damaged) -> None:
+    storage = repaired.storage
+    lh = Lakehouse.open(str(repaired.path))
+    for name in ("x", "y", "z"):  # the damaged versions fall out of the newest 3
+        with lh.transaction() as tx:
+            tx.create_namespace(name)
+    SHARED_CACHE.clear()
+    result = expire_in_process(storage, now_millis=_now() + FAR_FUTURE)
+    assert set(repaired.reached_by) <= set(result.roots.deleted)
+    assert result.unreadable == repaired.reached_by
+    assert (repaired.path / repaired.lost).exists(), "expiry must leave an unreadable version's files to gc"
+    _retained_whole(repaired.path)
+    gc = gc_in_process(storage, now_millis=_now(), grace_millis=0)
+    assert repaired.lost in gc.deleted.deleted_paths
+    _retained_whole(repaired.path)
+
+
+def test_drop_damaged_plans_first_then_drops_only_damaged_roots(repaired: Damaged) -> None:
+    storage = repaired.storage
+    latest = repaired.latest + 1
+    before = tree_digest(repaired.path)
+    plan = repair.drop_damaged(storage, apply=False)
+    assert plan.status == "planned" and sorted(plan.damaged_versions) == repaired.reached_by
+    assert tree_digest(repaired.path) == before
+    done = repair.drop_damaged(storage, apply=True)
+    assert done.dropped_versions == repaired.reached_by
+    after = tree_digest(repaired.path)
+    assert set(before) - set(after) == {root_node_file_name(v) for v in repaired.reached_by}
+    assert latest in list_root_versions(storage)
+    # gc and compaction run again; what only the dropped versions reached goes as orphans.
+    SHARED_CACHE.clear()
+    gc = gc_in_process(storage, now_millis=_now(), grace_millis=0)
+    assert repaired.lost in gc.deleted.deleted_paths
+    expire_in_process(storage, now_millis=_now())
+    _retained_whole(repaired.path)
+    assert Lakehouse.open(str(repaired.path)).version == latest
+    assert repair.drop_damaged(storage, apply=True).status == "noop"
+
+
+def test_drop_damaged_refuses_while_the_latest_version_is_damaged(damaged: Damaged) -> None:
+    before = tree_digest(damaged.path)
+    outcome = repair.drop_damaged(damaged.storage, apply=True)
+    assert outcome.status == "failed" and outcome.exit_code == ExitCode.DAMAGED
+    assert outcome.error is not None and "rollback --to-last-valid" in outcome.error
+    assert tree_digest(damaged.path) == before
