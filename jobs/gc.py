@@ -102,7 +102,8 @@ def _parser() -> Any:
     parser.add_argument(
         "--older-than", default=None, type=checked_option(parse_duration_seconds),
         help="delete only orphans last modified longer ago than this (90s, 15m, 6h, 3d); "
-        "default: gc_older_than in the settings, else 3d. Must exceed the longest commit",
+        "default: gc_older_than in the settings, else 3d. Must exceed the longest commit (at least "
+        "one hour, or the commit timeout if longer, unless --i-understand-grace-risk); a plain number is seconds",
     )
     parser.add_argument(
         "--now", default=None, type=checked_option(parse_time_millis),

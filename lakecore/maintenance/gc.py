@@ -58,6 +58,7 @@ from typing import Final
 from lakecore.errors import (
     UnsafeOptionError,
 )
+from lakecore.humanize import format_seconds, format_time_millis
 from lakecore.locations import (
     hash_directory_prefixes,
 )
@@ -104,20 +105,20 @@ def check_grace(
     """Refuse a grace period (or a ``--now`` in the future, which shortens it) that could
     delete the files of a commit in flight, unless ``override``."""
     if grace_seconds < 0:
-        raise UnsafeOptionError(f"--older-than {grace_seconds:g}s is negative")
+        raise UnsafeOptionError(f"--older-than {format_seconds(grace_seconds)} is negative")
     if override:
         return
     floor = max(float(MIN_GRACE_SECONDS), float(commit_timeout_seconds))
     if grace_seconds < floor:
         raise UnsafeOptionError(
-            f"--older-than {grace_seconds:g}s is shorter than {floor:g}s (one hour, or the "
-            f"commit timeout of {commit_timeout_seconds:g}s if longer): gc could delete the "
+            f"--older-than {format_seconds(grace_seconds)} is shorter than {format_seconds(floor)} (one hour, or "
+            f"the commit timeout of {format_seconds(commit_timeout_seconds)} if longer): gc could delete the "
             "files of a commit in flight. Pass --i-understand-grace-risk to do it anyway"
         )
     if now_millis > wall_clock_millis + CLOCK_SKEW_TOLERANCE_MILLIS:
         raise UnsafeOptionError(
-            f"--now {now_millis} is {(now_millis - wall_clock_millis) / 1000:.0f}s ahead of this "
-            "machine's clock, which shortens the grace period by as much. Pass "
+            f"--now {format_time_millis(now_millis)} is {format_seconds((now_millis - wall_clock_millis) / 1000)} "
+            "ahead of this machine's clock, which shortens the grace period by as much. Pass "
             "--i-understand-grace-risk to do it anyway"
         )
 
