@@ -65,7 +65,7 @@ from jobs.spark_units import (
     sample_paths,
 )
 from lakecore.argparsing import ArgumentError
-from lakecore.humanize import format_seconds
+from lakecore.humanize import format_seconds, plural
 from lakecore.locations import hash_directory_prefixes
 from lakecore.maintenance.damage import DAMAGED_MARK, is_damage
 from lakecore.maintenance.delete import DeleteOutcome
@@ -361,14 +361,14 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     report.sample("deleted", deleted.deleted_paths)
     verb = "would delete" if args.dry_run else "deleted"
     report.summary.append(
-        f"{len(versions)} retained versions, {report.counts['files_listed']} files listed, "
-        f"{report.counts['reachable_files']} reachable, {orphans} orphans "
+        f"{plural(len(versions), 'retained version')}, {plural(report.counts['files_listed'], 'file')} listed, "
+        f"{report.counts['reachable_files']} reachable, {plural(orphans, 'orphan')} "
         f"({too_young} younger than the grace period of {format_seconds(grace_seconds)}), "
         f"{verb} {to_delete if args.dry_run else deleted.deleted}"
         f"{f' ({deleted.already_gone} already gone: another run deleted them)' if deleted.already_gone else ''}, "
-        f"{report.counts['foreign_files']} foreign files left alone"
+        f"{plural(report.counts['foreign_files'], 'foreign file')} left alone"
     )
-    if not to_delete and not args.dry_run:
+    if not to_delete:  # a dry run too, as compact-versions says of a dry run with nothing to expire
         report.status = "noop"
         report.details["noop_reason"] = (
             f"no orphan is older than the grace period ({too_young} younger ones wait)"
