@@ -122,7 +122,10 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
         "minimum_versions_to_keep": definition.minimum_versions_to_keep,
     })
     report.counts["versions_before"] = len(plan.roots)
-    report.counts["expired_versions"] = len(plan.expired)
+    # Past retention is the plan; expired is what this run did (a failed run or a dry run
+    # expired none, and its summary must not say otherwise).
+    report.counts["versions_past_retention"] = len(plan.expired)
+    report.counts["expired_versions"] = 0
     report.counts["root_files_deleted"] = 0
     report.counts["files_deleted"] = 0
     report.bytes["bytes_freed"] = 0
@@ -184,8 +187,9 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     report.sample("would_delete", sample_paths(candidates))
     if args.dry_run:
         report.summary.append(
-            f"would expire {len(plan.expired)} versions ({plan.expired[0]}..{plan.expired[-1]}) and "
-            f"delete {candidate_count} files only they reach; {len(plan.retained)} versions stay{unreadable_note}"
+            f"would expire {plural(len(plan.expired), 'version')} ({plan.expired[0]}..{plan.expired[-1]}) and "
+            f"delete {plural(candidate_count, 'file')} only they reach; {plural(len(plan.retained), 'version')} "
+            f"stay{unreadable_note}"
         )
         return
 
@@ -195,6 +199,7 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
         check_exports_unchanged(storage, plan)
         roots = delete_expired_roots(storage, plan)
     report.counts["root_files_deleted"] = len(roots.deleted)
+    report.counts["expired_versions"] = len(roots.deleted)
     # Expired, but deleted by another run racing this one: not this run's to count.
     report.counts["root_files_already_gone"] = len(roots.already_gone)
     report.sample("deleted_roots", [root_node_file_name(v) for v in roots.deleted])
@@ -219,9 +224,9 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     report.bytes["bytes_freed"] = roots.bytes_freed + deleted.bytes_freed
     report.sample("deleted", deleted.deleted_paths)
     report.summary.append(
-        f"expired {len(roots.deleted)} versions ({plan.expired[0]}..{plan.expired[-1]}), deleted "
+        f"expired {plural(len(roots.deleted), 'version')} ({plan.expired[0]}..{plan.expired[-1]}), deleted "
         f"{plural(deleted.deleted, 'file')} only they reached, freed {format_bytes(report.bytes['bytes_freed'])}; "
-        f"{len(plan.retained)} versions stay{unreadable_note}{_already_gone_note(roots.already_gone, deleted)}"
+        f"{plural(len(plan.retained), 'version')} stay{unreadable_note}{_already_gone_note(roots.already_gone, deleted)}"
     )
     if deleted.errors or deleted.refused:
         report.sample("delete_errors", deleted.errors + deleted.refused)
