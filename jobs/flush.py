@@ -174,7 +174,7 @@ def _body(ctx: JobContext) -> None:
         rebase = _Rebase()
         try:
             with ctx.stage("commit", "commit the flushed root (driver)"):
-                outcome = lh.commit_plan(_plan(lh, base, flushed, rebase), _still_valid(base))
+                outcome = lh.commit_plan(flushed_root_plan(lh, base, flushed, rebase), flush_still_valid(base))
         except CommitConflictError as exc:
             this_attempt.add(rebase.written)
             this_attempt.add(rebase.superseded)
@@ -258,9 +258,10 @@ def _unchanged(before: Node, after: Node) -> bool:
             and before.buffer == after.buffer)
 
 
-def _plan(lh: Lakehouse, base: RootInfo, flushed: Node, rebase: _Rebase | None = None) -> Any:
+def flushed_root_plan(lh: Lakehouse, base: RootInfo, flushed: Node, rebase: _Rebase | None = None) -> Any:
     """The commit's plan: ``flushed`` on ``base``, or with the root-buffer messages of the
-    commits that landed since on top. ``rebase`` collects what each run did, for the report."""
+    commits that landed since on top. ``rebase`` collects what each run did, for the report.
+    Public for the reliability suites, which commit a flush the way this job does."""
     rebase = rebase if rebase is not None else _Rebase()
 
     def plan(current: RootInfo) -> RootPlan:
@@ -283,7 +284,9 @@ def _plan(lh: Lakehouse, base: RootInfo, flushed: Node, rebase: _Rebase | None =
     return plan
 
 
-def _still_valid(base: RootInfo) -> Any:
+def flush_still_valid(base: RootInfo) -> Any:
+    """The commit's check of a newer latest version: only root-buffer messages may have landed."""
+
     def still_valid(latest: RootInfo) -> str | None:
         if only_root_buffer_changed(base.node, latest.node):
             return None

@@ -40,8 +40,8 @@ from typing import Any
 import pytest
 
 import lakecore.lakehouse as lakehouse_module
-from jobs.flush import _plan as flush_plan
-from jobs.flush import _still_valid as flush_still_valid
+from jobs.flush import flush_still_valid
+from jobs.flush import flushed_root_plan as flush_plan
 from lakecore.defs import LakehouseDef
 from lakecore.errors import (
     CommitStateUnknownError,
@@ -473,7 +473,7 @@ class FlushRun:
 
 
 def _flush_run(uri: str, faults: list[Fault]) -> FlushRun:
-    """flush_in_process + the flush job's commit (jobs.flush._plan / _still_valid)."""
+    """flush_in_process + the flush job's commit (jobs.flush.flushed_root_plan / flush_still_valid)."""
     clear_caches()
     storage = FaultyStorage(uri, faults=faults)
     try:

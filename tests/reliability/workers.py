@@ -102,8 +102,8 @@ def maintenance_loop(uri: str, storage_options: dict[str, Any] | None, stop_path
     """Run maintenance alongside writers until ``stop_path`` exists: an in-process full flush
     committed like the flush job does (``jobs.flush``), and optionally in-process gc
     (``kinds``: "flush", "gc", "compact"). Writes a JSON report of what it did."""
-    from jobs.flush import _plan as flush_plan
-    from jobs.flush import _still_valid as flush_still_valid
+    from jobs.flush import flush_still_valid
+    from jobs.flush import flushed_root_plan as flush_plan
     from lakecore.maintenance.flush import flush_in_process
     from lakecore.storage import Storage
     from lakecore.tree import FlushMode, FlushPolicy, TreeShape
