@@ -3,12 +3,15 @@
     ./spark-submit.sh repair --lakehouse URI rebuild-hint [--yes]
     ./spark-submit.sh repair --lakehouse URI rollback --to-version V [--yes]
     ./spark-submit.sh repair --lakehouse URI rollback --to-last-valid [--yes]
+    ./spark-submit.sh repair --lakehouse URI drop-damaged [--yes]
 
 The work is ``lakecore.repair`` (the same as ``lakecore repair``): it reads roots and checks
 versions one at a time on the driver, stopping at the first clean version, which is usually the
 newest or close to it, so it needs no executors. It works when the newest root files, one in
 the middle, or the hint are truncated, empty, garbage or missing: damaged roots keep their
-version numbers and the new version goes above them.
+version numbers and the new version goes above them. ``drop-damaged`` deletes the root files
+of older retained versions that cannot be read, below a whole latest version (gc and version
+compaction refuse while such a version is retained, and name this action).
 
 Every action prints its plan. Without ``--yes`` that is all it does (status ``planned``, exit 0,
 nothing written); with ``--yes`` the driver carries it out.
@@ -36,7 +39,7 @@ from jobs.common import JobContext, base_parser, run_job
 from lakecore import repair
 from lakecore.argparsing import ArgumentError, whole_number
 
-ACTIONS = ("rebuild-hint", "rollback")
+ACTIONS = ("rebuild-hint", "rollback", "drop-damaged")
 
 
 def _parser() -> Any:
@@ -60,10 +63,15 @@ def _body(ctx: JobContext) -> None:
     report = ctx.report
     report.details["action"] = args.action
     started = time.monotonic()
+    if args.action != "rollback" and (args.to_version is not None or args.to_last_valid):
+        raise ArgumentError("--to-version and --to-last-valid only apply to rollback")
     if args.action == "rebuild-hint":
-        if args.to_version is not None or args.to_last_valid:
-            raise ArgumentError("--to-version and --to-last-valid only apply to rollback")
         outcome = repair.rebuild_hint(ctx.storage, apply=args.yes, say=_say)
+    elif args.action == "drop-damaged":
+        outcome = repair.drop_damaged(ctx.storage, apply=args.yes, say=_say)
+        report.details["dropped_versions"] = outcome.dropped_versions
+        report.counts["damaged_versions"] = len(outcome.damaged_versions)
+        report.counts["dropped_versions"] = len(outcome.dropped_versions)
     else:
         if args.to_version is None and not args.to_last_valid:
             raise ArgumentError("rollback needs --to-version V or --to-last-valid")

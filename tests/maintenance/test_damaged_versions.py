@@ -6,6 +6,7 @@ truncated, and ``repair rollback --to-last-valid`` rolls forward past them."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -205,6 +206,25 @@ def test_drop_damaged_plans_first_then_drops_only_damaged_roots(repaired: Damage
     _retained_whole(repaired.path)
     assert Lakehouse.open(str(repaired.path)).version == latest
     assert repair.drop_damaged(storage, apply=True).status == "noop"
+
+
+def test_the_repair_job_drops_damaged_versions_too(repaired: Damaged, tmp_path: Path) -> None:
+    """``spark-submit.sh repair ... drop-damaged``: the same plan and act as the CLI's, no Spark
+    session needed (the driver does it), and a report that names what it dropped."""
+    from jobs.repair import main as repair_main
+
+    before = tree_digest(repaired.path)
+    report_path = tmp_path / "repair.json"
+    args = ["--lakehouse", str(repaired.path), "drop-damaged", "--report", str(report_path)]
+    assert repair_main(args) == 0
+    planned = json.loads(report_path.read_text())
+    assert planned["status"] == "planned" and planned["counts"]["damaged_versions"] == len(repaired.reached_by)
+    assert tree_digest(repaired.path) == before
+    assert repair_main([*args, "--yes"]) == 0
+    done = json.loads(report_path.read_text())
+    assert done["details"]["dropped_versions"] == repaired.reached_by
+    assert set(before) - set(tree_digest(repaired.path)) == {root_node_file_name(v) for v in repaired.reached_by}
+    assert repair_main([*args[:3], "--to-version", "3"]) == 2  # rollback's option, refused
 
 
 def test_drop_damaged_refuses_while_the_latest_version_is_damaged(damaged: Damaged) -> None:
