@@ -29,6 +29,7 @@ from typing import Any
 from jobs.startup import take_dispositions_before_startup
 from lakecore.argparsing import ArgumentError, OneLineArgumentParser, output_file, whole_number
 from lakecore.errors import ExitCode, LakecoreError, exit_code_help
+from lakecore.maintenance.damage import with_next_step
 from lakecore.maintenance.settings import MaintenanceSettings
 from lakecore.storage import Storage, parse_storage_options
 from lakecore.versions import refuse_a_file_as_root
@@ -711,7 +712,7 @@ def run_job(
             else:
                 report.status = "failed"
                 report.exit_code = exc.exit_code
-                report.error = exc.one_line()
+                report.error = with_next_step(exc, ctx.storage.root_uri if ctx is not None else None)
         except Exception as exc:
             if interrupted:
                 _mark_interrupted(report, interrupted)

@@ -40,6 +40,7 @@ from lakecore.errors import (
 )
 from lakecore.humanize import plural
 from lakecore.lookup import cli as lookup_cli
+from lakecore.maintenance.damage import with_next_step
 
 if TYPE_CHECKING:
     from lakecore.lakehouse import ExportMode
@@ -838,12 +839,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"lakecore: {message}", file=sys.stderr)
         return code
 
+    args: argparse.Namespace | None = None
     try:
         args = parser.parse_args(raw)
         func: Callable[[argparse.Namespace], int] = args.func
         return func(args)
     except LakecoreError as exc:
-        return fail(exc.one_line(), exc.exit_code)
+        root = (getattr(args, "lakehouse", None) or os.environ.get("LAKECORE_LAKEHOUSE")) if args is not None else None
+        return fail(with_next_step(exc, root), exc.exit_code)
     except KeyboardInterrupt:
         return fail("interrupted; nothing was half-committed (a commit lands whole or not at all)",
                     ExitCode.INTERRUPTED)

@@ -376,18 +376,20 @@ def _describe(entry: HistoryEntry, info: VersionInfo, view: LakehouseView, view_
         phrases.append(summary)
         entry.definition_changes = fields
     if not _same_tree(parent, view):
-        try:
-            before = content_of(parent.version)
-        except LakecoreError as exc:
-            # A damaged parent (what a repair rolls back from) leaves this version's own kind
-            # (a rollback, a definition change) known: say that, and why the changes are not.
-            entry.error = exc.one_line()
-            operations.append("unknown")
-            phrases.append(f"changes unknown: the tree of version {parent.version} cannot be read ({exc.one_line()})")
-            entry.operation = operations[0]
-            entry.summary = "; ".join(phrases)
-            return
-        after = content_of(info.version)
+        # This version's own tree first (a damaged version names itself), then the parent's: a
+        # damaged parent (what a repair rolls back from) leaves this version's own kind (a
+        # rollback, a definition change) known. Either way say which tree, and why.
+        for version in (info.version, parent.version):
+            try:
+                content_of(version)
+            except LakecoreError as exc:
+                entry.error = exc.one_line()
+                operations.append("unknown")
+                phrases.append(f"changes unknown: the tree of version {version} cannot be read ({exc.one_line()})")
+                entry.operation = operations[0]
+                entry.summary = "; ".join(phrases)
+                return
+        before, after = content_of(parent.version), content_of(info.version)
         changes = catalog_diff(before, after, view.lakehouse_def, old_view=parent, new_view=view) \
             if before != after else []
         entry.changes = changes

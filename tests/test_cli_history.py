@@ -196,16 +196,15 @@ def test_storage_listing_is_the_one_in_describe(lake: Lakehouse) -> None:
     assert stats["by_kind"]["table_def"]["count"] >= 4 and stats["errors"] == []
 
 
-def test_a_rollback_from_a_damaged_version_is_still_a_rollback_in_the_log(tmp_path: Path) -> None:
-    """After a repair rolled back from a version with a damaged node file, the log showed the
-    healthy new version as "unknown ... cannot be compared"; it is the rollback, and it says
-    why its changes are not known."""
+def _lake_with_a_damaged_latest_node(path: Path) -> tuple[Lakehouse, int]:
+    """A lakehouse whose latest commit wrote a node file below the root, now truncated; returns
+    it and that version."""
     from lakecore import clear_caches
     from lakecore.locations import is_full_uri
     from lakecore.maintenance.reachable import reachable_from_root
 
     # Small node files: a commit that overflows the root pushes messages down into new nodes.
-    lh = Lakehouse.create(str(tmp_path / "lake"), name="damaged", order=4, node_file_max_size_bytes=4096,
+    lh = Lakehouse.create(str(path), name="damaged", order=4, node_file_max_size_bytes=4096,
                           namespace_name_max_size_bytes=16, table_name_max_size_bytes=16,
                           file_name_max_size_bytes=100)
     with lh.transaction() as tx:
@@ -219,13 +218,40 @@ def test_a_rollback_from_a_damaged_version_is_still_a_rollback_in_the_log(tmp_pa
         if only_latest:
             break
     assert only_latest, "no commit wrote a node file below the root: nothing to damage"
-    damaged_version = lh.version
     victim = sorted(p for p in only_latest if not is_full_uri(p))[0]
-    (tmp_path / "lake" / victim).write_bytes(b"truncated")
+    (path / victim).write_bytes(b"truncated")
     clear_caches()  # this process wrote the node and keeps it decoded: read it from disk
+    return lh, lh.version
+
+
+def test_a_rollback_from_a_damaged_version_is_still_a_rollback_in_the_log(tmp_path: Path) -> None:
+    """After a repair rolled back from a version with a damaged node file, the log showed the
+    healthy new version as "unknown ... cannot be compared"; it is the rollback, and it says
+    why its changes are not known."""
+    lh, damaged_version = _lake_with_a_damaged_latest_node(tmp_path / "lake")
     restored = lh.rollback(to_version=damaged_version - 1)
-    entry = {e.version: e for e in history(lh.storage)}[restored]
+    entries = {e.version: e for e in history(lh.storage)}
+    entry = entries[restored]
     assert entry.operation == "rollback"
     assert entry.summary.startswith(f"rollback from version {damaged_version} to the content of version "
                                     f"{damaged_version - 1}; changes unknown: the tree of version {damaged_version} "
                                     "cannot be read (CorruptNodeFileError")
+    # The damaged version's own row names its own tree, not its parent's.
+    assert entries[damaged_version].summary.startswith(
+        f"changes unknown: the tree of version {damaged_version} cannot be read (CorruptNodeFileError"), \
+        entries[damaged_version].summary
+
+
+def test_a_damaged_node_in_the_latest_version_names_the_next_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A damaged root said how to repair; a damaged node below a whole root said only
+    "truncated or foreign file"."""
+    lh, _ = _lake_with_a_damaged_latest_node(tmp_path / "lake")
+    code, _out, err = _run(capsys, "-l", lh.uri, "table", "list", "ns")
+    assert code == ExitCode.DAMAGED
+    (line,) = err.strip().splitlines()
+    assert line.startswith("lakecore: CorruptNodeFileError: ")
+    assert line.endswith(f"A file of the lakehouse is damaged: `lakecore -l {lh.uri} fsck --all` names the damaged "
+                         f"versions, and `lakecore -l {lh.uri} repair rollback --to-last-valid` rolls forward to the "
+                         "newest clean one (a plan first; add --yes)")

@@ -71,6 +71,19 @@ def mark_damage(reason: str, exc: BaseException) -> str:
     return DAMAGED_MARK + reason if is_damage(exc) else reason
 
 
+def with_next_step(exc: LakecoreError, root_uri: str | None) -> str:
+    """``exc``'s one line; for damage that does not yet say what to do (a node file met while
+    reading: the latest root and definition were whole), the next step too. Without it an
+    operator got ``CorruptNodeFileError: ...: truncated or foreign file`` and nothing else."""
+    line = exc.one_line()
+    if exc.exit_code != ExitCode.DAMAGED or "repair" in line:
+        return line
+    where = f"-l {root_uri} " if root_uri else ""
+    return (f"{line}. A file of the lakehouse is damaged: `lakecore {where}fsck --all` names the damaged versions, "
+            f"and `lakecore {where}repair rollback --to-last-valid` rolls forward to the newest clean one "
+            "(a plan first; add --yes)")
+
+
 def drop_damaged_command(root_uri: str) -> str:
     return f"`lakecore -l {root_uri} repair drop-damaged` (a dry run; add --yes to act)"
 
