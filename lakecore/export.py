@@ -30,7 +30,7 @@ from lakecore.maintenance.reachable import reachable_from_root
 from lakecore.node import Node, encode_node, encoded_size
 from lakecore.storage import Storage
 from lakecore.tree.store import NodeStore, absolute_location
-from lakecore.versions import RootInfo, encode_root, write_hint
+from lakecore.versions import RootInfo, encode_root, refuse_a_file_as_root, write_hint
 
 if TYPE_CHECKING:
     from lakecore.view import LakehouseView
@@ -100,6 +100,13 @@ def copy_snapshot(
     target_storage = Storage(target, target_storage_options or source.storage_options)
     if target_storage.root_uri == source.root_uri:
         raise AlreadyExistsError("an export target must be another root than the lakehouse itself")
+    if target_storage.root_uri.startswith(source.root_uri):
+        # gc would see the copy's files as foreign files of the source, and a full copy of the
+        # source would include the copy: a mistake, whatever the folder's name.
+        raise AlreadyExistsError(
+            f"the export target {target_storage.root_uri} is inside the lakehouse {source.root_uri}; "
+            "export to a folder outside it")
+    refuse_a_file_as_root(target_storage)  # a target that is a file, or under one
     if has_lakehouse(target_storage):
         raise AlreadyExistsError(f"a lakehouse already exists at the export target {target_storage.root_uri}")
     refuse_foreign_files(target_storage)

@@ -57,6 +57,7 @@ from lakecore.tree import NodeStore, TreeShape, TreeWriter
 from lakecore.versions import (
     RootInfo,
     read_version,
+    refuse_a_file_as_root,
     version_as_of,
     write_hint,
 )
@@ -153,10 +154,7 @@ class Lakehouse(LakehouseView):
         check_user_properties(dict(properties or {}))
         lakehouse_def = LakehouseDef(name=name, properties=dict(properties or {}), **definition).validate()
         storage = Storage(uri, storage_options)
-        if storage.root_is_a_file():
-            raise InvalidArgumentError(
-                f"{storage.root_uri.rstrip('/')} is a file, not a folder: create the lakehouse in an empty or new folder"
-            )
+        refuse_a_file_as_root(storage)
         if has_lakehouse(storage):
             raise AlreadyExistsError(f"a lakehouse already exists at {storage.root_uri}; open it instead")
         present = storage.first_files(3)

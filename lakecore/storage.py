@@ -743,10 +743,19 @@ class Storage:
         contend."""
         return self._scheme not in (_LOCAL_SCHEME, _MEMORY_SCHEME)
 
-    def root_is_a_file(self) -> bool:
-        """True when a local root names a file (a mistyped path): no lakehouse can be there, and
-        saying "no lakehouse" or failing to write into it would point the operator elsewhere."""
-        return self._scheme == _LOCAL_SCHEME and os.path.isfile(self._root_path.rstrip("/"))
+    def file_in_the_way(self) -> str | None:
+        """For a local root: the path of a file that is the root or one of its folders (a
+        mistyped path), else None. No lakehouse can be there, and saying "no lakehouse" or
+        failing to write into it would point the operator elsewhere."""
+        if self._scheme != _LOCAL_SCHEME:
+            return None
+        path = self._root_path.rstrip("/")
+        while path and not os.path.exists(path):
+            parent = os.path.dirname(path)
+            if parent == path:
+                return None
+            path = parent
+        return path if path and os.path.isfile(path) else None
 
     @property
     def storage_options(self) -> dict[str, Any]:

@@ -175,9 +175,12 @@ def probe_up(storage: Storage, start: int) -> int:
 def refuse_a_file_as_root(storage: Storage) -> None:
     """InvalidArgumentError (exit 2) when a local root is a file: a mistyped path, where "no
     lakehouse here" (exit 5) would send the operator to ``lakecore init``."""
-    if storage.root_is_a_file():
+    blocking = storage.file_in_the_way()
+    if blocking is not None:
         raise InvalidArgumentError(
-            f"{storage.root_uri.rstrip('/')} is a file, not a folder: a lakehouse root is a folder; check the path"
+            f"file://{blocking} is a file, not a folder: a lakehouse root is a folder; check the path"
+            + ("" if blocking == storage.root_uri.removeprefix("file://").rstrip("/") else
+               f" ({storage.root_uri.rstrip('/')} would be inside it)")
         )
 
 

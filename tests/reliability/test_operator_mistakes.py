@@ -751,8 +751,14 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
     assert a_file.read_text() == "mine\n"
     # The command line: a root that is a file is named as such (it said "no lakehouse ... create
     # one with lakecore init", and init then failed to write into it with exit 4).
-    for argv in (["-l", str(a_file), "versions"], ["init", str(a_file), "--name", "x"]):
+    for argv in (["-l", str(a_file), "versions"], ["init", str(a_file), "--name", "x"],
+                 ["-l", str(a_file / "sub"), "versions"], ["init", str(a_file / "sub"), "--name", "x"],
+                 ["-l", str(lake), "export", "e1", "--mode", "full", "--target", str(a_file)],
+                 ["-l", str(lake), "export", "e2", "--mode", "full", "--target", str(a_file / "sub")]):
         proc = cli(*argv)
         assert proc.returncode == ExitCode.BAD_INPUT, (argv, proc.stderr)
-        assert f"{a_file} is a file, not a folder" in one_line(proc)
+        assert f"{a_file} is a file, not a folder" in one_line(proc), (argv, proc.stderr)
+    proc = cli("-l", str(lake), "export", "e3", "--mode", "full", "--target", str(lake / "copy"))
+    assert proc.returncode == ExitCode.BAD_INPUT and "is inside the lakehouse" in one_line(proc), proc.stderr
+    assert listing(lake) == before
     assert a_file.read_text() == "mine\n"
