@@ -256,8 +256,8 @@ def drop_damaged(storage: Storage, *, apply: bool, say: Say = _quiet) -> RepairO
     version, never a version an export pins, never after a failed read that is not damage
     (StorageError: a rerun may read it). Refused (exit 6) while the latest version is damaged:
     roll forward first (``rollback --to-last-valid``)."""
-    from lakecore.maintenance.damage import damaged_versions, rollback_command
-    from lakecore.maintenance.roots import LoadedRoot, exports_of, load_root
+    from lakecore.maintenance.damage import damaged_versions, pin_reason, pins_of, rollback_command
+    from lakecore.maintenance.roots import LoadedRoot, load_root
 
     outcome = RepairOutcome("drop-damaged", apply)
     planner = _Planner(outcome, say)
@@ -287,16 +287,18 @@ def drop_damaged(storage: Storage, *, apply: bool, say: Say = _quiet) -> RepairO
             f"with {rollback_command(storage.root_uri)}"
         )
         return outcome
-    drop = sorted(outcome.damaged_versions)
-    pinned = {name: v for name, v in exports_of(r for v, r in loaded.items() if v not in set(drop)).items()
-              if v in set(drop)}
-    if pinned:
+    damaged = sorted(outcome.damaged_versions)
+    # A damaged version an export pins stays: its pin holds while any retained definition that
+    # is not dropped here names the export (the damaged ones that name it go with this run).
+    # The others are dropped; the kept ones are named with what releases them.
+    kept_roots = [r for v, r in loaded.items() if v not in set(damaged)]
+    pins = pins_of(kept_roots, damaged)
+    drop = [v for v in damaged if v not in pins]
+    kept = [pin_reason(storage.root_uri, v, p, top) for v, p in sorted(pins.items())]
+    if kept and not drop:
         outcome.status = "failed"
         outcome.exit_code = ExitCode.DAMAGED
-        outcome.error = (
-            f"export(s) {', '.join(f'{n!r} (version {v})' for n, v in sorted(pinned.items()))} pin damaged "
-            "versions; nothing was deleted. Drop those exports first (`lakecore export drop`), then run this again"
-        )
+        outcome.error = f"nothing was deleted: {'; '.join(kept)}"
         return outcome
     if not drop:
         outcome.status = "noop"
@@ -309,6 +311,8 @@ def drop_damaged(storage: Storage, *, apply: bool, say: Say = _quiet) -> RepairO
     for version in drop:
         planner.step(f"delete {root_node_file_name(version)}, the root of damaged version {version} "
                      f"({outcome.damaged_versions[version][0]})")
+    for reason in kept:
+        planner.step(f"keep: {reason}")
     if planner.stop_if_planning():
         return outcome
     if hint != top:
@@ -325,6 +329,7 @@ def drop_damaged(storage: Storage, *, apply: bool, say: Say = _quiet) -> RepairO
         f"gc removes the files no retained version reaches once they are older than its grace period)"
         + (f"; {', '.join(map(str, gone))} were already gone" if gone else "")
     )
+    outcome.summary.extend(kept)
     return outcome
 
 

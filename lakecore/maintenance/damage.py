@@ -26,11 +26,11 @@ from collections.abc import Iterable, Mapping
 from typing import Final, Protocol, TypeVar
 
 from lakecore.defs import LakehouseDef
-from lakecore.errors import ExitCode, LakecoreError
+from lakecore.errors import CorruptFileError, ExitCode, LakecoreError, TreeStructureError
 from lakecore.maintenance.reachable import reachable_from_root
 from lakecore.storage import Storage
 from lakecore.tree.store import NodeCache, NodeStore
-from lakecore.versions import RootInfo
+from lakecore.versions import RootInfo, export_pins
 
 
 class LoadedRoot(Protocol):
@@ -76,7 +76,8 @@ def with_next_step(exc: LakecoreError, root_uri: str | None) -> str:
     reading: the latest root and definition were whole), the next step too. Without it an
     operator got ``CorruptNodeFileError: ...: truncated or foreign file`` and nothing else."""
     line = exc.one_line()
-    if exc.exit_code != ExitCode.DAMAGED or "repair" in line:
+    # Only the readers' own errors: the maintenance jobs' refusals compose their own advice.
+    if not isinstance(exc, (CorruptFileError, TreeStructureError)) or "repair" in line:
         return line
     where = f"-l {root_uri} " if root_uri else ""
     return (f"{line}. A file of the lakehouse is damaged: `lakecore {where}fsck --all` names the damaged versions, "
@@ -94,21 +95,56 @@ def rollback_command(root_uri: str) -> str:
             f"--lakehouse {root_uri} rollback --to-last-valid`); add --yes to carry out the plan it prints")
 
 
-def next_step(root_uri: str, damaged: Iterable[int], latest: int, *, roots_damaged: bool = False) -> str:
+# Per damaged version an export pins: the export's name -> the retained versions whose
+# definition names it (an export pins its version while any retained definition names it).
+Pins = Mapping[int, Mapping[str, list[int]]]
+
+
+def pins_of(roots: Iterable[LoadedRoot], versions: Iterable[int]) -> dict[int, dict[str, list[int]]]:
+    """Which exports pin each of ``versions``, and which of ``roots`` name them."""
+    wanted = set(versions)
+    out: dict[int, dict[str, list[int]]] = {}
+    for root in sorted(roots, key=lambda r: r.version):
+        for name, pinned in export_pins(root.lakehouse_def).items():
+            if pinned in wanted:
+                out.setdefault(pinned, {}).setdefault(name, []).append(root.version)
+    return out
+
+
+def pin_reason(root_uri: str, version: int, pins: Mapping[str, list[int]], latest: int) -> str:
+    """Why a pinned damaged version stays, and what releases it."""
+    parts = []
+    for name, naming in sorted(pins.items()):
+        if latest in naming:
+            parts.append(f"export {name!r} pins it: drop the export first (`lakecore -l {root_uri} export drop "
+                         f"{name}`); retained version(s) {_names(naming)} name it, and the pin lasts until they expire")
+        else:
+            parts.append(f"export {name!r} was dropped, but retained version(s) {_names(naming)} still name it: "
+                         "the pin lasts until compact-versions expires them")
+    return f"version {version} stays while an export pins it ({'; '.join(parts)})"
+
+
+def next_step(root_uri: str, damaged: Iterable[int], latest: int, *, roots_damaged: bool = False,
+              pinned: Pins | None = None) -> str:
     """What an operator does about ``damaged`` retained versions, given the latest version.
 
     ``roots_damaged``: their root files themselves cannot be read, so no age is known and
-    retention can never expire them until a repair rolls past them."""
+    retention can never expire them until a repair rolls past them. ``pinned`` (``pins_of``):
+    damaged versions an export pins, which neither waiting nor ``drop-damaged`` removes until
+    the pin is gone."""
     versions = sorted(set(damaged))
     if latest in versions or not versions:
         return (f"the latest version {latest} is damaged: roll forward to the newest readable version with "
                 f"{rollback_command(root_uri)}")
-    if roots_damaged:
-        return (f"the latest version {latest} is readable: drop the damaged root(s) with "
-                f"{drop_damaged_command(root_uri)}")
-    return (f"the latest version {latest} is readable: wait until compact-versions expires version(s) "
-            f"{_names(versions)} (their root files go; gc removes what only they reached), or drop them now "
-            f"with {drop_damaged_command(root_uri)}")
+    held = {v: p for v, p in (pinned or {}).items() if v in versions}
+    free = [v for v in versions if v not in held]
+    steps = [pin_reason(root_uri, v, p, latest) for v, p in sorted(held.items())]
+    if free and roots_damaged:
+        steps.append(f"drop the damaged root(s) {_names(free)} with {drop_damaged_command(root_uri)}")
+    elif free:
+        steps.append(f"wait until compact-versions expires version(s) {_names(free)} (their root files go; gc "
+                     f"removes what only they reached), or drop them now with {drop_damaged_command(root_uri)}")
+    return f"the latest version {latest} is readable: " + "; ".join(steps)
 
 
 def damaged_versions(storage: Storage, roots: Iterable[LoadedRoot]) -> dict[int, str]:
@@ -142,9 +178,10 @@ def explain_damage(storage: Storage, roots: Mapping[int, LoadedRoot], damaged: t
         return None
     latest = max(roots)
     first = found[min(found)]
+    pinned = pins_of(roots.values(), found)
     return damaged(
         f"retained version(s) {_names(found)} of {storage.root_uri} cannot be read ({first}), so {job} cannot "
-        f"know what they reach; {next_step(storage.root_uri, found, latest)}"
+        f"know what they reach; {next_step(storage.root_uri, found, latest, pinned=pinned)}"
     )
 
 
@@ -163,5 +200,7 @@ __all__ = [
     "is_damage_reason",
     "mark_damage",
     "next_step",
+    "pin_reason",
+    "pins_of",
     "rollback_command",
 ]

@@ -245,6 +245,9 @@ def test_a_damaged_retained_version_stops_compaction_with_exit_6(lake: Path, run
     code, report = run_job(compact_main, *args(lake, "--now", FUTURE))
     assert code == 6, report.get("error")
     assert f"retained version(s) {EXPORTED} " in report["error"], report["error"]
-    assert "repair drop-damaged" in report["error"]
+    # Pinned, it neither expires nor is dropped: the line says what holds it.
+    assert f"version {EXPORTED} stays while an export pins it (export 'x' pins it: drop the export first" \
+        in report["error"], report["error"]
+    assert "fsck --all" not in report["error"]  # the job's own advice, not the readers' generic one
     assert victim in report["error"] and "nothing was deleted" in report["error"]
     assert files(lake) == before

@@ -233,3 +233,37 @@ def test_drop_damaged_refuses_while_the_latest_version_is_damaged(damaged: Damag
     assert outcome.status == "failed" and outcome.exit_code == ExitCode.DAMAGED
     assert outcome.error is not None and "rollback --to-last-valid" in outcome.error
     assert tree_digest(damaged.path) == before
+
+
+def test_a_damaged_version_an_export_pins_stays_and_says_what_releases_it(damaged: Damaged) -> None:
+    """A new-user trial: drop-damaged refused over an export, then again over the same export
+    after `export drop`, since a retained version still named it; gc said "wait until
+    compact-versions expires" a version the pin kept. Now the others are dropped, and every
+    line says what holds the pinned one and what releases it."""
+    pinned = damaged.reached_by[0]
+    lh = Lakehouse.open(str(damaged.path))
+    exported_in = lh.export_snapshot("nightly", version=pinned)  # its tree is the latest's: damaged too
+    SHARED_CACHE.clear()
+    rolled = repair.rollback(damaged.storage, to_last_valid=True, apply=True).new_version
+    assert rolled == exported_in + 1
+    SHARED_CACHE.clear()
+    refusal = _refusal(lambda: gc_in_process(damaged.storage, now_millis=_now(), grace_millis=0))
+    assert refusal.exit_code == ExitCode.DAMAGED
+    assert (f"version {pinned} stays while an export pins it (export 'nightly' pins it: drop the export first"
+            in refusal.one_line()), refusal.one_line()
+    SHARED_CACHE.clear()
+    outcome = repair.drop_damaged(damaged.storage, apply=True)
+    assert outcome.status == "ok", outcome.as_dict()
+    assert outcome.dropped_versions == sorted({*damaged.reached_by, exported_in} - {pinned})
+    assert any(f"version {pinned} stays while an export pins it" in line for line in outcome.summary)
+    assert root_node_file_name(pinned) in tree_digest(damaged.path)
+    # The export dropped: the version before still names it, so the pin holds until it expires.
+    SHARED_CACHE.clear()
+    Lakehouse.open(str(damaged.path)).drop_export("nightly")
+    SHARED_CACHE.clear()
+    again = repair.drop_damaged(damaged.storage, apply=True)
+    assert again.status == "failed" and again.exit_code == ExitCode.DAMAGED
+    assert again.error is not None and (
+        f"nothing was deleted: version {pinned} stays while an export pins it (export 'nightly' was dropped, but "
+        f"retained version(s) {rolled} still name it: the pin lasts until compact-versions expires them)"
+    ) == again.error, again.error
