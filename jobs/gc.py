@@ -52,6 +52,7 @@ from jobs.common import (
     JobContext,
     base_parser,
     checked_option,
+    load_settings,
     parse_duration_seconds,
     parse_time_millis,
     run_job,
@@ -65,6 +66,7 @@ from jobs.spark_units import (
     sample_paths,
 )
 from lakecore.argparsing import ArgumentError
+from lakecore.errors import LakecoreError, UnsafeOptionError
 from lakecore.humanize import format_seconds, plural
 from lakecore.locations import hash_directory_prefixes
 from lakecore.maintenance.damage import DAMAGED_MARK, is_damage
@@ -118,7 +120,32 @@ def _parser() -> Any:
         help="allow a grace period under one hour (or under the commit timeout), or a --now in "
         "the future: files of a commit in flight may be deleted",
     )
+    # The grace period's safety needs only the command line and the local settings file, so it
+    # is judged as the command line is read: spark-submit.sh then refuses before the JVM starts.
+    parser.add_check(_grace_is_safe)
     return parser
+
+
+def _grace_is_safe(args: Any) -> str | None:
+    """``check_grace``'s refusal of the options given, or None; None too when the settings
+    cannot be read (the job then says so itself, with its report)."""
+    try:
+        settings = load_settings(args.env)
+        grace_seconds = parse_duration_seconds(args.older_than or settings.gc_older_than)
+        wall_clock = int(time.time() * 1000)
+        check_grace(
+            grace_seconds,
+            commit_timeout_seconds=settings.commit_timeout_seconds,
+            now_millis=parse_time_millis(args.now) if args.now is not None else wall_clock,
+            wall_clock_millis=wall_clock,
+            override=args.i_understand_grace_risk,
+            given=args.older_than,
+        )
+    except UnsafeOptionError as exc:
+        return str(exc)
+    except LakecoreError:
+        return None
+    return None
 
 
 LISTING = Columns((("path", "string"), ("size", "bigint"), ("mtime_millis", "bigint"), ("kind", "string")))
@@ -227,6 +254,7 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         now_millis=now,
         wall_clock_millis=wall_clock,
         override=args.i_understand_grace_risk,
+        given=args.older_than,
     )
     batch_size = ctx.settings.gc_delete_batch_size
     cutoff = now - int(grace_seconds * 1000)

@@ -101,17 +101,20 @@ def check_grace(
     now_millis: int,
     wall_clock_millis: int,
     override: bool,
+    given: str | None = None,
 ) -> None:
     """Refuse a grace period (or a ``--now`` in the future, which shortens it) that could
-    delete the files of a commit in flight, unless ``override``."""
+    delete the files of a commit in flight, unless ``override``. ``given``: the grace period
+    as the operator wrote it, for the message."""
+    said = given if given is not None else format_seconds(grace_seconds)
     if grace_seconds < 0:
-        raise UnsafeOptionError(f"--older-than {format_seconds(grace_seconds)} is negative")
+        raise UnsafeOptionError(f"--older-than {said} is negative")
     if override:
         return
     floor = max(float(MIN_GRACE_SECONDS), float(commit_timeout_seconds))
     if grace_seconds < floor:
         raise UnsafeOptionError(
-            f"--older-than {format_seconds(grace_seconds)} is shorter than {format_seconds(floor)} (one hour, or "
+            f"--older-than {said} is shorter than {format_seconds(floor)} (one hour, or "
             f"the commit timeout of {format_seconds(commit_timeout_seconds)} if longer): gc could delete the "
             "files of a commit in flight. Pass --i-understand-grace-risk to do it anyway"
         )
