@@ -337,6 +337,17 @@ def history(
     return out
 
 
+def _restored_version(info: VersionInfo, view: LakehouseView, view_of: Any) -> int | None:
+    """The newest older version (within 200) whose tree a rollback restored. Versions that are
+    gone or unreadable are passed over: a repair's roll forward sits above the damaged versions
+    it rolled past, which ``repair drop-damaged`` may since have removed."""
+    for older in range(info.version - 2, max(-1, info.version - 202), -1):
+        candidate = view_of(older)
+        if candidate is not None and _same_tree(candidate, view):
+            return older
+    return None
+
+
 def _describe(entry: HistoryEntry, info: VersionInfo, view: LakehouseView, view_of: Any, content_of: Any) -> None:
     if info.version == 0:
         entry.operation = "create"
@@ -352,20 +363,16 @@ def _describe(entry: HistoryEntry, info: VersionInfo, view: LakehouseView, view_
         entry.summary = f"parent version {info.version - 1} is expired or unreadable: changes unknown"
         if info.rollback_from_version is not None:
             entry.operation = "rollback"
-            entry.summary = f"rollback from version {info.rollback_from_version} (parent unavailable)"
+            entry.restored_version = _restored_version(info, view, view_of)
+            entry.summary = f"rollback from version {info.rollback_from_version}" + (
+                f" to the content of version {entry.restored_version}" if entry.restored_version is not None
+                else "") + " (parent unavailable)"
         return
     phrases: list[str] = []
     operations: list[str] = []
     if info.rollback_from_version is not None:
         operations.append("rollback")
-        restored = None
-        for older in range(info.version - 2, max(-1, info.version - 202), -1):
-            candidate = view_of(older)
-            if candidate is None:
-                break
-            if _same_tree(candidate, view):
-                restored = older
-                break
+        restored = _restored_version(info, view, view_of)
         entry.restored_version = restored
         phrases.append(f"rollback from version {info.rollback_from_version}"
                        + (f" to the content of version {restored}" if restored is not None else ""))

@@ -240,6 +240,14 @@ def test_a_rollback_from_a_damaged_version_is_still_a_rollback_in_the_log(tmp_pa
     assert entries[damaged_version].summary.startswith(
         f"changes unknown: the tree of version {damaged_version} cannot be read (CorruptNodeFileError"), \
         entries[damaged_version].summary
+    # Once drop-damaged has removed the damaged version, the rollback still names what it restored.
+    from lakecore import repair
+
+    assert repair.drop_damaged(lh.storage, apply=True).dropped_versions == [damaged_version]
+    entry = {e.version: e for e in history(lh.storage)}[restored]
+    assert entry.operation == "rollback" and entry.restored_version == damaged_version - 1
+    assert entry.summary == (f"rollback from version {damaged_version} to the content of version "
+                             f"{damaged_version - 1} (parent unavailable)")
 
 
 def test_a_damaged_node_in_the_latest_version_names_the_next_step(
