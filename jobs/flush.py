@@ -152,7 +152,7 @@ def _body(ctx: JobContext) -> None:
                 events[name] = events.get(name, 0) + count
         report.details["tree_events"] = events
         report.counts["redos"] = attempt
-        if _unchanged(base.node, flushed):
+        if base.node.same_tree_as(flushed):  # the flush changed nothing
             # Nothing over the threshold, an empty buffer, or another flush got there first: a
             # version that changes nothing would only push real history out of retention.
             written.add(this_attempt)
@@ -250,12 +250,6 @@ def _report_writes(report: JobReport, written: IOStats, lost: IOStats) -> None:
             f"{plural(lost.files_written, 'node file')} ({format_bytes(lost.bytes_written)}) written by attempts that "
             "were not committed are in no version: gc deletes them once they are older than its grace period"
         )
-
-
-def _unchanged(before: Node, after: Node) -> bool:
-    """True when the flush changed nothing: the same keys, children and buffer."""
-    return (before.keys == after.keys and before.values == after.values and before.children == after.children
-            and before.buffer == after.buffer)
 
 
 def flushed_root_plan(lh: Lakehouse, base: RootInfo, flushed: Node, rebase: _Rebase | None = None) -> Any:

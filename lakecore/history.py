@@ -218,8 +218,7 @@ class HistoryEntry:
 
 
 def _same_tree(a: LakehouseView, b: LakehouseView) -> bool:
-    x, y = a.root, b.root
-    return (x.keys, x.values, x.children, x.buffer) == (y.keys, y.values, y.children, y.buffer)
+    return a.root.same_tree_as(b.root)
 
 
 def _definition_summary(before: LakehouseDef, after: LakehouseDef) -> tuple[str, str, list[dict[str, Any]]]:

@@ -98,12 +98,6 @@ class SettingsChange:
     after: LakehouseDef
 
 
-def _tree_content(root: Node) -> tuple[Any, ...]:
-    """What a root node says about the tree (not the definition it names): copy-on-write node
-    files never change, so equal roots mean equal trees."""
-    return (list(root.keys), list(root.values), list(root.children), dict(root.buffer))
-
-
 class _Unchanged(Exception):
     """A definition change that changes nothing: commit nothing."""
 
@@ -289,10 +283,9 @@ class Lakehouse(LakehouseView):
         self.require_writable("roll back")
         target = read_version(self.storage, to_version, self.lakehouse_def.order)
         base_version = self.version
-        wanted = _tree_content(target.node)
 
         def plan(base: RootInfo) -> RootPlan:
-            if _tree_content(base.node) == wanted:
+            if base.node.same_tree_as(target.node):
                 raise _Unchanged(base)
             node = Node(target.node.keys, target.node.values, target.node.children, target.node.buffer)
             return RootPlan(node, base.lakehouse_def_path, rollback_from_root=root_node_file_name(base.version))

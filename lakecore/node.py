@@ -88,6 +88,13 @@ class Node:
             if value is not None:
                 yield value
 
+    def same_tree_as(self, other: Node) -> bool:
+        """True when both nodes say the same about the tree: keys, values, children and buffer
+        (not the system rows, which name the definition and the version's history). For roots:
+        node files never change, so equal roots mean equal trees."""
+        return (self.keys == other.keys and self.values == other.values and self.children == other.children
+                and self.buffer == other.buffer)
+
     def copy(self) -> Node:
         return Node(list(self.keys), list(self.values), list(self.children), dict(self.buffer), dict(self.system))
 
