@@ -220,6 +220,27 @@ def test_gc_deletes_old_orphans_and_keeps_young_foreign_and_live_files(
     assert code == 0 and report["counts"]["orphans_deleted"] == 0 and files(lake) == after
 
 
+def test_gc_names_a_reachable_file_that_is_missing_and_deletes_nothing_for_it(
+    lake: Path, run_job: RunJob, listing_mode: str
+) -> None:
+    """A table definition the latest version reaches, deleted by hand: the join knows it only by
+    its path's hash, and the report still names it."""
+    storage = Storage(str(lake))
+    latest = max(resolved_maps(storage.root_uri).items())[1]
+    dangling = sorted(location for key, location in latest.items() if kind_of(location) == "table_def")[0]
+    (lake / dangling).unlink()
+    old = plant_orphans(storage)
+    age(lake, 10 * DAY_SECONDS, [lake / p for p in old])
+    before = files(lake)
+
+    code, report = run_job(gc_main, *gc_args(storage.root_uri, "--dry-run"))
+    assert code == 0, report.get("error")
+    assert report["details"]["listing"] == listing_mode
+    assert report["counts"]["reachable_missing"] == 1
+    assert report["samples"]["reachable_missing"] == [dangling]
+    assert set(report["samples"]["would_delete"]) == old and files(lake) == before
+
+
 def _judge(storage: Storage, spark: Any, listed: list[str], reached: list[tuple[str, int]]) -> dict[str, Any]:
     """jobs.gc.judge_listing over a listing without sizes or times (a local one), by path."""
     from jobs.frames import driver_rows
