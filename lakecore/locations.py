@@ -23,7 +23,7 @@ import os
 import posixpath
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Final
@@ -51,14 +51,21 @@ TEMP_FILE_PREFIX = ".lakecore-tmp-"
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
 _ROOT_NAME_RE = re.compile(r"^_([01]{32})\.arrow$")
 _LAKEHOUSE_DEF_RE = re.compile(rf"^_lakehouse_def_{_UUID}\.binpb$")
-# A file in a hash directory, the bulk of any listing, in one match: the 20-bit prefix, then a
-# node (group 1), namespace definition (2) or table definition (3) name. The name starts at
-# HASHED_NAME_START, after ``bbbb/bbbb/bbbb/bbbbbbbb-``.
-_HASHED_FILE_RE = re.compile(
-    rf"^[01]{{4}}/[01]{{4}}/[01]{{4}}/[01]{{8}}-"
-    rf"(?:(node-{_UUID}\.arrow)|(namespace-.+-{_UUID}\.binpb)|(table-.+-{_UUID}\.binpb))$"
-)
+# A file in a hash directory, the bulk of any listing: its head, ``bbbb/bbbb/bbbb/bbbbbbbb-``
+# then ``node`` (group 1), ``namespace-`` (2) or ``table-`` (3), and its tail, ``-UUID.arrow``
+# or ``-UUID.binpb``, the last _HASHED_TAIL_LENGTH characters. Two short matches, not one
+# pattern with ``.+`` before the UUID: that one backtracked over every name (0.87 against
+# 0.63 us a path), and gc classifies every file of the lakehouse.
+_HASHED_HEAD_RE = re.compile(r"[01]{4}/[01]{4}/[01]{4}/[01]{8}-(?:(node)|(namespace-)|(table-))")
+_HASHED_TAIL_RE = re.compile(rf"-{_UUID}\.(?:arrow|binpb)")
+_HASHED_TAIL_LENGTH = 43
 _HASHED_NAME_START = 24
+# The same shape as one RE2 pattern, for a whole column at once (``kind_values``). In RE2, '$'
+# is the end of the text only, and ``[^\n]`` is what Python's '.' matches.
+_HASHED_FILE_RE2 = (
+    rf"^[01]{{4}}/[01]{{4}}/[01]{{4}}/[01]{{8}}-"
+    rf"(?:node-{_UUID}\.arrow|(?:namespace|table)-[^\n]+-{_UUID}\.binpb)$"
+)
 _PREFIX_MASK = (1 << OPTIMIZED_PREFIX_BITS) - 1
 _TEMP_RE = re.compile(rf"^(?:[01]{{4}}/[01]{{4}}/[01]{{4}}/)?\.lakecore-tmp-{_UUID}$")
 # Checked on every stored path a reader follows: one regex instead of a Python loop per character.
@@ -69,6 +76,8 @@ _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
 # ``check_relative_path``, so it is accepted in one match; gc checks about a million stored
 # paths per million tables, and the full rules cost 6 µs each.
 _PLAIN_OPTIMIZED_RE = re.compile(r"[01]{4}/[01]{4}/[01]{4}/[01]{8}-[^/\\\x00-\x1f\x7f]+")
+# The same shape for a whole column at once (``not_plain_optimized``), as RE2 anchors it.
+_PLAIN_OPTIMIZED_RE2 = r"^[01]{4}/[01]{4}/[01]{4}/[01]{8}-[^/\\\x00-\x1f\x7f]+$"
 
 
 class FileKind(Enum):
@@ -170,6 +179,22 @@ def check_relative_path(path: str) -> str:
     return path
 
 
+def not_plain_optimized(paths: Iterable[str]) -> list[str]:
+    """The paths that are not of the plain optimized shape: every one ``check_relative_path``
+    needs to look at closely, and every full URI. The shape is matched as one Arrow column
+    (RE2): gc's walk checks about a million stored paths per million tables, a tenth of a
+    microsecond each this way, against half a microsecond for a match and a call per path."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    listed = list(paths)
+    try:
+        plain = pc.match_substring_regex(pa.array(listed, pa.string()), _PLAIN_OPTIMIZED_RE2).to_pylist()
+    except (UnicodeError, pa.ArrowException, TypeError):  # not UTF-8, or not a string at all
+        return [path for path in listed if not (isinstance(path, str) and _PLAIN_OPTIMIZED_RE.fullmatch(path))]
+    return [path for path, is_plain in zip(listed, plain, strict=True) if not is_plain]
+
+
 def is_full_uri(location: str) -> bool:
     return _SCHEME_RE.match(location) is not None
 
@@ -266,22 +291,44 @@ _CLASSIFIED_LAKEHOUSE_DEF: Final = ClassifiedPath(FileKind.LAKEHOUSE_DEF)
 _CLASSIFIED_TEMP: Final = ClassifiedPath(FileKind.TEMP)
 
 
-def classify_path(path: str) -> ClassifiedPath | None:
-    """What a path relative to the root is, by lakecore's naming rules; None if foreign.
+def _hashed_group(path: str) -> int:
+    """1, 2 or 3 for an optimized node, namespace or table definition path (the head's
+    group), 0 for anything else: another kind of file, or a look-alike.
 
     An optimized path only counts when its hash prefix is the one its name hashes to, so a
-    look-alike file dropped into a hash directory is reported rather than treated as ours.
-    Hash-directory files are tried first (one match and one hash each): gc classifies every
-    file of the lakehouse."""
-    hashed = _HASHED_FILE_RE.match(path)
-    if hashed:
-        name = path[_HASHED_NAME_START:]
-        prefix = path[0:4] + path[5:9] + path[10:14] + path[15:23]
-        # optimize_path(name) == path, without building the string: a name with '/' (it would
-        # have become '-') or a prefix its name does not hash to is a look-alike.
-        if "/" in name or int(prefix, 2) != mmh3.hash(name.encode("utf-8"), 0, signed=False) & _PREFIX_MASK:
-            return None
-        return _CLASSIFIED_HASHED[hashed.lastindex or 0]
+    look-alike file dropped into a hash directory is reported rather than treated as ours."""
+    head = _HASHED_HEAD_RE.match(path)
+    if head is None:
+        return 0
+    group = head.lastindex or 0
+    tail = len(path) - _HASHED_TAIL_LENGTH
+    # A node's name is ``node-UUID.arrow``; a definition's ``namespace-`` or ``table-``, at
+    # least one character of its own on one line, then ``-UUID.binpb``.
+    if group == 1:
+        if tail != head.end() or not path.endswith(NODE_FILE_SUFFIX):
+            return 0
+    elif tail <= head.end() or not path.endswith(DEF_FILE_SUFFIX) or "\n" in path[head.end():tail]:
+        return 0
+    if _HASHED_TAIL_RE.fullmatch(path, tail) is None:
+        return 0
+    name = path[_HASHED_NAME_START:]
+    prefix = path[0:4] + path[5:9] + path[10:14] + path[15:23]
+    # optimize_path(name) == path, without building the string: a name with '/' (it would
+    # have become '-') or a prefix its name does not hash to is a look-alike.
+    if "/" in name or int(prefix, 2) != mmh3.hash(name.encode("utf-8"), 0, signed=False) & _PREFIX_MASK:
+        return 0
+    return group
+
+
+_HASHED_KIND_VALUES: Final = (None, FileKind.NODE.value, FileKind.NAMESPACE_DEF.value, FileKind.TABLE_DEF.value)
+
+
+def classify_path(path: str) -> ClassifiedPath | None:
+    """What a path relative to the root is, by lakecore's naming rules; None if foreign.
+    Hash-directory files are tried first: gc classifies every file of the lakehouse."""
+    group = _hashed_group(path)
+    if group:
+        return _CLASSIFIED_HASHED[group]
     root_match = _ROOT_NAME_RE.match(path)
     if root_match:
         return ClassifiedPath(FileKind.ROOT_NODE, int(root_match.group(1)[::-1], 2))
@@ -292,6 +339,44 @@ def classify_path(path: str) -> ClassifiedPath | None:
     if _TEMP_RE.match(path):
         return _CLASSIFIED_TEMP
     return None
+
+
+# A hash-directory file's kind by the first two characters of its name.
+_HASHED_KIND_BY_HEAD: Final = {"no": FileKind.NODE.value, "na": FileKind.NAMESPACE_DEF.value,
+                               "ta": FileKind.TABLE_DEF.value}
+
+
+def kind_values(paths: Sequence[str]) -> list[str | None]:
+    """``kind_value`` of every path; for gc's listing, a million at a time. The names' shape is
+    matched as one Arrow column (RE2) and only the hash is a call per path: 0.8 us a path, 1.5
+    us through ``kind_value``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        shaped = pc.match_substring_regex(pa.array(paths, pa.string()), _HASHED_FILE_RE2).to_pylist()
+    except (UnicodeError, pa.ArrowException):  # a name that is not UTF-8 (surrogate-escaped)
+        return [kind_value(path) for path in paths]
+    start, mask, murmur = _HASHED_NAME_START, _PREFIX_MASK, mmh3.hash
+    # As in ``_hashed_group``: a name with '/' or the wrong hash prefix is a look-alike.
+    return [
+        (_HASHED_KIND_BY_HEAD[path[start:start + 2]]
+         if "/" not in path[start:]
+         and int(path[0:4] + path[5:9] + path[10:14] + path[15:23], 2)
+         == murmur(path[start:].encode("utf-8"), 0, signed=False) & mask else None)
+        if is_shaped else kind_value(path)
+        for path, is_shaped in zip(paths, shaped, strict=True)
+    ]
+
+
+def kind_value(path: str) -> str | None:
+    """``classify_path(path).kind.value``, None if foreign; for a hash-directory file without
+    the objects (an enum's ``value`` alone costs a quarter of a microsecond)."""
+    group = _hashed_group(path)
+    if group:
+        return _HASHED_KIND_VALUES[group]
+    classified = classify_path(path)
+    return None if classified is None else classified.kind.value
 
 
 def hash_directories() -> list[str]:

@@ -18,10 +18,13 @@ from lakecore.locations import (
     classify_path,
     hash_directories,
     hash_directory_prefixes,
+    kind_value,
+    kind_values,
     new_lakehouse_def_path,
     new_namespace_def_path,
     new_node_file_path,
     new_table_def_path,
+    new_temp_path,
     normalize_root_uri,
     optimize_path,
     root_node_file_name,
@@ -257,10 +260,59 @@ def _optimized(name: str) -> str:
         _optimized("namespace-a/b-6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8.binpb"),
         expected_prefix("table-a-b-6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8.binpb")
         + "table-a/b-6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8.binpb",
+        # The name's hash is right, its shape is not: a trailing newline (an old pattern's `$`
+        # let it through), a newline inside the name, a node with more than its UUID, a table
+        # definition with the suffix of a node.
+        _optimized("table-t-ns-6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8.binpb\n"),
+        _optimized("table-t\nx-6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8.binpb"),
+        _optimized("node-x-6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8.arrow"),
+        _optimized("nodex6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8.arrow"),
+        _optimized("table-t-6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8.arrow"),
+        _optimized("namespace--6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8.binpb"),
+        _optimized("table-6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8.binpb"),
     ],
 )
 def test_classify_refuses_look_alikes(path: str) -> None:
     assert classify_path(path) is None
+    assert kind_value(path) is None
+
+
+def test_kind_values_classifies_a_column_as_kind_value_does_one_path() -> None:
+    """The bulk classifier (one RE2 match over the column) and the scalar one agree on real
+    names, on look-alikes made from them a character at a time, and on names Arrow refuses."""
+    import random
+
+    rng = random.Random(7)
+    genuine = [new_node_file_path() for _ in range(50)] + [new_namespace_def_path(f"n{i}") for i in range(50)]
+    genuine += [new_table_def_path(f"ns-{i}", f"t{i}") for i in range(50)]
+    paths = [*genuine, "_latest_hint.txt", root_node_file_name(3), new_temp_path("0000/1111/0000"), "x"]
+    alphabet = "01/-\nab.xyz"
+    for path in genuine:
+        for _ in range(8):
+            at = rng.randrange(len(path) + 1)
+            edit = rng.choice(["insert", "delete", "replace"])
+            char = rng.choice(alphabet)
+            if edit == "insert":
+                paths.append(path[:at] + char + path[at:])
+            elif edit == "delete":
+                paths.append(path[:at] + path[at + 1:])
+            else:
+                paths.append(path[:at] + char + path[at + 1:])
+    paths.append(new_node_file_path() + "\udcff")  # a name that is not UTF-8: Arrow refuses the column
+    assert kind_values(paths) == [kind_value(path) for path in paths]
+    assert kind_values(paths[:-1]) == [kind_value(path) for path in paths[:-1]]
+    assert all(kind is not None for kind in kind_values(genuine))
+    assert kind_values([]) == []
+
+
+def test_kind_value_is_the_classified_kind() -> None:
+    paths = [new_node_file_path(), new_namespace_def_path("ns"), new_table_def_path("ns", "t-1"),
+             new_table_def_path("n-s", "-"), "_latest_hint.txt", root_node_file_name(5),
+             new_lakehouse_def_path(), new_temp_path("0000/0000/0000"), new_temp_path("")]
+    for path in paths:
+        classified = classify_path(path)
+        assert classified is not None, path
+        assert kind_value(path) == classified.kind.value
 
 
 def test_hash_directories() -> None:

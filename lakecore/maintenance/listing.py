@@ -39,6 +39,8 @@ from lakecore.locations import (
     HASH_DIRECTORY_LEVELS,
     FileKind,
     classify_path,
+    kind_value,
+    kind_values,
 )
 from lakecore.storage import PathListing, Storage, request_pool
 
@@ -88,8 +90,7 @@ class ListedFile(NamedTuple):
 
 
 def kind_of(path: str) -> str:
-    classified = classify_path(path)
-    return FOREIGN if classified is None else classified.kind.value
+    return kind_value(path) or FOREIGN
 
 
 def is_deletable(kind: str) -> bool:
@@ -156,7 +157,7 @@ class ListedColumns:
     def add(self, listing: PathListing) -> None:
         count = len(listing.paths)
         self.paths.extend(listing.paths)
-        self.kinds.extend(map(kind_of, listing.paths))
+        self.kinds.extend(kind or FOREIGN for kind in kind_values(listing.paths))
         self.sizes.extend(itertools.repeat(None, count) if listing.sizes is None else listing.sizes)
         self.mtimes_millis.extend(
             itertools.repeat(None, count) if listing.mtimes_millis is None else listing.mtimes_millis)
