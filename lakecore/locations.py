@@ -313,9 +313,13 @@ def _hashed_group(path: str) -> int:
         return 0
     name = path[_HASHED_NAME_START:]
     prefix = path[0:4] + path[5:9] + path[10:14] + path[15:23]
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError:  # a local name that is not UTF-8 (surrogate-escaped): not ours
+        return 0
     # optimize_path(name) == path, without building the string: a name with '/' (it would
     # have become '-') or a prefix its name does not hash to is a look-alike.
-    if "/" in name or int(prefix, 2) != mmh3.hash(name.encode("utf-8"), 0, signed=False) & _PREFIX_MASK:
+    if "/" in name or int(prefix, 2) != mmh3.hash(encoded, 0, signed=False) & _PREFIX_MASK:
         return 0
     return group
 

@@ -90,7 +90,33 @@ class ListedFile(NamedTuple):
 
 
 def kind_of(path: str) -> str:
-    return kind_value(path) or FOREIGN
+    return (kind_value(path) or FOREIGN) if _is_utf8(path) else FOREIGN
+
+
+def _is_utf8(path: str) -> bool:
+    # A local file system may hold a name that is not UTF-8: os.scandir gives it with
+    # surrogate escapes, which neither Arrow nor a JSON report can hold. lakecore's names are
+    # UTF-8, so such a file is never lakecore's.
+    if path.isascii():
+        return True
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_path(path: str) -> str:
+    """``path`` as the listing hands it on: a name that is not UTF-8 with its bytes as ``\\xNN``.
+    Only foreign files have such names (``kind_of``), and gc never deletes a foreign file, so
+    the shown name is only ever reported."""
+    if _is_utf8(path):
+        return path
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _listed(path: str, size: int, mtime_millis: int) -> ListedFile:
+    return ListedFile(shown_path(path), size, mtime_millis, kind_of(path))
 
 
 def is_deletable(kind: str) -> bool:
@@ -124,7 +150,7 @@ def list_directory(storage: Storage, directory: str) -> list[ListedFile]:
         return [ListedFile(f"listing {directory}/: {exc.one_line()}", 0, 0, ERROR_KEY)]
     if _above_hash_directories(directory):
         infos = [i for i in infos if _IN_HASH_DIRECTORY.match(i.path)]
-    return [ListedFile(i.path, i.size, i.mtime_millis, kind_of(i.path)) for i in infos]
+    return [_listed(i.path, i.size, i.mtime_millis) for i in infos]
 
 
 def list_directories(storage: Storage, directories: Iterable[str], threads: int = 1) -> Iterator[ListedFile]:
@@ -156,8 +182,13 @@ class ListedColumns:
 
     def add(self, listing: PathListing) -> None:
         count = len(listing.paths)
-        self.paths.extend(listing.paths)
-        self.kinds.extend(kind or FOREIGN for kind in kind_values(listing.paths))
+        # One check for the whole listing: its names are nearly always ASCII.
+        if "".join(listing.paths).isascii() or all(map(_is_utf8, listing.paths)):
+            self.paths.extend(listing.paths)
+            self.kinds.extend(kind or FOREIGN for kind in kind_values(listing.paths))
+        else:
+            self.paths.extend(map(shown_path, listing.paths))
+            self.kinds.extend(map(kind_of, listing.paths))
         self.sizes.extend(itertools.repeat(None, count) if listing.sizes is None else listing.sizes)
         self.mtimes_millis.extend(
             itertools.repeat(None, count) if listing.mtimes_millis is None else listing.mtimes_millis)
@@ -276,8 +307,7 @@ def list_small_root(storage: Storage, max_files: int) -> list[ListedFile] | None
         raise GcRefusedError(f"could not list {storage.root_uri}: {exc.one_line()}") from exc
     if len(infos) > max_files:
         return None
-    return [ListedFile(i.path, i.size, i.mtime_millis, kind_of(i.path)) for i in infos
-            if _IN_HASH_DIRECTORY.match(i.path)]
+    return [_listed(i.path, i.size, i.mtime_millis) for i in infos if _IN_HASH_DIRECTORY.match(i.path)]
 
 
 def list_top(storage: Storage) -> list[ListedFile]:
@@ -286,7 +316,7 @@ def list_top(storage: Storage) -> list[ListedFile]:
         infos = storage.list_top_level()
     except LakecoreError as exc:
         raise GcRefusedError(f"could not list the top of {storage.root_uri}: {exc.one_line()}") from exc
-    return [ListedFile(i.path, i.size, i.mtime_millis, kind_of(i.path)) for i in infos]
+    return [_listed(i.path, i.size, i.mtime_millis) for i in infos]
 
 
 def root_version_of(path: str) -> int | None:

@@ -241,6 +241,30 @@ def test_gc_names_a_reachable_file_that_is_missing_and_deletes_nothing_for_it(
     assert set(report["samples"]["would_delete"]) == old and files(lake) == before
 
 
+def test_a_file_whose_name_is_not_utf8_is_foreign_and_kept(lake: Path, run_job: RunJob, listing_mode: str) -> None:
+    """A local file system may hold names that are not UTF-8 (Python sees surrogate escapes,
+    which Arrow refuses): gc lists them as foreign files, shown with their bytes as \\xNN, and
+    deletes nothing because of them. Before, the listing task failed on them."""
+    storage = Storage(str(lake))
+    node_name = new_node_file_path().rsplit("/", 1)[1]
+    strange = [b"0101/0101/0101/caf\xe9.txt", b"notes-\xff", ("0000/0000/0000/" + node_name[:-6]).encode() + b"\xff.arrow"]
+    for name in strange:
+        (lake / os.fsdecode(name)).parent.mkdir(parents=True, exist_ok=True)
+        with open(os.path.join(os.fsencode(lake), name), "wb") as f:
+            f.write(b"not ours")
+    old = plant_orphans(storage)
+    age(lake, 10 * DAY_SECONDS)
+    before = files(lake)
+
+    code, report = run_job(gc_main, *gc_args(storage.root_uri))
+    assert code == 0, report.get("error")
+    assert report["details"]["listing"] == listing_mode
+    assert files(lake) == before - old
+    shown = {name.decode("utf-8", "backslashreplace") for name in strange}
+    assert set(report["samples"]["foreign"]) == shown
+    assert report["counts"]["foreign_files"] == len(strange)
+
+
 def _judge(storage: Storage, spark: Any, listed: list[str], reached: list[tuple[str, int]]) -> dict[str, Any]:
     """jobs.gc.judge_listing over a listing without sizes or times (a local one), by path."""
     from jobs.frames import driver_rows
