@@ -14,6 +14,7 @@ Spark Connect: ``spark_connect`` runs one Spark Connect server (master ``local[2
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import uuid
@@ -66,6 +67,21 @@ def _serialised(method: Callable[..., Any], lock: threading.Lock) -> Callable[..
             return method(*args, **kwargs)
 
     return locked
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spark_scratch_in_pytest_temp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every JVM the tests start (local sessions, spark-submit, the Connect server, the
+    standalone cluster) keeps its scratch (``spark-*``, ``blockmgr-*``, ``artifacts-*``, lz4's
+    native library) under pytest's temp, which pytest rotates, not in /tmp: a JVM a test kills
+    on purpose leaves its scratch behind, about a dozen folders a run."""
+    scratch = str(tmp_path_factory.mktemp("spark-scratch"))
+    tmpdir_option = f"-Djava.io.tmpdir={scratch}"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPARK_LOCAL_DIRS", scratch)
+        for name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+            mp.setenv(name, f"{os.environ.get(name, '')} {tmpdir_option}".strip())
+        yield
 
 
 @pytest.fixture(scope="session")
