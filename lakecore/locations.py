@@ -374,8 +374,9 @@ def kind_values(paths: Sequence[str]) -> list[str | None]:
 
 
 def kind_value(path: str) -> str | None:
-    """``classify_path(path).kind.value``, None if foreign; for a hash-directory file without
-    the objects (an enum's ``value`` alone costs a quarter of a microsecond)."""
+    """``classify_path(path).kind.value``, None if foreign (a name that is not UTF-8 is);
+    for a hash-directory file without the objects (an enum's ``value`` alone costs a quarter
+    of a microsecond)."""
     group = _hashed_group(path)
     if group:
         return _HASHED_KIND_VALUES[group]

@@ -300,6 +300,7 @@ def test_kind_values_classifies_a_column_as_kind_value_does_one_path() -> None:
                 paths.append(path[:at] + char + path[at + 1:])
     paths.append(new_node_file_path() + "\udcff")  # a name that is not UTF-8: Arrow refuses the column
     assert kind_values(paths) == [kind_value(path) for path in paths]
+    assert kind_value(paths[-1]) is None and classify_path(paths[-1]) is None
     assert kind_values(paths[:-1]) == [kind_value(path) for path in paths[:-1]]
     assert all(kind is not None for kind in kind_values(genuine))
     assert kind_values([]) == []

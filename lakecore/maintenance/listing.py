@@ -90,29 +90,22 @@ class ListedFile(NamedTuple):
 
 
 def kind_of(path: str) -> str:
-    return (kind_value(path) or FOREIGN) if _is_utf8(path) else FOREIGN
-
-
-def _is_utf8(path: str) -> bool:
-    # A local file system may hold a name that is not UTF-8: os.scandir gives it with
-    # surrogate escapes, which neither Arrow nor a JSON report can hold. lakecore's names are
-    # UTF-8, so such a file is never lakecore's.
-    if path.isascii():
-        return True
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return kind_value(path) or FOREIGN
 
 
 def shown_path(path: str) -> str:
-    """``path`` as the listing hands it on: a name that is not UTF-8 with its bytes as ``\\xNN``.
-    Only foreign files have such names (``kind_of``), and gc never deletes a foreign file, so
-    the shown name is only ever reported."""
-    if _is_utf8(path):
+    """``path`` as the listing hands it on. A local file system may hold a name that is not
+    UTF-8: os.scandir gives it with surrogate escapes, which neither Arrow nor a JSON report
+    can hold, so it is shown with its bytes as ``\\xNN``. lakecore's names are UTF-8, so such a
+    file is foreign (``kind_value``), and gc never deletes a foreign file: the shown name is
+    only ever reported."""
+    if path.isascii():
         return path
-    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return path
 
 
 def _listed(path: str, size: int, mtime_millis: int) -> ListedFile:
@@ -183,12 +176,8 @@ class ListedColumns:
     def add(self, listing: PathListing) -> None:
         count = len(listing.paths)
         # One check for the whole listing: its names are nearly always ASCII.
-        if "".join(listing.paths).isascii() or all(map(_is_utf8, listing.paths)):
-            self.paths.extend(listing.paths)
-            self.kinds.extend(kind or FOREIGN for kind in kind_values(listing.paths))
-        else:
-            self.paths.extend(map(shown_path, listing.paths))
-            self.kinds.extend(map(kind_of, listing.paths))
+        self.paths.extend(listing.paths if "".join(listing.paths).isascii() else map(shown_path, listing.paths))
+        self.kinds.extend(kind or FOREIGN for kind in kind_values(listing.paths))
         self.sizes.extend(itertools.repeat(None, count) if listing.sizes is None else listing.sizes)
         self.mtimes_millis.extend(
             itertools.repeat(None, count) if listing.mtimes_millis is None else listing.mtimes_millis)
