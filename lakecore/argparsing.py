@@ -8,7 +8,8 @@ a bad URI. Subparsers inherit the class (argparse makes them with ``type(parent)
 A mistyped option (``--lakehose``) leaves a required one missing, and argparse reports the
 missing one first: the error then names the option it did not know, and the nearest it does.
 A value that starts with '-' (``--older-than -5m``) reads as an option, and argparse says only
-"expected one argument": the error then names the value and the ``--option=VALUE`` form.
+"expected one argument": the error then names the value and the ``--option=VALUE`` form. A
+mistyped command (``lakecore fsk``) is named with the nearest one.
 
 ``output_file`` is the ``type`` of an option that names a file to write (a report, a page): a
 folder, a path under a file, or a folder that cannot be written is refused as the command line
@@ -61,7 +62,27 @@ class OneLineArgumentParser(argparse.ArgumentParser):
             message = self._unknown_option() or message
         elif message.endswith(": expected one argument"):
             message = self._value_like_an_option(message)
-        raise ArgumentError(f"{self.prog}: {message} (see '{self.prog} --help')")
+        elif ": invalid choice: " in message:
+            message = self._nearest_choice(message)
+        # No "PROG:" in front: the entrypoint's line names the command already ("lakecore gc:"),
+        # and the hint names the exact invocation.
+        raise ArgumentError(f"{message} (see '{self.prog} --help')")
+
+    def _nearest_choice(self, message: str) -> str:
+        """argparse's 'argument X: invalid choice: ...' as 'invalid choice 'fsk' (did you mean
+        fsck?); choose from ...', the nearest choice named as an unknown job or option is."""
+        argument, rest = message.split(": invalid choice: ", 1)
+        given = rest.split(" (choose from", 1)[0].strip("'\"")
+        offered = rest.split(" (choose from", 1)[-1]
+        for action in self._actions:
+            choices = [str(choice) for choice in action.choices or ()]
+            if choices and all(repr(choice) in offered or choice in offered for choice in choices):
+                nearest = difflib.get_close_matches(given, choices, n=1)
+                hint = f" (did you mean {nearest[0]}?)" if nearest else ""
+                # An option is named ('argument --mode'); a command's own name is the invocation.
+                named = f"{argument}: " if action.option_strings else ""
+                return f"{named}invalid choice {given!r}{hint}; choose from {', '.join(choices)}"
+        return message
 
     def _unknown_option(self) -> str | None:
         """'unrecognized option --X (did you mean --Y?)' for the first option given that is

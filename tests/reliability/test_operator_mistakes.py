@@ -678,6 +678,10 @@ def test_unchecked_input_is_refused_with_what_to_do(tmp_path: Path) -> None:
         (["table", "create", "a", "t", "--column", "1:x:INT8", "--column", "1:y:INT8"], "column id 1"),
         (["table", "create", "a", "t", *COLUMN, "--property", "=v"], "empty key"),
         (["namespace", "create", "b", "--property", "=v"], "empty key"),
+        # A mistyped command is named with the nearest one, as a mistyped job or option is.
+        (["fsk"], "invalid choice 'fsk' (did you mean fsck?); choose from init, namespace"),
+        (["table", "lst", "a"], "invalid choice 'lst' (did you mean list?); choose from create, drop, list"),
+        (["qqq"], "invalid choice 'qqq'; choose from init"),
     ]
     for argv, words in cases:
         proc = cli("-l", str(lake), *argv)
@@ -738,15 +742,19 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
         proc = subprocess.run([str(SPARK_SUBMIT), *argv], capture_output=True, text=True, env=_env(), timeout=120)
         assert proc.returncode == ExitCode.BAD_INPUT, (argv, proc.stdout, proc.stderr)
         assert words in one_line(proc), (argv, proc.stderr)
+        line = one_line(proc)
+        assert line.startswith(f"lakecore {argv[0]}: "), (argv, line)
         if "is a file, not a folder" not in words or "argument" in words:  # else not an argparse line
-            assert f"spark-submit.sh {argv[0]}: " in one_line(proc), (argv, proc.stderr)
+            # The invocation once, in the hint (it said "spark-submit.sh JOB:" after "lakecore JOB:").
+            assert line.endswith(f" (see 'spark-submit.sh {argv[0]} --help')"), (argv, line)
+            assert f"spark-submit.sh {argv[0]}:" not in line, (argv, line)
         assert proc.stdout == "", (argv, proc.stdout)
     # Run as a module, a job names itself that way (it used to say spark-submit.sh there too).
     proc = subprocess.run([sys.executable, "-m", "jobs.compact_versions", "--lakehose", str(lake)],
                           capture_output=True, text=True, env=_env(), timeout=120, cwd=REPO)
     assert proc.returncode == ExitCode.BAD_INPUT, (proc.stdout, proc.stderr)
-    assert ("python -m jobs.compact_versions: unrecognized option --lakehose (did you mean --lakehouse?) "
-            "(see 'python -m jobs.compact_versions --help')") in one_line(proc)
+    assert one_line(proc) == ("lakecore compact-versions: ArgumentError: unrecognized option --lakehose (did you mean "
+                              "--lakehouse?) (see 'python -m jobs.compact_versions --help')")
     assert listing(lake) == before
     assert a_file.read_text() == "mine\n"
     # The command line: a root that is a file is named as such (it said "no lakehouse ... create
