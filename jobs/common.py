@@ -424,6 +424,9 @@ class JobContext:
         self.job = job
         self.args = args
         self.report = report
+        # The stage that began and has not ended, and what an interruption there leaves behind
+        # (``stage``'s ``if_interrupted``); the interrupted job's line says it.
+        self.unfinished_stage: tuple[str, str | None] | None = None
         self.storage = Storage(args.lakehouse, storage_options(args))
         self.settings = load_settings(args.env)
         self.remote: str | None = getattr(args, "remote", None) or os.environ.get(REMOTE_VARIABLE) or None
@@ -494,9 +497,11 @@ class JobContext:
         return max(1, self.default_parallelism * self.settings.subtree_tasks_per_core)
 
     @contextlib.contextmanager
-    def stage(self, name: str, description: str) -> Iterator[None]:
+    def stage(self, name: str, description: str, *, if_interrupted: str | None = None) -> Iterator[None]:
         """A named stage: a Spark job tag and description for the UI, a timing, and on a
-        terminal a one-line progress display (``StageProgress``)."""
+        terminal a one-line progress display (``StageProgress``). ``if_interrupted`` says what
+        a signal during the stage leaves behind, for a stage that changes storage bit by bit
+        (deletes, copies): the job's line then says it instead of "run the job again"."""
         text = f"lakecore {self.job}: {description}"
         sc = None if self.connect else self.spark.sparkContext
         if sc is not None:
@@ -505,9 +510,11 @@ class JobContext:
         self.spark.addTag(self._group)
         started = time.monotonic()
         progress = StageProgress(self.job, name, description, sc, self._group)
+        enclosing, self.unfinished_stage = self.unfinished_stage, (name, if_interrupted)
         try:
             with progress:
                 yield
+            self.unfinished_stage = enclosing  # a stage inside another (export's copy) ends first
         finally:
             with contextlib.suppress(Exception):
                 self.spark.removeTag(self._group)
@@ -703,19 +710,19 @@ def run_job(
             refuse_unsupported_format(ctx.storage)
             body(ctx)
         except JobInterrupted:
-            _mark_interrupted(report, interrupted)
+            _mark_interrupted(report, interrupted, ctx)
             if ctx is not None and ctx.remote:
                 ctx.cancel()  # the endpoint got no signal: stop what this job started there
         except LakecoreError as exc:
             if interrupted:  # the error is the interruption's echo (a cancelled Spark job)
-                _mark_interrupted(report, interrupted)
+                _mark_interrupted(report, interrupted, ctx)
             else:
                 report.status = "failed"
                 report.exit_code = exc.exit_code
                 report.error = with_next_step(exc, ctx.storage.root_uri if ctx is not None else None)
         except Exception as exc:
             if interrupted:
-                _mark_interrupted(report, interrupted)
+                _mark_interrupted(report, interrupted, ctx)
             else:
                 report.status = "failed"
                 report.exit_code = EXIT_FAILURE
@@ -766,13 +773,20 @@ def _say_the_error(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _mark_interrupted(report: JobReport, interrupted: dict[str, str]) -> None:
+def _mark_interrupted(report: JobReport, interrupted: dict[str, str], ctx: JobContext | None) -> None:
     name = interrupted.get("signal", "SIGINT")
     report.status = "interrupted"
     report.exit_code = ExitCode.INTERRUPTED
     landed = (f"version {report.new_version} had landed whole" if report.new_version is not None
               else "nothing was committed")
-    report.error = f"interrupted by {name}; {landed}, nothing is half-committed; run the job again"
+    stage, left_behind = ctx.unfinished_stage if ctx is not None and ctx.unfinished_stage else (None, None)
+    if stage is not None:
+        report.details["interrupted_stage"] = stage
+    during = f" during {stage}" if stage else ""
+    if left_behind:
+        report.error = f"interrupted by {name}{during}: {left_behind}; {landed}, nothing is half-committed"
+    else:
+        report.error = f"interrupted by {name}{during}; {landed}, nothing is half-committed; run the job again"
 
 
 def _write_the_report(report: JobReport, path: str) -> None:

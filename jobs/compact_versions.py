@@ -195,7 +195,10 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
 
     with ctx.stage("hint", "point the hint at the latest version (driver)"):
         report.details["hint"] = ensure_hint(storage, plan)
-    with ctx.stage("roots", f"delete {len(plan.expired)} expired root files, oldest first (driver)"):
+    expired_roots = plural(len(plan.expired), "expired root file")
+    with ctx.stage("roots", f"delete {len(plan.expired)} expired root files, oldest first (driver)",
+                   if_interrupted=f"some of the {expired_roots} may be deleted already, oldest first (expired "
+                   "versions only); run compact-versions again to finish, and gc deletes the files only they reached"):
         check_exports_unchanged(storage, plan)
         roots = delete_expired_roots(storage, plan)
     report.counts["root_files_deleted"] = len(roots.deleted)
@@ -203,7 +206,9 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     # Expired, but deleted by another run racing this one: not this run's to count.
     report.counts["root_files_already_gone"] = len(roots.already_gone)
     report.sample("deleted_roots", [root_node_file_name(v) for v in roots.deleted])
-    with ctx.stage("recheck", "walk versions committed since the plan (driver)"):
+    with ctx.stage("recheck", "walk versions committed since the plan (driver)",
+                   if_interrupted=f"the {expired_roots} are deleted; the files only those versions reached are "
+                   "orphans now, which gc deletes"):
         rechecked = recheck(storage, plan, membership_in(ctx, kept), cache, kept_plan.covered)
     report.details["versions_rechecked"] = rechecked.versions
     files = candidates
@@ -214,7 +219,9 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     report.counts["files_kept_for_new_versions"] = candidate_count - to_delete
     deleted = DeleteOutcome()
     if to_delete:
-        with ctx.stage("delete", f"delete {to_delete} files only expired versions reached"):
+        with ctx.stage("delete", f"delete {to_delete} files only expired versions reached",
+                       if_interrupted=f"the {expired_roots} are deleted, and some of the {plural(to_delete, 'file')} "
+                       "only those versions reached may be deleted already; the rest are orphans now, which gc deletes"):
             deleted = delete_frame(ctx, storage, files, batch_size)
     report.new_version = rechecked.versions[-1] if rechecked.versions else None
     report.counts["files_deleted"] = deleted.deleted

@@ -168,7 +168,9 @@ def _distributed_copy(ctx: JobContext, exported_root: RootInfo, batch_size: int)
             report.counts["reachable_definition_files"] = definitions
             batches = -(-total // batch_size)
             report.counts["copy_tasks"] = batches
-            with ctx.stage("copy", f"copy {total} files in {batches} batches to {target.root_uri}"):
+            with ctx.stage("copy", f"copy {total} files in {batches} batches to {target.root_uri}",
+                           if_interrupted=f"the copy at {target.root_uri} is partial (no root file yet: nothing reads "
+                           "it as a lakehouse); run the export again, which overwrites what is there"):
                 copied, size = _copy(ctx, source, target, files, batches) if batches else (0, 0)
             report.counts["files_copied"] = copied
             report.bytes["bytes_copied"] = size

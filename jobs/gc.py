@@ -410,7 +410,10 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     # -- delete ----------------------------------------------------------------------------
     deleted = DeleteOutcome()
     if not args.dry_run and to_delete:
-        with ctx.stage("delete", f"delete {to_delete} orphans in batches of {batch_size}"):
+        with ctx.stage("delete", f"delete {to_delete} orphans in batches of {batch_size}",
+                       if_interrupted=f"some of the {plural(to_delete, 'old orphan')} may be deleted already (orphans "
+                       "only: no file a retained version reaches); run gc again to finish, or with --dry-run to "
+                       "see what is left"):
             deleted = delete_frame(ctx, storage, deletable, batch_size)
     report.counts["orphans_deleted"] = deleted.deleted
     # Deleted by a run racing this one between the listing and the delete: not counted above.

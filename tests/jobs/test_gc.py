@@ -265,6 +265,57 @@ def test_a_file_whose_name_is_not_utf8_is_foreign_and_kept(lake: Path, run_job: 
     assert report["counts"]["foreign_files"] == len(strange)
 
 
+def _interrupt_with_sigint(before: Callable[[], None] = lambda: None) -> Callable[..., Any]:
+    """A stand-in for a unit of gc that does ``before``, then gets a real SIGINT (the job's own
+    handler turns it into JobInterrupted, as a Ctrl-C would)."""
+    import signal
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        before()
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)  # the handler raises in here
+        raise AssertionError("no SIGINT arrived")
+
+    return interrupted
+
+
+def test_a_delete_interrupted_says_some_orphans_may_be_gone(
+    lake: Path, run_job: RunJob, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C while executors delete: the line used to say only "nothing was committed ...;
+    run the job again", and the report counted no deletes, while most orphans were gone."""
+    import jobs.gc
+
+    storage = Storage(str(lake))
+    old = plant_orphans(storage)
+    age(lake, 10 * DAY_SECONDS, [lake / p for p in old])
+    first = sorted(old)[0]
+    before = files(lake)
+    monkeypatch.setattr(jobs.gc, "delete_frame", _interrupt_with_sigint(lambda: (lake / first).unlink()))
+    code, report = run_job(gc_main, *gc_args(storage.root_uri))
+    assert code == 130, report
+    assert report["status"] == "interrupted" and report["details"]["interrupted_stage"] == "delete"
+    assert report["error"] == (
+        f"interrupted by SIGINT during delete: some of the {len(old)} old orphans may be deleted already (orphans "
+        "only: no file a retained version reaches); run gc again to finish, or with --dry-run to see what is left; "
+        "nothing was committed, nothing is half-committed")
+    assert files(lake) == before - {first}
+
+
+def test_a_listing_interrupted_says_to_run_again(lake: Path, run_job: RunJob, monkeypatch: pytest.MonkeyPatch) -> None:
+    import jobs.gc
+
+    storage = Storage(str(lake))
+    before = files(lake)
+    monkeypatch.setattr(jobs.gc, "reach_frame", _interrupt_with_sigint())
+    code, report = run_job(gc_main, *gc_args(storage.root_uri))
+    assert code == 130, report
+    assert report["details"]["interrupted_stage"] == "list-reach-anti-join"
+    assert report["error"] == ("interrupted by SIGINT during list-reach-anti-join; nothing was committed, nothing is "
+                               "half-committed; run the job again")
+    assert files(lake) == before
+
+
 def _judge(storage: Storage, spark: Any, listed: list[str], reached: list[tuple[str, int]]) -> dict[str, Any]:
     """jobs.gc.judge_listing over a listing without sizes or times (a local one), by path."""
     from jobs.frames import driver_rows
