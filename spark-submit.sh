@@ -183,6 +183,12 @@ run_driver_here() {  # "$@": the spark-submit command line; exits with its code
     rm -f "$job_began_file" "$error_line_file"
     trap 'rm -f "$job_began_file" "$error_line_file"' EXIT
     export LAKECORE_JOB_BEGAN_FILE="$job_began_file" LAKECORE_ERROR_LINE_FILE="$error_line_file"
+    # The driver writes through the JVM, which relays it to this terminal but is no terminal
+    # itself: the driver would think it writes to a pipe and draw no progress. On a terminal
+    # (both streams: the relay arrives on stdout), say so, unless LAKECORE_PROGRESS is set.
+    if [[ -z "${LAKECORE_PROGRESS+set}" && -t 1 && -t 2 ]]; then
+        export LAKECORE_PROGRESS=1
+    fi
     # The JVM starts with SIGINT and SIGTERM ignored (HotSpot then installs no handler for
     # them): a Ctrl-C, or a scheduler's SIGTERM to the whole process group, is the driver's to
     # act on, which stops the job, writes its report and its line, and the JVM, which relays

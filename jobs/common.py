@@ -32,7 +32,7 @@ from lakecore.errors import ExitCode, LakecoreError, exit_code_help
 from lakecore.maintenance.damage import with_next_step
 from lakecore.maintenance.settings import MaintenanceSettings
 from lakecore.storage import Storage, parse_storage_options
-from lakecore.versions import refuse_a_file_as_root
+from lakecore.versions import no_lakehouse, refuse_a_file_as_root
 from lakecore.view import refuse_unsupported_format
 
 EXIT_OK = ExitCode.OK
@@ -185,6 +185,8 @@ class JobReport:
             "counts": self.counts, "bytes": self.bytes, "durations_seconds": self.durations_seconds,
             "samples": self.samples, "details": self.details, "exit_code": self.exit_code, "error": self.error,
             "sample_limit": SAMPLE_LIMIT,
+            # The lines the terminal showed, for whoever reads only the file (a scheduler's log).
+            "summary": self.summary,
         }
 
 
@@ -560,24 +562,40 @@ class StageProgress:
         self._stop: Any = None
         self._thread: Any = None
         self._width = 0
+        self._earlier_jobs: set[int] = set()
 
     def tasks(self) -> tuple[int, int] | None:
-        """(tasks done, tasks in all) of the stage's Spark jobs so far, or None."""
+        """(tasks done, tasks in all) of the Spark jobs this stage started so far, or None.
+        The job group is the whole job's: the jobs of earlier stages are left out, and so is a
+        finished job's stage that ran no task (Spark skipped it: its output was already there),
+        which the trial saw as '25/99 tasks done'."""
         if self.sc is None or self.group is None:
             return None
         try:
             tracker = self.sc.statusTracker()
             done = total = 0
-            for job_id in tracker.getJobIdsForGroup(self.group):
+            for job_id in set(tracker.getJobIdsForGroup(self.group)) - self._earlier_jobs:
                 info = tracker.getJobInfo(job_id)
-                for stage_id in (info.stageIds if info is not None else []):
+                if info is None:
+                    continue
+                finished = str(info.status) in ("SUCCEEDED", "FAILED")
+                for stage_id in info.stageIds:
                     stage = tracker.getStageInfo(stage_id)
-                    if stage is not None:
-                        done += stage.numCompletedTasks
-                        total += stage.numTasks
+                    if stage is None or (finished and stage.numCompletedTasks == 0):
+                        continue
+                    done += stage.numCompletedTasks
+                    total += stage.numTasks
             return (done, total) if total else None
         except Exception:
             return None
+
+    def _jobs_so_far(self) -> set[int]:
+        if self.sc is None or self.group is None:
+            return set()
+        try:
+            return set(self.sc.statusTracker().getJobIdsForGroup(self.group))
+        except Exception:
+            return set()
 
     def line(self, final: bool = False) -> str:
         from lakecore.humanize import format_seconds
@@ -603,6 +621,7 @@ class StageProgress:
             return self
         import threading
 
+        self._earlier_jobs = self._jobs_so_far()
         self._stop = threading.Event()
 
         def run() -> None:
@@ -701,6 +720,8 @@ def run_job(
             context = JobContext(job, args, report, spark)  # storage options and settings: no I/O yet
             # A local stat: a mistyped path is refused with the command line (one line, no JVM).
             refuse_a_file_as_root(context.storage)
+            if context.storage.local_root_is_missing():  # every job needs a lakehouse there
+                raise no_lakehouse(context.storage)
             ctx = context
             if os.environ.get(PARSE_ONLY_VARIABLE) == "1":
                 # spark-submit.sh's check before the JVM starts: this one runs in the terminal,

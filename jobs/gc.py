@@ -65,7 +65,6 @@ from jobs.spark_units import (
     reach_frame,
     sample_paths,
 )
-from lakecore.argparsing import ArgumentError
 from lakecore.errors import LakecoreError, UnsafeOptionError
 from lakecore.humanize import format_seconds, plural
 from lakecore.locations import hash_directory_prefixes
@@ -123,6 +122,8 @@ def _parser() -> Any:
     # The grace period's safety needs only the command line and the local settings file, so it
     # is judged as the command line is read: spark-submit.sh then refuses before the JVM starts.
     parser.add_check(_grace_is_safe)
+    parser.add_check(lambda args: "--full-list writes beside the JSON report: give --report PATH too"
+                     if args.full_list and not args.report else None)
     return parser
 
 
@@ -272,8 +273,6 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     from pyspark.storagelevel import StorageLevel
 
     args, report, storage = ctx.args, ctx.report, ctx.storage
-    if args.full_list and not args.report:
-        raise ArgumentError("--full-list writes beside the JSON report: give --report PATH too")
     grace_seconds = parse_duration_seconds(args.older_than or ctx.settings.gc_older_than)
     wall_clock = int(time.time() * 1000)
     now = parse_time_millis(args.now) if args.now is not None else wall_clock
@@ -423,16 +422,23 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     verb = "would delete" if args.dry_run else "deleted"
     report.summary.append(
         f"{plural(len(versions), 'retained version')}, {plural(report.counts['files_listed'], 'file')} listed, "
-        f"{report.counts['reachable_files']} reachable, {plural(orphans, 'orphan')} "
-        f"({too_young} younger than the grace period of {format_seconds(grace_seconds)}), "
+        f"{report.counts['reachable_files']:,} reachable{f' ({missing:,} missing)' if missing else ''}, "
+        f"{plural(orphans, 'orphan')} ({too_young:,} younger than the grace period of {format_seconds(grace_seconds)}), "
         f"{verb} {to_delete if args.dry_run else deleted.deleted}"
         f"{f' ({deleted.already_gone} already gone: another run deleted them)' if deleted.already_gone else ''}, "
         f"{plural(report.counts['foreign_files'], 'foreign file')} left alone"
     )
+    if missing:
+        # Damage, though not gc's to repair: its own line, not a count among the others.
+        example = (report.samples.get("reachable_missing") or ["?"])[0]
+        report.summary.append(
+            f"{plural(missing, 'file')} that retained versions reach {'is' if missing == 1 else 'are'} missing "
+            f"(e.g. {example}); gc deleted nothing because of {'it' if missing == 1 else 'them'}, but the lakehouse "
+            f"is damaged: `lakecore -l {storage.root_uri} fsck --all --deep` names the versions")
     if not to_delete:  # a dry run too, as compact-versions says of a dry run with nothing to expire
         report.status = "noop"
         report.details["noop_reason"] = (
-            f"no orphan is older than the grace period ({too_young} younger ones wait)"
+            f"no orphan is older than the grace period ({too_young:,} younger {'one waits' if too_young == 1 else 'ones wait'})"
             if too_young else "no orphans")
     if deleted.refused or deleted.errors:
         report.sample("delete_refused", deleted.refused)

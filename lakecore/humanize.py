@@ -70,8 +70,8 @@ def format_age(now_millis: int, then_millis: int) -> str:
 
 
 def plural(count: int, noun: str, plural_form: str | None = None) -> str:
-    """``1 violation``, ``2 violations``, ``0 files``."""
-    return f"{count} {noun if count == 1 else (plural_form or noun + 's')}"
+    """``1 violation``, ``2 violations``, ``0 files``, ``30,313 files``."""
+    return f"{count:,} {noun if count == 1 else (plural_form or noun + 's')}"
 
 
 def parse_time_millis(text: str, *, what: str = "time") -> int:

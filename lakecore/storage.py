@@ -757,6 +757,10 @@ class Storage:
             path = parent
         return path if path and os.path.isfile(path) else None
 
+    def local_root_is_missing(self) -> bool:
+        """True for a local root whose folder does not exist: a mistyped path, most likely."""
+        return self._scheme == _LOCAL_SCHEME and not os.path.isdir(self._root_path)
+
     @property
     def storage_options(self) -> dict[str, Any]:
         """The options this Storage was made with (a copy), e.g. to open a sibling root."""

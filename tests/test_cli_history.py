@@ -186,6 +186,7 @@ def test_human_units() -> None:
     assert format_seconds(259200) == "3d" and format_seconds(1.44) == "1.4s" and format_seconds(125) == "2m 05s"
     assert format_time_millis(1795219200000) == "2026-11-21 00:00:00 UTC"
     assert plural(1, "violation") == "1 violation" and plural(2, "violation") == "2 violations"
+    assert plural(30313, "file") == "30,313 files"
     assert display_name("a.b", "c") != display_name("a", "b.c")
 
 

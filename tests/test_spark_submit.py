@@ -73,6 +73,7 @@ def test_a_jobs_error_line_is_on_stderr(tmp_path: Path) -> None:
     one error line on stderr itself, once, and the summary stays on stdout."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
+    (tmp_path / "no-lake").mkdir()  # a folder, but no lakehouse: the driver finds out (a missing one is refused sooner)
     done = _run([str(WRAPPER), "validate", "--lakehouse", str(tmp_path / "no-lake"), "--no-expectations"],
                 env=_env(TMPDIR=str(scratch)))
     assert done.returncode == 5, done.stderr[-3000:]

@@ -21,7 +21,6 @@ from lakecore.defs import LakehouseDef
 from lakecore.errors import (
     CorruptFileError,
     LakecoreError,
-    NotFoundError,
 )
 from lakecore.locations import (
     external_root_for,
@@ -32,7 +31,7 @@ from lakecore.locations import (
 from lakecore.maintenance.damage import next_step
 from lakecore.maintenance.listing import GcDamagedError, GcRefusedError, ListedFile, root_version_of
 from lakecore.storage import Storage, request_pool
-from lakecore.versions import RootInfo, decode_root, export_pins
+from lakecore.versions import RootInfo, decode_root, export_pins, no_lakehouse
 
 # Roots read at once on storage that waits on the network: a lakehouse keeps hundreds of
 # versions, and read one by one at S3's 20-50 ms a GET, 1,000 roots took 20 to 50 s.
@@ -170,10 +169,8 @@ def read_retained(
     name and every export root their definitions pin is there. Fails closed."""
     versions = sorted(v for v in (root_version_of(f.path) for f in top) if v is not None)
     if not versions:
-        raise NotFoundError(
-            f"no lakehouse at {storage.root_uri}: no root node file at the top (create one with "
-            "`lakecore init`); nothing was deleted"
-        )
+        missing = no_lakehouse(storage)
+        raise type(missing)(f"{missing}; nothing was deleted")
     listed = {f.path for f in top}
     roots, _abandoned = load_roots(storage, versions, refused, damaged)  # version compaction deletes those
     for root in roots.values():

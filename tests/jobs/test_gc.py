@@ -239,6 +239,11 @@ def test_gc_names_a_reachable_file_that_is_missing_and_deletes_nothing_for_it(
     assert report["counts"]["reachable_missing"] == 1
     assert report["samples"]["reachable_missing"] == [dangling]
     assert set(report["samples"]["would_delete"]) == old and files(lake) == before
+    # Its own line in the summary (it was one count among thirty), naming the file and the next step.
+    assert report["summary"][-1] == (
+        f"1 file that retained versions reach is missing (e.g. {dangling}); gc deleted nothing because of it, but "
+        f"the lakehouse is damaged: `lakecore -l {storage.root_uri} fsck --all --deep` names the versions")
+    assert "reachable (1 missing)" in report["summary"][0]
 
 
 def test_a_file_whose_name_is_not_utf8_is_foreign_and_kept(lake: Path, run_job: RunJob, listing_mode: str) -> None:
@@ -263,6 +268,31 @@ def test_a_file_whose_name_is_not_utf8_is_foreign_and_kept(lake: Path, run_job: 
     shown = {name.decode("utf-8", "backslashreplace") for name in strange}
     assert set(report["samples"]["foreign"]) == shown
     assert report["counts"]["foreign_files"] == len(strange)
+
+
+def test_full_list_writes_every_orphan_to_parquet_beside_the_report(
+    lake: Path, spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow.parquet as pq
+
+    storage = Storage(str(lake))
+    old = plant_orphans(storage)
+    age(lake, 10 * DAY_SECONDS, [lake / p for p in old])
+    young = plant(storage, new_node_file_path())
+    report_path = tmp_path / "gc.json"
+    code = gc_main([*gc_args(storage.root_uri, "--dry-run", "--full-list"), "--report", str(report_path)], spark=spark)
+    assert code == 0
+    report = json.loads(report_path.read_text())
+    dataset = report["details"]["orphans_dataset"]
+    assert dataset == str(report_path) + ".orphans.parquet"
+    rows = pq.read_table(dataset).to_pylist()
+    assert {row["path"]: row["old_enough"] for row in rows} == {**{p: True for p in old}, young: False}
+    assert set(rows[0]) == {"path", "size", "mtime_millis", "kind", "old_enough"}
+    # Without --report there is nowhere to write it: refused as the command line is read.
+    before = files(lake)
+    assert gc_main(gc_args(storage.root_uri, "--full-list"), spark=spark) == 2
+    assert "--full-list writes beside the JSON report: give --report PATH too" in capsys.readouterr().err
+    assert files(lake) == before
 
 
 def _interrupt_with_sigint(before: Callable[[], None] = lambda: None) -> Callable[..., Any]:

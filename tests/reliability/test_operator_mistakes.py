@@ -622,6 +622,7 @@ def test_a_job_tells_spark_submit_sh_when_it_has_begun(tmp_path: Path) -> None:
     starting" and stop the JVM mid-start). The driver says so with a file the wrapper names;
     spark-submit.sh's own argument check (parse only) says nothing."""
     began = tmp_path / "began"
+    (tmp_path / "none").mkdir()  # no lakehouse in it: the job begins, then finds none
     parse_only = subprocess.run([sys.executable, "-m", "jobs.gc", "--lakehouse", str(tmp_path / "none")],
                                 capture_output=True, text=True, cwd=REPO, timeout=60,
                                 env={**_env(), "LAKECORE_JOB_BEGAN_FILE": str(began), "LAKECORE_PARSE_ONLY": "1"})
@@ -749,6 +750,14 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
             assert line.endswith(f" (see 'spark-submit.sh {argv[0]} --help')"), (argv, line)
             assert f"spark-submit.sh {argv[0]}:" not in line, (argv, line)
         assert proc.stdout == "", (argv, proc.stdout)
+    # A folder that does not exist: one line before any JVM, exit 5, naming the likely typo (it
+    # started Spark, then suggested `lakecore init`). Nothing on stdout: no driver ran to print a summary.
+    proc = subprocess.run([str(SPARK_SUBMIT), "gc", "--lakehouse", str(tmp_path / "lkae"), "--dry-run"],
+                          capture_output=True, text=True, env=_env(), timeout=120)
+    assert proc.returncode == ExitCode.NOT_FOUND and proc.stdout == "", (proc.stdout, proc.stderr)
+    assert one_line(proc) == (f"lakecore gc: NotFoundError: no lakehouse at file://{tmp_path / 'lkae'}/: the folder does "
+                              "not exist; check the path (or create a lakehouse there with `lakecore init`)")
+    assert not (tmp_path / "lkae").exists()
     # Run as a module, a job names itself that way (it used to say spark-submit.sh there too).
     proc = subprocess.run([sys.executable, "-m", "jobs.compact_versions", "--lakehose", str(lake)],
                           capture_output=True, text=True, env=_env(), timeout=120, cwd=REPO)
