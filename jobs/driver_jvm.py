@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except LakecoreError as exc:  # one line, exit 2: argparse's usage block is not an answer
-        print(" ".join(str(exc).split()), file=sys.stderr)
+        print(f"{parser.prog}: {' '.join(str(exc).split())}", file=sys.stderr)
         return exc.exit_code
     if args.build or args.rebuild:
         return build(force=args.rebuild)

@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except LakecoreError as exc:
-        print(" ".join(str(exc).split()), file=sys.stderr)
+        print(f"{parser.prog}: {' '.join(str(exc).split())}", file=sys.stderr)
         return exc.exit_code
     return run(args.partial)
 

@@ -108,6 +108,7 @@ def test_the_wrapper_gives_the_driver_the_options(tmp_path: Path) -> None:
     stub.chmod(0o755)
     env = {**os.environ, "SPARK_SUBMIT": str(stub), "SPARK_MASTER": ""}
     env.pop(driver_jvm.JIT_VARIABLE, None)
+    (tmp_path / "lake").mkdir()  # the wrapper's own check refuses a folder that does not exist
     done = subprocess.run([str(WRAPPER), "flush", "--lakehouse", str(tmp_path / "lake")], env=env,
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
