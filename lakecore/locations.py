@@ -311,17 +311,19 @@ def _hashed_group(path: str) -> int:
         return 0
     if _HASHED_TAIL_RE.fullmatch(path, tail) is None:
         return 0
-    name = path[_HASHED_NAME_START:]
-    prefix = path[0:4] + path[5:9] + path[10:14] + path[15:23]
     try:
-        encoded = name.encode("utf-8")
+        return group if _prefix_is_the_names(path) else 0
     except UnicodeEncodeError:  # a local name that is not UTF-8 (surrogate-escaped): not ours
         return 0
-    # optimize_path(name) == path, without building the string: a name with '/' (it would
-    # have become '-') or a prefix its name does not hash to is a look-alike.
-    if "/" in name or int(prefix, 2) != mmh3.hash(encoded, 0, signed=False) & _PREFIX_MASK:
-        return 0
-    return group
+
+
+def _prefix_is_the_names(path: str) -> bool:
+    """``optimize_path(name) == path`` for a path of the hashed shape, without building the
+    string: a name with '/' (it would have become '-') or a prefix its name does not hash to is
+    a look-alike."""
+    name = path[_HASHED_NAME_START:]
+    return "/" not in name and int(path[0:4] + path[5:9] + path[10:14] + path[15:23], 2) == (
+        mmh3.hash(name.encode("utf-8"), 0, signed=False) & _PREFIX_MASK)
 
 
 _HASHED_KIND_VALUES: Final = (None, FileKind.NODE.value, FileKind.NAMESPACE_DEF.value, FileKind.TABLE_DEF.value)
@@ -361,13 +363,9 @@ def kind_values(paths: Sequence[str]) -> list[str | None]:
         shaped = pc.match_substring_regex(pa.array(paths, pa.string()), _HASHED_FILE_RE2).to_pylist()
     except (UnicodeError, pa.ArrowException):  # a name that is not UTF-8 (surrogate-escaped)
         return [kind_value(path) for path in paths]
-    start, mask, murmur = _HASHED_NAME_START, _PREFIX_MASK, mmh3.hash
-    # As in ``_hashed_group``: a name with '/' or the wrong hash prefix is a look-alike.
+    start = _HASHED_NAME_START
     return [
-        (_HASHED_KIND_BY_HEAD[path[start:start + 2]]
-         if "/" not in path[start:]
-         and int(path[0:4] + path[5:9] + path[10:14] + path[15:23], 2)
-         == murmur(path[start:].encode("utf-8"), 0, signed=False) & mask else None)
+        (_HASHED_KIND_BY_HEAD[path[start:start + 2]] if _prefix_is_the_names(path) else None)
         if is_shaped else kind_value(path)
         for path, is_shaped in zip(paths, shaped, strict=True)
     ]
