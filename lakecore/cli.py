@@ -531,8 +531,12 @@ def cmd_fsck(args: argparse.Namespace) -> int:
                 results.append(check_version(view, deep=args.deep))
             progress.advance()
     bad = [r for r in results if not r.ok]
-    lines = [f"checked {plural(len(results), 'version')}, {plural(sum(r.report.nodes_checked for r in results), 'node')}: "
-             f"{'clean' if not bad else f'{len(bad)} with violations'}"]
+    # Without --deep only the tree is read: say so, or "clean" hides a definition file lost
+    # from a retained version (a table that then cannot be shown).
+    verdict = (f"{plural(len(bad), 'version')} with violations" if bad
+               else "clean" if args.deep else "the tree is clean (--deep also reads every definition file)")
+    lines = [f"checked {plural(len(results), 'version')}, "
+             f"{plural(sum(r.report.nodes_checked for r in results), 'node')}: {verdict}"]
     for r in bad:
         lines.extend(f"  v{r.version} {v}" for v in r.violations[:20])
     emit(args, "\n".join(lines), {

@@ -162,6 +162,26 @@ class TreeStructureError(LakecoreError):
         self.rule = rule
 
 
+class MissingDefinitionError(LakecoreError):
+    """A version names a namespace or table definition file that does not exist.
+
+    Damage, not "no such table": the key is in the tree, so the file was deleted or lost
+    outside lakecore (gc and compact-versions never delete what a retained version reaches).
+    The message names the file, the version, how to find every such file and the ways out."""
+
+    exit_code = ExitCode.DAMAGED
+
+    def __init__(self, what: str, location: str, version: int, root_uri: str, drop_command: str,
+                 drop_condition: str = "") -> None:
+        super().__init__(
+            f"{what}: its definition file {location} is missing, though version {version} names it "
+            f"(deleted outside lakecore?). `lakecore -l {root_uri} fsck --deep` lists every missing "
+            f"definition; restore the file from a backup, or `lakecore -l {root_uri} {drop_command}`{drop_condition}"
+        )
+        self.location = location
+        self.version = version
+
+
 class NotFoundError(LakecoreError):
     """A lakehouse, version, namespace, table or file does not exist."""
 

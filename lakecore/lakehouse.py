@@ -505,10 +505,10 @@ class Transaction:
                     merged[key] = value
         return sorted(merged.items())
 
-    def _read_def(self, location: str) -> bytes:
+    def _read_def(self, location: str, ns: str, table: str | None = None) -> bytes:
         if location in self.new_files:
             return self.new_files[location]
-        return self.base_view.read_location(location)
+        return self.base_view.read_definition(location, ns, table)
 
     def namespace_exists(self, ns: str) -> bool:
         return self._get(K.namespace_key(ns, self.lakehouse_def)) is not None
@@ -527,13 +527,13 @@ class Transaction:
         location = self._get(K.namespace_key(ns, self.lakehouse_def))
         if location is None:
             raise NotFoundError(f"namespace {ns!r} does not exist")
-        return decode_namespace_def(self._read_def(location), location)
+        return decode_namespace_def(self._read_def(location, ns), location)
 
     def load_table(self, ns: str, table: str) -> pb.TableDef:
         location = self._get(K.table_key(ns, table, self.lakehouse_def))
         if location is None:
             raise NotFoundError(f"table {ns}.{table} does not exist")
-        return decode_table_def(self._read_def(location), location)
+        return decode_table_def(self._read_def(location, ns, table), location)
 
     # -- writes ---------------------------------------------------------------------------------
 

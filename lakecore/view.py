@@ -22,6 +22,7 @@ Rules:
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -36,8 +37,10 @@ from lakecore.errors import (
     InvalidArgumentError,
     InvalidLocationError,
     LakecoreError,
+    MissingDefinitionError,
     NotFoundError,
     UnsupportedFormatVersionError,
+    VersionExpiredError,
 )
 from lakecore.locations import (
     FileKind,
@@ -407,17 +410,41 @@ class LakehouseView:
         prefix = K.table_key_prefix(ns, self.lakehouse_def)
         return [K.parse_table_key(k, self.lakehouse_def)[1] for k, _ in self.items(prefix)]
 
+    def read_definition(self, location: str, ns: str, table: str | None = None) -> bytes:
+        """The bytes of the definition file of namespace ``ns`` (or of its ``table``) that this
+        version names at ``location``.
+
+        A missing file is damage (``MissingDefinitionError``, exit 6), not "no such table": the
+        key is in the tree. Unless this version expired while it was being read: compact-versions
+        deletes what only expired versions reach, the root file first."""
+        try:
+            return self.read_location(location)
+        except NotFoundError:
+            if not self.storage.exists(root_node_file_name(self.version)):
+                raise VersionExpiredError(
+                    f"version {self.version} was expired by version compaction while it was being read; "
+                    "read the latest version"
+                ) from None
+            quoted = " ".join(shlex.quote(name) for name in (ns, table) if name is not None)
+            raise MissingDefinitionError(
+                f"namespace {ns!r}" if table is None else f"table {ns}.{table}",
+                self.storage.uri(location) if not is_full_uri(location) else location, self.version,
+                self.storage.root_uri,
+                f"namespace drop {quoted}" if table is None else f"table drop {quoted}",
+                " once it holds no table" if table is None else "",
+            ) from None
+
     def load_namespace(self, ns: str) -> pb.NamespaceDef:
         location = self.get(K.namespace_key(ns, self.lakehouse_def))
         if location is None:
             raise NotFoundError(f"namespace {ns!r} does not exist at version {self.version}")
-        return decode_namespace_def(self.read_location(location), location)
+        return decode_namespace_def(self.read_definition(location, ns), location)
 
     def load_table(self, ns: str, table: str) -> pb.TableDef:
         location = self.get(K.table_key(ns, table, self.lakehouse_def))
         if location is None:
             raise NotFoundError(f"table {ns}.{table} does not exist at version {self.version}")
-        return decode_table_def(self.read_location(location), location)
+        return decode_table_def(self.read_definition(location, ns, table), location)
 
 
 

@@ -90,6 +90,36 @@ def test_fsck_reports_a_missing_node_with_exit_code_1(tmp_path: Path) -> None:
     assert "unreadable-node" in proc.stdout and node in proc.stdout
 
 
+def test_a_definition_deleted_by_hand_is_damage_named_with_the_way_out(tmp_path: Path) -> None:
+    # The trial's finding: `table show` of a table whose definition file was deleted said "file
+    # ... does not exist" with exit 5 (not found), and plain fsck said "clean".
+    lake = tmp_path / "lake"
+    assert main(["init", str(lake)]) == 0
+    assert main(["-l", str(lake), "namespace", "create", "ns"]) == 0
+    assert main(["-l", str(lake), "table", "create", "ns", "t", "--column", "1:id:INT8"]) == 0
+    assert main(["-l", str(lake), "table", "create", "ns", "kept", "--column", "1:id:INT8"]) == 0
+    (definition,) = lake.rglob("*-table-t-ns-*.binpb")
+    definition.unlink()
+
+    show = run("-l", str(lake), "table", "show", "ns", "t")
+    assert show.returncode == 6, show.stderr
+    (line,) = show.stderr.strip().splitlines()
+    assert "MissingDefinitionError: table ns.t:" in line and definition.name in line
+    assert "fsck --deep" in line and "table drop ns t" in line
+    assert run("-l", str(lake), "table", "show", "ns", "kept").returncode == 0
+
+    plain = run("-l", str(lake), "fsck")
+    assert plain.returncode == 0 and "the tree is clean (--deep also reads every definition file)" in plain.stdout
+    deep = run("-l", str(lake), "fsck", "--deep")
+    assert deep.returncode == 1 and "1 version with violations" in deep.stdout and "definition-missing" in deep.stdout
+
+    # The way out the line names works: the table goes, the other stays, fsck --deep is clean.
+    assert run("-l", str(lake), "table", "drop", "ns", "t").returncode == 0
+    after = run("-l", str(lake), "fsck", "--deep")
+    assert after.returncode == 0 and ": clean" in after.stdout, after.stdout
+    assert run("-l", str(lake), "table", "list", "ns").stdout.split() == ["kept"]
+
+
 def test_init_takes_the_place_as_every_command_does_or_as_its_argument(tmp_path: Path) -> None:
     # ``lakecore -l URI init`` is how a user writes every other command; it used to be refused
     # ("the following arguments are required: uri").

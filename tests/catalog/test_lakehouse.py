@@ -89,6 +89,34 @@ def test_time_travel_past_an_expired_version_is_a_clear_error(tmp_path: Path) ->
     assert [v.version for v in lh.versions()] == [4, 3, 2]
 
 
+def test_a_missing_definition_is_damage_unless_its_version_expired_meanwhile(tmp_path: Path) -> None:
+    from lakecore.errors import ExitCode, MissingDefinitionError
+
+    lh = _lake(tmp_path)
+    with lh.transaction() as tx:
+        tx.create_namespace("ns")
+        tx.create_table("ns", "old", columns=[{"id": 1, "name": "id", "type": "INT8"}])
+    with lh.transaction() as tx:
+        tx.drop_table("ns", "old")
+        tx.create_table("ns", "new", columns=[{"id": 1, "name": "id", "type": "INT8"}])
+    old_view = lh.at_version(1)
+    (old_def,) = (tmp_path / "lake").rglob("*-table-old-ns-*.binpb")
+    # What compact-versions does when version 1 expires: its root first, then what only it reached.
+    Storage(lh.uri).delete([root_node_file_name(1)])
+    old_def.unlink()
+    with pytest.raises(VersionExpiredError, match="version 1 was expired by version compaction while"):
+        old_view.load_table("ns", "old")
+    # The latest version names a file nobody may delete: its loss is damage (exit 6).
+    (new_def,) = (tmp_path / "lake").rglob("*-table-new-ns-*.binpb")
+    new_def.unlink()
+    with pytest.raises(MissingDefinitionError, match=r"table ns\.new: its definition file .* is missing, though "
+                                                      r"version 2 names it") as caught:
+        Lakehouse.open(lh.uri).load_table("ns", "new")
+    assert caught.value.exit_code == ExitCode.DAMAGED
+    with pytest.raises(MissingDefinitionError), Lakehouse.open(lh.uri).transaction() as tx:
+        tx.update_table("ns", "new", properties={"a": "b"})
+
+
 def test_latest_version_survives_a_stale_or_garbage_hint(tmp_path: Path) -> None:
     lh = _lake(tmp_path)
     for i in range(3):
