@@ -83,10 +83,11 @@ import json
 import os
 import socket
 import stat
+import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -226,6 +227,15 @@ class PathListing:
     mtimes_millis: list[int] | None
 
 
+@dataclass(frozen=True)
+class ListedPage:
+    """One response of a paged listing (``Storage.list_pages``): its files, in key order on an
+    object store, and whether more pages follow."""
+
+    files: list[FileInfo]
+    more: bool
+
+
 def _columns_of(infos: list[FileInfo]) -> PathListing:
     return PathListing([i.path for i in infos], [i.size for i in infos], [i.mtime_millis for i in infos])
 
@@ -247,6 +257,7 @@ class _Backend(Protocol):
     def exists(self, rel: str) -> bool: ...
     def info(self, rel: str) -> FileInfo: ...
     def list_under(self, dir_prefix: str, limit: int | None = None) -> list[FileInfo]: ...
+    def list_pages(self, dir_prefix: str, limit: int) -> Iterator[ListedPage]: ...
     def list_paths(self, dir_prefix: str) -> PathListing: ...
     def list_top(self) -> list[FileInfo]: ...
     def first_files(self, limit: int) -> list[str]: ...
@@ -351,6 +362,10 @@ class _LocalBackend:
         out: list[FileInfo] = []
         self._walk(dir_prefix, recursive=True, out=out, limit=limit)
         return out
+
+    def list_pages(self, dir_prefix: str, limit: int) -> Iterator[ListedPage]:
+        # A directory walk has no pages, nor any order to estimate from: one page.
+        yield ListedPage(self.list_under(dir_prefix, limit), more=False)
 
     def list_paths(self, dir_prefix: str) -> PathListing:
         paths: list[str] = []
@@ -516,10 +531,10 @@ class _S3Backend:
             # Deleted between the 412 and now: it did exist, and it was not ours to claim.
             return False
 
-    def _list_objects(self, prefix: str, delimiter: str | None, limit: int | None = None) -> list[FileInfo]:
-        out: list[FileInfo] = []
+    def _object_pages(self, prefix: str, delimiter: str | None) -> Iterator[ListedPage]:
+        """``list_objects_v2`` a request at a time, each response as it comes (key order)."""
         token: str | None = None
-        while limit is None or len(out) <= limit:
+        while True:
             kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": prefix}
             if delimiter is not None:
                 kwargs["Delimiter"] = delimiter
@@ -528,6 +543,7 @@ class _S3Backend:
             page: dict[str, Any] = self._fs.call_s3(
                 "list_objects_v2", timeout=self._timeout, **kwargs
             )
+            files: list[FileInfo] = []
             for obj in page.get("Contents", []):
                 key: str = obj["Key"]
                 if not key.startswith(self._key_prefix):
@@ -535,13 +551,27 @@ class _S3Backend:
                 rel = key[len(self._key_prefix) :]
                 info = _file_info_or_none(rel, int(obj.get("Size", 0)), obj.get("LastModified"))
                 if info is not None:
-                    out.append(info)
-            if not page.get("IsTruncated"):
-                return out
-            token = page.get("NextContinuationToken")
-            if not token:
-                return out
+                    files.append(info)
+            token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
+            yield ListedPage(files, more=token is not None)
+            if token is None:
+                return
+
+    def _list_objects(self, prefix: str, delimiter: str | None, limit: int | None = None) -> list[FileInfo]:
+        out: list[FileInfo] = []
+        for page in self._object_pages(prefix, delimiter):
+            out.extend(page.files)
+            if limit is not None and len(out) > limit:
+                break
         return out
+
+    def list_pages(self, dir_prefix: str, limit: int) -> Iterator[ListedPage]:
+        found = 0
+        for page in self._object_pages(self._key_prefix + dir_prefix, None):
+            found += len(page.files)
+            yield page
+            if found > limit:
+                return
 
     def list_under(self, dir_prefix: str, limit: int | None = None) -> list[FileInfo]:
         return self._list_objects(self._key_prefix + dir_prefix, delimiter=None, limit=limit)
@@ -665,6 +695,9 @@ class _FsspecBackend:
         except FileNotFoundError:
             return []
         return self._infos(found.values(), under)
+
+    def list_pages(self, dir_prefix: str, limit: int) -> Iterator[ListedPage]:
+        yield ListedPage(self.list_under(dir_prefix, limit), more=False)
 
     def list_paths(self, dir_prefix: str) -> PathListing:
         return _columns_of(self.list_under(dir_prefix))
@@ -873,6 +906,21 @@ class Storage:
         if prefix == "":
             return ""
         return check_relative_path(prefix[:-1] if prefix.endswith("/") else prefix) + "/"
+
+    def list_pages(self, prefix: str = "", limit: int | None = None) -> Iterator[ListedPage]:
+        """``list`` a response at a time, so that a caller can stop between requests: on an
+        object store each page is one request, in key order; a local walk is one page. With
+        ``limit`` the pages end once more than ``limit`` files have come."""
+        dir_prefix = self._dir_prefix(prefix)
+        pages = self._backend().list_pages(dir_prefix, sys.maxsize if limit is None else limit)
+        while True:
+            try:
+                page = next(pages)
+            except StopIteration:
+                return
+            except Exception as exc:
+                _raise_translated(exc, self.root_uri + dir_prefix, "list")
+            yield page
 
     def list_paths(self, prefix: str = "") -> PathListing:
         """``list`` as columns, without what the backend would pay a call per file for

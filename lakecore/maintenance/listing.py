@@ -7,8 +7,9 @@ files on S3), whose files outside the hash directories are dropped; a large one 
 the 16, 256 or 4,096 directories at or above the hash directories (``listing_levels``: just
 enough for the requests in flight), each listed recursively and paged, fanned out over tasks
 with several requests in flight each (``list_directories``). ``list_small_root`` tries the
-flat listing and gives up, after at most ``max_files / 1000 + 1`` requests, as soon as the
-lakehouse turns out larger. The fanned-out listing comes as columns (``ListedColumns``) and,
+flat listing and gives up as soon as the lakehouse turns out larger: after more than
+``max_files`` files, or earlier, after a page whose place in the hash directories says the
+whole holds more than 1.25 times that (``estimated_files``: the files spread uniformly over them). The fanned-out listing comes as columns (``ListedColumns``) and,
 on a local file system, without a stat per file: only the files gc may delete need their time,
 and ``stat_listed`` reads it for them after the join.
 
@@ -42,7 +43,7 @@ from lakecore.locations import (
     kind_value,
     kind_values,
 )
-from lakecore.storage import PathListing, Storage, request_pool
+from lakecore.storage import FileInfo, PathListing, Storage, request_pool
 
 DELETABLE_KINDS: Final = frozenset(
     {FileKind.NODE, FileKind.NAMESPACE_DEF, FileKind.TABLE_DEF, FileKind.LAKEHOUSE_DEF, FileKind.TEMP}
@@ -290,13 +291,38 @@ def list_small_root(storage: Storage, max_files: int) -> list[ListedFile] | None
     left out, as the per-directory listing leaves them out."""
     if max_files <= 0:
         return None
+    infos: list[FileInfo] = []
     try:
-        infos = storage.list("", limit=max_files)
+        for page in storage.list_pages("", limit=max_files):
+            infos.extend(page.files)
+            if len(infos) > max_files:
+                return None
+            if page.more and estimated_files(infos) > ESTIMATE_MARGIN * max_files:
+                return None  # before the next request: the pages so far say it is large
     except LakecoreError as exc:
         raise GcRefusedError(f"could not list {storage.root_uri}: {exc.one_line()}") from exc
-    if len(infos) > max_files:
-        return None
     return [_listed(i.path, i.size, i.mtime_millis) for i in infos if _IN_HASH_DIRECTORY.match(i.path)]
+
+
+# How far over ``max_files`` the estimate must be before the flat listing gives up early. The
+# estimate from one page of 1,000 files is good to about 3% (one standard deviation; 20k files
+# on moto: 19,645 after the first page, 19,185-20,039 after the next nine), so a lakehouse
+# at the limit is not fanned out on a chance high count.
+ESTIMATE_MARGIN: Final = 1.25
+
+
+def estimated_files(listed_so_far: list[FileInfo]) -> float:
+    """How many files the hash directories hold, judged from the first pages of a listing in
+    key order. Optimized names spread files uniformly over the 4,096 hash directories (their
+    bits hash the name), and the listing visits them in order: after the first pages, the share
+    of the directories it has passed is the share of the files it has seen. Without a path in
+    a hash directory at the end, nothing to judge by: 0."""
+    last = listed_so_far[-1].path if listed_so_far else ""
+    if not _IN_HASH_DIRECTORY.match(last):
+        return 0.0
+    directory = int(last[0:4] + last[5:9] + last[10:14], 2)
+    passed = (directory + 1) / (1 << (4 * HASH_DIRECTORY_LEVELS))  # up to the end of the last one: a low guess
+    return sum(1 for info in listed_so_far if _IN_HASH_DIRECTORY.match(info.path)) / passed
 
 
 def list_top(storage: Storage) -> list[ListedFile]:

@@ -3,14 +3,16 @@ one gives, in order; the columns hold what the rows hold; a failure is a record.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lakecore.errors import StorageError
 from lakecore.locations import hash_directories, hash_directory_prefixes
 from lakecore.maintenance import listing
-from lakecore.storage import FileInfo, PathListing, Storage
+from lakecore.storage import FileInfo, ListedPage, PathListing, Storage
 
 
 def _lake(tmp_path: Path) -> tuple[Storage, list[str]]:
@@ -119,3 +121,82 @@ def test_a_directory_above_the_hash_directories_lists_only_what_they_hold(tmp_pa
     assert sorted(rows) == sorted(by_hash_directory) and not any("stray" in f.path for f in rows)
     columns = _rows_of(list(listing.list_directories_columns(storage, prefixes)))
     assert sorted(columns) == sorted((f.path, None, None, f.kind) for f in by_hash_directory)
+
+
+# -- the flat listing of a small root, and when it gives up -----------------------------------
+
+
+def _uniform_paths(count: int) -> list[str]:
+    """``count`` optimized-looking paths spread evenly over the 4,096 hash directories, in key
+    order, as a listing of a lakehouse returns them."""
+    directories = hash_directories()
+    return sorted(f"{directories[i * len(directories) // count]}/00000000-node-{i}.arrow" for i in range(count))
+
+
+class _PagedRoot(Storage):
+    """A root whose listing comes in pages of 1,000 in key order, as S3 gives it, counting the
+    pages asked for."""
+
+    def __init__(self, root: str, paths: list[str]) -> None:
+        super().__init__(root)
+        self.paths = paths
+        self.pages_asked = 0
+
+    def list_pages(self, prefix: str = "", limit: int | None = None) -> Iterator[ListedPage]:
+        for start in range(0, len(self.paths), 1000):
+            self.pages_asked += 1
+            chunk = self.paths[start:start + 1000]
+            yield ListedPage([FileInfo(p, 1, 0) for p in chunk], more=start + 1000 < len(self.paths))
+
+
+def test_the_estimate_from_the_first_pages_is_close(tmp_path: Path) -> None:
+    for count in (2_000, 20_000, 100_000):
+        paths = _uniform_paths(count)
+        first_page = [FileInfo(p, 1, 0) for p in paths[:1000]]
+        assert 0.95 * count <= listing.estimated_files(first_page) <= 1.05 * count
+    # Nothing in a hash directory at the end of the page: nothing to judge by.
+    assert listing.estimated_files([FileInfo("_latest_hint.txt", 1, 0)]) == 0
+    assert listing.estimated_files([]) == 0
+
+
+@pytest.mark.parametrize(("files", "pages", "flat"), [
+    (20_000, 1, False),  # clearly larger: one request, not the eleven it took to find out
+    (12_000, 11, False),  # within the margin: listed up to the limit, then given up
+    (9_500, 10, True),  # small: the whole listing, every page
+    (900, 1, True),
+])
+def test_the_flat_listing_gives_up_after_the_first_page_of_a_large_root(
+        tmp_path: Path, files: int, pages: int, flat: bool) -> None:
+    storage = _PagedRoot(str(tmp_path / "lake"), _uniform_paths(files))
+    listed = listing.list_small_root(storage, 10_000)
+    assert storage.pages_asked == pages
+    assert (listed is not None) == flat
+    if listed is not None:
+        assert [f.path for f in listed] == storage.paths
+
+
+@pytest.mark.s3
+def test_s3_lists_a_page_at_a_time_in_key_order(s3_server: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    root, options = s3_server.new_root()
+    storage = Storage(root, options)
+    prefix = root.removeprefix(f"s3://{s3_server.bucket}/")
+    client = s3_server.client()
+    paths = _uniform_paths(1_500)
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda p: client.put_object(Bucket=s3_server.bucket, Key=prefix + p, Body=b"x"), paths))
+    pages = list(storage.list_pages(""))
+    assert [len(p.files) for p in pages] == [1000, 500] and [p.more for p in pages] == [True, False]
+    assert [f.path for p in pages for f in p.files] == paths
+    assert len(list(storage.list_pages("", limit=999))) == 1  # more than the limit after one page
+
+
+def test_a_local_root_is_one_page_whatever_its_size(tmp_path: Path) -> None:
+    storage = Storage(str(tmp_path / "lake"))
+    for path in _uniform_paths(1_500):
+        storage.write(path, b"x")
+    pages = list(storage.list_pages(""))
+    assert [p.more for p in pages] == [False] and len(pages[0].files) == 1_500
+    (limited,) = storage.list_pages("", limit=10)
+    assert len(limited.files) > 10  # stops once over the limit, as ``list`` does
