@@ -13,7 +13,8 @@ The design (what is live, what may be deleted, why the grace period) is in
                 executors list the hash directories, 16, 256 or 4,096 directories at a time
                 (or, for a small lakehouse, the driver lists the whole root in one flat paged
                 listing: ``maintenance.listing``) and
-                walk the subtrees; the listing is joined with the reachable paths in the JVM
+                walk the subtrees (on an object store in the same tasks, side by side); the
+                listing is joined with the reachable paths in the JVM
                 (a full outer join on a hash of the path) and aggregated by kind: only counts and capped
                 samples come back to the driver; the orphans stay a persisted DataFrame
     recheck     versions committed since the listing are walked on the driver (membership
@@ -60,7 +61,9 @@ from jobs.common import (
 from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
 from jobs.spark_units import (
+    REACH,
     delete_frame,
+    driver_reach,
     membership_in,
     reach_frame,
     sample_paths,
@@ -85,12 +88,16 @@ from lakecore.maintenance.listing import (
 )
 from lakecore.maintenance.reach import (
     NewVersionsReach,
+    ReachPlan,
+    ReachTask,
     plan_reach,
     reach_new_versions,
+    reach_task_columns,
 )
 from lakecore.maintenance.roots import read_retained
-from lakecore.storage import Storage
-from lakecore.tree.store import NodeCache
+from lakecore.maintenance.side_by_side import side_by_side
+from lakecore.storage import Storage, request_pool
+from lakecore.tree.store import PREFETCH_THREADS, NodeCache
 
 # Retained versions listed in the report; beyond this only the count and the range.
 VERSIONS_IN_REPORT = 1000
@@ -155,32 +162,86 @@ STATTED = Columns((("path", "string"), ("size", "bigint"), ("mtime_millis", "big
                    ("error", "boolean")))
 
 
-def _listing(ctx: JobContext, storage: Storage, top: list[ListedFile], plan_size: int) -> tuple[Any, str]:
-    """DataFrame of every listed file, and how it was listed: one flat listing on the driver
-    when the lakehouse is small (the retained trees reach at most ``gc_flat_listing_max_files``
-    paths and the listing confirms it), else the directories at or above the hash directories
-    on executors, as many as the requests in flight can use (``listing.listing_levels``)."""
+# Listed and reached files in one frame, told apart by ``reached`` (``_listing_and_reach``).
+LISTED_OR_REACHED = Columns((*LISTING.fields, ("reached", "boolean")))
+
+
+def _listing_and_reach(ctx: JobContext, storage: Storage, top: list[ListedFile], plan: ReachPlan,
+                       cached: list[Any]) -> tuple[Any, Any, str]:
+    """DataFrames of every listed file and of every file the plan reaches, and how the
+    lakehouse was listed.
+
+    - small (the retained trees reach at most ``gc_flat_listing_max_files`` paths and the
+      listing confirms it): one flat listing on the driver; the walk on executors.
+    - large, on local disk: the directories at or above the hash directories, as many as the
+      tasks can use (``listing.listing_levels``), listed in tasks of their own, and the walk in
+      others.
+    - large, on an object store: a task per core, each listing its share of the directories,
+      with requests enough in flight for its threads, and walking its share of the subtrees at
+      the same time (``side_by_side``): both wait on responses, so a task waits for the slower,
+      not for the sum. On local[1] the two used to run one after the other. Their rows come as
+      one persisted frame (in ``cached``), read once by each side of the join.
+    """
     top_rows = driver_rows(ctx.spark, top, LISTING)
     most = ctx.settings.gc_flat_listing_max_files
+    # Every task reaches at least one file: a lower bound on the lakehouse's size.
+    plan_size = len(plan.driver_paths) + len(plan.tasks)
     flat = list_small_root(storage, most) if plan_size <= most else None
     if flat is not None:
-        return top_rows.unionByName(driver_rows(ctx.spark, flat, LISTING)), "flat"
+        return top_rows.unionByName(driver_rows(ctx.spark, flat, LISTING)), reach_frame(ctx, storage, plan), "flat"
     threads = ctx.settings.gc_list_threads_per_task
-    if storage.waits_on_network:
-        # A task per core, each with its requests in flight: every task needs directories
-        # enough for its threads, and more tasks would only split them thinner.
-        tasks = ctx.default_parallelism
-        directories = hash_directory_prefixes(listing_levels(tasks * threads))
-    else:
+    if not storage.waits_on_network:
         tasks = ctx.parallelism
         directories = hash_directory_prefixes(listing_levels(tasks))
+        ctx.report.details["listing_directories"] = len(directories)
+
+        def list_dirs(items: list[str]) -> Iterator[tuple[list[Any], ...]]:
+            return (listed.columns() for listed in list_directories_columns(storage, items, threads))
+
+        listed = fan_out_columns(ctx.spark, directories, list_dirs, LISTING, tasks)
+        return listed.unionByName(top_rows), reach_frame(ctx, storage, plan), "hash-directories"
+
+    from pyspark.sql import functions as F
+    from pyspark.storagelevel import StorageLevel
+
+    # A task per core, each with its requests in flight: every task needs directories enough
+    # for its threads, and more tasks would only split them thinner.
+    tasks = ctx.default_parallelism
+    directories = hash_directory_prefixes(listing_levels(tasks * threads))
     ctx.report.details["listing_directories"] = len(directories)
 
-    def list_dirs(items: list[str]) -> Iterator[tuple[list[Any], ...]]:
-        return (listed.columns() for listed in list_directories_columns(storage, items, threads))
+    def list_and_walk(items: list[tuple[str, Any]]) -> Iterator[tuple[list[Any] | None, ...]]:
+        to_list = [item for kind, item in items if kind == _LIST]
+        to_walk = [item for kind, item in items if kind == _WALK]
+        # One pool serves both (``storage.request_pool``): wide enough that the walk's reads
+        # need not wait for the listing's window.
+        request_pool(threads + PREFETCH_THREADS)
+        listed = ((*chunk.columns(), [False] * len(chunk))
+                  for chunk in list_directories_columns(storage, to_list, threads))
+        reached = ((paths, sizes, None, None, [True] * len(paths))
+                   for paths, sizes in reach_task_columns(storage, to_walk))
+        return side_by_side([listed, reached])
 
-    listed = fan_out_columns(ctx.spark, directories, list_dirs, LISTING, tasks)
-    return listed.unionByName(top_rows), "hash-directories"
+    both = fan_out_columns(ctx.spark, _shares(directories, plan.tasks), list_and_walk, LISTED_OR_REACHED,
+                           tasks).persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(both)
+    listing = both.where(~F.col("reached")).select(*LISTING.names).unionByName(top_rows)
+    reach = both.where(F.col("reached")).select(*REACH.names).unionByName(driver_reach(ctx, plan))
+    return listing, reach, "hash-directories, walked alongside"
+
+
+_LIST = "list"
+_WALK = "walk"
+
+
+def _shares(directories: list[str], walks: list[ReachTask]) -> list[tuple[str, Any]]:
+    """The directories and the subtrees as one task list in which every contiguous slice (a
+    partition's tasks) holds its share of each, each kind in its own order (neighbouring
+    subtrees share nodes, and so a partition's cache)."""
+    placed: list[tuple[float, int, int, tuple[str, Any]]] = [
+        ((i + 0.5) / len(directories), 0, i, (_LIST, d)) for i, d in enumerate(directories)]
+    placed += [((i + 0.5) / len(walks), 1, i, (_WALK, w)) for i, w in enumerate(walks)]
+    return [task for *_, task in sorted(placed, key=lambda p: p[:3])]
 
 
 def judge_listing(storage: Storage, listing: Any, reach: Any, cutoff: int, cached: list[Any]) -> Any:
@@ -311,12 +372,10 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
 
     # -- one pass: list, walk the subtrees, join in the JVM, aggregate ----------------------
     with ctx.stage("list-reach-anti-join", f"list the lakehouse, walk {len(plan.tasks)} subtrees, anti-join"):
-        # Every task reaches at least one file: a lower bound on the lakehouse's size.
-        listing, how = _listing(ctx, storage, top, len(plan.driver_paths) + len(plan.tasks))
-        # Only the judged rows are kept (the listing and the reach are each computed once, into
-        # them): every count below, the samples, the re-check's membership questions and the
-        # deletes read these caches.
-        reach = reach_frame(ctx, storage, plan)
+        # The judged rows are kept (the listing and the reach are each computed once, into
+        # them; on an object store the listing-and-walk rows are kept too): every count below,
+        # the samples, the re-check's membership questions and the deletes read these caches.
+        listing, reach, how = _listing_and_reach(ctx, storage, top, plan, cached)
         judged = judge_listing(storage, listing, reach, cutoff, cached)
         groups = judged.groupBy("kind", "reached", "orphan", "old", "error").agg(
             F.count(F.lit(1)).alias("files"), F.sum(F.coalesce(F.col("size"), F.lit(0))).alias("bytes"),

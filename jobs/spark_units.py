@@ -30,10 +30,16 @@ def reach_frame(ctx: JobContext, storage: Storage, plan: ReachPlan) -> Any:
     def walk(items: list[ReachTask]) -> Any:
         return reach_task_columns(storage, items)
 
-    driver = driver_rows(ctx.spark, sorted(plan.driver_paths.items()), REACH)
+    driver = driver_reach(ctx, plan)
     if not tasks:
         return driver
     return fan_out_columns(ctx.spark, tasks, walk, REACH, ctx.parallelism).unionByName(driver)
+
+
+def driver_reach(ctx: JobContext, plan: ReachPlan) -> Any:
+    """DataFrame of (path, size) the driver reached itself: the retained roots, their
+    definitions and the top of each tree."""
+    return driver_rows(ctx.spark, sorted(plan.driver_paths.items()), REACH)
 
 
 def reach_errors(reach: Any) -> Any:

@@ -592,7 +592,9 @@ def test_recheck_rescues_the_files_of_a_version_committed_after_the_listing(lake
 
 
 @pytest.mark.s3
-def test_gc_on_s3_never_touches_a_neighbouring_lakehouse(s3_server: Any, run_job: RunJob) -> None:
+def test_gc_on_s3_never_touches_a_neighbouring_lakehouse(s3_server: Any, run_job: RunJob, listing_mode: str) -> None:
+    # "hash-directories" on an object store: each task lists its directories and walks its
+    # subtrees side by side (jobs.gc._listing_and_reach).
     base = f"s3://{s3_server.bucket}/{uuid.uuid4()}"
     options = s3_server.storage_options()
     lake, lake2 = f"{base}/lake", f"{base}/lake2"
@@ -611,6 +613,7 @@ def test_gc_on_s3_never_touches_a_neighbouring_lakehouse(s3_server: Any, run_job
                   "--storage-option", f"secret={os.environ['AWS_SECRET_ACCESS_KEY']}"]
     code, report = run_job(gc_main, *gc_args(lake, *s3_options, "--older-than", "0s", "--i-understand-grace-risk"))
     assert code == 0, report.get("error")
+    assert report["details"]["listing"] == ("flat" if listing_mode == "flat" else "hash-directories, walked alongside")
     assert report["counts"]["files_listed"] == len(own)
     assert set(report["samples"]["deleted"]) == orphans
     assert {f.path for f in storage.list("")} == own - orphans
@@ -618,3 +621,27 @@ def test_gc_on_s3_never_touches_a_neighbouring_lakehouse(s3_server: Any, run_job
     assert resolved_maps(lake, options) == maps
     assert_every_version_valid(lake, options)
     assert_every_version_valid(lake2, options)
+
+
+def test_gc_on_s3_fails_closed_when_a_walk_meets_a_damaged_node(s3_server: Any, run_job: RunJob,
+                                                               listing_mode: str) -> None:
+    # The walk's error travels beside the listing's rows (hash-directories on an object store)
+    # and still stops every delete.
+    lake = f"s3://{s3_server.bucket}/{uuid.uuid4()}/lake"
+    options = s3_server.storage_options()
+    build_lake(lake, options, commits=12)
+    storage = Storage(lake, options)
+    plant_orphans(storage)
+    fresh_caches()
+    view = Lakehouse.open(lake, storage_options=options)
+    node = view.store.load(view.root.children[0])
+    while node.children:
+        victim = node.children[-1]
+        node = view.store.load(victim)
+    storage.write(victim, storage.read(victim)[:100])
+    before = {f.path for f in storage.list("")}
+    code, report = run_job(gc_main, *gc_args(lake, *s3_server.job_args(), "--older-than", "0s",
+                                             "--i-understand-grace-risk"))
+    assert code == 6, report
+    assert victim in report["error"] and "nothing was deleted" in report["error"]
+    assert {f.path for f in storage.list("")} == before
