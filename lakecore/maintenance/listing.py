@@ -9,9 +9,10 @@ enough for the requests in flight), each listed recursively and paged, fanned ou
 with several requests in flight each (``list_directories``). ``list_small_root`` tries the
 flat listing and gives up as soon as the lakehouse turns out larger: after more than
 ``max_files`` files, or earlier, after a page whose place in the hash directories says the
-whole holds more than 1.25 times that (``estimated_files``: the files spread uniformly over them). The fanned-out listing comes as columns (``ListedColumns``) and,
-on a local file system, without a stat per file: only the files gc may delete need their time,
-and ``stat_listed`` reads it for them after the join.
+whole holds more than 1.25 times that (``estimated_files``: the files spread uniformly over
+them). The fanned-out listing comes as columns (``ListedColumns``) and, on a local file
+system, without a stat per file: only the files gc may delete need their time, and
+``stat_listed`` reads it for them after the join.
 
 A listed file is classified by its *name* (``locations.classify_path``): lakecore's own kinds,
 or ``foreign`` (reported, never touched). Only node files, namespace, table and lakehouse
