@@ -234,7 +234,10 @@ def check_catalog_entry(key: str, location: str, lakehouse_def: Any, read: Calla
     except StorageError:
         raise  # the store failed, not the file: no verdict (see check.py)
     except LakecoreError as exc:
-        return EntryCheck((Violation(location, "definition-missing", f"key {key.rstrip()!r}: {exc}"),))
+        # Named as the catalog names it: the key itself is padded to the names' full width
+        # ("'C===ns1' then 100 spaces, then 't1'").
+        what = f"namespace {parsed.namespace!r}" if parsed.table is None else f"table {parsed.namespace}.{parsed.table}"
+        return EntryCheck((Violation(location, "definition-missing", f"{what}: {exc}"),))
     namespace: str | None = None
     table: tuple[str, str, str] | None = None
     try:
