@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from google.protobuf.message import DecodeError
 
@@ -239,6 +239,17 @@ def decode_table_def(data: bytes, location: str) -> pb.TableDef:
     return msg
 
 
+# Type names users bring from Spark, Iceberg and SQL, and the format's name for each: named in
+# the refusal, never taken silently (a definition stores the format's names only).
+ENGINE_TYPE_NAMES: Final = {
+    "SHORT": "INT2", "SMALLINT": "INT2",
+    "INT": "INT4", "INTEGER": "INT4", "LONG": "INT8", "BIGINT": "INT8",
+    "FLOAT": "FLOAT4", "REAL": "FLOAT4", "DOUBLE": "FLOAT8",
+    "STRING": "VARCHAR", "TEXT": "VARCHAR", "BOOL": "BOOLEAN", "BYTES": "BINARY",
+    "DATETIME": "TIMESTAMP", "ARRAY": "LIST",
+}
+
+
 def _string_map(values: Mapping[str, str] | None, what: str) -> dict[str, str]:
     if values is None:
         return {}
@@ -278,8 +289,10 @@ def column_from_value(value: Mapping[str, Any] | pb.Column, path: str = "column"
     type_name = value.get("type")
     if isinstance(type_name, str):
         if type_name.upper() not in pb.DataType.keys():  # noqa: SIM118 - the enum wrapper has no __contains__ for names
+            known = ENGINE_TYPE_NAMES.get(type_name.upper())
+            hint = f" (the format's name for {type_name.upper()} is {known})" if known else ""
             raise InvalidArgumentError(
-                f"{path} has type {type_name!r}; expected one of {', '.join(pb.DataType.keys())}"
+                f"{path} has type {type_name!r}{hint}; expected one of {', '.join(pb.DataType.keys())}"
             )
         type_value = pb.DataType.Value(type_name.upper())
     elif isinstance(type_name, int) and not isinstance(type_name, bool) and type_name in pb.DataType.values():
