@@ -246,13 +246,35 @@ def new_node_file_path() -> str:
 
 def new_namespace_def_path(ns: str) -> str:
     _check_name_for_path(ns, "namespace")
-    return optimize_path(f"namespace-{ns}-{uuid.uuid4()}{DEF_FILE_SUFFIX}")
+    return _new_def_path("namespace", ns)
 
 
 def new_table_def_path(ns: str, table: str) -> str:
     _check_name_for_path(ns, "namespace")
     _check_name_for_path(table, "table")
-    return optimize_path(f"table-{table}-{ns}-{uuid.uuid4()}{DEF_FILE_SUFFIX}")
+    return _new_def_path("table", f"{table}-{ns}")
+
+
+# The longest file name (one path segment) local file systems take: ext4, XFS, APFS.
+FILE_NAME_SEGMENT_MAX_BYTES: Final = 255
+# The optimized name's hash bits and their dash ("bbbbbbbb-") before the original name.
+_OPTIMIZED_NAME_HEAD_BYTES: Final = OPTIMIZED_PREFIX_BITS - 12 + 1
+
+
+def _new_def_path(kind: str, identifier: str) -> str:
+    """``{kind}-{identifier}-{uuid}.binpb``, optimized: the seed's definition file path, with
+    two write-side liberties (recorded in docs/format.md; readers never parse the identifier):
+
+    - a ``\\`` in a name is written as ``-``: a stored path may not hold one
+      (``check_relative_path``), and a name may (FORMAT.md section 2);
+    - the identifier is cut, at a character boundary, to keep the file name within
+      ``FILE_NAME_SEGMENT_MAX_BYTES``: two names at the default limits (100 bytes each) made a
+      259-byte name, which a local file system refuses ("File name too long")."""
+    suffix = f"-{uuid.uuid4()}{DEF_FILE_SUFFIX}"
+    room = FILE_NAME_SEGMENT_MAX_BYTES - _OPTIMIZED_NAME_HEAD_BYTES - len(kind) - 1 - len(suffix)
+    encoded = identifier.replace("\\", "-").encode("utf-8")
+    written = encoded[:room].decode("utf-8", errors="ignore")  # a cut character is dropped whole
+    return optimize_path(f"{kind}-{written}{suffix}")
 
 
 def new_lakehouse_def_path() -> str:

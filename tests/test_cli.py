@@ -137,3 +137,20 @@ def test_init_takes_the_place_as_every_command_does_or_as_its_argument(tmp_path:
                              env=env_free, timeout=120, cwd=tmp_path)
     assert nowhere.returncode == 2 and "say where to create the lakehouse" in nowhere.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["by-argument", "by-option"]
+
+
+def test_names_at_the_limits_and_with_a_backslash_make_tables_on_local_disk(tmp_path: Path) -> None:
+    # Both failed at create: a 259-byte file name ("File name too long", exit 4) and a path with
+    # a backslash ("not relative to the lakehouse root", exit 2); FORMAT.md allows both names.
+    lake = tmp_path / "lake"
+    assert main(["init", str(lake)]) == 0
+    ns, long_table = "n" * 100, "t" * 100
+    assert main(["-l", str(lake), "namespace", "create", ns]) == 0
+    assert main(["-l", str(lake), "table", "create", ns, long_table, "--column", "1:id:INT8"]) == 0
+    assert main(["-l", str(lake), "table", "create", ns, "a\\b", "--column", "1:id:INT8"]) == 0
+    listed = run("-l", str(lake), "table", "list", ns)
+    assert listed.returncode == 0 and sorted(listed.stdout.split()) == sorted([long_table, "a\\b"])
+    shown = run("-l", str(lake), "--json", "table", "show", ns, "a\\b")
+    assert shown.returncode == 0 and '"a\\\\b"' in shown.stdout, shown.stdout
+    deep = run("-l", str(lake), "fsck", "--deep")
+    assert deep.returncode == 0 and ": clean" in deep.stdout, deep.stdout

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from lakecore.errors import InvalidLocationError, InvalidNameError, LakecoreError
 from lakecore.locations import (
+    FILE_NAME_SEGMENT_MAX_BYTES,
     FileKind,
     check_relative_path,
     classify_path,
@@ -497,3 +498,20 @@ def test_check_relative_path_optimized_shape_keeps_every_rule(tail: list[str]) -
     assert os.path.normpath(path) == path and not path.endswith("/")
     assert ".." not in segments and "." not in segments and "" not in segments
     assert "\\" not in path and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in path)
+
+
+@pytest.mark.parametrize(("ns", "table"), [("n" * 100, "t" * 100), ("é" * 50, "表" * 33), ("ns", "a\\b"), ("a\\", "\\b")])
+def test_def_paths_fit_a_file_system_and_hold_no_backslash(ns: str, table: str) -> None:
+    # Two names at the default limits (100 bytes each) made a 259-byte file name, which a local
+    # file system refuses; a backslash, which a name may hold, made a path no reader follows.
+    for path in (new_table_def_path(ns, table), new_namespace_def_path(ns)):
+        segment = path.rsplit("/", 1)[1]
+        assert len(segment.encode("utf-8")) <= FILE_NAME_SEGMENT_MAX_BYTES
+        assert "\\" not in path
+        assert check_relative_path(path) == path
+        _, name = split_optimized(path)
+        assert split_optimized(path)[0] == expected_prefix(name)
+        assert classify_path(path) is not None
+        assert_uuid4(name[-len("00000000-0000-4000-8000-000000000000.binpb"):-len(".binpb")])
+    cut = split_optimized(new_table_def_path("é" * 50, "表" * 33))[1]
+    assert cut.startswith("table-" + "表" * 33 + "-é")  # cut between characters, never inside one
