@@ -257,8 +257,9 @@ def new_table_def_path(ns: str, table: str) -> str:
 
 # The longest file name (one path segment) local file systems take: ext4, XFS, APFS.
 FILE_NAME_SEGMENT_MAX_BYTES: Final = 255
-# The optimized name's hash bits and their dash ("bbbbbbbb-") before the original name.
-_OPTIMIZED_NAME_HEAD_BYTES: Final = OPTIMIZED_PREFIX_BITS - 12 + 1
+# What precedes the original name in an optimized file name: the hash bits the directories do
+# not take, and a dash ("bbbbbbbb-").
+_OPTIMIZED_NAME_HEAD_BYTES: Final = OPTIMIZED_PREFIX_BITS - 4 * HASH_DIRECTORY_LEVELS + 1
 
 
 def _new_def_path(kind: str, identifier: str) -> str:

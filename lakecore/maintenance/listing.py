@@ -292,17 +292,19 @@ def list_small_root(storage: Storage, max_files: int) -> list[ListedFile] | None
     left out, as the per-directory listing leaves them out."""
     if max_files <= 0:
         return None
-    infos: list[FileInfo] = []
+    listed = 0
+    in_hash_directories: list[FileInfo] = []  # each page's files matched once, as it comes
     try:
         for page in storage.list_pages("", limit=max_files):
-            infos.extend(page.files)
-            if len(infos) > max_files:
+            listed += len(page.files)
+            if listed > max_files:
                 return None
-            if page.more and estimated_files(infos) > ESTIMATE_MARGIN * max_files:
+            in_hash_directories.extend(i for i in page.files if _IN_HASH_DIRECTORY.match(i.path))
+            if page.more and estimated_files(in_hash_directories) > ESTIMATE_MARGIN * max_files:
                 return None  # before the next request: the pages so far say it is large
     except LakecoreError as exc:
         raise GcRefusedError(f"could not list {storage.root_uri}: {exc.one_line()}") from exc
-    return [_listed(i.path, i.size, i.mtime_millis) for i in infos if _IN_HASH_DIRECTORY.match(i.path)]
+    return [_listed(i.path, i.size, i.mtime_millis) for i in in_hash_directories]
 
 
 # How far over ``max_files`` the estimate must be before the flat listing gives up early. The
@@ -312,18 +314,18 @@ def list_small_root(storage: Storage, max_files: int) -> list[ListedFile] | None
 ESTIMATE_MARGIN: Final = 1.25
 
 
-def estimated_files(listed_so_far: list[FileInfo]) -> float:
-    """How many files the hash directories hold, judged from the first pages of a listing in
-    key order. Optimized names spread files uniformly over the 4,096 hash directories (their
-    bits hash the name), and the listing visits them in order: after the first pages, the share
-    of the directories it has passed is the share of the files it has seen. Without a path in
-    a hash directory at the end, nothing to judge by: 0."""
-    last = listed_so_far[-1].path if listed_so_far else ""
+def estimated_files(in_hash_directories: list[FileInfo]) -> float:
+    """How many files the hash directories hold, judged from the files of the first pages of
+    a listing in key order that are in them. Optimized names spread files uniformly over the
+    4,096 hash directories (their bits hash the name), and the listing visits them in order:
+    after the first pages, the share of the directories it has passed is the share of the files
+    it has seen. Without a file in a hash directory at the end, nothing to judge by: 0."""
+    last = in_hash_directories[-1].path if in_hash_directories else ""
     if not _IN_HASH_DIRECTORY.match(last):
         return 0.0
     directory = int(last[0:4] + last[5:9] + last[10:14], 2)
     passed = (directory + 1) / (1 << (4 * HASH_DIRECTORY_LEVELS))  # up to the end of the last one: a low guess
-    return sum(1 for info in listed_so_far if _IN_HASH_DIRECTORY.match(info.path)) / passed
+    return len(in_hash_directories) / passed
 
 
 def list_top(storage: Storage) -> list[ListedFile]:
