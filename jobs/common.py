@@ -290,11 +290,8 @@ def stop_a_jvm_still_launching() -> None:
         stop_child_processes()
 
 
-def stop_child_processes() -> None:
-    """SIGTERM to every process this one started, and theirs (a JVM pyspark is launching:
-    spark-submit's script, its launcher, the JVM). Nothing without ``/proc``."""
-    import signal
-
+def _children_by_parent() -> dict[int, list[int]]:
+    """Every process's children, by parent pid, from ``/proc`` (empty without it)."""
     parents: dict[int, list[int]] = {}
     for entry in Path("/proc").glob("[0-9]*"):
         try:
@@ -304,12 +301,52 @@ def stop_child_processes() -> None:
         # "pid (comm) state ppid ...": comm may hold spaces and parentheses
         fields = stat[stat.rfind(")") + 2:].split()
         parents.setdefault(int(fields[1]), []).append(int(entry.name))
-    pending = list(parents.get(os.getpid(), []))
+    return parents
+
+
+def _descendants(pid: int, parents: dict[int, list[int]]) -> Iterator[int]:
+    pending = list(parents.get(pid, []))
     while pending:
-        pid = pending.pop()
-        pending.extend(parents.get(pid, []))
+        child = pending.pop()
+        pending.extend(parents.get(child, []))
+        yield child
+
+
+def stop_child_processes() -> None:
+    """SIGTERM to every process this one started, and theirs (a JVM pyspark is launching:
+    spark-submit's script, its launcher, the JVM). Nothing without ``/proc``."""
+    import signal
+
+    for pid in _descendants(os.getpid(), _children_by_parent()):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGTERM)
+
+
+def _is_python_worker(pid: int) -> bool:
+    try:
+        return b"pyspark.daemon" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def stop_python_workers(jvm_pid: int) -> int:
+    """SIGKILL the Python workers a local JVM runs tasks in (the processes pyspark's daemon
+    forked; not the daemon). Returns how many. Why: a worker whose task is cancelled goes on to
+    write to the socket the JVM closed, and pyspark's daemon prints a BrokenPipe traceback
+    beside the job's one line; killed first, it writes nothing. Its task then fails, and the
+    job, interrupted anyway, reports the interruption."""
+    import signal
+
+    parents = _children_by_parent()
+    daemons = [pid for pid in _descendants(jvm_pid, parents) if _is_python_worker(pid)]
+    # The workers are the daemons' forks: their parent is a daemon too.
+    workers = {child for daemon in daemons for child in parents.get(daemon, []) if child in daemons}
+    killed = 0
+    for pid in workers:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    return killed
 
 
 def connect_session(app_name: str, remote: str) -> Any:
@@ -410,7 +447,17 @@ def _submit_conf() -> dict[str, str]:
                 f"-Dlog4j2.configurationFile=file:{log4j}" if log4j.is_file() else "", java_options()) if part)
             if options:
                 launch = SparkConf().set("spark.driver.extraJavaOptions", options)
-    SparkContext._ensure_initialized(conf=launch)
+    gateway = None
+    if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        from pyspark.java_gateway import launch_gateway
+
+        # The JVM in a session of its own: a Ctrl-C in the terminal goes to the foreground
+        # process group, and pyspark's Python workers (the JVM's children) turn it into a
+        # KeyboardInterrupt mid-task. The driver cancels the job's tasks itself (``Interruption``);
+        # the workers' own interruptions raced that cancel and printed BrokenPipe tracebacks.
+        # The JVM still ends with this process: at the end of its input, which this one holds.
+        gateway = launch_gateway(launch, popen_kwargs={"start_new_session": True})  # type: ignore[no-untyped-call]
+    SparkContext._ensure_initialized(gateway=gateway, conf=launch)
     return dict(SparkConf().getAll())
 
 
@@ -533,7 +580,53 @@ class JobContext:
             if self.connect:
                 self._spark.interruptTag(self._group)
             else:
-                self._spark.sparkContext.cancelJobGroup(self._group)
+                self.stop_classic_work()
+
+    def stop_classic_work(self) -> None:
+        """Cancel this job's group on a classic session (nothing through Connect). On a session
+        of its own with a local master the Python workers are stopped before and after the
+        cancel (``stop_python_workers``): they are this host's."""
+        if self._spark is None or is_connect(self._spark):
+            return
+        sc = self._spark.sparkContext
+        jvm_pid = None
+        if self.owns_spark:
+            # The tasks the cancel kills (or whose workers are stopped), and the cache blocks
+            # they leave unfinished, are the job's own doing: no log line for each between the
+            # command line and the job's one line. A caller's session keeps its logging.
+            jvm = sc._jvm
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+                "org.apache.spark", jvm.org.apache.logging.log4j.Level.OFF)
+            if is_local_master(sc.master):
+                jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
+        if jvm_pid is not None:
+            stop_python_workers(jvm_pid)
+        sc.cancelJobGroup(self._group)
+        if jvm_pid is not None:  # any task that started a worker meanwhile
+            stop_python_workers(jvm_pid)
+
+    # How long an interrupted job waits for the tasks its cancel kills.
+    CANCELLED_TASKS_WAIT_SECONDS = 5.0
+
+    def wait_for_cancelled_tasks(self, timeout_seconds: float = CANCELLED_TASKS_WAIT_SECONDS) -> None:
+        """Wait (a moment, at most ``timeout_seconds``) until the tasks of this job's cancelled
+        Spark jobs have ended on a classic session, so that the JVM, which ends with this
+        process, is not torn down while it is still killing them."""
+        if self._spark is None or is_connect(self._spark):
+            return
+        deadline = time.monotonic() + timeout_seconds
+        with contextlib.suppress(Exception):
+            tracker = self._spark.sparkContext.statusTracker()
+            while time.monotonic() < deadline:
+                running = 0
+                for job_id in tracker.getJobIdsForGroup(self._group):
+                    job = tracker.getJobInfo(job_id)
+                    for stage_id in job.stageIds if job is not None else ():
+                        stage = tracker.getStageInfo(stage_id)
+                        running += stage.numActiveTasks if stage is not None else 0
+                if not running:
+                    return
+                time.sleep(0.05)
 
 
 def progress_enabled(stream: Any = None) -> bool:
@@ -659,20 +752,99 @@ def _inside_the_import_system(frame: Any) -> bool:
     return False
 
 
+class Interruption:
+    """What ``_stop_on_signals`` knows of a SIGINT or SIGTERM: which came first (``signal_name``,
+    None until one does), and whether the job body has ended (after that a signal only notes).
+
+    Spark work is stopped, not waited for. A signal that lands while the main thread waits in a
+    py4j call (a Spark action: seconds, or hours on a big cluster) used to raise there; py4j's
+    connection was then left mid-answer, and the next call on it (pyspark's own, as the
+    exception left the action) waited for the action to end. Now the handler lets the call
+    finish and raises as it returns (``raise_when_it_returns``), and a thread of its own (py4j
+    gives it its own connection) calls ``stop_work``: the cancelled action ends the call at
+    once, with an error the interruption replaces."""
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+        # Stops the job's Spark work; called once, on a thread of its own.
+        self.stop_work: Callable[[], None] | None = None
+        self.raised = False
+        self.body_ended = False
+        self._stopping: threading.Thread | None = None
+
+    def __bool__(self) -> bool:
+        return self.signal_name is not None
+
+    def note(self, signum: int) -> None:
+        """The first signal: remember it, and stop the job's Spark work."""
+        import signal
+
+        self.signal_name = signal.Signals(signum).name
+        if self.stop_work is not None:
+            self._stopping = threading.Thread(target=self._stop, name="lakecore-interrupt", daemon=True)
+            self._stopping.start()
+
+    def _stop(self) -> None:
+        if self.stop_work is not None:
+            with contextlib.suppress(Exception):
+                self.stop_work()
+
+    def finish(self, timeout_seconds: float) -> None:
+        """Wait for the stopping thread, if any."""
+        if self._stopping is not None:
+            self._stopping.join(timeout_seconds)
+
+    def raise_when_it_returns(self, frame: Any) -> None:
+        """Raise ``JobInterrupted`` as ``frame`` (the main thread's outermost py4j frame, its
+        answer read) returns or unwinds, unless the body has ended by then: the frame's own
+        trace function, with this thread's tracing on for it alone."""
+        before = sys.gettrace()
+
+        def on_event(traced: Any, event: str, arg: Any) -> Any:
+            if event != "return" or traced is not frame:
+                return on_event
+            sys.settrace(before)
+            if not self.body_ended and not self.raised:
+                self.raised = True
+                raise JobInterrupted(self.signal_name or "SIGINT")
+            return None
+
+        frame.f_trace_lines = False
+        frame.f_trace = on_event
+        # Tracing on for this thread: a new frame's call event asks the previous tracer, if
+        # any, and traces nothing new otherwise.
+        sys.settrace(before if before is not None else _trace_nothing_new)
+
+
+def _trace_nothing_new(frame: Any, event: str, arg: Any) -> None:
+    return None
+
+
+def _outermost_py4j_frame(frame: Any) -> Any:
+    """The outermost frame of py4j's code (a call into the JVM) among ``frame`` and its
+    callers; None when there is none."""
+    marker = f"{os.sep}py4j{os.sep}"
+    outermost = None
+    while frame is not None:
+        if marker in frame.f_code.co_filename:
+            outermost = frame
+        frame = frame.f_back
+    return outermost
+
+
 @contextlib.contextmanager
-def _stop_on_signals(state: dict[str, str]) -> Iterator[None]:
-    """Turn the first SIGINT or SIGTERM into ``JobInterrupted`` in the main thread; later ones
-    are noted and ignored, so that the report still gets written. Outside the main thread (a
-    test calling ``main``), signals stay as they are."""
+def _stop_on_signals(state: Interruption) -> Iterator[None]:
+    """Turn the first SIGINT or SIGTERM into ``JobInterrupted`` in the main thread (in a py4j
+    call, as the call returns: ``Interruption``); later ones are noted and ignored, so that the report still
+    gets written. Outside the main thread (a test calling ``main``), signals stay as they are."""
     import signal
-    import threading
 
     if threading.current_thread() is not threading.main_thread() or os.environ.get(PARSE_ONLY_VARIABLE) == "1":
         yield
         return
 
     def handler(signum: int, frame: Any) -> None:
-        if "signal" in state:
+        if state.raised or state.body_ended:
             return
         if _inside_the_import_system(frame):
             # Raised there, the exception can land in a callback of the import system's module
@@ -680,14 +852,23 @@ def _stop_on_signals(state: dict[str, str]) -> Iterator[None]:
             # hung on a module lock. Deliver the signal again in a moment, outside the import.
             threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
             return
-        state["signal"] = signal.Signals(signum).name
-        raise JobInterrupted(state["signal"])
+        first = state.signal_name is None
+        if first:
+            state.note(signum)
+        in_py4j = _outermost_py4j_frame(frame)
+        if in_py4j is not None:
+            if first:
+                state.raise_when_it_returns(in_py4j)
+            return
+        state.raised = True
+        raise JobInterrupted(state.signal_name or signal.Signals(signum).name)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     previous.update(take_dispositions_before_startup())  # not the "while starting" ones
     try:
         yield
     finally:
+        state.body_ended = True
         for sig, old in previous.items():
             signal.signal(sig, old)
 
@@ -712,7 +893,10 @@ def run_job(
     report = JobReport(job, lakehouse)
     args: argparse.Namespace | None = None
     ctx: JobContext | None = None
-    interrupted: dict[str, str] = {}
+    interrupted = Interruption()
+    # A signal stops the job's Spark work at once (``Interruption``): on a thread, since the
+    # main thread may be waiting in py4j for the very action to cancel.
+    interrupted.stop_work = lambda: ctx.stop_classic_work() if ctx is not None else None
     with _stop_on_signals(interrupted):
         _say_the_job_began()
         try:
@@ -729,7 +913,10 @@ def run_job(
                 return EXIT_OK
             report.lakehouse = ctx.storage.root_uri
             refuse_unsupported_format(ctx.storage)
-            body(ctx)
+            try:
+                body(ctx)
+            finally:
+                interrupted.body_ended = True  # a signal from here on is too late to stop anything
         except JobInterrupted:
             _mark_interrupted(report, interrupted, ctx)
             if ctx is not None and ctx.remote:
@@ -752,8 +939,16 @@ def run_job(
                 report.error = f"{type(exc).__name__}: {' '.join(text.split())}"
                 if os.environ.get("LAKECORE_DEBUG"):
                     traceback.print_exc()
+        if interrupted and report.status != "interrupted":
+            # The body ended on its own after its Spark work was cancelled: what it found (an
+            # expectation whose queries failed) is the cancel's doing, not the lakehouse's.
+            _mark_interrupted(report, interrupted, ctx)
         if ctx is not None and not interrupted:
             ctx.release()
+        if interrupted:
+            interrupted.finish(timeout_seconds=ctx.CANCELLED_TASKS_WAIT_SECONDS if ctx is not None else 1.0)
+            if ctx is not None:
+                ctx.wait_for_cancelled_tasks()
         report.durations_seconds["total"] = round(time.monotonic() - started, 3)
         if ctx is not None or not report.error:  # a refused command line gets its one line only
             _print_summary(report)
@@ -794,8 +989,8 @@ def _say_the_error(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _mark_interrupted(report: JobReport, interrupted: dict[str, str], ctx: JobContext | None) -> None:
-    name = interrupted.get("signal", "SIGINT")
+def _mark_interrupted(report: JobReport, interrupted: Interruption, ctx: JobContext | None) -> None:
+    name = interrupted.signal_name or "SIGINT"
     report.status = "interrupted"
     report.exit_code = ExitCode.INTERRUPTED
     landed = (f"version {report.new_version} had landed whole" if report.new_version is not None

@@ -488,6 +488,87 @@ def _is_java(pid: int) -> bool:
         return False
 
 
+# gc run as ``python -m jobs.gc`` would, with its one Spark stage held open: the stage's task
+# waits (up to ten minutes) for a file the test never writes, so only a cancel ends it.
+_A_STAGE_THAT_WAITS = """
+import os, sys, time
+import jobs.gc
+
+MARKS = sys.argv.pop(1)
+real_judge_listing = jobs.gc.judge_listing
+
+def waiting(batches):
+    open(os.path.join(MARKS, "task-started"), "w").close()
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and not os.path.exists(os.path.join(MARKS, "release")):
+        time.sleep(0.05)
+    open(os.path.join(MARKS, "task-ended"), "w").close()
+    yield from batches
+
+def judge_listing(*args, **kwargs):
+    judged = real_judge_listing(*args, **kwargs)
+    return judged.mapInArrow(waiting, judged.schema)
+
+jobs.gc.judge_listing = judge_listing
+sys.exit(jobs.gc.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c-to-the-terminal", "sigterm-to-the-driver"])
+def test_a_signal_stops_a_spark_stage_without_waiting_for_it(tmp_path: Path, sig: signal.Signals) -> None:
+    """A signal used to be acted on only when the Spark action the driver waited in returned:
+    after the stage, which on a big lakehouse is minutes (4-5 s on moto's S3 here). The job's
+    Spark work is now cancelled at once; its Python workers are stopped first, so none prints a
+    traceback. Ctrl-C goes to the terminal's whole process group; a scheduler's SIGTERM to the
+    driver alone."""
+    lake = tmp_path / "lake"
+    make_lake(str(lake))
+    before = listing(lake)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    report = tmp_path / "gc.json"
+    job = subprocess.Popen([sys.executable, "-c", _A_STAGE_THAT_WAITS, str(marks), "--lakehouse", str(lake),
+                            "--master", "local[1]", "--dry-run", "--report", str(report)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO,
+                           start_new_session=True)
+    processes: set[int] = set()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and job.poll() is None and not (marks / "task-started").exists():
+            processes.update(_descendants(job.pid))
+            time.sleep(0.05)
+        assert (marks / "task-started").exists(), "the stage never started"
+        processes.update(_descendants(job.pid))
+        if sig == signal.SIGINT:
+            os.killpg(job.pid, sig)
+        else:
+            job.send_signal(sig)
+        out, err = job.communicate(timeout=120)  # the task alone would wait ten minutes
+    finally:
+        (marks / "release").touch()
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+    assert job.returncode == ExitCode.INTERRUPTED, (job.returncode, err[-3000:])
+    assert not (marks / "task-ended").exists(), "the stage ran to its end"
+    noise = [line for line in err.splitlines() if line.strip() and "incubator modules" not in line]
+    assert noise == [f"lakecore gc: interrupted by {sig.name} during list-reach-anti-join; nothing was committed, "
+                     "nothing is half-committed; run the job again"], err
+    assert "Traceback" not in out and "[interrupted (dry run)]" in out, out
+    data = json.loads(report.read_text())
+    assert data["status"] == "interrupted" and data["details"]["interrupted_stage"] == "list-reach-anti-join"
+    # The JVM (in a session of its own) and its Python workers end with the driver.
+    gone_by = time.monotonic() + 15
+    while time.monotonic() < gone_by and any(Path(f"/proc/{pid}").exists() for pid in processes):
+        time.sleep(0.1)
+    left = [pid for pid in processes if Path(f"/proc/{pid}").exists()]
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, "the job's JVM or Python workers outlived it"
+    assert listing(lake) == before
+
+
 @pytest.mark.spark
 def test_ctrl_c_while_spark_starts_stops_it(tmp_path: Path) -> None:
     """Before the JVM has started the driver (about a second): the JVM ignores SIGINT (so that
