@@ -754,7 +754,8 @@ def _inside_the_import_system(frame: Any) -> bool:
 
 class Interruption:
     """What ``_stop_on_signals`` knows of a SIGINT or SIGTERM: which came first (``signal_name``,
-    None until one does), and whether the job body has ended (after that a signal only notes).
+    None until one does), and whether the job body has ended (a signal after that is too late to
+    stop anything, and is ignored).
 
     Spark work is stopped, not waited for. A signal that lands while the main thread waits in a
     py4j call (a Spark action: seconds, or hours on a big cluster) used to raise there; py4j's
@@ -835,8 +836,9 @@ def _outermost_py4j_frame(frame: Any) -> Any:
 @contextlib.contextmanager
 def _stop_on_signals(state: Interruption) -> Iterator[None]:
     """Turn the first SIGINT or SIGTERM into ``JobInterrupted`` in the main thread (in a py4j
-    call, as the call returns: ``Interruption``); later ones are noted and ignored, so that the report still
-    gets written. Outside the main thread (a test calling ``main``), signals stay as they are."""
+    call, as the call returns: ``Interruption``); later ones are ignored, so that the report
+    still gets written. Outside the main thread (a test calling ``main``), signals stay as they
+    are."""
     import signal
 
     if threading.current_thread() is not threading.main_thread() or os.environ.get(PARSE_ONLY_VARIABLE) == "1":
