@@ -101,7 +101,9 @@ from lakecore.tree.store import PREFETCH_THREADS, NodeCache
 
 # Retained versions listed in the report; beyond this only the count and the range.
 VERSIONS_IN_REPORT = 1000
-# Up to this many orphans, the re-check knows them without asking (their paths on the driver).
+# Up to this many orphans, their paths, sizes and ages come to the driver in one query, which
+# then answers the samples, the re-check's membership and the totals itself (a few hundred
+# bytes each in Python: tens of MiB at most); beyond, those stay Spark queries.
 KNOWN_ORPHANS_ON_DRIVER = 100_000
 
 
