@@ -10,8 +10,9 @@ entrypoint distributes the heavy part:
     cut         the driver cuts the retained and the expired trees; expired subtrees that a
                 retained version also has are skipped outright
     reach-diff  executors walk both sides; in the JVM, reach(expired) is anti-joined with
-                reach(retained + exports) and what is left is kept if lakecore may delete its
-                name; only counts and capped samples come back to the driver
+                reach(retained + exports) on a hash of the path (``unreached_only``) and what
+                is left is kept if lakecore may delete its name; only counts and capped
+                samples come back to the driver
     hint        the hint is pointed at the latest version
     roots       expired root files are deleted one at a time, oldest first (driver)
     recheck     versions committed meanwhile are walked; what they reach is kept
@@ -57,8 +58,8 @@ from jobs.spark_units import (
     membership_in,
     reach_errors,
     reach_frame,
-    reached_paths,
     sample_paths,
+    unreached_only,
 )
 from lakecore.humanize import format_bytes, format_time_millis, plural
 from lakecore.locations import root_node_file_name
@@ -159,7 +160,7 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
             raise refusal_for_damage(storage, plan, refusal, damaged=damaged)
         expired_errors = [row[0] for row in reach_errors(gone).limit(SAMPLE_LIMIT).collect()]
         gone_paths = gone.where(~F.col("path").startswith(ERROR_KEY)).groupBy("path").agg(F.max("size").alias("size"))
-        only_gone = gone_paths.join(reached_paths(kept), "path", "left_anti")
+        only_gone = unreached_only(gone_paths, kept)
         candidates = deletable_only(only_gone).persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(candidates)
         expired_reach = gone_paths.count()

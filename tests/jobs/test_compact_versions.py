@@ -251,3 +251,27 @@ def test_a_damaged_retained_version_stops_compaction_with_exit_6(lake: Path, run
     assert "fsck --all" not in report["error"]  # the job's own advice, not the readers' generic one
     assert victim in report["error"] and "nothing was deleted" in report["error"]
     assert files(lake) == before
+
+
+def test_the_difference_on_path_hashes_is_exact_and_a_collision_only_keeps(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """compact-versions' difference joins on a 64-bit hash of the path (``unreached_only``): the
+    difference is exact, the reach's error rows take no part, and a collision (forced here:
+    every path hashes alike) keeps files that look reached; it never adds one to delete."""
+    from pyspark.sql import functions as F
+
+    from jobs.spark_units import unreached_only
+    from lakecore.maintenance.listing import ERROR_KEY
+
+    schema = "path string, size bigint"
+    expired_reach = spark.createDataFrame([("a/x.arrow", 1), ("a/y.arrow", 2), ("b/z.arrow", 3)], schema)
+    retained_reach = spark.createDataFrame([("a/y.arrow", 2), ("c/w.arrow", 4), (ERROR_KEY + "a/x.arrow", None)], schema)
+    only_errors = spark.createDataFrame([(ERROR_KEY + "a/x.arrow", None)], schema)
+
+    def paths(frame: Any) -> list[str]:
+        return sorted(row["path"] for row in frame.collect())
+
+    assert paths(unreached_only(expired_reach, retained_reach)) == ["a/x.arrow", "b/z.arrow"]
+    assert unreached_only(expired_reach, retained_reach).columns == ["path", "size"]
+    monkeypatch.setattr(F, "xxhash64", lambda *columns: F.lit(42).cast("long"))
+    assert paths(unreached_only(expired_reach, retained_reach)) == []
+    assert paths(unreached_only(expired_reach, only_errors)) == ["a/x.arrow", "a/y.arrow", "b/z.arrow"]
