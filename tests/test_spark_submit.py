@@ -6,11 +6,13 @@ caught before any JVM starts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,17 +56,31 @@ def test_wrapper_runs_a_job_and_writes_its_report(tmp_path: Path) -> None:
     validate = (REPO / "jobs" / "validate.py").exists()
     job, options = ("validate", ["--no-expectations"]) if validate else ("flush", [])
     report = tmp_path / "report.json"
-    # From another directory, relative paths, no PYTHONPATH: the wrapper sets up everything itself.
-    done = _run([str(WRAPPER), job, "--lakehouse", "lake", *options, "--report", "report.json"],
-                env=_env(PYTHONPATH=None, PYSPARK_PYTHON=None, PYSPARK_DRIVER_PYTHON=None), cwd=tmp_path)
+    # Another job's UI on Spark's first port (two jobs at once): this one's UI takes the next port
+    # without a warning line of its own.
+    with _holding_the_first_ui_port():
+        # From another directory, relative paths, no PYTHONPATH: the wrapper sets up everything itself.
+        done = _run([str(WRAPPER), job, "--lakehouse", "lake", *options, "--report", "report.json"],
+                    env=_env(PYTHONPATH=None, PYSPARK_PYTHON=None, PYSPARK_DRIVER_PYTHON=None), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(report.read_text())
     assert data["job"] == job
     assert data["status"] == "ok"
     assert data["exit_code"] == 0
     assert f"lakecore {job} [ok]" in done.stdout
-    # conf/log4j2.properties keeps Spark's INFO chatter out of the output.
+    # conf/log4j2.properties keeps Spark's INFO chatter out of the output, and the UI's port retries.
     assert " INFO " not in done.stderr
+    assert "could not bind" not in done.stderr, done.stderr
+
+
+@contextlib.contextmanager
+def _holding_the_first_ui_port() -> Iterator[None]:
+    """Spark's first UI port (4040) in use while the block runs: held here, or by whoever holds it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        with contextlib.suppress(OSError):  # in use already: by another Spark, which serves as well
+            held.bind(("0.0.0.0", 4040))
+            held.listen()
+        yield
 
 
 @pytest.mark.spark
