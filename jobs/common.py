@@ -103,6 +103,21 @@ def base_parser(job: str, description: str) -> OneLineArgumentParser:
     return parser
 
 
+def add_full_list_option(parser: OneLineArgumentParser, item: str, dataset: str) -> None:
+    """``--full-list``: every ``item`` (orphan, violation) to a Parquet dataset
+    beside the JSON report (``full_list_dataset``), where the report itself lists a capped
+    sample; it needs ``--report``, refused as the command line is read."""
+    parser.add_argument("--full-list", action="store_true",
+                        help=f"also write every {item} to a Parquet dataset beside --report (REPORT.{dataset}.parquet)")
+    parser.add_check(lambda args: "--full-list writes beside the JSON report: give --report PATH too"
+                     if args.full_list and not args.report else None)
+
+
+def full_list_dataset(report_path: str, dataset: str) -> str:
+    """Where ``--full-list`` writes: beside the report, ``REPORT.<dataset>.parquet`` (absolute)."""
+    return os.path.abspath(report_path) + f".{dataset}.parquet"
+
+
 def storage_options(args: argparse.Namespace) -> dict[str, Any]:
     return parse_storage_options(args.storage_option)
 

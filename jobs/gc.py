@@ -51,8 +51,10 @@ from typing import Any
 from jobs.common import (
     EXIT_FAILURE,
     JobContext,
+    add_full_list_option,
     base_parser,
     checked_option,
+    full_list_dataset,
     load_settings,
     parse_duration_seconds,
     parse_time_millis,
@@ -105,6 +107,8 @@ VERSIONS_IN_REPORT = 1000
 # then answers the samples, the re-check's membership and the totals itself (a few hundred
 # bytes each in Python: tens of MiB at most); beyond, those stay Spark queries.
 KNOWN_ORPHANS_ON_DRIVER = 100_000
+# --full-list's dataset: REPORT.orphans.parquet.
+ORPHANS_DATASET = "orphans"
 
 
 def _parser() -> Any:
@@ -121,8 +125,7 @@ def _parser() -> Any:
         "(default: this machine's clock)",
     )
     parser.add_argument("--dry-run", action="store_true", help="report the orphans; delete nothing")
-    parser.add_argument("--full-list", action="store_true",
-                        help="also write every orphan to a Parquet dataset beside --report (REPORT.orphans.parquet)")
+    add_full_list_option(parser, "orphan", ORPHANS_DATASET)
     parser.add_argument(
         "--i-understand-grace-risk", action="store_true",
         help="allow a grace period under one hour (or under the commit timeout), or a --now in "
@@ -131,8 +134,6 @@ def _parser() -> Any:
     # The grace period's safety needs only the command line and the local settings file, so it
     # is judged as the command line is read: spark-submit.sh then refuses before the JVM starts.
     parser.add_check(_grace_is_safe)
-    parser.add_check(lambda args: "--full-list writes beside the JSON report: give --report PATH too"
-                     if args.full_list and not args.report else None)
     return parser
 
 
@@ -443,7 +444,7 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     else:
         report.sample("too_young", sample_paths(orphan_frame.where(~F.col("old"))) if too_young else [])
     if args.full_list:
-        target = _orphans_dataset(args.report)
+        target = full_list_dataset(args.report, ORPHANS_DATASET)
         orphan_frame.select("path", "size", "mtime_millis", "kind", F.col("old").alias("old_enough")) \
             .write.mode("overwrite").parquet(target)
         report.details["orphans_dataset"] = target
@@ -530,13 +531,6 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
             f"{len(deleted.errors)} delete batches failed and {len(deleted.refused)} paths were "
             f"refused; {deleted.deleted} files were deleted. E.g. {(deleted.errors + deleted.refused)[0]}"
         )
-
-
-def _orphans_dataset(report_path: str) -> str:
-    """Where --full-list writes: beside the report, REPORT.orphans.parquet (absolute)."""
-    import os
-
-    return os.path.abspath(report_path) + ".orphans.parquet"
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:

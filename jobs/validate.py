@@ -1,7 +1,7 @@
 """validate: check versions of a lakehouse against the format, with executors checking subtrees.
 
     ./spark-submit.sh validate --lakehouse URI [--version V | --all-retained] [--deep]
-                               [--no-expectations]
+                               [--no-expectations] [--full-list --report FILE]
 
 Checks the latest version by default, ``--version V`` one version, ``--all-retained`` every
 retained version (the unbroken run of root files that ends at the latest). The same rules as
@@ -12,7 +12,8 @@ retained version (the unbroken run of root files that ends at the latest). The s
     check       (executors) one task per distinct subtree of all the versions: the invariant
                 checker, with --deep the catalog checks of the keys resolving in the subtree,
                 and the node rows for the expectation suite
-    combine     (driver) leaf depths across subtrees, nodes met twice, every table's namespace
+    combine     (driver) leaf depths across subtrees, nodes met twice, every table's namespace;
+                the subtrees' violations as counts, and the first few in one query
     expectations  the great-expectations suite (``lakecore.maintenance.expectations``) over a
                 DataFrame of every node row, unless --no-expectations or the environment's
                 ``validate_ge_enabled`` is false
@@ -21,9 +22,12 @@ A missing, unreadable or corrupt node file (the root included) is a violation, n
 a store that cannot be read (credentials, network, timeouts: ``StorageError``, on the driver or
 an executor) is a failure, exit 4, with no violations.
 Exit 0 when everything is clean, 1 (status ``failed``, with a one-line error) when a version has
-violations or an expectation fails. The
-JSON report lists the versions, counts, a capped list of violations and the expectation
-results; an HTML report is written next to it (same name, ``.html``).
+violations or an expectation fails. The JSON report lists the versions, the counts (violations
+by rule too), the first violations (``VIOLATIONS_LIMIT``, ordered by version, newest first, then
+location) and the expectation results; an HTML report is written next to it (same name,
+``.html``). With --full-list, every violation goes to a Parquet dataset beside the report
+(REPORT.violations.parquet: version, scope, rule, location, detail). The subtree tasks keep
+their violations as rows; the driver gets their counts, and the first few in one query.
 """
 
 from __future__ import annotations
@@ -41,10 +45,18 @@ if __name__ == "__main__":  # a Ctrl-C during the imports below: one line, not a
 
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from jobs.common import EXIT_VIOLATIONS, JobContext, base_parser, run_job
+from jobs.common import (
+    EXIT_VIOLATIONS,
+    JobContext,
+    add_full_list_option,
+    base_parser,
+    full_list_dataset,
+    run_job,
+)
 from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
 from lakecore.argparsing import ArgumentError, output_file, whole_number
@@ -52,9 +64,11 @@ from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionE
 from lakecore.humanize import plural
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import root_node_file_name
-from lakecore.maintenance.check import CheckReport, Violation
+from lakecore.maintenance.check import CheckReport, Violation, add_counts
 from lakecore.maintenance.validate import (
+    CATALOG_SCOPE,
     ROW_COLUMNS,
+    TREE_SCOPE,
     SubtreeResult,
     SubtreeWork,
     VersionPlan,
@@ -86,6 +100,7 @@ def _parser() -> Any:
                              "every table's namespace exists")
     parser.add_argument("--no-expectations", action="store_true",
                         help="skip the great-expectations suite over the node rows")
+    add_full_list_option(parser, "violation", VIOLATIONS_DATASET)
     parser.add_argument("--html", metavar="PATH", type=output_file,
                         help="also write the lakehouse health page here (one self-contained HTML file with "
                              "this result; needs the [report] extra)")
@@ -127,7 +142,18 @@ def _unreadable_root(version: int, exc: LakecoreError) -> VersionResult:
 SUITE_ROW_COLUMNS: Final = ("section", "key", "pvalue", "pnode")
 _SUITE_ROW_INDEXES: Final = tuple(ROW_COLUMNS.index(name) for name in SUITE_ROW_COLUMNS)
 NODE_ROWS = Columns((("version", "bigint"), *((name, "string") for name in SUITE_ROW_COLUMNS)))
+# ... and one row per violation and version it holds for (``SubtreeResult.violation_entries``):
+# the full list stays with the executors, and the driver gets each subtree's counts by rule. A
+# violation row reuses the node-row columns rather than adding four that every node row would
+# carry as nulls (70 ms more per 200k node rows on local[1]): its section names the kind of row
+# (``VIOLATION_SECTIONS``, by the scope of its rule), its key the rule, pvalue the location and
+# pnode the detail. ``_executor_violations`` gives them their own names (``VIOLATIONS``).
+VIOLATION_SECTIONS: Final = {TREE_SCOPE: "tree-violation", CATALOG_SCOPE: "catalog-violation"}
+VIOLATIONS = Columns((("version", "bigint"), ("scope", "string"), ("rule", "string"), ("location", "string"),
+                      ("detail", "string")))
 CHECKED = Columns((("payload", "binary"), *NODE_ROWS.fields))
+# --full-list's dataset: REPORT.violations.parquet.
+VIOLATIONS_DATASET: Final = "violations"
 
 
 def _suite_columns(rows: Sequence[Any]) -> list[Any]:
@@ -149,8 +175,13 @@ def _run_subtrees(ctx: JobContext, works: list[SubtreeWork]) -> tuple[list[Subtr
 
     def check(items: list[SubtreeWork]) -> Any:
         for result in run_subtree_works(storage, items):
-            payload = pickle.dumps(result.without_rows(), protocol=pickle.HIGHEST_PROTOCOL)
+            payload = pickle.dumps(result.without_rows().counted_only(), protocol=pickle.HIGHEST_PROTOCOL)
             yield ([payload], *(None for _ in NODE_ROWS.fields))
+            entries = list(result.violation_entries())
+            if entries:  # section, key, pvalue, pnode: see VIOLATION_SECTIONS
+                yield (None, [version for version, _, _ in entries],
+                       [VIOLATION_SECTIONS[scope] for _, scope, _ in entries], [v.rule for _, _, v in entries],
+                       [v.location for _, _, v in entries], [v.detail for _, _, v in entries])
             rows = _suite_columns(result.rows.columns())
             for version in result.versions:
                 yield (None, [version] * len(result.rows), *rows)
@@ -158,6 +189,70 @@ def _run_subtrees(ctx: JobContext, works: list[SubtreeWork]) -> tuple[list[Subtr
     checked = fan_out_columns(ctx.spark, works, check, CHECKED, ctx.parallelism).persist(StorageLevel.MEMORY_AND_DISK)
     results = [pickle.loads(row[0]) for row in checked.where(F.col("payload").isNotNull()).select("payload").collect()]
     return results, checked
+
+
+def _executor_violations(checked: Any, catalog_checked: Sequence[int]) -> Any:
+    """The violations the subtree tasks found, as rows (``VIOLATIONS``): the tree's, and the
+    catalog's of the versions whose catalog was checked (a version's catalog violations count
+    only when its whole tree is clean, which only the driver knows)."""
+    from pyspark.sql import functions as F
+
+    section = F.col("section")
+    counted = section == VIOLATION_SECTIONS[TREE_SCOPE]
+    if catalog_checked:
+        counted = counted | ((section == VIOLATION_SECTIONS[CATALOG_SCOPE]) & F.col("version").isin(list(catalog_checked)))
+    scope = F.when(section == VIOLATION_SECTIONS[TREE_SCOPE], TREE_SCOPE).otherwise(CATALOG_SCOPE)
+    return checked.where(F.col("payload").isNull() & counted).select(
+        "version", scope.alias("scope"), F.col("key").alias("rule"), F.col("pvalue").alias("location"),
+        F.col("pnode").alias("detail"))
+
+
+@dataclass
+class Violations:
+    """Every checked version's violations, as the report gives them: the total, the counts by
+    rule, and the first ``VIOLATIONS_LIMIT`` in order (version, newest first; then location,
+    rule and detail)."""
+
+    total: int
+    by_rule: dict[str, int]
+    listed: list[tuple[int, Violation]]
+
+
+def _violations(ctx: JobContext, checked_versions: list[VersionResult], checked: Any) -> Violations:
+    """The listing from the driver's own violations (the top of each tree, the combine) and,
+    only when the subtrees found any, a capped sample of theirs: one query that keeps the
+    first few per partition (Spark's take-ordered), never the whole list."""
+    from pyspark.sql import functions as F
+
+    by_rule: dict[str, int] = {}
+    for result in checked_versions:
+        add_counts(by_rule, result.violations_by_rule())
+    position = {result.version: i for i, result in enumerate(checked_versions)}
+    found: list[tuple[int, Violation]] = [(r.version, v) for r in checked_versions for v in r.violations]
+    if checked is not None and any(result.unlisted for result in checked_versions):
+        catalog_checked = [r.version for r in checked_versions if r.catalog_checked]
+        sample = (_executor_violations(checked, catalog_checked)
+                  .orderBy(F.col("version").desc(), "location", "rule", "detail").limit(VIOLATIONS_LIMIT).collect())
+        found.extend((int(row["version"]), Violation(row["location"], row["rule"], row["detail"])) for row in sample)
+    found.sort(key=lambda item: (position[item[0]], item[1].location, item[1].rule, item[1].detail))
+    return Violations(sum(by_rule.values()), by_rule, found[:VIOLATIONS_LIMIT])
+
+
+def _write_full_list(ctx: JobContext, checked_versions: list[VersionResult], checked: Any) -> str:
+    """--full-list: every violation, the driver's and the subtrees', to REPORT.violations.parquet
+    (version, scope, rule, location, detail); written even when there are none, so that a
+    dataset beside a report always belongs to it."""
+    own = [(r.version, scope, v.rule, v.location, v.detail)
+           for r in checked_versions
+           for scope, listed in ((TREE_SCOPE, r.report.violations), (CATALOG_SCOPE, r.catalog_violations))
+           for v in listed]
+    frame = driver_rows(ctx.spark, own, VIOLATIONS)
+    if checked is not None:
+        frame = frame.unionByName(_executor_violations(checked, [r.version for r in checked_versions
+                                                                 if r.catalog_checked]))
+    target = full_list_dataset(ctx.args.report, VIOLATIONS_DATASET)
+    frame.write.mode("overwrite").parquet(target)
+    return target
 
 
 def _rows_dataframe(ctx: JobContext, plans: list[VersionPlan], checked: Any,
@@ -177,7 +272,8 @@ def _rows_dataframe(ctx: JobContext, plans: list[VersionPlan], checked: Any,
                             for row in node_rows(node, location, depth, plan.shape.order))
     rows = driver_rows(ctx.spark, top_rows, NODE_ROWS)
     if checked is not None:
-        rows = rows.unionByName(checked.where(F.col("payload").isNull()).select(*NODE_ROWS.names))
+        node_rows_only = F.col("payload").isNull() & ~F.col("section").isin(list(VIOLATION_SECTIONS.values()))
+        rows = rows.unionByName(checked.where(node_rows_only).select(*NODE_ROWS.names))
     row_count = len(top_rows) + sum(r.row_count * len(r.versions) for r in results)
     # The suite runs about 8 queries over these rows, each a task per partition: a small
     # lakehouse's rows in the check's 10 partitions cost more in tasks than in rows (a demo's
@@ -237,13 +333,19 @@ def _body(ctx: JobContext) -> None:
         with ctx.stage("check", f"check {len(works)} subtrees of {len(plans)} version(s)"
                                 f"{' with catalog checks' if args.deep else ''}"), executor_errors():
             results, checked = _run_subtrees(ctx, works)
-        with ctx.stage("combine", "combine the subtree results per version (driver)"):
+        # The queries below read the check's cached rows; a lost cache block is computed again.
+        with ctx.stage("combine", "combine the subtree results per version (driver)"), executor_errors():
             by_version: dict[int, list[SubtreeResult]] = {}
             for result in results:
                 for version in result.versions:
                     by_version.setdefault(version, []).append(result)
             for plan in plans:
                 finished[plan.version] = combine_version(plan, by_version.get(plan.version, []), deep=args.deep)
+            checked_versions = [finished[v] for v in versions if v in finished]
+            violations = _violations(ctx, checked_versions, checked)
+        if args.full_list:
+            with ctx.stage("full-list", "write every violation beside the report"), executor_errors():
+                report.details["violations_dataset"] = _write_full_list(ctx, checked_versions, checked)
         expectations: dict[str, Any] | None = None
         if expectations_on and plans:
             from jobs.expectations import run_expectations
@@ -260,29 +362,26 @@ def _body(ctx: JobContext) -> None:
     finally:
         if checked is not None:
             checked.unpersist()
-    _report(ctx, [finished[v] for v in versions if v in finished], plans, expectations, skipped)
+    _report(ctx, checked_versions, violations, plans, expectations, skipped)
 
 
-def _report(ctx: JobContext, checked: list[VersionResult], plans: list[VersionPlan],
+def _report(ctx: JobContext, checked: list[VersionResult], found: Violations, plans: list[VersionPlan],
             expectations: dict[str, Any] | None, skipped: list[str]) -> None:
     report = ctx.report
-    violations = [(r.version, v) for r in checked for v in r.violations]
     report.counts["versions_checked"] = len(checked)
     report.counts["nodes_checked"] = sum(r.report.nodes_checked for r in checked)
     report.counts["keys"] = sum(r.report.keys_seen for r in checked)
     report.counts["messages"] = sum(r.report.messages_seen for r in checked)
-    report.counts["violations"] = len(violations)
+    report.counts["violations"] = found.total
     report.bytes["node_bytes_checked"] = sum(r.report.bytes_checked for r in checked)
-    rules: dict[str, int] = {}
-    for _, v in violations:
-        rules[v.rule] = rules.get(v.rule, 0) + 1
-    listed = [{"version": version, **v.as_dict()} for version, v in violations[:VIOLATIONS_LIMIT]]
+    rules = dict(sorted(found.by_rule.items()))
+    listed = [{"version": version, **v.as_dict()} for version, v in found.listed]
     report.details["violations"] = listed
     report.details["violations_by_rule"] = rules
-    report.details["violations_truncated"] = len(violations) > VIOLATIONS_LIMIT
+    report.details["violations_truncated"] = found.total > len(listed)
     report.details["versions"] = [
         {"version": r.version, "ok": r.ok, "nodes": r.report.nodes_checked, "keys": r.report.keys_seen,
-         "messages": r.report.messages_seen, "bytes": r.report.bytes_checked, "violations": len(r.violations),
+         "messages": r.report.messages_seen, "bytes": r.report.bytes_checked, "violations": r.violation_count,
          "subtree_tasks": r.subtree_tasks, "catalog_checked": r.catalog_checked, "catalog_keys": r.catalog_keys}
         for r in checked
     ]
@@ -297,7 +396,7 @@ def _report(ctx: JobContext, checked: list[VersionResult], plans: list[VersionPl
     report.summary.append(
         f"checked {plural(len(checked), 'version')}, {plural(report.counts['nodes_checked'], 'node')}, "
         f"{plural(report.counts['keys'], 'key')}: "
-        + ("clean" if not bad_versions else f"{plural(len(violations), 'violation')} in {plural(len(bad_versions), 'version')}")
+        + ("clean" if not bad_versions else f"{plural(found.total, 'violation')} in {plural(len(bad_versions), 'version')}")
     )
     if expectations is not None:
         failed = [e["name"] for e in expectations["expectations"] if not e["success"]]
@@ -305,14 +404,14 @@ def _report(ctx: JobContext, checked: list[VersionResult], plans: list[VersionPl
             f"expectations: {expectations['successful']}/{expectations['evaluated']} succeeded"
             + (f"; failed: {', '.join(failed)}" if failed else "")
         )
-    for version, v in violations[:10]:
+    for version, v in found.listed[:10]:
         report.summary.append(f"v{version} {v}")
     if bad_versions or expectations_failed:
         report.status = "failed"
         report.exit_code = EXIT_VIOLATIONS
         problems = []
         if bad_versions:
-            problems.append(f"{plural(len(violations), 'violation')} in {plural(len(bad_versions), 'version')} "
+            problems.append(f"{plural(found.total, 'violation')} in {plural(len(bad_versions), 'version')} "
                             f"({', '.join(f'{rule} {n}' for rule, n in sorted(rules.items()))})")
         if expectations_failed and expectations is not None:
             failed_names = [e["name"] for e in expectations["expectations"] if not e["success"]]
@@ -337,7 +436,7 @@ def _report(ctx: JobContext, checked: list[VersionResult], plans: list[VersionPl
         }
         page = render_html(f"lakecore validate: {report.lakehouse}", summary, expectations, listed,
                            status=report.status, error=report.error, versions=report.details["versions"],
-                           violations_total=len(violations))
+                           violations_total=found.total)
         report.details["html_report"] = write_html(Path(ctx.args.report).with_suffix(".html"), page)
     if getattr(ctx.args, "html", None):
         _health_page(ctx)

@@ -22,7 +22,7 @@ the ancestors; a message or key outside them would be invisible to merge-on-read
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from lakecore import keys as K
@@ -51,6 +51,10 @@ class CheckReport:
     """What a check saw: violations, node and key counts, and the leaf depths it met."""
 
     violations: list[Violation] = field(default_factory=list)
+    # Violations counted but not listed in ``violations``, by rule. A distributed check keeps
+    # its executors' violations where they are (as rows, the full list) and sends the driver
+    # only their counts, so that the driver's memory does not grow with a broken tree.
+    unlisted: dict[str, int] = field(default_factory=dict)
     nodes_checked: int = 0
     keys_seen: int = 0
     messages_seen: int = 0
@@ -60,11 +64,17 @@ class CheckReport:
     value_locations: list[str] = field(default_factory=list)
 
     @property
+    def violation_count(self) -> int:
+        """Every violation: the listed and the unlisted."""
+        return len(self.violations) + sum(self.unlisted.values())
+
+    @property
     def ok(self) -> bool:
-        return not self.violations
+        return self.violation_count == 0
 
     def merge(self, other: CheckReport) -> None:
         self.violations.extend(other.violations)
+        add_counts(self.unlisted, other.unlisted)
         self.nodes_checked += other.nodes_checked
         self.keys_seen += other.keys_seen
         self.messages_seen += other.messages_seen
@@ -81,14 +91,44 @@ class VersionCheck:
     version: int
     report: CheckReport
     catalog_violations: list[Violation] = field(default_factory=list)
+    # The catalog's violations counted but not listed, by rule (see ``CheckReport.unlisted``).
+    catalog_unlisted: dict[str, int] = field(default_factory=dict)
 
     @property
     def violations(self) -> list[Violation]:
+        """The listed violations (all of them, unless ``unlisted`` counts some)."""
         return self.report.violations + self.catalog_violations
 
     @property
+    def unlisted(self) -> dict[str, int]:
+        return add_counts(dict(self.report.unlisted), self.catalog_unlisted)
+
+    @property
+    def violation_count(self) -> int:
+        return len(self.violations) + sum(self.unlisted.values())
+
+    def violations_by_rule(self) -> dict[str, int]:
+        """How many violations of each rule, listed or not."""
+        return add_counts(count_rules(self.violations), self.unlisted)
+
+    @property
     def ok(self) -> bool:
-        return not self.violations
+        return self.violation_count == 0
+
+
+def add_counts(into: dict[str, int], counts: Mapping[str, int]) -> dict[str, int]:
+    """Add ``counts`` (rule -> count) into ``into``; returns ``into``."""
+    for rule, count in counts.items():
+        into[rule] = into.get(rule, 0) + count
+    return into
+
+
+def count_rules(violations: Iterable[Violation]) -> dict[str, int]:
+    """Rule -> how many of ``violations`` break it."""
+    counts: dict[str, int] = {}
+    for violation in violations:
+        counts[violation.rule] = counts.get(violation.rule, 0) + 1
+    return counts
 
 
 def _in_bounds(key: str, low: str | None, high: str | None) -> bool:

@@ -38,6 +38,11 @@ its key range (its *overlay*, newest first wins). An executor scans its subtree
 subtree scan and, within one task, every (key, location) check. As in fsck, catalog violations
 only count for a version whose tree checks are clean.
 
+**Counts travel, lists stay.** A broken tree can have a violation per key. The driver needs
+only each subtree's counts by rule to combine the verdict (``SubtreeResult.counted_only``); the
+violations themselves stay where they were found (``SubtreeResult.violation_entries``, rows an
+engine keeps) and reach the driver as a capped sample, or a full list written elsewhere.
+
 A node file that is missing, unreadable or corrupt is a violation (``unreadable-node``), never
 an exception: the checker reports it, and every walk here skips what it cannot load.
 
@@ -60,7 +65,14 @@ from lakecore import keys as K
 from lakecore.defs import LakehouseDef, decode_namespace_def, decode_table_def
 from lakecore.errors import InvalidLocationError, LakecoreError, StorageError
 from lakecore.locations import check_relative_path, external_root_for, is_full_uri
-from lakecore.maintenance.check import CheckReport, TreeChecker, VersionCheck, Violation
+from lakecore.maintenance.check import (
+    CheckReport,
+    TreeChecker,
+    VersionCheck,
+    Violation,
+    add_counts,
+    count_rules,
+)
 from lakecore.maintenance.partition import SubtreeTask, TreeCut, cut_tree, with_stores_reading_ahead
 from lakecore.node import Node, system_rows
 from lakecore.storage import Storage
@@ -83,6 +95,9 @@ SECTION_KEY_TABLE: Final = "key_table"
 SECTION_BUFFER: Final = "buffer"
 SECTIONS: Final = (SECTION_SYSTEM, SECTION_KEY_TABLE, SECTION_BUFFER)
 ROW_COLUMNS: Final = ("node_path", "depth", "section", "row_index", "key", "pvalue", "pnode")
+# Whose rule a violation breaks: the invariant checker's, or the deep catalog checks'.
+TREE_SCOPE: Final = "tree"
+CATALOG_SCOPE: Final = "catalog"
 
 NodeRow = tuple[str, int, str, int, str | None, str | None, str | None]
 Message = tuple[str, str | None]
@@ -264,6 +279,8 @@ class CatalogPart:
     """The deep checks of one part of a version's resolved map."""
 
     violations: list[Violation] = field(default_factory=list)
+    # Counted, not listed, by rule (see ``CheckReport.unlisted``).
+    unlisted: dict[str, int] = field(default_factory=dict)
     namespaces: set[str] = field(default_factory=set)
     # namespace -> (table, location) of its tables, at most TABLES_PER_NAMESPACE_LIMIT
     tables: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
@@ -290,6 +307,7 @@ class CatalogPart:
 
     def merge(self, other: CatalogPart) -> None:
         self.violations.extend(other.violations)
+        add_counts(self.unlisted, other.unlisted)
         self.namespaces |= other.namespaces
         self.keys_checked += other.keys_checked
         for ns, count in other.table_counts.items():
@@ -539,6 +557,30 @@ class SubtreeResult:
     def without_rows(self) -> SubtreeResult:
         return replace(self, rows=NodeRows(), row_count=len(self.rows))
 
+    def violation_entries(self) -> Iterator[tuple[int, str, Violation]]:
+        """Every violation this result lists, once per version it holds for, as (version,
+        scope, violation): scope ``tree`` (the invariant checker's) or ``catalog`` (the deep
+        checks', which count for a version only when its whole tree is clean: see
+        ``combine_version``)."""
+        for violation in self.report.violations:
+            for version in self.versions:
+                yield version, TREE_SCOPE, violation
+        for versions, part in self.catalog:
+            for violation in part.violations:
+                for version in versions:
+                    yield version, CATALOG_SCOPE, violation
+
+    def counted_only(self) -> SubtreeResult:
+        """This result with its violations counted by rule instead of listed: what the driver
+        needs to combine (the verdict and the counts), while the list itself stays with the
+        executors (``violation_entries``)."""
+        report = replace(self.report, violations=[],
+                         unlisted=add_counts(count_rules(self.report.violations), self.report.unlisted))
+        catalog = [(versions, replace(part, violations=[],
+                                      unlisted=add_counts(count_rules(part.violations), part.unlisted)))
+                   for versions, part in self.catalog]
+        return replace(self, report=report, catalog=catalog)
+
 
 def merge_work(plans: Sequence[VersionPlan], *, deep: bool, rows: bool) -> list[SubtreeWork]:
     """One ``SubtreeWork`` per distinct subtree task of all the plans."""
@@ -708,6 +750,7 @@ def combine_version(plan: VersionPlan, results: Iterable[SubtreeResult], *, deep
                     parts.append(part)
         for part in parts:
             violations.extend(part.violations)
+            add_counts(outcome.catalog_unlisted, part.unlisted)
         violations.extend(namespace_violations(parts, plan.list_tables))
         outcome.catalog_violations = violations
         outcome.catalog_checked = True
@@ -743,8 +786,10 @@ def validate_view(view: LakehouseView, *, target: int = 4, deep: bool = False) -
 
 
 __all__ = [
+    "CATALOG_SCOPE",
     "ROW_COLUMNS",
     "SECTIONS",
+    "TREE_SCOPE",
     "CatalogPart",
     "EntryCheck",
     "NodeRow",

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from lakecore.demo import leave_crashed_commit
@@ -136,7 +137,7 @@ def comparable(ran: Ran, placeholders: dict[str, str], template_files: set[str])
 # The steps, in order: (name, job, options). The repair step's target is resolved when it starts.
 STEPS: list[tuple[str, str, list[str]]] = [
     ("validate", "validate", ["--no-expectations"]),
-    ("validate-deep", "validate", ["--deep"]),  # with the expectation suite
+    ("validate-deep", "validate", ["--deep", "--full-list"]),  # with the expectation suite
     ("flush", "flush", ["--mode", "full"]),
     ("gc-dry-run", "gc", ["--now", FUTURE, "--i-understand-grace-risk", "--dry-run"]),
     ("gc", "gc", ["--now", FUTURE, "--i-understand-grace-risk"]),
@@ -243,6 +244,10 @@ class Runner:
         assert validate["counts"]["nodes_checked"] > 1
         assert deep["details"]["deep"] is True and deep["details"]["expectations_enabled"] is True
         assert deep["counts"]["violations"] == 0
+        # --full-list: the (empty) dataset of every violation, written where the report is.
+        dataset = deep["details"]["violations_dataset"]
+        assert dataset == str(self.base / "validate-deep.json") + ".violations.parquet"
+        assert pq.read_table(dataset).num_rows == 0
 
         assert ran["flush"].report["new_version"] == self.built + 1
 

@@ -26,6 +26,7 @@ from lakecore.maintenance.validate import (
     SECTION_BUFFER,
     SECTION_KEY_TABLE,
     SECTION_SYSTEM,
+    TREE_SCOPE,
     combine_version,
     fresh_store,
     merge_work,
@@ -257,6 +258,36 @@ def test_deep_subtree_results_carry_table_counts_not_every_table(lake: Path) -> 
     assert combine_version(plan, results, deep=True).ok
 
 
+def test_counted_subtree_results_give_the_same_verdict_and_counts(lake: Path) -> None:
+    # What an executor sends the driver once the violations stay with it: counts by rule.
+    lh = _open(lake)
+    for _, location in list(lh.items(K.TABLE_KEY_PREFIX))[:5]:
+        (lake / location).unlink()
+    leaves = [location for location in _nodes(lh) if not lh.store.load(location).children]
+    # The catalog's violations first (the tree clean), then the tree's with the catalog's
+    # left out (a broken tree's catalog is not checked, as in fsck).
+    for broken_tree, deep in ((False, True), (True, False), (True, True)):
+        if broken_tree:
+            (lake / leaves[0]).unlink(missing_ok=True)
+        SHARED_CACHE.clear()
+        store = fresh_store(lh.storage, lh.lakehouse_def.order, ())
+        plan = plan_version(lh.storage, lh.version, lh.root, lh.root_info.path, lh.root_info.size,
+                            lh.lakehouse_def, store, 4, deep=deep)
+        results = [run_subtree_work(lh.storage, work) for work in merge_work([plan], deep=deep, rows=False)]
+        full = combine_version(plan, results, deep=deep)
+        counted = [result.counted_only() for result in results]
+        assert all(not r.report.violations and all(not part.violations for _, part in r.catalog) for r in counted)
+        slim = combine_version(plan, counted, deep=deep)
+        assert not slim.ok and slim.violation_count == full.violation_count > 0
+        assert slim.violations_by_rule() == full.violations_by_rule()
+        assert slim.catalog_checked == full.catalog_checked == (deep and not broken_tree)
+        # The listed ones plus the results' entries that count are exactly the full list.
+        entries = [violation for result in results for _, scope, violation in result.violation_entries()
+                   if scope == TREE_SCOPE or full.catalog_checked]
+        assert sorted(map(str, slim.violations + entries)) == sorted(map(str, full.violations))
+        assert {v.rule for v in entries} == ({"definition-missing"} if not broken_tree else {"unreadable-node"})
+
+
 def test_an_expectation_failure_on_a_crafted_node_exits_1(lake: Path, run_job: RunJob) -> None:
     lh = _open(lake)
     leaf, _ = _leaf_and_top(lh)
@@ -325,6 +356,71 @@ def test_settings_can_turn_expectations_off(lake: Path, run_job: RunJob, tmp_pat
     code, data = run_job(main, "--lakehouse", str(lake), "--env", "nogx")
     assert code == 0, data
     assert data["details"]["expectations_enabled"] is False and data["details"]["expectations"] is None
+
+
+def _newest_first(found: set[tuple[int, str, str, str]]) -> list[tuple[int, str, str, str]]:
+    """The report's order of violations: version (newest first), location, rule, detail."""
+    return sorted(found, key=lambda v: (-v[0], v[1], v[2], v[3]))
+
+
+@pytest.mark.parametrize("damage", ["leaves", "definitions"])
+def test_the_report_lists_a_few_violations_and_full_list_writes_them_all(
+    lake: Path, run_job: RunJob, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    import pyarrow.parquet as pq
+
+    import jobs.validate as validate_module
+
+    lh = _open(lake)
+    if damage == "leaves":  # tree violations, in every retained version that shares the leaves
+        leaves = [location for location in _nodes(lh) if not lh.store.load(location).children]
+        for leaf in leaves[:3]:
+            (lake / leaf).unlink()
+        args, versions, scope = ["--all-retained"], None, "tree"
+    else:  # catalog violations, one per table: the tree stays clean
+        for _, location in lh.items(K.TABLE_KEY_PREFIX):
+            (lake / location).unlink()
+        args, versions, scope = ["--deep"], [lh.version], "catalog"
+    monkeypatch.setattr(validate_module, "VIOLATIONS_LIMIT", 3)
+    code, data = run_job(main, "--lakehouse", str(lake), "--no-expectations", "--parallelism", "4",
+                         "--full-list", *args)
+    assert code == 1, data
+    versions = versions or [v["version"] for v in data["details"]["versions"]]
+    expected = _fsck(lake, versions, deep=scope == "catalog")
+    assert len(expected) > 10
+    # The counts are exact; the listing is the first few in the report's order.
+    assert data["counts"]["violations"] == len(expected)
+    rules = {rule for _, _, rule, _ in expected}
+    assert data["details"]["violations_by_rule"] == {
+        rule: sum(1 for v in expected if v[2] == rule) for rule in sorted(rules)}
+    assert data["details"]["violations_truncated"] is True
+    listed = [(v["version"], v["location"], v["rule"], v["detail"]) for v in data["details"]["violations"]]
+    assert listed == _newest_first(expected)[:3]
+    assert {v["version"]: v["violations"] for v in data["details"]["versions"]} == {
+        version: sum(1 for v in expected if v[0] == version) for version in versions}
+    assert f"{len(expected)} violations in" in data["error"]
+    # The full list: every one, once, with the scope of its rule.
+    dataset = data["details"]["violations_dataset"]
+    assert dataset.endswith(".json.violations.parquet")
+    rows = pq.read_table(dataset).to_pylist()
+    assert len(rows) == len(expected)
+    assert {(r["version"], r["location"], r["rule"], r["detail"]) for r in rows} == expected
+    assert {r["scope"] for r in rows} == {scope}
+
+
+def test_full_list_on_a_clean_lakehouse_is_an_empty_dataset(lake: Path, run_job: RunJob) -> None:
+    import pyarrow.parquet as pq
+
+    code, data = run_job(main, "--lakehouse", str(lake), "--no-expectations", "--full-list")
+    assert code == 0, data
+    table = pq.read_table(data["details"]["violations_dataset"])
+    assert table.num_rows == 0
+    assert table.column_names == ["version", "scope", "rule", "location", "detail"]
+
+
+def test_full_list_needs_a_report(lake: Path, spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--lakehouse", str(lake), "--full-list"], spark=spark) == 2
+    assert "--full-list writes beside the JSON report: give --report PATH too" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
