@@ -107,7 +107,18 @@ def _parser() -> Any:
     parser.add_argument("--reports-dir", metavar="DIR",
                         help="where the other jobs' JSON reports are, for gc's last orphan count on the "
                              "health page (default: the folder of --report)")
+    parser.add_check(_pages_apart)
     return parser
+
+
+def _pages_apart(args: Any) -> str | None:
+    """The validation's own page goes beside --report (REPORT with .html): --html must not be
+    that file, or the health page would silently replace it."""
+    if args.html and args.report and \
+            Path(args.html).resolve() == Path(args.report).with_suffix(".html").resolve():
+        return (f"--html {args.html} is where the validation's own page goes (beside --report {args.report}); "
+                "give the health page another name")
+    return None
 
 
 def _versions_to_check(storage: Storage, args: Any) -> tuple[int, list[int]]:
@@ -404,6 +415,12 @@ def _report(ctx: JobContext, checked: list[VersionResult], found: Violations, pl
             f"expectations: {expectations['successful']}/{expectations['evaluated']} succeeded"
             + (f"; failed: {', '.join(failed)}" if failed else "")
         )
+    # --deep reads the catalog only where the tree is clean (as fsck does): say so where it did not.
+    not_deep = [r.version for r in checked if report.details["deep"] and not r.catalog_checked]
+    catalog_skipped = (f"catalog checks (--deep) skipped for {plural(len(not_deep), 'version')} whose tree has "
+                       "violations; run --deep again once the tree is mended") if not_deep else None
+    if catalog_skipped:
+        report.summary.append(catalog_skipped)
     for version, v in found.listed[:10]:
         report.summary.append(f"v{version} {v}")
     if bad_versions or expectations_failed:
@@ -416,6 +433,8 @@ def _report(ctx: JobContext, checked: list[VersionResult], found: Violations, pl
         if expectations_failed and expectations is not None:
             failed_names = [e["name"] for e in expectations["expectations"] if not e["success"]]
             problems.append(f"expectations failed: {', '.join(failed_names)}")
+        if catalog_skipped:
+            problems.append(f"catalog checks skipped for {plural(len(not_deep), 'version')} (the tree first)")
         report.error = "; ".join(problems)
     report.details["html_report"] = None
     if ctx.args.report:
@@ -451,7 +470,7 @@ def _health_page(ctx: JobContext) -> None:
     report = ctx.report
     lh = Lakehouse.open(ctx.storage.root_uri, storage_options=ctx.storage.storage_options)
     entries = history(ctx.storage)
-    data = describe(lh, entries)
+    data = describe(lh, entries, damaged_tree_ok=True)  # a damaged lakehouse is when the page is needed
     reports_dir = ctx.args.reports_dir or (str(Path(ctx.args.report).parent) if ctx.args.report else None)
     report.details["health_page"] = write_health_page(ctx.args.html, data, entries, validation=report.as_dict(),
                                                       reports_dir=reports_dir)

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from lakecore.durations import format_duration_millis
+from lakecore.errors import LakecoreError, StorageError
 from lakecore.history import HistoryEntry
 from lakecore.humanize import format_bytes, format_time_millis, plural
 from lakecore.locations import hash_directories
@@ -44,8 +45,13 @@ def file_stats(storage: Storage, threads: int = 16) -> dict[str, Any]:
 
 
 def describe(view: LakehouseView, entries: list[HistoryEntry], *, files: bool = True,
-             now_millis: int | None = None) -> dict[str, Any]:
-    """Everything ``lakecore describe`` prints, as plain data (exact numbers)."""
+             now_millis: int | None = None, damaged_tree_ok: bool = False) -> dict[str, Any]:
+    """Everything ``lakecore describe`` prints, as plain data (exact numbers).
+
+    ``damaged_tree_ok``: a tree that cannot be walked (a missing or corrupt node file) becomes
+    ``tree = {"version": V, "damaged": "<the error>"}`` instead of the error, for the health
+    page, which must still be written when the lakehouse is damaged. A store that cannot be
+    read (``StorageError``) still fails: that says nothing about the lakehouse."""
     d = view.lakehouse_def
     now = int(time.time() * 1000) if now_millis is None else now_millis
     readable = [e for e in entries if e.state != "unreadable"]
@@ -73,10 +79,19 @@ def describe(view: LakehouseView, entries: list[HistoryEntry], *, files: bool = 
             "expired_but_readable": sorted(e.version for e in entries if e.state == "expired"),
             "unreadable": sorted(e.version for e in entries if e.state == "unreadable"),
         },
-        "tree": describe_tree(view),
+        "tree": _tree_or_damage(view) if damaged_tree_ok else describe_tree(view),
         "files": file_stats(view.storage) if files else None,
     }
     return data
+
+
+def _tree_or_damage(view: LakehouseView) -> dict[str, Any]:
+    try:
+        return describe_tree(view)
+    except StorageError:
+        raise
+    except LakecoreError as exc:
+        return {"version": view.version, "damaged": " ".join(str(exc).split())}
 
 
 def describe_text(data: dict[str, Any]) -> str:

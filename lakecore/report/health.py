@@ -255,8 +255,11 @@ def render_health_page(data: Mapping[str, Any], entries: Sequence[HistoryEntry],
     valid_ok, validation_parts = _validation_section(validation)
     d, v, tree, files = data["definition"], data["versions"], data["tree"], data.get("files")
     problems = []
+    damaged = tree.get("damaged")
     if v["unreadable"]:
         problems.append(f"unreadable versions {', '.join(map(str, v['unreadable']))}")
+    if damaged:
+        problems.append(f"the tree of version {tree['version']} is damaged")
     if valid_ok is False:
         problems.append("validation failed")
     if files and files.get("errors"):
@@ -271,8 +274,8 @@ def render_health_page(data: Mapping[str, Any], entries: Sequence[HistoryEntry],
             "latest version": v["latest"],
             "retained versions": v["retained"],
             "oldest retained": v["oldest_retained"] if v["oldest_retained"] is not None else "-",
-            "tree depth": tree["depth"],
-            "nodes / keys": f"{tree['nodes']} / {tree['keys']}",
+            "tree depth": "damaged" if damaged else tree["depth"],
+            "nodes / keys": "-" if damaged else f"{tree['nodes']} / {tree['keys']}",
             "files": files["total_count"] if files else "-",
             "bytes": format_bytes(files["total_bytes"]) if files else "-",
             "gc orphans (last)": gc_orphans if gc_orphans is not None else "-",
@@ -288,6 +291,7 @@ def render_health_page(data: Mapping[str, Any], entries: Sequence[HistoryEntry],
         f"<figure>{_timeline(plt, entries, data, compaction)}<figcaption>each root file by commit time; "
         "colour = what the version did; hollow = expired but still readable; orange square = pinned by an "
         "export</figcaption></figure>",
+        "" if damaged else
         f"<figure>{_levels_chart(plt, tree)}<figcaption>tree at version {esc(tree['version'])}: nodes and "
         "write-buffer fill per level (100% = the node file is full)</figcaption></figure>",
         "</div>",
@@ -300,10 +304,15 @@ def render_health_page(data: Mapping[str, Any], entries: Sequence[HistoryEntry],
             (k, s["count"], s["bytes"], format_bytes(s["bytes"])) for k, s in files["by_kind"].items() if s["count"]
         ], numeric=(1, 2, 3)) + "</div></div>")
     body.append("<h2>Tree levels</h2>")
-    body.append(table(["level", "nodes", "fan-out (min-max, avg)", "keys", "buffered", "buffer fill avg", "max"], [
-        (lvl["depth"], lvl["nodes"], f"{lvl['fanout_min']}-{lvl['fanout_max']}, {lvl['fanout_avg']:.1f}", lvl["keys"],
-         lvl["messages"], f"{lvl['buffer_fill_avg']:.0%}", f"{lvl['buffer_fill_max']:.0%}") for lvl in tree["levels"]
-    ], numeric=(1, 3, 4, 5, 6)))
+    if damaged:
+        body.append(f"<p><b>damaged:</b> the tree of version {esc(tree['version'])} could not be walked: "
+                    f"{esc(damaged)}</p>")
+    else:
+        body.append(table(["level", "nodes", "fan-out (min-max, avg)", "keys", "buffered", "buffer fill avg", "max"], [
+            (lvl["depth"], lvl["nodes"], f"{lvl['fanout_min']}-{lvl['fanout_max']}, {lvl['fanout_avg']:.1f}",
+             lvl["keys"], lvl["messages"], f"{lvl['buffer_fill_avg']:.0%}", f"{lvl['buffer_fill_max']:.0%}")
+            for lvl in tree["levels"]
+        ], numeric=(1, 3, 4, 5, 6)))
     body.append("<h2>gc</h2>")
     body.extend(gc_parts)
     if data.get("exports"):

@@ -418,6 +418,38 @@ def test_full_list_on_a_clean_lakehouse_is_an_empty_dataset(lake: Path, run_job:
     assert table.column_names == ["version", "scope", "rule", "location", "detail"]
 
 
+def test_a_damaged_tree_still_gets_its_health_page_and_says_deep_was_skipped(
+    lake: Path, pristine: Path, run_job: RunJob, tmp_path: Path
+) -> None:
+    # Found by a new-user trial: with --html, a truncated leaf ended the job with exit 6 (the
+    # page's tree description raised) and no page; and --deep skipped the catalog unsaid.
+    lh = _open(lake)
+    _, node = _leaf_and_top(lh)  # an internal node: the page's tree description reads those
+    (lake / node).write_bytes((lake / node).read_bytes()[:100])
+    health = tmp_path / "health.html"
+    code, data = run_job(main, "--lakehouse", str(lake), "--no-expectations", "--deep", "--html", str(health))
+    assert code == 1, data
+    assert data["counts"]["violations"] == 1 and data["details"]["violations"][0]["location"] == node
+    page = health.read_text()
+    assert data["details"]["health_page"] == str(health)
+    assert f"the tree of version {lh.version} is damaged" in page and node in page
+    assert ("catalog checks (--deep) skipped for 1 version whose tree has violations; run --deep again once "
+            "the tree is mended") in data["summary"]
+    assert data["error"].endswith("catalog checks skipped for 1 version (the tree first)")
+    # A clean tree: the catalog is checked, and nothing is said about skipping it.
+    code, data = run_job(main, "--lakehouse", str(pristine), "--no-expectations", "--deep")
+    assert code == 0 and not any("skipped" in line for line in data["summary"]), data
+
+
+def test_html_may_not_replace_the_reports_own_page(lake: Path, spark: Any, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    report = tmp_path / "validate.json"
+    assert main(["--lakehouse", str(lake), "--report", str(report), "--html", str(tmp_path / "validate.html")],
+                spark=spark) == 2
+    assert "is where the validation's own page goes" in capsys.readouterr().err
+    assert not report.exists()
+
+
 def test_full_list_needs_a_report(lake: Path, spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--lakehouse", str(lake), "--full-list"], spark=spark) == 2
     assert "--full-list writes beside the JSON report: give --report PATH too" in capsys.readouterr().err
