@@ -28,7 +28,7 @@ from typing import Any
 
 from jobs.startup import take_dispositions_before_startup
 from lakecore.argparsing import ArgumentError, OneLineArgumentParser, output_file, whole_number
-from lakecore.errors import ExitCode, LakecoreError, exit_code_help
+from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError, exit_code_help
 from lakecore.maintenance.damage import with_next_step
 from lakecore.maintenance.settings import MaintenanceSettings
 from lakecore.storage import Storage, parse_storage_options
@@ -154,19 +154,14 @@ def checked_option(parse: Callable[[str], Any]) -> Callable[[str], str]:
 
 
 def parse_time_millis(text: str) -> int:
-    """``--now`` as epoch millis or an ISO-8601 timestamp (Airflow's ``data_interval_end``)."""
-    import datetime as dt
+    """``--now`` as epoch millis or an ISO-8601 timestamp (Airflow's ``data_interval_end``):
+    ``lakecore.humanize.parse_time_millis``, refused as a bad argument."""
+    from lakecore.humanize import parse_time_millis as parse_time
 
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
     try:
-        parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ArgumentError(f"--now {text!r} is neither epoch milliseconds nor an ISO-8601 time") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return int(parsed.timestamp() * 1000)
+        return parse_time(text, what="--now")
+    except InvalidArgumentError as exc:
+        raise ArgumentError(str(exc)) from None
 
 
 # -- reports ---------------------------------------------------------------------------------------
@@ -251,7 +246,7 @@ def spark_session(app_name: str, master: str | None = None, remote: str | None =
 SESSION_START_GRACE_SECONDS = 15.0
 
 
-def made_beside_the_main_thread(make: Callable[[], Any]) -> Any:
+def made_beside_the_main_thread(make: Callable[[], Any], grace_seconds: float = SESSION_START_GRACE_SECONDS) -> Any:
     """``make()`` (a SparkSession) on a helper thread, waited for on this one.
 
     Why: a classic SparkContext made on the main thread installs its own SIGINT handler (cancel
@@ -261,7 +256,8 @@ def made_beside_the_main_thread(make: Callable[[], Any]) -> Any:
     job's handler raises ``JobInterrupted`` here, in the wait. Then a JVM that pyspark is still
     launching is stopped (it would outlive the job: pyspark removes the folder it writes its
     port to, and the JVM, unable to report, never exits), and the session being made is given
-    a moment to finish."""
+    a moment to finish (``grace_seconds``: none for a Spark Connect client, which has no JVM to
+    end cleanly and may be retrying an endpoint that does not answer for seconds more)."""
     outcome: dict[str, Any] = {}
     # An Event, not Thread.join: Python 3.11's join, interrupted by the signal handler's
     # exception, releases the running thread's own lock and marks it stopped, and every later
@@ -285,7 +281,8 @@ def made_beside_the_main_thread(make: Callable[[], Any]) -> Any:
         # Under spark-submit the JVM is this process's parent, not a child: let the SparkContext
         # it is making finish (about a second) so that the JVM ends cleanly when this process
         # exits, instead of logging the failed start of a context whose driver has gone.
-        done.wait(SESSION_START_GRACE_SECONDS)
+        if grace_seconds > 0:
+            done.wait(grace_seconds)
         raise
     if "error" in outcome:
         raise outcome["error"]
@@ -510,7 +507,8 @@ class JobContext:
         if self._spark is None:
             self.owns_spark = True
             self._spark = made_beside_the_main_thread(
-                lambda: spark_session(f"lakecore {self.job}", self.args.master, self.remote))
+                lambda: spark_session(f"lakecore {self.job}", self.args.master, self.remote),
+                grace_seconds=0 if self.remote else SESSION_START_GRACE_SECONDS)
         if not self._session_tuned:
             self._session_tuned = True
             if self._tune(SHUFFLE_PARTITIONS, SPARK_DEFAULT_SHUFFLE_PARTITIONS, str(self.default_parallelism)):

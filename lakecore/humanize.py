@@ -8,6 +8,7 @@ numbers. Durations that are a whole number of one unit keep the exact spelling o
 from __future__ import annotations
 
 import datetime as dt
+from typing import Final
 
 from lakecore.durations import format_duration_millis
 
@@ -74,14 +75,25 @@ def plural(count: int, noun: str, plural_form: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else (plural_form or noun + 's')}"
 
 
+# The last millisecond ISO-8601 can name (9999-12-31T23:59:59.999Z): a larger epoch number is a
+# typo, and past 2**63 - 1 it would not even fit the reports' and Spark's 64-bit integers.
+LATEST_TIME_MILLIS: Final = 253_402_300_799_999
+
+
 def parse_time_millis(text: str, *, what: str = "time") -> int:
     """Epoch milliseconds, or an ISO-8601 time (``2026-11-21``, ``2026-11-21T10:00:00Z``;
-    UTC when no zone is given). Raises InvalidArgumentError."""
+    UTC when no zone is given), at most ``LATEST_TIME_MILLIS``. Raises InvalidArgumentError."""
     from lakecore.errors import InvalidArgumentError
 
     cleaned = text.strip()
     if cleaned.isdigit():
-        return int(cleaned)
+        millis = int(cleaned)
+        if millis > LATEST_TIME_MILLIS:
+            raise InvalidArgumentError(
+                f"{what} {cleaned} is after the year 9999 as epoch milliseconds (today is a 13-digit number, "
+                f"e.g. {int(dt.datetime.now(dt.UTC).timestamp()) * 1000}); or give an ISO-8601 time"
+            )
+        return millis
     try:
         parsed = dt.datetime.fromisoformat(cleaned.replace("Z", "+00:00").replace(" UTC", "+00:00"))
     except ValueError:
@@ -93,5 +105,5 @@ def parse_time_millis(text: str, *, what: str = "time") -> int:
     return int(parsed.timestamp() * 1000)
 
 
-__all__ = ["format_age", "format_bytes", "format_millis", "format_seconds", "format_time_millis",
+__all__ = ["LATEST_TIME_MILLIS", "format_age", "format_bytes", "format_millis", "format_seconds", "format_time_millis",
            "parse_time_millis", "plural"]

@@ -12,8 +12,10 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -742,6 +744,53 @@ def test_a_signal_while_connecting_to_spark_connect_ends_the_job(tmp_path: Path,
     assert listing(lake) == before
 
 
+def test_a_signal_while_the_connect_probe_retries_ends_the_job_at_once(tmp_path: Path) -> None:
+    """An endpoint that hangs up on every connection: the Connect client's first request
+    retries for about 8 s. Found by a new-user trial: a Ctrl-C 3 s in took effect only when the
+    retries ran out (5.1-5.6 s after the signal), because the interrupted job gave the session
+    it was making 15 s to finish, as it must for a classic JVM."""
+    lake = tmp_path / "lake"
+    make_lake(str(lake))
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.settimeout(0.1)
+    connections = threading.Semaphore(0)
+    stop = threading.Event()
+
+    def hang_up() -> None:
+        while not stop.is_set():
+            try:
+                listener.accept()[0].close()
+            except OSError:
+                continue
+            connections.release()
+
+    thread = threading.Thread(target=hang_up, daemon=True)
+    thread.start()
+    job = subprocess.Popen([sys.executable, "-m", "jobs.gc", "--lakehouse", str(lake), "--dry-run",
+                            "--remote", f"sc://127.0.0.1:{listener.getsockname()[1]}"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
+    try:
+        # The second connection is a retry: the job is in the probe's back-off.
+        assert connections.acquire(timeout=120) and connections.acquire(timeout=30), "the probe never retried"
+        signalled = time.monotonic()
+        job.send_signal(signal.SIGINT)
+        _, err = job.communicate(timeout=60)
+        waited = time.monotonic() - signalled
+    finally:
+        if job.poll() is None:
+            job.kill()
+        stop.set()
+        thread.join()
+        listener.close()
+    assert job.returncode == ExitCode.INTERRUPTED, (job.returncode, err[-2000:])
+    assert err.strip().splitlines() == ["lakecore gc: interrupted by SIGINT; nothing was committed, nothing "
+                                        "is half-committed; run the job again"], err
+    # Not the rest of the retries (several seconds): the job ends as it is told.
+    assert waited < 3.0, f"the job ended {waited:.1f} s after the signal"
+
+
 # -- 5. input that used to be silently ignored ----------------------------------------------------
 
 
@@ -805,6 +854,13 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
         (["gc", "--lakehouse", str(lake), "--older-than", "3dd"], "argument --older-than: duration '3dd'"),
         (["gc", "--lakehouse", str(lake), "--now", "yesterday"], "argument --now:"),
         (["compact-versions", "--lakehouse", str(lake), "--now", "2026-13-01"], "argument --now:"),
+        # A typo in epoch millis: accepted, it expired every version the settings let go, and the
+        # report held a number past 64 bits (found by a new-user trial).
+        (["compact-versions", "--lakehouse", str(lake), "--now", "99999999999999999999", "--dry-run"],
+         "argument --now: --now 99999999999999999999 is after the year 9999 as epoch milliseconds"),
+        # The health page would have replaced the validation's own page beside the report.
+        (["validate", "--lakehouse", str(lake), "--report", str(tmp_path / "v.json"), "--html",
+          str(tmp_path / "v.html")], "is where the validation's own page goes"),
         # argparse takes a value that starts with '-' for an option: the line names the value
         # and the --option=VALUE form (which then reaches the duration check).
         (["gc", "--lakehouse", str(lake), "--older-than", "-5m"],
