@@ -703,20 +703,26 @@ class StageProgress:
         except Exception:
             return set()
 
-    def line(self, final: bool = False) -> str:
+    def line(self, ended: str | None = None) -> str:
+        """The stage's line; ``ended`` (``done in``, ``interrupted after``, ``failed after``)
+        once it is over, with the exact time, which the live line rounds to a tenth of a second
+        (a driver stage of 45 ms read "done in 0ms")."""
         from lakecore.humanize import format_seconds
 
-        elapsed = format_seconds(round(time.monotonic() - self._started, 1))
+        elapsed = time.monotonic() - self._started
         text = f"lakecore {self.job} [{self.name}] {self.description}"
         if len(text) > 90:
             text = text[:89] + "…"
         counts = self.tasks()
         if counts is not None:
             text += f"  {counts[0]}/{counts[1]} tasks"
-        return f"{text}  {'done in ' if final else ''}{elapsed}"
+        if ended is None:
+            return f"{text}  {format_seconds(round(elapsed, 1))}"
+        return f"{text}  {ended} {format_seconds(round(elapsed, 3))}"
 
-    def _draw(self, final: bool = False) -> None:
-        text = self.line(final)
+    def _draw(self, ended: str | None = None) -> None:
+        final = ended is not None
+        text = self.line(ended)
         pad = max(0, self._width - len(text))
         self._width = len(text)
         self.stream.write("\r" + text + " " * pad + ("\n" if final else ""))
@@ -739,12 +745,18 @@ class StageProgress:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         if not self.enabled or self._stop is None:
             return
         self._stop.set()
         self._thread.join(timeout=2)
-        self._draw(final=True)
+        # A stage a signal or an error ended is not "done": the job's own line says what it left.
+        if exc_type is None:
+            self._draw("done in")
+        elif issubclass(exc_type, JobInterrupted):
+            self._draw("interrupted after")
+        else:
+            self._draw("failed after")
 
 
 class JobInterrupted(BaseException):

@@ -312,7 +312,7 @@ def _body(ctx: JobContext) -> None:
     skipped: list[str] = []
     stores: dict[tuple[str, ...], NodeStore] = {}
     target = ctx.parallelism
-    with ctx.stage("plan", f"plan {len(versions)} version(s) and check the top of each tree (driver)"):
+    with ctx.stage("plan", f"plan {plural(len(versions), 'version')} and check the top of each tree (driver)"):
         for version in versions:
             try:
                 lh = Lakehouse.open(storage.root_uri, storage_options=storage.storage_options, version=version)
@@ -341,7 +341,7 @@ def _body(ctx: JobContext) -> None:
     # An executor that cannot read the store (no credentials, no route) fails the job with that
     # StorageError (exit 4, retried), never with violations: it judged no file.
     try:
-        with ctx.stage("check", f"check {len(works)} subtrees of {len(plans)} version(s)"
+        with ctx.stage("check", f"check {plural(len(works), 'subtree')} of {plural(len(plans), 'version')}"
                                 f"{' with catalog checks' if args.deep else ''}"), executor_errors():
             results, checked = _run_subtrees(ctx, works)
         # The queries below read the check's cached rows; a lost cache block is computed again.

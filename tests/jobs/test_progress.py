@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+import time
 import uuid
 from typing import Any
 
 import pytest
 
-from jobs.common import StageProgress
+from jobs.common import JobInterrupted, StageProgress
 
 pytestmark = pytest.mark.spark
 
@@ -40,3 +42,24 @@ def test_a_stage_counts_only_the_tasks_it_runs(spark: Any, monkeypatch: pytest.M
         assert stream.getvalue().endswith("\n") and "3/3 tasks  done in" in stream.getvalue()
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
+
+
+@pytest.mark.parametrize(("raised", "ended"), [(None, "done in"), (JobInterrupted("SIGINT"), "interrupted after"),
+                                               (ValueError("boom"), "failed after")])
+def test_the_last_line_says_how_the_stage_ended_and_its_exact_time(
+    raised: BaseException | None, ended: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new-user trial read "[reach-diff] ... done in 2.8s" and then "interrupted by SIGINT
+    during reach-diff"; and every driver stage "done in 0ms" (the live line's tenth of a
+    second), where the summary said "plan 45ms"."""
+    monkeypatch.setenv("LAKECORE_PROGRESS", "1")
+    stream = io.StringIO()
+    with contextlib.suppress(type(raised) if raised is not None else ()), \
+            StageProgress("gc", "plan", "a driver stage", stream=stream):
+        time.sleep(0.06)
+        if raised is not None:
+            raise raised
+    last = stream.getvalue().rstrip("\n").split("\r")[-1]
+    assert last.startswith("lakecore gc [plan] a driver stage  " + ended + " "), last
+    millis = last.rsplit(" ", 1)[1]
+    assert millis.endswith("ms") and 60 <= int(millis[:-2]) < 1000, last
