@@ -164,7 +164,10 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
         candidates = deletable_only(only_gone).persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(candidates)
         expired_reach = gone_paths.count()
-        candidate_count = candidates.count()
+        # The count, and the bytes of the node files among them (the walk read those; a
+        # definition's size is learnt only when it is deleted), in one query.
+        totals = candidates.agg(F.count(F.lit(1)), F.sum(F.when(F.col("size") >= 0, F.col("size")))).collect()[0]
+        candidate_count, known_candidate_bytes = int(totals[0]), int(totals[1] or 0)
     warnings = tolerated + expired_errors
     if warnings:
         # Parts of expired versions could not be walked: their files stay, as orphans for gc.
@@ -187,10 +190,16 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     report.sample("would_delete_roots", [root_node_file_name(v) for v in plan.expired])
     report.sample("would_delete", sample_paths(candidates))
     if args.dry_run:
+        # What the run would free, as far as a dry run knows: the roots' and the node files'
+        # sizes, not the definitions' (a dry run reads no file it does not need).
+        del report.bytes["bytes_freed"]
+        report.bytes["would_free_at_least"] = known_candidate_bytes + sum(
+            plan.roots[v].info.size for v in plan.expired if v in plan.roots)
         report.summary.append(
             f"would expire {plural(len(plan.expired), 'version')} ({plan.expired[0]}..{plan.expired[-1]}) and "
-            f"delete {plural(candidate_count, 'file')} only they reach; {plural(len(plan.retained), 'version')} "
-            f"stay{unreadable_note}"
+            f"delete {plural(candidate_count, 'file')} only they reach, freeing at least "
+            f"{format_bytes(report.bytes['would_free_at_least'])} (root and node files; definition files' sizes "
+            f"are read when they are deleted); {plural(len(plan.retained), 'version')} stay{unreadable_note}"
         )
         return
 

@@ -99,6 +99,12 @@ def test_compaction_keeps_the_newest_versions_and_the_export(lake: Path, run_job
     assert report["details"]["exported_snapshots"] == {"x": EXPORTED}
     would_delete = set(report["samples"]["would_delete"])
     assert would_delete and report["counts"]["files_deleted"] == 0
+    # What it would free, as far as a dry run knows: the root and node files (the walk read
+    # them), not the definitions; and no "bytes freed 0 B" (a new-user trial read that).
+    assert "bytes_freed" not in report["bytes"]
+    would_free = report["bytes"]["would_free_at_least"]
+    assert "freeing at least " in report["summary"][0] and "definition files' sizes" in report["summary"][0]
+    sizes = {rel: (lake / rel).stat().st_size for rel in before}
 
     deleted_roots = root_deletions(monkeypatch)
     code, report = run_job(compact_main, *args(lake, "--now", FUTURE))
@@ -110,6 +116,9 @@ def test_compaction_keeps_the_newest_versions_and_the_export(lake: Path, run_job
     assert report["counts"]["files_deleted"] == report["counts"]["files_only_expired_versions_reach"] > 0
     assert set(report["samples"]["deleted"]) == would_delete
     assert report["bytes"]["bytes_freed"] > report["bytes"]["root_bytes_freed"] > 0
+    gone = before - files(lake)
+    assert would_free == sum(sizes[rel] for rel in gone if rel.endswith(".arrow")) > 0
+    assert report["bytes"]["bytes_freed"] == sum(sizes[rel] for rel in gone) > would_free
     assert list_root_versions(Storage(uri)) == keep
     assert read_hint(Storage(uri)) == latest
     assert resolved_maps(uri) == {v: maps[v] for v in keep}
