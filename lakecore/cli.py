@@ -40,7 +40,7 @@ from lakecore.errors import (
 )
 from lakecore.humanize import plural
 from lakecore.lookup import cli as lookup_cli
-from lakecore.maintenance.damage import with_next_step
+from lakecore.maintenance.damage import damage_next_step, with_next_step
 
 if TYPE_CHECKING:
     from lakecore.lakehouse import ExportMode
@@ -290,7 +290,9 @@ def cmd_describe(args: argparse.Namespace) -> int:
     view = open_view(args)
     now = int(time.time() * 1000)
     entries = history(view.storage, now_millis=now)
-    data = describe(view, entries, now_millis=now)
+    # A damaged tree is described as damaged, not raised: the rest of the description, and the
+    # health page, are what an operator wants to see of a damaged lakehouse.
+    data = describe(view, entries, now_millis=now, damaged_tree_ok=True)
     if args.html:
         from lakecore.report.health import write_health_page
 
@@ -299,6 +301,11 @@ def cmd_describe(args: argparse.Namespace) -> int:
     if args.html:
         text += f"\nhealth page: {data['html_report']}"
     emit(args, text, data)
+    damaged = data["tree"].get("damaged")
+    if damaged:
+        print(f"lakecore: the tree of version {data['tree']['version']} is damaged: {damaged}. "
+              f"{damage_next_step(lakehouse_uri(args))}", file=sys.stderr)
+        return ExitCode.DAMAGED
     return EXIT_OK
 
 

@@ -129,9 +129,12 @@ def describe_text(data: dict[str, Any]) -> str:
             lines.append(f"  {e['name']}  version {e['version'] if e['version'] is not None else e['root']}  "
                          f"{e['mode'] or '-'}  {e['target'] or '-'}")
     t = data["tree"]
-    lines.append(f"tree at version {t['version']}: depth {t['depth']}, {plural(t['nodes'], 'node')}, "
-                 f"{plural(t['keys'], 'key')}, {plural(t['messages'], 'buffered message')}")
-    for lvl in t["levels"]:
+    if t.get("damaged"):
+        lines.append(f"tree at version {t['version']}: DAMAGED: {t['damaged']}")
+    else:
+        lines.append(f"tree at version {t['version']}: depth {t['depth']}, {plural(t['nodes'], 'node')}, "
+                     f"{plural(t['keys'], 'key')}, {plural(t['messages'], 'buffered message')}")
+    for lvl in t.get("levels", []):
         lines.append(f"  level {lvl['depth']}: {plural(lvl['nodes'], 'node')}, fan-out "
                      f"{lvl['fanout_min']}-{lvl['fanout_max']} (avg {lvl['fanout_avg']:.1f}), "
                      f"{plural(lvl['keys'], 'key')}, buffer fill avg {lvl['buffer_fill_avg']:.0%} "

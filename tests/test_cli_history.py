@@ -15,6 +15,7 @@ from lakecore.history import display_name, history
 from lakecore.humanize import format_bytes, format_seconds, format_time_millis, plural
 from lakecore.lakehouse import Lakehouse
 from lakecore.storage import Storage
+from lakecore.tree import SHARED_CACHE
 from lakecore.treeinfo import to_dot
 
 
@@ -264,3 +265,26 @@ def test_a_damaged_node_in_the_latest_version_names_the_next_step(
     assert line.endswith(f"A file of the lakehouse is damaged: `lakecore -l {lh.uri} fsck --all` names the damaged "
                          f"versions, and `lakecore -l {lh.uri} repair rollback --to-last-valid` rolls forward to the "
                          "newest clean one (a plan first; add --yes)")
+
+
+def test_describe_of_a_damaged_tree_describes_the_rest_and_exits_6(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    lh = Lakehouse.create(str(tmp_path / "lake"), name="hurt", order=4, node_file_max_size_bytes=4096,
+                          namespace_name_max_size_bytes=16, table_name_max_size_bytes=16)
+    with lh.transaction() as tx:
+        tx.create_namespace("ns")
+    for i in range(20):  # a small root: commits push buffered keys down into child node files
+        with lh.transaction() as tx:
+            tx.create_table("ns", f"t{i}", columns=[{"id": 1, "name": "id", "type": "INT8", "nullable": False}])
+    nodes = sorted(p for p in (tmp_path / "lake").rglob("*-node-*.arrow"))
+    assert nodes, "the tree has child node files"
+    for node in nodes:  # truncated child nodes: the latest tree cannot be walked, its root still read
+        node.write_bytes(node.read_bytes()[:50])
+    SHARED_CACHE.clear()  # the writer's nodes are cached in this process: read the damaged files
+    code, out, err = _run(capsys, "-l", lh.uri, "describe", "--html", str(tmp_path / "h.html"))
+    assert code == ExitCode.DAMAGED
+    assert "lakehouse 'hurt'" in out and "tree at version" in out and "DAMAGED" in out
+    assert err.count("\n") == 1 and "is damaged" in err and "repair rollback --to-last-valid" in err
+    assert "the tree of version" in (tmp_path / "h.html").read_text()
+    code, out, _ = _run(capsys, "-l", lh.uri, "describe", "--json")
+    assert code == ExitCode.DAMAGED and json.loads(out)["tree"]["damaged"]

@@ -79,8 +79,13 @@ def with_next_step(exc: LakecoreError, root_uri: str | None) -> str:
     # Only the readers' own errors: the maintenance jobs' refusals compose their own advice.
     if not isinstance(exc, (CorruptFileError, TreeStructureError)) or "repair" in line:
         return line
+    return f"{line}. {damage_next_step(root_uri)}"
+
+
+def damage_next_step(root_uri: str | None) -> str:
+    """What an operator does about a damaged node file: find the damaged versions, roll forward."""
     where = f"-l {root_uri} " if root_uri else ""
-    return (f"{line}. A file of the lakehouse is damaged: `lakecore {where}fsck --all` names the damaged versions, "
+    return (f"A file of the lakehouse is damaged: `lakecore {where}fsck --all` names the damaged versions, "
             f"and `lakecore {where}repair rollback --to-last-valid` rolls forward to the newest clean one "
             "(a plan first; add --yes)")
 
@@ -193,6 +198,7 @@ def _names(versions: Iterable[int]) -> str:
 
 __all__ = [
     "DAMAGED_MARK",
+    "damage_next_step",
     "damaged_versions",
     "drop_damaged_command",
     "explain_damage",
