@@ -1,6 +1,7 @@
 """compact-versions: expire old versions (FORMAT.md section 7) and delete the files only they reach.
 
     ./spark-submit.sh compact-versions --lakehouse URI [--now TIME] [--dry-run]
+                                     [--i-understand-expiry-risk]
 
 The rules and the crash-safe order of effects are in ``lakecore.maintenance.expire``; this
 entrypoint distributes the heavy part:
@@ -63,6 +64,7 @@ from jobs.spark_units import (
 )
 from lakecore.humanize import format_bytes, format_time_millis, plural
 from lakecore.locations import root_node_file_name
+from lakecore.maintenance.clock import ahead_of_clock
 from lakecore.maintenance.damage import DAMAGED_MARK
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.expire import (
@@ -88,7 +90,25 @@ def _parser() -> Any:
         "machine's clock; pass a fixed time so that retries decide the same)",
     )
     parser.add_argument("--dry-run", action="store_true", help="report what would expire; change nothing")
+    parser.add_argument(
+        "--i-understand-expiry-risk", action="store_true",
+        help="allow a --now in the future: versions expire before their age, and time travel to "
+        "them is lost for good (a dry run needs no permission)",
+    )
+    # Judged as the command line is read: spark-submit.sh refuses before the JVM starts.
+    parser.add_check(_now_is_safe)
     return parser
+
+
+def _now_is_safe(args: Any) -> str | None:
+    """The refusal of a --now in the future for a run that would expire versions, or None."""
+    if args.now is None or args.dry_run or args.i_understand_expiry_risk:
+        return None
+    ahead = ahead_of_clock(parse_time_millis(args.now), int(time.time() * 1000))
+    if ahead is None:
+        return None
+    return (f"{ahead}: versions would expire before their age, and time travel to them is lost for good. "
+            "Check the date; see what it would do with --dry-run, or pass --i-understand-expiry-risk to do it anyway")
 
 
 def _body(ctx: JobContext) -> None:
@@ -110,6 +130,9 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     batch_size = ctx.settings.gc_delete_batch_size
     report.dry_run = args.dry_run
     report.details["now_millis"] = now
+    ahead = ahead_of_clock(now, int(time.time() * 1000))
+    if ahead is not None and args.dry_run and not args.i_understand_expiry_risk:
+        report.summary.append(f"{ahead}: a run without --dry-run refuses it unless --i-understand-expiry-risk")
 
     with ctx.stage("plan", "read every root and decide which versions expire (driver)"):
         plan = plan_expiry(storage, now)

@@ -7,7 +7,7 @@ Each step is a job's ``main(argv, spark=...)`` exactly as ``spark-submit.sh`` wo
 with its JSON report under ``./demo-reports/`` (the current folder's, never beside the
 lakehouse: the demo touches nothing outside the lakehouse but its own reports folder). The demo's versions and orphan
 files are minutes old, so compact-versions runs with ``--now`` past the lakehouse's maximum
-version age and gc with ``--older-than 0s --i-understand-grace-risk``: fine for a demo nobody
+version age (``--i-understand-expiry-risk``) and gc with ``--older-than 0s --i-understand-grace-risk``: fine for a demo nobody
 else writes to, never for a shared lakehouse. The pipeline stops at the first failed step (no
 gc after a failed validation); a job module that does not exist yet is skipped with a note.
 """
@@ -61,7 +61,7 @@ def pipeline_steps(path: str) -> list[Step]:
         Step("validate", "jobs.validate", "2-validate", _fixed()),
         Step("flush (full)", "jobs.flush", "3-flush-full", _fixed("--mode", "full")),
         Step("validate", "jobs.validate", "4-validate", _fixed()),
-        Step("compact-versions", "jobs.compact_versions", "5-compact-versions", lambda: ("--now", _expiring_now(path))),
+        Step("compact-versions", "jobs.compact_versions", "5-compact-versions", lambda: ("--now", _expiring_now(path), "--i-understand-expiry-risk")),
         Step("gc --dry-run", "jobs.gc", "6-gc-dry-run", _fixed("--dry-run", *young)),
         Step("gc", "jobs.gc", "7-gc", _fixed(*young)),
         Step("validate --deep", "jobs.validate", "8-validate-deep", _fixed("--deep")),

@@ -58,10 +58,11 @@ from typing import Final
 from lakecore.errors import (
     UnsafeOptionError,
 )
-from lakecore.humanize import format_seconds, format_time_millis
+from lakecore.humanize import format_seconds
 from lakecore.locations import (
     hash_directory_prefixes,
 )
+from lakecore.maintenance.clock import ahead_of_clock
 from lakecore.maintenance.damage import explain_damage, is_damage, is_damage_reason
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import (
@@ -86,8 +87,6 @@ from lakecore.tree.store import NodeCache
 
 # Shorter than any sane commit: below it gc could delete the files of a commit in flight.
 MIN_GRACE_SECONDS: Final = 3600
-# How far --now may run ahead of this machine's clock before it counts as shortening the grace.
-CLOCK_SKEW_TOLERANCE_MILLIS: Final = 5 * 60 * 1000
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,11 +117,10 @@ def check_grace(
             f"the commit timeout of {format_seconds(commit_timeout_seconds)} if longer): gc could delete the "
             "files of a commit in flight. Pass --i-understand-grace-risk to do it anyway"
         )
-    if now_millis > wall_clock_millis + CLOCK_SKEW_TOLERANCE_MILLIS:
+    ahead = ahead_of_clock(now_millis, wall_clock_millis)
+    if ahead is not None:
         raise UnsafeOptionError(
-            f"--now {format_time_millis(now_millis)} is {format_seconds((now_millis - wall_clock_millis) / 1000)} "
-            "ahead of this machine's clock, which shortens the grace period by as much. Pass "
-            "--i-understand-grace-risk to do it anyway"
+            f"{ahead}, which shortens the grace period by as much. Pass --i-understand-grace-risk to do it anyway"
         )
 
 

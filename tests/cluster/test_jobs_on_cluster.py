@@ -150,7 +150,7 @@ def test_every_job_on_the_cluster(mode: str, spark_cluster: StandaloneCluster, s
     assert flush.report["counts"]["root_messages_after"] == 0
     assert tables(uri, options) == content
 
-    compact = run("compact-versions", "--now", FUTURE)
+    compact = run("compact-versions", "--now", FUTURE, "--i-understand-expiry-risk")
     assert compact.report["counts"]["expired_versions"] > 0
     assert compact.report["counts"]["files_deleted"] > 0
     assert len(list_root_versions(lh.storage)) == compact.report["counts"]["versions_before"] - \

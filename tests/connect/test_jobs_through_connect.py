@@ -141,7 +141,7 @@ STEPS: list[tuple[str, str, list[str]]] = [
     ("flush", "flush", ["--mode", "full"]),
     ("gc-dry-run", "gc", ["--now", FUTURE, "--i-understand-grace-risk", "--dry-run"]),
     ("gc", "gc", ["--now", FUTURE, "--i-understand-grace-risk"]),
-    ("compact-versions", "compact-versions", ["--now", FUTURE]),
+    ("compact-versions", "compact-versions", ["--now", FUTURE, "--i-understand-expiry-risk"]),
     ("export", "export", ["--name", "nightly", "--mode", "full", "--target", "{target}"]),
     ("repair", "repair", ["rollback", "--to-version", "{latest-1}", "--yes"]),
 ]

@@ -103,11 +103,13 @@ def test_compaction_keeps_the_newest_versions_and_the_export(lake: Path, run_job
     # them), not the definitions; and no "bytes freed 0 B" (a new-user trial read that).
     assert "bytes_freed" not in report["bytes"]
     would_free = report["bytes"]["would_free_at_least"]
-    assert "freeing at least " in report["summary"][0] and "definition files' sizes" in report["summary"][0]
+    assert "freeing at least " in report["summary"][-1] and "definition files' sizes" in report["summary"][-1]
+    # A --now a year ahead: a dry run shows what it would do, and says a real run refuses it.
+    assert "ahead of this machine's clock: a run without --dry-run refuses it" in report["summary"][0]
     sizes = {rel: (lake / rel).stat().st_size for rel in before}
 
     deleted_roots = root_deletions(monkeypatch)
-    code, report = run_job(compact_main, *args(lake, "--now", FUTURE))
+    code, report = run_job(compact_main, *args(lake, "--now", FUTURE, "--i-understand-expiry-risk"))
     monkeypatch.undo()
     assert code == 0, report.get("error")
     assert deleted_roots == expired  # oldest first, one by one
@@ -131,7 +133,7 @@ def test_compaction_keeps_the_newest_versions_and_the_export(lake: Path, run_job
     assert not after & {root_node_file_name(v) for v in expired}
 
     # The same --now again: nothing left to expire, nothing deleted.
-    code, report = run_job(compact_main, *args(lake, "--now", FUTURE))
+    code, report = run_job(compact_main, *args(lake, "--now", FUTURE, "--i-understand-expiry-risk"))
     assert code == 0 and report["details"]["expired_versions"] == [] and files(lake) == after
 
     # And gc finds no orphan: compaction left none, and deletes nothing the export needs.
@@ -159,13 +161,13 @@ def test_a_crash_between_root_deletions_leaves_only_orphans(lake: Path, run_job:
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     uri = Storage(str(lake)).root_uri
     deleted = root_deletions(monkeypatch, fail_after=15)
-    code, report = run_job(compact_main, *args(lake, "--now", FUTURE))
+    code, report = run_job(compact_main, *args(lake, "--now", FUTURE, "--i-understand-expiry-risk"))
     monkeypatch.undo()
     assert code == 4 and f"versions {deleted} were expired" in report["error"], report.get("error")
     assert deleted == [*range(12), 13, 14, 15]
     assert list_root_versions(Storage(uri)) == [EXPORTED, *range(16, 36)]
     assert_every_version_valid(uri)  # no dangling pointer anywhere
-    code, report = run_job(compact_main, *args(lake, "--now", FUTURE))
+    code, report = run_job(compact_main, *args(lake, "--now", FUTURE, "--i-understand-expiry-risk"))
     assert code == 0, report.get("error")
     assert list_root_versions(Storage(uri)) == [EXPORTED, 33, 34, 35]
     # What only versions 0..15 reached (not 12) is orphaned now; gc removes it.
@@ -232,7 +234,7 @@ def test_an_unreadable_expired_version_expires_and_its_files_are_left_to_gc(
         lake: Path, run_job: RunJob, capsys: pytest.CaptureFixture[str]) -> None:
     uri = Storage(str(lake)).root_uri
     victim = _truncate_a_node_only(lake, range(20, 26), [EXPORTED, 33, 34, 35])
-    code, report = run_job(compact_main, *args(lake, "--now", FUTURE))
+    code, report = run_job(compact_main, *args(lake, "--now", FUTURE, "--i-understand-expiry-risk"))
     assert code == 0, report.get("error")
     assert list_root_versions(Storage(uri)) == [EXPORTED, 33, 34, 35]
     unreadable = report["counts"]["unreadable_versions_expired"] + report["counts"]["unreadable_expired_subtrees"]
@@ -251,7 +253,7 @@ def test_a_damaged_retained_version_stops_compaction_with_exit_6(lake: Path, run
     """Version 12 is retained because export "x" pins it; a node only it reaches is damaged."""
     victim = _truncate_a_node_only(lake, range(EXPORTED, EXPORTED + 1), [33, 34, 35])
     before = files(lake)
-    code, report = run_job(compact_main, *args(lake, "--now", FUTURE))
+    code, report = run_job(compact_main, *args(lake, "--now", FUTURE, "--i-understand-expiry-risk"))
     assert code == 6, report.get("error")
     assert f"retained version(s) {EXPORTED} " in report["error"], report["error"]
     # Pinned, it neither expires nor is dropped: the line says what holds it.
