@@ -17,13 +17,14 @@ the lakehouse's), and not the root of an exported snapshot.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lakecore import keys as K
 from lakecore.defs import LakehouseDef
 from lakecore.errors import (
     CorruptNodeFileError,
+    ExitCode,
     InvalidArgumentError,
     InvalidLocationError,
     LakecoreError,
@@ -226,7 +227,8 @@ def oldest_retained_version(storage: Storage) -> int | None:
 
 
 def read_version(storage: Storage, version: int, order: int | None = None) -> RootInfo:
-    """A root by version, with a clear error when it was expired rather than never made."""
+    """A root by version, with a clear error when it is not there: not committed yet, expired
+    (below the oldest root), or missing from the middle of the log (``missing_version_reason``)."""
     if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= MAX_VERSION:
         raise InvalidLocationError(f"version {version!r} is outside 0..{MAX_VERSION}")
     try:
@@ -235,40 +237,96 @@ def read_version(storage: Storage, version: int, order: int | None = None) -> Ro
         latest = latest_version(storage)
         if version > latest:
             raise NotFoundError(f"version {version} does not exist yet; the latest is {latest}") from None
-        oldest = oldest_retained_version(storage)
+        listed = list_root_versions(storage)
+        if listed and version > listed[0]:
+            raise VersionExpiredError(missing_version_reason(version, listed)) from None
         raise VersionExpiredError(
             f"version {version} has been expired by version compaction; the oldest retained "
-            f"version is {oldest} (time travel works from there to {latest})"
+            f"version is {listed[0] if listed else latest} (time travel works from there to {latest})"
         ) from None
 
 
-def walk_back(storage: Storage, start: RootInfo, order: int | None = None) -> Iterator[RootInfo]:
-    """``start`` and then its ancestors along ``previous_root``, until one is missing."""
-    current: RootInfo | None = start
-    while current is not None:
-        yield current
-        if current.previous_root is None:
-            return
-        try:
-            current = read_root(storage, current.version - 1, order)
-        except NotFoundError:
-            return
+def missing_version_reason(version: int, listed: list[int]) -> str:
+    """Why a version inside the log (above the oldest root, below the latest) has no root file.
+
+    Compaction deletes the oldest expired roots first and leaves the retained ones unbroken up
+    to the latest; below a version an export pins, it may leave a gap. ``repair drop-damaged``
+    deletes damaged roots wherever they are. The file alone cannot tell which happened."""
+    before = max(v for v in listed if v < version)
+    after = min((v for v in listed if v > version), default=None)
+    around = f"versions {before} and {after}" if after is not None else f"version {before}"
+    return (f"version {version} is missing from the log (no root file between {around}): it was dropped "
+            f"as damaged by `repair drop-damaged`, or expired while an export kept the older version "
+            f"{before}; `lakecore versions` lists the versions there are")
 
 
 def version_as_of(storage: Storage, timestamp_millis: int, latest: RootInfo, order: int | None = None) -> RootInfo:
-    """The newest root with ``created_at_millis <= timestamp_millis`` (along previous_root)."""
-    oldest: RootInfo | None = None
-    for info in walk_back(storage, latest, order):
-        if info.created_at_millis <= timestamp_millis:
-            return info
-        oldest = info
-    if oldest is not None and oldest.version > 0:
+    """The newest root with ``created_at_millis <= timestamp_millis``.
+
+    Walks back one version at a time from ``latest`` (versions are created in order, so their
+    times ascend). A version it cannot read, missing (dropped by a repair, or expired below an
+    export's pin) or damaged, is a hole it steps over to the next readable root below. When
+    that root is old enough, a version of the hole may have been the newest one at the time:
+    the answer cannot be told, and the error names the readable version and the hole."""
+    listed: list[int] | None = None
+    current = latest
+    oldest = latest
+    hole: list[int] = []  # versions just stepped over, newest first
+    while True:
+        if current.created_at_millis <= timestamp_millis:
+            if hole:
+                raise VersionExpiredError(
+                    f"the version as of {format_time_millis(timestamp_millis)} cannot be told: version "
+                    f"{current.version} (created {format_time_millis(current.created_at_millis)}) is the newest "
+                    f"readable one before that time, but {_versions_text(hole)}, after it, "
+                    f"{'is' if len(hole) == 1 else 'are'} missing or damaged and may have been created before "
+                    f"that time too; `--version {current.version}` reads version {current.version}"
+                )
+            return current
+        oldest = current
+        hole = []
+        if current.previous_root is None:
+            break
+        below = current.version - 1
+        following = _readable_root(storage, below, order)
+        if following is None:  # a hole: the next readable root under it, if any
+            if listed is None:
+                listed = list_root_versions(storage)
+            hole.append(below)
+            for candidate in (v for v in reversed(listed) if v < below):
+                following = _readable_root(storage, candidate, order)
+                if following is not None:
+                    break
+            if following is None:
+                break
+            hole = list(range(current.version - 1, following.version, -1))
+        current = following
+    if oldest.version > 0:
         raise VersionExpiredError(
             f"no retained version was created at or before {format_time_millis(timestamp_millis)}; the oldest "
             f"retained version {oldest.version} was created at {format_time_millis(oldest.created_at_millis)}"
         )
-    created = f" (it was created at {format_time_millis(oldest.created_at_millis)})" if oldest is not None else ""
-    raise NotFoundError(f"the lakehouse did not exist yet at {format_time_millis(timestamp_millis)}{created}")
+    raise NotFoundError(f"the lakehouse did not exist yet at {format_time_millis(timestamp_millis)} "
+                        f"(it was created at {format_time_millis(oldest.created_at_millis)})")
+
+
+def _readable_root(storage: Storage, version: int, order: int | None) -> RootInfo | None:
+    """Root ``version``, or None when it is missing or damaged (a failed read still raises)."""
+    try:
+        return read_root(storage, version, order)
+    except NotFoundError:
+        return None
+    except LakecoreError as exc:
+        if exc.exit_code == ExitCode.DAMAGED:
+            return None
+        raise
+
+
+def _versions_text(versions: list[int]) -> str:
+    low, high = min(versions), max(versions)
+    if low == high:
+        return f"version {low}"
+    return f"versions {low}..{high}"
 
 
 # ---------------------------------------------------------------------------------------------

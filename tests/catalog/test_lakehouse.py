@@ -89,6 +89,52 @@ def test_time_travel_past_an_expired_version_is_a_clear_error(tmp_path: Path) ->
     assert [v.version for v in lh.versions()] == [4, 3, 2]
 
 
+def _stamped_lake(tmp_path: Path, commits: int) -> tuple[Lakehouse, list[int]]:
+    """A lakehouse with versions 0..commits, each created at least 5 ms after the one before;
+    ``stamps[v]`` is version v's creation time."""
+    lh = _lake(tmp_path)
+    stamps = [lh.created_at_millis]
+    for i in range(commits):
+        time.sleep(0.005)
+        with lh.transaction() as tx:
+            tx.create_namespace(f"ns{i}")
+        stamps.append(lh.created_at_millis)
+    return lh, stamps
+
+
+def test_time_travel_steps_over_a_damaged_root(tmp_path: Path) -> None:
+    """A truncated root that a repair rolled forward past (found by a new-user trial): --as-of
+    stopped at it with exit 6 and "run repair rollback", which had been run already."""
+    lh, stamps = _stamped_lake(tmp_path, 6)
+    (tmp_path / "lake" / root_node_file_name(4)).write_bytes(b"truncated")
+    lh.rollback(to_version=3)  # version 7: the content of 3
+    assert lh.as_of(stamps[2]).version == 2  # version 3 is younger: so is 4, and 2 is the answer
+    assert lh.as_of(stamps[5]).version == 5 and lh.as_of(stamps[6]).version == 6
+    # 3 is old enough, but the damaged 4 may have been too: the answer cannot be told.
+    with pytest.raises(VersionExpiredError, match=r"version 3 \(created .*\) is the newest readable one before "
+                       r"that time, but version 4, after it, is missing or damaged .*`--version 3` reads version 3"):
+        lh.as_of(stamps[3] + 1)
+
+
+def test_time_travel_across_dropped_versions_says_what_it_can_and_cannot_tell(tmp_path: Path) -> None:
+    """Root files deleted in the middle of the log (``repair drop-damaged``, or expiry below an
+    export's pin): by number the error said "expired by version compaction" though older
+    versions were there; by time the walk stopped at the gap and said "the oldest retained
+    version is 6" with 0..2 still retained (found by a new-user trial)."""
+    lh, stamps = _stamped_lake(tmp_path, 7)
+    Storage(lh.uri).delete([root_node_file_name(v) for v in (3, 4, 5)])
+    with pytest.raises(VersionExpiredError, match=r"version 4 is missing from the log \(no root file between "
+                       r"versions 2 and 6\): it was dropped as damaged by `repair drop-damaged`, or expired"):
+        lh.at_version(4)
+    assert lh.at_version(2).version == 2
+    assert lh.as_of(stamps[1]).version == 1  # below the gap, and told for sure: 2 is younger
+    assert lh.as_of(stamps[6]).version == 6 and lh.as_of(stamps[7] + 5).version == 7
+    with pytest.raises(VersionExpiredError, match=r"version 2 .* but versions 3..5, after it, are missing or damaged"):
+        lh.as_of(stamps[2] + 1)
+    with pytest.raises(NotFoundError, match="the lakehouse did not exist yet"):
+        lh.as_of(stamps[0] - 1)
+
+
 def test_a_missing_definition_is_damage_unless_its_version_expired_meanwhile(tmp_path: Path) -> None:
     from lakecore.errors import ExitCode, MissingDefinitionError
 
