@@ -96,6 +96,7 @@ from typing import Any, Final, NoReturn, Protocol
 from lakecore.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
+    InvalidLocationError,
     LakecoreError,
     NotFoundError,
     StorageError,
@@ -747,6 +748,7 @@ class Storage:
     def _setup(self, root_uri: str, storage_options: Mapping[str, Any] | None) -> None:
         self.root_uri = normalize_root_uri(root_uri)
         self._scheme, self._root_path = split_root_uri(self.root_uri)
+        _refuse_an_unknown_scheme(self._scheme, self.root_uri)
         self._storage_options: dict[str, Any] = _checked_options(self._scheme, storage_options or {})
         # Holds this thread's backend (and with it the fsspec client); never pickled.
         self._local = threading.local()
@@ -1337,6 +1339,20 @@ def _is_unreachable(exc: BaseException) -> bool:
     return any(isinstance(e, tuple(types)) for e in _causes(exc))
 
 
+def _refuse_an_unknown_scheme(scheme: str, root_uri: str) -> None:
+    """InvalidArgumentError (exit 2) for a scheme no fsspec file system is known for (``foo://``,
+    a typo of ``s3://``): a failure there would otherwise come from the first request, as a
+    storage failure (exit 4) that a scheduler retries."""
+    from fsspec.registry import known_implementations, registry
+
+    if scheme in known_implementations or scheme in registry:
+        return
+    raise InvalidLocationError(
+        f"{root_uri}: no file system is known for {scheme}:// (a typo? lakecore reads file://, s3:// and any "
+        "scheme an installed fsspec package provides, such as gs:// with gcsfs)"
+    )
+
+
 def _raise_translated(exc: Exception, uri: str, action: str, reading: bool = False) -> NoReturn:
     """Re-raise a backend failure as a lakecore error naming ``uri``; the original is chained.
 
@@ -1349,11 +1365,13 @@ def _raise_translated(exc: Exception, uri: str, action: str, reading: bool = Fal
             f"timed out trying to {action} {uri}: {type(exc).__name__}: {exc}; it may or may "
             "not have taken effect, check before retrying"
         ) from exc
-    if isinstance(exc, ImportError):
-        # fsspec knows the scheme but its package is missing (gs:// without gcsfs): setup, not
-        # a storage failure a retry could fix.
+    if isinstance(exc, ImportError) or (isinstance(exc, OSError) and str(exc).startswith("Unable to load lib")):
+        # fsspec knows the scheme but its package or native library is missing (gs:// without
+        # gcsfs; hdfs:// without a Hadoop client, whose error lists every path it tried):
+        # setup, not a storage failure a retry could fix.
         raise InvalidArgumentError(
-            f"cannot open {uri}: {exc} (this installation has no file system for {uri.split('://')[0]}://)"
+            f"cannot open {uri}: {_capped(exc)} (this installation has no working file system for "
+            f"{uri.split('://')[0]}://)"
         ) from exc
     if reading and isinstance(exc, (FileNotFoundError, NotADirectoryError, IsADirectoryError)):
         raise NotFoundError(f"file {uri} does not exist") from exc
@@ -1365,4 +1383,16 @@ def _raise_translated(exc: Exception, uri: str, action: str, reading: bool = Fal
             f"could not {action} {uri}: the storage server cannot be reached ({type(exc).__name__}: {exc}); "
             "check the endpoint (storage option endpoint_url, or AWS_ENDPOINT_URL) and that the server is up"
         ) from exc
-    raise StorageError(f"could not {action} {uri}: {type(exc).__name__}: {exc}") from exc
+    raise StorageError(f"could not {action} {uri}: {type(exc).__name__}: {_capped(exc)}") from exc
+
+
+# An error line is read by a person and kept by a scheduler: a backend's message beyond this
+# (a native loader's list of every path it tried ran to 15 KB) is cut, the original chained.
+_MESSAGE_MAX_CHARS: Final = 400
+
+
+def _capped(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    if len(text) <= _MESSAGE_MAX_CHARS:
+        return text
+    return f"{text[:_MESSAGE_MAX_CHARS]}... ({len(text) - _MESSAGE_MAX_CHARS:,} more characters)"

@@ -129,6 +129,34 @@ def test_a_master_that_does_not_answer_is_one_line() -> None:
 @pytest.mark.skipif(importlib.util.find_spec("gcsfs") is not None, reason="gcsfs is installed here")
 def test_a_scheme_whose_package_is_missing_is_bad_input_not_a_storage_failure() -> None:
     """gs:// without gcsfs was exit 4 ("retrying may help"); no retry installs a package."""
-    with pytest.raises(InvalidArgumentError, match=r"cannot open gs://bucket/lake/: .*gcsfs.*no file system for gs://"):
+    with pytest.raises(InvalidArgumentError, match=r"cannot open gs://bucket/lake/: .*gcsfs.*no working file system "
+                       r"for gs://"):
         Storage("gs://bucket/lake").first_files(1)
     assert InvalidArgumentError("x").exit_code == ExitCode.BAD_INPUT
+
+
+def test_an_unknown_scheme_is_bad_input_before_any_request() -> None:
+    """foo:// (a typo) was a StorageError on the first listing, exit 4, which DAGs retry (found by
+    a new-user trial)."""
+    with pytest.raises(InvalidArgumentError, match=r"foo://x/: no file system is known for foo:// \(a typo\?"):
+        Storage("foo://x")
+    assert Storage("s3a://bucket/lake").scheme == "s3" and Storage("memory://lake").scheme == "memory"
+
+
+def test_a_native_library_that_cannot_load_is_bad_input_and_one_short_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """hdfs:// without a Hadoop client: pyarrow's loader lists every path it tried, a 15 KB
+    error line, as a storage failure (exit 4). Now exit 2, and the backend's words are capped."""
+    import fsspec
+
+    tried = " ".join(f"dlopen(/usr/lib/jvm/{i}/libjvm.so) failed: cannot open shared object file" for i in range(200))
+
+    def no_jvm(protocol: str, **options: object) -> object:
+        raise OSError(f"Unable to load libjvm {tried}")
+
+    monkeypatch.setattr(fsspec, "filesystem", no_jvm)
+    with pytest.raises(InvalidArgumentError) as caught:
+        Storage("hdfs://nn/lake").first_files(1)
+    message = str(caught.value)
+    assert message.startswith("cannot open hdfs://nn/lake/: Unable to load libjvm dlopen(")
+    assert "more characters) (this installation has no working file system for hdfs://)" in message
+    assert len(message) < 600
