@@ -27,9 +27,15 @@ import difflib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 from lakecore.errors import InvalidArgumentError
+
+# Other tools' words for a command of ours, suggested where spelling alone finds nothing near
+# ("create" was met with "did you mean tree?"); used only when the target is a choice there.
+COMMAND_SYNONYMS: Final = {"create": "init", "new": "init", "check": "fsck", "verify": "fsck",
+                           "log": "versions", "status": "describe", "info": "describe",
+                           "vacuum": "gc", "expire": "compact-versions"}
 
 
 class ArgumentError(InvalidArgumentError):
@@ -77,7 +83,8 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         for action in self._actions:
             choices = [str(choice) for choice in action.choices or ()]
             if choices and all(repr(choice) in offered or choice in offered for choice in choices):
-                nearest = difflib.get_close_matches(given, choices, n=1)
+                synonym = COMMAND_SYNONYMS.get(given)
+                nearest = [synonym] if synonym in choices else difflib.get_close_matches(given, choices, n=1)
                 hint = f" (did you mean {nearest[0]}?)" if nearest else ""
                 # An option is named ('argument --mode'); a command's own name is the invocation.
                 named = f"{argument}: " if action.option_strings else ""

@@ -55,12 +55,12 @@ def open_lakehouse(args: argparse.Namespace) -> Lakehouse:
 
 
 def time_millis(text: str) -> int:
-    """An argparse type: ``--as-of`` as an ISO-8601 time (UTC unless it names a zone) or epoch
-    milliseconds."""
+    """An argparse type (``--as-of``, ``--since``): an ISO-8601 time (UTC unless it names a zone)
+    or epoch milliseconds. argparse names the option in front of the message."""
     from lakecore.humanize import parse_time_millis
 
     try:
-        return parse_time_millis(text, what="--as-of")
+        return parse_time_millis(text, what="the time")
     except InvalidArgumentError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

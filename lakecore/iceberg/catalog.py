@@ -339,7 +339,7 @@ class LakecoreCatalog(MetastoreCatalog):
         except NotFoundError:
             if not create:
                 raise NotFoundError(
-                    f"there is no lakehouse at {uri}: create one (`lakecore create`, Lakehouse.create) or set "
+                    f"there is no lakehouse at {uri}: create one (`lakecore init`, Lakehouse.create) or set "
                     f"the catalog property {CREATE_PROPERTY}=true"
                 ) from None
         try:

@@ -108,6 +108,13 @@ def test_bad_input_raises_pyiceberg_types_with_lakecore_messages(tmp_path: Path)
     lake.assert_fsck_deep()
 
 
+def test_no_lakehouse_at_the_uri_names_the_command_that_makes_one(tmp_path: Path) -> None:
+    """It named `lakecore create`, which does not exist (a new-user trial)."""
+    with pytest.raises(LakecoreError, match=r"there is no lakehouse at .*: create one \(`lakecore init`"):
+        LakecoreCatalog("py", uri=str(tmp_path / "nolake"))
+    assert not (tmp_path / "nolake").exists()
+
+
 @pytest.mark.parametrize("warehouse", ["", "_warehouse", ".hidden", "0101", "0101/0011/1100"])
 def test_a_warehouse_in_lakecore_directories_is_refused(tmp_path: Path, warehouse: str) -> None:
     lake = local_lake(tmp_path)

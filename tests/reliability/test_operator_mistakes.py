@@ -813,6 +813,9 @@ def test_unchecked_input_is_refused_with_what_to_do(tmp_path: Path) -> None:
         (["fsk"], "invalid choice 'fsk' (did you mean fsck?); choose from init, namespace"),
         (["table", "lst", "a"], "invalid choice 'lst' (did you mean list?); choose from create, drop, list"),
         (["qqq"], "invalid choice 'qqq'; choose from init"),
+        # Another tool's word: spelling alone offered "tree" for "create" (a new-user trial).
+        (["create", str(tmp_path / "new")], "invalid choice 'create' (did you mean init?)"),
+        (["history", "--since", "bad"], "argument --since: the time 'bad' is neither epoch milliseconds"),
     ]
     for argv, words in cases:
         proc = cli("-l", str(lake), *argv)
