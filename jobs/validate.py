@@ -64,7 +64,14 @@ from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionE
 from lakecore.humanize import plural
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import root_node_file_name
-from lakecore.maintenance.check import CheckReport, Violation, add_counts
+from lakecore.maintenance.check import (
+    DAMAGE_RULES,
+    UNREADABLE_ROOT,
+    CheckReport,
+    Violation,
+    add_counts,
+)
+from lakecore.maintenance.damage import damage_next_step
 from lakecore.maintenance.validate import (
     CATALOG_SCOPE,
     ROW_COLUMNS,
@@ -141,7 +148,8 @@ def _versions_to_check(storage: Storage, args: Any) -> tuple[int, list[int]]:
 
 def _unreadable_root(version: int, exc: LakecoreError) -> VersionResult:
     report = CheckReport()
-    report.violations.append(Violation(root_node_file_name(version), "unreadable-node", " ".join(str(exc).split())))
+    # fsck's rule name for the same file: one damaged root, one word, whichever tool found it.
+    report.violations.append(Violation(root_node_file_name(version), UNREADABLE_ROOT, " ".join(str(exc).split())))
     return VersionResult(version, report)
 
 
@@ -435,6 +443,9 @@ def _report(ctx: JobContext, checked: list[VersionResult], found: Violations, pl
             problems.append(f"expectations failed: {', '.join(failed_names)}")
         if catalog_skipped:
             problems.append(f"catalog checks skipped for {plural(len(not_deep), 'version')} (the tree first)")
+        if DAMAGE_RULES & set(rules):
+            # The one line a scheduler shows must say what to do about damage, as the other jobs' do.
+            problems.append(damage_next_step(ctx.storage.root_uri))
         report.error = "; ".join(problems)
     report.details["html_report"] = None
     if ctx.args.report:

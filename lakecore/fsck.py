@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakecore.locations import root_node_file_name
-from lakecore.maintenance.check import CheckReport, TreeChecker, VersionCheck, Violation
+from lakecore.maintenance.check import (
+    UNREADABLE_ROOT,
+    CheckReport,
+    TreeChecker,
+    VersionCheck,
+    Violation,
+)
 from lakecore.tree.store import NodeStore
 
 if TYPE_CHECKING:
@@ -32,7 +38,7 @@ def check_version(view: LakehouseView, *, deep: bool = False) -> VersionCheck:
 def unreadable_version(version: int, error: str) -> VersionCheck:
     """The check result of a version whose root file (or definition) cannot be read."""
     report = CheckReport()
-    report.violations.append(Violation(root_node_file_name(version), "unreadable-root", error))
+    report.violations.append(Violation(root_node_file_name(version), UNREADABLE_ROOT, error))
     return VersionCheck(version, report)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from lakecore import keys as K
 from lakecore.errors import LakecoreError, StorageError
@@ -31,6 +32,12 @@ from lakecore.locations import check_relative_path, is_full_uri
 from lakecore.node import Node
 from lakecore.tree.shape import TreeShape
 from lakecore.tree.store import NodeStore
+
+# The rules for files that cannot be read at all: the damage a repair mends (the others are
+# rules a readable file breaks).
+UNREADABLE_ROOT: Final = "unreadable-root"
+UNREADABLE_NODE: Final = "unreadable-node"
+DAMAGE_RULES: Final = frozenset({UNREADABLE_ROOT, UNREADABLE_NODE})
 
 
 @dataclass(frozen=True)
@@ -175,7 +182,7 @@ class TreeChecker:
             # of reporting a violation that would send an operator off to repair it.
             raise
         except LakecoreError as exc:
-            report.violations.append(Violation(location, "unreadable-node", " ".join(str(exc).split())))
+            report.violations.append(Violation(location, UNREADABLE_NODE, " ".join(str(exc).split())))
             return None, 0
         return node, size
 

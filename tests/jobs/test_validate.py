@@ -160,7 +160,7 @@ def test_a_deleted_node_file_is_a_violation_naming_it(lake: Path, run_job: RunJo
     (lake / top).unlink()
     code, data = run_job(main, "--lakehouse", str(lake), "--all-retained", "--no-expectations", "--parallelism", "4")
     assert code == 1, data
-    assert data["status"] == "failed" and "unreadable-node" in data["error"]
+    assert data["status"] == "failed" and "unreadable-node" in data["error"] and "fsck --all` names" in data["error"]
     found = _job_violations(data)
     assert {(lh.version, leaf, "unreadable-node"), (lh.version, top, "unreadable-node")} <= {f[:3] for f in found}
     versions = [v["version"] for v in data["details"]["versions"]]
@@ -190,7 +190,10 @@ def test_a_corrupt_root_is_a_violation_not_a_crash(lake: Path, run_job: RunJob) 
     root.write_bytes(root.read_bytes()[:100])
     code, data = run_job(main, "--lakehouse", str(lake), "--version", str(lh.version), "--no-expectations")
     assert code == 1, data
-    assert [(v["location"], v["rule"]) for v in data["details"]["violations"]] == [(lh.root_info.path, "unreadable-node")]
+    # fsck's name for it (validate said unreadable-node), and the error line says what to do.
+    assert [(v["location"], v["rule"]) for v in data["details"]["violations"]] == [(lh.root_info.path, "unreadable-root")]
+    assert data["error"].startswith("1 violation in 1 version (unreadable-root 1); A file of the lakehouse is damaged")
+    assert "repair rollback --to-last-valid` rolls forward to the newest clean one" in data["error"]
 
 
 def test_deep_finds_a_definition_carrying_another_name(lake: Path, run_job: RunJob) -> None:
