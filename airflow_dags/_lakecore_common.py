@@ -279,6 +279,7 @@ class LakecoreJobOperator(SparkSubmitOperator):
         lakecore_python: str = PYTHON_TEMPLATE,
         reports_dir: str = REPORTS_TEMPLATE,
         conn_id: str = CONN_ID,
+        when_planned: str | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("pool", POOL)
@@ -290,6 +291,9 @@ class LakecoreJobOperator(SparkSubmitOperator):
         self.lakecore_root = lakecore_root
         self.lakecore_python = lakecore_python
         self.reports_dir = reports_dir
+        # Logged after a job that only printed its plan (status "planned"): the job's own words
+        # say "rerun with --yes", which in a DAG is a param, not an option.
+        self.when_planned = when_planned
 
     @property
     def step(self) -> str:
@@ -401,6 +405,8 @@ class LakecoreJobOperator(SparkSubmitOperator):
             raise AirflowException(f"lakecore {self.job} exited 0 but wrote no report at {report_file}")
         for line in report_lines(report):
             self.log.info("%s", line)
+        if self.when_planned and report.get("status") == "planned":
+            self.log.info("%s", self.when_planned)
         return report
 
     def _returncode(self) -> int | None:

@@ -9,6 +9,7 @@ Manual only: trigger it with params when `lakecore_maintenance` stopped on a fai
 | `rebuild-hint` | `repair rebuild-hint`: rewrite `_latest_hint.txt` from the real latest version |
 | `rollback-to-version` | `repair rollback --to-version V`: a new version with version V's content |
 | `rollback-to-last-valid` | `repair rollback --to-last-valid`: roll forward to the newest clean version |
+| `drop-damaged` | `repair drop-damaged`: delete the root files of retained versions that cannot be read (what gc and compact-versions ask for when a damaged version blocks them) |
 | `gc-dry-run` | `gc --dry-run`: list the orphan files gc would delete; deletes nothing |
 
 Without `confirm` the repair only prints its plan (the report's `details.plan`, this run's
@@ -44,7 +45,7 @@ from _lakecore_common import (
     resolve_root,
 )
 
-ACTIONS = ["rebuild-hint", "rollback-to-version", "rollback-to-last-valid", "gc-dry-run"]
+ACTIONS = ["rebuild-hint", "rollback-to-version", "rollback-to-last-valid", "drop-damaged", "gc-dry-run"]
 
 
 def repair_command(action: str, version: int | None, confirm: bool, now: str) -> tuple[str, list[str]]:
@@ -59,6 +60,8 @@ def repair_command(action: str, version: int | None, confirm: bool, now: str) ->
         args = ["rollback", "--to-version", str(int(version))]
     elif action == "rollback-to-last-valid":
         args = ["rollback", "--to-last-valid"]
+    elif action == "drop-damaged":
+        args = ["drop-damaged"]
     else:
         raise ValueError(f"unknown action {action!r} (one of {', '.join(ACTIONS)})")
     return "repair", [*args, "--yes"] if confirm else args
@@ -66,7 +69,7 @@ def repair_command(action: str, version: int | None, confirm: bool, now: str) ->
 
 with DAG(
     dag_id="lakecore_repair",
-    description="manual repairs of one lakehouse: rebuild the hint, roll back, gc dry run",
+    description="manual repairs of one lakehouse: rebuild the hint, roll back, drop damaged versions, gc dry run",
     schedule=None,
     start_date=dt.datetime(2025, 1, 1, tzinfo=dt.UTC),
     catchup=False,
@@ -125,6 +128,8 @@ with DAG(
         job=planned["job"],
         lakehouse=planned["lakehouse"],
         job_args=planned["job_args"],
+        when_planned='this was the plan only; nothing was written. To carry it out, trigger lakecore_repair '
+                     'again with the same conf and "confirm": true',
         doc_md="""
         #### repair
         Runs the planned job (`repair ...` or `gc --dry-run`) with spark-submit. Its JSON

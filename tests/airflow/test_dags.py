@@ -131,7 +131,8 @@ def test_repair_dag(dagbag: Any) -> None:
     assert {"lakehouse", "action", "version", "confirm"} <= set(params.keys())
     schema = {name: params.get_param(name).schema for name in params}
     assert schema["lakehouse"]["type"] == "string"
-    assert schema["action"]["enum"] == ["rebuild-hint", "rollback-to-version", "rollback-to-last-valid", "gc-dry-run"]
+    assert schema["action"]["enum"] == ["rebuild-hint", "rollback-to-version", "rollback-to-last-valid", "drop-damaged",
+                                      "gc-dry-run"]
     assert set(schema["version"]["type"]) == {"null", "integer"}
     assert schema["confirm"]["type"] == "boolean"
     assert params["confirm"] is False
@@ -165,6 +166,10 @@ def test_repair_commands() -> None:
     assert repair_command("rollback-to-version", 7, True, now) == ("repair", ["rollback", "--to-version", "7", "--yes"])
     assert repair_command("rollback-to-last-valid", None, True, now) == (
         "repair", ["rollback", "--to-last-valid", "--yes"])
+    # drop-damaged: what gc and compact-versions name when a damaged version blocks them (a
+    # new-user trial found the DAG could not run it).
+    assert repair_command("drop-damaged", None, False, now) == ("repair", ["drop-damaged"])
+    assert repair_command("drop-damaged", None, True, now) == ("repair", ["drop-damaged", "--yes"])
     # gc-dry-run never deletes, confirmed or not
     assert repair_command("gc-dry-run", None, True, now) == ("gc", ["--dry-run", "--now", now])
     with pytest.raises(ValueError, match="needs the param version"):

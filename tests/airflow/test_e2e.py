@@ -129,8 +129,9 @@ class Airflow:
         return {(task, index): state for task, index, state in rows}
 
     def xcom(self, dag_id: str, task_id: str, map_index: int = -1, key: str = "return_value") -> Any:
-        rows = self.query("select value from xcom where dag_id = ? and task_id = ? and map_index = ? and key = ?",
-                          dag_id, task_id, map_index, key)
+        # The newest run's, when a DAG ran more than once.
+        rows = self.query("select value from xcom where dag_id = ? and task_id = ? and map_index = ? and key = ? "
+                          "order by timestamp desc", dag_id, task_id, map_index, key)
         if not rows:
             return None
         value = rows[0][0]
@@ -267,6 +268,17 @@ def test_bad_lakehouse_stops_at_the_first_validation(maintenance: dict[str, Any]
 def test_repair_rolls_back_to_the_last_valid_version(maintenance: dict[str, Any]) -> None:
     airflow: Airflow = maintenance["airflow"]
     before = _version(maintenance["bad"])
+    # First a plan without confirm: nothing is written, and the log says how to carry it out
+    # in Airflow's words (a param, not --yes).
+    plan_only = {"lakehouse": "bad", "action": "rollback-to-last-valid"}
+    result = airflow.run("repair-plan", "dags", "test", "lakecore_repair",
+                         dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(), "--conf", json.dumps(plan_only))
+    assert airflow.states("lakecore_repair") == {("plan", -1): "success", ("repair", -1): "success"}, \
+        _tail(result.stdout)
+    report = airflow.xcom("lakecore_repair", "repair")
+    assert report["status"] == "planned" and report["details"]["action"] == "rollback", report
+    assert 'trigger lakecore_repair again with the same conf and "confirm": true' in result.stdout
+    assert _version(maintenance["bad"]) == before
     conf = {"lakehouse": "bad", "action": "rollback-to-last-valid", "confirm": True}
     result = airflow.run("repair", "dags", "test", "lakecore_repair",
                          dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(), "--conf", json.dumps(conf))
