@@ -26,7 +26,14 @@ from collections.abc import Iterable, Mapping
 from typing import Final, Protocol, TypeVar
 
 from lakecore.defs import LakehouseDef
-from lakecore.errors import CorruptFileError, ExitCode, LakecoreError, TreeStructureError
+from lakecore.errors import (
+    CorruptFileError,
+    ExitCode,
+    LakecoreError,
+    NotFoundError,
+    TreeStructureError,
+)
+from lakecore.locations import root_node_file_name
 from lakecore.maintenance.reachable import reachable_from_root
 from lakecore.storage import Storage
 from lakecore.tree.store import NodeCache, NodeStore
@@ -156,6 +163,10 @@ def damaged_versions(storage: Storage, roots: Iterable[LoadedRoot]) -> dict[int,
     """Walk every node of each root's tree (values are not read); returns version -> the first
     damage met. A failure that is not damage (storage) is raised: the caller cannot tell then.
 
+    A node file that is missing is damage when the version's root file is still there after it:
+    version compaction deletes an expired version's root before its files, so a node missing
+    under a root that was there is no race with it (a deletion outside lakecore, most likely).
+
     One node cache for all of them: consecutive versions share almost every node, so each
     readable node is read once. Used on the failure path and by ``repair drop-damaged``."""
     cache = NodeCache()
@@ -164,6 +175,9 @@ def damaged_versions(storage: Storage, roots: Iterable[LoadedRoot]) -> dict[int,
         store = NodeStore(storage, root.lakehouse_def.order, cache=cache, external_roots=root.external_roots)
         try:
             reachable_from_root(store, root.info.node, include_values=False)
+        except NotFoundError as exc:
+            if storage.exists(root_node_file_name(root.version)):
+                out[root.version] = exc.one_line()
         except LakecoreError as exc:
             if not is_damage(exc):
                 raise

@@ -55,8 +55,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _damage(template: Path, tmp_path: Path) -> Damaged:
-    """Copy the template and truncate a node file that only the newest few versions reach."""
+def _damage(template: Path, tmp_path: Path, how: str = "truncated") -> Damaged:
+    """Copy the template and truncate (or delete) a node file that only the newest few versions reach."""
     path = tmp_path / "lake"
     shutil.copytree(template, path)
     SHARED_CACHE.clear()
@@ -70,7 +70,10 @@ def _damage(template: Path, tmp_path: Path) -> Damaged:
     lost = min((n for n in sorted(reach[latest]) if newest_without(n) >= 0), key=newest_without)
     reached_by = [v for v in reach if lost in reach[v]]
     assert reached_by == list(range(newest_without(lost) + 1, latest + 1)) and len(reached_by) >= 2
-    (path / lost).write_bytes((path / lost).read_bytes()[:100])  # `truncate -s 100`
+    if how == "deleted":
+        (path / lost).unlink()
+    else:
+        (path / lost).write_bytes((path / lost).read_bytes()[:100])  # `truncate -s 100`
     SHARED_CACHE.clear()
     return Damaged(path, latest, lost, reached_by)
 
@@ -225,6 +228,23 @@ def test_the_repair_job_drops_damaged_versions_too(repaired: Damaged, tmp_path: 
     assert done["details"]["dropped_versions"] == repaired.reached_by
     assert set(before) - set(tree_digest(repaired.path)) == {root_node_file_name(v) for v in repaired.reached_by}
     assert repair_main([*args[:3], "--to-version", "3"]) == 2  # rollback's option, refused
+
+
+def test_drop_damaged_counts_a_deleted_node_file_as_damage(template: Path, tmp_path: Path) -> None:
+    """A node file deleted by hand under versions a roll forward went past: drop-damaged failed
+    with "NotFoundError: node file ... is missing", exit 5, and dropped nothing (found through
+    the repair DAG)."""
+    deleted = _damage(template, tmp_path, how="deleted")
+    storage = deleted.storage
+    assert repair.rollback(storage, to_last_valid=True, apply=True).new_version == deleted.latest + 1
+    SHARED_CACHE.clear()
+    plan = repair.drop_damaged(storage, apply=False)
+    assert plan.status == "planned" and sorted(plan.damaged_versions) == deleted.reached_by
+    assert all("is missing" in reasons[0] for reasons in plan.damaged_versions.values())
+    done = repair.drop_damaged(storage, apply=True)
+    assert done.dropped_versions == deleted.reached_by
+    SHARED_CACHE.clear()
+    _retained_whole(deleted.path)
 
 
 def test_drop_damaged_refuses_while_the_latest_version_is_damaged(damaged: Damaged) -> None:
