@@ -506,7 +506,7 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         f"{plural(len(versions), 'retained version')}, {plural(report.counts['files_listed'], 'file')} listed, "
         f"{report.counts['reachable_files']:,} reachable{f' ({missing:,} missing)' if missing else ''}, "
         f"{plural(orphans, 'orphan')} ({too_young:,} younger than the grace period of {format_seconds(grace_seconds)}), "
-        f"{verb} {to_delete if args.dry_run else deleted.deleted}"
+        f"{verb} {to_delete if args.dry_run else deleted.deleted:,}"
         f"{f' ({deleted.already_gone} already gone: another run deleted them)' if deleted.already_gone else ''}, "
         f"{plural(report.counts['foreign_files'], 'foreign file')} left alone"
     )

@@ -155,7 +155,7 @@ def rebuild_hint(storage: Storage, *, apply: bool, say: Say = _quiet) -> RepairO
         return outcome
     _write_hint(storage, top)
     outcome.hint_after = top
-    outcome.summary.append(f"hint rewritten: {outcome.hint_before} -> {top}")
+    outcome.summary.append(f"hint rewritten: it held {held}, now {top}")
     return outcome
 
 
