@@ -146,7 +146,18 @@ def copy_snapshot(
     data = encode_root(Node(new_root.keys, new_root.values, new_root.children, new_root.buffer), order,
                        lakehouse_def_path=target_def_path, previous_root=None,
                        created_at_millis=exported.created_at_millis)
-    target_storage.create_exclusive(root_node_file_name(0), data)
+    try:
+        target_storage.create_exclusive(root_node_file_name(0), data)
+    except AlreadyExistsError:
+        # Another export to this target committed first (two runs at once). This run's
+        # definition file, uuid-named, is named by no root: take it back. The files it copied
+        # are the winner's files too, or orphans there that gc deletes.
+        target_storage.delete([target_def_path])
+        raise AlreadyExistsError(
+            f"another export to {target_storage.root_uri} committed its version 0 first (two exports to one "
+            f"target at once?); that copy stands and this one recorded nothing. `lakecore -l "
+            f"{target_storage.root_uri} describe` shows what is there; export to a new folder to make another copy"
+        ) from None
     write_hint(target_storage, 0)
     return target_storage
 

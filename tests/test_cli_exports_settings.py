@@ -21,7 +21,13 @@ import pytest
 
 from lakecore import clear_caches
 from lakecore.durations import format_duration_millis, parse_duration_millis
-from lakecore.errors import ExitCode, InvalidArgumentError, NotFoundError, ReadOnlyLakehouseError
+from lakecore.errors import (
+    AlreadyExistsError,
+    ExitCode,
+    InvalidArgumentError,
+    NotFoundError,
+    ReadOnlyLakehouseError,
+)
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
 from lakecore.storage import Storage
@@ -217,6 +223,28 @@ def test_an_export_into_a_folder_of_other_files_is_refused_but_a_partial_copy_is
     proc = run("-l", str(lake), "export", "second", "--mode", "full", "--target", str(copy))
     assert proc.returncode == 0, proc.stderr
     assert Lakehouse.open(str(copy)).version == 0
+
+
+def test_two_exports_to_one_target_at_once_one_wins_and_the_other_says_so(lake: Path, tmp_path: Path) -> None:
+    """Two full exports to one target at once (a new-user trial): the loser failed with
+    "AlreadyExistsError: file .../_000...arrow already exists" and left its own definition file
+    beside the winner's. The winner is simulated inside the loser's copy, after its checks."""
+    from lakecore.export import copy_reachable_files
+
+    target = tmp_path / "copy"
+    loser = Lakehouse.open(str(lake))
+
+    def copy_then_lose_the_race(*args: object) -> None:
+        copy_reachable_files(*args)  # type: ignore[arg-type]
+        Lakehouse.open(str(lake)).export_snapshot("winner", "full", target=str(target))
+
+    with pytest.raises(AlreadyExistsError, match=r"another export to file://.*/copy/ committed its version 0 first "
+                       r"\(two exports to one target at once\?\); that copy stands and this one recorded nothing"):
+        loser.export_snapshot("loser", "full", target=str(target), copy_files=copy_then_lose_the_race)
+    definitions = [p.name for p in target.iterdir() if p.name.startswith("_lakehouse_def")]
+    assert len(definitions) == 1, definitions  # the winner's only
+    assert Lakehouse.open(str(target)).version == 0
+    assert [e.name for e in Lakehouse.open(str(lake)).list_exports()] == ["winner"]
 
 
 def test_an_export_named_like_an_action_needs_the_create_form(lake: Path) -> None:
