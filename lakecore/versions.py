@@ -197,11 +197,15 @@ def no_lakehouse(storage: Storage) -> LakecoreError:
 
 
 def latest_version(storage: Storage) -> int:
-    """FORMAT.md section 5's latest-version discovery; NotFoundError if no root exists."""
+    """FORMAT.md section 5's latest-version discovery; NotFoundError if no root exists.
+
+    Without a readable hint it lists the root files and probes up from the largest, rather than
+    from version 0: the log may have gaps (``repair drop-damaged``, versions expired below an
+    export's pin or between age overrides), and a probe from below a gap would stop there and
+    let a commit take a number under newer roots, where no reader would find it."""
     hint = read_hint(storage)
-    start = hint if hint is not None else 0
-    if storage.exists(root_node_file_name(start)):
-        return probe_up(storage, start)
+    if hint is not None and storage.exists(root_node_file_name(hint)):
+        return probe_up(storage, hint)
     versions = list_root_versions(storage)
     if not versions:
         raise no_lakehouse(storage)

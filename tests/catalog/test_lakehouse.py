@@ -20,7 +20,7 @@ from lakecore.errors import (
 )
 from lakecore.fsck import check_version
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import root_node_file_name
+from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
 from lakecore.storage import Storage
 
 
@@ -133,6 +133,21 @@ def test_time_travel_across_dropped_versions_says_what_it_can_and_cannot_tell(tm
         lh.as_of(stamps[2] + 1)
     with pytest.raises(NotFoundError, match="the lakehouse did not exist yet"):
         lh.as_of(stamps[0] - 1)
+
+
+def test_without_a_hint_the_latest_version_is_found_above_a_gap_and_a_commit_lands_on_top(tmp_path: Path) -> None:
+    """Versions 0-5, root 3 dropped (``repair drop-damaged``), the hint lost: the probe from
+    version 0 stopped at the gap, said the latest was 2, and a commit took version 3, under 4
+    and 5, where no reader found it (found by a review)."""
+    lh, _ = _stamped_lake(tmp_path, 5)
+    storage = Storage(lh.uri)
+    storage.delete([root_node_file_name(3), LATEST_HINT_FILE_NAME])
+    reopened = Lakehouse.open(lh.uri)
+    assert reopened.version == 5
+    with reopened.transaction() as tx:
+        tx.create_namespace("after-the-gap")
+    assert reopened.version == 6 and not storage.exists(root_node_file_name(3))
+    assert "after-the-gap" in Lakehouse.open(lh.uri).list_namespaces()
 
 
 def test_a_missing_definition_is_damage_unless_its_version_expired_meanwhile(tmp_path: Path) -> None:
