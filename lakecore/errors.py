@@ -189,7 +189,8 @@ class NotFoundError(LakecoreError):
 
 
 class VersionExpiredError(NotFoundError):
-    """A version that time travel asked for has been expired by version compaction."""
+    """A version that time travel asked for is not in the log: expired by version compaction,
+    dropped by a repair, or (by time) inside a gap that makes the answer unknowable."""
 
 
 class AlreadyExistsError(LakecoreError):

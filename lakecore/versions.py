@@ -242,7 +242,9 @@ def read_version(storage: Storage, version: int, order: int | None = None) -> Ro
         if version > latest:
             raise NotFoundError(f"version {version} does not exist yet; the latest is {latest}") from None
         listed = list_root_versions(storage)
-        if listed and version > listed[0]:
+        if version in listed:  # committed between the read and the listing: read it again
+            return read_root(storage, version, order)
+        if listed and listed[0] < version < listed[-1]:
             raise VersionExpiredError(missing_version_reason(version, listed)) from None
         raise VersionExpiredError(
             f"version {version} has been expired by version compaction; the oldest retained "
@@ -251,25 +253,25 @@ def read_version(storage: Storage, version: int, order: int | None = None) -> Ro
 
 
 def missing_version_reason(version: int, listed: list[int]) -> str:
-    """Why a version inside the log (above the oldest root, below the latest) has no root file.
+    """Why a version between two root files has none.
 
-    Compaction deletes the oldest expired roots first and leaves the retained ones unbroken up
-    to the latest; below a version an export pins, it may leave a gap. ``repair drop-damaged``
-    deletes damaged roots wherever they are. The file alone cannot tell which happened."""
+    ``repair drop-damaged`` deletes damaged roots wherever they are; compaction expires by age,
+    and keeps older versions that an export pins or that a longer age override keeps (or
+    expires one a shorter override lets go). The files alone cannot tell which happened."""
     before = max(v for v in listed if v < version)
-    after = min((v for v in listed if v > version), default=None)
-    around = f"versions {before} and {after}" if after is not None else f"version {before}"
-    return (f"version {version} is missing from the log (no root file between {around}): it was dropped "
-            f"as damaged by `repair drop-damaged`, or expired while an export kept the older version "
-            f"{before}; `lakecore versions` lists the versions there are")
+    after = min(v for v in listed if v > version)
+    return (f"version {version} is missing from the log (no root file between versions {before} and {after}): "
+            "it was dropped as damaged by `repair drop-damaged`, or expired by version compaction while an "
+            "older version was kept (an export's pin, an age override); `lakecore versions` lists the "
+            "versions there are")
 
 
 def version_as_of(storage: Storage, timestamp_millis: int, latest: RootInfo, order: int | None = None) -> RootInfo:
     """The newest root with ``created_at_millis <= timestamp_millis``.
 
     Walks back one version at a time from ``latest`` (versions are created in order, so their
-    times ascend). A version it cannot read, missing (dropped by a repair, or expired below an
-    export's pin) or damaged, is a hole it steps over to the next readable root below. When
+    times ascend). A version it cannot read, missing (dropped by a repair, or expired while an
+    older version was kept) or damaged, is a hole it steps over to the next readable root below. When
     that root is old enough, a version of the hole may have been the newest one at the time:
     the answer cannot be told, and the error names the readable version and the hole."""
     listed: list[int] | None = None
@@ -302,6 +304,14 @@ def version_as_of(storage: Storage, timestamp_millis: int, latest: RootInfo, ord
                 if following is not None:
                     break
             if following is None:
+                damaged_below = [v for v in listed if v < current.version]
+                if damaged_below:  # roots that are there but cannot be read: one may be the answer
+                    raise VersionExpiredError(
+                        f"no readable version was created at or before {format_time_millis(timestamp_millis)}: "
+                        f"the oldest readable one is {current.version} (created "
+                        f"{format_time_millis(current.created_at_millis)}), and the root files of "
+                        f"{_versions_text(damaged_below)} under it cannot be read"
+                    )
                 break
             hole = list(range(current.version - 1, following.version, -1))
         current = following

@@ -116,6 +116,19 @@ def test_time_travel_steps_over_a_damaged_root(tmp_path: Path) -> None:
         lh.as_of(stamps[3] + 1)
 
 
+def test_time_travel_to_before_damaged_bottom_roots_says_they_cannot_be_read(tmp_path: Path) -> None:
+    """Roots 0 and 1 unreadable: a time between 1 and 2 was answered "no retained version ...
+    the oldest retained version 2", though 0 and 1 are retained and one of them is the answer
+    (found by a review)."""
+    lh, stamps = _stamped_lake(tmp_path, 4)
+    for version in (0, 1):
+        (tmp_path / "lake" / root_node_file_name(version)).write_bytes(b"garbage")
+    with pytest.raises(VersionExpiredError, match=r"no readable version was created at or before .*: the oldest "
+                       r"readable one is 2 \(created .*\), and the root files of versions 0..1 under it cannot be read"):
+        lh.as_of(stamps[1] + 1)
+    assert lh.as_of(stamps[2]).version == 2
+
+
 def test_time_travel_across_dropped_versions_says_what_it_can_and_cannot_tell(tmp_path: Path) -> None:
     """Root files deleted in the middle of the log (``repair drop-damaged``, or expiry below an
     export's pin): by number the error said "expired by version compaction" though older
@@ -124,7 +137,8 @@ def test_time_travel_across_dropped_versions_says_what_it_can_and_cannot_tell(tm
     lh, stamps = _stamped_lake(tmp_path, 7)
     Storage(lh.uri).delete([root_node_file_name(v) for v in (3, 4, 5)])
     with pytest.raises(VersionExpiredError, match=r"version 4 is missing from the log \(no root file between "
-                       r"versions 2 and 6\): it was dropped as damaged by `repair drop-damaged`, or expired"):
+                       r"versions 2 and 6\): it was dropped as damaged by `repair drop-damaged`, or expired by "
+                       r"version compaction while an older version was kept"):
         lh.at_version(4)
     assert lh.at_version(2).version == 2
     assert lh.as_of(stamps[1]).version == 1  # below the gap, and told for sure: 2 is younger

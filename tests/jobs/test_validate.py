@@ -21,6 +21,7 @@ from lakecore.commit import RootPlan
 from lakecore.defs import encode_def, table_def
 from lakecore.fsck import check_version
 from lakecore.lakehouse import Lakehouse
+from lakecore.locations import root_node_file_name
 from lakecore.maintenance.reachable import reachable_from_root
 from lakecore.maintenance.validate import (
     SECTION_BUFFER,
@@ -160,7 +161,8 @@ def test_a_deleted_node_file_is_a_violation_naming_it(lake: Path, run_job: RunJo
     (lake / top).unlink()
     code, data = run_job(main, "--lakehouse", str(lake), "--all-retained", "--no-expectations", "--parallelism", "4")
     assert code == 1, data
-    assert data["status"] == "failed" and "unreadable-node" in data["error"] and "fsck --all` names" in data["error"]
+    assert data["status"] == "failed" and "unreadable-node" in data["error"]
+    assert f"the latest version {lh.version} is damaged: roll forward" in data["error"]
     found = _job_violations(data)
     assert {(lh.version, leaf, "unreadable-node"), (lh.version, top, "unreadable-node")} <= {f[:3] for f in found}
     versions = [v["version"] for v in data["details"]["versions"]]
@@ -192,8 +194,22 @@ def test_a_corrupt_root_is_a_violation_not_a_crash(lake: Path, run_job: RunJob) 
     assert code == 1, data
     # fsck's name for it (validate said unreadable-node), and the error line says what to do.
     assert [(v["location"], v["rule"]) for v in data["details"]["violations"]] == [(lh.root_info.path, "unreadable-root")]
-    assert data["error"].startswith("1 violation in 1 version (unreadable-root 1); A file of the lakehouse is damaged")
-    assert "repair rollback --to-last-valid` rolls forward to the newest clean one" in data["error"]
+    assert data["error"].startswith("1 violation in 1 version (unreadable-root 1); the latest version "
+                                     f"{lh.version} is damaged: roll forward to the newest readable version with")
+    assert "repair rollback --to-last-valid" in data["error"]
+
+
+def test_damage_only_in_an_older_version_names_drop_damaged_not_a_roll_forward(lake: Path, run_job: RunJob) -> None:
+    """A review: the damage advice named `rollback --to-last-valid` even when the latest
+    version was whole, where that does nothing."""
+    lh = _open(lake)
+    older = lh.version - 1
+    root = lake / root_node_file_name(older)
+    root.write_bytes(root.read_bytes()[:100])
+    code, data = run_job(main, "--lakehouse", str(lake), "--version", str(older), "--no-expectations")
+    assert code == 1, data
+    assert f"the latest version {lh.version} is readable: drop the damaged root(s) {older}" in data["error"]
+    assert "repair drop-damaged" in data["error"] and "rollback" not in data["error"]
 
 
 def test_deep_finds_a_definition_carrying_another_name(lake: Path, run_job: RunJob) -> None:
@@ -438,7 +454,7 @@ def test_a_damaged_tree_still_gets_its_health_page_and_says_deep_was_skipped(
     assert f"the tree of version {lh.version} is damaged" in page and node in page
     assert ("catalog checks (--deep) skipped for 1 version whose tree has violations; run --deep again once "
             "the tree is mended") in data["summary"]
-    assert "; catalog checks skipped for 1 version (the tree first); A file of the lakehouse is damaged" in data["error"]
+    assert "; catalog checks skipped for 1 version (the tree first); the latest version" in data["error"]
     # A clean tree: the catalog is checked, and nothing is said about skipping it.
     code, data = run_job(main, "--lakehouse", str(pristine), "--no-expectations", "--deep")
     assert code == 0 and not any("skipped" in line for line in data["summary"]), data
