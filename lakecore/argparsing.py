@@ -31,11 +31,10 @@ from typing import Any, Final, NoReturn
 
 from lakecore.errors import InvalidArgumentError
 
-# Other tools' words for a command of ours, suggested where spelling alone finds nothing near
-# ("create" was met with "did you mean tree?"); used only when the target is a choice there.
+# Other tools' words for a command of ours, suggested before what spelling alone finds near
+# ("create" was met with "did you mean tree?"); used only where the target is a choice.
 COMMAND_SYNONYMS: Final = {"create": "init", "new": "init", "check": "fsck", "verify": "fsck",
-                           "log": "versions", "status": "describe", "info": "describe",
-                           "vacuum": "gc", "expire": "compact-versions"}
+                           "log": "versions", "status": "describe", "info": "describe"}
 
 
 class ArgumentError(InvalidArgumentError):

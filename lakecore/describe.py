@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from lakecore.durations import format_duration_millis
-from lakecore.errors import LakecoreError, StorageError
+from lakecore.errors import ExitCode, InvalidLocationError, LakecoreError, NotFoundError
 from lakecore.history import HistoryEntry
 from lakecore.humanize import format_bytes, format_time_millis, plural
 from lakecore.locations import hash_directories
@@ -86,11 +86,19 @@ def describe(view: LakehouseView, entries: list[HistoryEntry], *, files: bool = 
 
 
 def _tree_or_damage(view: LakehouseView) -> dict[str, Any]:
+    """The tree's description, or its damage: a file that cannot be decoded (exit code DAMAGED),
+    a stored child path that leaves the root, or a node file missing under a root file that is
+    still there. A missing node under a root that is gone is the version expiring meanwhile:
+    raised, as is any other failure (a storage error says nothing about the lakehouse)."""
     try:
         return describe_tree(view)
-    except StorageError:
-        raise
+    except NotFoundError as exc:
+        if not view.storage.exists(view.root_info.path):
+            raise
+        return {"version": view.version, "damaged": " ".join(str(exc).split())}
     except LakecoreError as exc:
+        if exc.exit_code != ExitCode.DAMAGED and not isinstance(exc, InvalidLocationError):
+            raise
         return {"version": view.version, "damaged": " ".join(str(exc).split())}
 
 

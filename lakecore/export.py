@@ -21,6 +21,7 @@ pins the exported version against expiry until ``Lakehouse.drop_export`` removes
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -152,7 +153,8 @@ def copy_snapshot(
         # Another export to this target committed first (two runs at once). This run's
         # definition file, uuid-named, is named by no root: take it back. The files it copied
         # are the winner's files too, or orphans there that gc deletes.
-        target_storage.delete([target_def_path])
+        with contextlib.suppress(LakecoreError):  # left behind, it is an orphan gc deletes
+            target_storage.delete([target_def_path])
         raise AlreadyExistsError(
             f"another export to {target_storage.root_uri} committed its version 0 first (two exports to one "
             f"target at once?); that copy stands and this one recorded nothing. `lakecore -l "
