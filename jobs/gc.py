@@ -73,7 +73,7 @@ from jobs.spark_units import (
 from lakecore.errors import LakecoreError, UnsafeOptionError
 from lakecore.humanize import format_seconds, plural
 from lakecore.locations import hash_directory_prefixes
-from lakecore.maintenance.damage import DAMAGED_MARK, is_damage
+from lakecore.maintenance.damage import DAMAGED_MARK, may_be_damage
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.gc import check_grace, refusal_for_damage
 from lakecore.maintenance.listing import (
@@ -369,7 +369,7 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         try:
             plan = plan_reach(storage, retained.roots.values(), ctx.parallelism, cache=cache)
         except GcRefusedError as exc:
-            raise refusal_for_damage(storage, retained, exc, damaged=is_damage(exc)) from exc
+            raise refusal_for_damage(storage, retained, exc, damaged=may_be_damage(exc)) from exc
     report.counts["subtree_tasks"] = len(plan.tasks)
     report.counts["subtree_tasks_shared_by_versions"] = plan.shared_tasks
 

@@ -74,8 +74,23 @@ def is_damage_reason(reason: str) -> bool:
     return reason.startswith(DAMAGED_MARK)
 
 
+def may_be_damage(exc: BaseException | None) -> bool:
+    """True for damage, and for a file that is missing (``NotFoundError``): a missing node is
+    damage unless its version expired meanwhile, which ``damaged_versions`` tells apart (the
+    root file is gone then). A refusal for it is explained by that walk: exit 6 when it finds
+    damage, else the retryable refusal."""
+    seen = 0
+    probe = exc
+    while probe is not None and seen < 16:
+        if isinstance(probe, NotFoundError):
+            return True
+        probe = probe.__cause__
+        seen += 1
+    return is_damage(exc)
+
+
 def mark_damage(reason: str, exc: BaseException) -> str:
-    return DAMAGED_MARK + reason if is_damage(exc) else reason
+    return DAMAGED_MARK + reason if may_be_damage(exc) else reason
 
 
 def with_next_step(exc: LakecoreError, root_uri: str | None) -> str:
@@ -219,6 +234,7 @@ __all__ = [
     "is_damage",
     "is_damage_reason",
     "mark_damage",
+    "may_be_damage",
     "next_step",
     "pin_reason",
     "pins_of",

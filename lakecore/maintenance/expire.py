@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from lakecore.defs import LakehouseDef
 from lakecore.errors import ExitCode, LakecoreError, NotFoundError, ReadOnlyLakehouseError
 from lakecore.locations import root_node_file_name
-from lakecore.maintenance.damage import explain_damage, is_damage, is_damage_reason
+from lakecore.maintenance.damage import explain_damage, is_damage_reason, may_be_damage
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import (
     error_reason,
@@ -204,7 +204,7 @@ def plan_reaches(
     try:
         kept = plan_reach(storage, plan.retained_roots, target_tasks, cache=cache, refused=ExpiryRefusedError)
     except ExpiryRefusedError as exc:
-        raise refusal_for_damage(storage, plan, exc, damaged=is_damage(exc)) from exc
+        raise refusal_for_damage(storage, plan, exc, damaged=may_be_damage(exc)) from exc
     tolerated: list[str] = []
     gone = plan_reach(storage, plan.expired_roots, target_tasks, cache=cache, skip=kept.covered,
                       tolerated=tolerated)

@@ -63,7 +63,7 @@ from lakecore.locations import (
     hash_directory_prefixes,
 )
 from lakecore.maintenance.clock import ahead_of_clock
-from lakecore.maintenance.damage import explain_damage, is_damage, is_damage_reason
+from lakecore.maintenance.damage import explain_damage, is_damage_reason, may_be_damage
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import (
     GcDamagedError,
@@ -175,7 +175,7 @@ def gc_in_process(
     try:
         plan = plan_reach(storage, retained.roots.values(), target_tasks, cache=cache)
     except GcRefusedError as exc:
-        raise refusal_for_damage(storage, retained, exc, damaged=is_damage(exc)) from exc
+        raise refusal_for_damage(storage, retained, exc, damaged=may_be_damage(exc)) from exc
     reach = list(plan.driver_paths.items()) + list(run_reach_tasks(storage, plan.tasks))
     seen = tally_in_memory(listing, reach)
     if seen.error_count:

@@ -247,6 +247,23 @@ def test_drop_damaged_counts_a_deleted_node_file_as_damage(template: Path, tmp_p
     _retained_whole(deleted.path)
 
 
+def test_a_missing_node_is_damage_only_while_its_root_is_there(template: Path, tmp_path: Path) -> None:
+    """The race a missing node may be: compaction deletes an expired version's root, then its
+    files, while a walk holds the root it read earlier. With the root gone it is no damage."""
+    from lakecore.maintenance.damage import damaged_versions
+    from lakecore.maintenance.roots import load_root
+
+    deleted = _damage(template, tmp_path, how="deleted")
+    storage = deleted.storage
+    roots = [load_root(storage, v, StorageError) for v in deleted.reached_by]
+    SHARED_CACHE.clear()
+    assert sorted(damaged_versions(storage, roots)) == deleted.reached_by
+    oldest = deleted.reached_by[0]
+    storage.delete([root_node_file_name(oldest)])  # as compaction would, before the files
+    SHARED_CACHE.clear()
+    assert sorted(damaged_versions(storage, roots)) == deleted.reached_by[1:]
+
+
 def test_drop_damaged_refuses_while_the_latest_version_is_damaged(damaged: Damaged) -> None:
     before = tree_digest(damaged.path)
     outcome = repair.drop_damaged(damaged.storage, apply=True)
