@@ -210,6 +210,7 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     ) if parts else ""
     report.counts["files_reached_by_expired_versions"] = expired_reach
     report.counts["files_only_expired_versions_reach"] = candidate_count
+    staying = f"{plural(len(plan.retained), 'version')} {'stays' if len(plan.retained) == 1 else 'stay'}"
     report.sample("would_delete_roots", [root_node_file_name(v) for v in plan.expired])
     report.sample("would_delete", sample_paths(candidates))
     if args.dry_run:
@@ -222,7 +223,7 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
             f"would expire {plural(len(plan.expired), 'version')} ({plan.expired[0]}..{plan.expired[-1]}) and "
             f"delete {plural(candidate_count, 'file')} only they reach, freeing at least "
             f"{format_bytes(report.bytes['would_free_at_least'])} (root and node files; definition files' sizes "
-            f"are read when they are deleted); {plural(len(plan.retained), 'version')} {'stays' if len(plan.retained) == 1 else 'stay'}{unreadable_note}"
+            f"are read when they are deleted); {staying}{unreadable_note}"
         )
         return
 
@@ -266,7 +267,7 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     report.summary.append(
         f"expired {plural(len(roots.deleted), 'version')} ({plan.expired[0]}..{plan.expired[-1]}), deleted "
         f"{plural(deleted.deleted, 'file')} only they reached, freed {format_bytes(report.bytes['bytes_freed'])}; "
-        f"{plural(len(plan.retained), 'version')} {'stays' if len(plan.retained) == 1 else 'stay'}{unreadable_note}{_already_gone_note(roots.already_gone, deleted)}"
+        f"{staying}{unreadable_note}{_already_gone_note(roots.already_gone, deleted)}"
     )
     if deleted.errors or deleted.refused:
         report.sample("delete_errors", deleted.errors + deleted.refused)

@@ -443,14 +443,14 @@ def _report(ctx: JobContext, checked: list[VersionResult], found: Violations, pl
             problems.append(f"expectations failed: {', '.join(failed_names)}")
         if catalog_skipped:
             problems.append(f"catalog checks skipped for {plural(len(not_deep), 'version')} (the tree first)")
-        damaged = [r.version for r in checked if DAMAGE_RULES & set(r.violations_by_rule())]
+        damage_rules = {r.version: DAMAGE_RULES & set(r.violations_by_rule()) for r in checked}
+        damaged = [version for version, rules_broken in damage_rules.items() if rules_broken]
         if damaged:
             # The one line a scheduler shows must say what to do about damage, as the other jobs'
             # do; what that is depends on whether the latest version is among the damaged.
             latest = report.base_version if report.base_version is not None else max(damaged)
             problems.append(next_step(ctx.storage.root_uri, damaged, latest,
-                                      roots_damaged=all(UNREADABLE_ROOT in r.violations_by_rule()
-                                                        for r in checked if r.version in damaged)))
+                                      roots_damaged=all(UNREADABLE_ROOT in damage_rules[v] for v in damaged)))
         report.error = "; ".join(problems)
     report.details["html_report"] = None
     if ctx.args.report:

@@ -12,13 +12,14 @@ import time
 from typing import Any
 
 from lakecore.durations import format_duration_millis
-from lakecore.errors import ExitCode, InvalidLocationError, LakecoreError, NotFoundError
+from lakecore.errors import InvalidLocationError, LakecoreError
 from lakecore.history import HistoryEntry
 from lakecore.humanize import format_bytes, format_time_millis, plural
 from lakecore.locations import hash_directories
 from lakecore.maintenance.listing import ERROR_KEY, FOREIGN, list_directories, list_top
 from lakecore.storage import Storage
 from lakecore.treeinfo import describe_tree
+from lakecore.versions import is_damage_in_version
 from lakecore.view import LakehouseView
 
 FILE_KINDS = ("root_node", "node", "lakehouse_def", "namespace_def", "table_def", "latest_hint", "temp", FOREIGN)
@@ -86,18 +87,14 @@ def describe(view: LakehouseView, entries: list[HistoryEntry], *, files: bool = 
 
 
 def _tree_or_damage(view: LakehouseView) -> dict[str, Any]:
-    """The tree's description, or its damage: a file that cannot be decoded (exit code DAMAGED),
-    a stored child path that leaves the root, or a node file missing under a root file that is
-    still there. A missing node under a root that is gone is the version expiring meanwhile:
-    raised, as is any other failure (a storage error says nothing about the lakehouse)."""
+    """The tree's description, or its damage (``versions.is_damage_in_version``, or a stored
+    child path that leaves the root). Any other failure is raised: a storage error says nothing
+    about the lakehouse, and a node missing under a root that is gone is the version expiring
+    meanwhile."""
     try:
         return describe_tree(view)
-    except NotFoundError as exc:
-        if not view.storage.exists(view.root_info.path):
-            raise
-        return {"version": view.version, "damaged": " ".join(str(exc).split())}
     except LakecoreError as exc:
-        if exc.exit_code != ExitCode.DAMAGED and not isinstance(exc, InvalidLocationError):
+        if not (is_damage_in_version(view.storage, view.version, exc) or isinstance(exc, InvalidLocationError)):
             raise
         return {"version": view.version, "damaged": " ".join(str(exc).split())}
 

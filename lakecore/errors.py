@@ -13,6 +13,7 @@ the codes that a second run can change: ``FAILURE`` (storage, network, anything 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 
 
 class ExitCode(enum.IntEnum):
@@ -223,3 +224,19 @@ class StorageError(LakecoreError):
 
 class StorageTimeoutError(StorageError):
     """A storage operation timed out; it may or may not have taken effect."""
+
+
+def in_cause_chain(exc: BaseException | None, test: Callable[[BaseException], bool]) -> bool:
+    """True when ``exc``, or an error it was raised from, passes ``test``."""
+    seen = 0
+    while exc is not None and seen < 16:  # a cause chain is short; bound it all the same
+        if test(exc):
+            return True
+        exc = exc.__cause__
+        seen += 1
+    return False
+
+
+def is_damage(exc: BaseException | None) -> bool:
+    """True when ``exc``, or an error it was raised from, is damage (exit code DAMAGED)."""
+    return in_cause_chain(exc, lambda e: isinstance(e, LakecoreError) and e.exit_code == ExitCode.DAMAGED)

@@ -24,13 +24,13 @@ from lakecore import keys as K
 from lakecore.defs import LakehouseDef
 from lakecore.errors import (
     CorruptNodeFileError,
-    ExitCode,
     InvalidArgumentError,
     InvalidLocationError,
     LakecoreError,
     NotFoundError,
     StorageError,
     VersionExpiredError,
+    is_damage,
 )
 from lakecore.humanize import format_time_millis
 from lakecore.locations import (
@@ -225,11 +225,6 @@ def highest_version(storage: Storage) -> int | None:
     return max(candidates) if candidates else None
 
 
-def oldest_retained_version(storage: Storage) -> int | None:
-    versions = list_root_versions(storage)
-    return versions[0] if versions else None
-
-
 def read_version(storage: Storage, version: int, order: int | None = None) -> RootInfo:
     """A root by version, with a clear error when it is not there: not committed yet, expired
     (below the oldest root), or missing from the middle of the log (``missing_version_reason``)."""
@@ -298,7 +293,6 @@ def version_as_of(storage: Storage, timestamp_millis: int, latest: RootInfo, ord
         if following is None:  # a hole: the next readable root under it, if any
             if listed is None:
                 listed = list_root_versions(storage)
-            hole.append(below)
             for candidate in (v for v in reversed(listed) if v < below):
                 following = _readable_root(storage, candidate, order)
                 if following is not None:
@@ -331,9 +325,19 @@ def _readable_root(storage: Storage, version: int, order: int | None) -> RootInf
     except NotFoundError:
         return None
     except LakecoreError as exc:
-        if exc.exit_code == ExitCode.DAMAGED:
+        if is_damage(exc):
             return None
         raise
+
+
+def is_damage_in_version(storage: Storage, version: int, exc: BaseException) -> bool:
+    """Whether ``exc``, met reading version ``version``'s tree, is damage: a file that cannot be
+    decoded, or a node file that is missing while the version's root file is still there.
+    Version compaction deletes an expired version's root before its files, so a node missing
+    under a root that is there is no race with it (a deletion outside lakecore, most likely)."""
+    if isinstance(exc, NotFoundError):
+        return storage.exists(root_node_file_name(version))
+    return is_damage(exc)
 
 
 def _versions_text(versions: list[int]) -> str:

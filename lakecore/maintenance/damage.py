@@ -28,16 +28,16 @@ from typing import Final, Protocol, TypeVar
 from lakecore.defs import LakehouseDef
 from lakecore.errors import (
     CorruptFileError,
-    ExitCode,
     LakecoreError,
     NotFoundError,
     TreeStructureError,
+    in_cause_chain,
+    is_damage,
 )
-from lakecore.locations import root_node_file_name
 from lakecore.maintenance.reachable import reachable_from_root
 from lakecore.storage import Storage
 from lakecore.tree.store import NodeCache, NodeStore
-from lakecore.versions import RootInfo, export_pins
+from lakecore.versions import RootInfo, export_pins, is_damage_in_version
 
 
 class LoadedRoot(Protocol):
@@ -58,17 +58,6 @@ DAMAGED_MARK: Final = "[damaged] "
 E = TypeVar("E", bound=LakecoreError)
 
 
-def is_damage(exc: BaseException | None) -> bool:
-    """True when ``exc``, or an error it was raised from, is damage (exit code DAMAGED)."""
-    seen = 0
-    while exc is not None and seen < 16:  # a cause chain is short; bound it all the same
-        if isinstance(exc, LakecoreError) and exc.exit_code == ExitCode.DAMAGED:
-            return True
-        exc = exc.__cause__
-        seen += 1
-    return False
-
-
 def is_damage_reason(reason: str) -> bool:
     """True for an error record's reason that ``mark_damage`` marked."""
     return reason.startswith(DAMAGED_MARK)
@@ -79,14 +68,7 @@ def may_be_damage(exc: BaseException | None) -> bool:
     damage unless its version expired meanwhile, which ``damaged_versions`` tells apart (the
     root file is gone then). A refusal for it is explained by that walk: exit 6 when it finds
     damage, else the retryable refusal."""
-    seen = 0
-    probe = exc
-    while probe is not None and seen < 16:
-        if isinstance(probe, NotFoundError):
-            return True
-        probe = probe.__cause__
-        seen += 1
-    return is_damage(exc)
+    return in_cause_chain(exc, lambda e: isinstance(e, NotFoundError)) or is_damage(exc)
 
 
 def mark_damage(reason: str, exc: BaseException) -> str:
@@ -178,9 +160,8 @@ def damaged_versions(storage: Storage, roots: Iterable[LoadedRoot]) -> dict[int,
     """Walk every node of each root's tree (values are not read); returns version -> the first
     damage met. A failure that is not damage (storage) is raised: the caller cannot tell then.
 
-    A node file that is missing is damage when the version's root file is still there after it:
-    version compaction deletes an expired version's root before its files, so a node missing
-    under a root that was there is no race with it (a deletion outside lakecore, most likely).
+    A node file that is missing is damage while the version's root file is still there
+    (``versions.is_damage_in_version``).
 
     One node cache for all of them: consecutive versions share almost every node, so each
     readable node is read once. Used on the failure path and by ``repair drop-damaged``."""
@@ -190,13 +171,11 @@ def damaged_versions(storage: Storage, roots: Iterable[LoadedRoot]) -> dict[int,
         store = NodeStore(storage, root.lakehouse_def.order, cache=cache, external_roots=root.external_roots)
         try:
             reachable_from_root(store, root.info.node, include_values=False)
-        except NotFoundError as exc:
-            if storage.exists(root_node_file_name(root.version)):
-                out[root.version] = exc.one_line()
         except LakecoreError as exc:
-            if not is_damage(exc):
+            if is_damage_in_version(storage, root.version, exc):
+                out[root.version] = exc.one_line()
+            elif not isinstance(exc, NotFoundError):  # missing with its root: expired meanwhile
                 raise
-            out[root.version] = exc.one_line()
     return out
 
 
@@ -231,7 +210,6 @@ __all__ = [
     "damaged_versions",
     "drop_damaged_command",
     "explain_damage",
-    "is_damage",
     "is_damage_reason",
     "mark_damage",
     "may_be_damage",
