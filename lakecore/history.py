@@ -31,6 +31,7 @@ from typing import Any
 from lakecore import keys as K
 from lakecore.defs import LakehouseDef
 from lakecore.errors import LakecoreError
+from lakecore.humanize import plural
 from lakecore.storage import Storage
 from lakecore.versions import expired_versions, export_pins
 from lakecore.view import LakehouseView, VersionInfo, list_versions, open_version
@@ -329,7 +330,7 @@ def history(
                              root_bytes=view.root_info.size, pinned_by=list(info.pinned_by),
                              rollback_from_version=info.rollback_from_version)
         try:
-            _describe(entry, info, view, view_of, content_of)
+            _describe(entry, info, view, view_of, content_of, info.version - 1 in by_version)
         except LakecoreError as exc:
             entry.operation, entry.summary, entry.error = "unknown", f"cannot be compared: {exc.one_line()}", exc.one_line()
         out.append(entry)
@@ -347,7 +348,14 @@ def _restored_version(info: VersionInfo, view: LakehouseView, view_of: Any) -> i
     return None
 
 
-def _describe(entry: HistoryEntry, info: VersionInfo, view: LakehouseView, view_of: Any, content_of: Any) -> None:
+def _why_no_parent(parent: int, parent_known: bool) -> str:
+    if parent_known:
+        return f"version {parent}, its parent, cannot be read"
+    return f"version {parent}, its parent, is gone (expired by compact-versions, or dropped by repair)"
+
+
+def _describe(entry: HistoryEntry, info: VersionInfo, view: LakehouseView, view_of: Any, content_of: Any,
+              parent_known: bool) -> None:
     if info.version == 0:
         entry.operation = "create"
         items = content_of(0)
@@ -359,7 +367,13 @@ def _describe(entry: HistoryEntry, info: VersionInfo, view: LakehouseView, view_
     parent = view_of(info.version - 1)
     if parent is None:
         entry.operation = "unknown"
-        entry.summary = f"parent version {info.version - 1} is expired or unreadable: changes unknown"
+        entry.summary = f"changes unknown: {_why_no_parent(info.version - 1, parent_known)}"
+        try:  # what it holds, so the oldest version kept after compaction still says something
+            items = content_of(info.version)
+            namespaces = sum(1 for key in items if key.startswith(K.NAMESPACE_KEY_PREFIX))
+            entry.summary += f"; it holds {plural(namespaces, 'namespace')} and {plural(len(items) - namespaces, 'table')}"
+        except LakecoreError as exc:
+            entry.error = exc.one_line()
         if info.rollback_from_version is not None:
             entry.operation = "rollback"
             entry.restored_version = _restored_version(info, view, view_of)

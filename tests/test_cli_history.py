@@ -288,3 +288,17 @@ def test_describe_of_a_damaged_tree_describes_the_rest_and_exits_6(tmp_path: Pat
     assert "the tree of version" in (tmp_path / "h.html").read_text()
     code, out, _ = _run(capsys, "-l", lh.uri, "describe", "--json")
     assert code == ExitCode.DAMAGED and json.loads(out)["tree"]["damaged"]
+
+
+def test_the_oldest_version_kept_says_its_parent_is_gone_and_what_it_holds(lake: Lakehouse) -> None:
+    """After compact-versions deletes the root files of versions 0-4, version 5 has no parent to
+    compare with: history says so, and what the version holds, rather than only "unknown"."""
+    from lakecore.locations import root_node_file_name
+
+    for version in range(5):
+        (Path(lake.storage.root_uri.removeprefix("file://")) / root_node_file_name(version)).unlink()
+    SHARED_CACHE.clear()
+    oldest = {e.version: e for e in history(lake.storage)}[5]
+    assert oldest.operation == "unknown" and oldest.error is None
+    assert oldest.summary == ("changes unknown: version 4, its parent, is gone (expired by compact-versions, "
+                              "or dropped by repair); it holds 3 namespaces and 2 tables")
