@@ -20,6 +20,7 @@ from lakecore.iceberg.catalog import (
     PREVIOUS_METADATA_LOCATION_PROPERTY,
     LakecoreCatalog,
     ReadOnlyCatalogError,
+    ReadOnlyTable,
     normalize_location,
 )
 from lakecore.iceberg.columns import ICEBERG_TYPE_PROPERTY, columns_of
@@ -30,6 +31,7 @@ __all__ = [
     "PREVIOUS_METADATA_LOCATION_PROPERTY",
     "LakecoreCatalog",
     "ReadOnlyCatalogError",
+    "ReadOnlyTable",
     "columns_of",
     "normalize_location",
 ]

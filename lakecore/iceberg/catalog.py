@@ -24,7 +24,8 @@ Rules:
   ambiguous root write (or any storage failure during the lakecore commit) is
   ``CommitStateUnknownException``: pyiceberg then keeps every file it wrote. The losing writer's
   metadata file is never referenced; it is left for an Iceberg orphan-file cleanup.
-* **Locations.** Every table location and every metadata file lies under the warehouse
+* **Locations.** Every table location, every metadata file and every write path a table's
+  properties set (``write.data.path``, ``write.metadata.path``, ...) lies under the warehouse
   (``ValidationError`` otherwise). A warehouse inside the lakehouse root must be a directory of
   its own whose first path segment is not a lakecore name (no leading ``_`` or ``.``, not a
   4-binary-digit hash directory): lakecore's gc lists only the root's top level and its hash
@@ -37,9 +38,14 @@ Rules:
   is built in Python), else ``lakecore.storage-options`` (a JSON object), else derived from
   pyiceberg's ``s3.*``/``client.*`` properties (endpoint, keys, session token, region). Iceberg
   data and metadata files go through pyiceberg's FileIO with the catalog's properties as usual.
+* **Purge** deletes only files under the table's own location and write paths, never what
+  its metadata merely names elsewhere (another table's files, lakecore's); a registered
+  (``EXTERNAL``) table is refused: ``drop_table`` forgets it and leaves its files.
 * **Time travel.** ``version=V`` or ``as_of=`` (epoch milliseconds or an ISO-8601 time; UTC when
   no zone is given) make a read-only catalog of that lakehouse version: every table loads at the
-  metadata it had then, and every change raises ``ReadOnlyCatalogError``.
+  metadata it had then, and every change raises ``ReadOnlyCatalogError``. A catalog over an
+  exported copy is read-only the same way. A read-only catalog's tables refuse a write before
+  pyiceberg writes any data file for it.
 * **Errors** are pyiceberg's types carrying lakecore's message: not found is
   ``NoSuchNamespaceError``/``NoSuchTableError``, already exists is
   ``NamespaceAlreadyExistsError``/``TableAlreadyExistsError``, a bad name or location is
@@ -52,6 +58,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import re
 import threading
 import uuid
@@ -61,12 +68,17 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pyiceberg.catalog import (
     LOCATION,
+    MANIFEST,
+    MANIFEST_LIST,
+    METADATA,
     METADATA_LOCATION,
+    PREVIOUS_METADATA,
     PREVIOUS_METADATA_LOCATION,
     WAREHOUSE_LOCATION,
     Catalog,
     MetastoreCatalog,
     PropertiesUpdateSummary,
+    delete_files,
 )
 from pyiceberg.exceptions import (
     CommitFailedException,
@@ -77,6 +89,7 @@ from pyiceberg.exceptions import (
     NoSuchTableError,
     TableAlreadyExistsError,
     ValidationError,
+    ValidationException,
 )
 from pyiceberg.exceptions import NamespaceNotEmptyError as IcebergNamespaceNotEmptyError
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
@@ -96,6 +109,7 @@ from lakecore.errors import (
     InvalidLocationError,
     NamespaceNotEmptyError,
     NotFoundError,
+    ReadOnlyLakehouseError,
     StorageError,
 )
 from lakecore.iceberg.columns import columns_of
@@ -105,11 +119,13 @@ from lakecore.locations import normalize_root_uri
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.table import CreateTableTransaction
+    from pyiceberg.table import Transaction as IcebergTransaction
     from pyiceberg.table.update import TableRequirement, TableUpdate
     from pyiceberg.view import View
     from pyiceberg.view.metadata import ViewVersion
 
 T = TypeVar("T")
+_LOG = logging.getLogger(__name__)
 
 #: format_properties key: full URI of the table's current Iceberg metadata file.
 METADATA_LOCATION_PROPERTY: Final = METADATA_LOCATION
@@ -124,12 +140,33 @@ DEFAULT_WAREHOUSE_DIRECTORY: Final = "warehouse"
 # against the new state, so a rerun is what the caller asked for); commit_table never does:
 # pyiceberg must re-apply its changes to the new metadata itself.
 CATALOG_OP_ATTEMPTS: Final = 5
+# Table properties that place files: every one must lie under the warehouse, as the table's
+# location does (pyiceberg writes data under write.data.path when it is set).
+WRITE_PATH_PROPERTIES: Final = ("write.data.path", "write.metadata.path", "write.object-storage.path",
+                                "write.folder-storage.path")
 _HASH_SEGMENT_RE: Final = re.compile(r"^[01]{4}$")
 _SCHEME_RE: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
-class ReadOnlyCatalogError(ValidationError):
-    """A change was asked of a catalog opened at a past version (``version=``/``as_of=``)."""
+class ReadOnlyCatalogError(ValidationError, ValidationException):
+    """A change was asked of a catalog opened at a past version (``version=``/``as_of=``) or
+    over an exported copy. Also pyiceberg's ``ValidationException``: pyiceberg writes an
+    append's data files and manifests before it asks the catalog to commit, and deletes them
+    again only after that exception (or ``CommitFailedException``), so a refused append leaves
+    no file behind."""
+
+
+class ReadOnlyTable(Table):
+    """A table of a read-only catalog. Its writes are refused before pyiceberg writes a data
+    file: an append writes its data files first and, when the commit is refused, deletes its
+    manifests but not those files (they would stay in the live table's directory, which an
+    exported copy's metadata also names)."""
+
+    def transaction(self) -> IcebergTransaction:
+        catalog = self.catalog
+        assert isinstance(catalog, LakecoreCatalog)
+        catalog._refuse_read_only(f"write to table {'.'.join(self.name())}")
+        return super().transaction()  # the catalog became writable: not for a version or a copy
 
 
 def _views_unsupported(what: str) -> NotImplementedError:
@@ -176,6 +213,16 @@ def _storage_options_of(properties: Mapping[str, Any]) -> dict[str, Any] | None:
     if client_kwargs:
         options["client_kwargs"] = client_kwargs
     return options or None
+
+
+def _version_number(value: Any) -> int:
+    """A lakehouse version from an int or a string of ASCII digits; nothing else (``int()``
+    would take True as 1, 1.9 as 1 and "1_0" as 10)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())
+    raise InvalidArgumentError(f"{VERSION_PROPERTY} {value!r} is not a lakehouse version number (digits only)")
 
 
 def _as_of_millis(value: Any) -> int:
@@ -266,6 +313,8 @@ def _translated(
         raise not_found(str(exc)) from exc
     except AlreadyExistsError as exc:
         raise exists(str(exc)) from exc
+    except ReadOnlyLakehouseError as exc:
+        raise ReadOnlyCatalogError(str(exc)) from exc
     except InvalidArgumentError as exc:
         raise invalid(str(exc)) from exc
     except StorageError as exc:
@@ -278,6 +327,18 @@ def _translated(
             f"the lakehouse commit failed ({exc.one_line()}); it may or may not have landed: "
             "reload the table before retrying"
         ) from exc
+
+
+def _require_iceberg(identifier: tuple[str, str], definition: pb.TableDef) -> str:
+    """The table's metadata location; NoSuchIcebergTableError when it has none."""
+    metadata_location = definition.format_properties.get(METADATA_LOCATION_PROPERTY)
+    if definition.table_format != "ICEBERG" or not metadata_location:
+        raise NoSuchIcebergTableError(
+            f"table {identifier[0]}.{identifier[1]} has no Iceberg metadata "
+            f"(format {definition.table_format or '-'}, no format property {METADATA_LOCATION_PROPERTY!r}); "
+            "it was not created through an Iceberg catalog"
+        )
+    return str(metadata_location)
 
 
 def _response(metadata: TableMetadata, metadata_location: str) -> CommitTableResponse:
@@ -316,11 +377,7 @@ class LakecoreCatalog(MetastoreCatalog):
             if version is not None and as_of is not None:
                 raise InvalidArgumentError(f"give '{VERSION_PROPERTY}' or '{AS_OF_PROPERTY}', not both")
             if version is not None:
-                try:
-                    number = int(version)
-                except (TypeError, ValueError):
-                    raise InvalidArgumentError(f"{VERSION_PROPERTY} {version!r} is not a lakehouse version number") from None
-                self._view = self._lakehouse.at_version(number)
+                self._view = self._lakehouse.at_version(_version_number(version))
             elif as_of is not None:
                 self._view = self._lakehouse.as_of(_as_of_millis(as_of))
             root = self._lakehouse.storage.root_uri
@@ -365,12 +422,21 @@ class LakecoreCatalog(MetastoreCatalog):
             return self._view
         return self._lakehouse.refresh()
 
-    def _refuse_read_only(self, what: str) -> None:
+    def _read_only_why(self, what: str) -> str | None:
+        """Why ``what`` is refused (a time-travel catalog, an exported copy); None if it is not."""
         if self._view is not None:
-            raise ReadOnlyCatalogError(
-                f"{what}: this catalog is read-only, opened at lakehouse version {self._view.version}; "
-                "open it without 'version'/'as_of' to make changes"
-            )
+            return (f"{what}: this catalog is read-only, opened at lakehouse version {self._view.version}; "
+                    "open it without 'version'/'as_of' to make changes")
+        try:
+            self._lakehouse.require_writable(what)
+        except ReadOnlyLakehouseError as exc:
+            return str(exc)
+        return None
+
+    def _refuse_read_only(self, what: str) -> None:
+        why = self._read_only_why(what)
+        if why is not None:
+            raise ReadOnlyCatalogError(why)
 
     def _change(self, what: str, change: Callable[[Transaction], T], **translate: Any) -> T:
         """Run ``change`` in a lakecore transaction on the latest version and commit it; on a
@@ -428,6 +494,33 @@ class LakecoreCatalog(MetastoreCatalog):
     def _check_metadata(self, metadata: TableMetadata, metadata_location: str) -> None:
         self.check_location(metadata_location, "metadata location")
         self.check_location(metadata.location, "table location")
+        for name in WRITE_PATH_PROPERTIES:
+            path = metadata.properties.get(name)
+            if path:
+                self.check_location(str(path), f"the table property {name}")
+
+    def _purgeable_roots(self, metadata: TableMetadata) -> list[str]:
+        """Where a purge may delete: the table's location and its own write paths (each checked
+        as ``_check_metadata`` checks them; one that fails is left out)."""
+        roots = []
+        for location in (metadata.location, *(metadata.properties.get(n) for n in WRITE_PATH_PROPERTIES)):
+            if location:
+                try:
+                    self.check_location(str(location), "purge root")
+                except ValidationError:
+                    continue
+                roots.append(normalize_location(str(location)))
+        return roots
+
+    def _may_purge(self, path: str, roots: list[str]) -> bool:
+        normalized = normalize_location(path)
+        if not any(normalized.startswith(root + "/") for root in roots):
+            return False
+        try:
+            self.check_location(path, "file")
+        except ValidationError:
+            return False
+        return True
 
     def _get_default_warehouse_location(self, database_name: str, table_name: str) -> str:
         # Unique per table (see the module docstring); pyiceberg's is <warehouse>/<ns>/<table>.
@@ -438,16 +531,11 @@ class LakecoreCatalog(MetastoreCatalog):
     # -- tables: reads ------------------------------------------------------------------------
 
     def _table_from(self, identifier: tuple[str, str], definition: pb.TableDef) -> Table:
-        metadata_location = definition.format_properties.get(METADATA_LOCATION_PROPERTY)
-        if definition.table_format != "ICEBERG" or not metadata_location:
-            raise NoSuchIcebergTableError(
-                f"table {identifier[0]}.{identifier[1]} has no Iceberg metadata "
-                f"(format {definition.table_format or '-'}, no format property {METADATA_LOCATION_PROPERTY!r}); "
-                "it was not created through an Iceberg catalog"
-            )
+        metadata_location = _require_iceberg(identifier, definition)
         io = self._load_file_io(location=metadata_location)
         metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
-        return Table(
+        table_class = Table if self._read_only_why("change a table") is None else ReadOnlyTable
+        return table_class(
             identifier=identifier,
             metadata=metadata,
             metadata_location=metadata_location,
@@ -511,10 +599,7 @@ class LakecoreCatalog(MetastoreCatalog):
         ns, name = self._table(identifier, ValidationError)
         staged = self._create_staged_table((ns, name), schema, location, partition_spec, sort_order, properties)
         self._check_metadata(staged.metadata, staged.metadata_location)
-        with self._lock, _translated(not_found=NoSuchNamespaceError):
-            # Fail before writing anything if the table exists (the commit re-checks).
-            if self._lakehouse.refresh().table_exists(ns, name):
-                raise AlreadyExistsError(f"table {ns}.{name} already exists")
+        self._refuse_taken_or_homeless(ns, name)
         self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
         self._commit_new_table(ns, name, staged.metadata, staged.metadata_location, "MANAGED")
         return self.load_table((ns, name))
@@ -531,7 +616,18 @@ class LakecoreCatalog(MetastoreCatalog):
         """A pyiceberg create-table transaction; its commit goes through ``commit_table``."""
         self._refuse_read_only("create_table_transaction")
         ns, name = self._table(identifier, ValidationError)
+        self._refuse_taken_or_homeless(ns, name)
         return super().create_table_transaction((ns, name), schema, location, partition_spec, sort_order, properties)
+
+    def _refuse_taken_or_homeless(self, ns: str, name: str) -> None:
+        """Fail before anything is written: a bad name, a missing namespace, a table that exists
+        (the commit checks again; this spares a metadata file nobody will reference)."""
+        with self._lock, _translated(not_found=NoSuchNamespaceError):
+            view = self._lakehouse.refresh()
+            if not view.namespace_exists(ns):
+                raise NotFoundError(f"namespace {ns!r} does not exist; create it first")
+            if view.table_exists(ns, name):
+                raise AlreadyExistsError(f"table {ns}.{name} already exists")
 
     def _commit_new_table(self, ns: str, name: str, metadata: TableMetadata, metadata_location: str,
                           table_type: str) -> None:
@@ -583,15 +679,54 @@ class LakecoreCatalog(MetastoreCatalog):
         self._change("drop_table", lambda tx: tx.drop_table(ns, name), invalid=NoSuchTableError)
 
     def purge_table(self, identifier: str | Identifier) -> None:
-        """Drop the table, then delete its data and metadata files (pyiceberg's purge).
+        """Drop the table, then delete its data and metadata files.
 
-        Older lakehouse versions that still name the table can no longer be scanned.
+        Only files this catalog placed for the table: those under the table's location or its
+        own write paths (``write.data.path``, ...), inside the warehouse and outside lakecore's
+        directories. A metadata file can name any path (its ``metadata-log``, its manifests),
+        and pyiceberg's purge deletes whatever it names: a crafted or registered file could have
+        taken another table's files, or the lakehouse's own root files, with it. Other paths are
+        left and logged. A table registered with ``register_table`` (``EXTERNAL``) is refused:
+        its files were not written for it and may be another table's; ``drop_table`` forgets it
+        and leaves them. Older lakehouse versions that still name the table can no longer be
+        scanned.
 
         Raises:
             NoSuchTableError: no such table.
+            ValidationError: the table is EXTERNAL.
         """
         self._refuse_read_only("purge_table")
-        super().purge_table(identifier)
+        ns, name = self._table(identifier)
+        with self._lock, _translated(invalid=NoSuchTableError):
+            definition = self._lakehouse.refresh().load_table(ns, name)
+        if definition.table_type == "EXTERNAL":
+            raise ValidationError(
+                f"table {ns}.{name} was registered (EXTERNAL): its files were not written for it and may belong "
+                "to another table, so purge_table does not delete them; drop_table removes it from the lakehouse "
+                "and leaves its files"
+            )
+        table = self._table_from((ns, name), definition)
+        self.drop_table((ns, name))
+        roots = self._purgeable_roots(table.metadata)
+        io = table.io
+        manifests = [m for snapshot in table.metadata.snapshots for m in snapshot.manifests(io)]
+        data_files = {entry.data_file.file_path for manifest in manifests
+                      for entry in manifest.fetch_manifest_entry(io, discard_deleted=False)}
+        skipped: list[str] = []
+
+        def ours(paths: set[str]) -> set[str]:
+            kept = {p for p in paths if self._may_purge(p, roots)}
+            skipped.extend(sorted(paths - kept))
+            return kept
+
+        delete_files(io, ours(data_files), "data")
+        delete_files(io, ours({m.manifest_path for m in manifests}), MANIFEST)
+        delete_files(io, ours({s.manifest_list for s in table.metadata.snapshots}), MANIFEST_LIST)
+        delete_files(io, ours({log.metadata_file for log in table.metadata.metadata_log}), PREVIOUS_METADATA)
+        delete_files(io, ours({table.metadata_location}), METADATA)
+        if skipped:
+            _LOG.warning("purge_table %s.%s left %d file(s) outside the table's own locations %s: %s", ns, name,
+                         len(skipped), roots, ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""))
 
     def rename_table(self, from_identifier: str | Identifier, to_identifier: str | Identifier) -> Table:
         """Move the table's definition to the new name in one lakehouse commit (its files stay
@@ -610,6 +745,9 @@ class LakecoreCatalog(MetastoreCatalog):
         def rename(tx: Transaction) -> None:
             with _translated(not_found=NoSuchTableError, invalid=NoSuchTableError):
                 current = tx.load_table(from_ns, from_name)
+            # Refused before the commit: rename_table answers with the renamed Iceberg table,
+            # which a table without Iceberg metadata cannot give.
+            _require_iceberg((from_ns, from_name), current)
             with _translated(not_found=NoSuchNamespaceError):
                 if not tx.namespace_exists(to_ns):
                     raise NotFoundError(f"namespace {to_ns!r} does not exist; create it first")
