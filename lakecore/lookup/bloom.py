@@ -26,6 +26,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from lakecore.lookup.varint import MAX_INT32
+
 #: The writer's default false-positive rate, Paimon's default.
 DEFAULT_FPP: Final = 0.05
 #: Most probes a reader accepts. k is about -log2(fpp), so 64 probes means a rate of 2**-64;
@@ -47,6 +49,12 @@ def bloom_bytes(expected_entries: int, fpp: float) -> int:
     if not MIN_FPP <= fpp < 1.0:
         raise ValueError(f"bloom false-positive rate must be in [{MIN_FPP}, 1), not {fpp}")
     bits = math.floor(-expected_entries * math.log(fpp) / (math.log(2) * math.log(2)))
+    if bits > MAX_INT32:
+        # Paimon's reader holds the bit count and every probe position in a Java int.
+        raise ValueError(
+            f"a bloom filter for {expected_entries} entries at rate {fpp} would have {bits} bits, over "
+            f"the format's limit of {MAX_INT32} (a Java int); raise the rate or write several files"
+        )
     size = math.ceil(bits / 8)
     if size <= 0:
         raise ValueError(

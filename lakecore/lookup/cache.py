@@ -4,7 +4,12 @@ A tree version never changes, so its resolved map (object key -> pvalue) can be 
 into a local lookup file by one sequential scan (the scan is already sorted) and served from
 there forever: a cached file never goes stale. Files live under one folder::
 
-    <folder>/<sha256(storage fingerprint)[:16]>/v<version>.lookup
+    <folder>/<sha256(storage fingerprint)[:16]>/v<version>-<root identity>.lookup
+
+A version number alone does not name one tree over the life of a URI: a lakehouse deleted and
+created again at the same place has a version 1 of its own. The root identity is a hash of what
+the version's root file says of itself (its lakehouse definition file, whose name holds a
+uuid, its creation time and its size), so a new lakehouse's version never hits an old file.
 
 The cache keeps the folder under ``max_bytes``, evicting least recently used files first (the
 file's mtime is its last use: a hit touches it). Builds write to a temporary file and rename it
@@ -60,13 +65,17 @@ class VersionCache:
         self.stats = CacheStats()
         self._lock = threading.Lock()
 
-    def path_for(self, fingerprint: str, version: int) -> Path:
-        digest = hashlib.sha256(fingerprint.encode("utf-8")).hexdigest()[:16]
-        return self.folder / digest / f"v{version}{LOOKUP_SUFFIX}"
+    def path_for(self, view: LakehouseView) -> Path:
+        """Where the lookup file of ``view``'s version lives (see the module docstring)."""
+        store = hashlib.sha256(view.storage.fingerprint().encode("utf-8")).hexdigest()[:16]
+        root = view.root_info
+        identity = f"{root.lakehouse_def_path}\n{root.created_at_millis}\n{root.size}"
+        root_digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:12]
+        return self.folder / store / f"v{view.version}-{root_digest}{LOOKUP_SUFFIX}"
 
     def file_for(self, view: LakehouseView) -> Path:
         """The lookup file of ``view``'s version, built on first use."""
-        path = self.path_for(view.storage.fingerprint(), view.version)
+        path = self.path_for(view)
         with self._lock:
             if path.exists():
                 self.stats.hits += 1

@@ -265,10 +265,21 @@ class LookupReader:
 
     # -- lookups --------------------------------------------------------------------------
 
+    def _as_key(self, key: object) -> bytes:
+        """Keys as the writer takes them: bytes, bytearray or memoryview; anything else (a str
+        most likely) is refused, where comparing it with the index's bytes raised TypeError."""
+        if isinstance(key, bytes | bytearray | memoryview):
+            return bytes(key)
+        raise InvalidArgumentError(
+            f"lookup file {self.path}: a key must be bytes, got {type(key).__name__} (encode a str as UTF-8)"
+        )
+
     def get(self, key: bytes) -> bytes | None:
         """The value stored for ``key``, or None."""
         if self._closed:
             self._check_open()
+        if type(key) is not bytes:
+            key = self._as_key(key)
         last_keys = self._last_keys
         i = bisect_left(last_keys, key)
         if i == len(last_keys):
@@ -291,6 +302,8 @@ class LookupReader:
         """``[get(k) for k in keys]``, with one decode per needed block and no per-key seek."""
         self._check_open()
         queries = keys if isinstance(keys, list) else list(keys)
+        if not all(type(key) is bytes for key in queries):
+            queries = [key if type(key) is bytes else self._as_key(key) for key in queries]
         n = len(queries)
         out: list[bytes | None] = [None] * n
         nblocks = len(self._handles)

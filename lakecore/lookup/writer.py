@@ -35,7 +35,7 @@ from lakecore.lookup.compression import CODEC_IDS, BlockCompressor
 from lakecore.lookup.footer import Footer
 from lakecore.lookup.handle import BlockHandle
 from lakecore.lookup.murmur import KeyHashes
-from lakecore.lookup.varint import MAX_INT32
+from lakecore.lookup.varint import MAX_INT32, VARINT32_MAX_BYTES
 
 #: Default block size: 8 KiB, not Paimon's 64 KiB (its lookup cache page size). A single get
 #: that misses the block cache decompresses one whole block, and zstd alone takes 15-25 us for
@@ -130,9 +130,11 @@ class LookupWriter:
                 f"but entry {self._count} (counting from 0) has key {_show(key)}, which "
                 f"{relation} the previous key {_show(last)}"
             )
-        if len(key) > MAX_INT32 or len(value) > MAX_INT32:
+        # An entry alone in its block stores its encoded size (two varint lengths and both
+        # byte strings) as an int32: the bound is on that, not on each part.
+        if len(key) + len(value) + 2 * VARINT32_MAX_BYTES > MAX_INT32:
             raise InvalidArgumentError(
-                f"lookup file {self.path}: entry {self._count} is larger than 2 GiB"
+                f"lookup file {self.path}: entry {self._count} is larger than 2 GiB (key and value together)"
             )
         self._data.add(key, value)
         if self._hashes is not None:

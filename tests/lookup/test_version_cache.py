@@ -50,17 +50,40 @@ def test_cache_evicts_least_recently_used_under_the_cap(tmp_path: Path) -> None:
         sizes[version] = cache.file_for(lh.at_version(version)).stat().st_size
         time.sleep(0.01)
     # Touch the oldest so that the middle one is the least recently used.
-    oldest = cache.path_for(lh.storage.fingerprint(), lh.version - 2)
+    oldest = cache.path_for(lh.at_version(lh.version - 2))
     os.utime(oldest)
     cap = sizes[lh.version - 2] + sizes[lh.version] + 10
     small = VersionCache(tmp_path / "cache", max_bytes=cap)
     small.file_for(lh.at_version(lh.version))  # a hit: nothing built, no eviction yet
     assert small.stats.builds == 0
-    small._evict(keep=small.path_for(lh.storage.fingerprint(), lh.version))
+    small._evict(keep=small.path_for(lh.at_version(lh.version)))
     remaining = {p.name for p in small.files()}
-    assert f"v{lh.version - 1}.lookup" not in remaining
-    assert {f"v{lh.version - 2}.lookup", f"v{lh.version}.lookup"} <= remaining
+    assert small.path_for(lh.at_version(lh.version - 1)).name not in remaining
+    assert {small.path_for(lh.at_version(v)).name for v in (lh.version - 2, lh.version)} <= remaining
     assert small.size_bytes() <= cap
+
+
+def test_a_lakehouse_made_again_at_the_same_place_never_reads_the_old_ones_cache(tmp_path: Path) -> None:
+    """Version 1 of a lakehouse deleted and created again at the same URI is another tree: the
+    cache answered from the old one's file (a review found it)."""
+    import shutil
+
+    from lakecore.tree import SHARED_CACHE
+
+    cache = VersionCache(tmp_path / "cache")
+    uri = str(tmp_path / "lake")
+    first = Lakehouse.create(uri)
+    with first.transaction() as tx:
+        tx.create_namespace("alpha")
+    assert first.at_version(1).use_lookup_cache(cache).namespace_exists("alpha")
+    shutil.rmtree(uri)
+    SHARED_CACHE.clear()
+    second = Lakehouse.create(uri)
+    with second.transaction() as tx:
+        tx.create_namespace("beta")
+    again = second.at_version(1).use_lookup_cache(cache)
+    assert again.namespace_exists("beta") and not again.namespace_exists("alpha")
+    assert cache.stats.builds == 2 and len(cache.files()) == 2
 
 
 def test_diff_equals_a_dict_diff(tmp_path: Path) -> None:
