@@ -25,6 +25,7 @@ cluster whose nodes have the checkout and its venv at the same path; the driver 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import re
@@ -50,8 +51,10 @@ ROOT_TEMPLATE = "{{ var.value.get('lakecore_root', '') }}"
 PYTHON_TEMPLATE = "{{ var.value.get('lakecore_python', '') }}"
 REPORTS_TEMPLATE = "{{ var.value.get('lakecore_reports_dir', '') }}"
 # The cut-off of gc and compact-versions: the run's data interval end, so a retry of the task
-# (or of the whole run) computes the same cut-off as the first try.
-NOW_TEMPLATE = "{{ data_interval_end }}"
+# (or of the whole run) computes the same cut-off as the first try. A run triggered by hand
+# (the UI's Trigger, `airflow dags trigger`) has no logical date in Airflow 3, and so no data
+# interval: its cut-off is the time it was triggered for (``run_after``), as fixed for the run.
+NOW_TEMPLATE = "{{ data_interval_end if data_interval_end is defined and data_interval_end else dag_run.run_after }}"
 
 JOBS = ("flush", "gc", "compact-versions", "validate", "export", "repair")
 # The maintenance DAG's steps per lakehouse, in order (task ids inside the task group).
@@ -61,25 +64,24 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
 
-def _load_exit_codes() -> Any:
-    """lakecore's one exit-code table (``lakecore/errors.py``, which imports nothing), loaded by
-    path from the checkout this file lives in: the Airflow venv does not install lakecore."""
+@functools.cache
+def exit_codes(root: Path) -> Any:
+    """lakecore's one exit-code table (``<root>/lakecore/errors.py``, which imports nothing),
+    loaded by path from the checkout the tasks run (the Airflow venv does not install lakecore).
+    Read when a task needs it, never while parsing: a DAG folder deployed by copying these files
+    has no checkout beside it, and the checkout is only known on the worker."""
     import importlib.util
 
-    path = Path(__file__).resolve().parent.parent / "lakecore" / "errors.py"
+    path = root / "lakecore" / "errors.py"
     spec = importlib.util.spec_from_file_location("_lakecore_errors", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load lakecore's exit codes from {path}")
+    if spec is None or spec.loader is None or not path.is_file():
+        raise AirflowFailException(f"cannot load lakecore's exit codes from {path}: is lakecore_root ({root}) "
+                                   "a lakecore checkout?")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-_ERRORS = _load_exit_codes()
-ExitCode = _ERRORS.ExitCode
-# Violations, bad arguments, not found and damage come out the same on a retry: the task fails
-# at once instead of retrying.
-NO_RETRY_EXIT_CODES: frozenset[int] = _ERRORS.NO_RETRY_EXIT_CODES
 DEFAULT_SPARK_APP_NAME = "arrow-spark"  # SparkSubmitOperator's default name
 
 DEFAULT_ARGS: dict[str, Any] = {
@@ -396,8 +398,11 @@ class LakecoreJobOperator(SparkSubmitOperator):
                 code = self._returncode()
             if report:
                 context["ti"].xcom_push(key="report", value=report)
-            message = failure_message(self.job, self.lakehouse, code, report, report_file)
-            if code in NO_RETRY_EXIT_CODES:
+            codes = exit_codes(resolve_root(self.lakecore_root))
+            message = failure_message(self.job, self.lakehouse, code, report, report_file, codes)
+            # Violations, bad arguments, not found and damage come out the same on a retry: the
+            # task fails at once instead of retrying.
+            if code in codes.NO_RETRY_EXIT_CODES:
                 raise AirflowFailException(message) from exc
             raise AirflowException(message) from exc
         report = read_report(report_file)
@@ -458,8 +463,9 @@ def report_lines(report: dict[str, Any]) -> list[str]:
 
 
 def failure_message(job: str, lakehouse: dict[str, Any], code: int | None, report: dict[str, Any] | None,
-                    report_file: Path) -> str:
-    meaning = ExitCode.describe(code)
+                    report_file: Path, codes: Any) -> str:
+    """The task's one failure line; ``codes`` is ``exit_codes(root)``."""
+    meaning = codes.ExitCode.describe(code)
     message = f"lakecore {job} on {lakehouse['name']} ({lakehouse['uri']}) failed: exit {code} ({meaning})"
     if report:
         if report.get("error"):
@@ -471,7 +477,7 @@ def failure_message(job: str, lakehouse: dict[str, Any], code: int | None, repor
         message += f" (report: {report_file})"
     else:
         message += f" and wrote no report ({report_file}); see the spark-submit output above"
-    if code in NO_RETRY_EXIT_CODES:
+    if code in codes.NO_RETRY_EXIT_CODES:
         message += "; not retried"
         if job == "validate":
             message += ": this lakehouse's maintenance stops here (nothing after a failed validation runs)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,56 @@ def test_dag_files_import_nothing_heavy() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_cut_off_renders_for_scheduled_and_hand_triggered_runs(dagbag: Any, common: Any) -> None:
+    """A run triggered by hand has no logical date in Airflow 3, so no ``data_interval_end`` in
+    its context: ``{{ data_interval_end }}`` failed every such run (a trial found it); it is then
+    the run's ``run_after``."""
+    import types
+
+    import jinja2
+
+    environment = _dag(dagbag, MAINTENANCE).get_template_env()
+    assert environment.undefined is jinja2.StrictUndefined or issubclass(environment.undefined, jinja2.StrictUndefined)
+    template = environment.from_string(common.NOW_TEMPLATE)
+    scheduled = dt.datetime(2026, 11, 24, tzinfo=dt.UTC)
+    triggered = dt.datetime(2026, 11, 24, 13, 5, 7, tzinfo=dt.UTC)
+    run = types.SimpleNamespace(run_after=triggered)
+    assert template.render(data_interval_end=scheduled, dag_run=run) == str(scheduled)
+    assert template.render(dag_run=run) == str(triggered)
+    with pytest.raises(jinja2.UndefinedError):
+        environment.from_string("{{ data_interval_end }}").render(dag_run=run)
+
+
+def test_copied_dag_files_parse_without_the_checkout_beside_them(tmp_path: Path) -> None:
+    """airflow_dags/README's deployment copies the DAG files into a DAG folder; parsing read
+    lakecore/errors.py beside them and failed there. The checkout is read when a task runs."""
+    import shutil
+    import subprocess
+
+    folder = tmp_path / "dags" / "lakecore"
+    folder.mkdir(parents=True)
+    for source in DAGS_FOLDER.glob("*.py"):
+        shutil.copy(source, folder / source.name)
+    # A process of its own: this one has the checkout's _lakecore_common imported already.
+    code = (
+        "import json, sys\n"
+        "try:\n"
+        "    from airflow.dag_processing.dagbag import DagBag\n"
+        "except ImportError:\n"
+        "    from airflow.models.dagbag import DagBag\n"
+        f"bag = DagBag(dag_folder={str(tmp_path / 'dags')!r})\n"
+        "print(json.dumps({'errors': {k: str(v)[-300:] for k, v in bag.import_errors.items()}, 'dags': sorted(bag.dags)}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LAKECORE_ROOT")}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd="/",
+                            env={**env, "AIRFLOW__CORE__DAGS_FOLDER": str(tmp_path / "dags"),
+                                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    parsed = json.loads(result.stdout.strip().splitlines()[-1])
+    assert parsed["errors"] == {}
+    assert {MAINTENANCE, REPAIR} <= set(parsed["dags"])
+
+
 def test_maintenance_task_graph(dagbag: Any) -> None:
     dag = _dag(dagbag, MAINTENANCE)
     ids = {f"{GROUP}.{step}" for step in STEPS} | {"lakehouses"}
@@ -83,7 +134,7 @@ def test_maintenance_task_graph(dagbag: Any) -> None:
     assert type(group).__name__ == "MappedTaskGroup"
 
 
-def test_maintenance_jobs_and_arguments(dagbag: Any) -> None:
+def test_maintenance_jobs_and_arguments(dagbag: Any, common: Any) -> None:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
     dag = _dag(dagbag, MAINTENANCE)
@@ -94,7 +145,7 @@ def test_maintenance_jobs_and_arguments(dagbag: Any) -> None:
     assert list(flush.job_args) == ["--mode", "threshold", "--fill", "0.5"]
     for step in ("compact_versions", "gc"):
         args = list(dag.get_task(f"{GROUP}.{step}").job_args)
-        assert args[args.index("--now") + 1] == "{{ data_interval_end }}", args
+        assert args[args.index("--now") + 1] == common.NOW_TEMPLATE, args
     for step in STEPS:
         task = dag.get_task(f"{GROUP}.{step}")
         assert isinstance(task, SparkSubmitOperator)
