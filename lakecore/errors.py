@@ -189,6 +189,12 @@ class NotFoundError(LakecoreError):
     exit_code = ExitCode.NOT_FOUND
 
 
+class NoLakehouseError(NotFoundError):
+    """The root exists as a place (a folder, a bucket's prefix) but holds no root node file, or
+    the local folder does not exist: ``lakecore init`` would make a lakehouse there. A bucket
+    that does not exist is a plain ``NotFoundError`` (creating would fail too)."""
+
+
 class VersionExpiredError(NotFoundError):
     """A version that time travel asked for is not in the log: expired by version compaction,
     dropped by a repair, or (by time) inside a gap that makes the answer unknowable."""

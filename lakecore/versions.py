@@ -27,6 +27,7 @@ from lakecore.errors import (
     InvalidArgumentError,
     InvalidLocationError,
     LakecoreError,
+    NoLakehouseError,
     NotFoundError,
     StorageError,
     VersionExpiredError,
@@ -189,9 +190,9 @@ def no_lakehouse(storage: Storage) -> LakecoreError:
     """The error for a root that holds no root node file (``refuse_a_file_as_root`` first)."""
     refuse_a_file_as_root(storage)
     if storage.local_root_is_missing():
-        return NotFoundError(f"no lakehouse at {storage.root_uri}: the folder does not exist; check the path "
-                             "(or create a lakehouse there with `lakecore init`)")
-    return NotFoundError(
+        return NoLakehouseError(f"no lakehouse at {storage.root_uri}: the folder does not exist; check the path "
+                                "(or create a lakehouse there with `lakecore init`)")
+    return NoLakehouseError(
         f"no lakehouse at {storage.root_uri}: no root node file found (create one with `lakecore init`)"
     )
 

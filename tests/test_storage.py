@@ -662,6 +662,18 @@ def test_s3_an_endpoint_whose_name_does_not_resolve_fails_at_once() -> None:
     assert "nothing answers at the S3 endpoint http://no-such-host.invalid:9000" in str(info.value)
 
 
+@pytest.mark.parametrize("endpoint", ["127.0.0.1:9000", "minio.internal", "ftp://127.0.0.1:9000"])
+def test_s3_an_endpoint_without_http_is_a_bad_option(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore's "Invalid endpoint" was a storage failure (exit 4, retried); a trial found it."""
+    st = Storage("s3://bucket/lake", {"endpoint_url": endpoint, "key": "k", "secret": "s"})
+    with pytest.raises(InvalidArgumentError, match="must start with http:// or https://") as info:
+        st.exists("x")
+    assert info.value.exit_code == 2
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    with pytest.raises(InvalidArgumentError, match="AWS_ENDPOINT_URL"):
+        Storage("s3://bucket/lake2", {"key": "k", "secret": "s"}).exists("x")
+
+
 def test_storage_options_from_a_command_line_are_typed() -> None:
     assert parse_storage_options([
         "endpoint_url=http://127.0.0.1:9000", "anon=false", "max_concurrency=4",

@@ -108,6 +108,7 @@ from lakecore.errors import (
     InvalidArgumentError,
     InvalidLocationError,
     NamespaceNotEmptyError,
+    NoLakehouseError,
     NotFoundError,
     ReadOnlyLakehouseError,
     StorageError,
@@ -393,9 +394,9 @@ class LakecoreCatalog(MetastoreCatalog):
     def _open(uri: str, options: dict[str, Any] | None, create: bool) -> Lakehouse:
         try:
             return Lakehouse.open(uri, storage_options=options)
-        except NotFoundError:
+        except NoLakehouseError:  # not a missing bucket: creating would not help there
             if not create:
-                raise NotFoundError(
+                raise NoLakehouseError(
                     f"there is no lakehouse at {uri}: create one (`lakecore init`, Lakehouse.create) or set "
                     f"the catalog property {CREATE_PROPERTY}=true"
                 ) from None

@@ -332,6 +332,8 @@ def list_top(storage: Storage) -> list[ListedFile]:
     """The files directly under the root (roots, definitions, hint, temp files, foreign)."""
     try:
         infos = storage.list_top_level()
+    except NotFoundError:
+        raise  # no bucket, no root: nothing to collect, and a rerun will not find one (exit 5)
     except LakecoreError as exc:
         raise GcRefusedError(f"could not list the top of {storage.root_uri}: {exc.one_line()}") from exc
     return [_listed(i.path, i.size, i.mtime_millis) for i in infos]

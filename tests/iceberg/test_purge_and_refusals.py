@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from pyiceberg.catalog import load_catalog
 from pyiceberg.exceptions import (
     NoSuchIcebergTableError,
     NoSuchNamespaceError,
@@ -20,6 +21,7 @@ from pyiceberg.exceptions import (
 from lakecore.iceberg import ReadOnlyCatalogError
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import root_node_file_name
+from tests.conftest import S3TestServer
 from tests.iceberg.conftest import SCHEMA, local_lake, rows
 
 
@@ -183,3 +185,19 @@ def test_the_version_property_takes_an_int_or_digits(tmp_path: Path) -> None:
     lake = local_lake(tmp_path)
     assert lake.catalog(version=0).read_only_version == 0
     assert lake.catalog(version=" 0 ").read_only_version == 0
+
+
+@pytest.mark.s3
+def test_a_missing_bucket_is_named_not_answered_with_create_advice(s3_server: S3TestServer) -> None:
+    """The catalog said "there is no lakehouse ...: set lakecore.create=true" for a mistyped
+    bucket, where creating fails too (a trial found it): the storage's own words stand."""
+    from lakecore.errors import NoLakehouseError, NotFoundError
+
+    options = s3_server.storage_options()
+    properties = {"py-catalog-impl": "lakecore.iceberg.LakecoreCatalog", "s3.endpoint": s3_server.endpoint,
+                  "s3.access-key-id": options["key"], "s3.secret-access-key": options["secret"]}
+    with pytest.raises(NotFoundError, match="bucket does not exist") as missing:
+        load_catalog("t", **{**properties, "uri": "s3://no-such-bucket-for-lakecore/lake"})
+    assert not isinstance(missing.value, NoLakehouseError) and "lakecore.create" not in str(missing.value)
+    with pytest.raises(NoLakehouseError, match=r"lakecore\.create=true"):
+        load_catalog("t", **{**properties, "uri": f"s3://{s3_server.bucket}/no-lake-here"})

@@ -200,3 +200,26 @@ def test_a_local_root_is_one_page_whatever_its_size(tmp_path: Path) -> None:
     assert [p.more for p in pages] == [False] and len(pages[0].files) == 1_500
     (limited,) = storage.list_pages("", limit=10)
     assert len(limited.files) > 10  # stops once over the limit, as ``list`` does
+
+
+def test_a_missing_bucket_is_not_found_not_a_retryable_refusal(tmp_path: Path) -> None:
+    """gc on a mistyped bucket said "GcRefusedError: could not list the top ...: NotFoundError:
+    ..." with exit 4, which the DAGs retry; validate and the CLI said exit 5. A trial found it."""
+    from lakecore.errors import ExitCode, NotFoundError
+    from lakecore.maintenance.listing import GcRefusedError
+
+    class _NoBucket(Storage):
+        error: type[Exception] = NotFoundError
+
+        def list_top_level(self) -> list[FileInfo]:
+            raise self.error("could not list s3://bukcet/lake/: The specified bucket does not exist "
+                             "(does the bucket exist?)")
+
+    storage = _NoBucket(str(tmp_path / "lake"))
+    with pytest.raises(NotFoundError, match="bucket does not exist") as missing:
+        listing.list_top(storage)
+    assert missing.value.exit_code == ExitCode.NOT_FOUND
+    storage.error = StorageError
+    with pytest.raises(GcRefusedError, match="could not list the top") as failed:
+        listing.list_top(storage)
+    assert failed.value.exit_code == ExitCode.FAILURE
