@@ -216,6 +216,32 @@ def _storage_options_of(properties: Mapping[str, Any]) -> dict[str, Any] | None:
     return options or None
 
 
+# The properties this catalog reads itself; the rest are pyiceberg's (FileIO, ...).
+OWN_PROPERTIES: Final = ("uri", WAREHOUSE_LOCATION, VERSION_PROPERTY, AS_OF_PROPERTY, CREATE_PROPERTY,
+                         STORAGE_OPTIONS_PROPERTY)
+
+
+def _refuse_misspelt_properties(properties: Mapping[str, Any]) -> None:
+    """A misspelt property is ignored by pyiceberg, and some are dangerous to ignore: with
+    ``verison=5`` a caller meaning to read version 5 got the latest version, writable. Refuse
+    any ``lakecore.*`` key not ours, and any key that is not a known property but nearly spells
+    one of ours or one of pyiceberg's ``s3.*``/``client.*`` keys."""
+    import difflib
+
+    import pyiceberg.io
+
+    known_io = sorted({v for v in vars(pyiceberg.io).values()
+                       if isinstance(v, str) and v.startswith(("s3.", "client."))})
+    for key in properties:
+        if key in OWN_PROPERTIES or key in known_io:
+            continue
+        candidates = list(OWN_PROPERTIES) + (known_io if key.startswith(("s3.", "client.")) else [])
+        close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.8)
+        if key.startswith("lakecore.") or close:
+            hint = f"did you mean {close[0]!r}?" if close else f"this catalog's own are {', '.join(OWN_PROPERTIES)}"
+            raise ValidationError(f"unknown catalog property {key!r}: {hint} (a misspelt property would be ignored)")
+
+
 def _version_number(value: Any) -> int:
     """A lakehouse version from an int or a string of ASCII digits; nothing else (``int()``
     would take True as 1, 1.9 as 1 and "1_0" as 10)."""
@@ -364,6 +390,7 @@ class LakecoreCatalog(MetastoreCatalog):
                 not "true"), or the requested version does not exist or was expired.
         """
         storage_options = properties.pop("storage_options", None)
+        _refuse_misspelt_properties(properties)
         super().__init__(name, **properties)
         self._lock = threading.RLock()
         uri = properties.get("uri")
@@ -492,6 +519,13 @@ class LakecoreCatalog(MetastoreCatalog):
                 )
             _refuse_lakecore_directory(normalized, self._lakehouse.storage.root_uri, what)
 
+    def _check_namespace_location(self, properties: Properties) -> None:
+        """A namespace's ``location`` is where its tables go by default: held to the tables'
+        rule when it is set, not found wrong at every later create."""
+        location = properties.get(LOCATION)
+        if location:
+            self.check_location(str(location), "namespace location")
+
     def _check_metadata(self, metadata: TableMetadata, metadata_location: str) -> None:
         self.check_location(metadata_location, "metadata location")
         self.check_location(metadata.location, "table location")
@@ -526,7 +560,9 @@ class LakecoreCatalog(MetastoreCatalog):
     def _get_default_warehouse_location(self, database_name: str, table_name: str) -> str:
         # Unique per table (see the module docstring); pyiceberg's is <warehouse>/<ns>/<table>.
         properties = self.load_namespace_properties(database_name)
-        base = (properties.get(LOCATION) or f"{self.warehouse}/{database_name}").rstrip("/")
+        # As a full URI (a bare path in a namespace's location would be stored as one, and
+        # metadata_location is a full URI by the format's rule).
+        base = normalize_location(properties.get(LOCATION) or f"{self.warehouse}/{database_name}")
         return f"{base}/{table_name}-{uuid.uuid4().hex}"
 
     # -- tables: reads ------------------------------------------------------------------------
@@ -853,6 +889,7 @@ class LakecoreCatalog(MetastoreCatalog):
         """
         self._refuse_read_only("create_namespace")
         ns = self._namespace(namespace, ValidationError)
+        self._check_namespace_location(properties)
         self._change("create_namespace", lambda tx: tx.create_namespace(ns, dict(properties)),
                      exists=NamespaceAlreadyExistsError)
 
@@ -904,6 +941,7 @@ class LakecoreCatalog(MetastoreCatalog):
         """
         self._refuse_read_only("update_namespace_properties")
         ns = self._namespace(namespace)
+        self._check_namespace_location(updates)
 
         def update(tx: Transaction) -> PropertiesUpdateSummary:
             current = dict(tx.load_namespace(ns).properties)
