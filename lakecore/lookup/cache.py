@@ -81,7 +81,13 @@ class VersionCache:
                 self.stats.hits += 1
                 os.utime(path)  # last use, for LRU
                 return path
-            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # a mistyped --cache-dir, or one under a file: the operator's to fix
+                raise InvalidArgumentError(
+                    f"lookup cache folder {self.folder} cannot be used: {exc.strerror or exc} "
+                    f"({exc.filename or path.parent}); give --cache-dir a folder you can write (or set LAKECORE_CACHE_DIR)"
+                ) from None
             count = 0
             with LookupWriter(str(path), compression=self.compression) as writer:
                 for key, value in view.items():

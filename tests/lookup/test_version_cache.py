@@ -120,3 +120,16 @@ def test_lookup_and_diff_commands(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["-l", lake, "--json", "diff", "1", str(lh.version), "--cache-dir", cache]) == 0
     diff = json.loads(capsys.readouterr().out)
     assert sorted(d["object"] for d in diff["added"]) == [f"a.t{i:03d}" for i in range(5)]
+
+
+def test_an_unusable_cache_folder_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--cache-dir` under a file, or somewhere that cannot be made, said "unexpected
+    NotADirectoryError" with exit 4 (a trial found it)."""
+    lh = _lake(tmp_path, tables=3)
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x")
+    for folder in (a_file / "sub", Path("/proc/lakecore-no-such-folder")):
+        code = main(["-l", lh.uri, "lookup", "get", "--namespace", "a", "--table", "t000", "--cache-dir", str(folder)])
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert err.count("\n") == 1 and "lookup cache folder" in err and "give --cache-dir a folder" in err, err
