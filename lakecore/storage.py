@@ -1395,6 +1395,12 @@ def _raise_translated(exc: Exception, uri: str, action: str, reading: bool = Fal
             f"could not {action} {uri}: the storage server cannot be reached ({type(exc).__name__}: {exc}); "
             "check the endpoint (storage option endpoint_url, or AWS_ENDPOINT_URL) and that the server is up"
         ) from exc
+    if type(exc).__name__ == "NoCredentialsError":  # botocore's, found by name: botocore is optional
+        raise StorageError(
+            f"could not {action} {uri}: NoCredentialsError: no AWS credentials were found; give them to this "
+            "process (and the executors): AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, an instance "
+            "role, or --storage-option key=... secret=..."
+        ) from exc
     raise StorageError(f"could not {action} {uri}: {type(exc).__name__}: {_capped(exc)}") from exc
 
 

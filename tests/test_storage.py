@@ -693,3 +693,17 @@ def test_storage_options_from_a_command_line_are_typed() -> None:
 def test_a_wrong_storage_option_is_one_clear_error(pair: str, message: str) -> None:
     with pytest.raises(InvalidArgumentError, match=message):
         parse_storage_options([pair])
+
+
+def test_s3_no_credentials_says_what_to_give() -> None:
+    """The bare "NoCredentialsError: Unable to locate credentials" named the problem and no next step (a
+    trial). The name stays: the jobs recognise it in an executor's error to add their advice."""
+    from botocore.exceptions import NoCredentialsError
+
+    from lakecore import storage as storage_module
+
+    with pytest.raises(StorageError) as info:
+        storage_module._raise_translated(NoCredentialsError(), "s3://b/lake/x", "read", reading=True)
+    message = str(info.value)
+    assert message.startswith("could not read s3://b/lake/x: NoCredentialsError: no AWS credentials were found")
+    assert "AWS_ACCESS_KEY_ID" in message and "--storage-option key=... secret=..." in message

@@ -19,6 +19,8 @@ def _cache(args: argparse.Namespace) -> VersionCache:
         VersionCache,  # deferred: the command line's --help stays cheap
     )
 
+    if args.cache_max_bytes <= 0:
+        raise InvalidArgumentError(f"--cache-max-bytes must be a positive number of bytes, got {args.cache_max_bytes}")
     return VersionCache(args.cache_dir, max_bytes=args.cache_max_bytes) if args.cache_dir else VersionCache(
         max_bytes=args.cache_max_bytes)
 
@@ -45,8 +47,9 @@ def cmd_lookup(args: argparse.Namespace) -> int:
 
     cache = _cache(args)
     view = open_view(args, resolve_version(args))
-    if args.action != "get" and (args.namespace is not None or args.table is not None):
-        raise InvalidArgumentError(f"lookup {args.action} takes no --namespace/--table (only lookup get does)")
+    if args.action != "get" and (args.namespace is not None or args.table is not None or args.keys):
+        raise InvalidArgumentError(f"lookup {args.action} takes no KEY and no --namespace/--table (only lookup get "
+                                   "does)")
     if args.action == "get":
         keys = _lookup_keys(args, view)
     path = cache.file_for(view)
@@ -63,10 +66,30 @@ def cmd_lookup(args: argparse.Namespace) -> int:
             return ExitCode.OK
         found = reader.get_many([k.encode("utf-8") for k in keys])
     values = [None if v is None else v.decode("utf-8") for v in found]
+    if args.keys:
+        _hint_unpadded(keys, values, view)
     emit(args, "\n".join(f"{key!r}\t{value if value is not None else '(absent)'}"
                          for key, value in zip(keys, values, strict=True)),
          dict(zip(keys, values, strict=True)))
     return ExitCode.OK if all(v is not None for v in values) else ExitCode.NOT_FOUND
+
+
+def _hint_unpadded(keys: list[str], values: list[str | None], view: Any) -> None:
+    """A raw KEY is the key as stored, padded; ``lookup get ns1`` is absent for that reason
+    alone. Say so on stderr (the answer stays "absent", exit 5)."""
+    import sys
+
+    from lakecore import keys as K
+    from lakecore.errors import LakecoreError
+
+    for key, value in zip(keys, values, strict=True):
+        if value is not None or K.is_system_key(key):
+            continue
+        try:
+            K.parse_key(key, view.lakehouse_def)
+        except LakecoreError:
+            print(f"lakecore: {key!r} is not an object key as stored (B=== or C=== and names padded to their "
+                  "full width); use --namespace NS [--table T] to look a name up", file=sys.stderr)
 
 
 def _field_lines(fields: list[dict[str, Any]] | None) -> list[str]:

@@ -133,3 +133,18 @@ def test_an_unusable_cache_folder_is_one_line_and_exit_2(tmp_path: Path, capsys:
         err = capsys.readouterr().err
         assert code == 2, err
         assert err.count("\n") == 1 and "lookup cache folder" in err and "give --cache-dir a folder" in err, err
+
+
+def test_lookup_refuses_stray_arguments_and_says_why_an_unpadded_key_is_absent(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lh = _lake(tmp_path, tables=2)
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    for argv in (["lookup", "build", "extra"], ["lookup", "stats", "a"], ["lookup", "stats", "--cache-max-bytes", "0"]):
+        assert main(["-l", lh.uri, *argv, *cache]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and ("takes no KEY" in err or "--cache-max-bytes must be" in err), err
+    assert main(["-l", lh.uri, "lookup", "get", "a", *cache]) == 5
+    captured = capsys.readouterr()
+    assert "(absent)" in captured.out and "'a' is not an object key as stored" in captured.err
+    assert main(["-l", lh.uri, "lookup", "get", "--namespace", "a", *cache]) == 0
+    assert capsys.readouterr().err == ""
