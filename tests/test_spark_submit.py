@@ -93,7 +93,7 @@ def test_a_jobs_error_line_is_on_stderr(tmp_path: Path) -> None:
     done = _run([str(WRAPPER), "validate", "--lakehouse", str(tmp_path / "no-lake"), "--no-expectations"],
                 env=_env(TMPDIR=str(scratch)))
     assert done.returncode == 5, done.stderr[-3000:]
-    line = f"lakecore validate: NotFoundError: no lakehouse at file://{tmp_path / 'no-lake'}/"
+    line = f"lakecore validate: NoLakehouseError: no lakehouse at file://{tmp_path / 'no-lake'}/"
     assert [text for text in done.stderr.splitlines() if text.startswith("lakecore validate:")] == [
         text for text in done.stderr.splitlines() if text.startswith(line)], done.stderr
     assert sum(text.startswith(line) for text in done.stderr.splitlines()) == 1, done.stderr
@@ -240,7 +240,7 @@ def test_a_remote_runs_the_job_in_python_without_spark_submit(
     assert not record.exists(), record.read_text()
     assert done.returncode == 5, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("lakecore validate: NotFoundError: no lakehouse at"), done.stderr
+    assert len(lines) == 1 and lines[0].startswith("lakecore validate: NoLakehouseError: no lakehouse at"), done.stderr
     # --help goes to the job's parser too, with its --remote option
     done = _run([str(WRAPPER), "gc", "--help", *options], env=env)
     assert done.returncode == 0 and "--remote sc://HOST:PORT" in done.stdout, done.stderr

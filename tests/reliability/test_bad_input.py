@@ -193,7 +193,7 @@ def test_cli_missing_lakehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
             code, _out, err = _cli("--lakehouse", uri, *argv)
             assert code == 5, (argv, code, err)
             _one_line(err)
-            assert "NotFoundError" in err, err
+            assert "NoLakehouseError: no lakehouse at" in err, err
 
 
 def test_cli_unsupported_major_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -232,7 +232,7 @@ def test_cli_as_a_real_process(lake: Path, tmp_path: Path) -> None:
     cases = [
         (["--lakehouse", str(lake), "namespace", "create", "bad name"], 2, "InvalidNameError"),
         (["--lakehouse", "s3://b/../x", "namespace", "list"], 2, "InvalidLocationError"),
-        (["--lakehouse", str(tmp_path / "nothing"), "versions"], 5, "NotFoundError"),
+        (["--lakehouse", str(tmp_path / "nothing"), "versions"], 5, "NoLakehouseError"),
         (["--lakehouse", str(future), "namespace", "list"], 2, "UnsupportedFormatVersionError"),
     ]
     with unchanged(lake, future, Path.cwd()):

@@ -899,7 +899,7 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
     proc = subprocess.run([str(SPARK_SUBMIT), "gc", "--lakehouse", str(tmp_path / "lkae"), "--dry-run"],
                           capture_output=True, text=True, env=_env(), timeout=120)
     assert proc.returncode == ExitCode.NOT_FOUND and proc.stdout == "", (proc.stdout, proc.stderr)
-    assert one_line(proc) == (f"lakecore gc: NotFoundError: no lakehouse at file://{tmp_path / 'lkae'}/: the folder does "
+    assert one_line(proc) == (f"lakecore gc: NoLakehouseError: no lakehouse at file://{tmp_path / 'lkae'}/: the folder does "
                               "not exist; check the path (or create a lakehouse there with `lakecore init`)")
     assert not (tmp_path / "lkae").exists()
     # Run as a module, a job names itself that way (it used to say spark-submit.sh there too).
