@@ -534,28 +534,23 @@ class LakecoreCatalog(MetastoreCatalog):
             if path:
                 self.check_location(str(path), f"the table property {name}")
 
-    def _purgeable_roots(self, metadata: TableMetadata) -> list[str]:
-        """Where a purge may delete: the table's location and its own write paths (each checked
-        as ``_check_metadata`` checks them; one that fails is left out)."""
-        roots = []
-        for location in (metadata.location, *(metadata.properties.get(n) for n in WRITE_PATH_PROPERTIES)):
-            if location:
-                try:
-                    self.check_location(str(location), "purge root")
-                except ValidationError:
-                    continue
-                roots.append(normalize_location(str(location)))
-        return roots
-
-    def _may_purge(self, path: str, roots: list[str]) -> bool:
-        normalized = normalize_location(path)
-        if not any(normalized.startswith(root + "/") for root in roots):
-            return False
+    def _location_allowed(self, location: str) -> bool:
         try:
-            self.check_location(path, "file")
+            self.check_location(location, "location")
         except ValidationError:
             return False
         return True
+
+    def _purgeable_roots(self, metadata: TableMetadata) -> list[str]:
+        """Where a purge may delete: the table's location and its own write paths (each checked
+        as ``_check_metadata`` checks them; one that fails is left out)."""
+        locations = (metadata.location, *(metadata.properties.get(n) for n in WRITE_PATH_PROPERTIES))
+        return [normalize_location(str(loc)) for loc in locations if loc and self._location_allowed(str(loc))]
+
+    def _may_purge(self, path: str, roots: list[str]) -> bool:
+        # The path's own check too: a '..' segment would lead out of a root it textually starts with.
+        normalized = normalize_location(path)
+        return any(normalized.startswith(root + "/") for root in roots) and self._location_allowed(path)
 
     def _get_default_warehouse_location(self, database_name: str, table_name: str) -> str:
         # Unique per table (see the module docstring); pyiceberg's is <warehouse>/<ns>/<table>.

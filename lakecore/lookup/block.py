@@ -35,6 +35,9 @@ import numpy.typing as npt
 
 from lakecore.lookup.varint import VARINT32_MAX_BYTES, decode_varint, decode_varints, encode_varint
 
+# What a key or a value may be given as, to the writer and the reader alike (stored as bytes).
+BYTES_LIKE: Final = (bytes, bytearray, memoryview)
+
 ALIGNED: Final = 0
 UNALIGNED: Final = 1
 #: The fixed part of a block tail: int32 (entry size or entry count) + u8 aligned flag.

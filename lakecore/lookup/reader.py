@@ -48,6 +48,7 @@ import numpy.typing as npt
 
 from lakecore.errors import CorruptLookupFileError, InvalidArgumentError, NotFoundError
 from lakecore.lookup.block import (
+    BYTES_LIKE,
     TRAILER_SIZE,
     Block,
     block_crc,
@@ -268,7 +269,7 @@ class LookupReader:
     def _as_key(self, key: object) -> bytes:
         """Keys as the writer takes them: bytes, bytearray or memoryview; anything else (a str
         most likely) is refused, where comparing it with the index's bytes raised TypeError."""
-        if isinstance(key, bytes | bytearray | memoryview):
+        if isinstance(key, BYTES_LIKE):
             return bytes(key)
         raise InvalidArgumentError(
             f"lookup file {self.path}: a key must be bytes, got {type(key).__name__} (encode a str as UTF-8)"

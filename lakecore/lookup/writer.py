@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import BinaryIO, Final
 
 from lakecore.errors import InvalidArgumentError
-from lakecore.lookup.block import TRAILER_SIZE, BlockBuilder, encode_trailer
+from lakecore.lookup.block import BYTES_LIKE, TRAILER_SIZE, BlockBuilder, encode_trailer
 from lakecore.lookup.bloom import (
     DEFAULT_FPP,
     MIN_FPP,
@@ -145,9 +145,7 @@ class LookupWriter:
             self._flush_data_block()
 
     def _coerce(self, key: object, value: object) -> tuple[bytes, bytes]:
-        if not isinstance(key, bytes | bytearray | memoryview) or not isinstance(
-            value, bytes | bytearray | memoryview
-        ):
+        if not isinstance(key, BYTES_LIKE) or not isinstance(value, BYTES_LIKE):
             raise InvalidArgumentError(
                 f"lookup file {self.path}: keys and values must be bytes, got "
                 f"{type(key).__name__} and {type(value).__name__}"

@@ -36,6 +36,15 @@ else:
             del os.environ[_name]
 
 
+# The same import, as source for a script run in a process of its own.
+IMPORT_DAGBAG_SOURCE = (
+    "try:\n"
+    "    from airflow.dag_processing.dagbag import DagBag\n"
+    "except ImportError:  # Airflow before 3.1\n"
+    "    from airflow.models.dagbag import DagBag\n"
+)
+
+
 @pytest.fixture(scope="session")
 def dagbag():
     try:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.airflow.conftest import DAGS_FOLDER, REPO_ROOT
+from tests.airflow.conftest import DAGS_FOLDER, IMPORT_DAGBAG_SOURCE, REPO_ROOT
 
 MAINTENANCE = "lakecore_maintenance"
 REPAIR = "lakecore_repair"
@@ -99,12 +99,8 @@ def test_copied_dag_files_parse_without_the_checkout_beside_them(tmp_path: Path)
         shutil.copy(source, folder / source.name)
     # A process of its own: this one has the checkout's _lakecore_common imported already.
     code = (
-        "import json, sys\n"
-        "try:\n"
-        "    from airflow.dag_processing.dagbag import DagBag\n"
-        "except ImportError:\n"
-        "    from airflow.models.dagbag import DagBag\n"
-        f"bag = DagBag(dag_folder={str(tmp_path / 'dags')!r})\n"
+        "import json, sys\n" + IMPORT_DAGBAG_SOURCE
+        + f"bag = DagBag(dag_folder={str(tmp_path / 'dags')!r})\n"
         "print(json.dumps({'errors': {k: str(v)[-300:] for k, v in bag.import_errors.items()}, 'dags': sorted(bag.dags)}))\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LAKECORE_ROOT")}

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.airflow.conftest import DAGS_FOLDER, REPO_ROOT
+from tests.airflow.conftest import DAGS_FOLDER, IMPORT_DAGBAG_SOURCE, REPO_ROOT
 from tests.spark_cluster import StandaloneCluster, non_loopback_address, read_event_logs
 
 AIRFLOW = Path(sys.executable).parent / "airflow"
@@ -124,12 +124,8 @@ class Airflow:
         """One run of ``dag_id`` as the UI's Trigger makes it in Airflow 3: no logical date, so
         no data interval (``airflow dags test`` always sets a logical date)."""
         code = (
-            "import json, sys\n"
-            "try:\n"
-            "    from airflow.dag_processing.dagbag import DagBag\n"
-            "except ImportError:\n"
-            "    from airflow.models.dagbag import DagBag\n"
-            f"dag = DagBag(dag_folder={str(DAGS_FOLDER)!r}).dags[{dag_id!r}]\n"
+            "import json, sys\n" + IMPORT_DAGBAG_SOURCE
+            + f"dag = DagBag(dag_folder={str(DAGS_FOLDER)!r}).dags[{dag_id!r}]\n"
             "run = dag.test(logical_date=None, run_conf=json.loads(sys.argv[1]))\n"
             "print('logical date:', run.logical_date, 'run state:', run.state)\n"
         )
