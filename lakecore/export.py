@@ -14,9 +14,12 @@ definition carries ``lakecore.export.mode`` refuses every commit (``Lakehouse.co
 location is always relative to the lakehouse the file holding it lives in, which is why copied
 nodes that keep pointing at the source have those pointers made absolute.
 
-The caller (``Lakehouse.export_snapshot``) then records the export in the source's definition
-(``exported_snapshots[name]``, plus ``lakecore.exports.<name>.mode`` and ``.target``), which
-pins the exported version against expiry until ``Lakehouse.drop_export`` removes the record.
+The caller (``Lakehouse.export_snapshot``) records the export in the source's definition
+(``exported_snapshots[name]``, plus ``lakecore.exports.<name>.mode`` and ``.target``) *before*
+it copies: the record pins the exported version against expiry until ``Lakehouse.drop_export``
+removes it, and a copy made first could be of a version that a version compaction running
+meanwhile expires, its files deleted under the copy's pointers. A copy that fails withdraws the
+record; so does a version found expired once the record has landed.
 """
 
 from __future__ import annotations
@@ -77,27 +80,11 @@ def refuse_foreign_files(target: Storage) -> None:
         )
 
 
-def copy_snapshot(
-    view: LakehouseView,
-    exported: RootInfo,
-    mode: str,
-    target: str,
-    target_storage_options: Mapping[str, Any] | None,
-    name: str,
-    copy_files: CopyFiles | None = None,
-) -> Storage:
-    from lakecore.view import (
-        EXPORT_MODE_PROPERTY,
-        EXPORT_NAME_PROPERTY,
-        EXPORT_ORIGIN_PROPERTY,
-        EXPORT_SOURCE_PROPERTY,
-        EXPORT_VERSION_PROPERTY,
-        EXPORTS_PROPERTY_PREFIX,
-        has_lakehouse,
-        read_lakehouse_def,
-    )
+def export_target(source: Storage, target: str, target_storage_options: Mapping[str, Any] | None) -> Storage:
+    """The target of an export, refused before anything is recorded or written when it is the
+    source, inside it, a file, a lakehouse already, or a folder of other files."""
+    from lakecore.view import has_lakehouse
 
-    source = view.storage
     target_storage = Storage(target, target_storage_options or source.storage_options)
     if target_storage.root_uri == source.root_uri:
         raise AlreadyExistsError("an export target must be another root than the lakehouse itself")
@@ -111,6 +98,29 @@ def copy_snapshot(
     if has_lakehouse(target_storage):
         raise AlreadyExistsError(f"a lakehouse already exists at the export target {target_storage.root_uri}")
     refuse_foreign_files(target_storage)
+    return target_storage
+
+
+def copy_snapshot(
+    view: LakehouseView,
+    exported: RootInfo,
+    mode: str,
+    target_storage: Storage,
+    name: str,
+    copy_files: CopyFiles | None = None,
+) -> Storage:
+    """Write the copy of ``exported`` to ``target_storage`` (``export_target``) as its version 0."""
+    from lakecore.view import (
+        EXPORT_MODE_PROPERTY,
+        EXPORT_NAME_PROPERTY,
+        EXPORT_ORIGIN_PROPERTY,
+        EXPORT_SOURCE_PROPERTY,
+        EXPORT_VERSION_PROPERTY,
+        EXPORTS_PROPERTY_PREFIX,
+        read_lakehouse_def,
+    )
+
+    source = view.storage
     source_def = read_lakehouse_def(source, exported.lakehouse_def_path)
     # The source's own export records describe the source's exports, not the copy's.
     properties = {k: v for k, v in source_def.properties.items() if not k.startswith(EXPORTS_PROPERTY_PREFIX)}
@@ -157,7 +167,7 @@ def copy_snapshot(
             target_storage.delete([target_def_path])
         raise AlreadyExistsError(
             f"another export to {target_storage.root_uri} committed its version 0 first (two exports to one "
-            f"target at once?); that copy stands and this one recorded nothing. `lakecore -l "
+            f"target at once?); that copy stands and this one records nothing. `lakecore -l "
             f"{target_storage.root_uri} describe` shows what is there; export to a new folder to make another copy"
         ) from None
     write_hint(target_storage, 0)

@@ -44,7 +44,7 @@ from lakecore.errors import (
     NotFoundError,
     ReadOnlyLakehouseError,
 )
-from lakecore.export import CopyFiles, copy_snapshot
+from lakecore.export import CopyFiles, copy_snapshot, export_target
 from lakecore.locations import (
     new_lakehouse_def_path,
     new_namespace_def_path,
@@ -437,12 +437,38 @@ class Lakehouse(LakehouseView):
             raise InvalidArgumentError(f"export name {name!r} must be non-empty with no spaces or control characters")
         check_export_name_free(self.lakehouse_def, name)
         exported = self.root_info if version is None else read_version(self.storage, version, self.lakehouse_def.order)
-        target_uri = None
-        if target is not None:
-            target_uri = copy_snapshot(self, exported, mode, target, target_storage_options, name,
-                                       copy_files=copy_files).root_uri
+        target_storage = None if target is None else export_target(self.storage, target, target_storage_options)
         root_file = root_node_file_name(exported.version)
-        return self.update_definition(lambda current: with_export_recorded(current, name, root_file, mode, target_uri))
+        target_uri = None if target_storage is None else target_storage.root_uri
+        # The pin first, the copy after (lakecore/export.py): a version compaction that plans
+        # from here on keeps the exported version; one that planned earlier re-reads the exports
+        # before it deletes a root. One that had already passed that re-check may have deleted
+        # the root meanwhile: then nothing is exported.
+        recorded = self.update_definition(lambda current: with_export_recorded(current, name, root_file, mode, target_uri))
+        try:
+            if not self.storage.exists(root_file):
+                raise NotFoundError(
+                    f"version {exported.version} was expired by a version compaction while its export was being "
+                    "recorded; nothing was exported")
+            if target_storage is not None:
+                copy_snapshot(self, exported, mode, target_storage, name, copy_files=copy_files)
+        except BaseException as exc:
+            self._withdraw_export(name, exc)
+            raise
+        return recorded
+
+    def _withdraw_export(self, name: str, failure: BaseException) -> None:
+        """Take back export ``name``'s record after its copy failed (or was interrupted): the
+        version stays pinned by nothing that exists. A withdrawal that fails too says what to run."""
+        try:
+            self.drop_export(name)
+        except LakecoreError as exc:
+            advice = (f"the record of export {name!r} could not be taken back ({exc.one_line()}): run "
+                      f"`lakecore -l {self.uri} export drop {name}`")
+            if not isinstance(failure, LakecoreError):  # an interrupt stays an interrupt
+                _LOG.warning("%s", advice)
+                return
+            raise LakecoreError(f"{failure.one_line()}; and {advice}") from failure
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,6 +38,11 @@ Design choices:
   the root itself always ends in ``/``: on an object store a prefix is a string match, and
   ``s3://b/lake`` would otherwise also match ``s3://b/lake2/...``, a neighbouring lakehouse
   whose files a garbage collector must never see, let alone delete.
+- **Symlinks below the root lead nowhere.** Locally a listing neither follows nor reports a
+  symlink, and it lists nothing through a directory below the root that is one (or lies under
+  one); a delete skips a file whose directory is reached through one. A hash directory linked
+  to another lakehouse's (a "cheap clone") would otherwise have its files listed as orphans of
+  this one and deleted by gc.
 - **Picklable and fork-safe.** A Storage travels to Spark executors. Only ``(root_uri,
   storage_options)`` is pickled; the file system client is rebuilt lazily on first use, cached
   per process and per thread (s3fs clients are bound to an event loop and are not fork-safe;
@@ -275,6 +280,16 @@ class _LocalBackend:
     def _abs(self, rel: str) -> str:
         return self._root_dir + rel
 
+    def _below_root_without_links(self, rel_dir: str) -> bool:
+        """Whether the directory ``rel_dir`` ('' or ending in '/') lies under the root through
+        real directories only. A symlinked directory below the root (``0001 -> ../other/0001``)
+        leads outside it: what is listed or deleted there is another tree's. The root's own path
+        may hold links (``/tmp`` on some systems); only the part below it is held to this."""
+        if not rel_dir:
+            return True
+        real_root = os.path.realpath(self._root_dir)
+        return os.path.realpath(self._root_dir + rel_dir) == os.path.join(real_root, rel_dir.rstrip("/"))
+
     def read(self, rel: str) -> bytes:
         with open(self._abs(rel), "rb") as f:
             return f.read()
@@ -361,7 +376,8 @@ class _LocalBackend:
 
     def list_under(self, dir_prefix: str, limit: int | None = None) -> list[FileInfo]:
         out: list[FileInfo] = []
-        self._walk(dir_prefix, recursive=True, out=out, limit=limit)
+        if self._below_root_without_links(dir_prefix):
+            self._walk(dir_prefix, recursive=True, out=out, limit=limit)
         return out
 
     def list_pages(self, dir_prefix: str, limit: int) -> Iterator[ListedPage]:
@@ -370,7 +386,8 @@ class _LocalBackend:
 
     def list_paths(self, dir_prefix: str) -> PathListing:
         paths: list[str] = []
-        self._walk_names(dir_prefix, paths)
+        if self._below_root_without_links(dir_prefix):
+            self._walk_names(dir_prefix, paths)
         return PathListing(paths, None, None)
 
     def list_top(self) -> list[FileInfo]:
@@ -429,7 +446,13 @@ class _LocalBackend:
 
     def delete(self, rels: list[str], batch_size: int) -> list[str]:
         deleted: list[str] = []
+        checked_dirs: dict[str, bool] = {}
         for rel in rels:
+            parent = rel[: rel.rfind("/") + 1]
+            if parent not in checked_dirs:
+                checked_dirs[parent] = self._below_root_without_links(parent)
+            if not checked_dirs[parent]:
+                continue  # through a symlinked directory: not this lakehouse's file to delete
             try:
                 os.unlink(self._abs(rel))
             except (FileNotFoundError, NotADirectoryError, IsADirectoryError):

@@ -239,7 +239,7 @@ def test_two_exports_to_one_target_at_once_one_wins_and_the_other_says_so(lake: 
         Lakehouse.open(str(lake)).export_snapshot("winner", "full", target=str(target))
 
     with pytest.raises(AlreadyExistsError, match=r"another export to file://.*/copy/ committed its version 0 first "
-                       r"\(two exports to one target at once\?\); that copy stands and this one recorded nothing"):
+                       r"\(two exports to one target at once\?\); that copy stands and this one records nothing"):
         loser.export_snapshot("loser", "full", target=str(target), copy_files=copy_then_lose_the_race)
     definitions = [p.name for p in target.iterdir() if p.name.startswith("_lakehouse_def")]
     assert len(definitions) == 1, definitions  # the winner's only

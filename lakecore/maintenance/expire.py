@@ -297,11 +297,16 @@ def ensure_hint(storage: Storage, plan: ExpiryPlan) -> int:
     if write_hint(storage, current):
         return current
     hint = read_hint(storage)
-    if hint is not None and hint not in set(plan.expired) and (hint in plan.roots or hint > plan.latest):
+    # A reader starts at the hint and probes upwards while the next root exists; it never looks
+    # below the hint's gaps. A hint under an expired version (a retained one pinned by an export,
+    # say) would, once that root is deleted, stop the probe there: readers would see an old
+    # version as the latest and the next commit would land beneath newer roots.
+    highest_expired = max(plan.expired, default=-1)
+    if hint is not None and hint > highest_expired and (hint in plan.roots or hint > plan.latest):
         return hint
     raise ExpiryRefusedError(
         f"could not write {storage.uri('_latest_hint.txt')}, and it names {hint!r}, not a retained "
-        "version; nothing was deleted"
+        f"version above every version to expire (the highest is {highest_expired}); nothing was deleted"
     )
 
 
