@@ -11,8 +11,9 @@ created again at the same place has a version 1 of its own. The root identity is
 the version's root file says of itself (its lakehouse definition file, whose name holds a
 uuid, its creation time and its size), so a new lakehouse's version never hits an old file.
 
-The cache keeps the folder under ``max_bytes``, evicting least recently used files first (the
-file's mtime is its last use: a hit touches it). Builds write to a temporary file and rename it
+The cache keeps its files under ``max_bytes``, evicting least recently used files first (the
+file's mtime is its last use: a hit touches it). It counts and evicts only files named as above:
+nothing else in the folder, which an operator may share with other data, is ever deleted. Builds write to a temporary file and rename it
 into place, so two processes building the same version at once both end with a whole file.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_BYTES = 2 << 30
 LOOKUP_SUFFIX = ".lookup"
+# The names ``VersionCache.path_for`` gives: the only files the cache counts or evicts.
+_STORE_FOLDER = re.compile(r"[0-9a-f]{16}")
+_CACHE_FILE = re.compile(r"v[0-9]+-[0-9a-f]{12}" + re.escape(LOOKUP_SUFFIX))
 
 
 def default_cache_folder() -> Path:
@@ -102,9 +107,18 @@ class VersionCache:
         return LookupReader(str(self.file_for(view)))
 
     def files(self) -> list[Path]:
-        if not self.folder.exists():
+        """The cache's own files: only names this class gives (``path_for``), never a link. The
+        folder may be one the operator shares with other things (``--cache-dir ~/data``), and
+        eviction deletes what this returns: another tool's ``.lookup`` file is not ours."""
+        if not self.folder.is_dir():
             return []
-        return [p for p in self.folder.rglob(f"*{LOOKUP_SUFFIX}") if p.is_file()]
+        found: list[Path] = []
+        for store in self.folder.iterdir():
+            if not _STORE_FOLDER.fullmatch(store.name) or store.is_symlink() or not store.is_dir():
+                continue
+            found.extend(path for path in store.iterdir()
+                         if _CACHE_FILE.fullmatch(path.name) and not path.is_symlink() and path.is_file())
+        return found
 
     def size_bytes(self) -> int:
         return sum(_size(p) for p in self.files())

@@ -63,6 +63,31 @@ def test_cache_evicts_least_recently_used_under_the_cap(tmp_path: Path) -> None:
     assert small.size_bytes() <= cap
 
 
+def test_eviction_deletes_only_the_caches_own_files(tmp_path: Path) -> None:
+    """A cache folder shared with other data (``--cache-dir ~/data``): another tool's
+    ``.lookup`` files, one in a folder named like a store, and a link to a file elsewhere are
+    neither counted nor evicted, however old, while the cache's own files still are."""
+    import os
+
+    lh = _lake(tmp_path)
+    folder = tmp_path / "data"
+    theirs = [folder / "paimon" / "bucket-0.lookup", folder / "0123456789abcdef" / "bucket-1.lookup",
+              folder / "v1-0123456789ab.lookup"]
+    elsewhere = tmp_path / "elsewhere" / "v2-0123456789ab.lookup"
+    for path in [*theirs, elsewhere]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * 20_000)
+        os.utime(path, (1_000_000, 1_000_000))  # 1970: the least recently used of all
+    cache = VersionCache(folder, max_bytes=1)
+    older = cache.file_for(lh.at_version(lh.version - 1))
+    link = older.parent / "v3-0123456789ab.lookup"
+    link.symlink_to(elsewhere)
+    newer = cache.file_for(lh.at_version(lh.version))
+    assert cache.stats.evictions == 1 and not older.exists() and newer.exists()
+    assert all(path.read_bytes() == b"x" * 20_000 for path in [*theirs, elsewhere])
+    assert cache.files() == [newer]
+
+
 def test_a_lakehouse_made_again_at_the_same_place_never_reads_the_old_ones_cache(tmp_path: Path) -> None:
     """Version 1 of a lakehouse deleted and created again at the same URI is another tree: the
     cache answered from the old one's file (a review found it)."""
