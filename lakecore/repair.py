@@ -57,6 +57,7 @@ from lakecore.versions import (
     RootInfo,
     decode_root,
     highest_version,
+    is_damage_in_version,
     no_lakehouse,
     read_hint,
     write_hint,
@@ -268,11 +269,12 @@ def drop_damaged(storage: Storage, *, apply: bool, say: Say = _quiet) -> RepairO
         try:
             loaded[version] = load_root(storage, version, StorageError)
         except StorageError as exc:
-            if isinstance(exc.__cause__, NotFoundError):
-                continue  # expired since the listing
-            if not isinstance(exc.__cause__, (CorruptFileError, TreeStructureError)):
+            cause = exc.__cause__
+            if isinstance(cause, NotFoundError) and not is_damage_in_version(storage, version, cause):
+                continue  # expired since the listing (its root is gone too)
+            if not isinstance(cause, (CorruptFileError, TreeStructureError, NotFoundError)):
                 raise  # a failed read, not damage: nothing is dropped on a guess
-            outcome.damaged_versions[version] = [exc.__cause__.one_line()]
+            outcome.damaged_versions[version] = [cause.one_line()]  # a missing definition file included
     read_only = read_only_reason(loaded[max(loaded)].lakehouse_def) if loaded else None
     if read_only is not None:
         raise ReadOnlyLakehouseError(f"cannot drop versions of {storage.root_uri}: it is {read_only}")
@@ -350,8 +352,10 @@ def _newest_clean(
     for version in readable:
         try:
             view = open_version(storage.root_uri, version, storage_options=storage.storage_options)
-        except NotFoundError:
-            continue  # expired since the listing
+        except NotFoundError as exc:
+            if is_damage_in_version(storage, version, exc):  # its root is there: a file of it is missing
+                outcome.damaged_versions[version] = [exc.one_line()]
+            continue  # else expired since the listing
         except (CorruptFileError, TreeStructureError) as exc:
             outcome.damaged_versions[version] = [exc.one_line()]
             continue

@@ -21,6 +21,7 @@ from lakecore.defs import LakehouseDef
 from lakecore.errors import (
     CorruptFileError,
     LakecoreError,
+    NotFoundError,
 )
 from lakecore.locations import (
     external_root_for,
@@ -31,7 +32,7 @@ from lakecore.locations import (
 from lakecore.maintenance.damage import next_step
 from lakecore.maintenance.listing import GcDamagedError, GcRefusedError, ListedFile, root_version_of
 from lakecore.storage import Storage, request_pool
-from lakecore.versions import RootInfo, decode_root, export_pins, no_lakehouse
+from lakecore.versions import RootInfo, decode_root, export_pins, is_damage_in_version, no_lakehouse
 
 # Roots read at once on storage that waits on the network: a lakehouse keeps hundreds of
 # versions, and read one by one at S3's 20-50 ms a GET, 1,000 roots took 20 to 50 s.
@@ -126,8 +127,9 @@ def load_roots(
     for version, outcome in zip(ordered, outcomes, strict=True):  # the oldest failure decides
         if isinstance(outcome, LoadedRoot):
             loaded[version] = outcome
-        elif isinstance(outcome.__cause__, CorruptFileError):
-            broken[version] = outcome
+        elif isinstance(outcome.__cause__, CorruptFileError) or (
+                isinstance(outcome.__cause__, NotFoundError) and is_damage_in_version(storage, version, outcome.__cause__)):
+            broken[version] = outcome  # damaged bytes, or a definition missing under a root that is there
         else:
             raise outcome
     rolled_past = [
@@ -173,13 +175,25 @@ def read_retained(
         raise type(missing)(f"{missing}; nothing was deleted")
     listed = {f.path for f in top}
     roots, _abandoned = load_roots(storage, versions, refused, damaged)  # version compaction deletes those
-    for root in roots.values():
-        def_path = root.info.lakehouse_def_path
-        if def_path not in listed:
-            raise refused(
-                f"retained version {root.version} names lakehouse definition "
-                f"{storage.uri(def_path)}, which is not in the listing of the root"
+    unlisted = {v: root.info.lakehouse_def_path for v, root in sorted(roots.items())
+                if root.info.lakehouse_def_path not in listed}
+    if unlisted:
+        # A listing is no instant: a compaction may have deleted a root and its definition
+        # meanwhile (refused: a rerun decides). A definition missing under a root that is still
+        # there was deleted by other hands: damage to every version naming it, with a way out.
+        missing = [v for v, path in unlisted.items()
+                   if not storage.exists(path) and storage.exists(root_node_file_name(v))]
+        if missing:
+            raise damaged(
+                f"retained version(s) {', '.join(str(v) for v in missing)} of {storage.root_uri} name a "
+                f"lakehouse definition that is missing ({storage.uri(unlisted[missing[0]])}); "
+                f"{next_step(storage.root_uri, missing, versions[-1], roots_damaged=True)}"
             )
+        version, def_path = next(iter(unlisted.items()))
+        raise refused(
+            f"retained version {version} names lakehouse definition "
+            f"{storage.uri(def_path)}, which is not in the listing of the root"
+        )
     exports = exports_of(roots.values())
     for name, version in sorted(exports.items()):
         if version not in roots:

@@ -25,6 +25,7 @@ from lakecore.maintenance.reachable import reachable_from_root
 from lakecore.storage import Storage
 from lakecore.tree import SHARED_CACHE
 from lakecore.versions import list_root_versions
+from lakecore.view import clear_definition_cache
 from tests.reliability.faulty_storage import tree_digest
 
 FAR_FUTURE = 10**12  # added to now: every version is past its age
@@ -304,3 +305,37 @@ def test_a_damaged_version_an_export_pins_stays_and_says_what_releases_it(damage
         f"nothing was deleted: version {pinned} stays while an export pins it (export 'nightly' was dropped, but "
         f"retained version(s) {rolled} still name it: the pin lasts until compact-versions expires them)"
     ) == again.error, again.error
+
+
+def test_a_deleted_old_definition_file_is_damage_that_drop_damaged_repairs(tmp_path: Path) -> None:
+    """An operator "cleans up" the first of several ``_lakehouse_def_*.binpb`` files. gc and
+    compaction refused with exit 4 (retried for ever by the DAGs) and drop-damaged said every
+    version could be read: nothing led out. It is damage to the versions that name it: exit 6
+    naming them and drop-damaged, which then drops their roots, and gc runs again."""
+    lh = Lakehouse.create(str(tmp_path / "lake"))
+    with lh.transaction() as tx:
+        tx.create_namespace("a")  # version 1, on the first definition
+    first_definition = lh.root_info.lakehouse_def_path
+    lh.update_settings(minimum_versions_to_keep=2)  # version 2, on a second definition
+    with lh.transaction() as tx:
+        tx.create_namespace("b")  # version 3
+    storage = Storage(str(tmp_path / "lake"))
+    storage.delete([first_definition])
+    SHARED_CACHE.clear()
+    gc_dry_run = lambda: gc_in_process(storage, now_millis=_now(), grace_millis=0, dry_run=True)  # noqa: E731
+    expiry_dry_run = lambda: expire_in_process(storage, now_millis=_now() + FAR_FUTURE, dry_run=True)  # noqa: E731
+    # With the definition still cached in this process gc finds it unlisted; a fresh process (the
+    # cache cleared) fails to read it: both ways are damage.
+    for clear_cache, call in ((False, gc_dry_run), (True, gc_dry_run), (True, expiry_dry_run)):
+        if clear_cache:
+            clear_definition_cache()
+        error = _refusal(call)
+        assert error.exit_code == ExitCode.DAMAGED, error.one_line()
+        assert "drop-damaged" in str(error) and "0, 1" in str(error), error.one_line()
+    plan = repair.drop_damaged(storage, apply=False)
+    assert sorted(plan.damaged_versions) == [0, 1], plan.damaged_versions
+    assert all("is missing" in reasons[0] for reasons in plan.damaged_versions.values())
+    assert repair.drop_damaged(storage, apply=True).dropped_versions == [0, 1]
+    SHARED_CACHE.clear()
+    gc_in_process(storage, now_millis=_now(), grace_millis=0, dry_run=True)
+    assert Lakehouse.open(str(tmp_path / "lake")).list_namespaces() == ["a", "b"]
