@@ -31,6 +31,7 @@ from lakecore.argparsing import ArgumentError, OneLineArgumentParser, output_fil
 from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError, exit_code_help
 from lakecore.maintenance.damage import with_next_step
 from lakecore.maintenance.settings import MaintenanceSettings
+from lakecore.outputs import write_text_atomically
 from lakecore.storage import Storage, parse_storage_options
 from lakecore.versions import no_lakehouse, refuse_a_file_as_root
 from lakecore.view import refuse_unsupported_format
@@ -1048,11 +1049,7 @@ def _write_the_report(report: JobReport, path: str) -> None:
 
 
 def write_report(report: JobReport, path: str) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_text(json.dumps(report.as_dict(), indent=2, sort_keys=True, default=str))
-    os.replace(tmp, target)
+    write_text_atomically(path, json.dumps(report.as_dict(), indent=2, sort_keys=True, default=str))
 
 
 def _print_summary(report: JobReport) -> None:

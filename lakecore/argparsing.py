@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NoReturn
@@ -124,6 +125,10 @@ def output_file(text: str) -> str:
     this process may write in."""
     if not text:
         raise argparse.ArgumentTypeError("an empty path")
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", text):
+        # Reports and pages are written on this machine (lakecore/outputs.py): a URI would make a
+        # folder named after its scheme in the working directory.
+        raise argparse.ArgumentTypeError(f"{text} is a URI; this writes a file on this machine: give a local path")
     path = os.path.abspath(os.path.expanduser(text))
     if os.path.isdir(path):
         raise argparse.ArgumentTypeError(f"{text} is a folder; name a file in it")

@@ -181,13 +181,13 @@ def read_retained(
         # A listing is no instant: a compaction may have deleted a root and its definition
         # meanwhile (refused: a rerun decides). A definition missing under a root that is still
         # there was deleted by other hands: damage to every version naming it, with a way out.
-        missing = [v for v, path in unlisted.items()
-                   if not storage.exists(path) and storage.exists(root_node_file_name(v))]
-        if missing:
+        definition_gone = [v for v, path in unlisted.items()
+                           if not storage.exists(path) and storage.exists(root_node_file_name(v))]
+        if definition_gone:
             raise damaged(
-                f"retained version(s) {', '.join(str(v) for v in missing)} of {storage.root_uri} name a "
-                f"lakehouse definition that is missing ({storage.uri(unlisted[missing[0]])}); "
-                f"{next_step(storage.root_uri, missing, versions[-1], roots_damaged=True)}"
+                f"retained version(s) {', '.join(str(v) for v in definition_gone)} of {storage.root_uri} name a "
+                f"lakehouse definition that is missing ({storage.uri(unlisted[definition_gone[0]])}); "
+                f"{next_step(storage.root_uri, definition_gone, versions[-1], roots_damaged=True)}"
             )
         version, def_path = next(iter(unlisted.items()))
         raise refused(

@@ -7,10 +7,11 @@ font from the network (a page opened from an archived report must look the same 
 from __future__ import annotations
 
 import html
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from lakecore.outputs import write_text_atomically
 
 STYLE = """
 :root { --ok: #17803d; --warn: #b26a00; --fail: #c0261f; --muted: #667085; --line: #d0d5dd; }
@@ -102,13 +103,8 @@ def cards(items: Mapping[str, Any]) -> str:
 
 
 def write_page(path: str | Path, text: str) -> str:
-    """Write a page atomically; returns the path written."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
-    return str(target)
+    """Write a page atomically (``outputs.write_text_atomically``); returns the path written."""
+    return write_text_atomically(path, text)
 
 
 __all__ = ["STYLE", "banner", "cards", "esc", "key_values", "page", "pill", "table", "write_page"]

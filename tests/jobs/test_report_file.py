@@ -24,7 +24,7 @@ def _lake_with_buffered_messages(path: Path) -> Lakehouse:
     return lh
 
 
-@pytest.mark.parametrize("where", ["under-a-file", "a-folder"])
+@pytest.mark.parametrize("where", ["under-a-file", "a-folder", "a-uri"])
 def test_a_report_path_that_cannot_be_written_is_refused_before_any_work(
     tmp_path: Path, where: str
 ) -> None:
@@ -35,6 +35,8 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_any_work(
     report, words = {
         "under-a-file": (a_file / "flush.json", "is a file, not a folder"),
         "a-folder": (tmp_path, "is a folder; name a file in it"),
+        # It used to be written to ./s3:/bucket/flush.json, beside wherever the job ran.
+        "a-uri": ("s3://bucket/flush.json", "is a URI; this writes a file on this machine: give a local path"),
     }[where]
     with pytest.raises(ArgumentError, match=words):
         jobs.common.base_parser("flush", "").parse_args(["--lakehouse", lh.uri, "--report", str(report)])
@@ -61,3 +63,31 @@ def test_a_report_that_fails_to_write_after_a_commit_says_the_commit_landed(
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == (f"lakecore flush: the report could not be written to {tmp_path / 'r.json'} (No space left on "
                        f"device); version {version + 1} was committed, see the summary above")
+
+
+def test_two_runs_writing_one_report_path_at_once_each_publish_a_whole_file(tmp_path: Path) -> None:
+    """A job started twice with the same --report: with one fixed temporary name (PATH.tmp) the
+    runs renamed each other's half-written file or failed to find it (739 of 3,000 writes in a
+    review). Each write now publishes a whole report of its own, and leaves no temporary file."""
+    import json
+    import threading
+
+    path = tmp_path / "reports" / "gc.json"
+    failures: list[BaseException] = []
+
+    def writer(run: int) -> None:
+        report = jobs.common.JobReport(job="gc", lakehouse=f"run-{run}")
+        for _ in range(300):
+            try:
+                jobs.common.write_report(report, str(path))
+            except BaseException as exc:  # noqa: BLE001 - counted, then asserted
+                failures.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(run,)) for run in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert json.loads(path.read_text())["lakehouse"] in ("run-0", "run-1")
+    assert [p.name for p in path.parent.iterdir()] == ["gc.json"]
