@@ -217,7 +217,13 @@ class FileInfo:
 
     path: str  # relative to the root, '/'-separated
     size: int
-    mtime_millis: int  # modification (S3: LastModified) time, epoch milliseconds
+    mtime_millis: int  # modification (S3: LastModified) time, epoch milliseconds; see UNKNOWN_MTIME_MILLIS
+
+
+# The modification time of a file whose store gave none (or one that does not parse): the last
+# millisecond of year 9999. A file of unknown age counts as just written, so that no grace
+# period ever passes for it and gc never deletes it: 0, the epoch, made it the oldest of all.
+UNKNOWN_MTIME_MILLIS = 253_402_300_799_999
 
 
 @dataclass(frozen=True)
@@ -1266,16 +1272,18 @@ def _file_info_or_none(rel: str, size: int, mtime: Any) -> FileInfo | None:
 
 
 def _to_millis(value: Any) -> int:
+    """A listing's or a HEAD's time as epoch milliseconds; ``UNKNOWN_MTIME_MILLIS`` when there is
+    none that can be read."""
     if isinstance(value, datetime):
         return int(value.timestamp() * 1000)
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         return int(value * 1000)
     if isinstance(value, str):
         try:
             return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
         except ValueError:
-            return 0
-    return 0
+            return UNKNOWN_MTIME_MILLIS
+    return UNKNOWN_MTIME_MILLIS
 
 
 def _unlink_quietly(path: str) -> None:

@@ -80,7 +80,7 @@ def test_two_runs_writing_one_report_path_at_once_each_publish_a_whole_file(tmp_
         for _ in range(300):
             try:
                 jobs.common.write_report(report, str(path))
-            except BaseException as exc:  # noqa: BLE001 - counted, then asserted
+            except BaseException as exc:  # counted, then asserted
                 failures.append(exc)
 
     threads = [threading.Thread(target=writer, args=(run,)) for run in range(2)]
