@@ -38,7 +38,10 @@ nothing once the versions whose definitions still name it expire too, in the sam
 
 Known window: a commit that lands after step 3's re-check and before its deletes finish, and
 that revives files only an expired version reached (a rollback to a version being expired), is
-not protected. Run compaction in a maintenance pool, not next to rollbacks of old versions.
+not protected. Nor is an export of an old version recorded in the same window (an export
+records its pin before it copies, and takes it back when it then finds the root gone; a root
+deleted just after that check is the window). Run compaction in a maintenance pool, not next to
+rollbacks or exports of old versions.
 """
 
 from __future__ import annotations
