@@ -21,9 +21,12 @@ derived columns that are null where the rule does not apply; column-map expectat
 nulls, so each expectation sees exactly the rows its rule is about, and its unexpected values
 are the offending keys or paths themselves (or a ``key,pvalue,pnode`` null pattern with ``-``
 for null). Byte lengths use Spark's ``octet_length``, since GE's length expectations count
-characters. unique-keys' column names only the keys whose (version, key) hash another key of
-the rows shares (``shared_key_hashes``, one aggregate over 8-byte hashes): GE's uniqueness is a
-window that shuffles and sorts its column, which on a sound tree then holds no row.
+characters. unique-keys' column names only the rows where the rule can fail
+(``lakecore.maintenance.validate.unique_key_candidates``: keys repeated within one subtree task,
+and keys where two tasks' key ranges overlap, both found by the check tasks as they make the
+rows): GE's uniqueness is a window that shuffles and sorts its column, which on a sound tree
+then holds no row. (It was an aggregate over an 8-byte hash of every row first: 1.2 s warm and
+4 s cold at a million rows on local[1], for the same answer.)
 
 GE 1.x API: an ephemeral context, a Spark data source with one dataframe asset and a batch
 definition for the whole dataframe, an ``ExpectationSuite`` and a ``ValidationDefinition`` run
@@ -37,6 +40,8 @@ tree check), so the suite rarely waits for it.
 from __future__ import annotations
 
 import contextlib
+import functools
+import operator
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +49,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from lakecore import keys as K
+from lakecore.maintenance.validate import UniqueCandidates
 
 PARTIAL_UNEXPECTED: Final = 5
 _UUID: Final = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
@@ -96,15 +102,10 @@ def _specs() -> list[Spec]:
     ]
 
 
-# unique-keys' candidates: at most this many shared (version, key) hashes are named to the suite's
-# column; beyond it the column holds every key-table key (GE's window over all of them).
-UNIQUE_CANDIDATES_MAX: Final = 10_000
-
-
-def _version_key_hash() -> Any:
-    from pyspark.sql import functions as F
-
-    return F.xxhash64(F.col("version"), F.col("key"))
+# unique-keys' candidates (``UniqueCandidates``): at most this many ranges and keys are named to
+# the suite's column, each a term of its condition; beyond it the column holds every key-table key
+# (GE's window over all of them).
+UNIQUE_CANDIDATES_MAX: Final = 256
 
 
 def _is_table_key_row() -> Any:
@@ -113,29 +114,26 @@ def _is_table_key_row() -> Any:
     return (F.col("section") == "key_table") & F.col("key").isNotNull()
 
 
-def shared_key_hashes(rows: Any, limit: int | None = None) -> list[int] | None:
-    """The 64-bit hashes of (version, key) that more than one key-table row has: the only rows
-    where unique-keys can fail (equal keys hash equal), so the suite's ``version_key`` column
-    names just those. None when more than ``limit`` (default ``UNIQUE_CANDIDATES_MAX``) hashes
-    are shared: then every key is named.
+def _unique_candidate(candidates: UniqueCandidates | None) -> Any:
+    """Whether a row is one unique-keys must judge: a key-table key among the candidates, or
+    every key-table key without them."""
+    from pyspark.sql import functions as F
 
-    Why: GE evaluates uniqueness as a window partitioned by the column, and a window shuffles
-    and sorts that column (a padded table key is 204 bytes): 2.1 s of a 3.9 s suite over 1M
-    rows on local[1]. This aggregate shuffles an 8-byte hash per row, and answers with nothing
-    on a sound tree."""
-    limit = UNIQUE_CANDIDATES_MAX if limit is None else limit
-    shared = (rows.where(_is_table_key_row()).groupBy(_version_key_hash().alias("hash")).count()
-              .where("count > 1").select("hash").limit(limit + 1).collect())
-    if len(shared) > limit:
-        return None
-    return sorted(int(row[0]) for row in shared)
+    if candidates is None:
+        return _is_table_key_row()
+    version, key = F.col("version"), F.col("key")
+    terms = [(version == v) & key.between(low, high) for v, low, high in candidates.ranges]
+    terms += [(version == v) & (key == repeated) for v, repeated in candidates.keys]
+    if not terms:  # a sound tree: no key can repeat, the column is null and GE's window sees no row
+        return F.lit(False)
+    return _is_table_key_row() & functools.reduce(operator.or_, terms)
 
 
 def with_derived_columns(df: Any, namespace_name_max_bytes: int, table_name_max_bytes: int,
-                         shared_hashes: Sequence[int] | None = None) -> Any:
-    """The node-row DataFrame plus the derived columns the suite checks. ``shared_hashes``
-    (``shared_key_hashes``) narrows unique-keys' column to the rows whose (version, key) hash
-    another row shares; None names every key-table key."""
+                         unique_candidates: UniqueCandidates | None = None) -> Any:
+    """The node-row DataFrame plus the derived columns the suite checks. ``unique_candidates``
+    narrows unique-keys' column to the rows where the rule can fail; None names every key-table
+    key."""
     from pyspark.sql import functions as F
 
     section, key, pvalue, pnode = F.col("section"), F.col("key"), F.col("pvalue"), F.col("pnode")
@@ -150,12 +148,7 @@ def with_derived_columns(df: Any, namespace_name_max_bytes: int, table_name_max_
         F.when(pvalue.isNull(), "-").otherwise("pvalue"),
         F.when(pnode.isNull(), "-").otherwise("pnode"),
     )
-    if shared_hashes is None:
-        unique_candidate = _is_table_key_row()
-    elif shared_hashes:
-        unique_candidate = _is_table_key_row() & _version_key_hash().isin(list(shared_hashes))
-    else:  # no shared hash: no duplicate; the column is null and GE's window sees no row
-        unique_candidate = F.lit(False)
+    unique_candidate = _unique_candidate(unique_candidates)
     return (
         df.withColumn("object_key", F.when(is_object_row, key))
         .withColumn("object_key_bad_length",
@@ -239,6 +232,7 @@ def run_expectations(
     row_count: int,
     namespace_name_max_bytes: int,
     table_name_max_bytes: int,
+    unique_candidates: UniqueCandidates | None,
     partial_unexpected: int = PARTIAL_UNEXPECTED,
 ) -> dict[str, Any]:
     """Validate the node-row DataFrame; a plain dict: ``success`` and, per expectation, its
@@ -256,7 +250,7 @@ def run_expectations(
     gx = import_great_expectations()
     # The derived columns are cheap projections of rows the caller has cached: GE's few queries
     # each compute them again rather than pay a job (and a second cache) to store them.
-    df = with_derived_columns(rows, namespace_name_max_bytes, table_name_max_bytes, shared_key_hashes(rows))
+    df = with_derived_columns(rows, namespace_name_max_bytes, table_name_max_bytes, unique_candidates)
     return _validate(gx, df, row_count, partial_unexpected)
 
 

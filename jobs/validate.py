@@ -75,9 +75,12 @@ from lakecore.maintenance.damage import next_step
 from lakecore.maintenance.validate import (
     CATALOG_SCOPE,
     ROW_COLUMNS,
+    SECTION_KEY_TABLE,
     TREE_SCOPE,
+    KeySpan,
     SubtreeResult,
     SubtreeWork,
+    UniqueCandidates,
     VersionPlan,
     VersionResult,
     combine_version,
@@ -86,6 +89,7 @@ from lakecore.maintenance.validate import (
     node_rows,
     plan_version,
     run_subtree_works,
+    unique_key_candidates,
 )
 from lakecore.storage import Storage
 from lakecore.tree import NodeStore
@@ -275,20 +279,30 @@ def _write_full_list(ctx: JobContext, checked_versions: list[VersionResult], che
 
 
 def _rows_dataframe(ctx: JobContext, plans: list[VersionPlan], checked: Any,
-                    results: list[SubtreeResult]) -> tuple[Any, int]:
-    """Every node row of the checked versions, and how many there are: the tops' rows from the
-    driver, the subtrees' from the check's persisted DataFrame (counted by the subtrees)."""
+                    results: list[SubtreeResult]) -> tuple[Any, int, UniqueCandidates | None]:
+    """Every node row of the checked versions, how many there are, and where unique-keys can
+    fail: the tops' rows from the driver, the subtrees' from the check's persisted DataFrame
+    (counted, and their keys spanned, by the subtree tasks)."""
     from pyspark.sql import functions as F
 
+    from jobs.expectations import UNIQUE_CANDIDATES_MAX
+
     top_rows: list[tuple[Any, ...]] = []
+    spans = [(version, result.key_span) for result in results for version in result.versions]
     for plan in plans:
         seen: set[str] = set()
         for location, node, depth in plan.top_nodes:
             if location in seen:
                 continue
             seen.add(location)
-            top_rows.extend((plan.version, *_suite_columns(row))
-                            for row in node_rows(node, location, depth, plan.shape.order))
+            for row in node_rows(node, location, depth, plan.shape.order):
+                columns = _suite_columns(row)
+                top_rows.append((plan.version, *columns))
+                section, key = columns[0], columns[1]
+                if section == SECTION_KEY_TABLE and key is not None:
+                    # Each top key a span of its own: the tops' keys spread over every task's
+                    # range, so one span of them all would overlap every task.
+                    spans.append((plan.version, KeySpan(key, key)))
     rows = driver_rows(ctx.spark, top_rows, NODE_ROWS)
     if checked is not None:
         node_rows_only = F.col("payload").isNull() & ~F.col("section").isin(list(VIOLATION_SECTIONS.values()))
@@ -298,7 +312,7 @@ def _rows_dataframe(ctx: JobContext, plans: list[VersionPlan], checked: Any,
     # lakehouse's rows in the check's 10 partitions cost more in tasks than in rows (a demo's
     # suite 4.4 s, 3.4 s in 2 partitions). Never fewer partitions than cores.
     partitions = max(ctx.default_parallelism, -(-row_count // ROWS_PER_SUITE_PARTITION))
-    return rows.coalesce(partitions), row_count
+    return rows.coalesce(partitions), row_count, unique_key_candidates(spans, UNIQUE_CANDIDATES_MAX)
 
 
 def _body(ctx: JobContext) -> None:
@@ -371,12 +385,13 @@ def _body(ctx: JobContext) -> None:
 
             lakehouse_def = plans[0].lakehouse_def
             with ctx.stage("expectations", "great-expectations suite over every node row"), executor_errors():
-                rows, row_count = _rows_dataframe(ctx, plans, checked, results)
+                rows, row_count, unique_candidates = _rows_dataframe(ctx, plans, checked, results)
                 expectations = run_expectations(
                     rows,
                     row_count=row_count,
                     namespace_name_max_bytes=lakehouse_def.namespace_name_max_size_bytes,
                     table_name_max_bytes=lakehouse_def.table_name_max_size_bytes,
+                    unique_candidates=unique_candidates,
                 )
     finally:
         if checked is not None:

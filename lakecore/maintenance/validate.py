@@ -168,6 +168,75 @@ class NodeRows:
         self.pnodes.extend(itertools.repeat(None, padding + buffered))
 
 
+    def key_span(self) -> KeySpan:
+        """Where these rows' key-table keys lie (``KeySpan``)."""
+        return key_span([key for section, key in zip(self.sections, self.keys, strict=True)
+                         if section == SECTION_KEY_TABLE and key is not None])
+
+
+@dataclass(frozen=True)
+class KeySpan:
+    """Where some key-table keys lie, for the unique-keys expectation's candidates
+    (``unique_key_candidates``): the least and the greatest, and every key among them that
+    occurs more than once. A key in two key tables of a version is repeated within one span or
+    lies in two spans whose ranges overlap; nothing else can break the rule."""
+
+    low: str | None = None
+    high: str | None = None
+    repeated: tuple[str, ...] = ()
+
+
+def key_span(keys: Sequence[str]) -> KeySpan:
+    """The ``KeySpan`` of these keys (one set and a min and max over them: about 0.2 s per
+    million keys of a subtree task)."""
+    if not keys:
+        return KeySpan()
+    repeated: tuple[str, ...] = ()
+    if len(set(keys)) != len(keys):
+        seen: set[str] = set()
+        again: set[str] = set()
+        for key in keys:
+            (again if key in seen else seen).add(key)
+        repeated = tuple(sorted(again))
+    return KeySpan(min(keys), max(keys), repeated)
+
+
+@dataclass(frozen=True)
+class UniqueCandidates:
+    """The only (version, key) pairs where the unique-keys rule can fail: keys in the
+    overlapping part of two spans of a version (``ranges``: version, low, high, inclusive) and
+    keys repeated within one span (``keys``: version, key). Both are empty for a sound tree,
+    whose subtrees hold disjoint key ranges."""
+
+    ranges: tuple[tuple[int, str, str], ...] = ()
+    keys: tuple[tuple[int, str], ...] = ()
+
+
+def unique_key_candidates(spans: Iterable[tuple[int, KeySpan]], limit: int) -> UniqueCandidates | None:
+    """The candidates of these (version, span) pairs, or None when there are more than
+    ``limit`` ranges and keys together (a tree broken that widely: judge every key).
+
+    Per version, the spans sorted by their least key, with the greatest key seen so far: a
+    span that starts at or below it overlaps an earlier one, and every key it shares with any
+    earlier span lies between its own least key and the smaller of its greatest and that
+    running greatest."""
+    by_version: dict[int, list[KeySpan]] = {}
+    for version, span in spans:
+        by_version.setdefault(version, []).append(span)
+    ranges: list[tuple[int, str, str]] = []
+    keys: list[tuple[int, str]] = []
+    for version, version_spans in sorted(by_version.items()):
+        keys.extend((version, key) for span in version_spans for key in span.repeated)
+        reach: str | None = None
+        for low, high in sorted((s.low, s.high) for s in version_spans if s.low is not None and s.high is not None):
+            if reach is not None and low <= reach:
+                ranges.append((version, low, min(high, reach)))
+            reach = high if reach is None else max(reach, high)
+        if len(ranges) + len(keys) > limit:
+            return None
+    return UniqueCandidates(tuple(ranges), tuple(keys))
+
+
 def node_rows(node: Node, location: str, depth: int, order: int) -> list[NodeRow]:
     """The rows of one node file, one tuple per row: (node path, depth, section, row index,
     key, pvalue, pnode); see ``NodeRows.add_node``."""
@@ -551,11 +620,13 @@ class SubtreeResult:
     catalog: list[tuple[tuple[int, ...], CatalogPart]] = field(default_factory=list)
     catalog_error: str | None = None
     rows: NodeRows = field(default_factory=NodeRows)
-    # len(rows), kept when the rows themselves are dropped (they travel apart, as DataFrame rows).
+    # len(rows) and where their key-table keys lie, kept when the rows themselves are dropped
+    # (they travel apart, as DataFrame rows).
     row_count: int = 0
+    key_span: KeySpan = field(default_factory=KeySpan)
 
     def without_rows(self) -> SubtreeResult:
-        return replace(self, rows=NodeRows(), row_count=len(self.rows))
+        return replace(self, rows=NodeRows(), row_count=len(self.rows), key_span=self.rows.key_span())
 
     def violation_entries(self) -> Iterator[tuple[int, str, Violation]]:
         """Every violation this result lists, once per version it holds for, as (version,
@@ -789,13 +860,16 @@ __all__ = [
     "CATALOG_SCOPE",
     "ROW_COLUMNS",
     "SECTIONS",
+    "SECTION_KEY_TABLE",
     "TREE_SCOPE",
     "CatalogPart",
     "EntryCheck",
+    "KeySpan",
     "NodeRow",
     "NodeRows",
     "SubtreeResult",
     "SubtreeWork",
+    "UniqueCandidates",
     "VersionPlan",
     "VersionResult",
     "catalog_violations",
@@ -803,6 +877,7 @@ __all__ = [
     "check_catalog_items",
     "combine_version",
     "fresh_store",
+    "key_span",
     "location_reader",
     "merge_work",
     "namespace_violations",
@@ -812,6 +887,7 @@ __all__ = [
     "run_subtree_work",
     "run_subtree_works",
     "subtree_node_rows",
+    "unique_key_candidates",
     "validate_in_process",
     "validate_view",
 ]

@@ -28,12 +28,15 @@ from lakecore.maintenance.validate import (
     SECTION_KEY_TABLE,
     SECTION_SYSTEM,
     TREE_SCOPE,
+    UniqueCandidates,
     combine_version,
     fresh_store,
+    key_span,
     merge_work,
     node_rows,
     plan_version,
     run_subtree_work,
+    unique_key_candidates,
     validate_view,
 )
 from lakecore.node import Node, decode_node, encode_node
@@ -333,13 +336,13 @@ def test_an_expectation_failure_on_a_crafted_node_exits_1(lake: Path, run_job: R
     assert "FAILED" in Path(data["details"]["html_report"]).read_text()
 
 
-@pytest.mark.parametrize("candidates_max", [10_000, 0], ids=["shared-hashes-named", "every-key-named"])
+@pytest.mark.parametrize("candidates_max", [256, 0], ids=["candidates-named", "every-key-named"])
 def test_a_key_in_two_leaves_fails_unique_keys(lake: Path, run_job: RunJob, candidates_max: int,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     # The last key of a leaf copied to the front of the next leaf: both still decode and are
     # sorted, the tree check finds the copy outside its leaf's bounds, and unique-keys names
-    # the key with its version; whether the suite's column holds only the keys whose hash is
-    # shared, or (more shared hashes than the limit) every key.
+    # the key with its version; whether the suite's column holds only the candidates (the
+    # leaves' key ranges now overlap), or (more candidates than the limit) every key.
     monkeypatch.setattr(expectations_module, "UNIQUE_CANDIDATES_MAX", candidates_max)
     lh = _open(lake)
     parent = lh.root
@@ -490,26 +493,47 @@ def test_bad_options(lake: Path, run_job: RunJob, args: list[str], code: int) ->
 # -- the units, in one process -----------------------------------------------------------------------
 
 
-def test_shared_key_hashes_name_only_the_keys_that_can_repeat(spark: Any) -> None:
+def test_unique_key_candidates_name_only_the_keys_that_can_repeat(spark: Any) -> None:
     schema = "version bigint, section string, key string, pvalue string, pnode string"
     clean = [(7, "key_table", "C===a", "p1", None), (7, "key_table", "C===b", "p2", None),
              (8, "key_table", "C===a", "p1", None),  # the same key in another version
              (7, "key_table", None, None, None), (7, "key_table", None, None, None),  # padding rows
              (7, "buffer", "C===a", "p3", None), (7, "system", "lakehouse_def", "d", None)]
     rows = spark.createDataFrame(clean, schema)
-    assert expectations_module.shared_key_hashes(rows) == []
-    narrowed = expectations_module.with_derived_columns(rows, 4, 4, [])
+    # Two tasks of version 7 with disjoint ranges, one of version 8: nothing can repeat.
+    sound = [(7, key_span(["C===a"])), (7, key_span(["C===b"])), (8, key_span(["C===a"]))]
+    assert unique_key_candidates(sound, 10) == UniqueCandidates()
+    narrowed = expectations_module.with_derived_columns(rows, 4, 4, unique_key_candidates(sound, 10))
     assert narrowed.where("version_key is not null").count() == 0
 
     repeated = spark.createDataFrame([*clean, (7, "key_table", "C===b", "p9", None)], schema)
-    shared = expectations_module.shared_key_hashes(repeated)
-    assert shared is not None and len(shared) == 1
-    named = expectations_module.with_derived_columns(repeated, 4, 4, shared)
+    # The extra C===b in a third task whose range overlaps the second's.
+    overlapping = [*sound, (7, key_span(["C===b", "C===c"]))]
+    candidates = unique_key_candidates(overlapping, 10)
+    assert candidates == UniqueCandidates(ranges=((7, "C===b", "C===b"),))
+    named = expectations_module.with_derived_columns(repeated, 4, 4, candidates)
     assert sorted(r[0] for r in named.where("version_key is not null").select("version_key").collect()) == \
         ["v7 C===b", "v7 C===b"]
-    assert expectations_module.shared_key_hashes(repeated, limit=0) is None
+    # ... or within one task: named as the key itself.
+    within = unique_key_candidates([(7, key_span(["C===a", "C===b", "C===b"])), (8, key_span(["C===a"]))], 10)
+    assert within == UniqueCandidates(keys=((7, "C===b"),))
+    assert expectations_module.with_derived_columns(repeated, 4, 4, within) \
+        .where("version_key is not null").count() == 2
+    assert unique_key_candidates(overlapping, 0) is None
     every = expectations_module.with_derived_columns(repeated, 4, 4, None)
     assert every.where("version_key is not null").count() == 4
+
+
+def test_overlapping_key_ranges_cover_every_key_two_spans_share() -> None:
+    """Spans sorted by their least key, nested and chained: each overlap lies inside a named
+    range, and spans that only touch without sharing a key name nothing."""
+    spans = [(1, key_span(["C===a", "C===m"])), (1, key_span(["C===c", "C===d"])),  # nested
+             (1, key_span(["C===l", "C===p"])), (1, key_span(["C===q", "C===r"]))]  # chained, then apart
+    candidates = unique_key_candidates(spans, 10)
+    assert candidates is not None and candidates.keys == ()
+    assert candidates.ranges == ((1, "C===c", "C===d"), (1, "C===l", "C===m"))
+    shared = {"C===c", "C===d", "C===l", "C===m"}
+    assert all(any(low <= key <= high for _, low, high in candidates.ranges) for key in shared)
 
 
 def test_node_rows_follow_the_file_layout(pristine: Path) -> None:
