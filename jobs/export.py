@@ -170,7 +170,8 @@ def _distributed_copy(ctx: JobContext, exported_root: RootInfo, batch_size: int)
             report.counts["copy_tasks"] = batches
             with ctx.stage("copy", f"copy {total} files in {batches} batches to {target.root_uri}",
                            if_interrupted=f"the copy at {target.root_uri} is partial (no root file yet: nothing reads "
-                           "it as a lakehouse); run the export again, which overwrites what is there"):
+                           "it as a lakehouse), and the export's record in the source, made before the copy, was taken "
+                           "back; run the export again, which overwrites what is there"):
                 copied, size = _copy(ctx, source, target, files, batches) if batches else (0, 0)
             report.counts["files_copied"] = copied
             report.bytes["bytes_copied"] = size
