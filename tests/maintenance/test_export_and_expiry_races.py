@@ -98,3 +98,17 @@ def test_the_second_of_two_exports_with_one_name_copies_nothing(tmp_path: Path) 
         second.export_snapshot("nightly", target=str(tmp_path / "copy2"))
     assert not (tmp_path / "copy2").exists() or not any((tmp_path / "copy2").iterdir())
 
+
+
+def test_an_interrupted_copy_takes_its_record_back(tmp_path: Path) -> None:
+    """Ctrl-C during a full copy: the interrupt goes on, and the record made before the copy
+    is gone again, so nothing pins the version for a copy that never finished."""
+    lh = Lakehouse.create(str(tmp_path / "lake"))
+    _commits(lh, "a")
+
+    def interrupted(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        lh.export_snapshot("x", "full", target=str(tmp_path / "copy"), copy_files=interrupted)
+    assert Lakehouse.open(str(tmp_path / "lake")).list_exports() == []
