@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import uuid
 from pathlib import Path
 
 
@@ -26,20 +26,15 @@ def write_text_atomically(path: str | Path, text: str) -> str:
     OSError as the file system raises it."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    # A fresh name opened exclusively: the file gets the umask's mode like any other the
+    # command writes (mkstemp's 0600 would hide a report from its readers).
+    temp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
+        with open(temp, "x", encoding="utf-8") as out:
             out.write(text)
-        os.chmod(temp, 0o644 & ~_umask())  # mkstemp's 0600 would hide a report from its readers
         os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
     return str(target)
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
