@@ -13,7 +13,7 @@ from lakecore.lakehouse import Lakehouse
 from lakecore.locations import new_node_file_path
 from lakecore.maintenance.check import TreeChecker
 from lakecore.maintenance.flush import flush_in_process, plan_flush
-from lakecore.maintenance.reachable import reachable_from_root
+from lakecore.maintenance.reachable import reachable_from_root, reachable_from_subtree
 from lakecore.maintenance.validate import (
     fresh_store,
     merge_work,
@@ -166,3 +166,87 @@ def test_a_partition_of_subtree_checks_reads_the_next_roots_ahead(lake: Path) ->
     assert [(r.report.nodes_checked, r.report.keys_seen, r.report.violations, r.rows.rows()) for r in results] == [
         (r.report.nodes_checked, r.report.keys_seen, r.report.violations, r.rows.rows()) for r in expected]
     assert all(storage.readers[work.task.location].startswith("lakecore-requests") for work in works), storage.readers
+
+
+class _CountedReads(_ReadsByThread):
+    """... and counts the reads of each path, and the most in flight at once."""
+
+    counts: dict[str, int]
+    in_flight: int
+    most_in_flight: int
+
+    def read(self, path: str) -> bytes:
+        with _COUNTING:
+            self.counts[path] = self.counts.get(path, 0) + 1
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            return super().read(path)
+        finally:
+            with _COUNTING:
+                self.in_flight -= 1
+
+
+_COUNTING = threading.Lock()
+
+
+def _counted(lake: Path) -> _CountedReads:
+    storage = _CountedReads(str(lake))
+    storage.readers, storage.counts, storage.in_flight, storage.most_in_flight = {}, {}, 0, 0
+    return storage
+
+
+def _parent_of_leaves(lake: Path) -> tuple[str, int, list[str]]:
+    """A node whose children are all leaves, with at least three: its location, depth, children."""
+    plain = Storage(str(lake))
+    root, lakehouse_def = read_root_and_def(plain, None)
+    store = NodeStore(plain, lakehouse_def.order, cache=NodeCache())
+    level = [(child, 2) for child in root.node.children]
+    while level:
+        location, depth = level.pop(0)
+        node = store.load(location)
+        children = [store.load(child) for child in node.children]
+        if len(children) >= 3 and all(not child.children for child in children):
+            return location, depth, list(node.children)
+        level += [(child, depth + 1) for child in node.children]
+    raise AssertionError("no node with three leaf children")
+
+
+@pytest.mark.parametrize("walk", ["reach", "check"])
+def test_children_beyond_the_pending_bound_are_read_ahead_too(lake: Path, walk: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # A node of order 128 has up to 128 children, twice PREFETCH_PENDING: the ones past the
+    # bound wait in a queue and start as the walk takes the started ones. They used to be
+    # read one round trip after another in the walking thread. Here order 4 with a bound of 1.
+    from lakecore.tree import store as store_module
+
+    monkeypatch.setattr(store_module, "PREFETCH_PENDING", 1)
+    location, depth, children = _parent_of_leaves(lake)
+    storage = _counted(lake)
+    store = NodeStore(storage, 4, cache=NodeCache())
+    if walk == "reach":
+        assert reachable_from_subtree(store, location, depth).nodes == {location, *children}
+    else:
+        shape = TreeShape.of(read_root_and_def(storage, None)[1])
+        assert TreeChecker(store, shape).check_subtree(location, None, None, depth).nodes_checked == 1 + len(children)
+    assert all(storage.readers[child].startswith("lakecore-requests") for child in children), storage.readers
+    assert set(storage.counts.values()) == {1}, storage.counts  # none read twice
+    assert storage.most_in_flight == 1
+
+
+def test_a_node_loaded_before_its_queued_read_started_is_not_read_again(lake: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakecore.tree import store as store_module
+
+    monkeypatch.setattr(store_module, "PREFETCH_PENDING", 1)
+    storage = _counted(lake)
+    root, lakehouse_def = read_root_and_def(Storage(str(lake)), None)
+    first, second, *rest = root.node.children
+    store = NodeStore(storage, lakehouse_def.order, cache=None)  # no cache to remember it by
+    store.prefetch([first, second, *rest])
+    store.load(second)  # out of order: read here, while its read ahead waits behind the first
+    store.load(first)  # its read ahead was started; taking it starts the next queued: not second
+    for location in rest:
+        store.load(location)
+    assert storage.counts == {location: 1 for location in root.node.children}, storage.counts
+    assert not storage.readers[second].startswith("lakecore-requests")
