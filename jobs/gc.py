@@ -183,7 +183,7 @@ def _listing_and_reach(ctx: JobContext, storage: Storage, top: list[ListedFile],
       with requests enough in flight for its threads, and walking its share of the subtrees at
       the same time (``side_by_side``): both wait on responses, so a task waits for the slower,
       not for the sum. On local[1] the two used to run one after the other. Their rows come as
-      one persisted frame (in ``cached``), read once by each side of the join.
+      one persisted frame (in ``cached``), filled before the join reads it on each side.
     """
     top_rows = driver_rows(ctx.spark, top, LISTING)
     most = ctx.settings.gc_flat_listing_max_files

@@ -233,6 +233,7 @@ def reach_task_columns(storage: Storage, tasks: Iterable[ReachTask]) -> Iterator
             if escape is not None:
                 raise GcRefusedError(_escape_reason(f"subtree {task.location}", escape))
         except Exception as exc:  # any failure at all must fail the caller closed
+            store.drop_read_ahead()  # the failed walk's reads ahead would hold the store's slots
             reason = exc.one_line() if isinstance(exc, LakecoreError) else f"{type(exc).__name__}: {exc}"
             reason = mark_damage(f"subtree {storage.uri(task.location)}: {reason}", exc)
             yield [f"{ERROR_KEY}{reason}"], [UNKNOWN_SIZE]

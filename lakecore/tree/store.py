@@ -30,13 +30,15 @@ DEFAULT_CACHE_BYTES: Final = 256 << 20
 # A node write is dominated by the storage round trip (an fsync locally, a PUT on S3), not by
 # CPU: many in flight at once hide that latency.
 WRITE_THREADS: Final = 8
-# Reads a walk starts ahead of itself on storage that waits on the network (``prefetch``), and
-# how many may wait to be loaded at once: a bound on the memory they hold (a node file is at
-# most node_file_max_size bytes, 1 MiB by default).
+# Reads a walk starts ahead of itself on storage that waits on the network (``prefetch``): the
+# threads that make them, how many may be in flight at once, and how many may be started and
+# not yet loaded (in flight or read): a bound on the memory they hold (a node file is at most
+# node_file_max_size bytes, 1 MiB by default; an order-128 leaf of table keys about 40 KB).
 PREFETCH_THREADS: Final = 8
 PREFETCH_PENDING: Final = 64
-# Reads asked for beyond those: started one by one as the walk takes the started ones
-# (``NodeStore.prefetch``). Only their paths wait; the newest asked are kept when there are more.
+PREFETCH_HELD: Final = 2 * PREFETCH_PENDING
+# Reads asked for beyond those: started as the walk loads what it asked for before. Only their
+# paths wait; the newest asked are kept when there are more.
 PREFETCH_QUEUED: Final = 4096
 
 
@@ -116,7 +118,8 @@ class NodeStore:
     """Loads and writes the node files of one lakehouse for a tree of one order.
 
     Nodes returned by ``load`` are shared with the cache: treat them as read-only and
-    ``copy()`` before changing one."""
+    ``copy()`` before changing one. A store is used by one thread at a time (its read-ahead
+    state is not locked; the reads themselves run on the request pool's threads)."""
 
     def __init__(
         self,
@@ -133,6 +136,8 @@ class NodeStore:
         self.stats = IOStats()
         self._cache_prefix = storage.fingerprint()
         self._prefetched: dict[str, Future[bytes]] = {}
+        self._in_flight = 0  # of the reads in _prefetched: counted down by the pool's threads
+        self._in_flight_lock = threading.Lock()
         # Asked to read ahead but not started yet, the next to start first; the set says which
         # are still wanted (a node loaded before its turn is no longer).
         self._queued: deque[str] = deque(maxlen=PREFETCH_QUEUED)
@@ -164,12 +169,12 @@ class NodeStore:
         storage, path = self._resolve(location)
         started = self._prefetched.pop(location, None)
         self._queued_wanted.discard(location)
-        if started is not None:
-            self._start_queued()
+        self._start_queued()
         try:
             data = started.result() if started is not None else storage.read(path)
         except NotFoundError:
             raise NotFoundError(f"node file {storage.uri(path)} is missing") from None
+        self._start_queued()  # in the place the read just waited for
         node = decode_node(data, storage.uri(path), self.order)
         if storage is not self.storage:
             node = _absolutize(node, storage.root_uri)
@@ -183,13 +188,16 @@ class NodeStore:
         """Start reading these node files in the background, when the storage waits on the
         network: a walk about to load them then finds their bytes read, instead of paying one
         round trip after another (159 node files at 20 ms each were 3-5 s of a gc on S3).
-        Only files of this lakehouse that are not cached. At most ``PREFETCH_PENDING`` are
-        read or wait to be loaded at once (a bound on the bytes held); the rest are queued
-        and started as the walk loads the started ones, so a node's 128 children are all read
-        ahead, not its first 64 (the rest had been read one round trip after another: 11 s of a
-        local[1] validate of 100k tables on S3). A walk goes depth first, so the files of a
-        later call are started before those still queued from an earlier one. A read that fails
-        raises when (and if) the node is loaded, as it would have without the prefetch."""
+        Only files of this lakehouse that are not cached.
+
+        At most ``PREFETCH_PENDING`` reads are in flight and ``PREFETCH_HELD`` started and not
+        yet loaded; the rest are queued and started as reads finish and the walk loads
+        (``load_sized`` starts them). A walk goes depth first, so the files of a later call
+        start before those still queued from an earlier one: a node's children before its
+        siblings' read ahead. (Files past the bound used to be dropped, so a node's children
+        after its first 64 were read one round trip after another: 11 s of a local[1]
+        validate of 100k tables on S3, 3.5 s since.) A read that fails raises when (and if) the
+        node is loaded, as it would have without the prefetch."""
         if not self.storage.waits_on_network:
             return
         wanted = [location for location in dict.fromkeys(locations) if self._worth_reading_ahead(location)]
@@ -197,25 +205,50 @@ class NodeStore:
         self._queued_wanted.update(wanted)
         self._start_queued()
 
+    def drop_read_ahead(self) -> None:
+        """Forget what was asked to be read ahead (a walk that failed will not load it): queued
+        reads are not started, and started ones that have not begun are cancelled."""
+        self._queued.clear()
+        self._queued_wanted.clear()
+        for future in self._prefetched.values():
+            if future.cancel():  # never begun, so never counted down by its thread
+                self._read_ended()
+        self._prefetched.clear()
+
     def _worth_reading_ahead(self, location: str) -> bool:
         if location in self._prefetched or is_full_uri(location):
             return False
         return self.cache is None or not self.cache.contains((self._cache_prefix, location))
 
     def _start_queued(self) -> None:
-        """Start queued reads while fewer than ``PREFETCH_PENDING`` are pending."""
+        """Start queued reads while the bounds allow."""
         if not self._queued:
             return
         from lakecore.storage import request_pool
 
-        while self._queued and len(self._prefetched) < PREFETCH_PENDING:
+        pool = request_pool(PREFETCH_THREADS)
+        while self._queued and len(self._prefetched) < PREFETCH_HELD and self._in_flight < PREFETCH_PENDING:
             location = self._queued.popleft()
             if location not in self._queued_wanted or not self._worth_reading_ahead(location):
                 continue
             self._queued_wanted.discard(location)
-            self._prefetched[location] = request_pool(PREFETCH_THREADS).submit(self.storage.read, location)
+            with self._in_flight_lock:
+                self._in_flight += 1
+            self._prefetched[location] = pool.submit(self._read_ahead, location)
         if not self._queued:
             self._queued_wanted.clear()
+
+    def _read_ahead(self, location: str) -> bytes:
+        """A read on the request pool. It counts itself down before its future is done, so a
+        walk woken by the result already sees the place free."""
+        try:
+            return self.storage.read(location)
+        finally:
+            self._read_ended()
+
+    def _read_ended(self) -> None:
+        with self._in_flight_lock:
+            self._in_flight -= 1
 
     def write_many(self, nodes: list[tuple[str, Node]], *, threads: int = WRITE_THREADS) -> None:
         """Write new nodes at paths chosen beforehand, in parallel, then make them durable with
