@@ -282,6 +282,7 @@ class _LocalBackend:
     def __init__(self, root_dir: str) -> None:
         self.pid = os.getpid()
         self._root_dir = root_dir  # absolute, ends in '/'
+        self._real_root: str | None = None  # its realpath, found on first use
 
     def _abs(self, rel: str) -> str:
         return self._root_dir + rel
@@ -293,8 +294,9 @@ class _LocalBackend:
         may hold links (``/tmp`` on some systems); only the part below it is held to this."""
         if not rel_dir:
             return True
-        real_root = os.path.realpath(self._root_dir)
-        return os.path.realpath(self._root_dir + rel_dir) == os.path.join(real_root, rel_dir.rstrip("/"))
+        if self._real_root is None:  # once: gc asks for each of 4,096 hash directories
+            self._real_root = os.path.realpath(self._root_dir)
+        return os.path.realpath(self._root_dir + rel_dir) == os.path.join(self._real_root, rel_dir.rstrip("/"))
 
     def read(self, rel: str) -> bytes:
         with open(self._abs(rel), "rb") as f:

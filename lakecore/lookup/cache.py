@@ -13,8 +13,9 @@ uuid, its creation time and its size), so a new lakehouse's version never hits a
 
 The cache keeps its files under ``max_bytes``, evicting least recently used files first (the
 file's mtime is its last use: a hit touches it). It counts and evicts only files named as above:
-nothing else in the folder, which an operator may share with other data, is ever deleted. Builds write to a temporary file and rename it
-into place, so two processes building the same version at once both end with a whole file.
+nothing else in the folder, which an operator may share with other data, is ever deleted.
+Builds write to a temporary file and rename it into place, so two processes building the same
+version at once both end with a whole file.
 """
 
 from __future__ import annotations

@@ -167,7 +167,6 @@ class NodeRows:
             self.pnodes.extend(itertools.repeat(None, 1 + key_count))
         self.pnodes.extend(itertools.repeat(None, padding + buffered))
 
-
     def key_span(self) -> KeySpan:
         """Where these rows' key-table keys lie (``KeySpan``)."""
         return key_span([key for section, key in zip(self.sections, self.keys, strict=True)
