@@ -47,6 +47,11 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self._arguments_read: list[str] = []
         self._checks: list[Callable[[argparse.Namespace], str | None]] = []
+        self._has_commands = False
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        self._has_commands = True  # its commands' options are theirs: see ``error``
+        return super().add_subparsers(**kwargs)
 
     def add_check(self, check: Callable[[argparse.Namespace], str | None]) -> None:
         """Run ``check`` on the parsed options; a message it returns is the parse error."""
@@ -64,7 +69,11 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         return parsed, extras
 
     def error(self, message: str) -> NoReturn:
-        if message.startswith("the following arguments are required"):
+        if message.startswith("the following arguments are required") or (
+                message.startswith("unrecognized arguments") and not self._has_commands):
+            # Either way the first unknown option is the likely cause: name it and its nearest.
+            # (Extras left by a command's own parser reach its parent, which knows none of the
+            # command's options to name instead.)
             message = self._unknown_option() or message
         elif message.endswith(": expected one argument"):
             message = self._value_like_an_option(message)

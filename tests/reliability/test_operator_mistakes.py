@@ -845,6 +845,8 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
     a_file.write_text("mine\n")
     cases = [
         (["validate", "--lakehose", str(lake)], "unrecognized option --lakehose (did you mean --lakehouse?)"),
+        # With every required option given, argparse's own line named no option to try instead.
+        (["gc", "--lakehouse", str(lake), "--dryrun"], "unrecognized option --dryrun (did you mean --dry-run?)"),
         (["gc", "--lakehouse", str(a_file), "--dry-run"], f"{a_file} is a file, not a folder"),
         # Whole numbers with a floor: these started Spark first, or were accepted (parallelism 0).
         (["validate", "--lakehouse", str(lake), "--version", "-1"], "argument --version: -1 is below 0"),
