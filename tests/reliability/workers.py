@@ -97,11 +97,20 @@ def read_acks(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, An
     return commits, done
 
 
+# After the stop, a loop whose flushes all lost their race keeps flushing this long for one
+# commit: at 60 writer commits a second a flush can be refused every time, and a soak whose
+# flush never landed has not checked a flush commit against the chain.
+FLUSH_DRAIN_SECONDS = 60.0
+
+
 def maintenance_loop(uri: str, storage_options: dict[str, Any] | None, stop_path: str, report_path: str,
-                     kinds: list[str], gc_grace_millis: int = 0) -> None:
+                     kinds: list[str], gc_grace_millis: int = 0, ready_path: str | None = None) -> None:
     """Run maintenance alongside writers until ``stop_path`` exists: an in-process full flush
     committed like the flush job does (``jobs.flush``), and optionally in-process gc
-    (``kinds``: "flush", "gc", "compact"). Writes a JSON report of what it did."""
+    (``kinds``: "flush", "gc", "compact"). ``ready_path`` appears once the imports are done, so
+    the writers can wait for it rather than finish before the first flush. Past the stop, a
+    loop with no flush commit yet flushes on, alone, for up to ``FLUSH_DRAIN_SECONDS``. Writes a
+    JSON report of what it did."""
     from jobs.flush import flush_still_valid
     from jobs.flush import flushed_root_plan as flush_plan
     from lakecore.maintenance.flush import flush_in_process
@@ -116,10 +125,21 @@ def maintenance_loop(uri: str, storage_options: dict[str, Any] | None, stop_path
     def bump(name: str, by: int = 1) -> None:
         counts[name] = counts.get(name, 0) + by
 
-    while not os.path.exists(stop_path):
+    if ready_path is not None:
+        Path(ready_path).write_text("ready")
+    drain_until: float | None = None
+    while True:
+        if drain_until is None and os.path.exists(stop_path):
+            drain_until = time.monotonic() + FLUSH_DRAIN_SECONDS
+        if drain_until is not None and (
+            "flush" not in kinds or counts.get("flush_commits", 0) > 0 or time.monotonic() > drain_until
+        ):
+            break
         for kind in kinds:
             try:
                 if kind == "flush":
+                    if drain_until is None:
+                        bump("flush_attempts_alongside")
                     lh = Lakehouse.open(uri, storage_options=storage_options)
                     base = lh.root_info
                     shape = TreeShape.of(lh.lakehouse_def)
