@@ -11,6 +11,12 @@ which runs in this process, is not in the measured CPU):
 * ``fresh`` (the baseline): each task's Storage has its own options (a different timeout), so
   its clients are built afresh, as before the cache.
 
+Then what parsing a listing costs the client, in the same child: every object listed page
+after page (1,000 keys a page) by a boto3 client whose responses' timestamps are parsed by
+botocore's own parser (dateutil; the baseline) and by ``lakecore.storage.parse_s3_timestamp``
+(what lakecore's S3 clients use), interleaved, ``--rounds`` each: CPU and wall medians and the
+ratio baseline / lakecore.
+
 Storage: moto's S3 server behind ``latency_proxy.LatencyProxy`` (20 ms first-byte latency by
 default), ``--files`` objects spread over the hash directories. Reported per mode: medians of
 the child's CPU seconds and wall seconds for ``--tasks`` tasks, and the ratios fresh / reused.
@@ -40,6 +46,7 @@ from lakecore.storage import Storage
 
 BUCKET = "lakecore-bench-listing"
 THREADS = 8
+MODES = ("reused", "fresh", "botocore_timestamps", "lakecore_timestamps")
 
 
 def _tasks(uri: str, endpoint: str, tasks: int, fresh: bool, round_no: int) -> tuple[int, float, float]:
@@ -57,13 +64,44 @@ def _tasks(uri: str, endpoint: str, tasks: int, fresh: bool, round_no: int) -> t
     return files, time.process_time() - cpu0, time.perf_counter() - wall0
 
 
+def _paged_client(endpoint: str, lakecore_timestamps: bool) -> Any:
+    import boto3
+    import botocore.session
+
+    from lakecore.storage import parse_s3_timestamp
+
+    session = botocore.session.get_session()
+    if lakecore_timestamps:
+        session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=parse_s3_timestamp)
+    return boto3.Session(botocore_session=session).client("s3", endpoint_url=endpoint, region_name="us-east-1")
+
+
+def _paged(client: Any, prefix: str) -> tuple[int, float, float]:
+    """Every object under ``prefix``, page after page; (files, cpu, wall)."""
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    files, token = 0, None
+    while True:
+        kwargs: dict[str, Any] = {"Bucket": BUCKET, "Prefix": prefix, **({"ContinuationToken": token} if token else {})}
+        page = client.list_objects_v2(**kwargs)
+        files += len(page.get("Contents", []))
+        token = page.get("NextContinuationToken")
+        if not page.get("IsTruncated") or not token:
+            return files, time.process_time() - cpu0, time.perf_counter() - wall0
+
+
 def _child(uri: str, endpoint: str, tasks: int, rounds: int, out: Any) -> None:
-    results: dict[str, list[tuple[int, float, float]]] = {"reused": [], "fresh": []}
+    results: dict[str, list[tuple[int, float, float]]] = {mode: [] for mode in MODES}
     _tasks(uri, endpoint, tasks, False, -1)  # warm-up: imports, the first clients
+    clients = {"botocore_timestamps": _paged_client(endpoint, False), "lakecore_timestamps": _paged_client(endpoint, True)}
+    prefix = uri.removeprefix(f"s3://{BUCKET}/")
+    for client in clients.values():
+        _paged(client, prefix)
     for round_no in range(rounds):
         order = ("reused", "fresh") if round_no % 2 == 0 else ("fresh", "reused")
         for mode in order:
             results[mode].append(_tasks(uri, endpoint, tasks, mode == "fresh", round_no))
+        for mode in sorted(clients, reverse=round_no % 2 == 1):
+            results[mode].append(_paged(clients[mode], prefix))
     out.put(results)
 
 
@@ -109,13 +147,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "latency_ms": args.latency_ms, "directories": len(directories)},
         "modes": summary,
         "ratios": {"fresh_over_reused_cpu": C.ratio(summary["fresh"]["cpu_median"], summary["reused"]["cpu_median"]),
-                   "fresh_over_reused_wall": C.ratio(summary["fresh"]["wall_median"], summary["reused"]["wall_median"])},
+                   "fresh_over_reused_wall": C.ratio(summary["fresh"]["wall_median"], summary["reused"]["wall_median"]),
+                   "botocore_over_lakecore_timestamps_cpu": C.ratio(summary["botocore_timestamps"]["cpu_median"],
+                                                                    summary["lakecore_timestamps"]["cpu_median"]),
+                   "botocore_over_lakecore_timestamps_wall": C.ratio(summary["botocore_timestamps"]["wall_median"],
+                                                                     summary["lakecore_timestamps"]["wall_median"])},
         "proxy_requests_by_kind": requests,
     }
-    C.print_table("listing 4,096 hash directories in tasks (medians)", ["mode", "client CPU s", "wall s"],
+    C.print_table("listing in tasks (reused, fresh) and page after page (timestamps; medians)",
+                  ["mode", "client CPU s", "wall s"],
                   [[mode, s["cpu_median"], s["wall_median"]] for mode, s in summary.items()])
     C.log(f"fresh / reused: CPU {doc['ratios']['fresh_over_reused_cpu']}x, wall {doc['ratios']['fresh_over_reused_wall']}x; "
           f"effective cores {calibration['effective_cores']}")
+    C.log(f"botocore's timestamps / lakecore's: CPU {doc['ratios']['botocore_over_lakecore_timestamps_cpu']}x, "
+          f"wall {doc['ratios']['botocore_over_lakecore_timestamps_wall']}x")
     json.dump(doc, sys.stdout, indent=1)
     print()
     return 0

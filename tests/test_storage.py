@@ -723,3 +723,67 @@ def test_a_file_of_unknown_age_counts_as_just_written() -> None:
     listed = ListedFile("0001/x", 1, storage_module._to_millis(None), FileKind.NODE)
     selection = select_by_age([listed], cutoff_millis=now)
     assert (selection.old, selection.too_young) == ([], [listed])
+
+
+@pytest.mark.parametrize("text", [
+    "2026-11-27T22:09:38.000Z", "2026-11-27T22:09:38Z", "2026-11-27T22:09:38.123456Z", "1999-12-31T23:59:59.5Z",
+    "Fri, 27 Nov 2026 22:09:38 GMT", "Mon, 01 Jan 2001 00:00:00 GMT", "Sun, 29 Feb 2032 23:59:59 GMT",
+    "2026-11-27T22:09:38+02:00", "1700000000", "2026-11-27 22:09:38", "Fri, 27 Nov 2026 22:09:38 +0100",
+])
+def test_s3_timestamps_parse_as_botocore_parses_them(text: str) -> None:
+    from botocore.utils import parse_timestamp
+
+    from lakecore.storage import parse_s3_timestamp
+
+    ours, theirs = parse_s3_timestamp(text), parse_timestamp(text)
+    assert ours == theirs and ours.utcoffset() == theirs.utcoffset()
+
+
+@pytest.mark.s3
+def test_s3_listings_parse_timestamps_without_dateutil(
+    s3_server: S3TestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A listing's timestamps and a HEAD's HTTP date come out as before, and never through
+    # botocore's dateutil parser (85% of a listing's client CPU). The client's responses are
+    # parsed on fsspec's IO thread; moto, in this process, parses timestamps on its own threads.
+    import botocore.parsers
+    import botocore.utils
+
+    root, options = s3_server.new_root()
+    st = Storage(root, options)
+    st.write("d/a", b"1")
+    st.write("d/b", b"22")
+    slow: list[Any] = []
+    original = botocore.utils.parse_timestamp
+
+    def recorded(value: Any) -> Any:
+        if threading.current_thread().name == "fsspecIO":
+            slow.append(value)
+        return original(value)
+
+    # botocore's parsers take the module's default when not given one; lakecore's falls back to it.
+    monkeypatch.setattr(botocore.parsers, "DEFAULT_TIMESTAMP_PARSER", recorded)
+    monkeypatch.setattr(botocore.utils, "parse_timestamp", recorded)
+    listed = {f.path: f for f in st.list("d")}
+    assert set(listed) == {"d/a", "d/b"} and not slow
+    now = time.time() * 1000
+    assert all(now - 120_000 < f.mtime_millis <= now + 5_000 for f in listed.values())
+    head = st.info("d/a")
+    assert not slow and head.mtime_millis == listed["d/a"].mtime_millis
+
+
+@pytest.mark.s3
+def test_s3_profile_option_reaches_the_client_and_a_missing_one_is_a_bad_option(
+    s3_server: S3TestServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # lakecore gives each S3 client a session of its own; the profile option must still reach it.
+    config = tmp_path / "aws-config"
+    config.write_text("[profile lakecore-test]\naws_access_key_id = profile-key\naws_secret_access_key = s\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    root, options = s3_server.new_root()
+    st = Storage(root, {**options, "profile": "lakecore-test"})
+    st.write("a", b"1")
+    assert paths_of(st.list()) == {"a"}
+    other_root, _ = s3_server.new_root()
+    with pytest.raises(InvalidArgumentError, match=r"ProfileNotFound: .*lakecore-tset.* storage option profile"):
+        Storage(other_root, {**options, "profile": "lakecore-tset"}).write("a", b"1")
