@@ -50,7 +50,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from lakecore.defs import LakehouseDef
-from lakecore.errors import ExitCode, LakecoreError, NotFoundError, ReadOnlyLakehouseError
+from lakecore.errors import (
+    ExitCode,
+    InvalidArgumentError,
+    LakecoreError,
+    NotFoundError,
+    ReadOnlyLakehouseError,
+)
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.damage import explain_damage, is_damage_reason, may_be_damage
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
@@ -136,8 +142,8 @@ def plan_expiry(storage: Storage, now_millis: int) -> ExpiryPlan:
     try:
         top = list_top(storage)
         latest = latest_version(storage)
-    except NotFoundError:
-        raise  # no lakehouse there: nothing to expire, and nothing was deleted
+    except (NotFoundError, InvalidArgumentError):
+        raise  # no lakehouse there, or a bad setting: nothing to expire, and a rerun will not change it
     except LakecoreError as exc:
         raise ExpiryRefusedError(f"cannot list the versions of {storage.root_uri}: {exc.one_line()}") from exc
     versions = {v for f in top if (v := root_version_of(f.path)) is not None}

@@ -34,6 +34,7 @@ from typing import Final, NamedTuple, TypeVar
 
 from lakecore.errors import (
     ExitCode,
+    InvalidArgumentError,
     LakecoreError,
     NotFoundError,
 )
@@ -302,6 +303,8 @@ def list_small_root(storage: Storage, max_files: int) -> list[ListedFile] | None
             in_hash_directories.extend(i for i in page.files if _IN_HASH_DIRECTORY.match(i.path))
             if page.more and estimated_files(in_hash_directories) > ESTIMATE_MARGIN * max_files:
                 return None  # before the next request: the pages so far say it is large
+    except InvalidArgumentError:
+        raise  # a bad setting (an unknown AWS profile, a missing file system): exit 2, not a retry
     except LakecoreError as exc:
         raise GcRefusedError(f"could not list {storage.root_uri}: {exc.one_line()}") from exc
     return [_listed(i.path, i.size, i.mtime_millis) for i in in_hash_directories]
@@ -334,6 +337,8 @@ def list_top(storage: Storage) -> list[ListedFile]:
         infos = storage.list_top_level()
     except NotFoundError:
         raise  # no bucket, no root: nothing to collect, and a rerun will not find one (exit 5)
+    except InvalidArgumentError:
+        raise  # a bad setting (an unknown AWS profile, a missing file system): exit 2, not a retry
     except LakecoreError as exc:
         raise GcRefusedError(f"could not list the top of {storage.root_uri}: {exc.one_line()}") from exc
     return [_listed(i.path, i.size, i.mtime_millis) for i in infos]

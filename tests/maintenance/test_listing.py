@@ -223,3 +223,25 @@ def test_a_missing_bucket_is_not_found_not_a_retryable_refusal(tmp_path: Path) -
     with pytest.raises(GcRefusedError, match="could not list the top") as failed:
         listing.list_top(storage)
     assert failed.value.exit_code == ExitCode.FAILURE
+
+
+@pytest.mark.s3
+def test_an_unknown_aws_profile_is_a_bad_setting_not_a_retryable_refusal(
+    s3_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gc and compact-versions on a mistyped profile said "GcRefusedError: could not list the
+    top ...: ProfileNotFound ..." with exit 4, which the DAGs retry for ever; validate, flush
+    and the CLI said exit 2. A trial found it. Both listings on the driver pass it through."""
+    from lakecore.errors import ExitCode, InvalidArgumentError
+    from lakecore.maintenance.expire import plan_expiry
+
+    config = tmp_path / "aws-config"
+    config.write_text("[profile lakecore-test]\naws_access_key_id = k\naws_secret_access_key = s\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    root, options = s3_server.new_root()
+    storage = Storage(root, {**options, "profile": "lakecore-tset"})
+    for attempt in (lambda: listing.list_top(storage), lambda: listing.list_small_root(storage, 10_000),
+                    lambda: plan_expiry(storage, 0)):
+        with pytest.raises(InvalidArgumentError, match=r"ProfileNotFound: .*lakecore-tset") as refused:
+            attempt()
+        assert refused.value.exit_code == ExitCode.BAD_INPUT
