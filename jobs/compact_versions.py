@@ -39,7 +39,6 @@ if __name__ == "__main__":  # a Ctrl-C during the imports below: one line, not a
     quiet_until_the_job_begins("compact-versions")
 
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,7 +63,7 @@ from jobs.spark_units import (
 )
 from lakecore.humanize import format_bytes, format_time_millis, plural
 from lakecore.locations import root_node_file_name
-from lakecore.maintenance.clock import ahead_of_clock
+from lakecore.maintenance.clock import ahead_of_clock, machine_clock_millis
 from lakecore.maintenance.damage import DAMAGED_MARK
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.expire import (
@@ -104,7 +103,7 @@ def _now_is_safe(args: Any) -> str | None:
     """The refusal of a --now in the future for a run that would expire versions, or None."""
     if args.now is None or args.dry_run or args.i_understand_expiry_risk:
         return None
-    ahead = ahead_of_clock(parse_time_millis(args.now), int(time.time() * 1000))
+    ahead = ahead_of_clock(parse_time_millis(args.now), machine_clock_millis())
     if ahead is None:
         return None
     return (f"{ahead}: versions would expire before their age, and time travel to them is lost for good. "
@@ -126,11 +125,11 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     from pyspark.storagelevel import StorageLevel
 
     args, report, storage = ctx.args, ctx.report, ctx.storage
-    now = parse_time_millis(args.now) if args.now is not None else int(time.time() * 1000)
+    now = parse_time_millis(args.now) if args.now is not None else machine_clock_millis()
     batch_size = ctx.settings.gc_delete_batch_size
     report.dry_run = args.dry_run
     report.details["now_millis"] = now
-    ahead = ahead_of_clock(now, int(time.time() * 1000))
+    ahead = ahead_of_clock(now, machine_clock_millis())
     if ahead is not None and args.dry_run and not args.i_understand_expiry_risk:
         report.summary.append(f"{ahead}: a run without --dry-run refuses it unless --i-understand-expiry-risk")
 

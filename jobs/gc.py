@@ -44,7 +44,6 @@ if __name__ == "__main__":  # a Ctrl-C during the imports below: one line, not a
     quiet_until_the_job_begins("gc")
 
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -73,6 +72,7 @@ from jobs.spark_units import (
 from lakecore.errors import LakecoreError, UnsafeOptionError
 from lakecore.humanize import format_seconds, plural
 from lakecore.locations import hash_directory_prefixes
+from lakecore.maintenance.clock import Clocks, machine_clock_millis, read_clocks
 from lakecore.maintenance.damage import DAMAGED_MARK, may_be_damage
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.gc import check_grace, refusal_for_damage
@@ -143,12 +143,13 @@ def _grace_is_safe(args: Any) -> str | None:
     try:
         settings = load_settings(args.env)
         grace_seconds = parse_duration_seconds(args.older_than or settings.gc_older_than)
-        wall_clock = int(time.time() * 1000)
+        # Before the JVM starts: this machine's clock alone (the job checks the store's too).
+        clocks = Clocks(machine_clock_millis())
         check_grace(
             grace_seconds,
             commit_timeout_seconds=settings.commit_timeout_seconds,
-            now_millis=parse_time_millis(args.now) if args.now is not None else wall_clock,
-            wall_clock_millis=wall_clock,
+            now_millis=parse_time_millis(args.now) if args.now is not None else clocks.now_millis,
+            clocks=clocks,
             override=args.i_understand_grace_risk,
             given=args.older_than,
         )
@@ -344,13 +345,13 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
 
     args, report, storage = ctx.args, ctx.report, ctx.storage
     grace_seconds = parse_duration_seconds(args.older_than or ctx.settings.gc_older_than)
-    wall_clock = int(time.time() * 1000)
-    now = parse_time_millis(args.now) if args.now is not None else wall_clock
+    clocks = read_clocks(storage)  # files are aged by the earlier of this machine's and the store's
+    now = parse_time_millis(args.now) if args.now is not None else clocks.now_millis
     check_grace(
         grace_seconds,
         commit_timeout_seconds=ctx.settings.commit_timeout_seconds,
         now_millis=now,
-        wall_clock_millis=wall_clock,
+        clocks=clocks,
         override=args.i_understand_grace_risk,
         given=args.older_than,
     )
@@ -358,7 +359,10 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     cutoff = now - int(grace_seconds * 1000)
     report.dry_run = args.dry_run
     report.details.update({"now_millis": now, "grace_seconds": grace_seconds, "cutoff_millis": cutoff,
-                           "delete_batch_size": batch_size})
+                           "delete_batch_size": batch_size, "clocks": clocks.as_details()})
+    skew = clocks.skew_note()
+    if skew is not None:
+        report.summary.append(skew)
 
     # -- list the top, read what is retained, cut the trees (driver) ------------------------
     with ctx.stage("retained", "list the top level and read every retained root (driver)"):

@@ -283,6 +283,7 @@ class _Backend(Protocol):
     def list_top(self) -> list[FileInfo]: ...
     def first_files(self, limit: int) -> list[str]: ...
     def delete(self, rels: list[str], batch_size: int) -> list[str]: ...
+    def clock_millis(self) -> int | None: ...
 
 
 class _LocalBackend:
@@ -423,6 +424,11 @@ class _LocalBackend:
                 if len(found) >= limit:
                     return found
         return found
+
+    def clock_millis(self) -> int | None:
+        # A local file is dated by the kernel that writes it: this machine's clock, unless the
+        # root is a shared mount, whose clock cannot be asked without writing a file.
+        return None
 
     def _walk(self, rel_dir: str, recursive: bool, out: list[FileInfo], limit: int | None = None) -> None:
         # rel_dir is '' or ends in '/'. Symlinks are neither followed nor reported: lakecore
@@ -630,6 +636,18 @@ class _S3Backend:
         )
         return [obj["Key"][len(self._key_prefix) :] for obj in page.get("Contents", [])][:limit]
 
+    def clock_millis(self) -> int | None:
+        # The Date of a response is the clock that dates the objects (Last-Modified), to the
+        # second. A listing, not a HEAD of the bucket: a policy may allow listing only under
+        # the root's prefix.
+        page: dict[str, Any] = self._fs.call_s3(
+            "list_objects_v2", timeout=self._timeout, Bucket=self._bucket, Prefix=self._key_prefix, MaxKeys=1,
+        )
+        date = page.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+        if not isinstance(date, str) or not _HTTP_DATE.fullmatch(date):
+            return None
+        return _to_millis(parse_s3_timestamp(date))
+
     def delete(self, rels: list[str], batch_size: int) -> list[str]:
         # S3 reports a missing key as deleted, so these are the keys S3 acknowledged.
         size = min(batch_size, S3_MAX_DELETE_BATCH)
@@ -752,6 +770,9 @@ class _FsspecBackend:
 
     def first_files(self, limit: int) -> list[str]:
         return [info.path for info in self.list_under("")[:limit]]
+
+    def clock_millis(self) -> int | None:
+        return None  # fsspec answers no response headers: the store's clock is not to be had
 
     def delete(self, rels: list[str], batch_size: int) -> list[str]:
         deleted: list[str] = []
@@ -988,6 +1009,16 @@ class Storage:
             return self._backend().first_files(limit)
         except Exception as exc:
             _raise_translated(exc, self.root_uri, "list")
+
+    def clock_millis(self) -> int | None:
+        """The store's clock now, as it dates the files it holds (epoch millis, to the second on
+        S3: the Date of a one-key listing of the root), or None where that clock cannot be read
+        without writing a file: a local root (this machine's kernel dates its files) and the
+        generic fsspec schemes."""
+        try:
+            return self._backend().clock_millis()
+        except Exception as exc:
+            _raise_translated(exc, self.root_uri, "read the store's clock by listing")
 
     def list_top_level(self) -> builtins.list[FileInfo]:
         """Files directly under the root, not in subdirectories."""

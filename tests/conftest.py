@@ -117,6 +117,40 @@ def s3_server() -> Iterator[S3TestServer]:
             server.stop()
 
 
+@dataclass
+class MotoClock:
+    """How far moto's clock runs behind the real one: the Last-Modified of what it stores and
+    the Date of its responses, as a store whose clock differs from this machine's would."""
+
+    behind_seconds: float = 0.0
+
+
+@pytest.fixture
+def moto_clock(monkeypatch: pytest.MonkeyPatch) -> MotoClock:
+    """moto's clock, set behind the real one by the test (``s3_server`` runs in this process)."""
+    import datetime
+    import email.utils
+    import http.server
+    import time
+
+    import moto.s3.models
+
+    clock = MotoClock()
+    real_utcnow = moto.s3.models.utcnow
+
+    def utcnow() -> datetime.datetime:
+        return real_utcnow() - datetime.timedelta(seconds=clock.behind_seconds)
+
+    def date_time_string(self: Any, timestamp: float | None = None) -> str:
+        # werkzeug's server dates each response with this (moto adds no Date of its own there).
+        return email.utils.formatdate((time.time() if timestamp is None else timestamp) - clock.behind_seconds,
+                                      usegmt=True)
+
+    monkeypatch.setattr(moto.s3.models, "utcnow", utcnow)
+    monkeypatch.setattr(http.server.BaseHTTPRequestHandler, "date_time_string", date_time_string)
+    return clock
+
+
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
     yield from cluster_session(tmp_path_factory.mktemp("spark-cluster"))

@@ -28,7 +28,7 @@ from lakecore.errors import (
 )
 from lakecore.locations import FileKind, classify_path, new_temp_path
 from lakecore.storage import S3_MAX_POOL_CONNECTIONS, FileInfo, Storage, parse_storage_options
-from tests.conftest import S3TestServer, SilentEndpoint
+from tests.conftest import MotoClock, S3TestServer, SilentEndpoint
 
 BACKENDS = ["file", "memory", pytest.param("s3", marks=pytest.mark.s3)]
 BAD_PATHS = ["../x", "/abs", "s3://other/x", "a//b", "a/./b", "a/../b", "", "a/"]
@@ -787,3 +787,26 @@ def test_s3_profile_option_reaches_the_client_and_a_missing_one_is_a_bad_option(
     other_root, _ = s3_server.new_root()
     with pytest.raises(InvalidArgumentError, match=r"ProfileNotFound: .*lakecore-tset.* storage option profile"):
         Storage(other_root, {**options, "profile": "lakecore-tset"}).write("a", b"1")
+
+
+@pytest.mark.s3
+def test_the_store_clock_is_the_date_s3_answers_with_and_a_local_root_has_none(
+    s3_server: S3TestServer, moto_clock: MotoClock, tmp_path: Any
+) -> None:
+    # gc ages files by their Last-Modified, which the store's clock gives them: it must be able
+    # to read that clock when this machine's runs ahead of it.
+    moto_clock.behind_seconds = 3 * 3600
+    root, options = s3_server.new_root()
+    st = Storage(root, options)
+    st.write("probe", b"x")
+    before = time.time() * 1000
+    clock = st.clock_millis()
+    after = time.time() * 1000
+    assert clock is not None
+    # The Date is to the second: the store's now lies within a second of the requests' span, 3 h back.
+    assert before - 3 * 3600 * 1000 - 1000 <= clock <= after - 3 * 3600 * 1000
+    assert abs(clock - st.info("probe").mtime_millis) < 2000  # the clock that dates the objects
+    assert Storage(str(tmp_path)).clock_millis() is None  # this machine's kernel dates local files
+    missing = Storage(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/lake", options)
+    with pytest.raises(NotFoundError, match="read the store's clock"):
+        missing.clock_millis()

@@ -1,28 +1,101 @@
-"""The maintenance jobs' ``--now`` against this machine's clock.
+"""The clocks a maintenance job's "now" is read from, and ``--now`` against them.
 
 A ``--now`` is how a scheduler makes a retry decide the same (Airflow's ``data_interval_end``)
 and how a test ages a lakehouse. In the past it only makes a job do less than it could. In the
 future it makes the job act on files and versions younger than its settings allow: gc's grace
 period shrinks by as much, and compaction expires versions before their age. So a ``--now``
 more than ``CLOCK_SKEW_TOLERANCE_MILLIS`` ahead of the clock is refused unless the operator
-says they mean it (a mistyped year is the usual cause)."""
+says they mean it (a mistyped year is the usual cause).
+
+The store's clock
+    gc ages a file by its modification time, which the *store* gives it: on S3 the time S3
+    received it, by S3's clock. A driver whose clock runs ahead of the store's (a host without
+    NTP, a VM resumed from a snapshot) would see every file as older than it is and shorten
+    the grace period by the difference: hours of skew, and a commit in flight loses its files.
+    So gc reads the store's clock (``Storage.clock_millis``: the Date of one listing, to the
+    second) and takes the *earlier* of the two as its now (``Clocks.now_millis``): a file is
+    never judged older than both clocks say. A store whose clock cannot be read without a write
+    (a local root, dated by this machine's kernel; the generic fsspec schemes) leaves this
+    machine's clock alone in charge.
+"""
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Final
 
 from lakecore.humanize import format_seconds, format_time_millis
+from lakecore.storage import Storage
 
-# How far --now may run ahead of this machine's clock: clocks of a scheduler and a cluster differ.
+# How far --now may run ahead of the clock, and how far the driver's and the store's clocks may
+# differ before a job says so: the clocks of a scheduler, a cluster and a store differ.
 CLOCK_SKEW_TOLERANCE_MILLIS: Final = 5 * 60 * 1000
 
+THIS_MACHINE: Final = "this machine's clock"
+THE_STORE: Final = "the store's clock"
 
-def ahead_of_clock(now_millis: int, wall_clock_millis: int) -> str | None:
-    """"--now T is D ahead of this machine's clock" when it is beyond the tolerance, else None."""
-    if now_millis <= wall_clock_millis + CLOCK_SKEW_TOLERANCE_MILLIS:
+
+@dataclass(frozen=True)
+class Clocks:
+    """This machine's clock and the store's (None: not to be had), read at one moment."""
+
+    machine_millis: int
+    store_millis: int | None = None
+
+    @property
+    def now_millis(self) -> int:
+        """The earlier of the two clocks: the "now" files are aged by."""
+        if self.store_millis is None:
+            return self.machine_millis
+        return min(self.machine_millis, self.store_millis)
+
+    @property
+    def now_name(self) -> str:
+        """Which clock ``now_millis`` is, for messages."""
+        if self.store_millis is not None and self.store_millis < self.machine_millis:
+            return THE_STORE
+        return THIS_MACHINE
+
+    @property
+    def skew_millis(self) -> int | None:
+        """This machine's clock minus the store's (positive: this machine is ahead), or None."""
+        return None if self.store_millis is None else self.machine_millis - self.store_millis
+
+    def skew_note(self) -> str | None:
+        """One line when the clocks differ beyond the tolerance, else None."""
+        skew = self.skew_millis
+        if skew is None or abs(skew) <= CLOCK_SKEW_TOLERANCE_MILLIS:
+            return None
+        side = "ahead of" if skew > 0 else "behind"
+        return (f"this machine's clock is {format_seconds(abs(skew) / 1000)} {side} the store's: files were aged "
+                "by the earlier of the two; set this machine's clock right (NTP)")
+
+    def as_details(self) -> dict[str, int | None]:
+        """The clocks for a JSON report."""
+        return {"machine_clock_millis": self.machine_millis, "store_clock_millis": self.store_millis,
+                "clock_skew_millis": self.skew_millis}
+
+
+def machine_clock_millis() -> int:
+    """This machine's clock, in epoch milliseconds."""
+    return int(time.time() * 1000)
+
+
+def read_clocks(storage: Storage) -> Clocks:
+    """This machine's clock and ``storage``'s, read one after the other (one request on S3).
+    A failure to read the store's is the store's failure (``StorageError``): a job that lists
+    the store next would fail the same way, and must not fall back to a clock it cannot check."""
+    store = storage.clock_millis()
+    return Clocks(machine_clock_millis(), store)
+
+
+def ahead_of_clock(now_millis: int, clock_millis: int, clock_name: str = THIS_MACHINE) -> str | None:
+    """"--now T is D ahead of <clock_name>" when it is beyond the tolerance, else None."""
+    if now_millis <= clock_millis + CLOCK_SKEW_TOLERANCE_MILLIS:
         return None
     return (f"--now {format_time_millis(now_millis)} is "
-            f"{format_seconds((now_millis - wall_clock_millis) / 1000)} ahead of this machine's clock")
+            f"{format_seconds((now_millis - clock_millis) / 1000)} ahead of {clock_name}")
 
 
-__all__ = ["CLOCK_SKEW_TOLERANCE_MILLIS", "ahead_of_clock"]
+__all__ = ["CLOCK_SKEW_TOLERANCE_MILLIS", "Clocks", "ahead_of_clock", "machine_clock_millis", "read_clocks"]

@@ -47,7 +47,9 @@ Why a grace period
     a grace under one hour, or under the configured commit timeout, is refused unless the
     caller says it understands the risk. The re-check in step 5 narrows the window further but
     cannot close it: a commit that started before the listing and lands after the deletes is
-    only protected by the grace period.
+    only protected by the grace period. Files are aged by the earlier of this machine's clock
+    and the store's (``clock``): a driver whose clock runs ahead would otherwise shorten the
+    grace period by the difference.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from lakecore.humanize import format_seconds
 from lakecore.locations import (
     hash_directory_prefixes,
 )
-from lakecore.maintenance.clock import ahead_of_clock
+from lakecore.maintenance.clock import Clocks, ahead_of_clock
 from lakecore.maintenance.damage import explain_damage, is_damage_reason, may_be_damage
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import (
@@ -98,13 +100,13 @@ def check_grace(
     *,
     commit_timeout_seconds: float,
     now_millis: int,
-    wall_clock_millis: int,
+    clocks: Clocks,
     override: bool,
     given: str | None = None,
 ) -> None:
-    """Refuse a grace period (or a ``--now`` in the future, which shortens it) that could
-    delete the files of a commit in flight, unless ``override``. ``given``: the grace period
-    as the operator wrote it, for the message."""
+    """Refuse a grace period (or a ``--now`` ahead of the earlier of ``clocks``, which shortens
+    it) that could delete the files of a commit in flight, unless ``override``. ``given``: the
+    grace period as the operator wrote it, for the message."""
     said = given if given is not None else format_seconds(grace_seconds)
     if grace_seconds < 0:
         raise UnsafeOptionError(f"--older-than {said} is negative")
@@ -117,7 +119,7 @@ def check_grace(
             f"the commit timeout of {format_seconds(commit_timeout_seconds)} if longer): gc could delete the "
             "files of a commit in flight. Pass --i-understand-grace-risk to do it anyway"
         )
-    ahead = ahead_of_clock(now_millis, wall_clock_millis)
+    ahead = ahead_of_clock(now_millis, clocks.now_millis, clocks.now_name)
     if ahead is not None:
         raise UnsafeOptionError(
             f"{ahead}, which shortens the grace period by as much. Pass --i-understand-grace-risk to do it anyway"

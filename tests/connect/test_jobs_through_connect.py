@@ -54,6 +54,7 @@ _DROPPED_ENV = ("SPARK_LOCAL_IP", "PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVE
 FROM_ENVIRONMENT = {"validate-deep", "gc-dry-run"}
 # Report fields that are about time, not about what the job found or did.
 _TIMING_FIELDS = ("durations_seconds",)
+_CLOCK_DETAILS = ("clocks",)  # gc's readings of this machine's and the store's clocks: when it ran
 
 
 @dataclass
@@ -122,6 +123,7 @@ def comparable(ran: Ran, placeholders: dict[str, str], template_files: set[str])
     of the copied lakehouse's own files (gc's orphans, compact-versions' deletions) stay as
     they are: the same files must be found and deleted."""
     data = {k: v for k, v in ran.report.items() if k not in _TIMING_FIELDS}
+    data["details"] = {k: v for k, v in (data.get("details") or {}).items() if k not in _CLOCK_DETAILS}
     text = json.dumps(data, sort_keys=True)
     for value, name in sorted(placeholders.items(), key=lambda item: -len(item[0])):
         text = text.replace(value, name)

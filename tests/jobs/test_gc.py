@@ -38,6 +38,7 @@ from lakecore.maintenance.gc import gc_in_process
 from lakecore.maintenance.listing import kind_of
 from lakecore.storage import Storage
 from lakecore.versions import list_root_versions
+from tests.conftest import MotoClock
 
 pytestmark = pytest.mark.spark
 
@@ -623,6 +624,39 @@ def test_gc_on_s3_never_touches_a_neighbouring_lakehouse(s3_server: Any, run_job
     assert resolved_maps(lake, options) == maps
     assert_every_version_valid(lake, options)
     assert_every_version_valid(lake2, options)
+
+
+@pytest.mark.s3
+def test_gc_on_s3_ages_files_by_the_store_clock_when_this_machine_runs_ahead(
+    s3_server: Any, run_job: RunJob, moto_clock: MotoClock
+) -> None:
+    # This machine's clock 3 h ahead of the store's: by its own clock a file written a moment
+    # ago would be 3 h old, past a grace period of 1 h, and gc would delete a commit in flight.
+    lake = f"s3://{s3_server.bucket}/{uuid.uuid4()}/lake"
+    options = s3_server.storage_options()
+    storage = Storage(lake, options)
+    moto_clock.behind_seconds = 5 * 3600
+    build_lake(lake, options, commits=4)
+    old = plant_orphans(storage)  # 2 h old by the store's clock once it runs 3 h behind
+    moto_clock.behind_seconds = 3 * 3600
+    young = plant_orphans(storage)  # just written, by either clock that dates files
+    maps = resolved_maps(lake, options)
+    code, report = run_job(gc_main, *gc_args(lake, *s3_server.job_args(), "--older-than", "1h"))
+    assert code == 0, report.get("error")
+    assert set(report["samples"]["deleted"]) == old
+    assert set(report["samples"]["too_young"]) == young
+    listed = {f.path for f in storage.list("")}
+    assert young <= listed and not old & listed
+    clocks = report["details"]["clocks"]
+    assert abs(clocks["clock_skew_millis"] - 3 * 3600 * 1000) <= 2000
+    assert report["details"]["now_millis"] == clocks["store_clock_millis"]
+    assert any("this machine's clock is 3h 00m ahead of the store's" in line for line in report["summary"])
+    assert resolved_maps(lake, options) == maps
+    # A --now by this machine's clock is 3 h ahead of the clock that dates the files: refused.
+    now = str(int(time.time() * 1000))
+    code, report = run_job(gc_main, *gc_args(lake, *s3_server.job_args(), "--older-than", "1h", "--now", now))
+    assert code == 2 and "ahead of the store's clock" in report["error"]
+    assert {f.path for f in storage.list("")} == listed
 
 
 @pytest.mark.s3

@@ -1,0 +1,66 @@
+"""The clocks maintenance jobs age files by: this machine's and the store's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lakecore.errors import UnsafeOptionError
+from lakecore.maintenance.clock import (
+    CLOCK_SKEW_TOLERANCE_MILLIS,
+    Clocks,
+    ahead_of_clock,
+    read_clocks,
+)
+from lakecore.maintenance.gc import check_grace
+from lakecore.storage import Storage
+
+HOUR = 3600 * 1000
+T = 1_795_800_000_000
+
+
+def test_without_a_store_clock_this_machine_decides_alone() -> None:
+    clocks = Clocks(T)
+    assert clocks.now_millis == T
+    assert clocks.skew_millis is None and clocks.skew_note() is None
+    assert clocks.as_details() == {"machine_clock_millis": T, "store_clock_millis": None, "clock_skew_millis": None}
+
+
+def test_a_machine_ahead_of_the_store_ages_files_by_the_store() -> None:
+    clocks = Clocks(T + 3 * HOUR, store_millis=T)
+    assert clocks.now_millis == T
+    assert clocks.now_name == "the store's clock"
+    assert clocks.skew_millis == 3 * HOUR
+    assert clocks.skew_note() == ("this machine's clock is 3h ahead of the store's: files were aged by the "
+                                  "earlier of the two; set this machine's clock right (NTP)")
+
+
+def test_a_machine_behind_the_store_keeps_its_own_earlier_now() -> None:
+    clocks = Clocks(T, store_millis=T + HOUR)
+    assert clocks.now_millis == T
+    assert clocks.now_name == "this machine's clock"
+    assert clocks.skew_millis == -HOUR
+    note = clocks.skew_note()
+    assert note is not None and "1h behind the store's" in note
+
+
+def test_skew_within_the_tolerance_says_nothing() -> None:
+    assert Clocks(T + CLOCK_SKEW_TOLERANCE_MILLIS, store_millis=T).skew_note() is None
+    assert Clocks(T - CLOCK_SKEW_TOLERANCE_MILLIS, store_millis=T).skew_note() is None
+    assert Clocks(T + CLOCK_SKEW_TOLERANCE_MILLIS + 1000, store_millis=T).skew_note() is not None
+
+
+def test_a_now_ahead_of_the_store_clock_is_refused_unless_the_operator_means_it() -> None:
+    clocks = Clocks(T + 3 * HOUR, store_millis=T)
+    # The scheduler's --now by this machine's clock: 3 h ahead of the clock that dates the files.
+    with pytest.raises(UnsafeOptionError, match=r"is 3h ahead of the store's clock, which shortens the grace period"):
+        check_grace(86400, commit_timeout_seconds=600, now_millis=T + 3 * HOUR, clocks=clocks, override=False)
+    check_grace(86400, commit_timeout_seconds=600, now_millis=T + 3 * HOUR, clocks=clocks, override=True)
+    check_grace(86400, commit_timeout_seconds=600, now_millis=T, clocks=clocks, override=False)
+    assert ahead_of_clock(T + HOUR, T) is not None and "this machine's clock" in str(ahead_of_clock(T + HOUR, T))
+
+
+def test_a_local_root_has_no_clock_of_its_own(tmp_path: Path) -> None:
+    clocks = read_clocks(Storage(str(tmp_path)))
+    assert clocks.store_millis is None and clocks.now_millis == clocks.machine_millis
