@@ -122,14 +122,14 @@ def _parser() -> Any:
     parser.add_argument(
         "--now", default=None, type=checked_option(parse_time_millis),
         help="the time the grace period counts back from: epoch millis or ISO-8601 "
-        "(default: this machine's clock)",
+        "(default: the earlier of this machine's clock and the store's)",
     )
     parser.add_argument("--dry-run", action="store_true", help="report the orphans; delete nothing")
     add_full_list_option(parser, "orphan", ORPHANS_DATASET)
     parser.add_argument(
         "--i-understand-grace-risk", action="store_true",
-        help="allow a grace period under one hour (or under the commit timeout), or a --now in "
-        "the future: files of a commit in flight may be deleted",
+        help="allow a grace period under one hour (or under the commit timeout), or a --now ahead "
+        "of this machine's or the store's clock: files of a commit in flight may be deleted",
     )
     # The grace period's safety needs only the command line and the local settings file, so it
     # is judged as the command line is read: spark-submit.sh then refuses before the JVM starts.
@@ -360,9 +360,9 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     report.dry_run = args.dry_run
     report.details.update({"now_millis": now, "grace_seconds": grace_seconds, "cutoff_millis": cutoff,
                            "delete_batch_size": batch_size, "clocks": clocks.as_details()})
-    skew = clocks.skew_note()
-    if skew is not None:
-        report.summary.append(skew)
+    clock_note = clocks.note()
+    if clock_note is not None:
+        report.summary.append(clock_note)
 
     # -- list the top, read what is retained, cut the trees (driver) ------------------------
     with ctx.stage("retained", "list the top level and read every retained root (driver)"):

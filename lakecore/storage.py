@@ -646,7 +646,10 @@ class _S3Backend:
         date = page.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
         if not isinstance(date, str) or not _HTTP_DATE.fullmatch(date):
             return None
-        return _to_millis(parse_s3_timestamp(date))
+        try:
+            return _to_millis(parse_s3_timestamp(date))
+        except (ValueError, OverflowError):  # the form of a date, not a date (31 Feb, hour 25)
+            return None
 
     def delete(self, rels: list[str], batch_size: int) -> list[str]:
         # S3 reports a missing key as deleted, so these are the keys S3 acknowledged.
@@ -831,6 +834,12 @@ class Storage:
     @property
     def scheme(self) -> str:
         return self._scheme
+
+    @property
+    def keeps_its_own_clock(self) -> bool:
+        """True where the store dates its files by a clock of its own that ``clock_millis`` asks
+        (S3); None from ``clock_millis`` there means its answer carried no readable date."""
+        return self._scheme == _S3_SCHEME
 
     @property
     def waits_on_network(self) -> bool:

@@ -123,6 +123,7 @@ class MotoClock:
     the Date of its responses, as a store whose clock differs from this machine's would."""
 
     behind_seconds: float = 0.0
+    date_header: str | None = None  # when set, every response's Date instead of the clock's
 
 
 @pytest.fixture
@@ -142,9 +143,13 @@ def moto_clock(monkeypatch: pytest.MonkeyPatch) -> MotoClock:
         return real_utcnow() - datetime.timedelta(seconds=clock.behind_seconds)
 
     def date_time_string(self: Any, timestamp: float | None = None) -> str:
-        # werkzeug's server dates each response with this (moto adds no Date of its own there).
-        return email.utils.formatdate((time.time() if timestamp is None else timestamp) - clock.behind_seconds,
-                                      usegmt=True)
+        # werkzeug's server dates each response with this (moto adds no Date of its own there);
+        # a time given is not the clock's, and is left alone.
+        if timestamp is not None:
+            return email.utils.formatdate(timestamp, usegmt=True)
+        if clock.date_header is not None:
+            return clock.date_header
+        return email.utils.formatdate(time.time() - clock.behind_seconds, usegmt=True)
 
     monkeypatch.setattr(moto.s3.models, "utcnow", utcnow)
     monkeypatch.setattr(http.server.BaseHTTPRequestHandler, "date_time_string", date_time_string)

@@ -810,3 +810,19 @@ def test_the_store_clock_is_the_date_s3_answers_with_and_a_local_root_has_none(
     missing = Storage(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/lake", options)
     with pytest.raises(NotFoundError, match="read the store's clock"):
         missing.clock_millis()
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("date", ["Sat, 31 Feb 2026 01:02:03 GMT", "Sat, 28 Nov 2026 25:02:03 GMT", "yesterday", ""])
+def test_an_s3_answer_without_a_readable_date_gives_no_store_clock(
+    s3_server: S3TestServer, moto_clock: MotoClock, date: str
+) -> None:
+    # No clock to trust is this machine's clock alone (gc says so), not a storage failure that
+    # a scheduler retries for ever.
+    from lakecore.maintenance.clock import read_clocks
+
+    root, options = s3_server.new_root()
+    moto_clock.date_header = date
+    clocks = read_clocks(Storage(root, options))
+    assert clocks.store_millis is None and clocks.store_unreadable
+    assert clocks.now_millis == clocks.machine_millis

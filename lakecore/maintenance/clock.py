@@ -16,7 +16,13 @@ The store's clock
     second) and takes the *earlier* of the two as its now (``Clocks.now_millis``): a file is
     never judged older than both clocks say. A store whose clock cannot be read without a write
     (a local root, dated by this machine's kernel; the generic fsspec schemes) leaves this
-    machine's clock alone in charge.
+    machine's clock alone in charge, and so does an S3 answer without a readable Date, which
+    the job then says. Not covered: a shared mount's files are dated by its server, and a store
+    of several nodes (MinIO, Ceph) may date a file by another node's clock than the one that
+    answers the listing; both want their clocks kept right by NTP.
+
+Commit timestamps are another clock: the writers' (``lakecore.lakehouse``), which version
+compaction compares with this machine's.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ class Clocks:
 
     machine_millis: int
     store_millis: int | None = None
+    store_unreadable: bool = False  # the store keeps a clock, but its answer gave no readable date
 
     @property
     def now_millis(self) -> int:
@@ -62,8 +69,12 @@ class Clocks:
         """This machine's clock minus the store's (positive: this machine is ahead), or None."""
         return None if self.store_millis is None else self.machine_millis - self.store_millis
 
-    def skew_note(self) -> str | None:
-        """One line when the clocks differ beyond the tolerance, else None."""
+    def note(self) -> str | None:
+        """One line when the clocks differ beyond the tolerance or the store's could not be
+        read, else None."""
+        if self.store_unreadable:
+            return ("the store's answer carried no readable Date, so files were aged by this machine's clock "
+                    "alone: keep it right (NTP)")
         skew = self.skew_millis
         if skew is None or abs(skew) <= CLOCK_SKEW_TOLERANCE_MILLIS:
             return None
@@ -83,11 +94,13 @@ def machine_clock_millis() -> int:
 
 
 def read_clocks(storage: Storage) -> Clocks:
-    """This machine's clock and ``storage``'s, read one after the other (one request on S3).
-    A failure to read the store's is the store's failure (``StorageError``): a job that lists
-    the store next would fail the same way, and must not fall back to a clock it cannot check."""
+    """This machine's clock and ``storage``'s, read one after the other (one request on S3;
+    this machine's first, so a slow answer makes its now no later than the store's). A failure
+    to read the store's is the store's failure (``StorageError``): a job that lists the store
+    next would fail the same way, and must not fall back to a clock it cannot check."""
+    machine = machine_clock_millis()
     store = storage.clock_millis()
-    return Clocks(machine_clock_millis(), store)
+    return Clocks(machine, store, store_unreadable=store is None and storage.keeps_its_own_clock)
 
 
 def ahead_of_clock(now_millis: int, clock_millis: int, clock_name: str = THIS_MACHINE) -> str | None:

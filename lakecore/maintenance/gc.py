@@ -165,7 +165,8 @@ def gc_in_process(
     flat_listing_max_files: int = 10000,
 ) -> GcResult:
     """gc without Spark: the same units, with the sets held in memory. The caller checks the
-    grace period (``check_grace``) first."""
+    grace period (``check_grace``) first, and takes ``now_millis`` from ``read_clocks(storage)``
+    (the earlier of this machine's clock and the store's) unless it has a fixed time to give."""
     top = list_top(storage)
     retained = read_retained(storage, top)
     hashed = list_small_root(storage, flat_listing_max_files)

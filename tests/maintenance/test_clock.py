@@ -23,7 +23,11 @@ T = 1_795_800_000_000
 def test_without_a_store_clock_this_machine_decides_alone() -> None:
     clocks = Clocks(T)
     assert clocks.now_millis == T
-    assert clocks.skew_millis is None and clocks.skew_note() is None
+    assert clocks.skew_millis is None and clocks.note() is None
+    unreadable = Clocks(T, store_unreadable=True)
+    assert unreadable.now_millis == T
+    assert unreadable.note() == ("the store's answer carried no readable Date, so files were aged by this "
+                                 "machine's clock alone: keep it right (NTP)")
     assert clocks.as_details() == {"machine_clock_millis": T, "store_clock_millis": None, "clock_skew_millis": None}
 
 
@@ -32,7 +36,7 @@ def test_a_machine_ahead_of_the_store_ages_files_by_the_store() -> None:
     assert clocks.now_millis == T
     assert clocks.now_name == "the store's clock"
     assert clocks.skew_millis == 3 * HOUR
-    assert clocks.skew_note() == ("this machine's clock is 3h ahead of the store's: files were aged by the "
+    assert clocks.note() == ("this machine's clock is 3h ahead of the store's: files were aged by the "
                                   "earlier of the two; set this machine's clock right (NTP)")
 
 
@@ -41,14 +45,14 @@ def test_a_machine_behind_the_store_keeps_its_own_earlier_now() -> None:
     assert clocks.now_millis == T
     assert clocks.now_name == "this machine's clock"
     assert clocks.skew_millis == -HOUR
-    note = clocks.skew_note()
+    note = clocks.note()
     assert note is not None and "1h behind the store's" in note
 
 
 def test_skew_within_the_tolerance_says_nothing() -> None:
-    assert Clocks(T + CLOCK_SKEW_TOLERANCE_MILLIS, store_millis=T).skew_note() is None
-    assert Clocks(T - CLOCK_SKEW_TOLERANCE_MILLIS, store_millis=T).skew_note() is None
-    assert Clocks(T + CLOCK_SKEW_TOLERANCE_MILLIS + 1000, store_millis=T).skew_note() is not None
+    assert Clocks(T + CLOCK_SKEW_TOLERANCE_MILLIS, store_millis=T).note() is None
+    assert Clocks(T - CLOCK_SKEW_TOLERANCE_MILLIS, store_millis=T).note() is None
+    assert Clocks(T + CLOCK_SKEW_TOLERANCE_MILLIS + 1000, store_millis=T).note() is not None
 
 
 def test_a_now_ahead_of_the_store_clock_is_refused_unless_the_operator_means_it() -> None:
