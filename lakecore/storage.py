@@ -637,9 +637,10 @@ class _S3Backend:
         return [obj["Key"][len(self._key_prefix) :] for obj in page.get("Contents", [])][:limit]
 
     def clock_millis(self) -> int | None:
-        # The Date of a response is the clock that dates the objects (Last-Modified), to the
-        # second. A listing, not a HEAD of the bucket: a policy may allow listing only under
-        # the root's prefix.
+        # The Date of a response is the clock that dates the objects (Last-Modified), with the
+        # fraction of its second dropped: rounded up again, or a file stored in the same second
+        # as the answer would look younger than the answer (a grace of 0s kept it). A listing,
+        # not a HEAD of the bucket: a policy may allow listing only under the root's prefix.
         page: dict[str, Any] = self._fs.call_s3(
             "list_objects_v2", timeout=self._timeout, Bucket=self._bucket, Prefix=self._key_prefix, MaxKeys=1,
         )
@@ -647,7 +648,7 @@ class _S3Backend:
         if not isinstance(date, str) or not _HTTP_DATE.fullmatch(date):
             return None
         try:
-            return _to_millis(parse_s3_timestamp(date))
+            return _to_millis(parse_s3_timestamp(date)) + 1000
         except (ValueError, OverflowError):  # the form of a date, not a date (31 Feb, hour 25)
             return None
 
@@ -1020,10 +1021,10 @@ class Storage:
             _raise_translated(exc, self.root_uri, "list")
 
     def clock_millis(self) -> int | None:
-        """The store's clock now, as it dates the files it holds (epoch millis, to the second on
-        S3: the Date of a one-key listing of the root), or None where that clock cannot be read
-        without writing a file: a local root (this machine's kernel dates its files) and the
-        generic fsspec schemes."""
+        """The store's clock now, as it dates the files it holds (epoch millis; on S3 the Date of
+        a one-key listing of the root, rounded up to its next whole second), or None where that
+        clock cannot be read without writing a file: a local root (this machine's kernel dates
+        its files) and the generic fsspec schemes."""
         try:
             return self._backend().clock_millis()
         except Exception as exc:

@@ -12,9 +12,11 @@ The store's clock
     received it, by S3's clock. A driver whose clock runs ahead of the store's (a host without
     NTP, a VM resumed from a snapshot) would see every file as older than it is and shorten
     the grace period by the difference: hours of skew, and a commit in flight loses its files.
-    So gc reads the store's clock (``Storage.clock_millis``: the Date of one listing, to the
-    second) and takes the *earlier* of the two as its now (``Clocks.now_millis``): a file is
-    never judged older than both clocks say. A store whose clock cannot be read without a write
+    So gc reads the store's clock (``Storage.clock_millis``: the Date of one listing, rounded
+    up to its next whole second, so clocks that agree leave this machine's in charge) and takes
+    the *earlier* of the two as its now (``Clocks.now_millis``): a file is never judged older
+    than this machine's clock says, nor by more than the Date's lost fraction of a second
+    older than the store's. A store whose clock cannot be read without a write
     (a local root, dated by this machine's kernel; the generic fsspec schemes) leaves this
     machine's clock alone in charge, and so does an S3 answer without a readable Date, which
     the job then says. Not covered: a shared mount's files are dated by its server, and a store
