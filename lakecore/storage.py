@@ -1028,7 +1028,7 @@ class Storage:
         try:
             return self._backend().clock_millis()
         except Exception as exc:
-            _raise_translated(exc, self.root_uri, "read the store's clock by listing")
+            _raise_translated(exc, self.root_uri, "list")
 
     def list_top_level(self) -> builtins.list[FileInfo]:
         """Files directly under the root, not in subdirectories."""
