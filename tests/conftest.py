@@ -166,6 +166,17 @@ def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectS
     yield from connect_server_session(tmp_path_factory.mktemp("spark-connect"))
 
 
+@pytest.fixture
+def refusing_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that refuses every connection for the whole test: bound, never
+    listened on. A port closed again at once was not enough: CI once found something answering
+    there (a connect from a port the kernel handed out may meet itself, or another process may
+    bind it), and the test saw a request fail where it expected the probe to."""
+    with socket.socket() as reserved:
+        reserved.bind(("127.0.0.1", 0))
+        yield reserved.getsockname()[1]
+
+
 @dataclass
 class SilentEndpoint:
     """A TCP endpoint on 127.0.0.1 that accepts every connection and never answers."""

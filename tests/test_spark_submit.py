@@ -125,11 +125,9 @@ def test_an_unknown_job_is_one_line_naming_the_jobs() -> None:
     assert len(done.stderr.splitlines()) == 1
 
 
-def test_a_standalone_master_that_does_not_answer_is_one_line_at_once(tmp_path: Path) -> None:
+def test_a_standalone_master_that_does_not_answer_is_one_line_at_once(tmp_path: Path, refusing_port: int) -> None:
     """spark-submit tried to register for a minute and printed about 130 lines of Java traces."""
-    with socket.socket() as probe:  # a port nothing listens on once this closes
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = refusing_port
     uri = _lake(tmp_path / "lake")
     for master_args, env in (([], _env(SPARK_MASTER=f"spark://127.0.0.1:{port}")),
                              (["--master", f"spark://127.0.0.1:{port},127.0.0.1:{port}"], _env())):

@@ -6,7 +6,6 @@ import errno
 import multiprocessing
 import os
 import pickle
-import socket
 import threading
 import time
 import uuid
@@ -628,10 +627,8 @@ def test_s3_timeout_is_storage_timeout_error(silent_server: str) -> None:
 
 @pytest.mark.s3
 @pytest.mark.usefixtures("no_s3fs_retries")
-def test_s3_connection_refused_is_storage_error() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again at once: nothing listens there
+def test_s3_connection_refused_is_storage_error(refusing_port: int) -> None:
+    port = refusing_port
     st = Storage("s3://bucket/lake", _impatient_options(f"http://127.0.0.1:{port}"))
     started = time.monotonic()
     with pytest.raises(StorageError) as info:
