@@ -61,13 +61,15 @@ from jobs.spark_units import (
     sample_paths,
     unreached_only,
 )
+from lakecore.errors import UnsafeOptionError
 from lakecore.humanize import format_bytes, format_time_millis, plural
 from lakecore.locations import root_node_file_name
-from lakecore.maintenance.clock import ahead_of_clock, machine_clock_millis
+from lakecore.maintenance.clock import Clocks, machine_clock_millis, read_clocks
 from lakecore.maintenance.damage import DAMAGED_MARK
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.expire import (
     ExpiryRefusedError,
+    check_expiry_now,
     check_exports_unchanged,
     delete_expired_roots,
     ensure_hint,
@@ -85,14 +87,14 @@ def _parser() -> Any:
     parser = base_parser("compact-versions", __doc__.splitlines()[0])
     parser.add_argument(
         "--now", default=None, type=checked_option(parse_time_millis),
-        help="the time version ages are measured at: epoch millis or ISO-8601 (default: this "
-        "machine's clock; pass a fixed time so that retries decide the same)",
+        help="the time version ages are measured at: epoch millis or ISO-8601 (default: the earlier "
+        "of this machine's clock and the store's; pass a fixed time so that retries decide the same)",
     )
     parser.add_argument("--dry-run", action="store_true", help="report what would expire; change nothing")
     parser.add_argument(
         "--i-understand-expiry-risk", action="store_true",
-        help="allow a --now in the future: versions expire before their age, and time travel to "
-        "them is lost for good (a dry run needs no permission)",
+        help="allow a --now ahead of this machine's or the store's clock: versions expire before "
+        "their age, and time travel to them is lost for good (a dry run needs no permission)",
     )
     # Judged as the command line is read: spark-submit.sh refuses before the JVM starts.
     parser.add_check(_now_is_safe)
@@ -100,14 +102,16 @@ def _parser() -> Any:
 
 
 def _now_is_safe(args: Any) -> str | None:
-    """The refusal of a --now in the future for a run that would expire versions, or None."""
-    if args.now is None or args.dry_run or args.i_understand_expiry_risk:
+    """The refusal of a --now in the future for a run that would expire versions, or None.
+    Before the JVM starts: this machine's clock alone (the job checks the store's too)."""
+    if args.now is None or args.dry_run:
         return None
-    ahead = ahead_of_clock(parse_time_millis(args.now), machine_clock_millis())
-    if ahead is None:
-        return None
-    return (f"{ahead}: versions would expire before their age, and time travel to them is lost for good. "
-            "Check the date; see what it would do with --dry-run, or pass --i-understand-expiry-risk to do it anyway")
+    try:
+        check_expiry_now(parse_time_millis(args.now), Clocks(machine_clock_millis()),
+                         override=args.i_understand_expiry_risk)
+    except UnsafeOptionError as exc:
+        return str(exc)
+    return None
 
 
 def _body(ctx: JobContext) -> None:
@@ -125,13 +129,20 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     from pyspark.storagelevel import StorageLevel
 
     args, report, storage = ctx.args, ctx.report, ctx.storage
-    now = parse_time_millis(args.now) if args.now is not None else machine_clock_millis()
+    # Versions are aged by their writers' commit timestamps. A driver whose clock runs ahead
+    # would see them older than they are, so "now" is the earlier of this machine's clock and
+    # the store's, as gc's is (lakecore.maintenance.clock).
+    clocks = read_clocks(storage)
+    now = parse_time_millis(args.now) if args.now is not None else clocks.now_millis
+    allowed = check_expiry_now(now, clocks, override=args.dry_run or args.i_understand_expiry_risk)
     batch_size = ctx.settings.gc_delete_batch_size
     report.dry_run = args.dry_run
-    report.details["now_millis"] = now
-    ahead = ahead_of_clock(now, machine_clock_millis())
-    if ahead is not None and args.dry_run and not args.i_understand_expiry_risk:
-        report.summary.append(f"{ahead}: a run without --dry-run refuses it unless --i-understand-expiry-risk")
+    report.details.update({"now_millis": now, "clocks": clocks.as_details()})
+    clock_note = clocks.note(aged="versions")
+    if clock_note is not None:
+        report.summary.append(clock_note)
+    if allowed is not None and args.dry_run and not args.i_understand_expiry_risk:
+        report.summary.append(f"{allowed}: a run without --dry-run refuses it unless --i-understand-expiry-risk")
 
     with ctx.stage("plan", "read every root and decide which versions expire (driver)"):
         plan = plan_expiry(storage, now)

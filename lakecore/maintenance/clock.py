@@ -23,8 +23,11 @@ The store's clock
     of several nodes (MinIO, Ceph) may date a file by another node's clock than the one that
     answers the listing; both want their clocks kept right by NTP.
 
-Commit timestamps are another clock: the writers' (``lakecore.lakehouse``), which version
-compaction compares with this machine's.
+Commit timestamps are another clock: the writers' (``lakecore.commit``). Version compaction
+ages a version by its commit timestamp against the same earlier of the two clocks: a driver
+ahead of the store would otherwise expire versions before their age, for good. The store's
+clock stands in for the writers' there (they write to it; nothing else of theirs can be asked),
+so a store behind its writers keeps versions longer than their age, never shorter.
 """
 
 from __future__ import annotations
@@ -71,17 +74,17 @@ class Clocks:
         """This machine's clock minus the store's (positive: this machine is ahead), or None."""
         return None if self.store_millis is None else self.machine_millis - self.store_millis
 
-    def note(self) -> str | None:
+    def note(self, aged: str = "files") -> str | None:
         """One line when the clocks differ beyond the tolerance or the store's could not be
-        read, else None."""
+        read, else None. ``aged``: what the job aged by the clocks."""
         if self.store_unreadable:
-            return ("the store's answer carried no readable Date, so files were aged by this machine's clock "
+            return (f"the store's answer carried no readable Date, so {aged} were aged by this machine's clock "
                     "alone: keep it right (NTP)")
         skew = self.skew_millis
         if skew is None or abs(skew) <= CLOCK_SKEW_TOLERANCE_MILLIS:
             return None
         side = "ahead of" if skew > 0 else "behind"
-        return (f"this machine's clock is {format_seconds(abs(skew) / 1000)} {side} the store's: files were aged "
+        return (f"this machine's clock is {format_seconds(abs(skew) / 1000)} {side} the store's: {aged} were aged "
                 "by the earlier of the two; set this machine's clock right (NTP)")
 
     def as_details(self) -> dict[str, int | None]:

@@ -56,8 +56,10 @@ from lakecore.errors import (
     LakecoreError,
     NotFoundError,
     ReadOnlyLakehouseError,
+    UnsafeOptionError,
 )
 from lakecore.locations import root_node_file_name
+from lakecore.maintenance.clock import Clocks, ahead_of_clock
 from lakecore.maintenance.damage import explain_damage, is_damage_reason, may_be_damage
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import (
@@ -104,6 +106,21 @@ class ExpiryConflictError(LakecoreError):
     pins an expired version): nothing was deleted; run again."""
 
     exit_code = 3
+
+
+def check_expiry_now(now_millis: int, clocks: Clocks, *, override: bool) -> str | None:
+    """Judge a ``--now`` against the earlier of ``clocks``: one ahead of it by more than the
+    tolerance expires versions before their age, for good. Raises ``UnsafeOptionError`` unless
+    ``override``; with ``override`` returns what it allows (for a dry run's summary), else None."""
+    ahead = ahead_of_clock(now_millis, clocks.now_millis, clocks.now_name)
+    if ahead is None:
+        return None
+    if override:
+        return ahead
+    raise UnsafeOptionError(
+        f"{ahead}: versions would expire before their age, and time travel to them is lost for good. "
+        "Check the date; see what it would do with --dry-run, or pass --i-understand-expiry-risk to do it anyway"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -433,6 +450,7 @@ __all__ = [
     "ExpiryRefusedError",
     "ExpiryResult",
     "ExpiryTally",
+    "check_expiry_now",
     "check_exports_unchanged",
     "delete_expired_roots",
     "difference",

@@ -3,14 +3,17 @@ and that nothing a retained version or an export reaches is ever deleted."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import jobs.compact_versions
 from jobs.compact_versions import main as compact_main
 from jobs.gc import main as gc_main
 from lakecore.errors import StorageError, VersionExpiredError
@@ -60,7 +63,7 @@ def lake(template: Path, tmp_path: Path) -> Path:
     return path
 
 
-def args(path: Path, *extra: str) -> list[str]:
+def args(path: Path | str, *extra: str) -> list[str]:
     return ["--lakehouse", str(path), "--parallelism", "4", *extra]
 
 
@@ -286,3 +289,46 @@ def test_the_difference_on_path_hashes_is_exact_and_a_collision_only_keeps(spark
     monkeypatch.setattr(F, "xxhash64", lambda *columns: F.lit(42).cast("long"))
     assert paths(unreached_only(expired_reach, retained_reach)) == []
     assert paths(unreached_only(expired_reach, only_errors)) == ["a/x.arrow", "a/y.arrow", "b/z.arrow"]
+
+
+@pytest.mark.s3
+def test_on_s3_a_driver_clock_ahead_of_the_stores_expires_no_version_before_its_age(
+    s3_server: Any, run_job: RunJob, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Versions committed a moment ago by writers whose clocks agree with the store's; a maximum
+    # age of 1 h, and a driver whose clock runs 3 h ahead. By the driver's clock alone every
+    # version but the latest was 3 h old and expired, with its time travel, for good.
+    import lakecore.maintenance.clock
+
+    lake = f"s3://{s3_server.bucket}/{uuid.uuid4()}/lake"
+    options = s3_server.storage_options()
+    lh = build_lake(lake, options, commits=4)
+    lh.update_settings(maximum_version_age_millis=3_600_000, minimum_versions_to_keep=1)
+    storage = Storage(lake, options)
+    versions = list_root_versions(storage)
+    ahead_millis = 3 * 3600 * 1000
+    real_clock = lakecore.maintenance.clock.machine_clock_millis
+    monkeypatch.setattr(lakecore.maintenance.clock, "machine_clock_millis", lambda: real_clock() + ahead_millis)
+    monkeypatch.setattr(jobs.compact_versions, "machine_clock_millis", lambda: real_clock() + ahead_millis)
+
+    code, report = run_job(compact_main, *args(lake, *s3_server.job_args()))
+    assert code == 0, report.get("error")
+    assert report["status"] == "noop" and report["counts"]["expired_versions"] == 0
+    assert list_root_versions(storage) == versions
+    clocks = report["details"]["clocks"]
+    assert abs(clocks["clock_skew_millis"] - ahead_millis) <= 2000
+    assert report["details"]["now_millis"] == clocks["store_clock_millis"]
+    assert any(re.match(r"this machine's clock is (2h 59m|3h 00m) ahead of the store's: versions were aged", line)
+               for line in report["summary"]), report["summary"]
+    # A --now by the driver's clock is 3 h ahead of the store's: refused before anything goes.
+    driver_now = str(real_clock() + ahead_millis)
+    code, report = run_job(compact_main, *args(lake, *s3_server.job_args(), "--now", driver_now))
+    assert code == 2 and "ahead of the store's clock" in report["error"], report.get("error")
+    assert list_root_versions(storage) == versions
+    # The same time, allowed: the versions are old enough then, so the run above kept them
+    # because of the clock it chose, not because nothing could expire.
+    code, report = run_job(compact_main, *args(lake, *s3_server.job_args(), "--now", driver_now,
+                                                "--i-understand-expiry-risk"))
+    assert code == 0, report.get("error")
+    assert report["counts"]["expired_versions"] == len(versions) - 1
+    assert list_root_versions(storage) == versions[-1:]

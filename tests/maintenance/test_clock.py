@@ -13,6 +13,7 @@ from lakecore.maintenance.clock import (
     ahead_of_clock,
     read_clocks,
 )
+from lakecore.maintenance.expire import check_expiry_now
 from lakecore.maintenance.gc import check_grace
 from lakecore.storage import Storage
 
@@ -63,6 +64,22 @@ def test_a_now_ahead_of_the_store_clock_is_refused_unless_the_operator_means_it(
     check_grace(86400, commit_timeout_seconds=600, now_millis=T + 3 * HOUR, clocks=clocks, override=True)
     check_grace(86400, commit_timeout_seconds=600, now_millis=T, clocks=clocks, override=False)
     assert ahead_of_clock(T + HOUR, T) is not None and "this machine's clock" in str(ahead_of_clock(T + HOUR, T))
+
+
+def test_version_expiry_judges_its_now_by_the_same_earlier_clock() -> None:
+    clocks = Clocks(T + 3 * HOUR, store_millis=T)
+    assert clocks.note(aged="versions") == ("this machine's clock is 3h ahead of the store's: versions were aged "
+                                            "by the earlier of the two; set this machine's clock right (NTP)")
+    # This machine's now is 3 h ahead of the store's: versions would expire 3 h before their age.
+    with pytest.raises(UnsafeOptionError, match=r"is 3h ahead of the store's clock: versions would expire before "
+                                                 r"their age.*--i-understand-expiry-risk"):
+        check_expiry_now(T + 3 * HOUR, clocks, override=False)
+    # Allowed, it says what it allowed (a dry run's summary line); within the tolerance, nothing.
+    assert "3h ahead of the store's clock" in str(check_expiry_now(T + 3 * HOUR, clocks, override=True))
+    assert check_expiry_now(T + CLOCK_SKEW_TOLERANCE_MILLIS, clocks, override=False) is None
+    assert check_expiry_now(T - HOUR, Clocks(T), override=False) is None
+    with pytest.raises(UnsafeOptionError, match=r"ahead of this machine's clock"):
+        check_expiry_now(T + HOUR, Clocks(T), override=False)
 
 
 def test_a_local_root_has_no_clock_of_its_own(tmp_path: Path) -> None:
