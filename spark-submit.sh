@@ -249,10 +249,9 @@ trap interrupted_while_starting INT
 venv_py="$ROOT/.venv/bin/python"
 
 # --- --remote sc://HOST:PORT or $SPARK_REMOTE: a Spark Connect client, no JVM here ------------------
-names_option() {  # $1: an argument, $2: an option; true for --option, --option=..., and the
-    # unambiguous abbreviations argparse accepts (at least '--' and three letters)
-    local name="${1%%=*}"
-    [[ ${#name} -ge 5 && "$2" == "$name"* ]]
+names_option() {  # $1: an argument, $2: an option; true for --option and --option=... (the
+    # jobs take no abbreviation: lakecore/argparsing.py)
+    [[ "${1%%=*}" == "$2" ]]
 }
 remote=""
 remote_given=0      # --remote among the job's options (its value may be missing: the job says so)

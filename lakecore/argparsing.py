@@ -11,6 +11,10 @@ A value that starts with '-' (``--older-than -5m``) reads as an option, and argp
 "expected one argument": the error then names the value and the ``--option=VALUE`` form. A
 mistyped command (``lakecore fsk``) is named with the nearest one.
 
+Options are never abbreviated (argparse's ``allow_abbrev`` is off): ``--i`` was taken for
+``--i-understand-expiry-risk`` and ``--y`` for ``--yes``, so a stray keystroke overrode a
+safety refusal. An abbreviation is an unknown option, named with the option it would have been.
+
 ``output_file`` is the ``type`` of an option that names a file to write (a report, a page): a
 folder, a path under a file, or a folder that cannot be written is refused as the command line
 is read, before a job does its work (a commit included) and only then fails to say what it did.
@@ -44,6 +48,7 @@ class ArgumentError(InvalidArgumentError):
 
 class OneLineArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # see the module doc
         super().__init__(*args, **kwargs)
         self._arguments_read: list[str] = []
         self._checks: list[Callable[[argparse.Namespace], str | None]] = []
@@ -101,15 +106,20 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         return message
 
     def _unknown_option(self) -> str | None:
-        """'unrecognized option --X (did you mean --Y?)' for the first option given that is
-        neither one of this parser's nor an abbreviation argparse would accept; None if none."""
+        """'unrecognized option --X (did you mean --Y?)' for the first option given that is not
+        one of this parser's (an abbreviation included: --Y is then the option it begins); None
+        if none."""
         known = [option for action in self._actions for option in action.option_strings if option.startswith("--")]
         for argument in self._arguments_read:
             if argument == "--":
                 break
             name = argument.split("=", 1)[0]
-            if not name.startswith("--") or any(option.startswith(name) for option in known):
+            if not name.startswith("--") or name in known:
                 continue
+            begun = sorted(option for option in known if option.startswith(name))
+            if begun:
+                return (f"unrecognized option {name} (did you mean {' or '.join(begun[:3])}? "
+                        "options are written in full)")
             nearest = difflib.get_close_matches(name, known, n=1)
             return f"unrecognized option {name}" + (f" (did you mean {nearest[0]}?)" if nearest else "")
         return None

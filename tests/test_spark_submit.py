@@ -222,7 +222,6 @@ def _recording_submit(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.mark.parametrize(("options", "environment"), [
     (["--remote", "sc://127.0.0.1:1"], {}),
     (["--remote=sc://127.0.0.1:1"], {}),
-    (["--remo", "sc://127.0.0.1:1"], {}),  # argparse's abbreviation of --remote
     ([], {"SPARK_REMOTE": "sc://127.0.0.1:1"}),
 ])
 def test_a_remote_runs_the_job_in_python_without_spark_submit(
@@ -242,6 +241,28 @@ def test_a_remote_runs_the_job_in_python_without_spark_submit(
     # --help goes to the job's parser too, with its --remote option
     done = _run([str(WRAPPER), "gc", "--help", *options], env=env)
     assert done.returncode == 0 and "--remote sc://HOST:PORT" in done.stdout, done.stderr
+    assert not record.exists()
+
+
+def test_an_abbreviated_option_is_refused_naming_the_option_it_begins(tmp_path: Path) -> None:
+    """argparse took --remo for --remote, and --i for --i-understand-grace-risk: a stray keystroke
+    overrode a safety refusal (found by a new-user trial). Options are written in full."""
+    stub, record = _recording_submit(tmp_path)
+    env = _env(SPARK_SUBMIT=str(stub), SPARK_REMOTE=None)
+    uri = str(tmp_path / "none")
+    for options, unknown, begun in ((["--remo", "sc://127.0.0.1:1"], "--remo", "--remote"),
+                                    (["--i", "--now", "2026-11-28"], "--i", "--i-understand-grace-risk"),
+                                    (["--dry"], "--dry", "--dry-run")):
+        done = _run([str(WRAPPER), "gc", "--lakehouse", uri, *options], env=env)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().splitlines() == [
+            f"lakecore gc: ArgumentError: unrecognized option {unknown} (did you mean {begun}? options are "
+            "written in full) (see 'spark-submit.sh gc --help')"
+        ], done.stderr
+        assert not record.exists()
+    # The refusal an abbreviation would have overridden stands.
+    done = _run([str(WRAPPER), "gc", "--lakehouse", uri, "--older-than", "5m", "--i"], env=env)
+    assert done.returncode == 2 and "--older-than 5m is shorter than 1h" in done.stderr, done.stderr
     assert not record.exists()
 
 
