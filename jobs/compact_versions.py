@@ -93,8 +93,8 @@ def _parser() -> Any:
     parser.add_argument("--dry-run", action="store_true", help="report what would expire; change nothing")
     parser.add_argument(
         "--i-understand-expiry-risk", action="store_true",
-        help="allow a --now ahead of this machine's or the store's clock: versions expire before "
-        "their age, and time travel to them is lost for good (a dry run needs no permission)",
+        help="allow a --now more than 5 min ahead of this machine's or the store's clock: versions "
+        "expire before their age, and time travel to them is lost for good (a dry run needs no permission)",
     )
     # Judged as the command line is read: spark-submit.sh refuses before the JVM starts.
     parser.add_check(_now_is_safe)
@@ -138,7 +138,7 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     batch_size = ctx.settings.gc_delete_batch_size
     report.dry_run = args.dry_run
     report.details.update({"now_millis": now, "clocks": clocks.as_details()})
-    clock_note = clocks.note(aged="versions")
+    clock_note = clocks.note(aged="versions" if args.now is None else None)
     if clock_note is not None:
         report.summary.append(clock_note)
     if allowed is not None and args.dry_run and not args.i_understand_expiry_risk:

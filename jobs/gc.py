@@ -128,8 +128,8 @@ def _parser() -> Any:
     add_full_list_option(parser, "orphan", ORPHANS_DATASET)
     parser.add_argument(
         "--i-understand-grace-risk", action="store_true",
-        help="allow a grace period under one hour (or under the commit timeout), or a --now ahead "
-        "of this machine's or the store's clock: files of a commit in flight may be deleted",
+        help="allow a grace period under one hour (or under the commit timeout), or a --now more than "
+        "5 min ahead of this machine's or the store's clock: files of a commit in flight may be deleted",
     )
     # The grace period's safety needs only the command line and the local settings file, so it
     # is judged as the command line is read: spark-submit.sh then refuses before the JVM starts.
@@ -360,7 +360,7 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     report.dry_run = args.dry_run
     report.details.update({"now_millis": now, "grace_seconds": grace_seconds, "cutoff_millis": cutoff,
                            "delete_batch_size": batch_size, "clocks": clocks.as_details()})
-    clock_note = clocks.note()
+    clock_note = clocks.note(aged="files" if args.now is None else None)
     if clock_note is not None:
         report.summary.append(clock_note)
 

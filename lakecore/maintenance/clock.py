@@ -74,18 +74,22 @@ class Clocks:
         """This machine's clock minus the store's (positive: this machine is ahead), or None."""
         return None if self.store_millis is None else self.machine_millis - self.store_millis
 
-    def note(self, aged: str = "files") -> str | None:
+    def note(self, aged: str | None = "files") -> str | None:
         """One line when the clocks differ beyond the tolerance or the store's could not be
-        read, else None. ``aged``: what the job aged by the clocks."""
+        read, else None. ``aged``: what the job aged by the clocks; None when a ``--now`` given
+        aged them instead (the line then only says the clocks differ)."""
         if self.store_unreadable:
+            if aged is None:
+                return None  # nothing was aged by a clock: there is nothing to say about one
             return (f"the store's answer carried no readable Date, so {aged} were aged by this machine's clock "
                     "alone: keep it right (NTP)")
         skew = self.skew_millis
         if skew is None or abs(skew) <= CLOCK_SKEW_TOLERANCE_MILLIS:
             return None
         side = "ahead of" if skew > 0 else "behind"
-        return (f"this machine's clock is {format_seconds(abs(skew) / 1000)} {side} the store's: {aged} were aged "
-                "by the earlier of the two; set this machine's clock right (NTP)")
+        aged_by = f": {aged} were aged by the earlier of the two" if aged is not None else " (--now was given)"
+        return (f"this machine's clock is {format_seconds(abs(skew) / 1000)} {side} the store's{aged_by}; "
+                "set this machine's clock right (NTP)")
 
     def as_details(self) -> dict[str, int | None]:
         """The clocks for a JSON report."""

@@ -320,6 +320,9 @@ def ensure_hint(storage: Storage, plan: ExpiryPlan) -> int:
         current = latest_version(storage)
     except LakecoreError as exc:
         raise ExpiryRefusedError(f"cannot re-read the latest version: {exc.one_line()}; nothing was deleted") from exc
+    hint = read_hint(storage)
+    if hint == current:
+        return current  # right already: a run with nothing to expire writes nothing
     if write_hint(storage, current):
         return current
     hint = read_hint(storage)

@@ -332,3 +332,25 @@ def test_on_s3_a_driver_clock_ahead_of_the_stores_expires_no_version_before_its_
     assert code == 0, report.get("error")
     assert report["counts"]["expired_versions"] == len(versions) - 1
     assert list_root_versions(storage) == versions[-1:]
+    # The --now aged them, not a clock: the line says only that the clocks differ.
+    assert any(re.match(r"this machine's clock is (2h 59m|3h 00m) ahead of the store's \(--now was given\)", line)
+               for line in report["summary"]), report["summary"]
+    assert not any("were aged" in line for line in report["summary"])
+
+
+def test_with_nothing_to_expire_the_hint_is_not_rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run with nothing to do writes nothing: the hint, right already, is left alone (it was
+    rewritten, the same bytes, on every run: a PUT on S3; found by a new-user trial)."""
+    lake = tmp_path / "lake"
+    lh = Lakehouse.create(str(lake))
+    with lh.transaction() as tx:
+        tx.create_namespace("ns")
+    storage = Storage(str(lake))
+    writes: list[int] = []
+    real_write_hint = expire.write_hint
+    monkeypatch.setattr(expire, "write_hint", lambda st, version: writes.append(version) or real_write_hint(st, version))
+    result = expire_in_process(storage, now_millis=int(time.time() * 1000))
+    assert result.plan.expired == [] and writes == [] and read_hint(storage) == 1
+    (lake / "_latest_hint.txt").unlink()  # a hint missing (or behind) is written, as before
+    expire_in_process(storage, now_millis=int(time.time() * 1000))
+    assert writes == [1] and read_hint(storage) == 1

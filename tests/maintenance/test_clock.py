@@ -70,6 +70,10 @@ def test_version_expiry_judges_its_now_by_the_same_earlier_clock() -> None:
     clocks = Clocks(T + 3 * HOUR, store_millis=T)
     assert clocks.note(aged="versions") == ("this machine's clock is 3h ahead of the store's: versions were aged "
                                             "by the earlier of the two; set this machine's clock right (NTP)")
+    # A --now given aged them, not a clock: the line only says the clocks differ.
+    assert clocks.note(aged=None) == ("this machine's clock is 3h ahead of the store's (--now was given); "
+                                      "set this machine's clock right (NTP)")
+    assert Clocks(T, store_unreadable=True).note(aged=None) is None
     # This machine's now is 3 h ahead of the store's: versions would expire 3 h before their age.
     with pytest.raises(UnsafeOptionError, match=r"is 3h ahead of the store's clock: versions would expire before "
                                                  r"their age.*--i-understand-expiry-risk"):
