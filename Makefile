@@ -68,6 +68,7 @@ test-airflow: $(STAMP) $(AIRFLOW_STAMP)
 	$(AIRFLOW_PY) -m pytest -q tests/airflow
 
 lint: $(STAMP)
+	$(VENV)/bin/ruff format --check lakecore jobs tests bench airflow_dags
 	$(VENV)/bin/ruff check lakecore jobs tests bench airflow_dags
 	$(VENV)/bin/mypy
 

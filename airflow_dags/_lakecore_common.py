@@ -63,7 +63,6 @@ LAKEHOUSE_KEYS = {"name", "uri", "env", "storage_options", "job_args", "enabled"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
-
 @functools.cache
 def exit_codes(root: Path) -> Any:
     """lakecore's one exit-code table (``<root>/lakecore/errors.py``, which imports nothing),
@@ -75,8 +74,10 @@ def exit_codes(root: Path) -> Any:
     path = root / "lakecore" / "errors.py"
     spec = importlib.util.spec_from_file_location("_lakecore_errors", path)
     if spec is None or spec.loader is None or not path.is_file():
-        raise AirflowFailException(f"cannot load lakecore's exit codes from {path}: is lakecore_root ({root}) "
-                                   "a lakecore checkout?")
+        raise AirflowFailException(
+            f"cannot load lakecore's exit codes from {path}: is lakecore_root ({root}) "
+            "a lakecore checkout?"
+        )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -169,7 +170,9 @@ def load_lakehouses(variable_text: str | None, root: str | Path) -> list[dict[st
         raise AirflowFailException(f"{source} is not valid JSON: {exc}") from None
     entries = data.get("lakehouses") if isinstance(data, dict) else data
     if not isinstance(entries, list):
-        raise AirflowFailException(f"{source}: expected a list of lakehouses or {{\"lakehouses\": [...]}}")
+        raise AirflowFailException(
+            f'{source}: expected a list of lakehouses or {{"lakehouses": [...]}}'
+        )
     result: list[dict[str, Any]] = []
     names: set[str] = set()
     for index, entry in enumerate(entries):
@@ -183,7 +186,9 @@ def load_lakehouses(variable_text: str | None, root: str | Path) -> list[dict[st
     return result
 
 
-def normalize_lakehouse(entry: Any, root: str | Path, *, where: str = "lakehouse") -> dict[str, Any] | None:
+def normalize_lakehouse(
+    entry: Any, root: str | Path, *, where: str = "lakehouse"
+) -> dict[str, Any] | None:
     """One entry of the list as a plain dict with every key set; None when it is disabled."""
     if isinstance(entry, str):
         entry = {"uri": entry}
@@ -191,7 +196,9 @@ def normalize_lakehouse(entry: Any, root: str | Path, *, where: str = "lakehouse
         raise AirflowFailException(f"{where}: expected a URI or an object, got {entry!r}")
     unknown = sorted(set(entry) - LAKEHOUSE_KEYS)
     if unknown:
-        raise AirflowFailException(f"{where}: unknown keys {unknown} (known: {sorted(LAKEHOUSE_KEYS)})")
+        raise AirflowFailException(
+            f"{where}: unknown keys {unknown} (known: {sorted(LAKEHOUSE_KEYS)})"
+        )
     if not entry.get("enabled", True):
         return None
     uri = entry.get("uri")
@@ -213,7 +220,9 @@ def normalize_lakehouse(entry: Any, root: str | Path, *, where: str = "lakehouse
     known = set(JOBS) | set(MAINTENANCE_STEPS)
     for key, value in job_args.items():
         if key not in known:
-            raise AirflowFailException(f"{where}: job_args key {key!r} is neither a job nor a step ({sorted(known)})")
+            raise AirflowFailException(
+                f"{where}: job_args key {key!r} is neither a job nor a step ({sorted(known)})"
+            )
         if not isinstance(value, list) or not all(isinstance(v, str | int | float) for v in value):
             raise AirflowFailException(f"{where}: job_args[{key!r}] must be a list of strings")
     return {
@@ -226,8 +235,9 @@ def normalize_lakehouse(entry: Any, root: str | Path, *, where: str = "lakehouse
     }
 
 
-def find_lakehouse(value: str, lakehouses: Sequence[dict[str, Any]], root: str | Path,
-                   env: str | None = None) -> dict[str, Any]:
+def find_lakehouse(
+    value: str, lakehouses: Sequence[dict[str, Any]], root: str | Path, env: str | None = None
+) -> dict[str, Any]:
     """The repair DAG's ``lakehouse`` param: a name from the list, else a URI (path or scheme)."""
     value = value.strip()
     for lakehouse in lakehouses:
@@ -236,11 +246,15 @@ def find_lakehouse(value: str, lakehouses: Sequence[dict[str, Any]], root: str |
                 return {**lakehouse, "env": env}
             return lakehouse
     if "://" in value or value.startswith("/"):
-        entry = normalize_lakehouse({"uri": value, "env": env or "local"}, root, where=f"lakehouse {value!r}")
+        entry = normalize_lakehouse(
+            {"uri": value, "env": env or "local"}, root, where=f"lakehouse {value!r}"
+        )
         assert entry is not None
         return entry
     known = ", ".join(lh["name"] for lh in lakehouses) or "none"
-    raise AirflowFailException(f"lakehouse {value!r} is neither a configured name ({known}) nor a URI")
+    raise AirflowFailException(
+        f"lakehouse {value!r} is neither a configured name ({known}) nor a URI"
+    )
 
 
 # -- the operator ----------------------------------------------------------------------------------
@@ -315,22 +329,35 @@ class LakecoreJobOperator(SparkSubmitOperator):
 
     def report_path(self, context: Any) -> Path:
         run_id = context.get("run_id") or context["dag_run"].run_id
-        return (resolve_reports_dir(self.reports_dir) / safe_path_part(self.dag_id)
-                / safe_path_part(run_id) / safe_path_part(self.lakehouse["name"]) / f"{self.step}.json")
+        return (
+            resolve_reports_dir(self.reports_dir)
+            / safe_path_part(self.dag_id)
+            / safe_path_part(run_id)
+            / safe_path_part(self.lakehouse["name"])
+            / f"{self.step}.json"
+        )
 
     def prepare(self, context: Any) -> Path:
         """Fill in what spark-submit.sh would, from the rendered fields; returns the report path."""
         if self.job not in JOBS:
-            raise AirflowFailException(f"unknown lakecore job {self.job!r} (one of {', '.join(JOBS)})")
+            raise AirflowFailException(
+                f"unknown lakecore job {self.job!r} (one of {', '.join(JOBS)})"
+            )
         if not isinstance(self.lakehouse, dict) or "uri" not in self.lakehouse:
-            raise AirflowFailException(f"lakehouse must be an entry of the lakehouse list, got {self.lakehouse!r}")
+            raise AirflowFailException(
+                f"lakehouse must be an entry of the lakehouse list, got {self.lakehouse!r}"
+            )
         root = resolve_root(self.lakecore_root)
         python = resolve_python(root, self.lakecore_python)
         application = root / "jobs" / f"{self.job.replace('-', '_')}.py"
         if not application.is_file():
-            raise AirflowFailException(f"{application} does not exist: is lakecore_root ({root}) a lakecore checkout?")
+            raise AirflowFailException(
+                f"{application} does not exist: is lakecore_root ({root}) a lakecore checkout?"
+            )
         if not python.exists():
-            raise AirflowFailException(f"{python} does not exist: run 'make setup' in {root} or set the Variable lakecore_python")
+            raise AirflowFailException(
+                f"{python} does not exist: run 'make setup' in {root} or set the Variable lakecore_python"
+            )
         report = self.report_path(context)
         self.application = str(application)
         self.application_args = self.job_argv(report)
@@ -345,7 +372,11 @@ class LakecoreJobOperator(SparkSubmitOperator):
         self.conf = {
             "spark.pyspark.python": str(python),
             "spark.pyspark.driver.python": str(python),
-            **({"spark.driver.extraJavaOptions": " ".join(driver_options)} if driver_options else {}),
+            **(
+                {"spark.driver.extraJavaOptions": " ".join(driver_options)}
+                if driver_options
+                else {}
+            ),
             **(self.conf or {}),
         }
         if master.startswith("spark://") and deploy_mode == "cluster":
@@ -387,8 +418,13 @@ class LakecoreJobOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         report_file = self.prepare(context)
-        self.log.info("lakecore %s on %s (%s); report %s", self.job, self.lakehouse["name"],
-                      self.lakehouse["uri"], report_file)
+        self.log.info(
+            "lakecore %s on %s (%s); report %s",
+            self.job,
+            self.lakehouse["name"],
+            self.lakehouse["uri"],
+            report_file,
+        )
         try:
             super().execute(context)
         except AirflowException as exc:
@@ -407,7 +443,9 @@ class LakecoreJobOperator(SparkSubmitOperator):
             raise AirflowException(message) from exc
         report = read_report(report_file)
         if report is None:
-            raise AirflowException(f"lakecore {self.job} exited 0 but wrote no report at {report_file}")
+            raise AirflowException(
+                f"lakecore {self.job} exited 0 but wrote no report at {report_file}"
+            )
         for line in report_lines(report):
             self.log.info("%s", line)
         if self.when_planned and report.get("status") == "planned":
@@ -426,9 +464,15 @@ def driver_jvm_options(python: Path, root: Path) -> list[str]:
     import subprocess
 
     try:
-        done = subprocess.run([str(python), "-m", "jobs.driver_jvm", "--java-options"], cwd=root,
-                              env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True,
-                              timeout=60, check=False)
+        done = subprocess.run(
+            [str(python), "-m", "jobs.driver_jvm", "--java-options"],
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     return done.stdout.split() if done.returncode == 0 else []
@@ -462,8 +506,14 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def failure_message(job: str, lakehouse: dict[str, Any], code: int | None, report: dict[str, Any] | None,
-                    report_file: Path, codes: Any) -> str:
+def failure_message(
+    job: str,
+    lakehouse: dict[str, Any],
+    code: int | None,
+    report: dict[str, Any] | None,
+    report_file: Path,
+    codes: Any,
+) -> str:
     """The task's one failure line; ``codes`` is ``exit_codes(root)``."""
     meaning = codes.ExitCode.describe(code)
     message = f"lakecore {job} on {lakehouse['name']} ({lakehouse['uri']}) failed: exit {code} ({meaning})"
@@ -480,5 +530,7 @@ def failure_message(job: str, lakehouse: dict[str, Any], code: int | None, repor
     if code in codes.NO_RETRY_EXIT_CODES:
         message += "; not retried"
         if job == "validate":
-            message += ": this lakehouse's maintenance stops here (nothing after a failed validation runs)"
+            message += (
+                ": this lakehouse's maintenance stops here (nothing after a failed validation runs)"
+            )
     return message

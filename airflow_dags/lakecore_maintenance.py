@@ -33,7 +33,9 @@ from typing import Any
 
 from airflow.sdk import DAG, chain, task, task_group
 
-if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # the shared module sits next to this file
+if (
+    os.path.dirname(os.path.abspath(__file__)) not in sys.path
+):  # the shared module sits next to this file
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _lakecore_common import (

@@ -29,7 +29,9 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
-if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # the shared module sits next to this file
+if (
+    os.path.dirname(os.path.abspath(__file__)) not in sys.path
+):  # the shared module sits next to this file
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _lakecore_common import (
@@ -45,10 +47,18 @@ from _lakecore_common import (
     resolve_root,
 )
 
-ACTIONS = ["rebuild-hint", "rollback-to-version", "rollback-to-last-valid", "drop-damaged", "gc-dry-run"]
+ACTIONS = [
+    "rebuild-hint",
+    "rollback-to-version",
+    "rollback-to-last-valid",
+    "drop-damaged",
+    "gc-dry-run",
+]
 
 
-def repair_command(action: str, version: int | None, confirm: bool, now: str) -> tuple[str, list[str]]:
+def repair_command(
+    action: str, version: int | None, confirm: bool, now: str
+) -> tuple[str, list[str]]:
     """The job and its options for an action (``--yes`` only when confirmed)."""
     if action == "gc-dry-run":
         return "gc", ["--dry-run", "--now", now]
@@ -79,23 +89,35 @@ with DAG(
     doc_md=__doc__,
     params={
         "lakehouse": Param(
-            type="string", minLength=1, title="Lakehouse",
+            type="string",
+            minLength=1,
+            title="Lakehouse",
             description="a name from the lakehouse list, or a URI (path, file://, s3://...)",
         ),
         "action": Param(
-            "rebuild-hint", type="string", enum=ACTIONS, title="Action",
+            "rebuild-hint",
+            type="string",
+            enum=ACTIONS,
+            title="Action",
             description="what to do; see the DAG's docs",
         ),
         "version": Param(
-            None, type=["null", "integer"], minimum=0, title="Version",
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            title="Version",
             description="rollback-to-version: the version whose content to restore",
         ),
         "confirm": Param(
-            False, type="boolean", title="Confirm",
+            False,
+            type="boolean",
+            title="Confirm",
             description="carry the repair out (--yes); without it the job only prints its plan",
         ),
         "env": Param(
-            None, type=["null", "string"], title="Settings environment",
+            None,
+            type=["null", "string"],
+            title="Settings environment",
             description="conf/maintenance-<env>.json for the job (default: the list's, else local)",
         ),
     },
@@ -110,14 +132,21 @@ with DAG(
         params fail here, before anything runs.
         """,
     )
-    def plan(config: str, root: str, now: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    def plan(
+        config: str, root: str, now: str, params: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         params = params or {}
         resolved_root = resolve_root(root)
-        lakehouse = find_lakehouse(str(params.get("lakehouse") or ""), load_lakehouses(config, resolved_root),
-                                   resolved_root, params.get("env"))
+        lakehouse = find_lakehouse(
+            str(params.get("lakehouse") or ""),
+            load_lakehouses(config, resolved_root),
+            resolved_root,
+            params.get("env"),
+        )
         try:
-            job, job_args = repair_command(str(params.get("action")), params.get("version"),
-                                           bool(params.get("confirm")), now)
+            job, job_args = repair_command(
+                str(params.get("action")), params.get("version"), bool(params.get("confirm")), now
+            )
         except ValueError as exc:
             raise AirflowFailException(str(exc)) from None
         return {"job": job, "lakehouse": lakehouse, "job_args": job_args}
@@ -128,8 +157,8 @@ with DAG(
         job=planned["job"],
         lakehouse=planned["lakehouse"],
         job_args=planned["job_args"],
-        when_planned='this was the plan only; nothing was written. To carry it out, trigger lakecore_repair '
-                     'again with the same conf and "confirm": true',
+        when_planned="this was the plan only; nothing was written. To carry it out, trigger lakecore_repair "
+        'again with the same conf and "confirm": true',
         doc_md="""
         #### repair
         Runs the planned job (`repair ...` or `gc --dry-run`) with spark-submit. Its JSON

@@ -278,8 +278,12 @@ def cpu_calibration(loops: int = CALIBRATION_LOOPS) -> dict[str, Any]:
     machine; other processes on the machine take the rest)."""
     one = _run_burners(1, loops)
     two = _run_burners(2, loops)
-    return {"one_process_seconds": round(one, 3), "two_processes_seconds": round(two, 3),
-            "effective_cores": round(2 * one / two, 2), "load_average": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "one_process_seconds": round(one, 3),
+        "two_processes_seconds": round(two, 3),
+        "effective_cores": round(2 * one / two, 2),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 # ---------------------------------------------------------------------------------------------

@@ -80,17 +80,28 @@ def moto_s3() -> Iterator[str]:
     import boto3
     from moto.server import ThreadedMotoServer
 
-    saved = {name: os.environ.get(name) for name in (
-        "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_EC2_METADATA_DISABLED",
-        "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
-    )}
+    saved = {
+        name: os.environ.get(name)
+        for name in (
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_DEFAULT_REGION",
+            "AWS_EC2_METADATA_DISABLED",
+            "AWS_PROFILE",
+            "AWS_SESSION_TOKEN",
+            "AWS_ENDPOINT_URL",
+            "AWS_ENDPOINT_URL_S3",
+        )
+    }
     # Dummy credentials for the fake server, only in this process and only while it runs.
-    os.environ.update({
-        "AWS_ACCESS_KEY_ID": "lakecore-bench",
-        "AWS_SECRET_ACCESS_KEY": "lakecore-bench",
-        "AWS_DEFAULT_REGION": S3_REGION,
-        "AWS_EC2_METADATA_DISABLED": "true",
-    })
+    os.environ.update(
+        {
+            "AWS_ACCESS_KEY_ID": "lakecore-bench",
+            "AWS_SECRET_ACCESS_KEY": "lakecore-bench",
+            "AWS_DEFAULT_REGION": S3_REGION,
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+    )
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
         os.environ.pop(name, None)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
@@ -99,7 +110,9 @@ def moto_s3() -> Iterator[str]:
     try:
         host, port = server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
-        boto3.client("s3", endpoint_url=endpoint, region_name=S3_REGION).create_bucket(Bucket=S3_BUCKET)
+        boto3.client("s3", endpoint_url=endpoint, region_name=S3_REGION).create_bucket(
+            Bucket=S3_BUCKET
+        )
         yield endpoint
     finally:
         server.stop()
@@ -133,7 +146,11 @@ def populate(lh: Lakehouse, n: int, seed: int) -> tuple[list[str], Node, dict[st
     if n:
         lh.commit_plan(plan, lambda latest: None)
     root = built[-1] if built else lh.root
-    return keys, root, {"tables": n, "keys": len(merged), "seconds": round(time.perf_counter() - t0, 2)}
+    return (
+        keys,
+        root,
+        {"tables": n, "keys": len(merged), "seconds": round(time.perf_counter() - t0, 2)},
+    )
 
 
 def warm_up(lh: Lakehouse, keys: list[str], mode: str, seed: int) -> dict[str, Any]:
@@ -207,15 +224,22 @@ class BaselineCommitter:
 
     def __init__(self, lh: Lakehouse, root: Node, cache_bytes: int) -> None:
         self.storage = lh.storage
-        self.run = TreeRun(f"cow-{uuid.uuid4().hex[:8]}", "cow", Lake(lh.storage, lh.root_info.lakehouse_def_path, root),
-                           TreeShape.of(lh.lakehouse_def), cache_bytes)
+        self.run = TreeRun(
+            f"cow-{uuid.uuid4().hex[:8]}",
+            "cow",
+            Lake(lh.storage, lh.root_info.lakehouse_def_path, root),
+            TreeShape.of(lh.lakehouse_def),
+            cache_bytes,
+        )
         self.records: list[CommitRecord] = []
 
     def commit(self, key: str, location: str, definition: bytes) -> CommitRecord:
         t0 = time.perf_counter()
         self.storage.write(location, definition)
         record = self.run.commit(key, location)
-        self.storage.write(self.run.prefix + LATEST_HINT_FILE_NAME, str(self.run.version).encode("ascii"))
+        self.storage.write(
+            self.run.prefix + LATEST_HINT_FILE_NAME, str(self.run.version).encode("ascii")
+        )
         record.seconds = time.perf_counter() - t0
         self.records.append(record)
         return record
@@ -225,7 +249,9 @@ class BaselineCommitter:
 # One storage
 
 
-def run_backend(name: str, uri: str, options: dict[str, Any] | None, args: argparse.Namespace) -> dict[str, Any]:
+def run_backend(
+    name: str, uri: str, options: dict[str, Any] | None, args: argparse.Namespace
+) -> dict[str, Any]:
     C.log(f"\n== {name}: {uri} ==")
     t0 = time.perf_counter()
     lh = Lakehouse.create(uri, "bench", storage_options=options)
@@ -263,10 +289,14 @@ def run_backend(name: str, uri: str, options: dict[str, Any] | None, args: argpa
             if workload == "create_table":
                 table = f"t_{i:05d}"
                 created.append(table)
-                definition = encode_def(table_def(table, columns=COLUMNS, properties={"owner": "bench"}))
+                definition = encode_def(
+                    table_def(table, columns=COLUMNS, properties={"owner": "bench"})
+                )
 
                 def change(tx: Any, table: str = table) -> None:
-                    tx.create_table(NAMESPACE, table, columns=COLUMNS, properties={"owner": "bench"})
+                    tx.create_table(
+                        NAMESPACE, table, columns=COLUMNS, properties={"owner": "bench"}
+                    )
             else:
                 table = created[rng.randrange(len(created))]
                 props = {"owner": "bench", "bench.counter": str(i)}
@@ -274,6 +304,7 @@ def run_backend(name: str, uri: str, options: dict[str, Any] | None, args: argpa
 
                 def change(tx: Any, table: str = table, i: int = i) -> None:
                     tx.update_table(NAMESPACE, table, properties={"bench.counter": str(i)})
+
             one(i, change, table, definition)
         cat = summarize_records(catalog.records)
         base = summarize_records(baseline.records, "split_commits")
@@ -283,15 +314,27 @@ def run_backend(name: str, uri: str, options: dict[str, Any] | None, args: argpa
             "catalog": cat,
             "baseline_cow": base,
             "ratios": {
-                "latency_median_catalog_over_baseline": C.ratio(cat["latency_ms"]["median"], base["latency_ms"]["median"]),
-                "latency_p90_catalog_over_baseline": C.ratio(cat["latency_ms"]["p90"], base["latency_ms"]["p90"]),
-                "latency_mean_catalog_over_baseline": C.ratio(cat["latency_ms"]["mean"], base["latency_ms"]["mean"]),
-                "node_files_baseline_over_catalog": C.ratio(base["files_per_commit"], cat["files_per_commit"]),
-                "node_bytes_catalog_over_baseline": C.ratio(cat["bytes_per_commit"], base["bytes_per_commit"]),
+                "latency_median_catalog_over_baseline": C.ratio(
+                    cat["latency_ms"]["median"], base["latency_ms"]["median"]
+                ),
+                "latency_p90_catalog_over_baseline": C.ratio(
+                    cat["latency_ms"]["p90"], base["latency_ms"]["p90"]
+                ),
+                "latency_mean_catalog_over_baseline": C.ratio(
+                    cat["latency_ms"]["mean"], base["latency_ms"]["mean"]
+                ),
+                "node_files_baseline_over_catalog": C.ratio(
+                    base["files_per_commit"], cat["files_per_commit"]
+                ),
+                "node_bytes_catalog_over_baseline": C.ratio(
+                    cat["bytes_per_commit"], base["bytes_per_commit"]
+                ),
             },
             "seconds": round(time.perf_counter() - w0, 1),
         }
-        C.log(f"  {workload}: catalog p50 {cat['latency_ms']['median']} ms, baseline p50 {base['latency_ms']['median']} ms")
+        C.log(
+            f"  {workload}: catalog p50 {cat['latency_ms']['median']} ms, baseline p50 {base['latency_ms']['median']} ms"
+        )
 
     # Check both ends: every created table is there, with the last properties.
     lh.refresh()
@@ -316,8 +359,13 @@ def root_costs(lh: Lakehouse) -> dict[str, Any]:
     data = b""
     for _ in range(20):
         t0 = time.perf_counter()
-        data = encode_root(info.node, order, lakehouse_def_path=info.lakehouse_def_path,
-                           previous_root=info.previous_root, created_at_millis=info.created_at_millis)
+        data = encode_root(
+            info.node,
+            order,
+            lakehouse_def_path=info.lakehouse_def_path,
+            previous_root=info.previous_root,
+            created_at_millis=info.created_at_millis,
+        )
         t1 = time.perf_counter()
         decode_root(data, info.version, "bench", order)
         t2 = time.perf_counter()
@@ -338,27 +386,67 @@ def print_tables(doc: dict[str, Any]) -> None:
         for workload, w in result["workloads"].items():
             for who, key in (("catalog", "catalog"), ("baseline", "baseline_cow")):
                 r = w[key]
-                rows.append([backend, workload, who, r["commits"], r["latency_ms"]["median"], r["latency_ms"]["p90"],
-                             r["latency_ms"]["mean"], r["files_per_commit"], r["bytes_per_commit"] / 1e3])
-            rows.append([backend, workload, "ratio", "", w["ratios"]["latency_median_catalog_over_baseline"],
-                         w["ratios"]["latency_p90_catalog_over_baseline"],
-                         w["ratios"]["latency_mean_catalog_over_baseline"],
-                         w["ratios"]["node_files_baseline_over_catalog"],
-                         w["ratios"]["node_bytes_catalog_over_baseline"]])
-    C.print_table("commit latency (ratio row: latency catalog/baseline, files baseline/catalog, bytes catalog/baseline)",
-                  ["storage", "workload", "who", "commits", "ms p50", "ms p90", "ms mean", "node files/c", "node KB/c"],
-                  rows)
+                rows.append(
+                    [
+                        backend,
+                        workload,
+                        who,
+                        r["commits"],
+                        r["latency_ms"]["median"],
+                        r["latency_ms"]["p90"],
+                        r["latency_ms"]["mean"],
+                        r["files_per_commit"],
+                        r["bytes_per_commit"] / 1e3,
+                    ]
+                )
+            rows.append(
+                [
+                    backend,
+                    workload,
+                    "ratio",
+                    "",
+                    w["ratios"]["latency_median_catalog_over_baseline"],
+                    w["ratios"]["latency_p90_catalog_over_baseline"],
+                    w["ratios"]["latency_mean_catalog_over_baseline"],
+                    w["ratios"]["node_files_baseline_over_catalog"],
+                    w["ratios"]["node_bytes_catalog_over_baseline"],
+                ]
+            )
+    C.print_table(
+        "commit latency (ratio row: latency catalog/baseline, files baseline/catalog, bytes catalog/baseline)",
+        [
+            "storage",
+            "workload",
+            "who",
+            "commits",
+            "ms p50",
+            "ms p90",
+            "ms mean",
+            "node files/c",
+            "node KB/c",
+        ],
+        rows,
+    )
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--commits", type=int, default=None, help="commits per workload and storage (default 300)")
-    parser.add_argument("--prepopulate", type=int, default=None, help="tables committed before measuring (default 100000)")
+    parser.add_argument(
+        "--commits", type=int, default=None, help="commits per workload and storage (default 300)"
+    )
+    parser.add_argument(
+        "--prepopulate",
+        type=int,
+        default=None,
+        help="tables committed before measuring (default 100000)",
+    )
     parser.add_argument("--warmup", choices=("deep", "root", "none"), default="deep")
     parser.add_argument("--storages", default="local,s3", help="comma-separated: local, s3")
     parser.add_argument("--cache-bytes", type=C.parse_size, default=C.parse_size("256M"))
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--tmpdir", default=None, help="where the local lakehouse goes (default: system temp dir)")
+    parser.add_argument(
+        "--tmpdir", default=None, help="where the local lakehouse goes (default: system temp dir)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the local scratch directory")
     parser.add_argument("--quick", action="store_true", help="small counts, under a minute")
     args = parser.parse_args(argv)
@@ -402,7 +490,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif storage == "s3":
             with moto_s3() as endpoint:
                 options = {"client_kwargs": {"endpoint_url": endpoint}}
-                doc["backends"]["s3_moto"] = run_backend("s3 (moto)", f"s3://{S3_BUCKET}/{uuid.uuid4()}/", options, args)
+                doc["backends"]["s3_moto"] = run_backend(
+                    "s3 (moto)", f"s3://{S3_BUCKET}/{uuid.uuid4()}/", options, args
+                )
         else:
             raise SystemExit(f"unknown storage {storage!r}; use local and/or s3")
     doc["total_seconds"] = round(time.perf_counter() - started, 1)

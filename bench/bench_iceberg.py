@@ -57,11 +57,13 @@ WORKLOADS = ("append", "set_properties")
 
 
 def batch(start: int, n: int) -> pa.Table:
-    return pa.table({
-        "id": pa.array(range(start, start + n), pa.int64()),
-        "name": pa.array([f"row-{i}" for i in range(start, start + n)], pa.string()),
-        "amount": pa.array([i * 0.5 for i in range(start, start + n)], pa.float64()),
-    })
+    return pa.table(
+        {
+            "id": pa.array(range(start, start + n), pa.int64()),
+            "name": pa.array([f"row-{i}" for i in range(start, start + n)], pa.string()),
+            "amount": pa.array([i * 0.5 for i in range(start, start + n)], pa.float64()),
+        }
+    )
 
 
 def make_catalogs(base: str, local_dir: str, s3_properties: dict[str, str]) -> dict[str, Catalog]:
@@ -72,13 +74,18 @@ def make_catalogs(base: str, local_dir: str, s3_properties: dict[str, str]) -> d
         options = {"client_kwargs": {"endpoint_url": s3_properties["s3.endpoint"]}}
     Lakehouse.create(f"{base}/lake", storage_options=options)
     lakecore = LakecoreCatalog("lakecore", uri=f"{base}/lake", **s3_properties)
-    sql = SqlCatalog("sql", uri=f"sqlite:///{local_dir}/sql-catalog.db", warehouse=f"{base}/sql-warehouse",
-                     **s3_properties)
+    sql = SqlCatalog(
+        "sql",
+        uri=f"sqlite:///{local_dir}/sql-catalog.db",
+        warehouse=f"{base}/sql-warehouse",
+        **s3_properties,
+    )
     return {"lakecore": lakecore, "sql": sql}
 
 
-def run_storage(name: str, base: str, local_dir: str, s3_properties: dict[str, str],
-                args: argparse.Namespace) -> dict[str, Any]:
+def run_storage(
+    name: str, base: str, local_dir: str, s3_properties: dict[str, str], args: argparse.Namespace
+) -> dict[str, Any]:
     C.log(f"== {name}")
     calibration = C.cpu_calibration()
     C.log(f"   effective cores {calibration['effective_cores']}")
@@ -92,13 +99,17 @@ def run_storage(name: str, base: str, local_dir: str, s3_properties: dict[str, s
         ops: dict[str, Callable[[int], None]] = {}
         for cname, table in tables.items():
             if workload == "append":
+
                 def append(i: int, t: Table = table) -> None:
                     t.append(batch(i * args.rows, args.rows))
+
                 ops[cname] = append
             else:
+
                 def set_props(i: int, t: Table = table) -> None:
                     with t.transaction() as tx:
                         tx.set_properties(counter=str(i))
+
                 ops[cname] = set_props
         for cname in ops:  # warm-up, not measured: imports, connections, first files
             for i in range(args.warmup):
@@ -119,16 +130,22 @@ def run_storage(name: str, base: str, local_dir: str, s3_properties: dict[str, s
             checks[cname] = len(table.metadata.snapshots) == expected_snapshots
         result: dict[str, Any] = {
             "latency_ms": {cname: C.summarize(s, 1000.0) for cname, s in samples.items()},
-            "commits_per_second": {cname: round(len(s) / sum(s), 1) for cname, s in samples.items()},
+            "commits_per_second": {
+                cname: round(len(s) / sum(s), 1) for cname, s in samples.items()
+            },
             "wall_seconds": round(elapsed, 1),
             "checks_snapshot_count_ok": checks,
         }
         med = {c: result["latency_ms"][c]["median"] for c in samples}
         p90 = {c: result["latency_ms"][c]["p90"] for c in samples}
-        result["ratios"] = {"median_lakecore_over_sql": C.ratio(med["lakecore"], med["sql"]),
-                            "p90_lakecore_over_sql": C.ratio(p90["lakecore"], p90["sql"])}
-        C.log(f"   {workload}: lakecore median {med['lakecore']:.1f} ms, sql {med['sql']:.1f} ms, "
-              f"ratio {result['ratios']['median_lakecore_over_sql']}")
+        result["ratios"] = {
+            "median_lakecore_over_sql": C.ratio(med["lakecore"], med["sql"]),
+            "p90_lakecore_over_sql": C.ratio(p90["lakecore"], p90["sql"]),
+        }
+        C.log(
+            f"   {workload}: lakecore median {med['lakecore']:.1f} ms, sql {med['sql']:.1f} ms, "
+            f"ratio {result['ratios']['median_lakecore_over_sql']}"
+        )
         out["workloads"][workload] = result
     lakehouse = catalogs["lakecore"]
     assert isinstance(lakehouse, LakecoreCatalog)
@@ -138,13 +155,22 @@ def run_storage(name: str, base: str, local_dir: str, s3_properties: dict[str, s
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--commits", type=int, default=None, help="measured commits per workload, catalog and storage (default 150)")
+    parser.add_argument(
+        "--commits",
+        type=int,
+        default=None,
+        help="measured commits per workload, catalog and storage (default 150)",
+    )
     parser.add_argument("--rows", type=int, default=100, help="rows per append (default 100)")
-    parser.add_argument("--warmup", type=int, default=3, help="unmeasured commits first (default 3)")
+    parser.add_argument(
+        "--warmup", type=int, default=3, help="unmeasured commits first (default 3)"
+    )
     parser.add_argument("--storages", default="local,s3", help="comma-separated: local, s3")
     parser.add_argument("--tmpdir", default=None)
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--quick", action="store_true", help="20 commits per workload, under a minute")
+    parser.add_argument(
+        "--quick", action="store_true", help="20 commits per workload, under a minute"
+    )
     args = parser.parse_args(argv)
     if args.commits is None:
         args.commits = 20 if args.quick else 150
@@ -158,14 +184,40 @@ def print_tables(doc: dict[str, Any]) -> None:
         cores = result["cpu_calibration"]["effective_cores"]
         for workload, w in result["workloads"].items():
             lat, cps = w["latency_ms"], w["commits_per_second"]
-            rows.append([storage, workload, cores, lat["lakecore"]["median"], lat["lakecore"]["p90"],
-                         lat["sql"]["median"], lat["sql"]["p90"], cps["lakecore"], cps["sql"],
-                         w["ratios"]["median_lakecore_over_sql"]])
-    C.print_table("pyiceberg commits: LakecoreCatalog vs SqlCatalog (ms)",
-                  ["storage", "workload", "cores", "lc p50", "lc p90", "sql p50", "sql p90", "lc c/s", "sql c/s",
-                   "ratio p50"], rows)
+            rows.append(
+                [
+                    storage,
+                    workload,
+                    cores,
+                    lat["lakecore"]["median"],
+                    lat["lakecore"]["p90"],
+                    lat["sql"]["median"],
+                    lat["sql"]["p90"],
+                    cps["lakecore"],
+                    cps["sql"],
+                    w["ratios"]["median_lakecore_over_sql"],
+                ]
+            )
+    C.print_table(
+        "pyiceberg commits: LakecoreCatalog vs SqlCatalog (ms)",
+        [
+            "storage",
+            "workload",
+            "cores",
+            "lc p50",
+            "lc p90",
+            "sql p50",
+            "sql p90",
+            "lc c/s",
+            "sql c/s",
+            "ratio p50",
+        ],
+        rows,
+    )
     for g in doc["goals"]:
-        C.log(f"goal {g['goal']}: {g['value']} (target {g['target']}): {'met' if g['met'] else 'NOT met'}")
+        C.log(
+            f"goal {g['goal']}: {g['value']} (target {g['target']}): {'met' if g['met'] else 'NOT met'}"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -174,8 +226,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     doc: dict[str, Any] = {
         "benchmark": "bench_iceberg",
-        "config": {"commits": args.commits, "rows_per_append": args.rows, "warmup": args.warmup,
-                   "storages": args.storage_list, "quick": args.quick},
+        "config": {
+            "commits": args.commits,
+            "rows_per_append": args.rows,
+            "warmup": args.warmup,
+            "storages": args.storage_list,
+            "quick": args.quick,
+        },
         "environment": C.environment(),
         "notes": [
             "latency: one pyiceberg commit (append: data file + manifests + metadata + catalog commit; "
@@ -190,19 +247,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     for storage in args.storage_list:
         with C.temp_dir("bench_iceberg_", args.tmpdir, keep=args.keep) as directory:
             if storage == "local":
-                doc["storages"]["local"] = run_storage("local", "file://" + directory, directory, {}, args)
+                doc["storages"]["local"] = run_storage(
+                    "local", "file://" + directory, directory, {}, args
+                )
             elif storage == "s3":
                 with moto_s3() as endpoint:
-                    props = {"s3.endpoint": endpoint, "s3.access-key-id": "lakecore-bench",
-                             "s3.secret-access-key": "lakecore-bench", "s3.region": S3_REGION}
+                    props = {
+                        "s3.endpoint": endpoint,
+                        "s3.access-key-id": "lakecore-bench",
+                        "s3.secret-access-key": "lakecore-bench",
+                        "s3.region": S3_REGION,
+                    }
                     base = f"s3://{S3_BUCKET}/{uuid.uuid4()}"
-                    doc["storages"]["s3_moto"] = run_storage("s3 (moto)", base, directory, props, args)
+                    doc["storages"]["s3_moto"] = run_storage(
+                        "s3 (moto)", base, directory, props, args
+                    )
             else:
                 raise SystemExit(f"unknown storage {storage!r}; use local and/or s3")
     for storage, result in doc["storages"].items():
         value = result["workloads"]["append"]["ratios"]["median_lakecore_over_sql"]
-        doc["goals"].append(C.goal(f"append_latency_{storage}", f"median lakecore/sql <= {GOAL_RATIO}", value,
-                                   value is not None and value <= GOAL_RATIO))
+        doc["goals"].append(
+            C.goal(
+                f"append_latency_{storage}",
+                f"median lakecore/sql <= {GOAL_RATIO}",
+                value,
+                value is not None and value <= GOAL_RATIO,
+            )
+        )
     doc["total_seconds"] = round(time.perf_counter() - started, 1)
     C.print_json(doc)
     print_tables(doc)

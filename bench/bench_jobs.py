@@ -226,12 +226,17 @@ def _namespace_location(ns: str, rng: random.Random) -> str:
     return optimize_path(f"namespace-{ns}-{C.random_uuid(rng)}.binpb")
 
 
-def _write_namespace_defs(storage: Storage, ns: str, ns_location: str, tables: list[tuple[str, str]]) -> int:
+def _write_namespace_defs(
+    storage: Storage, ns: str, ns_location: str, tables: list[tuple[str, str]]
+) -> int:
     """One namespace's definition files (not durable yet: the caller syncs once)."""
     storage.write(ns_location, encode_def(namespace_def(ns, {"owner": "bench"})), durable=False)
     for table, location in tables:
-        storage.write(location, encode_def(table_def(table, columns=COLUMNS, properties={"owner": "bench"})),
-                      durable=False)
+        storage.write(
+            location,
+            encode_def(table_def(table, columns=COLUMNS, properties={"owner": "bench"})),
+            durable=False,
+        )
     return len(tables) + 1
 
 
@@ -240,8 +245,11 @@ def build_lakehouse(root_dir: str, args: argparse.Namespace) -> Lake:
     rng = random.Random(args.seed)
     lh = Lakehouse.create(root_dir, "bench-jobs")
     storage = lh.storage
-    info: dict[str, Any] = {"tables": args.tables, "order": lh.lakehouse_def.order,
-                            "node_file_max_size_bytes": lh.lakehouse_def.node_file_max_size_bytes}
+    info: dict[str, Any] = {
+        "tables": args.tables,
+        "order": lh.lakehouse_def.order,
+        "node_file_max_size_bytes": lh.lakehouse_def.node_file_max_size_bytes,
+    }
     sample_key = K.table_key(C.namespace_name(0), C.table_name(0), lh.lakehouse_def)
     if sample_key != C.table_key(C.namespace_name(0), C.table_name(0)):
         raise SystemExit("bench keys do not match lakecore.keys for the default definition")
@@ -260,11 +268,16 @@ def build_lakehouse(root_dir: str, args: argparse.Namespace) -> Lake:
     info["namespaces"] = len(ns_locations)
     info["keys"] = len(items)
     info["generate_keys_seconds"] = round(time.perf_counter() - t0, 2)
-    C.log(f"setup: {len(items):,} keys in {len(ns_locations):,} namespaces; writing definition files "
-          f"({args.write_threads} threads)")
+    C.log(
+        f"setup: {len(items):,} keys in {len(ns_locations):,} namespaces; writing definition files "
+        f"({args.write_threads} threads)"
+    )
     t0 = time.perf_counter()
     with cf.ThreadPoolExecutor(max_workers=args.write_threads) as pool:
-        futures = [pool.submit(_write_namespace_defs, storage, ns, loc, by_ns[ns]) for ns, loc in ns_locations.items()]
+        futures = [
+            pool.submit(_write_namespace_defs, storage, ns, loc, by_ns[ns])
+            for ns, loc in ns_locations.items()
+        ]
         written = sum(f.result() for f in futures)
     t_sync = time.perf_counter()
     storage.sync()
@@ -285,15 +298,24 @@ def build_lakehouse(root_dir: str, args: argparse.Namespace) -> Lake:
     info["bulk_build_node_bytes"] = lh.store.stats.bytes_written
     t0 = time.perf_counter()
     base = lh.root_info
-    data = encode_root(root, lh.lakehouse_def.order, lakehouse_def_path=base.lakehouse_def_path,
-                       previous_root=root_node_file_name(base.version), created_at_millis=C.now_ms())
-    storage.create_exclusive(root_node_file_name(base.version + 1), data)  # AlreadyExistsError if taken
+    data = encode_root(
+        root,
+        lh.lakehouse_def.order,
+        lakehouse_def_path=base.lakehouse_def_path,
+        previous_root=root_node_file_name(base.version),
+        created_at_millis=C.now_ms(),
+    )
+    storage.create_exclusive(
+        root_node_file_name(base.version + 1), data
+    )  # AlreadyExistsError if taken
     write_hint(storage, base.version + 1)
     lh.refresh()
     info["commit_v1_seconds"] = round(time.perf_counter() - t0, 3)
     info["v1_root_bytes"] = len(data)
-    C.log(f"setup: bulk build {info['bulk_build_node_files']:,} node files in {info['bulk_build_seconds']}s; "
-          f"version {lh.version} committed")
+    C.log(
+        f"setup: bulk build {info['bulk_build_node_files']:,} node files in {info['bulk_build_seconds']}s; "
+        f"version {lh.version} committed"
+    )
     del items
 
     # -- single-table commits through the catalog API -------------------------------------
@@ -304,7 +326,12 @@ def build_lakehouse(root_dir: str, args: argparse.Namespace) -> Lake:
         start = time.perf_counter()
         with lh.transaction() as tx:
             if i % 2 == 0:
-                tx.create_table(rng.choice(namespaces), f"new_{i:05d}", columns=COLUMNS, properties={"owner": "bench"})
+                tx.create_table(
+                    rng.choice(namespaces),
+                    f"new_{i:05d}",
+                    columns=COLUMNS,
+                    properties={"owner": "bench"},
+                )
             else:
                 key = table_keys[rng.randrange(len(table_keys))]
                 ns, table = C.split_table_key(key)
@@ -316,8 +343,10 @@ def build_lakehouse(root_dir: str, args: argparse.Namespace) -> Lake:
     info["latest_version"] = lh.version
     info["root_buffer_messages"] = len(lh.root.buffer)
     info["root_children"] = len(lh.root.children)
-    C.log(f"setup: {args.commits} catalog commits in {info['catalog_commits_seconds']}s; latest version {lh.version}, "
-          f"root buffer {len(lh.root.buffer)} messages")
+    C.log(
+        f"setup: {args.commits} catalog commits in {info['catalog_commits_seconds']}s; latest version {lh.version}, "
+        f"root buffer {len(lh.root.buffer)} messages"
+    )
     del table_keys
 
     # -- planted orphans ------------------------------------------------------------------
@@ -350,7 +379,9 @@ def build_lakehouse(root_dir: str, args: argparse.Namespace) -> Lake:
     info["files_total"] = len(files)
     info["bytes_total"] = sum(os.path.getsize(os.path.join(root_dir, p)) for p in files)
     info["setup_seconds"] = round(time.perf_counter() - t_setup, 2)
-    C.log(f"setup: done in {info['setup_seconds']}s: {len(files):,} files, {info['bytes_total'] / C.MiB:,.0f} MiB")
+    C.log(
+        f"setup: done in {info['setup_seconds']}s: {len(files):,} files, {info['bytes_total'] / C.MiB:,.0f} MiB"
+    )
     return Lake(root_dir, storage.root_uri, lh.version, files, orphans, info)
 
 
@@ -420,8 +451,12 @@ def reachable_set(uri: str) -> tuple[set[str], dict[str, Any]]:
             if child not in live:
                 subtrees += 1
                 live |= reachable_from_subtree(store, child, 2).files
-    return live, {"versions": len(versions), "latest_full_walk_seconds": round(full_walk_s, 3),
-                  "older_subtrees_walked": subtrees, "nodes_read": store.stats.as_dict()}
+    return live, {
+        "versions": len(versions),
+        "latest_full_walk_seconds": round(full_walk_s, 3),
+        "older_subtrees_walked": subtrees,
+        "nodes_read": store.stats.as_dict(),
+    }
 
 
 def sorted_diff(listed: list[str], live: list[str]) -> list[str]:
@@ -444,7 +479,9 @@ def gc_baseline(lake: Lake) -> dict[str, Any]:
     live_sorted = sorted(live)
     reach_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    out = subprocess.run(["find", lake.root_dir, "-type", "f"], check=True, capture_output=True).stdout
+    out = subprocess.run(
+        ["find", lake.root_dir, "-type", "f"], check=True, capture_output=True
+    ).stdout
     prefix = len(lake.root_dir.rstrip("/")) + 1
     listed = sorted(line[prefix:] for line in out.decode().splitlines())
     find_s = time.perf_counter() - t0
@@ -480,8 +517,12 @@ class S3Lake:
     def storage_options(self) -> dict[str, Any]:
         """Through the proxy. Credentials and region travel in the options (a cluster's
         executors do not inherit this process's environment)."""
-        return {"endpoint_url": self.proxy.endpoint, "key": MOTO_ENV["AWS_ACCESS_KEY_ID"],
-                "secret": MOTO_ENV["AWS_SECRET_ACCESS_KEY"], "region": MOTO_ENV["AWS_DEFAULT_REGION"]}
+        return {
+            "endpoint_url": self.proxy.endpoint,
+            "key": MOTO_ENV["AWS_ACCESS_KEY_ID"],
+            "secret": MOTO_ENV["AWS_SECRET_ACCESS_KEY"],
+            "region": MOTO_ENV["AWS_DEFAULT_REGION"],
+        }
 
     def job_args(self) -> list[str]:
         out = ["--lakehouse", self.uri]
@@ -507,8 +548,9 @@ def start_s3(lake: Lake, args: argparse.Namespace, stack: contextlib.ExitStack) 
         if orphan.old:
             moto.set_last_modified(S3_BUCKET, S3_PREFIX + orphan.path, orphan.mtime)
     load_s = time.perf_counter() - t0
-    proxy = stack.enter_context(LatencyProxy(moto.endpoint, latency_ms=args.latency_ms,
-                                             bandwidth_mbps=args.bandwidth_mbps))
+    proxy = stack.enter_context(
+        LatencyProxy(moto.endpoint, latency_ms=args.latency_ms, bandwidth_mbps=args.bandwidth_mbps)
+    )
     info = {
         "uri": f"s3://{S3_BUCKET}/{S3_PREFIX}",
         "objects_loaded": loaded,
@@ -518,8 +560,10 @@ def start_s3(lake: Lake, args: argparse.Namespace, stack: contextlib.ExitStack) 
         "latency_ms": args.latency_ms,
         "bandwidth_mbps_per_connection": args.bandwidth_mbps,
     }
-    C.log(f"s3: {loaded:,} objects loaded into moto in {load_s:.1f}s; proxy {proxy.endpoint} -> {moto.endpoint} "
-          f"({args.latency_ms:g} ms per request, {args.bandwidth_mbps:g} MB/s per connection)")
+    C.log(
+        f"s3: {loaded:,} objects loaded into moto in {load_s:.1f}s; proxy {proxy.endpoint} -> {moto.endpoint} "
+        f"({args.latency_ms:g} ms per request, {args.bandwidth_mbps:g} MB/s per connection)"
+    )
     return S3Lake(moto, proxy, info["uri"], info)
 
 
@@ -539,7 +583,9 @@ def restore_s3(lake: Lake, s3: S3Lake) -> dict[str, Any]:
         if orphan.old:
             s3.moto.set_last_modified(S3_BUCKET, S3_PREFIX + orphan.path, orphan.mtime)
     unexpected = sorted(p for p in missing if p not in planted)
-    s3.moto.put_objects(S3_BUCKET, [(S3_PREFIX + LATEST_HINT_FILE_NAME, str(lake.latest).encode("ascii"))])
+    s3.moto.put_objects(
+        S3_BUCKET, [(S3_PREFIX + LATEST_HINT_FILE_NAME, str(lake.latest).encode("ascii"))]
+    )
     return {
         "deleted_new_files": len(extra),
         "new_root_files": sum(1 for p in extra if is_root_node_file_name(p)),
@@ -551,7 +597,9 @@ def restore_s3(lake: Lake, s3: S3Lake) -> dict[str, Any]:
     }
 
 
-def listing_limit(kind: str, threads: int, endpoint: str, uri: str, options: dict[str, Any]) -> dict[str, Any]:
+def listing_limit(
+    kind: str, threads: int, endpoint: str, uri: str, options: dict[str, Any]
+) -> dict[str, Any]:
     """Runs in a child (a process of its own, not the one serving S3): list every object of
     the lakehouse once. ``hash_dirs``: the 4,096 hash directories with ``threads`` boto3 requests
     in flight (plus the top level); ``flat_paged``: one paged ListObjectsV2 of the whole root,
@@ -570,10 +618,15 @@ def listing_limit(kind: str, threads: int, endpoint: str, uri: str, options: dic
 
     bucket, _, prefix = uri.removeprefix("s3://").partition("/")
     session = botocore.session.get_session()
-    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=parse_s3_timestamp)
+    session.get_component("response_parser_factory").set_parser_defaults(
+        timestamp_parser=parse_s3_timestamp
+    )
     client = boto3.Session(botocore_session=session).client(
-        "s3", endpoint_url=endpoint, region_name=MOTO_ENV["AWS_DEFAULT_REGION"],
-        config=Config(max_pool_connections=max(10, threads)))
+        "s3",
+        endpoint_url=endpoint,
+        region_name=MOTO_ENV["AWS_DEFAULT_REGION"],
+        config=Config(max_pool_connections=max(10, threads)),
+    )
 
     def count(list_prefix: str, delimiter: str | None = None) -> int:
         n, token = 0, None
@@ -594,16 +647,23 @@ def listing_limit(kind: str, threads: int, endpoint: str, uri: str, options: dic
     if kind in ("hash_dirs", "prefixes_paged"):
         directories = hash_directories() if kind == "hash_dirs" else prefixes
         with cf.ThreadPoolExecutor(max_workers=threads) as pool:
-            objects = count(prefix, "/") + sum(pool.map(lambda d: count(f"{prefix}{d}/"), directories))
+            objects = count(prefix, "/") + sum(
+                pool.map(lambda d: count(f"{prefix}{d}/"), directories)
+            )
     elif kind == "flat_paged":
         objects = count(prefix)
     elif kind == "prefixes_lakecore":
         storage = Storage(uri, options)
-        objects = len(storage.list_top_level()) + sum(1 for _ in list_directories(storage, prefixes, threads))
+        objects = len(storage.list_top_level()) + sum(
+            1 for _ in list_directories(storage, prefixes, threads)
+        )
     else:
         raise ValueError(f"unknown listing {kind}")
-    return {"seconds": round(time.perf_counter() - t0, 3), "objects": objects,
-            "threads": 1 if kind == "flat_paged" else threads}
+    return {
+        "seconds": round(time.perf_counter() - t0, 3),
+        "objects": objects,
+        "threads": 1 if kind == "flat_paged" else threads,
+    }
 
 
 def config_cores(label: str) -> int:
@@ -653,7 +713,9 @@ def _proc_stat(pid: int) -> tuple[int, str, float, float] | None:
     except OSError:
         return None
     comm = text[text.index("(") + 1 : text.rindex(")")]
-    fields = text[text.rindex(")") + 2 :].split()  # fields[0] is field 3 (state); utime..cstime: 14..17
+    fields = text[
+        text.rindex(")") + 2 :
+    ].split()  # fields[0] is field 3 (state); utime..cstime: 14..17
     own = (int(fields[11]) + int(fields[12])) / CLK_TCK
     return int(fields[1]), comm, own, own + (int(fields[13]) + int(fields[14])) / CLK_TCK
 
@@ -724,7 +786,9 @@ class JobProbe:
         return total, jvm
 
     def _workers(self) -> list[int]:
-        return [pid for pid, (_, comm, *_) in process_tree(self.me).items() if comm.startswith("python")]
+        return [
+            pid for pid, (_, comm, *_) in process_tree(self.me).items() if comm.startswith("python")
+        ]
 
     def _sample(self) -> None:
         while not self._stop.wait(SAMPLE_INTERVAL_S):
@@ -744,10 +808,14 @@ class JobProbe:
         return {
             "memory_mib": {
                 "driver_python_peak": round(status_kib("self", "VmHWM") * mib, 1),
-                "driver_python_ru_maxrss_so_far": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * mib, 1),
+                "driver_python_ru_maxrss_so_far": round(
+                    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * mib, 1
+                ),
                 "jvm_peak": round(status_kib(self.jvm, "VmHWM") * mib, 1) if self.jvm else None,
                 "python_workers_peak_sampled_sum": round(self.workers_peak_kib * mib, 1),
-                "python_workers_peak_hwm_sum": round(sum(status_kib(p, "VmHWM") for p in workers) * mib, 1),
+                "python_workers_peak_hwm_sum": round(
+                    sum(status_kib(p, "VmHWM") for p in workers) * mib, 1
+                ),
                 "python_workers_alive": len(workers),
             },
             "cpu_seconds": {
@@ -793,7 +861,9 @@ def child_main(args: argparse.Namespace) -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # The executors import this checkout's lakecore and jobs, wherever their working directory
     # is (a cluster's executors run in the worker's directory, where an installed copy would win).
-    os.environ["PYTHONPATH"] = str(REPO) + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+    os.environ["PYTHONPATH"] = str(REPO) + (
+        os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""
+    )
     t0 = time.perf_counter()
     from pyspark.sql import SparkSession
 
@@ -826,19 +896,34 @@ def child_main(args: argparse.Namespace) -> int:
     # ru_maxrss survives fork+exec: this process starts with the parent's peak (about 1 GiB at
     # 1M tables), which is why the per-job numbers use VmHWM after a reset instead.
     inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    proto.write(json.dumps({"ready": True, "master": args.child, "session_start_seconds": round(started, 2),
-                            "ru_maxrss_mib_at_ready": round(inherited, 1),
-                            "vm_hwm_mib_at_ready": round(status_kib("self", "VmHWM") / 1024, 1),
-                            "great_expectations_import_seconds": round(ge_import, 2), "spark_conf": conf,
-                            "default_parallelism": spark.sparkContext.defaultParallelism,
-                            "pyspark": spark.version}) + "\n")
+    proto.write(
+        json.dumps(
+            {
+                "ready": True,
+                "master": args.child,
+                "session_start_seconds": round(started, 2),
+                "ru_maxrss_mib_at_ready": round(inherited, 1),
+                "vm_hwm_mib_at_ready": round(status_kib("self", "VmHWM") / 1024, 1),
+                "great_expectations_import_seconds": round(ge_import, 2),
+                "spark_conf": conf,
+                "default_parallelism": spark.sparkContext.defaultParallelism,
+                "pyspark": spark.version,
+            }
+        )
+        + "\n"
+    )
     for line in sys.stdin:
         command = json.loads(line)
         if command["cmd"] == "exit":
             break
         if command["cmd"] == "listing":
-            result = listing_limit(command["kind"], command["threads"], command["endpoint"], command["uri"],
-                                   command["options"])
+            result = listing_limit(
+                command["kind"],
+                command["threads"],
+                command["endpoint"],
+                command["uri"],
+                command["options"],
+            )
             proto.write(json.dumps({"listing": result}) + "\n")
             continue
         results: dict[str, Any] = {}
@@ -846,8 +931,9 @@ def child_main(args: argparse.Namespace) -> int:
         lake_args = command.get("lake_args") or ["--lakehouse", args.lakehouse]
         for name in command["jobs"]:
             module, extra = JOBS[name]
-            report_path = os.path.join(args.workdir,
-                                       f"report-{storage}-{_slug(label)}-r{command['round']}-{name}.json")
+            report_path = os.path.join(
+                args.workdir, f"report-{storage}-{_slug(label)}-r{command['round']}-{name}.json"
+            )
             argv = [*lake_args, "--env", "local", "--report", report_path, *extra]
             probe = JobProbe()
             t = time.perf_counter()
@@ -886,9 +972,22 @@ class Child:
         self.master = master
         self.log_path = os.path.join(workdir, f"child-{_slug(label)}.log")
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--child", master, "--label", label,
-             "--lakehouse", lake.uri, "--workdir", workdir],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(REPO),
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--child",
+                master,
+                "--label",
+                label,
+                "--lakehouse",
+                lake.uri,
+                "--workdir",
+                workdir,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=str(REPO),
         )
         self.ready: dict[str, Any] = {}
 
@@ -899,7 +998,11 @@ class Child:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
-            tail = Path(self.log_path).read_text(errors="replace")[-3000:] if os.path.exists(self.log_path) else ""
+            tail = (
+                Path(self.log_path).read_text(errors="replace")[-3000:]
+                if os.path.exists(self.log_path)
+                else ""
+            )
             raise SystemExit(f"the {self.label} child died; its log ends:\n{tail}")
         result: dict[str, Any] = json.loads(line)
         return result
@@ -910,15 +1013,35 @@ class Child:
         self.proc.stdin.flush()
         return self._read()
 
-    def run(self, round_no: int, job_names: Sequence[str], storage: str = "local",
-            lake_args: Sequence[str] = ()) -> dict[str, Any]:
-        answer = self._send({"cmd": "round", "round": round_no, "jobs": list(job_names), "storage": storage,
-                             "lake_args": list(lake_args)})
+    def run(
+        self,
+        round_no: int,
+        job_names: Sequence[str],
+        storage: str = "local",
+        lake_args: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        answer = self._send(
+            {
+                "cmd": "round",
+                "round": round_no,
+                "jobs": list(job_names),
+                "storage": storage,
+                "lake_args": list(lake_args),
+            }
+        )
         return answer["results"]  # type: ignore[no-any-return]
 
     def listing(self, kind: str, threads: int, s3: S3Lake) -> dict[str, Any]:
-        answer = self._send({"cmd": "listing", "kind": kind, "threads": threads, "endpoint": s3.proxy.endpoint,
-                             "uri": s3.uri, "options": s3.storage_options()})
+        answer = self._send(
+            {
+                "cmd": "listing",
+                "kind": kind,
+                "threads": threads,
+                "endpoint": s3.proxy.endpoint,
+                "uri": s3.uri,
+                "options": s3.storage_options(),
+            }
+        )
         return answer["listing"]  # type: ignore[no-any-return]
 
     def close(self) -> dict[str, Any]:
@@ -928,7 +1051,10 @@ class Child:
         _, status, usage = os.wait4(self.proc.pid, 0)
         self.proc.returncode = os.waitstatus_to_exitcode(status)
         # wait4's ru_maxrss: the child's whole-life peak, including what it inherited (see above)
-        return {"exit_code": self.proc.returncode, "child_ru_maxrss_mib_wait4": round(usage.ru_maxrss / 1024, 1)}
+        return {
+            "exit_code": self.proc.returncode,
+            "child_ru_maxrss_mib_wait4": round(usage.ru_maxrss / 1024, 1),
+        }
 
 
 # =============================================================================================
@@ -948,9 +1074,15 @@ def summarize_config(runs: list[dict[str, Any]]) -> dict[str, Any]:
         stages = sorted({s for p in per for s in p["durations_seconds"]})
         out[name] = {
             "wall_seconds": C.summarize([p["wall_seconds"] for p in per]),
-            "durations_seconds_median": {s: _median([p["durations_seconds"].get(s) for p in per]) for s in stages},
-            "cpu_seconds_median": {k: _median([p["cpu_seconds"][k] for p in per]) for k in per[0]["cpu_seconds"]},
-            "memory_mib_median": {k: _median([p["memory_mib"][k] for p in per]) for k in per[0]["memory_mib"]},
+            "durations_seconds_median": {
+                s: _median([p["durations_seconds"].get(s) for p in per]) for s in stages
+            },
+            "cpu_seconds_median": {
+                k: _median([p["cpu_seconds"][k] for p in per]) for k in per[0]["cpu_seconds"]
+            },
+            "memory_mib_median": {
+                k: _median([p["memory_mib"][k] for p in per]) for k in per[0]["memory_mib"]
+            },
             "exit_codes": [p["exit_code"] for p in per],
             "counts_first_round": per[0]["counts"],
             "bytes_first_round": per[0]["bytes"],
@@ -961,9 +1093,15 @@ def summarize_config(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "total": _median([p["s3_requests"]["requests"] for p in per]),
                 **{k: _median([p["s3_requests"]["by_kind"].get(k, 0) for p in per]) for k in kinds},
             }
-            out[name]["s3_server_cpu_seconds_median"] = _median([p["s3_server_cpu_seconds"] for p in per])
-            out[name]["s3_over_latency_median"] = _median([p["s3_requests"]["over_latency"] for p in per])
-            out[name]["s3_max_in_flight_median"] = _median([p["s3_requests"]["max_in_flight"] for p in per])
+            out[name]["s3_server_cpu_seconds_median"] = _median(
+                [p["s3_server_cpu_seconds"] for p in per]
+            )
+            out[name]["s3_over_latency_median"] = _median(
+                [p["s3_requests"]["over_latency"] for p in per]
+            )
+            out[name]["s3_max_in_flight_median"] = _median(
+                [p["s3_requests"]["max_in_flight"] for p in per]
+            )
     return out
 
 
@@ -984,8 +1122,13 @@ def summarize_listing(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def checks(lake: Lake, runs: dict[str, dict[str, list[dict[str, Any]]]], restores: dict[str, list[dict[str, Any]]],
-           baselines: list[dict[str, Any]], listings: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def checks(
+    lake: Lake,
+    runs: dict[str, dict[str, list[dict[str, Any]]]],
+    restores: dict[str, list[dict[str, Any]]],
+    baselines: list[dict[str, Any]],
+    listings: dict[str, list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
     old = sum(1 for o in lake.orphans if o.old)
     young = len(lake.orphans) - old
     out = []
@@ -995,38 +1138,84 @@ def checks(lake: Lake, runs: dict[str, dict[str, list[dict[str, Any]]]], restore
             for r, run in enumerate(config_runs):
                 for name, res in run.items():
                     if res["exit_code"] != 0:
-                        out.append(C.goal(f"{where} r{r} {name} exit code", "0", res["exit_code"], False,
-                                          error=res.get("error")))
+                        out.append(
+                            C.goal(
+                                f"{where} r{r} {name} exit code",
+                                "0",
+                                res["exit_code"],
+                                False,
+                                error=res.get("error"),
+                            )
+                        )
                 if "gc" in run:
                     counts = run["gc"]["counts"]
-                    ok = counts.get("orphans_deleted") == old and counts.get("skipped_too_young") == young
-                    out.append(C.goal(f"{where} r{r} gc deleted exactly the old orphans",
-                                      f"{old} deleted, {young} young kept",
-                                      f"{counts.get('orphans_deleted')} deleted, {counts.get('skipped_too_young')} young",
-                                      ok))
+                    ok = (
+                        counts.get("orphans_deleted") == old
+                        and counts.get("skipped_too_young") == young
+                    )
+                    out.append(
+                        C.goal(
+                            f"{where} r{r} gc deleted exactly the old orphans",
+                            f"{old} deleted, {young} young kept",
+                            f"{counts.get('orphans_deleted')} deleted, {counts.get('skipped_too_young')} young",
+                            ok,
+                        )
+                    )
                 if "gc_dry" in run:
                     counts = run["gc_dry"]["counts"]
-                    out.append(C.goal(f"{where} r{r} gc --dry-run finds the old orphans", str(old),
-                                      counts.get("would_delete"), counts.get("would_delete") == old))
+                    out.append(
+                        C.goal(
+                            f"{where} r{r} gc --dry-run finds the old orphans",
+                            str(old),
+                            counts.get("would_delete"),
+                            counts.get("would_delete") == old,
+                        )
+                    )
                 if "flush" in run:
                     counts = run["flush"]["counts"]
-                    out.append(C.goal(f"{where} r{r} flush empties the root buffer", "0 root messages after",
-                                      counts.get("root_messages_after"), counts.get("root_messages_after") == 0))
+                    out.append(
+                        C.goal(
+                            f"{where} r{r} flush empties the root buffer",
+                            "0 root messages after",
+                            counts.get("root_messages_after"),
+                            counts.get("root_messages_after") == 0,
+                        )
+                    )
                 for name, res in run.items():
                     if "s3_requests" in res and res["s3_requests"]["proxy_errors"]:
-                        out.append(C.goal(f"{where} r{r} {name}: the proxy forwarded every request", "0 errors",
-                                          res["s3_requests"]["proxy_errors"], False))
+                        out.append(
+                            C.goal(
+                                f"{where} r{r} {name}: the proxy forwarded every request",
+                                "0 errors",
+                                res["s3_requests"]["proxy_errors"],
+                                False,
+                            )
+                        )
     for storage, storage_restores in restores.items():
         bad = sum(r["unexpected_missing"] for r in storage_restores)
-        out.append(C.goal(f"{storage} restores found no unexpectedly deleted file", "0", bad, not bad))
+        out.append(
+            C.goal(f"{storage} restores found no unexpectedly deleted file", "0", bad, not bad)
+        )
     if baselines:
-        out.append(C.goal("baseline orphans == planted orphans", "all", sum(b["orphans_match_planted"] for b in baselines),
-                          all(b["orphans_match_planted"] for b in baselines)))
+        out.append(
+            C.goal(
+                "baseline orphans == planted orphans",
+                "all",
+                sum(b["orphans_match_planted"] for b in baselines),
+                all(b["orphans_match_planted"] for b in baselines),
+            )
+        )
     expected = len(lake.files)
     for label, listing_runs in listings.items():
         counted = {r[k]["objects"] for r in listing_runs for k in LISTING_KINDS}
-        out.append(C.goal(f"s3-latency {label}: every listing found every object", str(expected), sorted(counted),
-                          counted == {expected}))
+        out.append(
+            C.goal(
+                f"s3-latency {label}: every listing found every object",
+                str(expected),
+                sorted(counted),
+                counted == {expected},
+            )
+        )
     return out
 
 
@@ -1036,32 +1225,63 @@ def checks(lake: Lake, runs: dict[str, dict[str, list[dict[str, Any]]]], restore
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tables", type=lambda s: int(s.replace("_", "")), default=None,
-                        help="tables in the lakehouse (default 1000000 on local storage only, 100000 when "
-                        "s3-latency is in --storage; --quick 20000)")
-    parser.add_argument("--commits", type=int, default=None, help="single-table catalog commits (default 300; quick 100)")
+    parser.add_argument(
+        "--tables",
+        type=lambda s: int(s.replace("_", "")),
+        default=None,
+        help="tables in the lakehouse (default 1000000 on local storage only, 100000 when "
+        "s3-latency is in --storage; --quick 20000)",
+    )
+    parser.add_argument(
+        "--commits",
+        type=int,
+        default=None,
+        help="single-table catalog commits (default 300; quick 100)",
+    )
     parser.add_argument("--old-orphans", type=int, default=8)
     parser.add_argument("--young-orphans", type=int, default=2)
     parser.add_argument("--masters", default="local[1],local[2]")
-    parser.add_argument("--cluster", action="store_true",
-                        help="also a Spark standalone cluster on 127.0.0.1 (master + 2 workers of 1 core, 1 GiB), "
-                        "configuration 'cluster'")
-    parser.add_argument("--storage", default="local",
-                        help="comma-separated: local (file://, default), s3-latency (the same lakehouse in moto's "
-                        "S3 server behind bench/latency_proxy.py)")
-    parser.add_argument("--latency-ms", type=float, default=DEFAULT_LATENCY_MS,
-                        help=f"s3-latency: first-byte latency per request (default {DEFAULT_LATENCY_MS:g})")
-    parser.add_argument("--bandwidth-mbps", type=float, default=DEFAULT_BANDWIDTH_MBPS,
-                        help="s3-latency: megabytes (10^6 bytes) per second per connection, 0 = unlimited "
-                        f"(default {DEFAULT_BANDWIDTH_MBPS:g})")
-    parser.add_argument("--jobs", default=None,
-                        help=f"subset of {','.join(JOBS)} (default all; --quick: all but validate_deep)")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds per configuration (default 2; quick 1)")
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="also a Spark standalone cluster on 127.0.0.1 (master + 2 workers of 1 core, 1 GiB), "
+        "configuration 'cluster'",
+    )
+    parser.add_argument(
+        "--storage",
+        default="local",
+        help="comma-separated: local (file://, default), s3-latency (the same lakehouse in moto's "
+        "S3 server behind bench/latency_proxy.py)",
+    )
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=DEFAULT_LATENCY_MS,
+        help=f"s3-latency: first-byte latency per request (default {DEFAULT_LATENCY_MS:g})",
+    )
+    parser.add_argument(
+        "--bandwidth-mbps",
+        type=float,
+        default=DEFAULT_BANDWIDTH_MBPS,
+        help="s3-latency: megabytes (10^6 bytes) per second per connection, 0 = unlimited "
+        f"(default {DEFAULT_BANDWIDTH_MBPS:g})",
+    )
+    parser.add_argument(
+        "--jobs",
+        default=None,
+        help=f"subset of {','.join(JOBS)} (default all; --quick: all but validate_deep)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="rounds per configuration (default 2; quick 1)"
+    )
     parser.add_argument("--write-threads", type=int, default=8)
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--quick", action="store_true",
-                        help="20k tables, 100 commits, 1 round, no validate_deep (local: about 3 min; "
-                        "s3-latency: about 17 min, gc alone ~3 min per configuration)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="20k tables, 100 commits, 1 round, no validate_deep (local: about 3 min; "
+        "s3-latency: about 17 min, gc alone ~3 min per configuration)",
+    )
     parser.add_argument("--tmpdir", default=None)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -1072,9 +1292,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.storages = [s.strip() for s in args.storage.split(",") if s.strip()]
     unknown_storages = set(args.storages) - set(STORAGES)
     if unknown_storages or not args.storages:
-        parser.error(f"--storage takes {' or '.join(STORAGES)} (comma-separated), not {args.storage!r}")
+        parser.error(
+            f"--storage takes {' or '.join(STORAGES)} (comma-separated), not {args.storage!r}"
+        )
     if args.tables is None:
-        args.tables = 20_000 if args.quick else 100_000 if "s3-latency" in args.storages else 1_000_000
+        args.tables = (
+            20_000 if args.quick else 100_000 if "s3-latency" in args.storages else 1_000_000
+        )
     if args.commits is None:
         args.commits = 100 if args.quick else 300
     if args.rounds is None:
@@ -1093,7 +1317,9 @@ def _parent_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_jobs(child: Child, round_no: int, job_names: Sequence[str], storage: str, s3: S3Lake | None) -> dict[str, Any]:
+def run_jobs(
+    child: Child, round_no: int, job_names: Sequence[str], storage: str, s3: S3Lake | None
+) -> dict[str, Any]:
     """The job list on one configuration and storage, one job per command so that the proxy's
     counters (reset before each job) and this process's CPU belong to that job alone."""
     if s3 is None:
@@ -1119,7 +1345,8 @@ def measure_listing(child: Child, threads: int, s3: S3Lake) -> dict[str, Any]:
         result["requests"] = s3.proxy.reset()
         # Rounds of `threads` requests, one latency each: what a free CPU would have taken.
         result["latency_bound_seconds"] = round(
-            -(-result["requests"]["requests"] // result["threads"]) * s3.proxy.latency_seconds, 3)
+            -(-result["requests"]["requests"] // result["threads"]) * s3.proxy.latency_seconds, 3
+        )
         out[kind] = result
     return out
 
@@ -1140,7 +1367,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     labels = [*masters, CLUSTER_LABEL] if args.cluster else list(masters)
     storages: list[str] = args.storages
     job_names = [j for j in DEFAULT_JOBS if j in args.jobs.split(",")]
-    list_threads = MaintenanceSettings.load(REPO / "conf" / "maintenance-local.json").gc_list_threads_per_task
+    list_threads = MaintenanceSettings.load(
+        REPO / "conf" / "maintenance-local.json"
+    ).gc_list_threads_per_task
     with C.temp_dir("bench-jobs-", args.tmpdir, args.keep) as work, contextlib.ExitStack() as stack:
         lake = build_lakehouse(os.path.join(work, "lake"), args)
         s3 = start_s3(lake, args, stack) if "s3-latency" in storages else None
@@ -1156,13 +1385,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             cluster = start_cluster(Path(work) / "cluster")
             stack.callback(cluster.stop)
             urls[CLUSTER_LABEL] = cluster.url
-            cluster_info = {"url": cluster.url, "workers": CLUSTER_WORKERS, "cores_per_worker": CLUSTER_WORKER_CORES,
-                            "start_seconds": round(time.perf_counter() - t0, 1)}
+            cluster_info = {
+                "url": cluster.url,
+                "workers": CLUSTER_WORKERS,
+                "cores_per_worker": CLUSTER_WORKER_CORES,
+                "start_seconds": round(time.perf_counter() - t0, 1),
+            }
         C.log(f"starting the SparkSessions of {', '.join(labels)} (concurrently)")
         children = {label: Child(label, urls[label], lake, work) for label in labels}
-        runs: dict[str, dict[str, list[dict[str, Any]]]] = {s: {m: [] for m in labels} for s in storages}
+        runs: dict[str, dict[str, list[dict[str, Any]]]] = {
+            s: {m: [] for m in labels} for s in storages
+        }
         restores: dict[str, list[dict[str, Any]]] = {s: [] for s in storages}
-        listings: dict[str, list[dict[str, Any]]] = {m: [] for m in labels} if s3 is not None else {}
+        listings: dict[str, list[dict[str, Any]]] = (
+            {m: [] for m in labels} if s3 is not None else {}
+        )
         calibrations: list[dict[str, Any]] = []
         closed: dict[str, Any] = {}
         try:
@@ -1171,32 +1408,66 @@ def main(argv: Sequence[str] | None = None) -> int:
             for r in range(args.rounds):
                 for storage in storages if r % 2 == 0 else storages[::-1]:
                     for label in labels if r % 2 == 0 else labels[::-1]:
-                        calibrations.append({**C.cpu_calibration(), "storage": storage, "configuration": label})
+                        calibrations.append(
+                            {**C.cpu_calibration(), "storage": storage, "configuration": label}
+                        )
                         t0 = time.perf_counter()
-                        results = run_jobs(children[label], r, job_names, storage, s3 if storage != "local" else None)
+                        results = run_jobs(
+                            children[label],
+                            r,
+                            job_names,
+                            storage,
+                            s3 if storage != "local" else None,
+                        )
                         runs[storage][label].append(results)
-                        C.log(f"round {r} {storage} {label} (effective cores {calibrations[-1]['effective_cores']}): "
-                              + ", ".join(f"{n} {v['wall_seconds']:.1f}s"
-                                          f"{'' if v['exit_code'] == 0 else ' EXIT ' + str(v['exit_code'])}"
-                                          for n, v in results.items()) + f" ({time.perf_counter() - t0:.0f}s)")
+                        C.log(
+                            f"round {r} {storage} {label} (effective cores {calibrations[-1]['effective_cores']}): "
+                            + ", ".join(
+                                f"{n} {v['wall_seconds']:.1f}s"
+                                f"{'' if v['exit_code'] == 0 else ' EXIT ' + str(v['exit_code'])}"
+                                for n, v in results.items()
+                            )
+                            + f" ({time.perf_counter() - t0:.0f}s)"
+                        )
                         if storage == "local":
                             restores[storage].append(restore(lake))
                             baselines.append(gc_baseline(lake))
                             b = baselines[-1]
-                            C.log(f"  baseline: reach {b['reach_seconds']:.1f}s + find/diff {b['listing_diff_seconds']:.1f}s")
+                            C.log(
+                                f"  baseline: reach {b['reach_seconds']:.1f}s + find/diff {b['listing_diff_seconds']:.1f}s"
+                            )
                         else:
                             assert s3 is not None
                             restores[storage].append(restore_s3(lake, s3))
-                            listing = measure_listing(children[label], config_cores(label) * list_threads, s3)
+                            listing = measure_listing(
+                                children[label], config_cores(label) * list_threads, s3
+                            )
                             listings[label].append(listing)
-                            C.log("  listing limit: " + ", ".join(
-                                f"{k} {v['seconds']:.1f}s ({v['requests']['requests']} requests)"
-                                for k, v in listing.items()))
+                            C.log(
+                                "  listing limit: "
+                                + ", ".join(
+                                    f"{k} {v['seconds']:.1f}s ({v['requests']['requests']} requests)"
+                                    for k, v in listing.items()
+                                )
+                            )
         finally:
             for label, child in children.items():
                 with contextlib.suppress(Exception):
                     closed[label] = child.close()
-        doc = report(args, lake, s3, labels, urls, job_names, runs, restores, baselines, listings, children, closed)
+        doc = report(
+            args,
+            lake,
+            s3,
+            labels,
+            urls,
+            job_names,
+            runs,
+            restores,
+            baselines,
+            listings,
+            children,
+            closed,
+        )
         doc["cluster"] = cluster_info
         from jobs.driver_jvm import java_options
 
@@ -1216,26 +1487,42 @@ def _wall(summary: dict[str, Any], label: str, job: str) -> float:
     return value
 
 
-def storage_ratios(summary: dict[str, Any], labels: list[str], job_names: list[str], masters: list[str],
-                   gc_reference: dict[str, float]) -> dict[str, Any]:
+def storage_ratios(
+    summary: dict[str, Any],
+    labels: list[str],
+    job_names: list[str],
+    masters: list[str],
+    gc_reference: dict[str, float],
+) -> dict[str, Any]:
     """Scaling between configurations and gc against its reference (per configuration)."""
     ratios: dict[str, Any] = {}
     if len(masters) >= 2:
         a, b = masters[0], masters[1]
-        ratios[f"wall_{_slug(a)}_over_{_slug(b)}"] = {j: C.ratio(_wall(summary, a, j), _wall(summary, b, j))
-                                                      for j in job_names}
+        ratios[f"wall_{_slug(a)}_over_{_slug(b)}"] = {
+            j: C.ratio(_wall(summary, a, j), _wall(summary, b, j)) for j in job_names
+        }
     if CLUSTER_LABEL in labels and masters:
         b = masters[-1]
-        ratios[f"wall_cluster_over_{_slug(b)}"] = {j: C.ratio(_wall(summary, CLUSTER_LABEL, j), _wall(summary, b, j))
-                                                   for j in job_names}
+        ratios[f"wall_cluster_over_{_slug(b)}"] = {
+            j: C.ratio(_wall(summary, CLUSTER_LABEL, j), _wall(summary, b, j)) for j in job_names
+        }
     return ratios | {"gc_reference_seconds": gc_reference}
 
 
-def report(args: argparse.Namespace, lake: Lake, s3: S3Lake | None, labels: list[str], urls: dict[str, str],
-           job_names: list[str], runs: dict[str, dict[str, list[dict[str, Any]]]],
-           restores: dict[str, list[dict[str, Any]]], baselines: list[dict[str, Any]],
-           listings: dict[str, list[dict[str, Any]]], children: dict[str, Child],
-           closed: dict[str, Any]) -> dict[str, Any]:
+def report(
+    args: argparse.Namespace,
+    lake: Lake,
+    s3: S3Lake | None,
+    labels: list[str],
+    urls: dict[str, str],
+    job_names: list[str],
+    runs: dict[str, dict[str, list[dict[str, Any]]]],
+    restores: dict[str, list[dict[str, Any]]],
+    baselines: list[dict[str, Any]],
+    listings: dict[str, list[dict[str, Any]]],
+    children: dict[str, Child],
+    closed: dict[str, Any],
+) -> dict[str, Any]:
     masters = [m for m in labels if m != CLUSTER_LABEL]
     summary = {s: {m: summarize_config(runs[s][m]) for m in labels} for s in runs}
     ratios: dict[str, Any] = {}
@@ -1254,32 +1541,53 @@ def report(args: argparse.Namespace, lake: Lake, s3: S3Lake | None, labels: list
         if storage == "local":
             reference = {m: base["total_seconds"]["median"] for m in labels} if base else {}
         else:  # the faster of the two ways to list everything: what gc could at best do
-            reference = {m: min(listing_summary[m][k]["seconds"]["median"] for k in LIMIT_KINDS)
-                         for m in labels}
+            reference = {
+                m: min(listing_summary[m][k]["seconds"]["median"] for k in LIMIT_KINDS)
+                for m in labels
+            }
         r = storage_ratios(summary[storage], labels, job_names, masters, reference)
         what = "gc_baseline_total" if storage == "local" else "listing_limit"
         for m in labels:
             for j in ("gc_dry", "gc"):
                 if j in job_names and reference.get(m):
-                    r.setdefault(f"{j}_over_{what}", {})[m] = C.ratio(_wall(summary[storage], m, j), reference[m])
+                    r.setdefault(f"{j}_over_{what}", {})[m] = C.ratio(
+                        _wall(summary[storage], m, j), reference[m]
+                    )
                     r.setdefault(f"{j}_list_reach_stage_over_{what}", {})[m] = C.ratio(
-                        summary[storage][m][j]["durations_seconds_median"].get("list-reach-anti-join") or 0.0,
-                        reference[m])
+                        summary[storage][m][j]["durations_seconds_median"].get(
+                            "list-reach-anti-join"
+                        )
+                        or 0.0,
+                        reference[m],
+                    )
             if storage != "local" and "gc" in job_names:
                 for kind in LIMIT_KINDS:
                     seconds = listing_summary[m][kind]["seconds"]["median"]
-                    r.setdefault(f"gc_over_{kind}_listing", {})[m] = C.ratio(_wall(summary[storage], m, "gc"), seconds)
+                    r.setdefault(f"gc_over_{kind}_listing", {})[m] = C.ratio(
+                        _wall(summary[storage], m, "gc"), seconds
+                    )
         ratios[storage] = r
     return {
         "benchmark": "bench_jobs",
         "quick": args.quick,
-        "params": {"tables": args.tables, "commits": args.commits, "rounds": args.rounds, "configurations": urls,
-                   "storages": list(runs), "jobs": {j: [JOBS[j][0], *JOBS[j][1]] for j in job_names},
-                   "old_orphans": args.old_orphans, "young_orphans": args.young_orphans,
-                   "write_threads": args.write_threads, "seed": args.seed,
-                   "latency_ms": args.latency_ms, "bandwidth_mbps_per_connection": args.bandwidth_mbps,
-                   "gc_list_threads_per_task": MaintenanceSettings.load(REPO / "conf" / "maintenance-local.json")
-                   .gc_list_threads_per_task, "cores": {m: config_cores(m) for m in labels}},
+        "params": {
+            "tables": args.tables,
+            "commits": args.commits,
+            "rounds": args.rounds,
+            "configurations": urls,
+            "storages": list(runs),
+            "jobs": {j: [JOBS[j][0], *JOBS[j][1]] for j in job_names},
+            "old_orphans": args.old_orphans,
+            "young_orphans": args.young_orphans,
+            "write_threads": args.write_threads,
+            "seed": args.seed,
+            "latency_ms": args.latency_ms,
+            "bandwidth_mbps_per_connection": args.bandwidth_mbps,
+            "gc_list_threads_per_task": MaintenanceSettings.load(
+                REPO / "conf" / "maintenance-local.json"
+            ).gc_list_threads_per_task,
+            "cores": {m: config_cores(m) for m in labels},
+        },
         "environment": {**C.environment(), "load_average_at_end": os.getloadavg()},
         "setup": {**lake.info, **({"s3": s3.info} if s3 is not None else {})},
         "sessions": {m: {**children[m].ready, **closed.get(m, {})} for m in labels},
@@ -1294,56 +1602,61 @@ def report(args: argparse.Namespace, lake: Lake, s3: S3Lake | None, labels: list
         "listing_limit_rounds": listings,
         "method": {
             "wall_seconds": "perf_counter around jobs.<job>.main(argv, spark=session) in the configuration's child "
-                            "process; one SparkSession (JVM) per configuration, reused by all its jobs, storages and "
-                            "rounds",
+            "process; one SparkSession (JVM) per configuration, reused by all its jobs, storages and "
+            "rounds",
             "driver_python_peak": "VmHWM of the driver's Python process after resetting it with /proc/self/clear_refs "
-                                  "right before the job: the peak RSS during that job",
+            "right before the job: the peak RSS during that job",
             "driver_python_ru_maxrss_so_far": "resource.getrusage(RUSAGE_SELF).ru_maxrss after the job: monotonic, "
-                                              "and it survives fork+exec, so it starts at the parent's peak "
-                                              "(sessions.*.ru_maxrss_mib_at_ready vs vm_hwm_mib_at_ready): "
-                                              "not a per-job number",
+            "and it survives fork+exec, so it starts at the parent's peak "
+            "(sessions.*.ru_maxrss_mib_at_ready vs vm_hwm_mib_at_ready): "
+            "not a per-job number",
             "jvm_peak": "VmHWM of the JVM (reset the same way before the job)",
             "python_workers_peak_sampled_sum": f"sum of the Python workers' VmRSS, sampled every {SAMPLE_INTERVAL_S}s",
             "cpu_seconds": "driver_python: getrusage(RUSAGE_SELF) delta (driver threads incl.); jvm: the JVM's "
-                           "utime+stime delta; python_workers: the rest of the process tree (utime+stime+cutime+cstime). "
-                           "On a cluster the executors are not in the tree: their CPU is not counted",
+            "utime+stime delta; python_workers: the rest of the process tree (utime+stime+cutime+cstime). "
+            "On a cluster the executors are not in the tree: their CPU is not counted",
             "gc_baseline": "local storage, single process: reach = reachable_from_root(latest) + reachable_from_subtree "
-                           "of older versions' new children + roots, defs, hint; listing_diff = find -type f, sort, "
-                           "linear diff",
+            "of older versions' new children + roots, defs, hint; listing_diff = find -type f, sort, "
+            "linear diff",
             "s3_latency": "the lakehouse built on local disk is copied into moto's S3 server (in the benchmark's "
-                          "parent process, objects written into its backend directly, old orphans' LastModified "
-                          "backdated); the jobs reach it through bench/latency_proxy.py (also in the parent): the "
-                          "first byte of every response no earlier than latency_ms after the request arrived (moto's "
-                          "own time is inside it: s3_over_latency counts requests where moto took longer), bodies "
-                          "at bandwidth_mbps per connection. moto answers ListObjectsV2 from a sorted index "
-                          "(latency_proxy.indexed_listing). Restores go to moto's backend directly, not through the "
-                          "proxy",
+            "parent process, objects written into its backend directly, old orphans' LastModified "
+            "backdated); the jobs reach it through bench/latency_proxy.py (also in the parent): the "
+            "first byte of every response no earlier than latency_ms after the request arrived (moto's "
+            "own time is inside it: s3_over_latency counts requests where moto took longer), bodies "
+            "at bandwidth_mbps per connection. moto answers ListObjectsV2 from a sorted index "
+            "(latency_proxy.indexed_listing). Restores go to moto's backend directly, not through the "
+            "proxy",
             "s3_requests": "the proxy's counters, reset before each job: requests by kind (list = GET with "
-                           "list-type=2, get, head, put, delete, delete_objects = POST ?delete, ...)",
+            "list-type=2, get, head, put, delete, delete_objects = POST ?delete, ...)",
             "s3_server_cpu_seconds": "CPU seconds of the parent process (moto's server + the proxy) during the job",
             "listing_limit": "in the configuration's child process (not the one serving S3), after the round's "
-                             "restore: every object listed once through the proxy. hash_dirs = the top level + the "
-                             "4,096 hash directories with cores x gc_list_threads_per_task boto3 requests in flight "
-                             "(the concurrency gc's listing stage has on that configuration); flat_paged = one paged "
-                             "ListObjectsV2 of the whole root (1000 keys per page, one page after the other); "
-                             "prefixes_paged = the 16, 256 or 4,096 directories that give each request in flight one "
-                             "of its own (lakecore.maintenance.listing.listing_levels), each paged, same threads; "
-                             "prefixes_lakecore = those directories with lakecore.maintenance.listing."
-                             "list_directories (s3fs) and the same threads, as gc lists. The listing limit in "
-                             "ratios.*.gc_over_listing_limit and in the gc goal is the fastest of hash_dirs, "
-                             "flat_paged and prefixes_paged (gc itself lists a lakehouse of at most "
-                             "gc_flat_listing_max_files files flat, a larger one by directory)",
+            "restore: every object listed once through the proxy. hash_dirs = the top level + the "
+            "4,096 hash directories with cores x gc_list_threads_per_task boto3 requests in flight "
+            "(the concurrency gc's listing stage has on that configuration); flat_paged = one paged "
+            "ListObjectsV2 of the whole root (1000 keys per page, one page after the other); "
+            "prefixes_paged = the 16, 256 or 4,096 directories that give each request in flight one "
+            "of its own (lakecore.maintenance.listing.listing_levels), each paged, same threads; "
+            "prefixes_lakecore = those directories with lakecore.maintenance.listing."
+            "list_directories (s3fs) and the same threads, as gc lists. The listing limit in "
+            "ratios.*.gc_over_listing_limit and in the gc goal is the fastest of hash_dirs, "
+            "flat_paged and prefixes_paged (gc itself lists a lakehouse of at most "
+            "gc_flat_listing_max_files files flat, a larger one by directory)",
             "page_cache": "local storage: the lakehouse was just written and RAM is large, so files are mostly in the "
-                          "page cache; but a VM with DAMON proactive reclaim (kdamond pageout) evicts cold pages, so a "
-                          "job may read some files from disk",
+            "page cache; but a VM with DAMON proactive reclaim (kdamond pageout) evicts cold pages, so a "
+            "job may read some files from disk",
             "rounds": "round 0 of a configuration also warms the JVM (JIT), the Python workers and their "
-                      "imports; the medians are over all rounds, per-round values are under 'rounds'",
+            "imports; the medians are over all rounds, per-round values are under 'rounds'",
         },
     }
 
 
-def goals(summary: dict[str, Any], ratios: dict[str, Any], labels: list[str], masters: list[str],
-          job_names: list[str]) -> list[dict[str, Any]]:
+def goals(
+    summary: dict[str, Any],
+    ratios: dict[str, Any],
+    labels: list[str],
+    masters: list[str],
+    job_names: list[str],
+) -> list[dict[str, Any]]:
     """The stated goals, all on S3 with latency (``s3-latency``); none is asserted."""
     if "s3-latency" not in summary:
         return []
@@ -1355,48 +1668,114 @@ def goals(summary: dict[str, Any], ratios: dict[str, Any], labels: list[str], ma
         for j in SCALING_GOAL_JOBS:
             if j in job_names:
                 value = r[key][j]
-                out.append(C.goal(f"s3-latency {j}: {b} at least {SCALING_GOAL}x faster than {a}",
-                                  f"{a} wall / {b} wall >= {SCALING_GOAL}", value,
-                                  value is not None and value >= SCALING_GOAL, ratio=f"ratios.s3-latency.{key}.{j}"))
+                out.append(
+                    C.goal(
+                        f"s3-latency {j}: {b} at least {SCALING_GOAL}x faster than {a}",
+                        f"{a} wall / {b} wall >= {SCALING_GOAL}",
+                        value,
+                        value is not None and value >= SCALING_GOAL,
+                        ratio=f"ratios.s3-latency.{key}.{j}",
+                    )
+                )
     if masters and CLUSTER_LABEL in labels:
         b = masters[-1]
         key = f"wall_cluster_over_{_slug(b)}"
         for j in job_names:
             value = r[key][j]
-            out.append(C.goal(f"s3-latency {j}: the cluster no slower than {b}", f"cluster wall / {b} wall <= 1",
-                              value, value is not None and value <= 1.0, ratio=f"ratios.s3-latency.{key}.{j}"))
+            out.append(
+                C.goal(
+                    f"s3-latency {j}: the cluster no slower than {b}",
+                    f"cluster wall / {b} wall <= 1",
+                    value,
+                    value is not None and value <= 1.0,
+                    ratio=f"ratios.s3-latency.{key}.{j}",
+                )
+            )
     if "gc" in job_names:
         for m in labels:
             value = r.get("gc_over_listing_limit", {}).get(m)
-            out.append(C.goal(f"s3-latency gc on {m}: at most {GC_OVER_LISTING_GOAL:g}x the listing limit",
-                              f"gc wall / min(listing_limit.{m}.hash_dirs, .flat_paged, .prefixes_paged) <= {GC_OVER_LISTING_GOAL:g}",
-                              value,
-                              value is not None and value <= GC_OVER_LISTING_GOAL,
-                              ratio=f"ratios.s3-latency.gc_over_listing_limit.{m}"))
+            out.append(
+                C.goal(
+                    f"s3-latency gc on {m}: at most {GC_OVER_LISTING_GOAL:g}x the listing limit",
+                    f"gc wall / min(listing_limit.{m}.hash_dirs, .flat_paged, .prefixes_paged) <= {GC_OVER_LISTING_GOAL:g}",
+                    value,
+                    value is not None and value <= GC_OVER_LISTING_GOAL,
+                    ratio=f"ratios.s3-latency.gc_over_listing_limit.{m}",
+                )
+            )
     return out
 
 
 def print_tables(doc: dict[str, Any], labels: list[str], job_names: list[str]) -> None:
     s = doc["setup"]
-    C.print_table("setup", ["tables", "files", "MiB", "defs s", "defs/s", "bulk s", "commits s", "total s", "s3 load s"], [[
-        s["tables"], s["files_total"], s["bytes_total"] / C.MiB, s["definition_write_seconds"],
-        s["definition_files_per_second"], s["bulk_build_seconds"], s["catalog_commits_seconds"], s["setup_seconds"],
-        s.get("s3", {}).get("load_seconds"),
-    ]])
+    C.print_table(
+        "setup",
+        [
+            "tables",
+            "files",
+            "MiB",
+            "defs s",
+            "defs/s",
+            "bulk s",
+            "commits s",
+            "total s",
+            "s3 load s",
+        ],
+        [
+            [
+                s["tables"],
+                s["files_total"],
+                s["bytes_total"] / C.MiB,
+                s["definition_write_seconds"],
+                s["definition_files_per_second"],
+                s["bulk_build_seconds"],
+                s["catalog_commits_seconds"],
+                s["setup_seconds"],
+                s.get("s3", {}).get("load_seconds"),
+            ]
+        ],
+    )
     rows = []
     for storage, by_label in doc["jobs"].items():
         for j in job_names:
             for m in labels:
                 r = by_label[m][j]
-                rows.append([storage, j, m, r["wall_seconds"]["median"], r["wall_seconds"]["min"],
-                             r["wall_seconds"]["max"], r["cpu_seconds_median"]["driver_python"],
-                             r["cpu_seconds_median"]["jvm"], r["cpu_seconds_median"]["python_workers"],
-                             r.get("s3_server_cpu_seconds_median"), r["memory_mib_median"]["driver_python_peak"],
-                             r["memory_mib_median"]["jvm_peak"],
-                             r["memory_mib_median"]["python_workers_peak_sampled_sum"]])
-    C.print_table("jobs (medians over rounds; seconds, MiB; cpu s3 = moto + proxy)",
-                  ["storage", "job", "config", "wall", "min", "max", "cpu drv", "cpu jvm", "cpu wrk", "cpu s3",
-                   "drv MiB", "jvm MiB", "wrk MiB"], rows)
+                rows.append(
+                    [
+                        storage,
+                        j,
+                        m,
+                        r["wall_seconds"]["median"],
+                        r["wall_seconds"]["min"],
+                        r["wall_seconds"]["max"],
+                        r["cpu_seconds_median"]["driver_python"],
+                        r["cpu_seconds_median"]["jvm"],
+                        r["cpu_seconds_median"]["python_workers"],
+                        r.get("s3_server_cpu_seconds_median"),
+                        r["memory_mib_median"]["driver_python_peak"],
+                        r["memory_mib_median"]["jvm_peak"],
+                        r["memory_mib_median"]["python_workers_peak_sampled_sum"],
+                    ]
+                )
+    C.print_table(
+        "jobs (medians over rounds; seconds, MiB; cpu s3 = moto + proxy)",
+        [
+            "storage",
+            "job",
+            "config",
+            "wall",
+            "min",
+            "max",
+            "cpu drv",
+            "cpu jvm",
+            "cpu wrk",
+            "cpu s3",
+            "drv MiB",
+            "jvm MiB",
+            "wrk MiB",
+        ],
+        rows,
+    )
     if "s3-latency" in doc["jobs"]:
         kinds = ["list", "get", "head", "put", "delete", "delete_objects"]
         rows = []
@@ -1405,35 +1784,82 @@ def print_tables(doc: dict[str, Any], labels: list[str], job_names: list[str]) -
                 r = doc["jobs"]["s3-latency"][m][j]
                 req = r["s3_requests_median"]
                 other = (req["total"] or 0) - sum(req.get(k) or 0 for k in kinds)
-                rows.append([j, m, req["total"], *[req.get(k, 0) for k in kinds], other,
-                             r["s3_over_latency_median"], r["s3_max_in_flight_median"]])
+                rows.append(
+                    [
+                        j,
+                        m,
+                        req["total"],
+                        *[req.get(k, 0) for k in kinds],
+                        other,
+                        r["s3_over_latency_median"],
+                        r["s3_max_in_flight_median"],
+                    ]
+                )
         p = doc["params"]
-        C.print_table(f"s3-latency requests per job (medians; {p['latency_ms']:g} ms per request, "
-                      f"{p['bandwidth_mbps_per_connection']:g} MB/s per connection)",
-                      ["job", "config", "total", *kinds, "other", ">latency", "in flight"], rows)
+        C.print_table(
+            f"s3-latency requests per job (medians; {p['latency_ms']:g} ms per request, "
+            f"{p['bandwidth_mbps_per_connection']:g} MB/s per connection)",
+            ["job", "config", "total", *kinds, "other", ">latency", "in flight"],
+            rows,
+        )
         rows = []
         for m in labels:
             for kind, v in doc["listing_limit"][m].items():
-                rows.append([m, kind, v["threads"], v["seconds"]["median"], v["latency_bound_seconds"],
-                             v["requests_median"], v["objects"], v["s3_server_cpu_seconds_median"]])
-        C.print_table("s3-latency listing limit (every object once; medians; bound = requests / threads x latency)",
-                      ["config", "listing", "threads", "seconds", "bound s", "requests", "objects", "cpu s3"], rows)
+                rows.append(
+                    [
+                        m,
+                        kind,
+                        v["threads"],
+                        v["seconds"]["median"],
+                        v["latency_bound_seconds"],
+                        v["requests_median"],
+                        v["objects"],
+                        v["s3_server_cpu_seconds_median"],
+                    ]
+                )
+        C.print_table(
+            "s3-latency listing limit (every object once; medians; bound = requests / threads x latency)",
+            ["config", "listing", "threads", "seconds", "bound s", "requests", "objects", "cpu s3"],
+            rows,
+        )
     b = doc["gc_baseline"]
     if b:
-        C.print_table("gc baseline, local (single process)", ["reach s", "find+diff s", "total s", "files", "reachable"], [[
-            b["reach_seconds"]["median"], b["listing_diff_seconds"]["median"], b["total_seconds"]["median"],
-            b["runs"][-1]["files_listed"], b["runs"][-1]["reachable"],
-        ]])
+        C.print_table(
+            "gc baseline, local (single process)",
+            ["reach s", "find+diff s", "total s", "files", "reachable"],
+            [
+                [
+                    b["reach_seconds"]["median"],
+                    b["listing_diff_seconds"]["median"],
+                    b["total_seconds"]["median"],
+                    b["runs"][-1]["files_listed"],
+                    b["runs"][-1]["reachable"],
+                ]
+            ],
+        )
     cal = doc.get("cpu_calibration", {}).get("effective_cores", {})
     if cal:
-        C.print_table("cpu calibration: effective cores for 2 busy processes (2.0 = idle 2-core machine)",
-                      ["median", "min", "max"], [[cal["median"], cal["min"], cal["max"]]])
-    C.print_table("ratios", ["storage", "ratio", "values"],
-                  [[storage, k, json.dumps(v)] for storage, r in doc["ratios"].items() for k, v in r.items()])
+        C.print_table(
+            "cpu calibration: effective cores for 2 busy processes (2.0 = idle 2-core machine)",
+            ["median", "min", "max"],
+            [[cal["median"], cal["min"], cal["max"]]],
+        )
+    C.print_table(
+        "ratios",
+        ["storage", "ratio", "values"],
+        [[storage, k, json.dumps(v)] for storage, r in doc["ratios"].items() for k, v in r.items()],
+    )
     if doc["goals"]:
-        C.print_table("goals (s3-latency; not asserted)", ["goal", "target", "value", "met"],
-                      [[g["goal"], g["target"], g["value"], g["met"]] for g in doc["goals"]])
-    C.print_table("checks", ["check", "value", "met"], [[c["goal"], c["value"], c["met"]] for c in doc["checks"]])
+        C.print_table(
+            "goals (s3-latency; not asserted)",
+            ["goal", "target", "value", "met"],
+            [[g["goal"], g["target"], g["value"], g["met"]] for g in doc["goals"]],
+        )
+    C.print_table(
+        "checks",
+        ["check", "value", "met"],
+        [[c["goal"], c["value"], c["met"]] for c in doc["checks"]],
+    )
 
 
 if __name__ == "__main__":

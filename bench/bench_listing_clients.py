@@ -49,7 +49,9 @@ THREADS = 8
 MODES = ("reused", "fresh", "botocore_timestamps", "lakecore_timestamps")
 
 
-def _tasks(uri: str, endpoint: str, tasks: int, fresh: bool, round_no: int) -> tuple[int, float, float]:
+def _tasks(
+    uri: str, endpoint: str, tasks: int, fresh: bool, round_no: int
+) -> tuple[int, float, float]:
     """``tasks`` listing tasks, each over its slice of the hash directories; (files, cpu, wall)."""
     directories = hash_directories()
     share = -(-len(directories) // tasks)
@@ -60,7 +62,12 @@ def _tasks(uri: str, endpoint: str, tasks: int, fresh: bool, round_no: int) -> t
         if fresh:  # options of its own: a client cache miss, as every task was before the cache
             options["lakecore_timeout_seconds"] = 300 + round_no * 1000 + task + 0.5
         storage = pickle.loads(pickle.dumps(Storage(uri, options)))  # as a task receives it
-        files += sum(1 for _ in list_directories(storage, directories[task * share:(task + 1) * share], THREADS))
+        files += sum(
+            1
+            for _ in list_directories(
+                storage, directories[task * share : (task + 1) * share], THREADS
+            )
+        )
     return files, time.process_time() - cpu0, time.perf_counter() - wall0
 
 
@@ -72,8 +79,12 @@ def _paged_client(endpoint: str, lakecore_timestamps: bool) -> Any:
 
     session = botocore.session.get_session()
     if lakecore_timestamps:
-        session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=parse_s3_timestamp)
-    return boto3.Session(botocore_session=session).client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        session.get_component("response_parser_factory").set_parser_defaults(
+            timestamp_parser=parse_s3_timestamp
+        )
+    return boto3.Session(botocore_session=session).client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1"
+    )
 
 
 def _paged(client: Any, prefix: str) -> tuple[int, float, float]:
@@ -81,7 +92,11 @@ def _paged(client: Any, prefix: str) -> tuple[int, float, float]:
     cpu0, wall0 = time.process_time(), time.perf_counter()
     files, token = 0, None
     while True:
-        kwargs: dict[str, Any] = {"Bucket": BUCKET, "Prefix": prefix, **({"ContinuationToken": token} if token else {})}
+        kwargs: dict[str, Any] = {
+            "Bucket": BUCKET,
+            "Prefix": prefix,
+            **({"ContinuationToken": token} if token else {}),
+        }
         page = client.list_objects_v2(**kwargs)
         files += len(page.get("Contents", []))
         token = page.get("NextContinuationToken")
@@ -92,7 +107,10 @@ def _paged(client: Any, prefix: str) -> tuple[int, float, float]:
 def _child(uri: str, endpoint: str, tasks: int, rounds: int, out: Any) -> None:
     results: dict[str, list[tuple[int, float, float]]] = {mode: [] for mode in MODES}
     _tasks(uri, endpoint, tasks, False, -1)  # warm-up: imports, the first clients
-    clients = {"botocore_timestamps": _paged_client(endpoint, False), "lakecore_timestamps": _paged_client(endpoint, True)}
+    clients = {
+        "botocore_timestamps": _paged_client(endpoint, False),
+        "lakecore_timestamps": _paged_client(endpoint, True),
+    }
     prefix = uri.removeprefix(f"s3://{BUCKET}/")
     for client in clients.values():
         _paged(client, prefix)
@@ -118,15 +136,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     calibration = C.cpu_calibration()
     directories = hash_directories()
-    with MotoS3() as moto, LatencyProxy(moto.endpoint, latency_ms=args.latency_ms, bandwidth_mbps=0) as proxy:
+    with (
+        MotoS3() as moto,
+        LatencyProxy(moto.endpoint, latency_ms=args.latency_ms, bandwidth_mbps=0) as proxy,
+    ):
         moto.create_bucket(BUCKET)
-        moto.put_objects(BUCKET, ((f"lake/{directories[i % len(directories)]}/{i:08d}-node-x.arrow", b"n" * 64)
-                                  for i in range(args.files)))
-        C.log(f"{args.files} objects in moto behind a {args.latency_ms:g} ms proxy; "
-              f"{args.tasks} tasks x {args.rounds} rounds per mode")
+        moto.put_objects(
+            BUCKET,
+            (
+                (f"lake/{directories[i % len(directories)]}/{i:08d}-node-x.arrow", b"n" * 64)
+                for i in range(args.files)
+            ),
+        )
+        C.log(
+            f"{args.files} objects in moto behind a {args.latency_ms:g} ms proxy; "
+            f"{args.tasks} tasks x {args.rounds} rounds per mode"
+        )
         ctx = multiprocessing.get_context("spawn")
         queue = ctx.Queue()
-        child = ctx.Process(target=_child, args=(f"s3://{BUCKET}/lake/", proxy.endpoint, args.tasks, args.rounds, queue))
+        child = ctx.Process(
+            target=_child,
+            args=(f"s3://{BUCKET}/lake/", proxy.endpoint, args.tasks, args.rounds, queue),
+        )
         child.start()
         results = queue.get(timeout=3600)
         child.join()
@@ -134,33 +165,59 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary: dict[str, Any] = {}
     for mode, runs in results.items():
         if any(files != args.files for files, _, _ in runs):
-            raise SystemExit(f"{mode}: listed {[f for f, _, _ in runs]} files, expected {args.files}")
-        summary[mode] = {"cpu_seconds": [round(c, 3) for _, c, _ in runs],
-                         "wall_seconds": [round(w, 3) for _, _, w in runs],
-                         "cpu_median": round(statistics.median(c for _, c, _ in runs), 3),
-                         "wall_median": round(statistics.median(w for _, _, w in runs), 3)}
+            raise SystemExit(
+                f"{mode}: listed {[f for f, _, _ in runs]} files, expected {args.files}"
+            )
+        summary[mode] = {
+            "cpu_seconds": [round(c, 3) for _, c, _ in runs],
+            "wall_seconds": [round(w, 3) for _, _, w in runs],
+            "cpu_median": round(statistics.median(c for _, c, _ in runs), 3),
+            "wall_median": round(statistics.median(w for _, _, w in runs), 3),
+        }
     doc = {
         "benchmark": "listing_clients",
         "environment": C.environment(),
         "cpu_calibration": calibration,
-        "params": {"files": args.files, "tasks": args.tasks, "rounds": args.rounds, "threads": THREADS,
-                   "latency_ms": args.latency_ms, "directories": len(directories)},
+        "params": {
+            "files": args.files,
+            "tasks": args.tasks,
+            "rounds": args.rounds,
+            "threads": THREADS,
+            "latency_ms": args.latency_ms,
+            "directories": len(directories),
+        },
         "modes": summary,
-        "ratios": {"fresh_over_reused_cpu": C.ratio(summary["fresh"]["cpu_median"], summary["reused"]["cpu_median"]),
-                   "fresh_over_reused_wall": C.ratio(summary["fresh"]["wall_median"], summary["reused"]["wall_median"]),
-                   "botocore_over_lakecore_timestamps_cpu": C.ratio(summary["botocore_timestamps"]["cpu_median"],
-                                                                    summary["lakecore_timestamps"]["cpu_median"]),
-                   "botocore_over_lakecore_timestamps_wall": C.ratio(summary["botocore_timestamps"]["wall_median"],
-                                                                     summary["lakecore_timestamps"]["wall_median"])},
+        "ratios": {
+            "fresh_over_reused_cpu": C.ratio(
+                summary["fresh"]["cpu_median"], summary["reused"]["cpu_median"]
+            ),
+            "fresh_over_reused_wall": C.ratio(
+                summary["fresh"]["wall_median"], summary["reused"]["wall_median"]
+            ),
+            "botocore_over_lakecore_timestamps_cpu": C.ratio(
+                summary["botocore_timestamps"]["cpu_median"],
+                summary["lakecore_timestamps"]["cpu_median"],
+            ),
+            "botocore_over_lakecore_timestamps_wall": C.ratio(
+                summary["botocore_timestamps"]["wall_median"],
+                summary["lakecore_timestamps"]["wall_median"],
+            ),
+        },
         "proxy_requests_by_kind": requests,
     }
-    C.print_table("listing in tasks (reused, fresh) and page after page (timestamps; medians)",
-                  ["mode", "client CPU s", "wall s"],
-                  [[mode, s["cpu_median"], s["wall_median"]] for mode, s in summary.items()])
-    C.log(f"fresh / reused: CPU {doc['ratios']['fresh_over_reused_cpu']}x, wall {doc['ratios']['fresh_over_reused_wall']}x; "
-          f"effective cores {calibration['effective_cores']}")
-    C.log(f"botocore's timestamps / lakecore's: CPU {doc['ratios']['botocore_over_lakecore_timestamps_cpu']}x, "
-          f"wall {doc['ratios']['botocore_over_lakecore_timestamps_wall']}x")
+    C.print_table(
+        "listing in tasks (reused, fresh) and page after page (timestamps; medians)",
+        ["mode", "client CPU s", "wall s"],
+        [[mode, s["cpu_median"], s["wall_median"]] for mode, s in summary.items()],
+    )
+    C.log(
+        f"fresh / reused: CPU {doc['ratios']['fresh_over_reused_cpu']}x, wall {doc['ratios']['fresh_over_reused_wall']}x; "
+        f"effective cores {calibration['effective_cores']}"
+    )
+    C.log(
+        f"botocore's timestamps / lakecore's: CPU {doc['ratios']['botocore_over_lakecore_timestamps_cpu']}x, "
+        f"wall {doc['ratios']['botocore_over_lakecore_timestamps_wall']}x"
+    )
     json.dump(doc, sys.stdout, indent=1)
     print()
     return 0

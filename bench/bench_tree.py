@@ -85,12 +85,20 @@ def _split_node(node: Node, max_keys: int) -> tuple[list[Node], list[tuple[str, 
     if len(node.keys) <= max_keys:
         return [node], []
     mid = len(node.keys) // 2
-    left = Node(node.keys[:mid], node.values[:mid], node.children[: mid + 1] if node.children else [])
-    right = Node(node.keys[mid + 1 :], node.values[mid + 1 :], node.children[mid + 1 :] if node.children else [])
+    left = Node(
+        node.keys[:mid], node.values[:mid], node.children[: mid + 1] if node.children else []
+    )
+    right = Node(
+        node.keys[mid + 1 :],
+        node.values[mid + 1 :],
+        node.children[mid + 1 :] if node.children else [],
+    )
     return [left, right], [(node.keys[mid], node.values[mid])]
 
 
-def cow_put(store: NodeStore, root: Node, key: str, value: str, *, now_millis: int | None = None) -> Node:
+def cow_put(
+    store: NodeStore, root: Node, key: str, value: str, *, now_millis: int | None = None
+) -> Node:
     """Set ``key`` to ``value`` in a buffer-free tree, copy-on-write; return the new root's
     content (not written; the caller commits it).
 
@@ -122,7 +130,9 @@ def cow_put(store: NodeStore, root: Node, key: str, value: str, *, now_millis: i
             raise ValueError("tree deeper than 64 levels: a cycle?")
     nodes, seps = _split_node(changed, max_keys)
     for parent, i in reversed(path):
-        locations = [store.write(Node(n.keys, n.values, n.children, {}, dict(created))) for n in nodes]
+        locations = [
+            store.write(Node(n.keys, n.values, n.children, {}, dict(created))) for n in nodes
+        ]
         up = Node(list(parent.keys), list(parent.values), list(parent.children))
         up.children[i : i + 1] = locations
         up.keys[i:i] = [s[0] for s in seps]
@@ -165,7 +175,9 @@ class TreeRun:
     """One tree being committed to, its roots under ``roots/<name>/``. ``kind`` is ``beps``
     (TreeWriter) or ``cow`` (the baseline)."""
 
-    def __init__(self, name: str, kind: str, lake: Lake, shape: TreeShape, cache_bytes: int) -> None:
+    def __init__(
+        self, name: str, kind: str, lake: Lake, shape: TreeShape, cache_bytes: int
+    ) -> None:
         self.name = name
         self.kind = kind
         self.lake = lake
@@ -265,7 +277,9 @@ def tree_height(store: NodeStore, root: Node) -> int:
     return height
 
 
-def warmup_messages(shape: TreeShape, store: NodeStore, root: Node, mode: str, key_bytes: int, value_bytes: int) -> int:
+def warmup_messages(
+    shape: TreeShape, store: NodeStore, root: Node, mode: str, key_bytes: int, value_bytes: int
+) -> int:
     """How many messages bring a tree to its steady state (see ``--warmup``)."""
     if mode == "none":
         return 0
@@ -277,7 +291,9 @@ def warmup_messages(shape: TreeShape, store: NodeStore, root: Node, mode: str, k
     return int(capacity * (1 + 1.1 * len(root.children))) + 1
 
 
-def commits_per_flush_estimate(shape: TreeShape, run: TreeRun, key_bytes: int, value_bytes: int) -> float:
+def commits_per_flush_estimate(
+    shape: TreeShape, run: TreeRun, key_bytes: int, value_bytes: int
+) -> float:
     """Single-key commits between two root flushes, roughly: a flush pushes the messages of the
     child with the most pending bytes (a bit more than an even share of the buffer)."""
     capacity = root_buffer_capacity(shape, key_bytes, value_bytes)
@@ -298,7 +314,9 @@ def root_buffer_capacity(shape: TreeShape, key_bytes: int, value_bytes: int) -> 
     return max(0, (shape.node_file_max_size_bytes - table) // per_message)
 
 
-def warm_up(run: TreeRun, ops: C.OpStream, mode: str, key_bytes: int, value_bytes: int) -> dict[str, Any]:
+def warm_up(
+    run: TreeRun, ops: C.OpStream, mode: str, key_bytes: int, value_bytes: int
+) -> dict[str, Any]:
     """Bring ``run`` (a B-eps tree) to a steady state with one batched, unmeasured commit."""
     if mode == "none":
         return {"mode": mode, "messages": 0}
@@ -318,7 +336,9 @@ def warm_up(run: TreeRun, ops: C.OpStream, mode: str, key_bytes: int, value_byte
     }
 
 
-def summarize_records(records: Sequence[CommitRecord], flag: str = "flush_commits") -> dict[str, Any]:
+def summarize_records(
+    records: Sequence[CommitRecord], flag: str = "flush_commits"
+) -> dict[str, Any]:
     """Per-commit means (amortized) and latency summaries. ``flag`` names the count of flagged
     commits: root flushes for B-eps, node splits for the baseline."""
     n = len(records)
@@ -350,7 +370,9 @@ def summarize_records(records: Sequence[CommitRecord], flag: str = "flush_commit
 # Verification
 
 
-def verify(run: TreeRun, keys: Sequence[str], values: Sequence[str], full: bool, rng: random.Random) -> dict[str, Any]:
+def verify(
+    run: TreeRun, keys: Sequence[str], values: Sequence[str], full: bool, rng: random.Random
+) -> dict[str, Any]:
     """Compare the tree with what it should hold; raise SystemExit on any difference."""
     store = NodeStore(run.lake.storage, run.shape.order, cache=NodeCache())
     t0 = time.perf_counter()
@@ -377,8 +399,12 @@ def verify(run: TreeRun, keys: Sequence[str], values: Sequence[str], full: bool,
         checked = len(sample)
     if not ok:
         raise SystemExit(f"{run.name}: the tree does not hold the expected map")
-    return {"mode": "full map + invariants" if full else "sample", "keys_checked": checked, "ok": ok,
-            "seconds": round(time.perf_counter() - t0, 2)}
+    return {
+        "mode": "full map + invariants" if full else "sample",
+        "keys_checked": checked,
+        "ok": ok,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -425,15 +451,29 @@ def write_cost(
         "commits": planned,
         "baseline_every": every,
         "estimated_commits_per_root_flush": round(period, 1),
-        "beps": {**b, "events": dict(beps.events), "root_buffer_messages_end": len(beps.root.buffer),
-                 "amortized_over_min_flushes": b["flush_commits"] >= args.min_flushes},
+        "beps": {
+            **b,
+            "events": dict(beps.events),
+            "root_buffer_messages_end": len(beps.root.buffer),
+            "amortized_over_min_flushes": b["flush_commits"] >= args.min_flushes,
+        },
         "baseline_cow": {**c, "height_end": cow._height()},
         "ratios": {
-            "files_per_commit_baseline_over_beps": C.ratio(c["files_per_commit"], b["files_per_commit"]),
-            "bytes_per_commit_beps_over_baseline": C.ratio(b["bytes_per_commit"], c["bytes_per_commit"]),
-            "latency_median_beps_over_baseline": C.ratio(b["latency_ms"]["median"], c["latency_ms"]["median"]),
-            "latency_p90_beps_over_baseline": C.ratio(b["latency_ms"]["p90"], c["latency_ms"]["p90"]),
-            "latency_mean_beps_over_baseline": C.ratio(b["latency_ms"]["mean"], c["latency_ms"]["mean"]),
+            "files_per_commit_baseline_over_beps": C.ratio(
+                c["files_per_commit"], b["files_per_commit"]
+            ),
+            "bytes_per_commit_beps_over_baseline": C.ratio(
+                b["bytes_per_commit"], c["bytes_per_commit"]
+            ),
+            "latency_median_beps_over_baseline": C.ratio(
+                b["latency_ms"]["median"], c["latency_ms"]["median"]
+            ),
+            "latency_p90_beps_over_baseline": C.ratio(
+                b["latency_ms"]["p90"], c["latency_ms"]["p90"]
+            ),
+            "latency_mean_beps_over_baseline": C.ratio(
+                b["latency_ms"]["mean"], c["latency_ms"]["mean"]
+            ),
         },
         "verify": checks,
         "seconds": round(time.perf_counter() - t0, 1),
@@ -468,31 +508,51 @@ def node_size_sweep(
             continue
         if main is not None and size == DEFAULT_NODE_BYTES:
             s = {k: v for k, v in main["beps"].items() if k != "root_buffer_messages_end"}
-            entry: dict[str, Any] = {"from": "the main run at this size", "root_buffer_capacity_messages": capacity,
-                                     "warmup_messages": main["warmup"].get("messages", 0), **s}
+            entry: dict[str, Any] = {
+                "from": "the main run at this size",
+                "root_buffer_capacity_messages": capacity,
+                "warmup_messages": main["warmup"].get("messages", 0),
+                **s,
+            }
         else:
             run = TreeRun(f"sweep-{label}", "beps", lake, shape, args.cache_bytes)
             ops = C.OpStream(keys, args.insert_fraction, seed=args.seed + size)
             period = commits_per_flush_estimate(shape, run, key_bytes, value_bytes)
             warm = warm_up(run, ops, args.warmup, key_bytes, value_bytes)
-            planned = planned_commits(period, args.sweep_commits, args.sweep_max_commits, args.min_flushes)
+            planned = planned_commits(
+                period, args.sweep_commits, args.sweep_max_commits, args.min_flushes
+            )
             t0 = time.perf_counter()
             for key, value, _ in ops.take(planned):
                 run.commit(key, value)
                 if time.perf_counter() - t0 > args.sweep_seconds:
                     break
             s = summarize_records(run.records)
-            entry = {"root_buffer_capacity_messages": capacity, "warmup_messages": warm.get("messages", 0),
-                     "estimated_commits_per_root_flush": round(period, 1), **s, "events": dict(run.events)}
-            C.log(f"  sweep {label}: {s['commits']} commits, {s['flush_commits']} root flushes, "
-                  f"{s['files_per_commit']} files/commit")
+            entry = {
+                "root_buffer_capacity_messages": capacity,
+                "warmup_messages": warm.get("messages", 0),
+                "estimated_commits_per_root_flush": round(period, 1),
+                **s,
+                "events": dict(run.events),
+            }
+            C.log(
+                f"  sweep {label}: {s['commits']} commits, {s['flush_commits']} root flushes, "
+                f"{s['files_per_commit']} files/commit"
+            )
         entry["amortized_over_min_flushes"] = entry["flush_commits"] >= args.min_flushes
         if baseline is not None:
-            entry["files_ratio_baseline_over_beps"] = C.ratio(baseline["files_per_commit"], entry["files_per_commit"])
-            entry["bytes_ratio_beps_over_baseline"] = C.ratio(entry["bytes_per_commit"], baseline["bytes_per_commit"])
+            entry["files_ratio_baseline_over_beps"] = C.ratio(
+                baseline["files_per_commit"], entry["files_per_commit"]
+            )
+            entry["bytes_ratio_beps_over_baseline"] = C.ratio(
+                entry["bytes_per_commit"], baseline["bytes_per_commit"]
+            )
         out["sizes"][label] = entry
     if baseline is not None:
-        out["baseline_cow"] = {k: baseline[k] for k in ("commits", "files_per_commit", "bytes_per_commit", "latency_ms")}
+        out["baseline_cow"] = {
+            k: baseline[k]
+            for k in ("commits", "files_per_commit", "bytes_per_commit", "latency_ms")
+        }
     return out
 
 
@@ -509,7 +569,9 @@ def max_node_bytes(lake: Lake) -> int:
 # Part 2: reads
 
 
-def _time_each(fn: Callable[[str], object], lookups: Sequence[str]) -> tuple[list[float], list[object]]:
+def _time_each(
+    fn: Callable[[str], object], lookups: Sequence[str]
+) -> tuple[list[float], list[object]]:
     samples, answers = [], []
     clock = time.perf_counter
     for key in lookups:
@@ -519,7 +581,9 @@ def _time_each(fn: Callable[[str], object], lookups: Sequence[str]) -> tuple[lis
     return samples, answers
 
 
-def reads(run: TreeRun, keys: Sequence[str], values: Sequence[str], args: argparse.Namespace) -> dict[str, Any]:
+def reads(
+    run: TreeRun, keys: Sequence[str], values: Sequence[str], args: argparse.Namespace
+) -> dict[str, Any]:
     rng = random.Random(args.seed + 3)
     changed = list(run.changes)
     n = args.lookups
@@ -527,7 +591,9 @@ def reads(run: TreeRun, keys: Sequence[str], values: Sequence[str], args: argpar
     def pick(count: int) -> list[str]:
         # 80% random catalog keys, 20% keys the commits wrote (some still in the root buffer).
         return [
-            changed[rng.randrange(len(changed))] if changed and rng.random() < 0.2 else keys[rng.randrange(len(keys))]
+            changed[rng.randrange(len(changed))]
+            if changed and rng.random() < 0.2
+            else keys[rng.randrange(len(keys))]
             for _ in range(count)
         ]
 
@@ -549,9 +615,18 @@ def reads(run: TreeRun, keys: Sequence[str], values: Sequence[str], args: argpar
     _check_answers(lookups, answers, expected, "warm")
     out["warm"] = {
         "latency_us": C.summarize(samples, 1e6),
-        "nodes_read_from_storage_per_lookup": round((after["files_read"] - before["files_read"]) / n, 3),
+        "nodes_read_from_storage_per_lookup": round(
+            (after["files_read"] - before["files_read"]) / n, 3
+        ),
         "nodes_visited_below_root_per_lookup": round(
-            (after["cache_hits"] - before["cache_hits"] + after["files_read"] - before["files_read"]) / n, 3
+            (
+                after["cache_hits"]
+                - before["cache_hits"]
+                + after["files_read"]
+                - before["files_read"]
+            )
+            / n,
+            3,
         ),
     }
 
@@ -587,7 +662,9 @@ def reads(run: TreeRun, keys: Sequence[str], values: Sequence[str], args: argpar
         "bytes_read_per_lookup": round((root_bytes[0] + fresh_store.stats.bytes_read) / m),
     }
     out["ratios"] = {
-        "warm_median_over_dict": C.ratio(out["warm"]["latency_us"]["median"], out["dict_lookup_us"]["median"]),
+        "warm_median_over_dict": C.ratio(
+            out["warm"]["latency_us"]["median"], out["dict_lookup_us"]["median"]
+        ),
         "cold_median_over_warm": C.ratio(
             out["cold_root_in_memory"]["latency_us"]["median"], out["warm"]["latency_us"]["median"]
         ),
@@ -595,10 +672,14 @@ def reads(run: TreeRun, keys: Sequence[str], values: Sequence[str], args: argpar
     return out
 
 
-def _check_answers(lookups: Sequence[str], answers: Sequence[object], expected: dict[str, str], what: str) -> None:
+def _check_answers(
+    lookups: Sequence[str], answers: Sequence[object], expected: dict[str, str], what: str
+) -> None:
     for key, answer in zip(lookups, answers, strict=True):
         if answer != expected.get(key):
-            raise SystemExit(f"{what} lookup of {key!r} gave {answer!r}, expected {expected.get(key)!r}")
+            raise SystemExit(
+                f"{what} lookup of {key!r} gave {answer!r}, expected {expected.get(key)!r}"
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -615,12 +696,16 @@ def _warm_code_paths(keys: list[str], values: list[str]) -> None:
         return
     storage = Storage(f"memory://bench-tree-warm-{uuid.uuid4()}")
     store = NodeStore(storage, ORDER, cache=None)
-    bulk_build(store, TreeShape(ORDER, DEFAULT_NODE_BYTES), zip(keys[:1000], values[:1000], strict=True))
+    bulk_build(
+        store, TreeShape(ORDER, DEFAULT_NODE_BYTES), zip(keys[:1000], values[:1000], strict=True)
+    )
     storage.delete(store.stats.written_paths)
     _WARMED.append(True)
 
 
-def bulk(directory: str, keys: list[str], values: list[str], args: argparse.Namespace) -> tuple[Lake, dict[str, Any]]:
+def bulk(
+    directory: str, keys: list[str], values: list[str], args: argparse.Namespace
+) -> tuple[Lake, dict[str, Any]]:
     _warm_code_paths(keys, values)
     storage = Storage("file://" + directory)
     def_path = new_lakehouse_def_path()
@@ -679,9 +764,14 @@ def bulk(directory: str, keys: list[str], values: list[str], args: argparse.Name
         per_file.append(time.perf_counter() - t0)
     storage.delete([f"baseline/probe-{i}.bin" for i in range(args.fsync_probes)])
 
-    result["baseline_one_file_same_bytes"] = {"seconds": round(one_file, 3), "keys_per_s": round(n / one_file)}
+    result["baseline_one_file_same_bytes"] = {
+        "seconds": round(one_file, 3),
+        "keys_per_s": round(n / one_file),
+    }
     result["baseline_pyarrow_one_ipc_file"] = {
-        "seconds": round(arrow, 3), "keys_per_s": round(n / arrow), "bytes": arrow_bytes,
+        "seconds": round(arrow, 3),
+        "keys_per_s": round(n / arrow),
+        "bytes": arrow_bytes,
     }
     result["diagnosis"] = {
         "memory_storage_keys_per_s": round(n / memory),
@@ -706,11 +796,15 @@ def run_size(n: int, args: argparse.Namespace, doc: dict[str, Any]) -> None:
     keys, values = C.catalog(n, args.seed)
     key_bytes = round(sum(map(len, keys)) / n)
     value_bytes = round(sum(map(len, values)) / n)
-    C.log(f"  generated in {time.perf_counter() - t0:.1f} s (key {key_bytes} B, value {value_bytes} B)")
+    C.log(
+        f"  generated in {time.perf_counter() - t0:.1f} s (key {key_bytes} B, value {value_bytes} B)"
+    )
     with C.temp_dir(f"bench_tree_{n}_", args.tmpdir, keep=args.keep) as directory:
         lake, bulk_result = bulk(directory, keys, values, args)
         doc["bulk_build"][label] = bulk_result
-        C.log(f"  bulk build: {bulk_result['keys_per_s']:,} keys/s ({bulk_result['node_files']} files)")
+        C.log(
+            f"  bulk build: {bulk_result['keys_per_s']:,} keys/s ({bulk_result['node_files']} files)"
+        )
         writes, beps = write_cost(lake, keys, values, args, key_bytes, value_bytes)
         doc["write_cost"][label] = writes
         C.log(
@@ -719,7 +813,9 @@ def run_size(n: int, args: argparse.Namespace, doc: dict[str, Any]) -> None:
         )
         doc["reads"][label] = reads(beps, keys, values, args)
         if n == args.sweep_keys and args.sweep_sizes:
-            doc["node_size_sweep"] = node_size_sweep(lake, keys, args, key_bytes, value_bytes, writes)
+            doc["node_size_sweep"] = node_size_sweep(
+                lake, keys, args, key_bytes, value_bytes, writes
+            )
     doc["sizes_seconds"][label] = round(time.perf_counter() - t0, 1)
 
 
@@ -727,22 +823,30 @@ def goals(doc: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     writes = doc["write_cost"]
     if writes:
-        at = str(GOAL_FILES_RATIO_KEYS) if str(GOAL_FILES_RATIO_KEYS) in writes else max(writes, key=int)
+        at = (
+            str(GOAL_FILES_RATIO_KEYS)
+            if str(GOAL_FILES_RATIO_KEYS) in writes
+            else max(writes, key=int)
+        )
         value = writes[at]["ratios"]["files_per_commit_baseline_over_beps"]
-        out.append(C.goal(
-            f"node files per commit, baseline / B-epsilon, at {at} keys",
-            f">= {GOAL_FILES_RATIO} (stated at {GOAL_FILES_RATIO_KEYS} keys)",
-            value,
-            value is not None and value >= GOAL_FILES_RATIO,
-            measured_at_goal_size=at == str(GOAL_FILES_RATIO_KEYS),
-        ))
+        out.append(
+            C.goal(
+                f"node files per commit, baseline / B-epsilon, at {at} keys",
+                f">= {GOAL_FILES_RATIO} (stated at {GOAL_FILES_RATIO_KEYS} keys)",
+                value,
+                value is not None and value >= GOAL_FILES_RATIO,
+                measured_at_goal_size=at == str(GOAL_FILES_RATIO_KEYS),
+            )
+        )
     for label, result in doc["bulk_build"].items():
-        out.append(C.goal(
-            f"bulk build rate at {label} keys (local disk)",
-            f">= {GOAL_BULK_KEYS_PER_S} keys/s",
-            result["keys_per_s"],
-            result["keys_per_s"] >= GOAL_BULK_KEYS_PER_S,
-        ))
+        out.append(
+            C.goal(
+                f"bulk build rate at {label} keys (local disk)",
+                f">= {GOAL_BULK_KEYS_PER_S} keys/s",
+                result["keys_per_s"],
+                result["keys_per_s"] >= GOAL_BULK_KEYS_PER_S,
+            )
+        )
     return out
 
 
@@ -751,16 +855,47 @@ def print_tables(doc: dict[str, Any]) -> None:
     for label, w in doc["write_cost"].items():
         for name, key in (("B-eps", "beps"), ("baseline", "baseline_cow")):
             r = w[key]
-            rows.append([label, name, r["commits"], r["files_per_commit"], r["bytes_per_commit"] / 1e3,
-                         r["latency_ms"]["median"], r["latency_ms"]["p90"], r["latency_ms"]["mean"],
-                         r.get("flush_commits", r.get("split_commits"))])
-        rows.append([label, "ratio", "", w["ratios"]["files_per_commit_baseline_over_beps"],
-                     w["ratios"]["bytes_per_commit_beps_over_baseline"],
-                     w["ratios"]["latency_median_beps_over_baseline"],
-                     w["ratios"]["latency_p90_beps_over_baseline"],
-                     w["ratios"]["latency_mean_beps_over_baseline"], ""])
-    C.print_table("write cost per single-key commit (ratio row: files base/beps, others beps/base)",
-                  ["keys", "tree", "commits", "files/c", "KB/c", "ms p50", "ms p90", "ms mean", "flush/split"], rows)
+            rows.append(
+                [
+                    label,
+                    name,
+                    r["commits"],
+                    r["files_per_commit"],
+                    r["bytes_per_commit"] / 1e3,
+                    r["latency_ms"]["median"],
+                    r["latency_ms"]["p90"],
+                    r["latency_ms"]["mean"],
+                    r.get("flush_commits", r.get("split_commits")),
+                ]
+            )
+        rows.append(
+            [
+                label,
+                "ratio",
+                "",
+                w["ratios"]["files_per_commit_baseline_over_beps"],
+                w["ratios"]["bytes_per_commit_beps_over_baseline"],
+                w["ratios"]["latency_median_beps_over_baseline"],
+                w["ratios"]["latency_p90_beps_over_baseline"],
+                w["ratios"]["latency_mean_beps_over_baseline"],
+                "",
+            ]
+        )
+    C.print_table(
+        "write cost per single-key commit (ratio row: files base/beps, others beps/base)",
+        [
+            "keys",
+            "tree",
+            "commits",
+            "files/c",
+            "KB/c",
+            "ms p50",
+            "ms p90",
+            "ms mean",
+            "flush/split",
+        ],
+        rows,
+    )
     sweep = doc.get("node_size_sweep")
     if sweep:
         rows = []
@@ -768,62 +903,162 @@ def print_tables(doc: dict[str, Any]) -> None:
             if "skipped" in s:
                 rows.append([label, "skipped", "", "", "", "", "", "", ""])
                 continue
-            rows.append([label, s["commits"], s["files_per_commit"], s["bytes_per_commit"] / 1e3, s["latency_ms"]["median"],
-                         s["latency_ms"]["p90"], s["flush_commits"], s["amortized_over_min_flushes"],
-                         s.get("files_ratio_baseline_over_beps")])
-        C.print_table(f"node_file_max_size_bytes sweep at {sweep['keys']} keys (B-eps)",
-                      ["node max", "commits", "files/c", "KB/c", "ms p50", "ms p90", "flushes", "amortized",
-                       "files base/beps"], rows)
+            rows.append(
+                [
+                    label,
+                    s["commits"],
+                    s["files_per_commit"],
+                    s["bytes_per_commit"] / 1e3,
+                    s["latency_ms"]["median"],
+                    s["latency_ms"]["p90"],
+                    s["flush_commits"],
+                    s["amortized_over_min_flushes"],
+                    s.get("files_ratio_baseline_over_beps"),
+                ]
+            )
+        C.print_table(
+            f"node_file_max_size_bytes sweep at {sweep['keys']} keys (B-eps)",
+            [
+                "node max",
+                "commits",
+                "files/c",
+                "KB/c",
+                "ms p50",
+                "ms p90",
+                "flushes",
+                "amortized",
+                "files base/beps",
+            ],
+            rows,
+        )
     rows = []
     for label, r in doc["reads"].items():
-        rows.append([label, r["dict_lookup_us"]["median"], r["warm"]["latency_us"]["median"],
-                     r["warm"]["nodes_visited_below_root_per_lookup"],
-                     r["cold_root_in_memory"]["latency_us"]["median"],
-                     r["cold_root_in_memory"]["nodes_read_per_lookup"],
-                     r["cold_root_from_disk"]["latency_us"]["median"],
-                     r["cold_root_from_disk"]["nodes_read_per_lookup"]])
-    C.print_table("point lookups (median us; nodes per lookup)",
-                  ["keys", "dict", "warm", "nodes", "cold", "nodes", "cold+root", "nodes"], rows)
+        rows.append(
+            [
+                label,
+                r["dict_lookup_us"]["median"],
+                r["warm"]["latency_us"]["median"],
+                r["warm"]["nodes_visited_below_root_per_lookup"],
+                r["cold_root_in_memory"]["latency_us"]["median"],
+                r["cold_root_in_memory"]["nodes_read_per_lookup"],
+                r["cold_root_from_disk"]["latency_us"]["median"],
+                r["cold_root_from_disk"]["nodes_read_per_lookup"],
+            ]
+        )
+    C.print_table(
+        "point lookups (median us; nodes per lookup)",
+        ["keys", "dict", "warm", "nodes", "cold", "nodes", "cold+root", "nodes"],
+        rows,
+    )
     rows = []
     for label, b in doc["bulk_build"].items():
-        rows.append([label, b["keys_per_s"], b["baseline_one_file_same_bytes"]["keys_per_s"],
-                     b["baseline_pyarrow_one_ipc_file"]["keys_per_s"], b["diagnosis"]["memory_storage_keys_per_s"],
-                     b["node_files"], b["diagnosis"]["storage_write_one_node_file_ms_median"]])
-    C.print_table("bulk build (keys/s)",
-                  ["keys", "bulk", "1 file same B", "pyarrow 1 file", "bulk memory://", "files", "ms/file write"], rows)
-    C.print_table("goals", ["goal", "value", "met"],
-                  [[g["goal"], g["value"], g["met"]] for g in doc["goals"]])
+        rows.append(
+            [
+                label,
+                b["keys_per_s"],
+                b["baseline_one_file_same_bytes"]["keys_per_s"],
+                b["baseline_pyarrow_one_ipc_file"]["keys_per_s"],
+                b["diagnosis"]["memory_storage_keys_per_s"],
+                b["node_files"],
+                b["diagnosis"]["storage_write_one_node_file_ms_median"],
+            ]
+        )
+    C.print_table(
+        "bulk build (keys/s)",
+        [
+            "keys",
+            "bulk",
+            "1 file same B",
+            "pyarrow 1 file",
+            "bulk memory://",
+            "files",
+            "ms/file write",
+        ],
+        rows,
+    )
+    C.print_table(
+        "goals", ["goal", "value", "met"], [[g["goal"], g["value"], g["met"]] for g in doc["goals"]]
+    )
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", default="10000,100000,1000000", help="comma-separated tree sizes")
-    parser.add_argument("--commits", type=int, default=None,
-                        help="least measured single-key commits per size (default 1200)")
-    parser.add_argument("--max-commits", type=int, default=None,
-                        help="most measured commits per size (default 2500); between the two, enough "
-                        "for --min-flushes root flushes")
+    parser.add_argument(
+        "--commits",
+        type=int,
+        default=None,
+        help="least measured single-key commits per size (default 1200)",
+    )
+    parser.add_argument(
+        "--max-commits",
+        type=int,
+        default=None,
+        help="most measured commits per size (default 2500); between the two, enough "
+        "for --min-flushes root flushes",
+    )
     parser.add_argument("--min-flushes", type=int, default=10, help="root flushes to amortize over")
-    parser.add_argument("--baseline-every", type=int, default=None,
-                        help="run the baseline on every k-th op (default: about --baseline-commits in all)")
-    parser.add_argument("--baseline-commits", type=int, default=None, help="baseline commits per size (default 400)")
+    parser.add_argument(
+        "--baseline-every",
+        type=int,
+        default=None,
+        help="run the baseline on every k-th op (default: about --baseline-commits in all)",
+    )
+    parser.add_argument(
+        "--baseline-commits", type=int, default=None, help="baseline commits per size (default 400)"
+    )
     parser.add_argument("--warmup", choices=("deep", "root", "none"), default="deep")
     parser.add_argument("--insert-fraction", type=float, default=0.2)
-    parser.add_argument("--lookups", type=int, default=None, help="warm lookups per size (cold: 1/10, fresh root: 1/50)")
-    parser.add_argument("--sweep-keys", type=int, default=None, help="tree size of the node size sweep (default 100000)")
-    parser.add_argument("--sweep-sizes", default="128K,256K,1M,4M", help="node_file_max_size_bytes values; '' to skip")
-    parser.add_argument("--sweep-commits", type=int, default=None, help="least commits per sweep size (default 500)")
-    parser.add_argument("--sweep-max-commits", type=int, default=None, help="most commits per sweep size (default 2000)")
-    parser.add_argument("--sweep-seconds", type=float, default=None, help="time budget per sweep size (default 15)")
-    parser.add_argument("--verify-full-max", type=int, default=100_000,
-                        help="check the whole map and the invariants up to this many keys (a sample above)")
-    parser.add_argument("--cache-bytes", type=C.parse_size, default=C.parse_size("256M"),
-                        help="NodeCache per tree during commits (lakecore's default 256M)")
+    parser.add_argument(
+        "--lookups",
+        type=int,
+        default=None,
+        help="warm lookups per size (cold: 1/10, fresh root: 1/50)",
+    )
+    parser.add_argument(
+        "--sweep-keys",
+        type=int,
+        default=None,
+        help="tree size of the node size sweep (default 100000)",
+    )
+    parser.add_argument(
+        "--sweep-sizes",
+        default="128K,256K,1M,4M",
+        help="node_file_max_size_bytes values; '' to skip",
+    )
+    parser.add_argument(
+        "--sweep-commits", type=int, default=None, help="least commits per sweep size (default 500)"
+    )
+    parser.add_argument(
+        "--sweep-max-commits",
+        type=int,
+        default=None,
+        help="most commits per sweep size (default 2000)",
+    )
+    parser.add_argument(
+        "--sweep-seconds", type=float, default=None, help="time budget per sweep size (default 15)"
+    )
+    parser.add_argument(
+        "--verify-full-max",
+        type=int,
+        default=100_000,
+        help="check the whole map and the invariants up to this many keys (a sample above)",
+    )
+    parser.add_argument(
+        "--cache-bytes",
+        type=C.parse_size,
+        default=C.parse_size("256M"),
+        help="NodeCache per tree during commits (lakecore's default 256M)",
+    )
     parser.add_argument("--fsync-probes", type=int, default=20)
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--tmpdir", default=None, help="where the scratch lakehouses go (default: system temp dir)")
+    parser.add_argument(
+        "--tmpdir", default=None, help="where the scratch lakehouses go (default: system temp dir)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch directories")
-    parser.add_argument("--quick", action="store_true", help="small sizes and counts, under a minute")
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes and counts, under a minute"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         if args.keys == parser.get_default("keys"):
@@ -896,7 +1131,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         with C.temp_dir("bench_tree_sweep_", args.tmpdir, keep=args.keep) as directory:
             lake, _ = bulk(directory, keys, values, args)
             doc["node_size_sweep"] = node_size_sweep(
-                lake, keys, args, round(sum(map(len, keys)) / len(keys)), round(sum(map(len, values)) / len(values)), None
+                lake,
+                keys,
+                args,
+                round(sum(map(len, keys)) / len(keys)),
+                round(sum(map(len, values)) / len(values)),
+                None,
             )
     doc["goals"] = goals(doc)
     doc["total_seconds"] = round(time.perf_counter() - started, 1)

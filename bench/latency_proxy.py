@@ -97,10 +97,20 @@ UPSTREAM_TIMEOUT_SECONDS = 300.0
 #: again if the target had closed the keep-alive connection); bigger ones stream through.
 REPLAYABLE_BODY_BYTES = 16 << 20
 #: Not forwarded in either direction (RFC 9110 section 7.6.1, plus Expect, which the proxy answers).
-HOP_BY_HOP = frozenset({
-    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te",
-    "trailer", "transfer-encoding", "upgrade", "expect",
-})
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "expect",
+    }
+)
 #: Dummy credentials for moto (it never checks them, botocore insists on having some).
 MOTO_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -126,7 +136,11 @@ def request_kind(method: str, target: str) -> str:
     if method == "GET":
         if query.get("list-type") == ["2"]:
             return "list"
-        if bucket_level and path and not ({"location", "versioning", "policy", "acl", "tagging"} & query.keys()):
+        if (
+            bucket_level
+            and path
+            and not ({"location", "versioning", "policy", "acl", "tagging"} & query.keys())
+        ):
             return "list_v1"
         return "get"
     if method == "POST":
@@ -164,8 +178,17 @@ class _Counters:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
 
-    def end(self, kind: str, method: str, status: int, bytes_in: int, bytes_out: int, upstream: float,
-            over: bool, failed: bool) -> None:
+    def end(
+        self,
+        kind: str,
+        method: str,
+        status: int,
+        bytes_in: int,
+        bytes_out: int,
+        upstream: float,
+        over: bool,
+        failed: bool,
+    ) -> None:
         with self._lock:
             self.in_flight -= 1
             self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
@@ -191,7 +214,9 @@ class _Counters:
                 "bytes_in": self.bytes_in,
                 "bytes_out": self.bytes_out,
                 "upstream_seconds_total": round(self.upstream_seconds, 3),
-                "upstream_ms_mean": round(self.upstream_seconds / total * 1e3, 2) if total else None,
+                "upstream_ms_mean": round(self.upstream_seconds / total * 1e3, 2)
+                if total
+                else None,
                 "upstream_ms_max": round(self.upstream_max_seconds * 1e3, 1),
                 "over_latency": self.over_latency,
                 "proxy_errors": self.errors,
@@ -256,8 +281,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _connection(self) -> http.client.HTTPConnection:
         if self._upstream is None:
             proxy = self.server.proxy
-            self._upstream = http.client.HTTPConnection(proxy.target_host, proxy.target_port,
-                                                        timeout=UPSTREAM_TIMEOUT_SECONDS)
+            self._upstream = http.client.HTTPConnection(
+                proxy.target_host, proxy.target_port, timeout=UPSTREAM_TIMEOUT_SECONDS
+            )
         return self._upstream
 
     def _read_chunked(self, pacer: _Pacer) -> bytes:
@@ -286,8 +312,15 @@ class _Handler(BaseHTTPRequestHandler):
             parts.append(block)
         return b"".join(parts)
 
-    def _send_upstream(self, method: str, target: str, headers: list[tuple[str, str]], body: bytes | None,
-                       length: int, pacer: _Pacer) -> tuple[http.client.HTTPResponse, float]:
+    def _send_upstream(
+        self,
+        method: str,
+        target: str,
+        headers: list[tuple[str, str]],
+        body: bytes | None,
+        length: int,
+        pacer: _Pacer,
+    ) -> tuple[http.client.HTTPResponse, float]:
         """Send the request on: ``body``, or else ``length`` bytes streamed from the client.
         Returns the response and the moment the request was fully received."""
         conn = self._connection()
@@ -303,7 +336,9 @@ class _Handler(BaseHTTPRequestHandler):
             while remaining > 0:
                 block = self.rfile.read(min(BLOCK, remaining))
                 if not block:
-                    raise ConnectionError("the client closed the connection in the middle of a body")
+                    raise ConnectionError(
+                        "the client closed the connection in the middle of a body"
+                    )
                 remaining -= len(block)
                 pacer.account(len(block))
                 conn.send(block)
@@ -315,7 +350,15 @@ class _Handler(BaseHTTPRequestHandler):
         method, target = self.command, self.path
         kind = request_kind(method, target)
         proxy.counters.begin()
-        status, length, bytes_out, upstream_s, over, failed, answered = 0, 0, 0, 0.0, False, False, False
+        status, length, bytes_out, upstream_s, over, failed, answered = (
+            0,
+            0,
+            0,
+            0.0,
+            False,
+            False,
+            False,
+        )
         try:
             headers = [(k, v) for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP]
             length = int(self.headers.get("Content-Length") or 0)
@@ -330,14 +373,18 @@ class _Handler(BaseHTTPRequestHandler):
                 body = self._read_body(length, pacer)
             self._body_received = time.monotonic()
             try:
-                response, received = self._send_upstream(method, target, headers, body, length, pacer)
+                response, received = self._send_upstream(
+                    method, target, headers, body, length, pacer
+                )
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
                 # The target dropped the idle keep-alive connection: once more on a fresh one,
                 # unless the body was streamed (gone).
                 self._close_upstream()
                 if body is None:
                     raise
-                response, received = self._send_upstream(method, target, headers, body, length, pacer)
+                response, received = self._send_upstream(
+                    method, target, headers, body, length, pacer
+                )
             upstream_s = time.monotonic() - received
             status = response.status
             over = upstream_s > proxy.latency_seconds
@@ -357,8 +404,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             pacer = _Pacer(proxy.bandwidth_bytes_per_second)
             blocks: Iterable[bytes] = (
-                (buffered[i : i + BLOCK] for i in range(0, len(buffered), BLOCK)) if buffered is not None
-                else iter(lambda: response.read(BLOCK), b"") if has_body else ()
+                (buffered[i : i + BLOCK] for i in range(0, len(buffered), BLOCK))
+                if buffered is not None
+                else iter(lambda: response.read(BLOCK), b"")
+                if has_body
+                else ()
             )
             for block in blocks:
                 pacer.account(len(block))  # a block leaves when the cap would have it delivered
@@ -391,8 +441,14 @@ class LatencyProxy:
     adding ``latency_ms`` per request and a per-connection ``bandwidth_mbps`` (megabytes per
     second; 0 = unlimited) cap. Both can be changed while it runs."""
 
-    def __init__(self, target: str, latency_ms: float = DEFAULT_LATENCY_MS,
-                 bandwidth_mbps: float = DEFAULT_BANDWIDTH_MBPS, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        target: str,
+        latency_ms: float = DEFAULT_LATENCY_MS,
+        bandwidth_mbps: float = DEFAULT_BANDWIDTH_MBPS,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
         parsed = urllib.parse.urlsplit(target)
         if parsed.scheme != "http" or not parsed.hostname:
             raise ValueError(f"target must be http://host:port, not {target!r}")
@@ -418,8 +474,12 @@ class LatencyProxy:
         server = _Server((self._host, self._port), _Handler)
         server.proxy = self
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name="latency-proxy", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="latency-proxy",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -435,8 +495,12 @@ class LatencyProxy:
     def __enter__(self) -> LatencyProxy:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     @property
@@ -454,7 +518,11 @@ class LatencyProxy:
         return by_kind
 
     def stats(self) -> dict[str, Any]:
-        return {**self.counters.snapshot(), "latency_ms": self.latency_ms, "bandwidth_mbps": self.bandwidth_mbps}
+        return {
+            **self.counters.snapshot(),
+            "latency_ms": self.latency_ms,
+            "bandwidth_mbps": self.bandwidth_mbps,
+        }
 
     def reset(self) -> dict[str, Any]:
         """Zero the counters; returns what they held."""
@@ -503,8 +571,15 @@ def _prefix_end(prefix: str) -> str:
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
-def _list_objects_v2_indexed(self: Any, bucket: Any, prefix: str | None, delimiter: str | None,
-                             continuation_token: str | None, start_after: str | None, max_keys: int) -> Any:
+def _list_objects_v2_indexed(
+    self: Any,
+    bucket: Any,
+    prefix: str | None,
+    delimiter: str | None,
+    continuation_token: str | None,
+    start_after: str | None,
+    max_keys: int,
+) -> Any:
     """``S3Backend.list_objects_v2`` from the sorted index: bisect to the start, read one page."""
     from moto.s3.models import FakeDeleteMarker, FakeTableStorageBucket
 
@@ -562,7 +637,11 @@ def _install_indexed_listing() -> None:
         if _installed:
             return
         _generation[0] += 1
-        setitem, setlist, pop = _VersionedKeyStore.__setitem__, _VersionedKeyStore.setlist, _VersionedKeyStore.pop
+        setitem, setlist, pop = (
+            _VersionedKeyStore.__setitem__,
+            _VersionedKeyStore.setlist,
+            _VersionedKeyStore.pop,
+        )
 
         def patched_setitem(store: Any, key: str, value: Any) -> Any:
             with _INDEX_LOCK:
@@ -579,8 +658,14 @@ def _install_indexed_listing() -> None:
                 _index_remove(store, key)
                 pop(store, key)
 
-        _installed.update({"__setitem__": setitem, "setlist": setlist, "pop": pop,
-                           "list_objects_v2": S3Backend.list_objects_v2})
+        _installed.update(
+            {
+                "__setitem__": setitem,
+                "setlist": setlist,
+                "pop": pop,
+                "list_objects_v2": S3Backend.list_objects_v2,
+            }
+        )
         _VersionedKeyStore.__setitem__ = patched_setitem  # type: ignore[method-assign]
         _VersionedKeyStore.setlist = patched_setlist  # type: ignore[method-assign,assignment]
         _VersionedKeyStore.pop = patched_pop  # type: ignore[method-assign,assignment]
@@ -662,16 +747,22 @@ def _entry_xml(entry: dict[str, Any], timestamp_text: str) -> str:
     ``xml.sax.saxutils.escape``: &, < and >)."""
     from xml.sax.saxutils import escape
 
-    return (f"<Contents><Key>{escape(entry['Key'])}</Key><LastModified>{timestamp_text}</LastModified>"
-            f"<ETag>{escape(entry['ETag'])}</ETag><Size>{int(entry['Size'])}</Size>"
-            f"<StorageClass>{escape(entry['StorageClass'])}</StorageClass></Contents>")
+    return (
+        f"<Contents><Key>{escape(entry['Key'])}</Key><LastModified>{timestamp_text}</LastModified>"
+        f"<ETag>{escape(entry['ETag'])}</ETag><Size>{int(entry['Size'])}</Size>"
+        f"<StorageClass>{escape(entry['StorageClass'])}</StorageClass></Contents>"
+    )
 
 
-def _moto_page(self: Any, result: dict[str, Any], contents: list[dict[str, Any]]) -> tuple[Any, Any, str]:
+def _moto_page(
+    self: Any, result: dict[str, Any], contents: list[dict[str, Any]]
+) -> tuple[Any, Any, str]:
     """moto's own answer for ``result`` with these entries, its body as text."""
     from moto.core.responses import ActionResult
 
-    status, headers, body = _rendering["serialized"](self, ActionResult(dict(result, Contents=contents)))
+    status, headers, body = _rendering["serialized"](
+        self, ActionResult(dict(result, Contents=contents))
+    )
     return status, headers, body.decode("utf-8") if isinstance(body, bytes) else body
 
 
@@ -686,9 +777,17 @@ def _serialized_fast(self: Any, action_result: Any) -> Any:
     serialized = _rendering["serialized"]
     result = action_result.result if type(action_result) is ActionResult else None
     contents = result.get("Contents") if isinstance(result, dict) else None
-    if (self.data.get("Action") != "ListObjectsV2" or not isinstance(contents, list) or len(contents) < 2
-            or not all(isinstance(e, dict) and e.keys() == _PLAIN_ENTRY_FIELDS
-                       and isinstance(e["LastModified"], str) for e in contents)):
+    if (
+        self.data.get("Action") != "ListObjectsV2"
+        or not isinstance(contents, list)
+        or len(contents) < 2
+        or not all(
+            isinstance(e, dict)
+            and e.keys() == _PLAIN_ENTRY_FIELDS
+            and isinstance(e["LastModified"], str)
+            for e in contents
+        )
+    ):
         if self.data.get("Action") == "ListObjectsV2":
             RENDERED_PAGES["moto"] += 1
         return serialized(self, action_result)
@@ -698,7 +797,7 @@ def _serialized_fast(self: Any, action_result: Any) -> Any:
         if stamp not in _timestamp_texts:
             _, _, body = _moto_page(self, result, [entry])
             opened, closed = body.find("<LastModified>"), body.find("</LastModified>")
-            text = body[opened + len("<LastModified>"):closed] if 0 <= opened < closed else None
+            text = body[opened + len("<LastModified>") : closed] if 0 <= opened < closed else None
             if text is None or body.count(_entry_xml(entry, text)) != 1:
                 RENDERED_PAGES["moto"] += 1
                 return serialized(self, action_result)
@@ -788,8 +887,12 @@ class MotoS3:
     def __enter__(self) -> MotoS3:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     @property
@@ -819,7 +922,9 @@ class MotoS3:
     def set_last_modified(self, bucket: str, key: str, epoch_seconds: float) -> None:
         """Backdate an object (S3 itself never allows this)."""
         obj = self.backend.get_object(bucket, key)
-        obj.last_modified = datetime.fromtimestamp(epoch_seconds, UTC).replace(tzinfo=None)  # moto's are naive UTC
+        obj.last_modified = datetime.fromtimestamp(epoch_seconds, UTC).replace(
+            tzinfo=None
+        )  # moto's are naive UTC
 
     def keys(self, bucket: str, prefix: str = "") -> list[str]:
         """Every key under ``prefix``, sorted (from the backend, no HTTP)."""
@@ -849,14 +954,28 @@ def main(argv: list[str] | None = None, ready: Callable[[LatencyProxy], None] | 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--target", help="the S3 server to forward to: http://HOST:PORT")
-    target.add_argument("--moto", action="store_true", help="start moto's S3 server here and forward to it")
-    parser.add_argument("--port", type=int, default=0, help="the proxy's port on 127.0.0.1 (default: a free one)")
-    parser.add_argument("--latency-ms", type=float, default=DEFAULT_LATENCY_MS,
-                        help=f"first-byte latency per request (default {DEFAULT_LATENCY_MS:g})")
-    parser.add_argument("--bandwidth-mbps", type=float, default=DEFAULT_BANDWIDTH_MBPS,
-                        help="body bandwidth per connection in megabytes (10^6 bytes) per second, "
-                        f"0 = unlimited (default {DEFAULT_BANDWIDTH_MBPS:g})")
-    parser.add_argument("--bucket", default="bench", help="with --moto: a bucket to create (default bench)")
+    target.add_argument(
+        "--moto", action="store_true", help="start moto's S3 server here and forward to it"
+    )
+    parser.add_argument(
+        "--port", type=int, default=0, help="the proxy's port on 127.0.0.1 (default: a free one)"
+    )
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=DEFAULT_LATENCY_MS,
+        help=f"first-byte latency per request (default {DEFAULT_LATENCY_MS:g})",
+    )
+    parser.add_argument(
+        "--bandwidth-mbps",
+        type=float,
+        default=DEFAULT_BANDWIDTH_MBPS,
+        help="body bandwidth per connection in megabytes (10^6 bytes) per second, "
+        f"0 = unlimited (default {DEFAULT_BANDWIDTH_MBPS:g})",
+    )
+    parser.add_argument(
+        "--bucket", default="bench", help="with --moto: a bucket to create (default bench)"
+    )
     args = parser.parse_args(argv)
     with contextlib.ExitStack() as stack:
         endpoint = args.target
@@ -864,11 +983,21 @@ def main(argv: list[str] | None = None, ready: Callable[[LatencyProxy], None] | 
             moto = stack.enter_context(MotoS3())
             moto.create_bucket(args.bucket)
             endpoint = moto.endpoint
-            print(f"moto S3 on {endpoint} (bucket {args.bucket}; credentials: any, e.g. "
-                  f"AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing)", file=sys.stderr, flush=True)
-        proxy = stack.enter_context(LatencyProxy(endpoint, args.latency_ms, args.bandwidth_mbps, port=args.port))
-        print(f"latency proxy on {proxy.endpoint} -> {endpoint}: {args.latency_ms:g} ms per request, "
-              f"{args.bandwidth_mbps:g} MB/s per connection", file=sys.stderr, flush=True)
+            print(
+                f"moto S3 on {endpoint} (bucket {args.bucket}; credentials: any, e.g. "
+                f"AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing)",
+                file=sys.stderr,
+                flush=True,
+            )
+        proxy = stack.enter_context(
+            LatencyProxy(endpoint, args.latency_ms, args.bandwidth_mbps, port=args.port)
+        )
+        print(
+            f"latency proxy on {proxy.endpoint} -> {endpoint}: {args.latency_ms:g} ms per request, "
+            f"{args.bandwidth_mbps:g} MB/s per connection",
+            file=sys.stderr,
+            flush=True,
+        )
         if ready is not None:
             ready(proxy)
         stop = threading.Event()

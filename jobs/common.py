@@ -84,23 +84,46 @@ def invocation(job: str) -> str:
 
 
 def base_parser(job: str, description: str) -> OneLineArgumentParser:
-    parser = OneLineArgumentParser(prog=invocation(job), description=description, epilog=exit_code_help(),
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineArgumentParser(
+        prog=invocation(job),
+        description=description,
+        epilog=exit_code_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--lakehouse", required=True, help="lakehouse root URI")
-    parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="fsspec storage option (endpoint_url=... for S3-compatible servers)")
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="fsspec storage option (endpoint_url=... for S3-compatible servers)",
+    )
     parser.add_argument("--report", type=output_file, help="write the JSON report here")
-    parser.add_argument("--env", default=os.environ.get("LAKECORE_ENV", "local"),
-                        help="maintenance settings: conf/maintenance-<env>.json")
+    parser.add_argument(
+        "--env",
+        default=os.environ.get("LAKECORE_ENV", "local"),
+        help="maintenance settings: conf/maintenance-<env>.json",
+    )
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--master", default=None,
-                       help="Spark master; overrides spark-submit's --master (default: the master spark-submit "
-                            "was given, e.g. $SPARK_MASTER with spark-submit.sh; without one local[*])")
-    where.add_argument("--remote", default=None, metavar="sc://HOST:PORT",
-                       help=f"run on this Spark Connect endpoint instead of a local JVM (default: ${REMOTE_VARIABLE} "
-                            "when set); the endpoint's Python must have lakecore's dependencies")
-    parser.add_argument("--parallelism", type=whole_number(1), default=None,
-                        help="subtree tasks to aim for (default: 4 per executor core)")
+    where.add_argument(
+        "--master",
+        default=None,
+        help="Spark master; overrides spark-submit's --master (default: the master spark-submit "
+        "was given, e.g. $SPARK_MASTER with spark-submit.sh; without one local[*])",
+    )
+    where.add_argument(
+        "--remote",
+        default=None,
+        metavar="sc://HOST:PORT",
+        help=f"run on this Spark Connect endpoint instead of a local JVM (default: ${REMOTE_VARIABLE} "
+        "when set); the endpoint's Python must have lakecore's dependencies",
+    )
+    parser.add_argument(
+        "--parallelism",
+        type=whole_number(1),
+        default=None,
+        help="subtree tasks to aim for (default: 4 per executor core)",
+    )
     return parser
 
 
@@ -108,10 +131,18 @@ def add_full_list_option(parser: OneLineArgumentParser, item: str, dataset: str)
     """``--full-list``: every ``item`` (orphan, violation) to a Parquet dataset
     beside the JSON report (``full_list_dataset``), where the report itself lists a capped
     sample; it needs ``--report``, refused as the command line is read."""
-    parser.add_argument("--full-list", action="store_true",
-                        help=f"also write every {item} to a Parquet dataset beside --report (REPORT.{dataset}.parquet)")
-    parser.add_check(lambda args: "--full-list writes beside the JSON report: give --report PATH too"
-                     if args.full_list and not args.report else None)
+    parser.add_argument(
+        "--full-list",
+        action="store_true",
+        help=f"also write every {item} to a Parquet dataset beside --report (REPORT.{dataset}.parquet)",
+    )
+    parser.add_check(
+        lambda args: (
+            "--full-list writes beside the JSON report: give --report PATH too"
+            if args.full_list and not args.report
+            else None
+        )
+    )
 
 
 def full_list_dataset(report_path: str, dataset: str) -> str:
@@ -186,15 +217,28 @@ class JobReport:
     error: str | None = None
 
     def sample(self, name: str, paths: Iterator[str] | Sequence[str] | set[str]) -> None:
-        items = sorted(paths)[:SAMPLE_LIMIT] if not isinstance(paths, Iterator) else list(paths)[:SAMPLE_LIMIT]
+        items = (
+            sorted(paths)[:SAMPLE_LIMIT]
+            if not isinstance(paths, Iterator)
+            else list(paths)[:SAMPLE_LIMIT]
+        )
         self.samples[name] = list(items)
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "job": self.job, "lakehouse": self.lakehouse, "status": self.status,
-            "base_version": self.base_version, "new_version": self.new_version, "dry_run": self.dry_run,
-            "counts": self.counts, "bytes": self.bytes, "durations_seconds": self.durations_seconds,
-            "samples": self.samples, "details": self.details, "exit_code": self.exit_code, "error": self.error,
+            "job": self.job,
+            "lakehouse": self.lakehouse,
+            "status": self.status,
+            "base_version": self.base_version,
+            "new_version": self.new_version,
+            "dry_run": self.dry_run,
+            "counts": self.counts,
+            "bytes": self.bytes,
+            "durations_seconds": self.durations_seconds,
+            "samples": self.samples,
+            "details": self.details,
+            "exit_code": self.exit_code,
+            "error": self.error,
             "sample_limit": SAMPLE_LIMIT,
             # The lines the terminal showed, for whoever reads only the file (a scheduler's log).
             "summary": self.summary,
@@ -247,7 +291,9 @@ def spark_session(app_name: str, master: str | None = None, remote: str | None =
 SESSION_START_GRACE_SECONDS = 15.0
 
 
-def made_beside_the_main_thread(make: Callable[[], Any], grace_seconds: float = SESSION_START_GRACE_SECONDS) -> Any:
+def made_beside_the_main_thread(
+    make: Callable[[], Any], grace_seconds: float = SESSION_START_GRACE_SECONDS
+) -> Any:
     """``make()`` (a SparkSession) on a helper thread, waited for on this one.
 
     Why: a classic SparkContext made on the main thread installs its own SIGINT handler (cancel
@@ -312,7 +358,7 @@ def _children_by_parent() -> dict[int, list[int]]:
         except OSError:
             continue  # gone meanwhile
         # "pid (comm) state ppid ...": comm may hold spaces and parentheses
-        fields = stat[stat.rfind(")") + 2:].split()
+        fields = stat[stat.rfind(")") + 2 :].split()
         parents.setdefault(int(fields[1]), []).append(int(entry.name))
     return parents
 
@@ -370,7 +416,9 @@ def connect_session(app_name: str, remote: str) -> Any:
     try:
         import pyspark.sql.connect.session  # noqa: F401  (the client's packages: grpcio, protobuf, ...)
     except ImportError as exc:  # the [spark] extra brings the Connect client's packages
-        raise ArgumentError(f"--remote needs the Spark Connect client ({exc}); install lakecore[spark]") from None
+        raise ArgumentError(
+            f"--remote needs the Spark Connect client ({exc}); install lakecore[spark]"
+        ) from None
     from pyspark.sql import SparkSession
 
     spark = None
@@ -397,7 +445,10 @@ def connect_session(app_name: str, remote: str) -> Any:
 # client's default (kept for the job's own requests, which should ride out a restarting server)
 # retries an unreachable endpoint for about 10 minutes.
 CONNECT_PROBE_RETRIES: dict[str, Any] = {
-    "max_retries": 4, "initial_backoff": 500, "backoff_multiplier": 2.0, "max_backoff": 4000,
+    "max_retries": 4,
+    "initial_backoff": 500,
+    "backoff_multiplier": 2.0,
+    "max_backoff": 4000,
 }
 
 
@@ -453,11 +504,18 @@ def _submit_conf() -> dict[str, str]:
         submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS")
         if submit_args is None and (CONF_DIR / "spark-defaults.conf").is_file():
             os.environ["PYSPARK_SUBMIT_ARGS"] = shlex.join(
-                ["--properties-file", str(CONF_DIR / "spark-defaults.conf"), "pyspark-shell"])
+                ["--properties-file", str(CONF_DIR / "spark-defaults.conf"), "pyspark-shell"]
+            )
         if "java-options" not in (submit_args or ""):
             log4j = CONF_DIR / "log4j2.properties"
-            options = " ".join(part for part in (
-                f"-Dlog4j2.configurationFile=file:{log4j}" if log4j.is_file() else "", java_options()) if part)
+            options = " ".join(
+                part
+                for part in (
+                    f"-Dlog4j2.configurationFile=file:{log4j}" if log4j.is_file() else "",
+                    java_options(),
+                )
+                if part
+            )
             if options:
                 launch = SparkConf().set("spark.driver.extraJavaOptions", options)
     gateway = None
@@ -482,7 +540,9 @@ class JobContext:
     SparkContext exists; the parallelism comes from the SparkContext or, through Connect, from
     how the endpoint splits a range (its default parallelism)."""
 
-    def __init__(self, job: str, args: argparse.Namespace, report: JobReport, spark: Any = None) -> None:
+    def __init__(
+        self, job: str, args: argparse.Namespace, report: JobReport, spark: Any = None
+    ) -> None:
         self.job = job
         self.args = args
         self.report = report
@@ -491,7 +551,9 @@ class JobContext:
         self.unfinished_stage: tuple[str, str | None] | None = None
         self.storage = Storage(args.lakehouse, storage_options(args))
         self.settings = load_settings(args.env)
-        self.remote: str | None = getattr(args, "remote", None) or os.environ.get(REMOTE_VARIABLE) or None
+        self.remote: str | None = (
+            getattr(args, "remote", None) or os.environ.get(REMOTE_VARIABLE) or None
+        )
         if getattr(args, "master", None):
             self.remote = None  # an explicit --master wins over the environment's endpoint
         self._spark = spark
@@ -509,10 +571,13 @@ class JobContext:
             self.owns_spark = True
             self._spark = made_beside_the_main_thread(
                 lambda: spark_session(f"lakecore {self.job}", self.args.master, self.remote),
-                grace_seconds=0 if self.remote else SESSION_START_GRACE_SECONDS)
+                grace_seconds=0 if self.remote else SESSION_START_GRACE_SECONDS,
+            )
         if not self._session_tuned:
             self._session_tuned = True
-            if self._tune(SHUFFLE_PARTITIONS, SPARK_DEFAULT_SHUFFLE_PARTITIONS, str(self.default_parallelism)):
+            if self._tune(
+                SHUFFLE_PARTITIONS, SPARK_DEFAULT_SHUFFLE_PARTITIONS, str(self.default_parallelism)
+            ):
                 self.report.details["shuffle_partitions"] = self.default_parallelism
             if self._tune(CACHE_COMPRESSED, SPARK_DEFAULT_CACHE_COMPRESSED, "false"):
                 self.report.details["cache_compressed"] = False
@@ -560,7 +625,9 @@ class JobContext:
         return max(1, self.default_parallelism * self.settings.subtree_tasks_per_core)
 
     @contextlib.contextmanager
-    def stage(self, name: str, description: str, *, if_interrupted: str | None = None) -> Iterator[None]:
+    def stage(
+        self, name: str, description: str, *, if_interrupted: str | None = None
+    ) -> Iterator[None]:
         """A named stage: a Spark job tag and description for the UI, a timing, and on a
         terminal a one-line progress display (``StageProgress``). ``if_interrupted`` says what
         a signal during the stage leaves behind, for a stage that changes storage bit by bit
@@ -610,7 +677,8 @@ class JobContext:
             # command line and the job's one line. A caller's session keeps its logging.
             jvm = sc._jvm
             jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-                "org.apache.spark", jvm.org.apache.logging.log4j.Level.OFF)
+                "org.apache.spark", jvm.org.apache.logging.log4j.Level.OFF
+            )
             if is_local_master(sc.master):
                 jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
         if jvm_pid is not None:
@@ -622,7 +690,9 @@ class JobContext:
     # How long an interrupted job waits for the tasks its cancel kills.
     CANCELLED_TASKS_WAIT_SECONDS = 5.0
 
-    def wait_for_cancelled_tasks(self, timeout_seconds: float = CANCELLED_TASKS_WAIT_SECONDS) -> None:
+    def wait_for_cancelled_tasks(
+        self, timeout_seconds: float = CANCELLED_TASKS_WAIT_SECONDS
+    ) -> None:
         """Wait (a moment, at most ``timeout_seconds``) until the tasks of this job's cancelled
         Spark jobs have ended on a classic session, so that the JVM, which ends with this
         process, is not torn down while it is still killing them."""
@@ -659,8 +729,15 @@ class StageProgress:
 
     INTERVAL_SECONDS = 0.5
 
-    def __init__(self, job: str, name: str, description: str, sc: Any = None, group: str | None = None,
-                 stream: Any = None) -> None:
+    def __init__(
+        self,
+        job: str,
+        name: str,
+        description: str,
+        sc: Any = None,
+        group: str | None = None,
+        stream: Any = None,
+    ) -> None:
         self.job, self.name, self.description = job, name, description
         self.sc, self.group = sc, group
         self.stream = stream or sys.stderr
@@ -742,7 +819,9 @@ class StageProgress:
                 self._draw()
 
         self._draw()
-        self._thread = threading.Thread(target=run, name=f"lakecore-progress-{self.name}", daemon=True)
+        self._thread = threading.Thread(
+            target=run, name=f"lakecore-progress-{self.name}", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -808,7 +887,9 @@ class Interruption:
 
         self.signal_name = signal.Signals(signum).name
         if self.stop_work is not None:
-            self._stopping = threading.Thread(target=self._stop, name="lakecore-interrupt", daemon=True)
+            self._stopping = threading.Thread(
+                target=self._stop, name="lakecore-interrupt", daemon=True
+            )
             self._stopping.start()
 
     def _stop(self) -> None:
@@ -867,7 +948,10 @@ def _stop_on_signals(state: Interruption) -> Iterator[None]:
     are."""
     import signal
 
-    if threading.current_thread() is not threading.main_thread() or os.environ.get(PARSE_ONLY_VARIABLE) == "1":
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or os.environ.get(PARSE_ONLY_VARIABLE) == "1"
+    ):
         yield
         return
 
@@ -929,7 +1013,9 @@ def run_job(
         _say_the_job_began()
         try:
             args = parser.parse_args(raw)
-            context = JobContext(job, args, report, spark)  # storage options and settings: no I/O yet
+            context = JobContext(
+                job, args, report, spark
+            )  # storage options and settings: no I/O yet
             # A local stat: a mistyped path is refused with the command line (one line, no JVM).
             refuse_a_file_as_root(context.storage)
             if context.storage.local_root_is_missing():  # every job needs a lakehouse there
@@ -955,7 +1041,9 @@ def run_job(
             else:
                 report.status = "failed"
                 report.exit_code = exc.exit_code
-                report.error = with_next_step(exc, ctx.storage.root_uri if ctx is not None else None)
+                report.error = with_next_step(
+                    exc, ctx.storage.root_uri if ctx is not None else None
+                )
         except Exception as exc:
             if interrupted:
                 _mark_interrupted(report, interrupted, ctx)
@@ -974,7 +1062,9 @@ def run_job(
         if ctx is not None and not interrupted:
             ctx.release()
         if interrupted:
-            interrupted.finish(timeout_seconds=ctx.CANCELLED_TASKS_WAIT_SECONDS if ctx is not None else 1.0)
+            interrupted.finish(
+                timeout_seconds=ctx.CANCELLED_TASKS_WAIT_SECONDS if ctx is not None else 1.0
+            )
             if ctx is not None:
                 ctx.wait_for_cancelled_tasks()
         report.durations_seconds["total"] = round(time.monotonic() - started, 3)
@@ -1021,16 +1111,25 @@ def _mark_interrupted(report: JobReport, interrupted: Interruption, ctx: JobCont
     name = interrupted.signal_name or "SIGINT"
     report.status = "interrupted"
     report.exit_code = ExitCode.INTERRUPTED
-    landed = (f"version {report.new_version} had landed whole" if report.new_version is not None
-              else "nothing was committed")
-    stage, left_behind = ctx.unfinished_stage if ctx is not None and ctx.unfinished_stage else (None, None)
+    landed = (
+        f"version {report.new_version} had landed whole"
+        if report.new_version is not None
+        else "nothing was committed"
+    )
+    stage, left_behind = (
+        ctx.unfinished_stage if ctx is not None and ctx.unfinished_stage else (None, None)
+    )
     if stage is not None:
         report.details["interrupted_stage"] = stage
     during = f" during {stage}" if stage else ""
     if left_behind:
-        report.error = f"interrupted by {name}{during}: {left_behind}; {landed}, nothing is half-committed"
+        report.error = (
+            f"interrupted by {name}{during}: {left_behind}; {landed}, nothing is half-committed"
+        )
     else:
-        report.error = f"interrupted by {name}{during}; {landed}, nothing is half-committed; run the job again"
+        report.error = (
+            f"interrupted by {name}{during}; {landed}, nothing is half-committed; run the job again"
+        )
 
 
 def _write_the_report(report: JobReport, path: str) -> None:
@@ -1040,8 +1139,11 @@ def _write_the_report(report: JobReport, path: str) -> None:
     try:
         write_report(report, path)
     except OSError as exc:
-        done = (f"version {report.new_version} was committed" if report.new_version is not None
-                and report.new_version != report.base_version else "nothing was committed")
+        done = (
+            f"version {report.new_version} was committed"
+            if report.new_version is not None and report.new_version != report.base_version
+            else "nothing was committed"
+        )
         failure = f"the report could not be written to {path} ({exc.strerror or exc}); {done}, see the summary above"
         report.error = f"{report.error}; {failure}" if report.error else failure
         if report.exit_code == EXIT_OK:
@@ -1069,11 +1171,21 @@ def _print_summary(report: JobReport) -> None:
     if report.status == "noop" and report.details.get("noop_reason") and not report.summary:
         print(f"  nothing to do: {report.details['noop_reason']}; nothing committed")
     if report.counts:
-        print("  " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sorted(report.counts.items())))
+        print(
+            "  "
+            + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sorted(report.counts.items()))
+        )
     if report.bytes:
-        print("  " + ", ".join(f"{k.replace('_', ' ')} {format_bytes(v)}" for k, v in sorted(report.bytes.items())))
+        print(
+            "  "
+            + ", ".join(
+                f"{k.replace('_', ' ')} {format_bytes(v)}" for k, v in sorted(report.bytes.items())
+            )
+        )
     total = report.durations_seconds.get("total")
     if total is not None:
-        stages = [f"{k} {format_seconds(v)}" for k, v in report.durations_seconds.items() if k != "total"]
+        stages = [
+            f"{k} {format_seconds(v)}" for k, v in report.durations_seconds.items() if k != "total"
+        ]
         print(f"  took {format_seconds(total)}" + (f" ({', '.join(stages)})" if stages else ""))
     sys.stdout.flush()

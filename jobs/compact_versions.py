@@ -27,7 +27,10 @@ still expires: its root file goes, and what lies below is left to gc.
 
 from __future__ import annotations
 
-if __package__ in (None, ""):  # run as a file (spark-submit jobs/compact_versions.py): the repo root must be importable
+if __package__ in (
+    None,
+    "",
+):  # run as a file (spark-submit jobs/compact_versions.py): the repo root must be importable
     import os as _os
     import sys as _sys
 
@@ -86,13 +89,18 @@ from lakecore.tree.store import NodeCache
 def _parser() -> Any:
     parser = base_parser("compact-versions", __doc__.splitlines()[0])
     parser.add_argument(
-        "--now", default=None, type=checked_option(parse_time_millis),
+        "--now",
+        default=None,
+        type=checked_option(parse_time_millis),
         help="the time version ages are measured at: epoch millis or ISO-8601 (default: the earlier "
         "of this machine's clock and the store's; pass a fixed time so that retries decide the same)",
     )
-    parser.add_argument("--dry-run", action="store_true", help="report what would expire; change nothing")
     parser.add_argument(
-        "--i-understand-expiry-risk", action="store_true",
+        "--dry-run", action="store_true", help="report what would expire; change nothing"
+    )
+    parser.add_argument(
+        "--i-understand-expiry-risk",
+        action="store_true",
         help="allow a --now more than 5 min ahead of this machine's or the store's clock: versions "
         "expire before their age, and time travel to them is lost for good (a dry run needs no permission)",
     )
@@ -107,8 +115,11 @@ def _now_is_safe(args: Any) -> str | None:
     if args.now is None or args.dry_run:
         return None
     try:
-        check_expiry_now(parse_time_millis(args.now), Clocks(machine_clock_millis()),
-                         override=args.i_understand_expiry_risk)
+        check_expiry_now(
+            parse_time_millis(args.now),
+            Clocks(machine_clock_millis()),
+            override=args.i_understand_expiry_risk,
+        )
     except UnsafeOptionError as exc:
         return str(exc)
     return None
@@ -142,19 +153,23 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     if clock_note is not None:
         report.summary.append(clock_note)
     if allowed is not None and args.dry_run and not args.i_understand_expiry_risk:
-        report.summary.append(f"{allowed}: a run without --dry-run refuses it unless --i-understand-expiry-risk")
+        report.summary.append(
+            f"{allowed}: a run without --dry-run refuses it unless --i-understand-expiry-risk"
+        )
 
     with ctx.stage("plan", "read every root and decide which versions expire (driver)"):
         plan = plan_expiry(storage, now)
     definition = plan.lakehouse_def
     report.base_version = plan.latest
-    report.details.update({
-        "expired_versions": plan.expired,
-        "retained_versions": plan.retained,
-        "exported_snapshots": dict(sorted(plan.pinned.items())),
-        "maximum_version_age_millis": definition.maximum_version_age_millis,
-        "minimum_versions_to_keep": definition.minimum_versions_to_keep,
-    })
+    report.details.update(
+        {
+            "expired_versions": plan.expired,
+            "retained_versions": plan.retained,
+            "exported_snapshots": dict(sorted(plan.pinned.items())),
+            "maximum_version_age_millis": definition.maximum_version_age_millis,
+            "minimum_versions_to_keep": definition.minimum_versions_to_keep,
+        }
+    )
     report.counts["versions_before"] = len(plan.roots)
     # Past retention is the plan; expired is what this run did (a failed run or a dry run
     # expired none, and its summary must not say otherwise).
@@ -169,7 +184,9 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
                 ensure_hint(storage, plan)
         report.status = "noop"
         report.details["noop_reason"] = "no version is past its retention"
-        report.summary.append(f"nothing to expire at {format_time_millis(now)}: {plural(len(plan.roots), 'version')} retained")
+        report.summary.append(
+            f"nothing to expire at {format_time_millis(now)}: {plural(len(plan.roots), 'version')} retained"
+        )
         return
 
     with ctx.stage("cut", "cut the retained and the expired trees (driver)"):
@@ -178,9 +195,14 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     report.counts["retained_subtree_tasks"] = len(kept_plan.tasks)
     report.counts["expired_subtree_tasks"] = len(gone_plan.tasks)
     report.counts["expired_subtrees_shared_with_retained"] = gone_plan.skipped_tasks
-    with ctx.stage("reach-diff", f"walk {len(kept_plan.tasks) + len(gone_plan.tasks)} subtrees; "
-                   "reach(expired) minus reach(retained + exports)"):
-        kept = reach_frame(ctx, storage, kept_plan).persist(StorageLevel.MEMORY_AND_DISK)  # for the recheck
+    with ctx.stage(
+        "reach-diff",
+        f"walk {len(kept_plan.tasks) + len(gone_plan.tasks)} subtrees; "
+        "reach(expired) minus reach(retained + exports)",
+    ):
+        kept = reach_frame(ctx, storage, kept_plan).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )  # for the recheck
         gone = reach_frame(ctx, storage, gone_plan).persist(StorageLevel.MEMORY_AND_DISK)
         cached.extend([kept, gone])
         retained_errors = [row[0] for row in reach_errors(kept).limit(3).collect()]
@@ -189,17 +211,26 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
                 "a retained version cannot be walked, so the files only expired versions reach cannot "
                 f"be told apart: {'; '.join(retained_errors)}; nothing was deleted"
             )
-            damaged = reach_errors(kept).where(F.col("reason").startswith(DAMAGED_MARK)).limit(1).count() > 0
+            damaged = (
+                reach_errors(kept).where(F.col("reason").startswith(DAMAGED_MARK)).limit(1).count()
+                > 0
+            )
             raise refusal_for_damage(storage, plan, refusal, damaged=damaged)
         expired_errors = [row[0] for row in reach_errors(gone).limit(SAMPLE_LIMIT).collect()]
-        gone_paths = gone.where(~F.col("path").startswith(ERROR_KEY)).groupBy("path").agg(F.max("size").alias("size"))
+        gone_paths = (
+            gone.where(~F.col("path").startswith(ERROR_KEY))
+            .groupBy("path")
+            .agg(F.max("size").alias("size"))
+        )
         only_gone = unreached_only(gone_paths, kept)
         candidates = deletable_only(only_gone).persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(candidates)
         expired_reach = gone_paths.count()
         # The count, and the bytes of the node files among them (the walk read those; a
         # definition's size is learnt only when it is deleted), in one query.
-        totals = candidates.agg(F.count(F.lit(1)), F.sum(F.when(F.col("size") >= 0, F.col("size")))).collect()[0]
+        totals = candidates.agg(
+            F.count(F.lit(1)), F.sum(F.when(F.col("size") >= 0, F.col("size")))
+        ).collect()[0]
         candidate_count, known_candidate_bytes = int(totals[0]), int(totals[1] or 0)
     warnings = tolerated + expired_errors
     if warnings:
@@ -212,15 +243,26 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     report.counts["unreadable_versions_expired"] = len(unreadable)
     report.counts["unreadable_expired_subtrees"] = len(expired_errors)  # capped at the sample limit
     report.details["unreadable_versions_expired"] = unreadable
-    parts = ([f"{plural(len(unreadable), 'expired version')} ({', '.join(map(str, unreadable))})"] if unreadable
-             else []) + ([plural(len(expired_errors), "subtree") + " of expired versions"] if expired_errors else [])
+    parts = (
+        [f"{plural(len(unreadable), 'expired version')} ({', '.join(map(str, unreadable))})"]
+        if unreadable
+        else []
+    ) + (
+        [plural(len(expired_errors), "subtree") + " of expired versions"] if expired_errors else []
+    )
     unreadable_note = (
-        f"; {' and '.join(parts)} could not be read: only root files go there, and the files below are left "
-        "to gc, which removes those no retained version reaches"
-    ) if parts else ""
+        (
+            f"; {' and '.join(parts)} could not be read: only root files go there, and the files below are left "
+            "to gc, which removes those no retained version reaches"
+        )
+        if parts
+        else ""
+    )
     report.counts["files_reached_by_expired_versions"] = expired_reach
     report.counts["files_only_expired_versions_reach"] = candidate_count
-    staying = f"{plural(len(plan.retained), 'version')} {'stays' if len(plan.retained) == 1 else 'stay'}"
+    staying = (
+        f"{plural(len(plan.retained), 'version')} {'stays' if len(plan.retained) == 1 else 'stay'}"
+    )
     report.sample("would_delete_roots", [root_node_file_name(v) for v in plan.expired])
     report.sample("would_delete", sample_paths(candidates))
     if args.dry_run:
@@ -228,7 +270,8 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
         # sizes, not the definitions' (a dry run reads no file it does not need).
         del report.bytes["bytes_freed"]
         report.bytes["would_free_at_least"] = known_candidate_bytes + sum(
-            plan.roots[v].info.size for v in plan.expired if v in plan.roots)
+            plan.roots[v].info.size for v in plan.expired if v in plan.roots
+        )
         report.summary.append(
             f"would expire {plural(len(plan.expired), 'version')} ({plan.expired[0]}..{plan.expired[-1]}) and "
             f"delete {plural(candidate_count, 'file')} only they reach, freeing at least "
@@ -240,9 +283,12 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     with ctx.stage("hint", "point the hint at the latest version (driver)"):
         report.details["hint"] = ensure_hint(storage, plan)
     expired_roots = plural(len(plan.expired), "expired root file")
-    with ctx.stage("roots", f"delete {len(plan.expired)} expired root files, oldest first (driver)",
-                   if_interrupted=f"some of the {expired_roots} may be deleted already, oldest first (expired "
-                   "versions only); run compact-versions again to finish, and gc deletes the files only they reached"):
+    with ctx.stage(
+        "roots",
+        f"delete {len(plan.expired)} expired root files, oldest first (driver)",
+        if_interrupted=f"some of the {expired_roots} may be deleted already, oldest first (expired "
+        "versions only); run compact-versions again to finish, and gc deletes the files only they reached",
+    ):
         check_exports_unchanged(storage, plan)
         roots = delete_expired_roots(storage, plan)
     report.counts["root_files_deleted"] = len(roots.deleted)
@@ -250,22 +296,30 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     # Expired, but deleted by another run racing this one: not this run's to count.
     report.counts["root_files_already_gone"] = len(roots.already_gone)
     report.sample("deleted_roots", [root_node_file_name(v) for v in roots.deleted])
-    with ctx.stage("recheck", "walk versions committed since the plan (driver)",
-                   if_interrupted=f"the {expired_roots} are deleted; the files only those versions reached are "
-                   "orphans now, which gc deletes"):
+    with ctx.stage(
+        "recheck",
+        "walk versions committed since the plan (driver)",
+        if_interrupted=f"the {expired_roots} are deleted; the files only those versions reached are "
+        "orphans now, which gc deletes",
+    ):
         rechecked = recheck(storage, plan, membership_in(ctx, kept), cache, kept_plan.covered)
     report.details["versions_rechecked"] = rechecked.versions
     files = candidates
     if rechecked.paths:
-        rescued = ctx.spark.createDataFrame([(p,) for p in sorted(rechecked.paths)], schema="path string")
+        rescued = ctx.spark.createDataFrame(
+            [(p,) for p in sorted(rechecked.paths)], schema="path string"
+        )
         files = candidates.join(rescued, "path", "left_anti")
     to_delete = files.count() if rechecked.paths else candidate_count
     report.counts["files_kept_for_new_versions"] = candidate_count - to_delete
     deleted = DeleteOutcome()
     if to_delete:
-        with ctx.stage("delete", f"delete {to_delete} files only expired versions reached",
-                       if_interrupted=f"the {expired_roots} are deleted, and some of the {plural(to_delete, 'file')} "
-                       "only those versions reached may be deleted already; the rest are orphans now, which gc deletes"):
+        with ctx.stage(
+            "delete",
+            f"delete {to_delete} files only expired versions reached",
+            if_interrupted=f"the {expired_roots} are deleted, and some of the {plural(to_delete, 'file')} "
+            "only those versions reached may be deleted already; the rest are orphans now, which gc deletes",
+        ):
             deleted = delete_frame(ctx, storage, files, batch_size)
     report.new_version = rechecked.versions[-1] if rechecked.versions else None
     report.counts["files_deleted"] = deleted.deleted
@@ -294,8 +348,10 @@ def _already_gone_note(roots: list[int], files: DeleteOutcome) -> str:
     """What a racing run deleted first: left out of this run's counts, and said so."""
     if not roots and not files.already_gone:
         return ""
-    return (f"; {plural(len(roots), 'expired root file')} and {plural(files.already_gone, 'other file')} were "
-            "already gone (another run deleted them)")
+    return (
+        f"; {plural(len(roots), 'expired root file')} and {plural(files.already_gone, 'other file')} were "
+        "already gone (another run deleted them)"
+    )
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:

@@ -67,8 +67,14 @@ ARCHIVE_VARIABLE = "LAKECORE_JVM_ARCHIVE"
 JIT_VARIABLE = "LAKECORE_JVM_JIT"
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 # Spark's launcher adds these to the driver's classpath (bin/spark-class, launcher.AbstractCommandBuilder).
-CLASSPATH_VARIABLES = ("SPARK_CONF_DIR", "SPARK_DIST_CLASSPATH", "HADOOP_CONF_DIR", "YARN_CONF_DIR",
-                       "SPARK_CLASSPATH", "SPARK_PREPEND_CLASSES")
+CLASSPATH_VARIABLES = (
+    "SPARK_CONF_DIR",
+    "SPARK_DIST_CLASSPATH",
+    "HADOOP_CONF_DIR",
+    "YARN_CONF_DIR",
+    "SPARK_CLASSPATH",
+    "SPARK_PREPEND_CLASSES",
+)
 # The archive is mapped quietly: a JVM that cannot use it says so on stderr, which is the job's.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 # How long the workload may take (JVM start, three jobs, the archive's dump at exit).
@@ -127,7 +133,11 @@ def archive_path() -> Path | None:
     for candidate in sorted(ARCHIVE_DIR.glob(f"spark-driver-{key}-*.jsa")):
         recorded = candidate.stem.rsplit("-", 1)[-1]
         with contextlib.suppress(OSError):
-            if recorded.isdigit() and candidate.is_file() and candidate.stat().st_size == int(recorded):
+            if (
+                recorded.isdigit()
+                and candidate.is_file()
+                and candidate.stat().st_size == int(recorded)
+            ):
                 return candidate
     return None
 
@@ -158,7 +168,10 @@ def build(*, force: bool = False) -> int:
     """Write the archive for this JVM and classpath unless it exists; 0 when it is in place."""
     key = archive_key()
     if key is None:
-        print("jvm archive: no java or no Spark jars found; the jobs start without an archive", file=sys.stderr)
+        print(
+            "jvm archive: no java or no Spark jars found; the jobs start without an archive",
+            file=sys.stderr,
+        )
         return 0
     existing = archive_path()
     if existing is not None and not force:
@@ -166,16 +179,27 @@ def build(*, force: bool = False) -> int:
         return 0
     ARCHIVE_DIR.mkdir(parents=True, exist_ok=True)
     partial = ARCHIVE_DIR / f".spark-driver-{key}.{os.getpid()}.partial"
-    print(f"jvm archive: writing build/jvm/spark-driver-{key}-*.jsa (a sample workload in a fresh JVM, "
-          "about a minute) ...", flush=True)
+    print(
+        f"jvm archive: writing build/jvm/spark-driver-{key}-*.jsa (a sample workload in a fresh JVM, "
+        "about a minute) ...",
+        flush=True,
+    )
     started = time.monotonic()
     env = {**os.environ, ARCHIVE_VARIABLE: "0"}  # the workload must not map an older archive
     try:
         completed = subprocess.run(
             [sys.executable, "-m", "jobs.jvm_archive_workload", str(partial)],
-            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_SECONDS,
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_SECONDS,
         )
-        failure = None if completed.returncode == 0 else (completed.stderr.strip().splitlines() or ["no output"])[-1]
+        failure = (
+            None
+            if completed.returncode == 0
+            else (completed.stderr.strip().splitlines() or ["no output"])[-1]
+        )
     except subprocess.TimeoutExpired:
         failure = f"the workload took over {BUILD_TIMEOUT_SECONDS} s"
     except OSError as exc:  # no interpreter to run it
@@ -184,27 +208,42 @@ def build(*, force: bool = False) -> int:
         failure = "the JVM wrote no archive at its exit"
     if failure is not None:
         partial.unlink(missing_ok=True)
-        print(f"jvm archive: not written ({failure}); the jobs start without one, about 3 s slower",
-              file=sys.stderr)
+        print(
+            f"jvm archive: not written ({failure}); the jobs start without one, about 3 s slower",
+            file=sys.stderr,
+        )
         return 0
     path = ARCHIVE_DIR / f"spark-driver-{key}-{partial.stat().st_size}.jsa"
     os.replace(partial, path)
-    for old in ARCHIVE_DIR.glob("spark-driver-*.jsa"):  # older or damaged ones, other JDKs or Sparks
+    for old in ARCHIVE_DIR.glob(
+        "spark-driver-*.jsa"
+    ):  # older or damaged ones, other JDKs or Sparks
         if old != path:
             old.unlink(missing_ok=True)
     size_mib = path.stat().st_size / (1 << 20)
-    print(f"jvm archive: {size_mib:.0f} MiB written in {time.monotonic() - started:.0f} s", flush=True)
+    print(
+        f"jvm archive: {size_mib:.0f} MiB written in {time.monotonic() - started:.0f} s", flush=True
+    )
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineArgumentParser(prog="python -m jobs.driver_jvm", description=__doc__.splitlines()[0])
+    parser = OneLineArgumentParser(
+        prog="python -m jobs.driver_jvm", description=__doc__.splitlines()[0]
+    )
     what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--build", action="store_true", help="write this machine's archive unless it exists")
+    what.add_argument(
+        "--build", action="store_true", help="write this machine's archive unless it exists"
+    )
     what.add_argument("--rebuild", action="store_true", help="write it even if it exists")
-    what.add_argument("--path", action="store_true", help="print where this machine's archive is (nothing: none)")
-    what.add_argument("--java-options", action="store_true",
-                      help="print the options of a driver JVM started here (the JIT tier, the archive)")
+    what.add_argument(
+        "--path", action="store_true", help="print where this machine's archive is (nothing: none)"
+    )
+    what.add_argument(
+        "--java-options",
+        action="store_true",
+        help="print the options of a driver JVM started here (the JIT tier, the archive)",
+    )
     try:
         args = parser.parse_args(argv)
     except LakecoreError as exc:  # one line, exit 2: argparse's usage block is not an answer

@@ -81,24 +81,77 @@ class Spec:
 
 def _specs() -> list[Spec]:
     return [
-        Spec("object-key-prefix", "key-table and buffer keys are object keys (B=== or C===); "
-             "system keys only in system rows", "regex", "object_key", "key", OBJECT_KEY_REGEX),
-        Spec("object-key-length", "object keys have exactly the encoded length of their kind (UTF-8 bytes)",
-             "null", "object_key_bad_length", "key"),
-        Spec("system-keys", "system rows hold only known system keys", "in_set", "system_key", "key",
-             list(K.SYSTEM_KEYS)),
-        Spec("system-row-nulls", "system rows: key and pvalue non-null, pnode null", "in_set",
-             "system_nulls", "key,pvalue,pnode", _NULL_PATTERNS["system"]),
-        Spec("key-table-row-nulls", "key-table rows: key null iff pvalue null", "in_set",
-             "key_table_nulls", "key,pvalue,pnode", _NULL_PATTERNS["key_table"]),
-        Spec("buffer-row-nulls", "buffer rows: key non-null, pnode null", "in_set",
-             "buffer_nulls", "key,pvalue,pnode", _NULL_PATTERNS["buffer"]),
-        Spec("pnode-paths", "a non-null pnode is an optimized node-file path (or a full URI in exports)",
-             "regex", "pnode", "pnode", NODE_PATH_REGEX),
-        Spec("pvalue-paths", "an object key's pvalue is an optimized definition-file path (or a full URI)",
-             "regex", "object_pvalue", "pvalue", DEF_PATH_REGEX),
-        Spec("unique-keys", "a key sits in at most one key table of a version", "unique",
-             "version_key", "version,key"),
+        Spec(
+            "object-key-prefix",
+            "key-table and buffer keys are object keys (B=== or C===); "
+            "system keys only in system rows",
+            "regex",
+            "object_key",
+            "key",
+            OBJECT_KEY_REGEX,
+        ),
+        Spec(
+            "object-key-length",
+            "object keys have exactly the encoded length of their kind (UTF-8 bytes)",
+            "null",
+            "object_key_bad_length",
+            "key",
+        ),
+        Spec(
+            "system-keys",
+            "system rows hold only known system keys",
+            "in_set",
+            "system_key",
+            "key",
+            list(K.SYSTEM_KEYS),
+        ),
+        Spec(
+            "system-row-nulls",
+            "system rows: key and pvalue non-null, pnode null",
+            "in_set",
+            "system_nulls",
+            "key,pvalue,pnode",
+            _NULL_PATTERNS["system"],
+        ),
+        Spec(
+            "key-table-row-nulls",
+            "key-table rows: key null iff pvalue null",
+            "in_set",
+            "key_table_nulls",
+            "key,pvalue,pnode",
+            _NULL_PATTERNS["key_table"],
+        ),
+        Spec(
+            "buffer-row-nulls",
+            "buffer rows: key non-null, pnode null",
+            "in_set",
+            "buffer_nulls",
+            "key,pvalue,pnode",
+            _NULL_PATTERNS["buffer"],
+        ),
+        Spec(
+            "pnode-paths",
+            "a non-null pnode is an optimized node-file path (or a full URI in exports)",
+            "regex",
+            "pnode",
+            "pnode",
+            NODE_PATH_REGEX,
+        ),
+        Spec(
+            "pvalue-paths",
+            "an object key's pvalue is an optimized definition-file path (or a full URI)",
+            "regex",
+            "object_pvalue",
+            "pvalue",
+            DEF_PATH_REGEX,
+        ),
+        Spec(
+            "unique-keys",
+            "a key sits in at most one key table of a version",
+            "unique",
+            "version_key",
+            "version,key",
+        ),
     ]
 
 
@@ -129,8 +182,12 @@ def _unique_candidate(candidates: UniqueCandidates | None) -> Any:
     return _is_table_key_row() & functools.reduce(operator.or_, terms)
 
 
-def with_derived_columns(df: Any, namespace_name_max_bytes: int, table_name_max_bytes: int,
-                         unique_candidates: UniqueCandidates | None = None) -> Any:
+def with_derived_columns(
+    df: Any,
+    namespace_name_max_bytes: int,
+    table_name_max_bytes: int,
+    unique_candidates: UniqueCandidates | None = None,
+) -> Any:
     """The node-row DataFrame plus the derived columns the suite checks. ``unique_candidates``
     narrows unique-keys' column to the rows where the rule can fail; None names every key-table
     key."""
@@ -138,9 +195,11 @@ def with_derived_columns(df: Any, namespace_name_max_bytes: int, table_name_max_
 
     section, key, pvalue, pnode = F.col("section"), F.col("key"), F.col("pvalue"), F.col("pnode")
     is_object_row = section.isin("key_table", "buffer")
-    expected_length = (
-        F.when(key.startswith(K.NAMESPACE_KEY_PREFIX), F.lit(4 + namespace_name_max_bytes))
-        .when(key.startswith(K.TABLE_KEY_PREFIX), F.lit(4 + namespace_name_max_bytes + table_name_max_bytes))
+    expected_length = F.when(
+        key.startswith(K.NAMESPACE_KEY_PREFIX), F.lit(4 + namespace_name_max_bytes)
+    ).when(
+        key.startswith(K.TABLE_KEY_PREFIX),
+        F.lit(4 + namespace_name_max_bytes + table_name_max_bytes),
     )
     pattern = F.concat_ws(
         ",",
@@ -151,22 +210,37 @@ def with_derived_columns(df: Any, namespace_name_max_bytes: int, table_name_max_
     unique_candidate = _unique_candidate(unique_candidates)
     return (
         df.withColumn("object_key", F.when(is_object_row, key))
-        .withColumn("object_key_bad_length",
-                    F.when(is_object_row & expected_length.isNotNull()
-                           & (F.octet_length(key) != expected_length), key))
+        .withColumn(
+            "object_key_bad_length",
+            F.when(
+                is_object_row
+                & expected_length.isNotNull()
+                & (F.octet_length(key) != expected_length),
+                key,
+            ),
+        )
         .withColumn("system_key", F.when(section == "system", key))
         .withColumn("system_nulls", F.when(section == "system", pattern))
         .withColumn("key_table_nulls", F.when(section == "key_table", pattern))
         .withColumn("buffer_nulls", F.when(section == "buffer", pattern))
         .withColumn("object_pvalue", F.when(is_object_row, pvalue))
-        .withColumn("version_key", F.when(unique_candidate,
-                                          F.concat(F.lit("v"), F.col("version").cast("string"), F.lit(" "), key)))
+        .withColumn(
+            "version_key",
+            F.when(
+                unique_candidate,
+                F.concat(F.lit("v"), F.col("version").cast("string"), F.lit(" "), key),
+            ),
+        )
     )
 
 
 def _expectation(gx: Any, spec: Spec) -> Any:
     E = gx.expectations
-    common: dict[str, Any] = {"column": spec.column, "meta": {"name": spec.name}, "description": spec.description}
+    common: dict[str, Any] = {
+        "column": spec.column,
+        "meta": {"name": spec.name},
+        "description": spec.description,
+    }
     if spec.kind == "regex":
         return E.ExpectColumnValuesToMatchRegex(regex=spec.value, **common)
     if spec.kind == "null":
@@ -202,7 +276,9 @@ def start_importing_great_expectations() -> None:
             with contextlib.suppress(BaseException):  # SystemExit included: see below
                 import_great_expectations()
 
-        _background_import = threading.Thread(target=importing, name="import-great-expectations", daemon=True)
+        _background_import = threading.Thread(
+            target=importing, name="import-great-expectations", daemon=True
+        )
         _background_import.start()
 
 
@@ -250,7 +326,9 @@ def run_expectations(
     gx = import_great_expectations()
     # The derived columns are cheap projections of rows the caller has cached: GE's few queries
     # each compute them again rather than pay a job (and a second cache) to store them.
-    df = with_derived_columns(rows, namespace_name_max_bytes, table_name_max_bytes, unique_candidates)
+    df = with_derived_columns(
+        rows, namespace_name_max_bytes, table_name_max_bytes, unique_candidates
+    )
     return _validate(gx, df, row_count, partial_unexpected)
 
 
@@ -263,7 +341,9 @@ class _Suite:
         self._gx = gx
         self._context = gx.get_context(mode="ephemeral")
         with contextlib.suppress(Exception):  # cosmetic only: no progress bars on stderr
-            self._context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+            self._context.variables.progress_bars = ProgressBarsConfig(
+                globally=False, metric_calculations=False
+            )
         source = self._context.data_sources.add_spark(name="lakecore_nodes", persist=False)
         asset = source.add_dataframe_asset(name="node_rows")
         self._batch_definition = asset.add_batch_definition_whole_dataframe("all_node_rows")
@@ -283,7 +363,9 @@ class _Suite:
         by_name: dict[str, Any] = {}
         for validated in outcome.results:
             config: Any = validated.expectation_config
-            by_name[str((config.meta or {}).get("name") if config is not None else None)] = validated
+            by_name[str((config.meta or {}).get("name") if config is not None else None)] = (
+                validated
+            )
         return by_name
 
 
@@ -291,16 +373,32 @@ def _validate(gx: Any, df: Any, row_count: int, partial_unexpected: int) -> dict
     specs = _specs()
     suite = _Suite(gx)
     first = suite.run(df, specs, {"result_format": "BOOLEAN_ONLY"})
-    again = [spec for spec in specs if first.get(spec.name) is None or not first[spec.name].success
-             or (first[spec.name].exception_info or {}).get("raised_exception")]
-    detailed = suite.run(df, again, {"result_format": "SUMMARY", "partial_unexpected_count": partial_unexpected}) \
-        if again else {}
+    again = [
+        spec
+        for spec in specs
+        if first.get(spec.name) is None
+        or not first[spec.name].success
+        or (first[spec.name].exception_info or {}).get("raised_exception")
+    ]
+    detailed = (
+        suite.run(
+            df, again, {"result_format": "SUMMARY", "partial_unexpected_count": partial_unexpected}
+        )
+        if again
+        else {}
+    )
     results: list[dict[str, Any]] = []
     for spec in specs:
         entry: dict[str, Any] = {
-            "name": spec.name, "description": spec.description, "column": spec.column,
-            "source_columns": spec.source, "success": False, "element_count": None,
-            "unexpected_count": None, "unexpected_values": [], "error": None,
+            "name": spec.name,
+            "description": spec.description,
+            "column": spec.column,
+            "source_columns": spec.source,
+            "success": False,
+            "element_count": None,
+            "unexpected_count": None,
+            "unexpected_values": [],
+            "error": None,
         }
         item: Any = detailed.get(spec.name) if spec in again else first.get(spec.name)
         if item is None:
@@ -313,7 +411,9 @@ def _validate(gx: Any, df: Any, row_count: int, partial_unexpected: int) -> dict
             if spec in again:
                 entry["element_count"] = result.get("element_count")
                 entry["unexpected_count"] = result.get("unexpected_count")
-                entry["unexpected_values"] = [_plain(v) for v in (result.get("partial_unexpected_list") or [])]
+                entry["unexpected_values"] = [
+                    _plain(v) for v in (result.get("partial_unexpected_list") or [])
+                ]
             else:  # passed in the first pass: every row judged, none unexpected
                 entry["element_count"] = row_count
                 entry["unexpected_count"] = 0
@@ -340,10 +440,14 @@ def _expectation_row(item: Mapping[str, Any]) -> tuple[str, ...]:
     values = "<br>".join(f"<code>{esc(repr(v))}</code>" for v in item.get("unexpected_values", []))
     if item.get("error"):
         values += f"<br><em>error: {esc(item['error'])}</em>"
-    return (f"<b>{esc(item.get('name'))}</b><br><span class='muted'>{esc(item.get('description'))}</span>",
-            pill(bool(item.get("success"))),
-            f"<code>{esc(item.get('column'))}</code> <span class='muted'>(from {esc(item.get('source_columns'))})</span>",
-            esc(item.get("element_count")), esc(item.get("unexpected_count")), values)
+    return (
+        f"<b>{esc(item.get('name'))}</b><br><span class='muted'>{esc(item.get('description'))}</span>",
+        pill(bool(item.get("success"))),
+        f"<code>{esc(item.get('column'))}</code> <span class='muted'>(from {esc(item.get('source_columns'))})</span>",
+        esc(item.get("element_count")),
+        esc(item.get("unexpected_count")),
+        values,
+    )
 
 
 def render_html(
@@ -370,41 +474,104 @@ def render_html(
     passed = [e for e in items if e.get("success")]
     total = len(violations) if violations_total is None else violations_total
     if status == "ok":
-        headline = (f"{plural(len(versions), 'version') if versions else 'the lakehouse'} clean"
-                    + (f"; all {len(items)} expectations passed" if items else ""))
+        headline = f"{plural(len(versions), 'version') if versions else 'the lakehouse'} clean" + (
+            f"; all {len(items)} expectations passed" if items else ""
+        )
     else:
         headline = error or "; ".join(
-            p for p in (f"{plural(total, 'violation')}" if total else "",
-                        f"{len(failed)} of {len(items)} expectations failed" if failed else "") if p)
+            p
+            for p in (
+                f"{plural(total, 'violation')}" if total else "",
+                f"{len(failed)} of {len(items)} expectations failed" if failed else "",
+            )
+            if p
+        )
     body = [f"<h1>{esc(title)}</h1>", banner(status, headline)]
-    body.append(f"<h2>Violations ({total}{f', first {len(violations)} listed' if total > len(violations) else ''})</h2>")
+    body.append(
+        f"<h2>Violations ({total}{f', first {len(violations)} listed' if total > len(violations) else ''})</h2>"
+    )
     if violations:
-        body.append(table(["version", "rule", "location", "detail"], [
-            (esc(v.get("version")), f"<b>{esc(v.get('rule'))}</b>", f"<code>{esc(v.get('location'))}</code>",
-             esc(v.get("detail"))) for v in violations], raw=True, row_classes=["fail"] * len(violations)))
+        body.append(
+            table(
+                ["version", "rule", "location", "detail"],
+                [
+                    (
+                        esc(v.get("version")),
+                        f"<b>{esc(v.get('rule'))}</b>",
+                        f"<code>{esc(v.get('location'))}</code>",
+                        esc(v.get("detail")),
+                    )
+                    for v in violations
+                ],
+                raw=True,
+                row_classes=["fail"] * len(violations),
+            )
+        )
     else:
         body.append("<p>none</p>")
-    headers = ["expectation", "result", "column", "rows", "unexpected", "unexpected values (first few)"]
+    headers = [
+        "expectation",
+        "result",
+        "column",
+        "rows",
+        "unexpected",
+        "unexpected values (first few)",
+    ]
     if expectations is None:
         body.append("<h2>Expectations</h2><p class='muted'>not run</p>")
     else:
         version = esc(expectations.get("great_expectations_version"))
         if failed:
             body.append(f"<h2>Expectations that failed ({len(failed)} of {len(items)})</h2>")
-            body.append(table(headers, [_expectation_row(e) for e in failed], raw=True,
-                              row_classes=["fail"] * len(failed)))
+            body.append(
+                table(
+                    headers,
+                    [_expectation_row(e) for e in failed],
+                    raw=True,
+                    row_classes=["fail"] * len(failed),
+                )
+            )
     if versions:
         body.append("<h2>Versions checked</h2>")
-        body.append(table(["version", "result", "nodes", "keys", "buffered", "violations", "catalog checked",
-                           "catalog keys", "subtree tasks"], [
-            (v.get("version"), "clean" if v.get("ok") else "violations", v.get("nodes"), v.get("keys"),
-             v.get("messages"), v.get("violations"),
-             "yes" if v.get("catalog_checked") else ("no (the tree has violations)" if summary.get("deep") else "no"),
-             v.get("catalog_keys"), v.get("subtree_tasks")) for v in versions],
-            numeric=(0, 2, 3, 4, 5, 7, 8), row_classes=["" if v.get("ok") else "fail" for v in versions]))
+        body.append(
+            table(
+                [
+                    "version",
+                    "result",
+                    "nodes",
+                    "keys",
+                    "buffered",
+                    "violations",
+                    "catalog checked",
+                    "catalog keys",
+                    "subtree tasks",
+                ],
+                [
+                    (
+                        v.get("version"),
+                        "clean" if v.get("ok") else "violations",
+                        v.get("nodes"),
+                        v.get("keys"),
+                        v.get("messages"),
+                        v.get("violations"),
+                        "yes"
+                        if v.get("catalog_checked")
+                        else ("no (the tree has violations)" if summary.get("deep") else "no"),
+                        v.get("catalog_keys"),
+                        v.get("subtree_tasks"),
+                    )
+                    for v in versions
+                ],
+                numeric=(0, 2, 3, 4, 5, 7, 8),
+                row_classes=["" if v.get("ok") else "fail" for v in versions],
+            )
+        )
     body.append("<h2>Summary</h2>")
-    body.append(table(["", ""], [(k, v) for k, v in summary.items()]).replace(
-        "<tr><th class=''></th><th class=''></th></tr>", ""))
+    body.append(
+        table(["", ""], [(k, v) for k, v in summary.items()]).replace(
+            "<tr><th class=''></th><th class=''></th></tr>", ""
+        )
+    )
     if expectations is not None:
         body.append(f"<h2>Expectations that passed ({len(passed)} of {len(items)})</h2>")
         body.append(f"<p class='muted'>great_expectations {version}</p>")

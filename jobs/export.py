@@ -20,7 +20,10 @@ a lakehouse, and rerunning the export on the same target overwrites those files.
 
 from __future__ import annotations
 
-if __package__ in (None, ""):  # run as a file (spark-submit jobs/export.py): the repo root must be importable
+if __package__ in (
+    None,
+    "",
+):  # run as a file (spark-submit jobs/export.py): the repo root must be importable
     import os as _os
     import sys as _sys
 
@@ -62,15 +65,39 @@ DEFAULT_BATCH_SIZE = 64
 
 def _parser() -> Any:
     parser = base_parser("export", __doc__.splitlines()[0])
-    parser.add_argument("--name", required=True, help="the export's name, recorded in the source's definition")
-    parser.add_argument("--mode", choices=["full", "partial", "minimal"], required=True,
-                        help="full: every reachable file; partial: root and internal nodes; minimal: the root only")
-    parser.add_argument("--target", required=True, help="root URI of the copy: a new or empty folder (or one a failed copy left)")
-    parser.add_argument("--version", type=whole_number(0), default=None, help="version to export (default: the latest)")
-    parser.add_argument("--target-storage-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="fsspec storage option for the target (default: the source's options)")
-    parser.add_argument("--batch-size", type=whole_number(1), default=DEFAULT_BATCH_SIZE,
-                        help=f"full mode: files copied per executor task (default {DEFAULT_BATCH_SIZE})")
+    parser.add_argument(
+        "--name", required=True, help="the export's name, recorded in the source's definition"
+    )
+    parser.add_argument(
+        "--mode",
+        choices=["full", "partial", "minimal"],
+        required=True,
+        help="full: every reachable file; partial: root and internal nodes; minimal: the root only",
+    )
+    parser.add_argument(
+        "--target",
+        required=True,
+        help="root URI of the copy: a new or empty folder (or one a failed copy left)",
+    )
+    parser.add_argument(
+        "--version",
+        type=whole_number(0),
+        default=None,
+        help="version to export (default: the latest)",
+    )
+    parser.add_argument(
+        "--target-storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="fsspec storage option for the target (default: the source's options)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=whole_number(1),
+        default=DEFAULT_BATCH_SIZE,
+        help=f"full mode: files copied per executor task (default {DEFAULT_BATCH_SIZE})",
+    )
     return parser
 
 
@@ -87,9 +114,16 @@ def _reach_rows(part: Reachable) -> Iterator[tuple[str, bool, bool]]:
         yield path, False, is_full_uri(path)
 
 
-def _reach(ctx: JobContext, source: Storage, order: int, external: tuple[str, ...],
-           tasks: list[SubtreeTask], top: Reachable) -> Any:
+def _reach(
+    ctx: JobContext,
+    source: Storage,
+    order: int,
+    external: tuple[str, ...],
+    tasks: list[SubtreeTask],
+    top: Reachable,
+) -> Any:
     """The reach DataFrame: the subtrees walked on executors, the top from the driver."""
+
     def walk(items: list[SubtreeTask]) -> Iterator[tuple[str, bool, bool]]:
         from lakecore.maintenance.reachable import reachable_from_subtree
         from lakecore.tree import NodeStore
@@ -104,7 +138,9 @@ def _reach(ctx: JobContext, source: Storage, order: int, external: tuple[str, ..
     return fan_out(ctx.spark, tasks, walk, EXPORT_REACH, ctx.parallelism).unionByName(driver)
 
 
-def _copy(ctx: JobContext, source: Storage, target: Storage, files: Any, batches: int) -> tuple[int, int]:
+def _copy(
+    ctx: JobContext, source: Storage, target: Storage, files: Any, batches: int
+) -> tuple[int, int]:
     """Copy the files of a ``path`` DataFrame, a partition per batch; (files, bytes) copied."""
     from pyspark.sql import functions as F
 
@@ -119,8 +155,13 @@ def _copy(ctx: JobContext, source: Storage, target: Storage, files: Any, batches
         yield from COPIED.batches([(copied, size)])
 
     # A partition per batch: the batch size is the operator's unit of work per task.
-    totals = (files.select("path").repartition(batches).mapInArrow(copy, COPIED.ddl)
-              .agg(F.sum("copied"), F.sum("bytes")).collect()[0])
+    totals = (
+        files.select("path")
+        .repartition(batches)
+        .mapInArrow(copy, COPIED.ddl)
+        .agg(F.sum("copied"), F.sum("bytes"))
+        .collect()[0]
+    )
     return int(totals[0] or 0), int(totals[1] or 0)
 
 
@@ -135,7 +176,9 @@ def _distributed_copy(ctx: JobContext, exported_root: RootInfo, batch_size: int)
     def copy_files(source: Storage, target: Storage, store: NodeStore, root: Node) -> None:
         exported = exported_root.path
         with ctx.stage("cut", "cut the exported tree into subtrees (driver)"):
-            cut = cut_tree(store, root, exported, ctx.parallelism, TreeShape(store.order, 1).max_depth)
+            cut = cut_tree(
+                store, root, exported, ctx.parallelism, TreeShape(store.order, 1).max_depth
+            )
         top = Reachable()
         for location, node, _depth in cut.top:
             if location != exported:  # the root itself is written afresh at the target
@@ -144,16 +187,24 @@ def _distributed_copy(ctx: JobContext, exported_root: RootInfo, batch_size: int)
             top.values.update(v for v in node.buffer.values() if v is not None)
         report.counts["subtree_tasks"] = len(cut.subtrees)
         # One row per file: how many walks met it. Every check and count is then one query.
-        files = (_reach(ctx, source, store.order, store.external_roots, cut.subtrees, top)
-                 .groupBy("path").agg(F.count(F.lit(1)).alias("walks"), F.max("node").alias("node"),
-                                      F.max("foreign").alias("foreign"))
-                 .persist(StorageLevel.MEMORY_AND_DISK))
+        files = (
+            _reach(ctx, source, store.order, store.external_roots, cut.subtrees, top)
+            .groupBy("path")
+            .agg(
+                F.count(F.lit(1)).alias("walks"),
+                F.max("node").alias("node"),
+                F.max("foreign").alias("foreign"),
+            )
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
         try:
             with ctx.stage("reachable", f"list the files {len(cut.subtrees)} subtrees reach"):
                 shared_node = F.col("node") & (F.col("walks") > 1)
                 facts = files.agg(
-                    F.min(F.when(shared_node, F.col("path"))), F.min(F.when(F.col("foreign"), F.col("path"))),
-                    F.count(F.when(F.col("node"), True)), F.count(F.when(~F.col("node"), True)),
+                    F.min(F.when(shared_node, F.col("path"))),
+                    F.min(F.when(F.col("foreign"), F.col("path"))),
+                    F.count(F.when(F.col("node"), True)),
+                    F.count(F.when(~F.col("node"), True)),
                 ).collect()[0]
             shared, foreign, nodes, definitions = facts[0], facts[1], int(facts[2]), int(facts[3])
             if shared is not None:
@@ -168,10 +219,13 @@ def _distributed_copy(ctx: JobContext, exported_root: RootInfo, batch_size: int)
             report.counts["reachable_definition_files"] = definitions
             batches = -(-total // batch_size)
             report.counts["copy_tasks"] = batches
-            with ctx.stage("copy", f"copy {total} files in {batches} batches to {target.root_uri}",
-                           if_interrupted=f"the copy at {target.root_uri} is partial (no root file yet: nothing reads "
-                           "it as a lakehouse), and the export's record in the source, made before the copy, was taken "
-                           "back; run the export again, which overwrites what is there"):
+            with ctx.stage(
+                "copy",
+                f"copy {total} files in {batches} batches to {target.root_uri}",
+                if_interrupted=f"the copy at {target.root_uri} is partial (no root file yet: nothing reads "
+                "it as a lakehouse), and the export's record in the source, made before the copy, was taken "
+                "back; run the export again, which overwrites what is there",
+            ):
                 copied, size = _copy(ctx, source, target, files, batches) if batches else (0, 0)
             report.counts["files_copied"] = copied
             report.bytes["bytes_copied"] = size
@@ -189,22 +243,43 @@ def _body(ctx: JobContext) -> None:
     report = ctx.report
     if args.batch_size < 1:
         raise ArgumentError(f"--batch-size {args.batch_size} must be at least 1")
-    target_options = (storage_options(argparse.Namespace(storage_option=args.target_storage_option))
-                      if args.target_storage_option else None)
+    target_options = (
+        storage_options(argparse.Namespace(storage_option=args.target_storage_option))
+        if args.target_storage_option
+        else None
+    )
     lh = Lakehouse.open(ctx.storage.root_uri, storage_options=ctx.storage.storage_options)
     report.base_version = lh.version
-    exported = lh.root_info if args.version is None else read_version(lh.storage, args.version, lh.lakehouse_def.order)
-    report.details.update({"name": args.name, "mode": args.mode, "target": args.target,
-                           "exported_version": exported.version, "exported_root": exported.path})
+    exported = (
+        lh.root_info
+        if args.version is None
+        else read_version(lh.storage, args.version, lh.lakehouse_def.order)
+    )
+    report.details.update(
+        {
+            "name": args.name,
+            "mode": args.mode,
+            "target": args.target,
+            "exported_version": exported.version,
+            "exported_root": exported.path,
+        }
+    )
     # The export's own checks (read-only copy, name, target) and its record are the library's;
     # the job only brings a copy of a full export's files that runs on executors.
     copy_files = _distributed_copy(ctx, exported, args.batch_size) if args.mode == "full" else None
     with ctx.stage("export", f"{args.mode} export of version {exported.version}"):
-        report.new_version = lh.export_snapshot(args.name, args.mode, target=args.target,
-                                                target_storage_options=target_options, version=exported.version,
-                                                copy_files=copy_files)
+        report.new_version = lh.export_snapshot(
+            args.name,
+            args.mode,
+            target=args.target,
+            target_storage_options=target_options,
+            version=exported.version,
+            copy_files=copy_files,
+        )
     recorded = {export.name: export for export in lh.list_exports()}.get(args.name)
-    report.details["target"] = recorded.target if recorded is not None and recorded.target else args.target
+    report.details["target"] = (
+        recorded.target if recorded is not None and recorded.target else args.target
+    )
     if args.mode == "full":
         report.summary.append(
             f"full export {args.name!r} of version {exported.version}: {plural(report.counts['files_copied'], 'file')} "
@@ -212,8 +287,10 @@ def _body(ctx: JobContext) -> None:
             f"{report.new_version}"
         )
     else:
-        report.summary.append(f"{args.mode} export {args.name!r} of version {exported.version} to {args.target}; "
-                              f"recorded in version {report.new_version}")
+        report.summary.append(
+            f"{args.mode} export {args.name!r} of version {exported.version} to {args.target}; "
+            f"recorded in version {report.new_version}"
+        )
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
@@ -222,4 +299,3 @@ def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

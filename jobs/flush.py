@@ -23,7 +23,10 @@ uses it), so spark-submit.sh refuses a bad one before the JVM starts.
 
 from __future__ import annotations
 
-if __package__ in (None, ""):  # run as a file (spark-submit jobs/flush.py): the repo root must be importable
+if __package__ in (
+    None,
+    "",
+):  # run as a file (spark-submit jobs/flush.py): the repo root must be importable
     import os as _os
     import sys as _sys
 
@@ -65,11 +68,18 @@ def _parser() -> Any:
     parser = base_parser("flush", __doc__.splitlines()[0])
     parser.add_argument("--mode", choices=["full", "threshold"], default="full")
     parser.add_argument(
-        "--fill", type=checked_option(parse_fill), default=None,
+        "--fill",
+        type=checked_option(parse_fill),
+        default=None,
         help="threshold mode: flush the buffers fuller than this share of their room, from 0 to 1 "
         "(0: every buffer that holds a message); default: flush_fill in the settings",
     )
-    parser.add_argument("--max-redos", type=int, default=None, help="redo the job this often after a conflicting commit")
+    parser.add_argument(
+        "--max-redos",
+        type=int,
+        default=None,
+        help="redo the job this often after a conflicting commit",
+    )
     # Checked as the command line is read, like --fill's range: spark-submit.sh's parse-only run
     # then refuses it in one line before the JVM starts, not after a second of Spark startup.
     parser.add_check(_fill_needs_threshold_mode)
@@ -81,20 +91,28 @@ def parse_fill(text: str) -> float:
     try:
         fill = float(text)
     except ValueError:
-        raise ArgumentError(f"{text!r} is not a number from 0 to 1 (a share of a buffer's room)") from None
+        raise ArgumentError(
+            f"{text!r} is not a number from 0 to 1 (a share of a buffer's room)"
+        ) from None
     if not 0.0 <= fill <= 1.0:  # also refuses nan
-        raise ArgumentError(f"{text} is outside 0..1 (a share of a buffer's room: 0.5 is half full)")
+        raise ArgumentError(
+            f"{text} is outside 0..1 (a share of a buffer's room: 0.5 is half full)"
+        )
     return fill
 
 
 def _fill_needs_threshold_mode(args: Any) -> str | None:
     if args.fill is not None and args.mode != "threshold":
-        return (f"--fill applies only to --mode threshold; --mode {args.mode} empties every buffer "
-                f"(add --mode threshold, or drop --fill)")
+        return (
+            f"--fill applies only to --mode threshold; --mode {args.mode} empties every buffer "
+            f"(add --mode threshold, or drop --fill)"
+        )
     return None
 
 
-def _run_tasks(ctx: JobContext, storage: Storage, shape: TreeShape, tasks: list[FlushTask]) -> list[FlushTaskResult]:
+def _run_tasks(
+    ctx: JobContext, storage: Storage, shape: TreeShape, tasks: list[FlushTask]
+) -> list[FlushTaskResult]:
     if not tasks:
         return []
 
@@ -105,7 +123,9 @@ def _run_tasks(ctx: JobContext, storage: Storage, shape: TreeShape, tasks: list[
         for task in items:
             yield run_flush_task(storage, shape, task, store)
 
-    results: list[FlushTaskResult] = collect_objects(fan_out_objects(ctx.spark, tasks, run_partition, ctx.parallelism))
+    results: list[FlushTaskResult] = collect_objects(
+        fan_out_objects(ctx.spark, tasks, run_partition, ctx.parallelism)
+    )
     return results
 
 
@@ -143,7 +163,9 @@ def _body(ctx: JobContext) -> None:
             results = _run_tasks(ctx, ctx.storage, shape, run.tasks)
         with ctx.stage("assemble", "assemble the new top of the tree (driver)"):
             flushed = run.assemble(results)
-        this_attempt = _since(lh.store.stats, driver_mark)  # the driver's store counts across attempts
+        this_attempt = _since(
+            lh.store.stats, driver_mark
+        )  # the driver's store counts across attempts
         for result in results:
             this_attempt.add(result.stats)
         events: dict[str, int] = {}
@@ -158,23 +180,35 @@ def _body(ctx: JobContext) -> None:
             written.add(this_attempt)
             lost.add(this_attempt)
             report.status = "noop"
-            why = ("the root buffer is empty" if not base.node.buffer and not run.tasks
-                   else f"no buffer is fuller than {fill:.0%}" if args.mode == "threshold"
-                   else "no buffer holds messages")
+            why = (
+                "the root buffer is empty"
+                if not base.node.buffer and not run.tasks
+                else f"no buffer is fuller than {fill:.0%}"
+                if args.mode == "threshold"
+                else "no buffer holds messages"
+            )
             if attempt:
-                why += (f" (redone on version {base.version}, which another commit made while this job "
-                        f"flushed version {planned_from[-2]})")
+                why += (
+                    f" (redone on version {base.version}, which another commit made while this job "
+                    f"flushed version {planned_from[-2]})"
+                )
             report.details["noop_reason"] = why
             # The state found: nothing was flushed, so the root buffer is as it was.
-            report.counts["root_messages_before"] = report.counts["root_messages_after"] = len(base.node.buffer)
+            report.counts["root_messages_before"] = report.counts["root_messages_after"] = len(
+                base.node.buffer
+            )
             report.counts["root_messages_from_later_commits"] = 0
-            report.summary.append(f"nothing to flush at version {base.version}: {why}; nothing committed")
+            report.summary.append(
+                f"nothing to flush at version {base.version}: {why}; nothing committed"
+            )
             _report_writes(report, written, lost)
             return
         rebase = _Rebase()
         try:
             with ctx.stage("commit", "commit the flushed root (driver)"):
-                outcome = lh.commit_plan(flushed_root_plan(lh, base, flushed, rebase), flush_still_valid(base))
+                outcome = lh.commit_plan(
+                    flushed_root_plan(lh, base, flushed, rebase), flush_still_valid(base)
+                )
         except CommitConflictError as exc:
             this_attempt.add(rebase.written)
             this_attempt.add(rebase.superseded)
@@ -202,13 +236,17 @@ def _body(ctx: JobContext) -> None:
         report.counts["root_messages_before"] = len(base.node.buffer)
         report.counts["root_messages_after"] = len(committed_root.buffer)
         report.counts["root_messages_from_later_commits"] = rebase.newer_messages
-        line = (f"{args.mode} flush of version {base.version} ({plural(len(run.tasks), 'subtree')}): root buffer "
-                f"{len(base.node.buffer)} -> {len(flushed.buffer)} messages")
+        line = (
+            f"{args.mode} flush of version {base.version} ({plural(len(run.tasks), 'subtree')}): root buffer "
+            f"{len(base.node.buffer)} -> {len(flushed.buffer)} messages"
+        )
         if outcome.version > base.version + 1:
             landed = outcome.version - base.version - 1
-            line += (f"; {landed} commit{'s' if landed != 1 else ''} landed meanwhile, and "
-                     f"{rebase.newer_messages} newer root messages went on top: version {outcome.version}'s "
-                     f"root buffer holds {len(committed_root.buffer)}")
+            line += (
+                f"; {landed} commit{'s' if landed != 1 else ''} landed meanwhile, and "
+                f"{rebase.newer_messages} newer root messages went on top: version {outcome.version}'s "
+                f"root buffer holds {len(committed_root.buffer)}"
+            )
         report.summary.append(line)
         _report_writes(report, written, lost)
         return
@@ -220,8 +258,12 @@ class _Rebase:
     run after the first rebuilds the root on a newer version (writing nodes if it overflows)."""
 
     written: IOStats = field(default_factory=IOStats)  # node files of the last run
-    superseded: IOStats = field(default_factory=IOStats)  # node files of earlier runs: in no version
-    newer_messages: int = 0  # root-buffer messages of the commits that landed first, in the last run
+    superseded: IOStats = field(
+        default_factory=IOStats
+    )  # node files of earlier runs: in no version
+    newer_messages: int = (
+        0  # root-buffer messages of the commits that landed first, in the last run
+    )
 
 
 def _mark(stats: IOStats) -> tuple[int, int, int]:
@@ -231,8 +273,11 @@ def _mark(stats: IOStats) -> tuple[int, int, int]:
 def _since(stats: IOStats, mark: tuple[int, int, int]) -> IOStats:
     """The writes counted in ``stats`` after ``mark`` was taken."""
     files, size, paths = mark
-    return IOStats(files_written=stats.files_written - files, bytes_written=stats.bytes_written - size,
-                   written_paths=stats.written_paths[paths:])
+    return IOStats(
+        files_written=stats.files_written - files,
+        bytes_written=stats.bytes_written - size,
+        written_paths=stats.written_paths[paths:],
+    )
 
 
 def _report_writes(report: JobReport, written: IOStats, lost: IOStats) -> None:
@@ -252,7 +297,9 @@ def _report_writes(report: JobReport, written: IOStats, lost: IOStats) -> None:
         )
 
 
-def flushed_root_plan(lh: Lakehouse, base: RootInfo, flushed: Node, rebase: _Rebase | None = None) -> Any:
+def flushed_root_plan(
+    lh: Lakehouse, base: RootInfo, flushed: Node, rebase: _Rebase | None = None
+) -> Any:
     """The commit's plan: ``flushed`` on ``base``, or with the root-buffer messages of the
     commits that landed since on top. ``rebase`` collects what each run did, for the report.
     Public for the reliability suites, which commit a flush the way this job does."""

@@ -45,7 +45,9 @@ class Columns:
     def __post_init__(self) -> None:
         for name, kind in self.fields:
             if kind not in _ARROW_TYPES:
-                raise ValueError(f"column {name}: type {kind} is not one of {', '.join(_ARROW_TYPES)}")
+                raise ValueError(
+                    f"column {name}: type {kind} is not one of {', '.join(_ARROW_TYPES)}"
+                )
 
     @property
     def names(self) -> list[str]:
@@ -58,8 +60,14 @@ class Columns:
     def arrow_schema(self) -> Any:
         import pyarrow as pa
 
-        types = {"string": pa.string(), "bigint": pa.int64(), "int": pa.int32(), "binary": pa.binary(),
-                 "boolean": pa.bool_(), "double": pa.float64()}
+        types = {
+            "string": pa.string(),
+            "bigint": pa.int64(),
+            "int": pa.int32(),
+            "binary": pa.binary(),
+            "boolean": pa.bool_(),
+            "double": pa.float64(),
+        }
         return pa.schema([pa.field(name, types[kind]) for name, kind in self.fields])
 
     def batches(self, rows: Iterable[Sequence[Any]]) -> Iterator[Any]:
@@ -76,7 +84,9 @@ class Columns:
             # much as the listing it converted.
             columns = zip(*chunk, strict=True)
             yield pa.RecordBatch.from_arrays(
-                [pa.array(column, type=f.type) for column, f in zip(columns, schema, strict=True)], schema=schema)
+                [pa.array(column, type=f.type) for column, f in zip(columns, schema, strict=True)],
+                schema=schema,
+            )
 
     def batch_of(self, columns: Sequence[Sequence[Any] | None]) -> Any:
         """One Arrow record batch of ``columns`` (equal lengths, in column order); a column
@@ -86,11 +96,17 @@ class Columns:
         schema = self.arrow_schema()
         lengths = {len(column) for column in columns if column is not None}
         if len(lengths) != 1:
-            raise ValueError(f"columns of lengths {sorted(lengths)}: need one length and at least one column")
+            raise ValueError(
+                f"columns of lengths {sorted(lengths)}: need one length and at least one column"
+            )
         rows = lengths.pop()
         return pa.RecordBatch.from_arrays(
-            [pa.nulls(rows, type=f.type) if column is None else pa.array(column, type=f.type)
-             for column, f in zip(columns, schema, strict=True)], schema=schema)
+            [
+                pa.nulls(rows, type=f.type) if column is None else pa.array(column, type=f.type)
+                for column, f in zip(columns, schema, strict=True)
+            ],
+            schema=schema,
+        )
 
 
 PAYLOAD: Final = Columns((("payload", "binary"),))

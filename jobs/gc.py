@@ -32,7 +32,10 @@ exit 4 when the read failed (storage; a rerun may succeed); an unsafe grace peri
 
 from __future__ import annotations
 
-if __package__ in (None, ""):  # run as a file (spark-submit jobs/gc.py): the repo root must be importable
+if __package__ in (
+    None,
+    "",
+):  # run as a file (spark-submit jobs/gc.py): the repo root must be importable
     import os as _os
     import sys as _sys
 
@@ -114,20 +117,25 @@ ORPHANS_DATASET = "orphans"
 def _parser() -> Any:
     parser = base_parser("gc", __doc__.splitlines()[0])
     parser.add_argument(
-        "--older-than", default=None, type=checked_option(parse_duration_seconds),
+        "--older-than",
+        default=None,
+        type=checked_option(parse_duration_seconds),
         help="delete only orphans last modified longer ago than this (90s, 15m, 6h, 3d); "
         "default: gc_older_than in the settings, else 3d. Must exceed the longest commit (at least "
         "one hour, or the commit timeout if longer, unless --i-understand-grace-risk); a plain number is seconds",
     )
     parser.add_argument(
-        "--now", default=None, type=checked_option(parse_time_millis),
+        "--now",
+        default=None,
+        type=checked_option(parse_time_millis),
         help="the time the grace period counts back from: epoch millis or ISO-8601 "
         "(default: the earlier of this machine's clock and the store's)",
     )
     parser.add_argument("--dry-run", action="store_true", help="report the orphans; delete nothing")
     add_full_list_option(parser, "orphan", ORPHANS_DATASET)
     parser.add_argument(
-        "--i-understand-grace-risk", action="store_true",
+        "--i-understand-grace-risk",
+        action="store_true",
         help="allow a grace period under one hour (or under the commit timeout), or a --now more than "
         "5 min ahead of this machine's or the store's clock: files of a commit in flight may be deleted",
     )
@@ -160,18 +168,28 @@ def _grace_is_safe(args: Any) -> str | None:
     return None
 
 
-LISTING = Columns((("path", "string"), ("size", "bigint"), ("mtime_millis", "bigint"), ("kind", "string")))
+LISTING = Columns(
+    (("path", "string"), ("size", "bigint"), ("mtime_millis", "bigint"), ("kind", "string"))
+)
 # An orphan statted after the join (``judge_listing``); ``error`` when it could not be.
-STATTED = Columns((("path", "string"), ("size", "bigint"), ("mtime_millis", "bigint"), ("kind", "string"),
-                   ("error", "boolean")))
+STATTED = Columns(
+    (
+        ("path", "string"),
+        ("size", "bigint"),
+        ("mtime_millis", "bigint"),
+        ("kind", "string"),
+        ("error", "boolean"),
+    )
+)
 
 
 # Listed and reached files in one frame, told apart by ``reached`` (``_listing_and_reach``).
 LISTED_OR_REACHED = Columns((*LISTING.fields, ("reached", "boolean")))
 
 
-def _listing_and_reach(ctx: JobContext, storage: Storage, top: list[ListedFile], plan: ReachPlan,
-                       cached: list[Any]) -> tuple[Any, Any, str]:
+def _listing_and_reach(
+    ctx: JobContext, storage: Storage, top: list[ListedFile], plan: ReachPlan, cached: list[Any]
+) -> tuple[Any, Any, str]:
     """DataFrames of every listed file and of every file the plan reaches, and how the
     lakehouse was listed.
 
@@ -192,7 +210,11 @@ def _listing_and_reach(ctx: JobContext, storage: Storage, top: list[ListedFile],
     plan_size = len(plan.driver_paths) + len(plan.tasks)
     flat = list_small_root(storage, most) if plan_size <= most else None
     if flat is not None:
-        return top_rows.unionByName(driver_rows(ctx.spark, flat, LISTING)), reach_frame(ctx, storage, plan), "flat"
+        return (
+            top_rows.unionByName(driver_rows(ctx.spark, flat, LISTING)),
+            reach_frame(ctx, storage, plan),
+            "flat",
+        )
     threads = ctx.settings.gc_list_threads_per_task
     if not storage.waits_on_network:
         tasks = ctx.parallelism
@@ -200,7 +222,9 @@ def _listing_and_reach(ctx: JobContext, storage: Storage, top: list[ListedFile],
         ctx.report.details["listing_directories"] = len(directories)
 
         def list_dirs(items: list[str]) -> Iterator[tuple[list[Any], ...]]:
-            return (listed.columns() for listed in list_directories_columns(storage, items, threads))
+            return (
+                listed.columns() for listed in list_directories_columns(storage, items, threads)
+            )
 
         listed = fan_out_columns(ctx.spark, directories, list_dirs, LISTING, tasks)
         return listed.unionByName(top_rows), reach_frame(ctx, storage, plan), "hash-directories"
@@ -220,14 +244,19 @@ def _listing_and_reach(ctx: JobContext, storage: Storage, top: list[ListedFile],
         # One pool serves both (``storage.request_pool``): wide enough that the walk's reads
         # need not wait for the listing's window.
         request_pool(threads + PREFETCH_THREADS)
-        listed = ((*chunk.columns(), [False] * len(chunk))
-                  for chunk in list_directories_columns(storage, to_list, threads))
-        reached = ((paths, sizes, None, None, [True] * len(paths))
-                   for paths, sizes in reach_task_columns(storage, to_walk))
+        listed = (
+            (*chunk.columns(), [False] * len(chunk))
+            for chunk in list_directories_columns(storage, to_list, threads)
+        )
+        reached = (
+            (paths, sizes, None, None, [True] * len(paths))
+            for paths, sizes in reach_task_columns(storage, to_walk)
+        )
         return side_by_side([listed, reached])
 
-    both = fan_out_columns(ctx.spark, _shares(directories, plan.tasks), list_and_walk, LISTED_OR_REACHED,
-                           tasks).persist(StorageLevel.MEMORY_AND_DISK)
+    both = fan_out_columns(
+        ctx.spark, _shares(directories, plan.tasks), list_and_walk, LISTED_OR_REACHED, tasks
+    ).persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(both)
     # Filled before the join reads it: the join's two sides are two stages that both scan
     # these rows and may run at once. One executor's block lock makes a second task wait for
@@ -249,12 +278,15 @@ def _shares(directories: list[str], walks: list[ReachTask]) -> list[tuple[str, A
     partition's tasks) holds its share of each, each kind in its own order (neighbouring
     subtrees share nodes, and so a partition's cache)."""
     placed: list[tuple[float, int, int, tuple[str, Any]]] = [
-        ((i + 0.5) / len(directories), 0, i, (_LIST, d)) for i, d in enumerate(directories)]
+        ((i + 0.5) / len(directories), 0, i, (_LIST, d)) for i, d in enumerate(directories)
+    ]
     placed += [((i + 0.5) / len(walks), 1, i, (_WALK, w)) for i, w in enumerate(walks)]
     return [task for *_, task in sorted(placed, key=lambda p: p[:3])]
 
 
-def judge_listing(storage: Storage, listing: Any, reach: Any, cutoff: int, cached: list[Any]) -> Any:
+def judge_listing(
+    storage: Storage, listing: Any, reach: Any, cutoff: int, cached: list[Any]
+) -> Any:
     """The full outer join of the listing and the reach, one row per listed or reached file,
     with what gc makes of it: ``reached``, ``orphan`` (listed, deletable, unreached), ``old``
     (modified before the cutoff) and ``error`` (a hash directory that could not be listed, a
@@ -284,22 +316,35 @@ def judge_listing(storage: Storage, listing: Any, reach: Any, cutoff: int, cache
     reach_error = F.when(F.col("path").startswith(ERROR_KEY), F.col("path"))
     # Partitioned by the hash alone, the grouping (which keeps each error's reason) needs no
     # exchange of its own, and the join none either: one shuffle of the reach, not two.
-    reached = (reach.select(F.xxhash64("path").alias("path_hash"), reach_error.alias("reach_error"), "size")
-               .repartition("path_hash")
-               .groupBy("path_hash", "reach_error").agg(F.max("size").alias("reach_size"))
-               .withColumn("reached", F.lit(True)))
+    reached = (
+        reach.select(
+            F.xxhash64("path").alias("path_hash"), reach_error.alias("reach_error"), "size"
+        )
+        .repartition("path_hash")
+        .groupBy("path_hash", "reach_error")
+        .agg(F.max("size").alias("reach_size"))
+        .withColumn("reached", F.lit(True))
+    )
     joined = listing.withColumn("path_hash", F.xxhash64("path")).join(
-        reached.hint("shuffle_hash"), "path_hash", "full_outer")
+        reached.hint("shuffle_hash"), "path_hash", "full_outer"
+    )
     is_reached = F.coalesce(F.col("reached"), F.lit(False))
     judged = joined.select(
         F.coalesce(F.col("reach_error"), F.col("path")).alias("path"),
         "path_hash",
-        F.coalesce(F.col("size"), F.when(F.col("reach_size") >= 0, F.col("reach_size"))).alias("size"),
-        "mtime_millis", "kind",
+        F.coalesce(F.col("size"), F.when(F.col("reach_size") >= 0, F.col("reach_size"))).alias(
+            "size"
+        ),
+        "mtime_millis",
+        "kind",
         is_reached.alias("reached"),
         # Never null: a reached file that is not listed has no kind.
-        F.coalesce(F.col("kind").isin(*DELETABLE_KIND_NAMES) & ~is_reached, F.lit(False)).alias("orphan"),
-        (F.coalesce(F.col("kind") == ERROR_KEY, F.lit(False)) | F.col("reach_error").isNotNull()).alias("error"),
+        F.coalesce(F.col("kind").isin(*DELETABLE_KIND_NAMES) & ~is_reached, F.lit(False)).alias(
+            "orphan"
+        ),
+        (
+            F.coalesce(F.col("kind") == ERROR_KEY, F.lit(False)) | F.col("reach_error").isNotNull()
+        ).alias("error"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(judged)
     unstatted = F.col("orphan") & F.col("mtime_millis").isNull()
@@ -307,14 +352,34 @@ def judge_listing(storage: Storage, listing: Any, reach: Any, cutoff: int, cache
     def stat_orphans(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
             files = zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True)
-            rows = [(f.path, f.size, f.mtime_millis, f.kind, f.kind == ERROR_KEY) for f in stat_listed(storage, files)]
+            rows = [
+                (f.path, f.size, f.mtime_millis, f.kind, f.kind == ERROR_KEY)
+                for f in stat_listed(storage, files)
+            ]
             yield from STATTED.batches(rows)
 
-    statted = judged.where(unstatted).select("path", "kind").mapInArrow(stat_orphans, STATTED.ddl).select(
-        "path", F.xxhash64("path").alias("path_hash"), "size", "mtime_millis", "kind", F.lit(False).alias("reached"),
-        (~F.col("error")).alias("orphan"), "error").persist(StorageLevel.MEMORY_AND_DISK)
+    statted = (
+        judged.where(unstatted)
+        .select("path", "kind")
+        .mapInArrow(stat_orphans, STATTED.ddl)
+        .select(
+            "path",
+            F.xxhash64("path").alias("path_hash"),
+            "size",
+            "mtime_millis",
+            "kind",
+            F.lit(False).alias("reached"),
+            (~F.col("error")).alias("orphan"),
+            "error",
+        )
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
     cached.append(statted)
-    return judged.where(~unstatted).unionByName(statted).withColumn("old", F.col("mtime_millis") < F.lit(cutoff))
+    return (
+        judged.where(~unstatted)
+        .unionByName(statted)
+        .withColumn("old", F.col("mtime_millis") < F.lit(cutoff))
+    )
 
 
 def missing_paths(reach: Any, judged: Any) -> list[str]:
@@ -324,9 +389,13 @@ def missing_paths(reach: Any, judged: Any) -> list[str]:
     from pyspark.sql import functions as F
 
     missing = judged.where(F.col("kind").isNull() & ~F.col("error")).select("path_hash")
-    return sample_paths(reach.where(~F.col("path").startswith(ERROR_KEY))
-                        .withColumn("path_hash", F.xxhash64("path"))
-                        .join(missing, "path_hash", "left_semi").select("path").distinct())
+    return sample_paths(
+        reach.where(~F.col("path").startswith(ERROR_KEY))
+        .withColumn("path_hash", F.xxhash64("path"))
+        .join(missing, "path_hash", "left_semi")
+        .select("path")
+        .distinct()
+    )
 
 
 def _body(ctx: JobContext) -> None:
@@ -358,8 +427,15 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     batch_size = ctx.settings.gc_delete_batch_size
     cutoff = now - int(grace_seconds * 1000)
     report.dry_run = args.dry_run
-    report.details.update({"now_millis": now, "grace_seconds": grace_seconds, "cutoff_millis": cutoff,
-                           "delete_batch_size": batch_size, "clocks": clocks.as_details()})
+    report.details.update(
+        {
+            "now_millis": now,
+            "grace_seconds": grace_seconds,
+            "cutoff_millis": cutoff,
+            "delete_batch_size": batch_size,
+            "clocks": clocks.as_details(),
+        }
+    )
     clock_note = clocks.note(aged="files" if args.now is None else None)
     if clock_note is not None:
         report.summary.append(clock_note)
@@ -384,24 +460,37 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     report.counts["subtree_tasks_shared_by_versions"] = plan.shared_tasks
 
     # -- one pass: list, walk the subtrees, join in the JVM, aggregate ----------------------
-    with ctx.stage("list-reach-anti-join", f"list the lakehouse, walk {len(plan.tasks)} subtrees, anti-join"):
+    with ctx.stage(
+        "list-reach-anti-join", f"list the lakehouse, walk {len(plan.tasks)} subtrees, anti-join"
+    ):
         # The judged rows are kept (the listing and the reach are each computed once, into
         # them; on an object store the listing-and-walk rows are kept too): every count below,
         # the samples, the re-check's membership questions and the deletes read these caches.
         listing, reach, how = _listing_and_reach(ctx, storage, top, plan, cached)
         judged = judge_listing(storage, listing, reach, cutoff, cached)
-        groups = judged.groupBy("kind", "reached", "orphan", "old", "error").agg(
-            F.count(F.lit(1)).alias("files"), F.sum(F.coalesce(F.col("size"), F.lit(0))).alias("bytes"),
-            F.count_if(F.col("size").isNull()).alias("unsized")).collect()
+        groups = (
+            judged.groupBy("kind", "reached", "orphan", "old", "error")
+            .agg(
+                F.count(F.lit(1)).alias("files"),
+                F.sum(F.coalesce(F.col("size"), F.lit(0))).alias("bytes"),
+                F.count_if(F.col("size").isNull()).alias("unsized"),
+            )
+            .collect()
+        )
         failures = sum(int(row["files"]) for row in groups if row["error"])
         if failures:
-            reasons = [row[0] for row in judged.where(F.col("error")).select("path").limit(3).collect()]
+            reasons = [
+                row[0] for row in judged.where(F.col("error")).select("path").limit(3).collect()
+            ]
             refusal = GcRefusedError(
                 f"{failures} hash directories, subtrees of retained versions or orphans could not be "
                 f"listed, walked or statted, so gc cannot tell live files from old orphans: "
                 f"{'; '.join(reason.removeprefix(ERROR_KEY) for reason in reasons)}"
             )
-            damaged = judged.where(F.col("path").startswith(ERROR_KEY + DAMAGED_MARK)).limit(1).count() > 0
+            damaged = (
+                judged.where(F.col("path").startswith(ERROR_KEY + DAMAGED_MARK)).limit(1).count()
+                > 0
+            )
             raise refusal_for_damage(storage, retained, refusal, damaged=damaged)
     report.details["listing"] = how
     listed_by_kind: dict[str, int] = {}
@@ -431,7 +520,12 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         report.counts["files_listed_unsized"] = unsized
     report.details["listed_by_kind"] = dict(sorted(listed_by_kind.items()))
     report.counts["foreign_files"] = listed_by_kind.get(FOREIGN, 0)
-    report.sample("foreign", sample_paths(judged.where(F.col("kind") == FOREIGN)) if report.counts["foreign_files"] else [])
+    report.sample(
+        "foreign",
+        sample_paths(judged.where(F.col("kind") == FOREIGN))
+        if report.counts["foreign_files"]
+        else [],
+    )
     report.counts["reachable_files"] = reachable
     if missing:
         # Reachable but not there: a dangling definition (fsck reports it). gc deletes nothing
@@ -447,16 +541,21 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     # each a fixed cost (tens of milliseconds on local[1], more on a cluster).
     known: list[tuple[str, int, bool]] | None = None
     if 0 < orphans <= KNOWN_ORPHANS_ON_DRIVER:
-        known = sorted((row[0], int(row[1] or 0), bool(row[2]))
-                       for row in orphan_frame.select("path", "size", "old").collect())
+        known = sorted(
+            (row[0], int(row[1] or 0), bool(row[2]))
+            for row in orphan_frame.select("path", "size", "old").collect()
+        )
     if known is not None:
         report.sample("too_young", [path for path, _, old in known if not old])
     else:
-        report.sample("too_young", sample_paths(orphan_frame.where(~F.col("old"))) if too_young else [])
+        report.sample(
+            "too_young", sample_paths(orphan_frame.where(~F.col("old"))) if too_young else []
+        )
     if args.full_list:
         target = full_list_dataset(args.report, ORPHANS_DATASET)
-        orphan_frame.select("path", "size", "mtime_millis", "kind", F.col("old").alias("old_enough")) \
-            .write.mode("overwrite").parquet(target)
+        orphan_frame.select(
+            "path", "size", "mtime_millis", "kind", F.col("old").alias("old_enough")
+        ).write.mode("overwrite").parquet(target)
         report.details["orphans_dataset"] = target
 
     # -- recheck versions that landed meanwhile --------------------------------------------
@@ -467,16 +566,24 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         unreached = {path for path, _, _ in known} if known is not None else set()
         with ctx.stage("recheck", "walk versions committed since the listing (driver)"):
             rechecked = reach_new_versions(
-                storage, retained.latest, membership_in(ctx, judged.where(F.col("reached"))), cache=cache,
-                covered=plan.covered, unreached=unreached,
+                storage,
+                retained.latest,
+                membership_in(ctx, judged.where(F.col("reached"))),
+                cache=cache,
+                covered=plan.covered,
+                unreached=unreached,
             )
     deletable = orphan_frame.where(F.col("old"))
     if rechecked.paths:
-        rescued = ctx.spark.createDataFrame([(p,) for p in sorted(rechecked.paths)], schema="path string")
+        rescued = ctx.spark.createDataFrame(
+            [(p,) for p in sorted(rechecked.paths)], schema="path string"
+        )
         deletable = deletable.join(rescued, "path", "left_anti")
     deletable_sample: list[str] | None = None
     if known is not None:
-        to_delete_known = [(path, size) for path, size, old in known if old and path not in rechecked.paths]
+        to_delete_known = [
+            (path, size) for path, size, old in known if old and path not in rechecked.paths
+        ]
         to_delete, bytes_to_delete = len(to_delete_known), sum(size for _, size in to_delete_known)
         deletable_sample = [path for path, _ in to_delete_known]
     elif old_orphans:
@@ -501,10 +608,13 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
     # -- delete ----------------------------------------------------------------------------
     deleted = DeleteOutcome()
     if not args.dry_run and to_delete:
-        with ctx.stage("delete", f"delete {to_delete} orphans in batches of {batch_size}",
-                       if_interrupted=f"some of the {plural(to_delete, 'old orphan')} may be deleted already (orphans "
-                       "only: no file a retained version reaches); run gc again to finish, or with --dry-run to "
-                       "see what is left"):
+        with ctx.stage(
+            "delete",
+            f"delete {to_delete} orphans in batches of {batch_size}",
+            if_interrupted=f"some of the {plural(to_delete, 'old orphan')} may be deleted already (orphans "
+            "only: no file a retained version reaches); run gc again to finish, or with --dry-run to "
+            "see what is left",
+        ):
             deleted = delete_frame(ctx, storage, deletable, batch_size)
     report.counts["orphans_deleted"] = deleted.deleted
     # Deleted by a run racing this one between the listing and the delete: not counted above.
@@ -526,12 +636,15 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         report.summary.append(
             f"{plural(missing, 'file')} that retained versions reach {'is' if missing == 1 else 'are'} missing "
             f"(e.g. {example}); gc deleted nothing because of {'it' if missing == 1 else 'them'}, but the lakehouse "
-            f"is damaged: `lakecore -l {storage.root_uri} fsck --all --deep` names the versions")
+            f"is damaged: `lakecore -l {storage.root_uri} fsck --all --deep` names the versions"
+        )
     if not to_delete:  # a dry run too, as compact-versions says of a dry run with nothing to expire
         report.status = "noop"
         report.details["noop_reason"] = (
             f"no orphan is older than the grace period ({too_young:,} younger {'one waits' if too_young == 1 else 'ones wait'})"
-            if too_young else "no orphans")
+            if too_young
+            else "no orphans"
+        )
     if deleted.refused or deleted.errors:
         report.sample("delete_refused", deleted.refused)
         report.sample("delete_errors", deleted.errors)

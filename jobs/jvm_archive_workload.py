@@ -42,7 +42,9 @@ def run(archive: str) -> int:
     log4j = REPO_ROOT / "conf" / "log4j2.properties"
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
+    )
     conf = SparkConf().set(
         "spark.driver.extraJavaOptions",
         f"-Dlog4j2.configurationFile=file:{log4j} {java_options()} -XX:ArchiveClassesAtExit={archive}",
@@ -77,7 +79,9 @@ def run(archive: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineArgumentParser(prog="python -m jobs.jvm_archive_workload", description=__doc__.splitlines()[0])
+    parser = OneLineArgumentParser(
+        prog="python -m jobs.jvm_archive_workload", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("partial", help="where the JVM writes the archive at its exit")
     try:
         args = parser.parse_args(argv)

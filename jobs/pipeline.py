@@ -55,13 +55,27 @@ def _fixed(*options: str) -> Callable[[], tuple[str, ...]]:
 
 
 def pipeline_steps(path: str) -> list[Step]:
-    young = ("--older-than", "0s", "--i-understand-grace-risk")  # the demo's orphans are minutes old
+    young = (
+        "--older-than",
+        "0s",
+        "--i-understand-grace-risk",
+    )  # the demo's orphans are minutes old
     return [
-        Step("flush (threshold 0.5)", "jobs.flush", "1-flush-threshold", _fixed("--mode", "threshold", "--fill", "0.5")),
+        Step(
+            "flush (threshold 0.5)",
+            "jobs.flush",
+            "1-flush-threshold",
+            _fixed("--mode", "threshold", "--fill", "0.5"),
+        ),
         Step("validate", "jobs.validate", "2-validate", _fixed()),
         Step("flush (full)", "jobs.flush", "3-flush-full", _fixed("--mode", "full")),
         Step("validate", "jobs.validate", "4-validate", _fixed()),
-        Step("compact-versions", "jobs.compact_versions", "5-compact-versions", lambda: ("--now", _expiring_now(path), "--i-understand-expiry-risk")),
+        Step(
+            "compact-versions",
+            "jobs.compact_versions",
+            "5-compact-versions",
+            lambda: ("--now", _expiring_now(path), "--i-understand-expiry-risk"),
+        ),
         Step("gc --dry-run", "jobs.gc", "6-gc-dry-run", _fixed("--dry-run", *young)),
         Step("gc", "jobs.gc", "7-gc", _fixed(*young)),
         Step("validate --deep", "jobs.validate", "8-validate-deep", _fixed("--deep")),
@@ -98,7 +112,10 @@ def demo_spark_session() -> Any:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.default.parallelism", "4")
         .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j} {java_options()}".strip())
+        .config(
+            "spark.driver.extraJavaOptions",
+            f"-Dlog4j2.configurationFile=file:{log4j} {java_options()}".strip(),
+        )
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
@@ -121,7 +138,9 @@ def run_pipeline(path: str, *, spark: Any = None) -> int:
         for number, step in enumerate(pipeline_steps(path), start=1):
             print(f"\n[{number}] {step.label}", flush=True)
             if importlib.util.find_spec(step.module) is None:
-                note = f"{step.label}: skipped, {step.module.replace('.', '/')}.py does not exist yet"
+                note = (
+                    f"{step.label}: skipped, {step.module.replace('.', '/')}.py does not exist yet"
+                )
                 print(f"  {note}", flush=True)
                 skipped.append(note)
                 continue
@@ -131,8 +150,11 @@ def run_pipeline(path: str, *, spark: Any = None) -> int:
             code = int(main(argv, spark=session))
             if code != 0:
                 failed = (step.label, code)
-                print(f"  step {number} ({step.label}) failed with exit code {code}; stopping here "
-                      f"(see {report})", flush=True)
+                print(
+                    f"  step {number} ({step.label}) failed with exit code {code}; stopping here "
+                    f"(see {report})",
+                    flush=True,
+                )
                 break
             done.append(step.label)
     finally:
@@ -142,8 +164,11 @@ def run_pipeline(path: str, *, spark: Any = None) -> int:
     status = "FAILED" if failed else "ok"
     extra_note = f", {len(skipped)} skipped" if skipped else ""
     failed_note = f", failed at {failed[0]!r} (exit {failed[1]})" if failed else ""
-    print(f"\npipeline {status}: {len(done)} steps ok{extra_note}{failed_note} in {took:.1f}s; "
-          f"reports in {reports}", flush=True)
+    print(
+        f"\npipeline {status}: {len(done)} steps ok{extra_note}{failed_note} in {took:.1f}s; "
+        f"reports in {reports}",
+        flush=True,
+    )
     return failed[1] if failed else 0
 
 

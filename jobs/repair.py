@@ -19,7 +19,10 @@ nothing written); with ``--yes`` the driver carries it out.
 
 from __future__ import annotations
 
-if __package__ in (None, ""):  # run as a file (spark-submit jobs/repair.py): the repo root must be importable
+if __package__ in (
+    None,
+    "",
+):  # run as a file (spark-submit jobs/repair.py): the repo root must be importable
     import os as _os
     import sys as _sys
 
@@ -46,10 +49,20 @@ def _parser() -> Any:
     parser = base_parser("repair", __doc__.splitlines()[0])
     parser.add_argument("action", choices=ACTIONS, help="what to repair")
     target = parser.add_mutually_exclusive_group()
-    target.add_argument("--to-version", type=whole_number(0), default=None, help="rollback: the version whose content to restore")
-    target.add_argument("--to-last-valid", action="store_true",
-                        help="rollback: to the newest version the tree checker finds clean")
-    parser.add_argument("--yes", action="store_true", help="carry out the plan (without it, only print it)")
+    target.add_argument(
+        "--to-version",
+        type=whole_number(0),
+        default=None,
+        help="rollback: the version whose content to restore",
+    )
+    target.add_argument(
+        "--to-last-valid",
+        action="store_true",
+        help="rollback: to the newest version the tree checker finds clean",
+    )
+    parser.add_argument(
+        "--yes", action="store_true", help="carry out the plan (without it, only print it)"
+    )
     return parser
 
 
@@ -75,19 +88,29 @@ def _body(ctx: JobContext) -> None:
     else:
         if args.to_version is None and not args.to_last_valid:
             raise ArgumentError("rollback needs --to-version V or --to-last-valid")
-        outcome = repair.rollback(ctx.storage, to_version=args.to_version, to_last_valid=args.to_last_valid,
-                                  apply=args.yes, say=_say)
+        outcome = repair.rollback(
+            ctx.storage,
+            to_version=args.to_version,
+            to_last_valid=args.to_last_valid,
+            apply=args.yes,
+            say=_say,
+        )
     report.durations_seconds["repair"] = round(time.monotonic() - started, 3)
     report.base_version = outcome.highest_version
     report.new_version = outcome.new_version
     report.status = outcome.status
     report.summary.extend(outcome.summary)
     details = outcome.as_dict()
-    report.details.update({
-        "plan": details["plan"], "rollback_to": details["rollback_to"],
-        "invalid_versions": details["damaged_versions"], "hint_before": details["hint_before"],
-        "hint_after": details["hint_after"], "latest_version": details["highest_version"],
-    })
+    report.details.update(
+        {
+            "plan": details["plan"],
+            "rollback_to": details["rollback_to"],
+            "invalid_versions": details["damaged_versions"],
+            "hint_before": details["hint_before"],
+            "hint_after": details["hint_after"],
+            "latest_version": details["highest_version"],
+        }
+    )
     if args.action == "rollback":
         report.counts["versions_checked"] = outcome.versions_checked
         report.counts["invalid_versions"] = len(outcome.damaged_versions)

@@ -47,7 +47,8 @@ def reach_errors(reach: Any) -> Any:
     from pyspark.sql import functions as F
 
     return reach.where(F.col("path").startswith(ERROR_KEY)).select(
-        F.expr(f"substring(path, {len(ERROR_KEY) + 1})").alias("reason"))
+        F.expr(f"substring(path, {len(ERROR_KEY) + 1})").alias("reason")
+    )
 
 
 def unreached_only(frame: Any, reach: Any) -> Any:
@@ -58,10 +59,14 @@ def unreached_only(frame: Any, reach: Any) -> Any:
     unreached file look reached, and so kept: a file the reach holds is never returned."""
     from pyspark.sql import functions as F
 
-    reached = reach.where(~F.col("path").startswith(ERROR_KEY)).select(F.xxhash64("path").alias("path_hash"))
-    return (frame.withColumn("path_hash", F.xxhash64("path"))
-            .join(reached.hint("shuffle_hash"), "path_hash", "left_anti")
-            .drop("path_hash"))
+    reached = reach.where(~F.col("path").startswith(ERROR_KEY)).select(
+        F.xxhash64("path").alias("path_hash")
+    )
+    return (
+        frame.withColumn("path_hash", F.xxhash64("path"))
+        .join(reached.hint("shuffle_hash"), "path_hash", "left_anti")
+        .drop("path_hash")
+    )
 
 
 def sample_paths(frame: Any) -> list[str]:
@@ -81,7 +86,9 @@ def membership_in(ctx: JobContext, reach: Any) -> Any:
         if not asked:
             return set()
         if len(asked) > _JOIN_QUESTIONS_OVER:
-            question = ctx.spark.createDataFrame([(p,) for p in sorted(asked)], schema="path string")
+            question = ctx.spark.createDataFrame(
+                [(p,) for p in sorted(asked)], schema="path string"
+            )
             found = paths.join(question, "path", "left_semi")
         else:
             found = paths.where(F.col("path").isin(sorted(asked)))
@@ -108,7 +115,11 @@ def delete_frame(ctx: JobContext, storage: Storage, files: Any, batch_size: int)
         outcome.deleted_paths = sorted(outcome.deleted_paths)[:SAMPLE_LIMIT]
         yield from PAYLOAD.batches([(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL),)])
 
-    frame = files.select("path", "size").repartition(max(1, ctx.parallelism)).mapInArrow(run, PAYLOAD.ddl)
+    frame = (
+        files.select("path", "size")
+        .repartition(max(1, ctx.parallelism))
+        .mapInArrow(run, PAYLOAD.ddl)
+    )
     total = DeleteOutcome()
     for part in collect_objects(frame):
         total.add(part)

@@ -26,7 +26,10 @@ from typing import Any
 from lakecore.errors import ExitCode
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_DEFAULTS: dict[signal.Signals, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+_DEFAULTS: dict[signal.Signals, Any] = {
+    signal.SIGINT: signal.default_int_handler,
+    signal.SIGTERM: signal.SIG_DFL,
+}
 _installed: dict[signal.Signals, Any] = {}
 
 
@@ -38,8 +41,11 @@ def quiet_until_the_job_begins(job: str) -> None:
         # os.write and os._exit: the signal can land anywhere in an import, where raising (or
         # running exit hooks of half-imported modules) would print the traceback this avoids.
         name = signal.Signals(signum).name
-        os.write(2, f"lakecore {job}: interrupted by {name} while starting, before the job began; "
-                    "nothing was done\n".encode())
+        os.write(
+            2,
+            f"lakecore {job}: interrupted by {name} while starting, before the job began; "
+            "nothing was done\n".encode(),
+        )
         os._exit(ExitCode.INTERRUPTED)
 
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:

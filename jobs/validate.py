@@ -32,7 +32,10 @@ their violations as rows; the driver gets their counts, and the first few in one
 
 from __future__ import annotations
 
-if __package__ in (None, ""):  # run as a file (spark-submit jobs/validate.py): the repo root must be importable
+if __package__ in (
+    None,
+    "",
+):  # run as a file (spark-submit jobs/validate.py): the repo root must be importable
     import os as _os
     import sys as _sys
 
@@ -104,20 +107,38 @@ ROWS_PER_SUITE_PARTITION = 250_000
 def _parser() -> Any:
     parser = base_parser("validate", __doc__.splitlines()[0])
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--version", type=whole_number(0), default=None, help="check this version (default: the latest)")
+    which.add_argument(
+        "--version",
+        type=whole_number(0),
+        default=None,
+        help="check this version (default: the latest)",
+    )
     which.add_argument("--all-retained", action="store_true", help="check every retained version")
-    parser.add_argument("--deep", action="store_true",
-                        help="also check the catalog: keys parse, definitions exist, decode and match, "
-                             "every table's namespace exists")
-    parser.add_argument("--no-expectations", action="store_true",
-                        help="skip the great-expectations suite over the node rows")
+    parser.add_argument(
+        "--deep",
+        action="store_true",
+        help="also check the catalog: keys parse, definitions exist, decode and match, "
+        "every table's namespace exists",
+    )
+    parser.add_argument(
+        "--no-expectations",
+        action="store_true",
+        help="skip the great-expectations suite over the node rows",
+    )
     add_full_list_option(parser, "violation", VIOLATIONS_DATASET)
-    parser.add_argument("--html", metavar="PATH", type=output_file,
-                        help="also write the lakehouse health page here (one self-contained HTML file with "
-                             "this result; needs the [report] extra)")
-    parser.add_argument("--reports-dir", metavar="DIR",
-                        help="where the other jobs' JSON reports are, for gc's last orphan count on the "
-                             "health page (default: the folder of --report)")
+    parser.add_argument(
+        "--html",
+        metavar="PATH",
+        type=output_file,
+        help="also write the lakehouse health page here (one self-contained HTML file with "
+        "this result; needs the [report] extra)",
+    )
+    parser.add_argument(
+        "--reports-dir",
+        metavar="DIR",
+        help="where the other jobs' JSON reports are, for gc's last orphan count on the "
+        "health page (default: the folder of --report)",
+    )
     parser.add_check(_pages_apart)
     return parser
 
@@ -125,10 +146,15 @@ def _parser() -> Any:
 def _pages_apart(args: Any) -> str | None:
     """The validation's own page goes beside --report (REPORT with .html): --html must not be
     that file, or the health page would silently replace it."""
-    if args.html and args.report and \
-            Path(args.html).resolve() == Path(args.report).with_suffix(".html").resolve():
-        return (f"--html {args.html} is where the validation's own page goes (beside --report {args.report}); "
-                "give the health page another name")
+    if (
+        args.html
+        and args.report
+        and Path(args.html).resolve() == Path(args.report).with_suffix(".html").resolve()
+    ):
+        return (
+            f"--html {args.html} is where the validation's own page goes (beside --report {args.report}); "
+            "give the health page another name"
+        )
     return None
 
 
@@ -138,7 +164,9 @@ def _versions_to_check(storage: Storage, args: Any) -> tuple[int, list[int]]:
         if args.version < 0:
             raise ArgumentError(f"--version {args.version} must be >= 0")
         if args.version > latest:
-            raise NotFoundError(f"version {args.version} does not exist yet; the latest is {latest}")
+            raise NotFoundError(
+                f"version {args.version} does not exist yet; the latest is {latest}"
+            )
         return latest, [args.version]
     if not args.all_retained:
         return latest, [latest]
@@ -153,7 +181,9 @@ def _versions_to_check(storage: Storage, args: Any) -> tuple[int, list[int]]:
 def _unreadable_root(version: int, exc: LakecoreError) -> VersionResult:
     report = CheckReport()
     # fsck's rule name for the same file: one damaged root, one word, whichever tool found it.
-    report.violations.append(Violation(root_node_file_name(version), UNREADABLE_ROOT, " ".join(str(exc).split())))
+    report.violations.append(
+        Violation(root_node_file_name(version), UNREADABLE_ROOT, " ".join(str(exc).split()))
+    )
     return VersionResult(version, report)
 
 
@@ -172,8 +202,15 @@ NODE_ROWS = Columns((("version", "bigint"), *((name, "string") for name in SUITE
 # (``VIOLATION_SECTIONS``, by the scope of its rule), its key the rule, pvalue the location and
 # pnode the detail. ``_executor_violations`` gives them their own names (``VIOLATIONS``).
 VIOLATION_SECTIONS: Final = {TREE_SCOPE: "tree-violation", CATALOG_SCOPE: "catalog-violation"}
-VIOLATIONS = Columns((("version", "bigint"), ("scope", "string"), ("rule", "string"), ("location", "string"),
-                      ("detail", "string")))
+VIOLATIONS = Columns(
+    (
+        ("version", "bigint"),
+        ("scope", "string"),
+        ("rule", "string"),
+        ("location", "string"),
+        ("detail", "string"),
+    )
+)
 CHECKED = Columns((("payload", "binary"), *NODE_ROWS.fields))
 # --full-list's dataset: REPORT.violations.parquet.
 VIOLATIONS_DATASET: Final = "violations"
@@ -198,19 +235,31 @@ def _run_subtrees(ctx: JobContext, works: list[SubtreeWork]) -> tuple[list[Subtr
 
     def check(items: list[SubtreeWork]) -> Any:
         for result in run_subtree_works(storage, items):
-            payload = pickle.dumps(result.without_rows().counted_only(), protocol=pickle.HIGHEST_PROTOCOL)
+            payload = pickle.dumps(
+                result.without_rows().counted_only(), protocol=pickle.HIGHEST_PROTOCOL
+            )
             yield ([payload], *(None for _ in NODE_ROWS.fields))
             entries = list(result.violation_entries())
             if entries:  # section, key, pvalue, pnode: see VIOLATION_SECTIONS
-                yield (None, [version for version, _, _ in entries],
-                       [VIOLATION_SECTIONS[scope] for _, scope, _ in entries], [v.rule for _, _, v in entries],
-                       [v.location for _, _, v in entries], [v.detail for _, _, v in entries])
+                yield (
+                    None,
+                    [version for version, _, _ in entries],
+                    [VIOLATION_SECTIONS[scope] for _, scope, _ in entries],
+                    [v.rule for _, _, v in entries],
+                    [v.location for _, _, v in entries],
+                    [v.detail for _, _, v in entries],
+                )
             rows = _suite_columns(result.rows.columns())
             for version in result.versions:
                 yield (None, [version] * len(result.rows), *rows)
 
-    checked = fan_out_columns(ctx.spark, works, check, CHECKED, ctx.parallelism).persist(StorageLevel.MEMORY_AND_DISK)
-    results = [pickle.loads(row[0]) for row in checked.where(F.col("payload").isNotNull()).select("payload").collect()]
+    checked = fan_out_columns(ctx.spark, works, check, CHECKED, ctx.parallelism).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+    results = [
+        pickle.loads(row[0])
+        for row in checked.where(F.col("payload").isNotNull()).select("payload").collect()
+    ]
     return results, checked
 
 
@@ -223,11 +272,18 @@ def _executor_violations(checked: Any, catalog_checked: Sequence[int]) -> Any:
     section = F.col("section")
     counted = section == VIOLATION_SECTIONS[TREE_SCOPE]
     if catalog_checked:
-        counted = counted | ((section == VIOLATION_SECTIONS[CATALOG_SCOPE]) & F.col("version").isin(list(catalog_checked)))
+        counted = counted | (
+            (section == VIOLATION_SECTIONS[CATALOG_SCOPE])
+            & F.col("version").isin(list(catalog_checked))
+        )
     scope = F.when(section == VIOLATION_SECTIONS[TREE_SCOPE], TREE_SCOPE).otherwise(CATALOG_SCOPE)
     return checked.where(F.col("payload").isNull() & counted).select(
-        "version", scope.alias("scope"), F.col("key").alias("rule"), F.col("pvalue").alias("location"),
-        F.col("pnode").alias("detail"))
+        "version",
+        scope.alias("scope"),
+        F.col("key").alias("rule"),
+        F.col("pvalue").alias("location"),
+        F.col("pnode").alias("detail"),
+    )
 
 
 @dataclass
@@ -251,12 +307,21 @@ def _violations(ctx: JobContext, checked_versions: list[VersionResult], checked:
     for result in checked_versions:
         add_counts(by_rule, result.violations_by_rule())
     position = {result.version: i for i, result in enumerate(checked_versions)}
-    found: list[tuple[int, Violation]] = [(r.version, v) for r in checked_versions for v in r.violations]
+    found: list[tuple[int, Violation]] = [
+        (r.version, v) for r in checked_versions for v in r.violations
+    ]
     if checked is not None and any(result.unlisted for result in checked_versions):
         catalog_checked = [r.version for r in checked_versions if r.catalog_checked]
-        sample = (_executor_violations(checked, catalog_checked)
-                  .orderBy(F.col("version").desc(), "location", "rule", "detail").limit(VIOLATIONS_LIMIT).collect())
-        found.extend((int(row["version"]), Violation(row["location"], row["rule"], row["detail"])) for row in sample)
+        sample = (
+            _executor_violations(checked, catalog_checked)
+            .orderBy(F.col("version").desc(), "location", "rule", "detail")
+            .limit(VIOLATIONS_LIMIT)
+            .collect()
+        )
+        found.extend(
+            (int(row["version"]), Violation(row["location"], row["rule"], row["detail"]))
+            for row in sample
+        )
     found.sort(key=lambda item: (position[item[0]], item[1].location, item[1].rule, item[1].detail))
     return Violations(sum(by_rule.values()), by_rule, found[:VIOLATIONS_LIMIT])
 
@@ -265,21 +330,30 @@ def _write_full_list(ctx: JobContext, checked_versions: list[VersionResult], che
     """--full-list: every violation, the driver's and the subtrees', to REPORT.violations.parquet
     (version, scope, rule, location, detail); written even when there are none, so that a
     dataset beside a report always belongs to it."""
-    own = [(r.version, scope, v.rule, v.location, v.detail)
-           for r in checked_versions
-           for scope, listed in ((TREE_SCOPE, r.report.violations), (CATALOG_SCOPE, r.catalog_violations))
-           for v in listed]
+    own = [
+        (r.version, scope, v.rule, v.location, v.detail)
+        for r in checked_versions
+        for scope, listed in (
+            (TREE_SCOPE, r.report.violations),
+            (CATALOG_SCOPE, r.catalog_violations),
+        )
+        for v in listed
+    ]
     frame = driver_rows(ctx.spark, own, VIOLATIONS)
     if checked is not None:
-        frame = frame.unionByName(_executor_violations(checked, [r.version for r in checked_versions
-                                                                 if r.catalog_checked]))
+        frame = frame.unionByName(
+            _executor_violations(
+                checked, [r.version for r in checked_versions if r.catalog_checked]
+            )
+        )
     target = full_list_dataset(ctx.args.report, VIOLATIONS_DATASET)
     frame.write.mode("overwrite").parquet(target)
     return target
 
 
-def _rows_dataframe(ctx: JobContext, plans: list[VersionPlan], checked: Any,
-                    results: list[SubtreeResult]) -> tuple[Any, int, UniqueCandidates | None]:
+def _rows_dataframe(
+    ctx: JobContext, plans: list[VersionPlan], checked: Any, results: list[SubtreeResult]
+) -> tuple[Any, int, UniqueCandidates | None]:
     """Every node row of the checked versions, how many there are, and where unique-keys can
     fail: the tops' rows from the driver, the subtrees' from the check's persisted DataFrame
     (counted, and their keys spanned, by the subtree tasks)."""
@@ -305,7 +379,9 @@ def _rows_dataframe(ctx: JobContext, plans: list[VersionPlan], checked: Any,
                     spans.append((plan.version, KeySpan(key, key)))
     rows = driver_rows(ctx.spark, top_rows, NODE_ROWS)
     if checked is not None:
-        node_rows_only = F.col("payload").isNull() & ~F.col("section").isin(list(VIOLATION_SECTIONS.values()))
+        node_rows_only = F.col("payload").isNull() & ~F.col("section").isin(
+            list(VIOLATION_SECTIONS.values())
+        )
         rows = rows.unionByName(checked.where(node_rows_only).select(*NODE_ROWS.names))
     row_count = len(top_rows) + sum(r.row_count * len(r.versions) for r in results)
     # The suite runs about 8 queries over these rows, each a task per partition: a small
@@ -334,10 +410,14 @@ def _body(ctx: JobContext) -> None:
     skipped: list[str] = []
     stores: dict[tuple[str, ...], NodeStore] = {}
     target = ctx.parallelism
-    with ctx.stage("plan", f"plan {plural(len(versions), 'version')} and check the top of each tree (driver)"):
+    with ctx.stage(
+        "plan", f"plan {plural(len(versions), 'version')} and check the top of each tree (driver)"
+    ):
         for version in versions:
             try:
-                lh = Lakehouse.open(storage.root_uri, storage_options=storage.storage_options, version=version)
+                lh = Lakehouse.open(
+                    storage.root_uri, storage_options=storage.storage_options, version=version
+                )
             except VersionExpiredError as exc:
                 if args.all_retained:  # expired while the job ran: no longer retained
                     skipped.append(f"version {version}: {' '.join(str(exc).split())}")
@@ -353,38 +433,66 @@ def _body(ctx: JobContext) -> None:
             if external not in stores:  # one cache for the job: versions share their top nodes
                 stores[external] = fresh_store(storage, lh.lakehouse_def.order, external)
             store = stores[external]
-            plans.append(plan_version(
-                storage, version, lh.root, lh.root_info.path, lh.root_info.size, lh.lakehouse_def, store, target,
-                deep=args.deep,
-            ))
+            plans.append(
+                plan_version(
+                    storage,
+                    version,
+                    lh.root,
+                    lh.root_info.path,
+                    lh.root_info.size,
+                    lh.lakehouse_def,
+                    store,
+                    target,
+                    deep=args.deep,
+                )
+            )
     works = merge_work(plans, deep=args.deep, rows=expectations_on)
     report.counts["subtree_tasks"] = len(works)
     checked = None
     # An executor that cannot read the store (no credentials, no route) fails the job with that
     # StorageError (exit 4, retried), never with violations: it judged no file.
     try:
-        with ctx.stage("check", f"check {plural(len(works), 'subtree')} of {plural(len(plans), 'version')}"
-                                f"{' with catalog checks' if args.deep else ''}"), executor_errors():
+        with (
+            ctx.stage(
+                "check",
+                f"check {plural(len(works), 'subtree')} of {plural(len(plans), 'version')}"
+                f"{' with catalog checks' if args.deep else ''}",
+            ),
+            executor_errors(),
+        ):
             results, checked = _run_subtrees(ctx, works)
         # The queries below read the check's cached rows; a lost cache block is computed again.
-        with ctx.stage("combine", "combine the subtree results per version (driver)"), executor_errors():
+        with (
+            ctx.stage("combine", "combine the subtree results per version (driver)"),
+            executor_errors(),
+        ):
             by_version: dict[int, list[SubtreeResult]] = {}
             for result in results:
                 for version in result.versions:
                     by_version.setdefault(version, []).append(result)
             for plan in plans:
-                finished[plan.version] = combine_version(plan, by_version.get(plan.version, []), deep=args.deep)
+                finished[plan.version] = combine_version(
+                    plan, by_version.get(plan.version, []), deep=args.deep
+                )
             checked_versions = [finished[v] for v in versions if v in finished]
             violations = _violations(ctx, checked_versions, checked)
         if args.full_list:
-            with ctx.stage("full-list", "write every violation beside the report"), executor_errors():
-                report.details["violations_dataset"] = _write_full_list(ctx, checked_versions, checked)
+            with (
+                ctx.stage("full-list", "write every violation beside the report"),
+                executor_errors(),
+            ):
+                report.details["violations_dataset"] = _write_full_list(
+                    ctx, checked_versions, checked
+                )
         expectations: dict[str, Any] | None = None
         if expectations_on and plans:
             from jobs.expectations import run_expectations
 
             lakehouse_def = plans[0].lakehouse_def
-            with ctx.stage("expectations", "great-expectations suite over every node row"), executor_errors():
+            with (
+                ctx.stage("expectations", "great-expectations suite over every node row"),
+                executor_errors(),
+            ):
                 rows, row_count, unique_candidates = _rows_dataframe(ctx, plans, checked, results)
                 expectations = run_expectations(
                     rows,
@@ -399,8 +507,14 @@ def _body(ctx: JobContext) -> None:
     _report(ctx, checked_versions, violations, plans, expectations, skipped)
 
 
-def _report(ctx: JobContext, checked: list[VersionResult], found: Violations, plans: list[VersionPlan],
-            expectations: dict[str, Any] | None, skipped: list[str]) -> None:
+def _report(
+    ctx: JobContext,
+    checked: list[VersionResult],
+    found: Violations,
+    plans: list[VersionPlan],
+    expectations: dict[str, Any] | None,
+    skipped: list[str],
+) -> None:
     report = ctx.report
     report.counts["versions_checked"] = len(checked)
     report.counts["nodes_checked"] = sum(r.report.nodes_checked for r in checked)
@@ -414,9 +528,18 @@ def _report(ctx: JobContext, checked: list[VersionResult], found: Violations, pl
     report.details["violations_by_rule"] = rules
     report.details["violations_truncated"] = found.total > len(listed)
     report.details["versions"] = [
-        {"version": r.version, "ok": r.ok, "nodes": r.report.nodes_checked, "keys": r.report.keys_seen,
-         "messages": r.report.messages_seen, "bytes": r.report.bytes_checked, "violations": r.violation_count,
-         "subtree_tasks": r.subtree_tasks, "catalog_checked": r.catalog_checked, "catalog_keys": r.catalog_keys}
+        {
+            "version": r.version,
+            "ok": r.ok,
+            "nodes": r.report.nodes_checked,
+            "keys": r.report.keys_seen,
+            "messages": r.report.messages_seen,
+            "bytes": r.report.bytes_checked,
+            "violations": r.violation_count,
+            "subtree_tasks": r.subtree_tasks,
+            "catalog_checked": r.catalog_checked,
+            "catalog_keys": r.catalog_keys,
+        }
         for r in checked
     ]
     fallbacks = {p.version: p.cut_fallback for p in plans if p.cut_fallback}
@@ -430,7 +553,11 @@ def _report(ctx: JobContext, checked: list[VersionResult], found: Violations, pl
     report.summary.append(
         f"checked {plural(len(checked), 'version')}, {plural(report.counts['nodes_checked'], 'node')}, "
         f"{plural(report.counts['keys'], 'key')}: "
-        + ("clean" if not bad_versions else f"{plural(found.total, 'violation')} in {plural(len(bad_versions), 'version')}")
+        + (
+            "clean"
+            if not bad_versions
+            else f"{plural(found.total, 'violation')} in {plural(len(bad_versions), 'version')}"
+        )
     )
     if expectations is not None:
         failed = [e["name"] for e in expectations["expectations"] if not e["success"]]
@@ -440,8 +567,14 @@ def _report(ctx: JobContext, checked: list[VersionResult], found: Violations, pl
         )
     # --deep reads the catalog only where the tree is clean (as fsck does): say so where it did not.
     not_deep = [r.version for r in checked if report.details["deep"] and not r.catalog_checked]
-    catalog_skipped = (f"catalog checks (--deep) skipped for {plural(len(not_deep), 'version')} whose tree has "
-                       "violations; run --deep again once the tree is mended") if not_deep else None
+    catalog_skipped = (
+        (
+            f"catalog checks (--deep) skipped for {plural(len(not_deep), 'version')} whose tree has "
+            "violations; run --deep again once the tree is mended"
+        )
+        if not_deep
+        else None
+    )
     if catalog_skipped:
         report.summary.append(catalog_skipped)
     for version, v in found.listed[:10]:
@@ -451,21 +584,31 @@ def _report(ctx: JobContext, checked: list[VersionResult], found: Violations, pl
         report.exit_code = EXIT_VIOLATIONS
         problems = []
         if bad_versions:
-            problems.append(f"{plural(found.total, 'violation')} in {plural(len(bad_versions), 'version')} "
-                            f"({', '.join(f'{rule} {n}' for rule, n in sorted(rules.items()))})")
+            problems.append(
+                f"{plural(found.total, 'violation')} in {plural(len(bad_versions), 'version')} "
+                f"({', '.join(f'{rule} {n}' for rule, n in sorted(rules.items()))})"
+            )
         if expectations_failed and expectations is not None:
             failed_names = [e["name"] for e in expectations["expectations"] if not e["success"]]
             problems.append(f"expectations failed: {', '.join(failed_names)}")
         if catalog_skipped:
-            problems.append(f"catalog checks skipped for {plural(len(not_deep), 'version')} (the tree first)")
+            problems.append(
+                f"catalog checks skipped for {plural(len(not_deep), 'version')} (the tree first)"
+            )
         damage_rules = {r.version: DAMAGE_RULES & set(r.violations_by_rule()) for r in checked}
         damaged = [version for version, rules_broken in damage_rules.items() if rules_broken]
         if damaged:
             # The one line a scheduler shows must say what to do about damage, as the other jobs'
             # do; what that is depends on whether the latest version is among the damaged.
             latest = report.base_version if report.base_version is not None else max(damaged)
-            problems.append(next_step(ctx.storage.root_uri, damaged, latest,
-                                      roots_damaged=all(UNREADABLE_ROOT in damage_rules[v] for v in damaged)))
+            problems.append(
+                next_step(
+                    ctx.storage.root_uri,
+                    damaged,
+                    latest,
+                    roots_damaged=all(UNREADABLE_ROOT in damage_rules[v] for v in damaged),
+                )
+            )
         report.error = "; ".join(problems)
     report.details["html_report"] = None
     if ctx.args.report:
@@ -474,19 +617,34 @@ def _report(ctx: JobContext, checked: list[VersionResult], found: Violations, pl
 
         catalog_runs = sum(1 for r in checked if r.catalog_checked)
         summary = {
-            "lakehouse": report.lakehouse, "status": report.status, "latest version": report.base_version,
+            "lakehouse": report.lakehouse,
+            "status": report.status,
+            "latest version": report.base_version,
             "versions checked": ", ".join(str(r.version) for r in checked),
             "deep": report.details["deep"],
-            "catalog checks": (f"run on {catalog_runs} of {len(checked)} versions" if report.details["deep"]
-                               else "not requested (--deep)")
-                              + (" (skipped where the tree has violations)"
-                                 if report.details["deep"] and catalog_runs < len(checked) else ""),
+            "catalog checks": (
+                f"run on {catalog_runs} of {len(checked)} versions"
+                if report.details["deep"]
+                else "not requested (--deep)"
+            )
+            + (
+                " (skipped where the tree has violations)"
+                if report.details["deep"] and catalog_runs < len(checked)
+                else ""
+            ),
             **{k.replace("_", " "): v for k, v in sorted(report.counts.items())},
             "node bytes checked": f"{report.bytes['node_bytes_checked']} ({format_bytes(report.bytes['node_bytes_checked'])})",
         }
-        page = render_html(f"lakecore validate: {report.lakehouse}", summary, expectations, listed,
-                           status=report.status, error=report.error, versions=report.details["versions"],
-                           violations_total=found.total)
+        page = render_html(
+            f"lakecore validate: {report.lakehouse}",
+            summary,
+            expectations,
+            listed,
+            status=report.status,
+            error=report.error,
+            versions=report.details["versions"],
+            violations_total=found.total,
+        )
         report.details["html_report"] = write_html(Path(ctx.args.report).with_suffix(".html"), page)
     if getattr(ctx.args, "html", None):
         _health_page(ctx)
@@ -501,10 +659,15 @@ def _health_page(ctx: JobContext) -> None:
     report = ctx.report
     lh = Lakehouse.open(ctx.storage.root_uri, storage_options=ctx.storage.storage_options)
     entries = history(ctx.storage)
-    data = describe(lh, entries, damaged_tree_ok=True)  # a damaged lakehouse is when the page is needed
-    reports_dir = ctx.args.reports_dir or (str(Path(ctx.args.report).parent) if ctx.args.report else None)
-    report.details["health_page"] = write_health_page(ctx.args.html, data, entries, validation=report.as_dict(),
-                                                      reports_dir=reports_dir)
+    data = describe(
+        lh, entries, damaged_tree_ok=True
+    )  # a damaged lakehouse is when the page is needed
+    reports_dir = ctx.args.reports_dir or (
+        str(Path(ctx.args.report).parent) if ctx.args.report else None
+    )
+    report.details["health_page"] = write_health_page(
+        ctx.args.html, data, entries, validation=report.as_dict(), reports_dir=reports_dir
+    )
     report.summary.append(f"health page: {report.details['health_page']}")
 
 

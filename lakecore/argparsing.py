@@ -38,8 +38,15 @@ from lakecore.errors import InvalidArgumentError
 
 # Other tools' words for a command of ours, suggested before what spelling alone finds near
 # ("create" was met with "did you mean tree?"); used only where the target is a choice.
-COMMAND_SYNONYMS: Final = {"create": "init", "new": "init", "check": "fsck", "verify": "fsck",
-                           "log": "versions", "status": "describe", "info": "describe"}
+COMMAND_SYNONYMS: Final = {
+    "create": "init",
+    "new": "init",
+    "check": "fsck",
+    "verify": "fsck",
+    "log": "versions",
+    "status": "describe",
+    "info": "describe",
+}
 
 
 class ArgumentError(InvalidArgumentError):
@@ -75,7 +82,8 @@ class OneLineArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if message.startswith("the following arguments are required") or (
-                message.startswith("unrecognized arguments") and not self._has_commands):
+            message.startswith("unrecognized arguments") and not self._has_commands
+        ):
             # Either way the first unknown option is the likely cause: name it and its nearest.
             # (Extras left by a command's own parser reach its parent, which knows none of the
             # command's options to name instead.)
@@ -98,7 +106,11 @@ class OneLineArgumentParser(argparse.ArgumentParser):
             choices = [str(choice) for choice in action.choices or ()]
             if choices and all(repr(choice) in offered or choice in offered for choice in choices):
                 synonym = COMMAND_SYNONYMS.get(given)
-                nearest = [synonym] if synonym in choices else difflib.get_close_matches(given, choices, n=1)
+                nearest = (
+                    [synonym]
+                    if synonym in choices
+                    else difflib.get_close_matches(given, choices, n=1)
+                )
                 hint = f" (did you mean {nearest[0]}?)" if nearest else ""
                 # An option is named ('argument --mode'); a command's own name is the invocation.
                 named = f"{argument}: " if action.option_strings else ""
@@ -109,7 +121,12 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         """'unrecognized option --X (did you mean --Y?)' for the first option given that is not
         one of this parser's (an abbreviation included: --Y is then the option it begins); None
         if none."""
-        known = [option for action in self._actions for option in action.option_strings if option.startswith("--")]
+        known = [
+            option
+            for action in self._actions
+            for option in action.option_strings
+            if option.startswith("--")
+        ]
         for argument in self._arguments_read:
             if argument == "--":
                 break
@@ -118,23 +135,31 @@ class OneLineArgumentParser(argparse.ArgumentParser):
                 continue
             begun = sorted(option for option in known if option.startswith(name))
             if begun:
-                return (f"unrecognized option {name} (did you mean {' or '.join(begun[:3])}? "
-                        "options are written in full)")
+                return (
+                    f"unrecognized option {name} (did you mean {' or '.join(begun[:3])}? "
+                    "options are written in full)"
+                )
             nearest = difflib.get_close_matches(name, known, n=1)
-            return f"unrecognized option {name}" + (f" (did you mean {nearest[0]}?)" if nearest else "")
+            return f"unrecognized option {name}" + (
+                f" (did you mean {nearest[0]}?)" if nearest else ""
+            )
         return None
 
     def _value_like_an_option(self, message: str) -> str:
         """argparse's 'argument --X: expected one argument', plus the value given after --X when
         it starts with '-' (argparse took it for an option) and how to pass it anyway."""
-        options = message.removeprefix("argument ").removesuffix(": expected one argument").split("/")
+        options = (
+            message.removeprefix("argument ").removesuffix(": expected one argument").split("/")
+        )
         for here, argument in enumerate(self._arguments_read[:-1]):
             if argument == "--":
                 break
             following = self._arguments_read[here + 1]
             if argument in options and following.startswith("-") and following != "--":
-                return (f"{message}, and {following!r} after it reads as an option; "
-                        f"write {argument}={following} to give a value that starts with '-'")
+                return (
+                    f"{message}, and {following!r} after it reads as an option; "
+                    f"write {argument}={following} to give a value that starts with '-'"
+                )
         return message
 
 
@@ -147,7 +172,9 @@ def output_file(text: str) -> str:
     if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", text):
         # Reports and pages are written on this machine (lakecore/outputs.py): a URI would make a
         # folder named after its scheme in the working directory.
-        raise argparse.ArgumentTypeError(f"{text} is a URI; this writes a file on this machine: give a local path")
+        raise argparse.ArgumentTypeError(
+            f"{text} is a URI; this writes a file on this machine: give a local path"
+        )
     path = os.path.abspath(os.path.expanduser(text))
     if os.path.isdir(path):
         raise argparse.ArgumentTypeError(f"{text} is a folder; name a file in it")
@@ -157,9 +184,13 @@ def output_file(text: str) -> str:
     while not os.path.exists(ancestor):
         ancestor = os.path.dirname(ancestor)
     if not os.path.isdir(ancestor):
-        raise argparse.ArgumentTypeError(f"{text} cannot be created: {ancestor} is a file, not a folder")
+        raise argparse.ArgumentTypeError(
+            f"{text} cannot be created: {ancestor} is a file, not a folder"
+        )
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"{text} cannot be created: no permission to write in {ancestor}")
+        raise argparse.ArgumentTypeError(
+            f"{text} cannot be created: no permission to write in {ancestor}"
+        )
     return text
 
 
@@ -174,7 +205,9 @@ def whole_number(minimum: int) -> Callable[[str], int]:
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
         if value < minimum:
-            raise argparse.ArgumentTypeError(f"{value} is below {minimum}; give a whole number of at least {minimum}")
+            raise argparse.ArgumentTypeError(
+                f"{value} is below {minimum}; give a whole number of at least {minimum}"
+            )
         return value
 
     parse.__name__ = "whole number"  # argparse names the type in its own messages

@@ -42,7 +42,9 @@ def lakehouse_uri(args: argparse.Namespace) -> str:
     """The lakehouse the command names. Raises InvalidArgumentError when it names none."""
     uri = getattr(args, "lakehouse", None) or os.environ.get("LAKECORE_LAKEHOUSE")
     if not uri:
-        raise InvalidArgumentError("no lakehouse given: pass --lakehouse URI or set LAKECORE_LAKEHOUSE")
+        raise InvalidArgumentError(
+            "no lakehouse given: pass --lakehouse URI or set LAKECORE_LAKEHOUSE"
+        )
     return str(uri)
 
 
@@ -68,11 +70,20 @@ def time_millis(text: str) -> int:
 def add_version_options(parser: argparse.ArgumentParser, what: str = "read") -> None:
     """``--version V`` and ``--as-of TIME`` (mutually exclusive): time travel."""
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--version", type=int, metavar="V",
-                       help=f"{what} this version (time travel) instead of the latest")
-    group.add_argument("--as-of", dest="as_of", type=time_millis, metavar="TIME",
-                       help=f"{what} the newest version created at or before TIME (ISO-8601, e.g. "
-                       "2026-11-21T10:00:00Z, UTC if no zone; or epoch milliseconds)")
+    group.add_argument(
+        "--version",
+        type=int,
+        metavar="V",
+        help=f"{what} this version (time travel) instead of the latest",
+    )
+    group.add_argument(
+        "--as-of",
+        dest="as_of",
+        type=time_millis,
+        metavar="TIME",
+        help=f"{what} the newest version created at or before TIME (ISO-8601, e.g. "
+        "2026-11-21T10:00:00Z, UTC if no zone; or epoch milliseconds)",
+    )
 
 
 def open_view(args: argparse.Namespace, version: int | None = None) -> LakehouseView:
@@ -105,16 +116,37 @@ def emit(args: argparse.Namespace, human: str, data: Any) -> None:
 
 def emit_error(message: str, exit_code: int, **extra: Any) -> None:
     """An error as JSON on stdout (``--json``): ``{"error": ..., "exit_code": ..., ...}``."""
-    print(json.dumps({"error": message, "exit_code": int(exit_code), **extra}, indent=2, sort_keys=True,
-                     default=str))
+    print(
+        json.dumps(
+            {"error": message, "exit_code": int(exit_code), **extra},
+            indent=2,
+            sort_keys=True,
+            default=str,
+        )
+    )
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     """``--json`` on a subcommand too (``lakecore versions --json``), without overriding the
     top-level one."""
-    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="print JSON instead of a summary (errors too)")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print JSON instead of a summary (errors too)",
+    )
 
 
-__all__ = ["add_json_option", "add_version_options", "emit", "emit_error", "key_value", "lakehouse_uri", "open_lakehouse",
-           "open_view", "resolve_version", "storage_options_of", "time_millis"]
+__all__ = [
+    "add_json_option",
+    "add_version_options",
+    "emit",
+    "emit_error",
+    "key_value",
+    "lakehouse_uri",
+    "open_lakehouse",
+    "open_view",
+    "resolve_version",
+    "storage_options_of",
+    "time_millis",
+]

@@ -75,7 +75,9 @@ class CommitPolicy:
 
     def backoff(self, attempt: int) -> float:
         # Full jitter: spreads retrying writers apart so one of them wins the next round.
-        return self.rng.uniform(0, min(self.backoff_cap_seconds, self.backoff_base_seconds * (2**attempt)))
+        return self.rng.uniform(
+            0, min(self.backoff_cap_seconds, self.backoff_base_seconds * (2**attempt))
+        )
 
 
 def _root_holds(storage: Storage, version: int, data: bytes) -> bool | None:

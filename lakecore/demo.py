@@ -33,20 +33,32 @@ DEMO_PROPERTY = "lakecore.demo"
 
 def build_sample(uri: str, *, namespaces: int = 4, tables_per_namespace: int = 60) -> Lakehouse:
     # Small nodes so that a demo-sized catalog shows flushes and a multi-level tree.
-    lh = Lakehouse.create(uri, name="demo", properties={DEMO_PROPERTY: "true"}, order=8,
-                          node_file_max_size_bytes=16 * 1024,
-                          namespace_name_max_size_bytes=32, table_name_max_size_bytes=48,
-                          file_name_max_size_bytes=128, minimum_versions_to_keep=5)
+    lh = Lakehouse.create(
+        uri,
+        name="demo",
+        properties={DEMO_PROPERTY: "true"},
+        order=8,
+        node_file_max_size_bytes=16 * 1024,
+        namespace_name_max_size_bytes=32,
+        table_name_max_size_bytes=48,
+        file_name_max_size_bytes=128,
+        minimum_versions_to_keep=5,
+    )
     for n in range(namespaces):
         ns = f"sales_{n}"
         with lh.transaction() as tx:
             tx.create_namespace(ns, properties={"owner": f"team-{n}"})
         for t in range(tables_per_namespace):
             with lh.transaction() as tx:
-                tx.create_table(ns, f"orders_{t:03d}",
-                                columns=[{"id": 1, "name": "order_id", "type": "INT8", "nullable": False},
-                                         {"id": 2, "name": "amount", "type": "DECIMAL"}],
-                                properties={"created_by": "demo"})
+                tx.create_table(
+                    ns,
+                    f"orders_{t:03d}",
+                    columns=[
+                        {"id": 1, "name": "order_id", "type": "INT8", "nullable": False},
+                        {"id": 2, "name": "amount", "type": "DECIMAL"},
+                    ],
+                    properties={"created_by": "demo"},
+                )
     with lh.transaction() as tx:
         for t in range(0, tables_per_namespace, 7):
             tx.drop_table("sales_0", f"orders_{t:03d}")
@@ -74,20 +86,34 @@ def describe(lh: Lakehouse) -> str:
 
     lines = [f"lakehouse {lh.lakehouse_def.name!r} at {lh.uri}, latest version {lh.version}"]
     versions = lh.versions()
-    lines.append(f"retained versions: {len(versions)} (newest {versions[0].version}, oldest {versions[-1].version})")
+    lines.append(
+        f"retained versions: {len(versions)} (newest {versions[0].version}, oldest {versions[-1].version})"
+    )
     summary = describe_tree(lh)
-    lines.append(f"tree: depth {summary['depth']}, {plural(summary['nodes'], 'node')}, "
-                 f"{plural(summary['keys'], 'key')} in key tables, {plural(summary['messages'], 'buffered message')}")
+    lines.append(
+        f"tree: depth {summary['depth']}, {plural(summary['nodes'], 'node')}, "
+        f"{plural(summary['keys'], 'key')} in key tables, {plural(summary['messages'], 'buffered message')}"
+    )
     kinds: Counter[str] = Counter()
     total = 0
     for info in lh.storage.list():
         classified = classify_path(info.path)
         kinds[classified.kind.value if classified else "foreign"] += 1
         total += info.size
-    lines.append("files: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + f" ({total / 1024:.0f} KiB)")
-    sample = sorted(i.path for i in lh.storage.list() if (c := classify_path(i.path)) and c.kind is FileKind.NODE)[:3]
+    lines.append(
+        "files: "
+        + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        + f" ({total / 1024:.0f} KiB)"
+    )
+    sample = sorted(
+        i.path
+        for i in lh.storage.list()
+        if (c := classify_path(i.path)) and c.kind is FileKind.NODE
+    )[:3]
     lines.extend(f"  e.g. {p}" for p in sample)
-    lines.append(f"namespaces: {', '.join(lh.list_namespaces())}; tables in sales_0: {len(lh.list_tables('sales_0'))}")
+    lines.append(
+        f"namespaces: {', '.join(lh.list_namespaces())}; tables in sales_0: {len(lh.list_tables('sales_0'))}"
+    )
     return "\n".join(lines)
 
 
@@ -97,13 +123,18 @@ def clear_demo_lakehouse(path: str) -> None:
     if not os.path.lexists(path):
         return
     if os.path.islink(path) or not os.path.isdir(path):
-        raise InvalidArgumentError(f"{path} is not a folder; give --lakehouse a new or empty folder")
+        raise InvalidArgumentError(
+            f"{path} is not a folder; give --lakehouse a new or empty folder"
+        )
     files: list[str] = []
     for dirpath, dirnames, filenames in os.walk(path):
         for name in dirnames:
             if os.path.islink(os.path.join(dirpath, name)):
                 filenames.append(name)  # a link is never ours: report it as foreign
-        files.extend(os.path.relpath(os.path.join(dirpath, name), path).replace(os.sep, "/") for name in filenames)
+        files.extend(
+            os.path.relpath(os.path.join(dirpath, name), path).replace(os.sep, "/")
+            for name in filenames
+        )
     if not files:
         return
     foreign = sorted(f for f in files if classify_path(f) is None)
@@ -141,12 +172,22 @@ def _is_demo_lakehouse(path: str, files: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineArgumentParser(prog="python -m lakecore.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--lakehouse", default=os.path.abspath("demo-lakehouse"),
-                        help="a new or empty folder, or an earlier demo's lakehouse (default ./demo-lakehouse)")
-    parser.add_argument("--no-pipeline", action="store_true", help="only build and describe the sample")
-    parser.add_argument("--remove", action="store_true",
-                        help="only remove an earlier demo's lakehouse (what `make clean` runs)")
+    parser = OneLineArgumentParser(
+        prog="python -m lakecore.demo", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--lakehouse",
+        default=os.path.abspath("demo-lakehouse"),
+        help="a new or empty folder, or an earlier demo's lakehouse (default ./demo-lakehouse)",
+    )
+    parser.add_argument(
+        "--no-pipeline", action="store_true", help="only build and describe the sample"
+    )
+    parser.add_argument(
+        "--remove",
+        action="store_true",
+        help="only remove an earlier demo's lakehouse (what `make clean` runs)",
+    )
     try:
         args = parser.parse_args(argv)
         path = args.lakehouse.removeprefix("file://")

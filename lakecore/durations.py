@@ -22,7 +22,9 @@ MAX_DURATION_MILLIS = (1 << 64) - 1
 _DURATION = re.compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(ms|s|m|h|d)?$")
 
 
-def parse_duration_millis(text: str, *, what: str = "duration", plain_unit: str | None = None) -> int:
+def parse_duration_millis(
+    text: str, *, what: str = "duration", plain_unit: str | None = None
+) -> int:
     """``text`` as whole milliseconds (rounded down); InvalidArgumentError if it is not a
     non-negative number with a unit of ms, s, m, h or d (or, with ``plain_unit``, none)."""
     if plain_unit is not None and plain_unit not in UNIT_MILLIS:
@@ -33,14 +35,22 @@ def parse_duration_millis(text: str, *, what: str = "duration", plain_unit: str 
     if match is None or (match.group(2) is None and plain_unit is None):
         example = "7d, 12h, 90m, 30s or 250ms"
         if cleaned.startswith("-"):
-            raise InvalidArgumentError(f"{what} {text!r} is negative; give a duration such as {example}")
-        need = f"a number with a unit ({units})" if plain_unit is None else f"a number with an optional unit ({units})"
+            raise InvalidArgumentError(
+                f"{what} {text!r} is negative; give a duration such as {example}"
+            )
+        need = (
+            f"a number with a unit ({units})"
+            if plain_unit is None
+            else f"a number with an optional unit ({units})"
+        )
         raise InvalidArgumentError(f"{what} {text!r} is not {need}, e.g. {example}")
     number, unit = match.group(1), match.group(2) or plain_unit
     assert unit is not None
     value = float(number) * UNIT_MILLIS[unit]
     if not math.isfinite(value) or value > MAX_DURATION_MILLIS:
-        raise InvalidArgumentError(f"{what} {text!r} is too long (at most {MAX_DURATION_MILLIS} ms)")
+        raise InvalidArgumentError(
+            f"{what} {text!r} is too long (at most {MAX_DURATION_MILLIS} ms)"
+        )
     return int(value)
 
 

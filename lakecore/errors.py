@@ -54,6 +54,7 @@ EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
     ExitCode.INTERRUPTED: "interrupted (SIGINT/SIGTERM); nothing half-committed",
 }
 
+
 def exit_code_help() -> str:
     """The exit-code table as a ``--help`` epilog."""
     rows = "\n".join(f"  {int(code):>3}  {code.meaning}" for code in ExitCode)
@@ -172,8 +173,15 @@ class MissingDefinitionError(LakecoreError):
 
     exit_code = ExitCode.DAMAGED
 
-    def __init__(self, what: str, location: str, version: int, root_uri: str, drop_command: str,
-                 drop_condition: str = "") -> None:
+    def __init__(
+        self,
+        what: str,
+        location: str,
+        version: int,
+        root_uri: str,
+        drop_command: str,
+        drop_condition: str = "",
+    ) -> None:
         super().__init__(
             f"{what}: its definition file {location} is missing, though version {version} names it "
             f"(deleted outside lakecore?). `lakecore -l {root_uri} fsck --deep` lists every missing "
@@ -245,4 +253,6 @@ def in_cause_chain(exc: BaseException | None, test: Callable[[BaseException], bo
 
 def is_damage(exc: BaseException | None) -> bool:
     """True when ``exc``, or an error it was raised from, is damage (exit code DAMAGED)."""
-    return in_cause_chain(exc, lambda e: isinstance(e, LakecoreError) and e.exit_code == ExitCode.DAMAGED)
+    return in_cause_chain(
+        exc, lambda e: isinstance(e, LakecoreError) and e.exit_code == ExitCode.DAMAGED
+    )

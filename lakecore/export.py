@@ -56,7 +56,10 @@ def _absolute_values(node: Node, source_root: str) -> Node:
         list(node.keys),
         [absolute_location(v, source_root) for v in node.values],
         list(node.children),
-        {k: (None if v is None else absolute_location(v, source_root)) for k, v in node.buffer.items()},
+        {
+            k: (None if v is None else absolute_location(v, source_root))
+            for k, v in node.buffer.items()
+        },
         dict(node.system),
     )
 
@@ -80,7 +83,9 @@ def refuse_foreign_files(target: Storage) -> None:
         )
 
 
-def export_target(source: Storage, target: str, target_storage_options: Mapping[str, Any] | None) -> Storage:
+def export_target(
+    source: Storage, target: str, target_storage_options: Mapping[str, Any] | None
+) -> Storage:
     """The target of an export, refused before anything is recorded or written when it is the
     source, inside it, a file, a lakehouse already, or a folder of other files."""
     from lakecore.view import has_lakehouse
@@ -93,10 +98,13 @@ def export_target(source: Storage, target: str, target_storage_options: Mapping[
         # source would include the copy: a mistake, whatever the folder's name.
         raise AlreadyExistsError(
             f"the export target {target_storage.root_uri} is inside the lakehouse {source.root_uri}; "
-            "export to a folder outside it")
+            "export to a folder outside it"
+        )
     refuse_a_file_as_root(target_storage)  # a target that is a file, or under one
     if has_lakehouse(target_storage):
-        raise AlreadyExistsError(f"a lakehouse already exists at the export target {target_storage.root_uri}")
+        raise AlreadyExistsError(
+            f"a lakehouse already exists at the export target {target_storage.root_uri}"
+        )
     refuse_foreign_files(target_storage)
     return target_storage
 
@@ -123,13 +131,22 @@ def copy_snapshot(
     source = view.storage
     source_def = read_lakehouse_def(source, exported.lakehouse_def_path)
     # The source's own export records describe the source's exports, not the copy's.
-    properties = {k: v for k, v in source_def.properties.items() if not k.startswith(EXPORTS_PROPERTY_PREFIX)}
-    properties.update({EXPORT_MODE_PROPERTY: mode, EXPORT_NAME_PROPERTY: name,
-                       EXPORT_VERSION_PROPERTY: str(exported.version), EXPORT_ORIGIN_PROPERTY: source.root_uri})
+    properties = {
+        k: v for k, v in source_def.properties.items() if not k.startswith(EXPORTS_PROPERTY_PREFIX)
+    }
+    properties.update(
+        {
+            EXPORT_MODE_PROPERTY: mode,
+            EXPORT_NAME_PROPERTY: name,
+            EXPORT_VERSION_PROPERTY: str(exported.version),
+            EXPORT_ORIGIN_PROPERTY: source.root_uri,
+        }
+    )
     if mode != "full":
         properties[EXPORT_SOURCE_PROPERTY] = source.root_uri
-    target_def = source_def.with_changes(properties=properties, exported_snapshots={},
-                                         maximum_version_age_millis_overrides={})
+    target_def = source_def.with_changes(
+        properties=properties, exported_snapshots={}, maximum_version_age_millis_overrides={}
+    )
     order = source_def.order
     store = view.store
     root = exported.node
@@ -154,9 +171,13 @@ def copy_snapshot(
     target_def_path = new_lakehouse_def_path()
     target_storage.write(target_def_path, target_def.to_bytes())
     check_size(new_root, "the exported root")
-    data = encode_root(Node(new_root.keys, new_root.values, new_root.children, new_root.buffer), order,
-                       lakehouse_def_path=target_def_path, previous_root=None,
-                       created_at_millis=exported.created_at_millis)
+    data = encode_root(
+        Node(new_root.keys, new_root.values, new_root.children, new_root.buffer),
+        order,
+        lakehouse_def_path=target_def_path,
+        previous_root=None,
+        created_at_millis=exported.created_at_millis,
+    )
     try:
         target_storage.create_exclusive(root_node_file_name(0), data)
     except AlreadyExistsError:
@@ -174,8 +195,9 @@ def copy_snapshot(
     return target_storage
 
 
-def _copy_internal(store: Any, source: Storage, target: Storage, node: Node, order: int,
-                   check_size: Any) -> Node:
+def _copy_internal(
+    store: Any, source: Storage, target: Storage, node: Node, order: int, check_size: Any
+) -> Node:
     """Copy ``node``'s internal descendants to ``target`` (partial export); leaves stay."""
     copied = _absolute_values(node, source.root_uri)
     if not node.children:

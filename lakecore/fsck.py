@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 def check_version(view: LakehouseView, *, deep: bool = False) -> VersionCheck:
     # A check reads from storage, not from the process-wide node cache: a file deleted since it
     # was cached must show up as missing.
-    store = NodeStore(view.storage, view.lakehouse_def.order, cache=None, external_roots=view.store.external_roots)
+    store = NodeStore(
+        view.storage, view.lakehouse_def.order, cache=None, external_roots=view.store.external_roots
+    )
     checker = TreeChecker(store, view.shape, check_values=True)
     report = checker.check_root(view.root, view.root_info.path, view.root_info.size)
     result = VersionCheck(view.version, report)

@@ -76,8 +76,11 @@ def field_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[s
     after: dict[str, Any] = {}
     _flatten(old, "", before)
     _flatten(new, "", after)
-    return [{"field": name, "old": before.get(name), "new": after.get(name)}
-            for name in sorted(set(before) | set(after)) if before.get(name) != after.get(name)]
+    return [
+        {"field": name, "old": before.get(name), "new": after.get(name)}
+        for name in sorted(set(before) | set(after))
+        if before.get(name) != after.get(name)
+    ]
 
 
 def message_dict(message: Any) -> dict[str, Any]:
@@ -115,9 +118,16 @@ class ObjectChange:
         return display_name(self.namespace, self.table)
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"action": self.action, "kind": self.kind, "name": self.name,
-                               "namespace": self.namespace, "table": self.table, "key": self.key,
-                               "old": self.old_location, "new": self.new_location}
+        out: dict[str, Any] = {
+            "action": self.action,
+            "kind": self.kind,
+            "name": self.name,
+            "namespace": self.namespace,
+            "table": self.table,
+            "key": self.key,
+            "old": self.old_location,
+            "new": self.new_location,
+        }
         if self.fields is not None:
             out["fields"] = self.fields
         return out
@@ -135,15 +145,21 @@ def _definition(view: LakehouseView, location: str, table: bool) -> dict[str, An
 
     try:
         data = view.read_location(location)
-        message = decode_table_def(data, location) if table else decode_namespace_def(data, location)
+        message = (
+            decode_table_def(data, location) if table else decode_namespace_def(data, location)
+        )
     except LakecoreError:
         return None
     return message_dict(message)
 
 
 def catalog_diff(
-    old_items: Mapping[str, str], new_items: Mapping[str, str], lakehouse_def: LakehouseDef, *,
-    old_view: LakehouseView | None = None, new_view: LakehouseView | None = None,
+    old_items: Mapping[str, str],
+    new_items: Mapping[str, str],
+    lakehouse_def: LakehouseDef,
+    *,
+    old_view: LakehouseView | None = None,
+    new_view: LakehouseView | None = None,
 ) -> list[ObjectChange]:
     """The objects created, dropped and updated from ``old_items`` to ``new_items`` (key ->
     definition location), namespaces first, by name. With both views, updates carry their
@@ -181,11 +197,15 @@ def summarize_changes(changes: Iterable[ObjectChange], names_shown: int = 3) -> 
             names = groups.get((action, kind))
             if not names:
                 continue
-            shown = ", ".join(names[:names_shown]) + (f", ... {len(names) - names_shown} more"
-                                                      if len(names) > names_shown else "")
+            shown = ", ".join(names[:names_shown]) + (
+                f", ... {len(names) - names_shown} more" if len(names) > names_shown else ""
+            )
             noun = kind if len(names) == 1 else kind + "s"
-            phrases.append(f"{action} {len(names) if len(names) > 1 else 'a'} {noun} ({shown})"
-                           if len(names) > 1 else f"{action} {noun} {shown}")
+            phrases.append(
+                f"{action} {len(names) if len(names) > 1 else 'a'} {noun} ({shown})"
+                if len(names) > 1
+                else f"{action} {noun} {shown}"
+            )
     return phrases
 
 
@@ -210,11 +230,19 @@ class HistoryEntry:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "version": self.version, "created_at_millis": self.created_at_millis, "state": self.state,
-            "operation": self.operation, "summary": self.summary, "root_bytes": self.root_bytes,
-            "pinned_by": self.pinned_by, "rollback_from_version": self.rollback_from_version,
-            "restored_version": self.restored_version, "changes": [c.as_dict() for c in self.changes],
-            "definition_changes": self.definition_changes, "counts": self.counts, "error": self.error,
+            "version": self.version,
+            "created_at_millis": self.created_at_millis,
+            "state": self.state,
+            "operation": self.operation,
+            "summary": self.summary,
+            "root_bytes": self.root_bytes,
+            "pinned_by": self.pinned_by,
+            "rollback_from_version": self.rollback_from_version,
+            "restored_version": self.restored_version,
+            "changes": [c.as_dict() for c in self.changes],
+            "definition_changes": self.definition_changes,
+            "counts": self.counts,
+            "error": self.error,
         }
 
 
@@ -222,7 +250,9 @@ def _same_tree(a: LakehouseView, b: LakehouseView) -> bool:
     return a.root.same_tree_as(b.root)
 
 
-def _definition_summary(before: LakehouseDef, after: LakehouseDef) -> tuple[str, str, list[dict[str, Any]]]:
+def _definition_summary(
+    before: LakehouseDef, after: LakehouseDef
+) -> tuple[str, str, list[dict[str, Any]]]:
     """(operation, summary, field changes) of a definition change."""
     fields = field_changes(before.as_dict(), after.as_dict())
     added = sorted(set(after.exported_snapshots) - set(before.exported_snapshots))
@@ -235,19 +265,36 @@ def _definition_summary(before: LakehouseDef, after: LakehouseDef) -> tuple[str,
         mode = after.properties.get(f"lakecore.exports.{name}.mode")
         target = after.properties.get(f"lakecore.exports.{name}.target")
         pinned = pins_after.get(name)
-        phrases.append(f"export {name!r}" + (f" ({mode})" if mode else "")
-                       + (f" of version {pinned}" if pinned is not None else "")
-                       + (f" to {target}" if target else ""))
+        phrases.append(
+            f"export {name!r}"
+            + (f" ({mode})" if mode else "")
+            + (f" of version {pinned}" if pinned is not None else "")
+            + (f" to {target}" if target else "")
+        )
     for name in dropped:
         operation = "drop-export" if not added else operation
         pinned = pins_before.get(name)
-        phrases.append(f"dropped export {name!r}" + (f" (unpinned version {pinned})" if pinned is not None else ""))
-    other = [f for f in fields if not f["field"].startswith(("exported_snapshots.", "properties.lakecore.exports."))]
+        phrases.append(
+            f"dropped export {name!r}"
+            + (f" (unpinned version {pinned})" if pinned is not None else "")
+        )
+    other = [
+        f
+        for f in fields
+        if not f["field"].startswith(("exported_snapshots.", "properties.lakecore.exports."))
+    ]
     if other:
         if not added and not dropped:
             operation = "definition"
-        shown = [f"{f['field']} {_short(f['old'], f['field'])} -> {_short(f['new'], f['field'])}" for f in other[:4]]
-        phrases.append("definition: " + "; ".join(shown) + (f"; ... {len(other) - 4} more" if len(other) > 4 else ""))
+        shown = [
+            f"{f['field']} {_short(f['old'], f['field'])} -> {_short(f['new'], f['field'])}"
+            for f in other[:4]
+        ]
+        phrases.append(
+            "definition: "
+            + "; ".join(shown)
+            + (f"; ... {len(other) - 4} more" if len(other) > 4 else "")
+        )
     return operation, "; ".join(phrases) or "definition rewritten (no field changed)", fields
 
 
@@ -279,14 +326,24 @@ def history(
     if readable:
         latest_info = readable[0]
         try:
-            latest_view = open_version(storage.root_uri, latest_info.version, storage_options=storage.storage_options)
-            created = {i.version: i.created_at_millis for i in readable if i.created_at_millis is not None}
-            expired = set(expired_versions(created, latest_info.version, latest_view.lakehouse_def, now))
+            latest_view = open_version(
+                storage.root_uri, latest_info.version, storage_options=storage.storage_options
+            )
+            created = {
+                i.version: i.created_at_millis for i in readable if i.created_at_millis is not None
+            }
+            expired = set(
+                expired_versions(created, latest_info.version, latest_view.lakehouse_def, now)
+            )
         except LakecoreError:
             latest_view = None
     selected: list[VersionInfo] = []
     for info in infos:
-        if since_millis is not None and info.created_at_millis is not None and info.created_at_millis < since_millis:
+        if (
+            since_millis is not None
+            and info.created_at_millis is not None
+            and info.created_at_millis < since_millis
+        ):
             break
         selected.append(info)
         if limit is not None and len(selected) >= limit:
@@ -302,7 +359,9 @@ def history(
                 views[version] = None
             else:
                 try:
-                    views[version] = open_version(storage.root_uri, version, storage_options=storage.storage_options)
+                    views[version] = open_version(
+                        storage.root_uri, version, storage_options=storage.storage_options
+                    )
                 except LakecoreError:
                     views[version] = None
         return views[version]
@@ -316,23 +375,52 @@ def history(
 
     out: list[HistoryEntry] = []
     for info in selected:
-        state = "expired" if info.version in expired and info.state == "retained" else str(info.state)
+        state = (
+            "expired" if info.version in expired and info.state == "retained" else str(info.state)
+        )
         if not info.readable:
-            out.append(HistoryEntry(info.version, None, "unreadable", "unreadable", f"unreadable root: {info.error}",
-                                    error=info.error))
+            out.append(
+                HistoryEntry(
+                    info.version,
+                    None,
+                    "unreadable",
+                    "unreadable",
+                    f"unreadable root: {info.error}",
+                    error=info.error,
+                )
+            )
             continue
         view = view_of(info.version)
         if view is None:
-            out.append(HistoryEntry(info.version, info.created_at_millis, "unreadable", "unreadable",
-                                    "the root or its definition cannot be read", error="unreadable"))
+            out.append(
+                HistoryEntry(
+                    info.version,
+                    info.created_at_millis,
+                    "unreadable",
+                    "unreadable",
+                    "the root or its definition cannot be read",
+                    error="unreadable",
+                )
+            )
             continue
-        entry = HistoryEntry(info.version, info.created_at_millis, state, "none", "",
-                             root_bytes=view.root_info.size, pinned_by=list(info.pinned_by),
-                             rollback_from_version=info.rollback_from_version)
+        entry = HistoryEntry(
+            info.version,
+            info.created_at_millis,
+            state,
+            "none",
+            "",
+            root_bytes=view.root_info.size,
+            pinned_by=list(info.pinned_by),
+            rollback_from_version=info.rollback_from_version,
+        )
         try:
             _describe(entry, info, view, view_of, content_of, info.version - 1 in by_version)
         except LakecoreError as exc:
-            entry.operation, entry.summary, entry.error = "unknown", f"cannot be compared: {exc.one_line()}", exc.one_line()
+            entry.operation, entry.summary, entry.error = (
+                "unknown",
+                f"cannot be compared: {exc.one_line()}",
+                exc.one_line(),
+            )
         out.append(entry)
     return out
 
@@ -351,15 +439,25 @@ def _restored_version(info: VersionInfo, view: LakehouseView, view_of: Any) -> i
 def _why_no_parent(parent: int, parent_known: bool) -> str:
     if parent_known:
         return f"version {parent}, its parent, cannot be read"
-    return f"version {parent}, its parent, is gone (expired by compact-versions, or dropped by repair)"
+    return (
+        f"version {parent}, its parent, is gone (expired by compact-versions, or dropped by repair)"
+    )
 
 
-def _describe(entry: HistoryEntry, info: VersionInfo, view: LakehouseView, view_of: Any, content_of: Any,
-              parent_known: bool) -> None:
+def _describe(
+    entry: HistoryEntry,
+    info: VersionInfo,
+    view: LakehouseView,
+    view_of: Any,
+    content_of: Any,
+    parent_known: bool,
+) -> None:
     if info.version == 0:
         entry.operation = "create"
         items = content_of(0)
-        entry.summary = f"created lakehouse {view.lakehouse_def.name!r} (order {view.lakehouse_def.order})"
+        entry.summary = (
+            f"created lakehouse {view.lakehouse_def.name!r} (order {view.lakehouse_def.order})"
+        )
         if items:
             entry.changes = catalog_diff({}, items, view.lakehouse_def)
             entry.summary += "; " + "; ".join(summarize_changes(entry.changes))
@@ -377,9 +475,15 @@ def _describe(entry: HistoryEntry, info: VersionInfo, view: LakehouseView, view_
         if info.rollback_from_version is not None:
             entry.operation = "rollback"
             entry.restored_version = _restored_version(info, view, view_of)
-            entry.summary = f"rollback from version {info.rollback_from_version}" + (
-                f" to the content of version {entry.restored_version}" if entry.restored_version is not None
-                else "") + " (parent unavailable)"
+            entry.summary = (
+                f"rollback from version {info.rollback_from_version}"
+                + (
+                    f" to the content of version {entry.restored_version}"
+                    if entry.restored_version is not None
+                    else ""
+                )
+                + " (parent unavailable)"
+            )
         return
     phrases: list[str] = []
     operations: list[str] = []
@@ -387,10 +491,14 @@ def _describe(entry: HistoryEntry, info: VersionInfo, view: LakehouseView, view_
         operations.append("rollback")
         restored = _restored_version(info, view, view_of)
         entry.restored_version = restored
-        phrases.append(f"rollback from version {info.rollback_from_version}"
-                       + (f" to the content of version {restored}" if restored is not None else ""))
-    if view.root_info.lakehouse_def_path != parent.root_info.lakehouse_def_path \
-            and view.lakehouse_def != parent.lakehouse_def:
+        phrases.append(
+            f"rollback from version {info.rollback_from_version}"
+            + (f" to the content of version {restored}" if restored is not None else "")
+        )
+    if (
+        view.root_info.lakehouse_def_path != parent.root_info.lakehouse_def_path
+        and view.lakehouse_def != parent.lakehouse_def
+    ):
         operation, summary, fields = _definition_summary(parent.lakehouse_def, view.lakehouse_def)
         operations.append(operation)
         phrases.append(summary)
@@ -405,13 +513,18 @@ def _describe(entry: HistoryEntry, info: VersionInfo, view: LakehouseView, view_
             except LakecoreError as exc:
                 entry.error = exc.one_line()
                 operations.append("unknown")
-                phrases.append(f"changes unknown: the tree of version {version} cannot be read ({exc.one_line()})")
+                phrases.append(
+                    f"changes unknown: the tree of version {version} cannot be read ({exc.one_line()})"
+                )
                 entry.operation = operations[0]
                 entry.summary = "; ".join(phrases)
                 return
         before, after = content_of(parent.version), content_of(info.version)
-        changes = catalog_diff(before, after, view.lakehouse_def, old_view=parent, new_view=view) \
-            if before != after else []
+        changes = (
+            catalog_diff(before, after, view.lakehouse_def, old_view=parent, new_view=view)
+            if before != after
+            else []
+        )
         entry.changes = changes
         if changes:
             operations.append("commit")
@@ -421,11 +534,22 @@ def _describe(entry: HistoryEntry, info: VersionInfo, view: LakehouseView, view_
                 entry.counts[name] = entry.counts.get(name, 0) + 1
         elif info.rollback_from_version is None:
             operations.append("flush")
-            phrases.append(f"flush: same catalog, tree rewritten (root buffer {len(parent.root.buffer)} -> "
-                           f"{len(view.root.buffer)} messages, root keys {len(parent.root.keys)} -> {len(view.root.keys)})")
+            phrases.append(
+                f"flush: same catalog, tree rewritten (root buffer {len(parent.root.buffer)} -> "
+                f"{len(view.root.buffer)} messages, root keys {len(parent.root.keys)} -> {len(view.root.keys)})"
+            )
     entry.operation = operations[0] if operations else "none"
     entry.summary = "; ".join(phrases) if phrases else "no change"
 
 
-__all__ = ["HistoryEntry", "ObjectChange", "catalog_diff", "catalog_items", "display_name", "field_changes",
-           "history", "message_dict", "summarize_changes"]
+__all__ = [
+    "HistoryEntry",
+    "ObjectChange",
+    "catalog_diff",
+    "catalog_items",
+    "display_name",
+    "field_changes",
+    "history",
+    "message_dict",
+    "summarize_changes",
+]

@@ -58,8 +58,11 @@ def format_time_millis(millis: int | None) -> str:
     if millis is None:
         return "-"
     when = dt.datetime.fromtimestamp(millis / 1000, tz=dt.UTC)
-    return when.strftime("%Y-%m-%d %H:%M:%S UTC") if millis % 1000 == 0 else (
-        when.strftime("%Y-%m-%d %H:%M:%S.") + f"{millis % 1000:03d} UTC")
+    return (
+        when.strftime("%Y-%m-%d %H:%M:%S UTC")
+        if millis % 1000 == 0
+        else (when.strftime("%Y-%m-%d %H:%M:%S.") + f"{millis % 1000:03d} UTC")
+    )
 
 
 def format_age(now_millis: int, then_millis: int) -> str:
@@ -105,5 +108,13 @@ def parse_time_millis(text: str, *, what: str = "time") -> int:
     return int(parsed.timestamp() * 1000)
 
 
-__all__ = ["LATEST_TIME_MILLIS", "format_age", "format_bytes", "format_millis", "format_seconds", "format_time_millis",
-           "parse_time_millis", "plural"]
+__all__ = [
+    "LATEST_TIME_MILLIS",
+    "format_age",
+    "format_bytes",
+    "format_millis",
+    "format_seconds",
+    "format_time_millis",
+    "parse_time_millis",
+    "plural",
+]

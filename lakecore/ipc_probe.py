@@ -53,7 +53,9 @@ class _Flatbuffer:
     def _unpack(self, fmt: str, at: int) -> int:
         size = struct.calcsize(fmt)
         if at < 0 or at + size > len(self.data):
-            raise IpcProbeError(f"flatbuffer read of {size} bytes at {at} is outside its {len(self.data)} bytes")
+            raise IpcProbeError(
+                f"flatbuffer read of {size} bytes at {at} is outside its {len(self.data)} bytes"
+            )
         value: int = struct.unpack_from(fmt, self.data, at)[0]
         return value
 
@@ -108,7 +110,9 @@ def _message_at(view: memoryview, offset: int) -> _Flatbuffer:
     else:
         length, start = prefix, offset + 4
     if length <= 0 or start + length > len(view):
-        raise IpcProbeError(f"message at {offset} declares {length} metadata bytes, past the end of the file")
+        raise IpcProbeError(
+            f"message at {offset} declares {length} metadata bytes, past the end of the file"
+        )
     return _Flatbuffer(view[start : start + length])
 
 

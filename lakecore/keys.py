@@ -53,7 +53,9 @@ def schema_id(n: int) -> str:
 def schema_id_value(encoded: str) -> int:
     """Inverse of ``schema_id``."""
     if len(encoded) != 4 or encoded[1:] != SCHEMA_ID_PADDING or encoded[0] not in BASE64_ALPHABET:
-        raise InvalidNameError(f"{encoded!r} is not an encoded schema ID (one base64 digit + '===')")
+        raise InvalidNameError(
+            f"{encoded!r} is not an encoded schema ID (one base64 digit + '===')"
+        )
     return BASE64_ALPHABET.index(encoded[0])
 
 
@@ -71,7 +73,9 @@ def _limit(lakehouse_def: Any, field: str, default: int) -> int:
 
 
 def namespace_name_max_bytes(lakehouse_def: Any) -> int:
-    return _limit(lakehouse_def, "namespace_name_max_size_bytes", DEFAULT_NAMESPACE_NAME_MAX_SIZE_BYTES)
+    return _limit(
+        lakehouse_def, "namespace_name_max_size_bytes", DEFAULT_NAMESPACE_NAME_MAX_SIZE_BYTES
+    )
 
 
 def table_name_max_bytes(lakehouse_def: Any) -> int:
@@ -109,7 +113,9 @@ def encode_name(name: str, max_bytes: int, what: str = "object") -> str:
 
 
 def namespace_key(ns: str, lakehouse_def: Any) -> str:
-    return NAMESPACE_KEY_PREFIX + encode_name(ns, namespace_name_max_bytes(lakehouse_def), "namespace")
+    return NAMESPACE_KEY_PREFIX + encode_name(
+        ns, namespace_name_max_bytes(lakehouse_def), "namespace"
+    )
 
 
 def table_key(ns: str, table: str, lakehouse_def: Any) -> str:
@@ -171,7 +177,9 @@ def parse_key(key: str, lakehouse_def: Any) -> ParsedKey:
     ns_max = namespace_name_max_bytes(lakehouse_def)
     if schema == NAMESPACE_SCHEMA:
         if len(body) != ns_max:
-            raise InvalidNameError(f"namespace key {key!r} is {len(body)} bytes after its schema ID, expected {ns_max}")
+            raise InvalidNameError(
+                f"namespace key {key!r} is {len(body)} bytes after its schema ID, expected {ns_max}"
+            )
         return ParsedKey(schema, _decode_padded(body, ns_max, "namespace", key))
     if schema == TABLE_SCHEMA:
         table_max = table_name_max_bytes(lakehouse_def)
@@ -182,7 +190,9 @@ def parse_key(key: str, lakehouse_def: Any) -> ParsedKey:
         ns = _decode_padded(body[:ns_max], ns_max, "namespace", key)
         table = _decode_padded(body[ns_max:], table_max, "table", key)
         return ParsedKey(schema, ns, table)
-    raise InvalidNameError(f"key {key!r} has schema ID {schema}; this profile knows 1 (namespace) and 2 (table)")
+    raise InvalidNameError(
+        f"key {key!r} has schema ID {schema}; this profile knows 1 (namespace) and 2 (table)"
+    )
 
 
 def is_system_key(key: str) -> bool:

@@ -106,7 +106,6 @@ class _Unchanged(Exception):
         self.base = base
 
 
-
 class Lakehouse(LakehouseView):
     """A lakehouse at its latest version (as of open or the last refresh or commit)."""
 
@@ -138,7 +137,9 @@ class Lakehouse(LakehouseView):
         """Create a lakehouse (version 0, an empty tree) at ``uri``; AlreadyExistsError if one is there."""
         unknown = set(definition) - set(LakehouseDef.__dataclass_fields__) - {"properties"}
         if unknown:
-            raise InvalidArgumentError(f"unknown lakehouse definition fields: {', '.join(sorted(unknown))}")
+            raise InvalidArgumentError(
+                f"unknown lakehouse definition fields: {', '.join(sorted(unknown))}"
+            )
         if "major_version" in definition and definition["major_version"] != 0:
             from lakecore.errors import UnsupportedFormatVersionError
 
@@ -146,11 +147,15 @@ class Lakehouse(LakehouseView):
                 f"this lakecore writes format major version 0, not {definition['major_version']}"
             )
         check_user_properties(dict(properties or {}))
-        lakehouse_def = LakehouseDef(name=name, properties=dict(properties or {}), **definition).validate()
+        lakehouse_def = LakehouseDef(
+            name=name, properties=dict(properties or {}), **definition
+        ).validate()
         storage = Storage(uri, storage_options)
         refuse_a_file_as_root(storage)
         if has_lakehouse(storage):
-            raise AlreadyExistsError(f"a lakehouse already exists at {storage.root_uri}; open it instead")
+            raise AlreadyExistsError(
+                f"a lakehouse already exists at {storage.root_uri}; open it instead"
+            )
         present = storage.first_files(3)
         if present:
             raise AlreadyExistsError(
@@ -162,8 +167,13 @@ class Lakehouse(LakehouseView):
         from lakecore.versions import encode_root
 
         created = _now_millis()
-        data = encode_root(Node(), lakehouse_def.order, lakehouse_def_path=def_path, previous_root=None,
-                           created_at_millis=created)
+        data = encode_root(
+            Node(),
+            lakehouse_def.order,
+            lakehouse_def_path=def_path,
+            previous_root=None,
+            created_at_millis=created,
+        )
         try:
             storage.create_exclusive(root_node_file_name(0), data)
         except AlreadyExistsError:
@@ -185,7 +195,13 @@ class Lakehouse(LakehouseView):
         """Open the latest version (or ``version``); NotFoundError if there is no lakehouse."""
         storage = Storage(uri, storage_options)
         root, lakehouse_def = read_root_and_def(storage, version)
-        return cls(storage, root, lakehouse_def, store_for(storage, lakehouse_def), commit_policy=commit_policy)
+        return cls(
+            storage,
+            root,
+            lakehouse_def,
+            store_for(storage, lakehouse_def),
+            commit_policy=commit_policy,
+        )
 
     def refresh(self) -> Lakehouse:
         """Move to the latest version."""
@@ -205,7 +221,9 @@ class Lakehouse(LakehouseView):
 
     def at_version(self, version: int) -> LakehouseView:
         root, lakehouse_def = read_root_and_def(self.storage, version)
-        return LakehouseView(self.storage, root, lakehouse_def, store_for(self.storage, lakehouse_def))
+        return LakehouseView(
+            self.storage, root, lakehouse_def, store_for(self.storage, lakehouse_def)
+        )
 
     def as_of(self, timestamp_millis: int) -> LakehouseView:
         latest, _ = read_root_and_def(self.storage, None)
@@ -218,12 +236,18 @@ class Lakehouse(LakehouseView):
 
     # -- changes --------------------------------------------------------------------------------
 
-    def transaction(self, isolation: Isolation = "snapshot", *, max_retries: int | None = None) -> Transaction:
+    def transaction(
+        self, isolation: Isolation = "snapshot", *, max_retries: int | None = None
+    ) -> Transaction:
         if isolation not in ("snapshot", "serializable"):
-            raise InvalidArgumentError(f"isolation {isolation!r} must be 'snapshot' or 'serializable'")
+            raise InvalidArgumentError(
+                f"isolation {isolation!r} must be 'snapshot' or 'serializable'"
+            )
         policy = self.commit_policy
         if max_retries is not None:
-            policy = CommitPolicy(max_retries, policy.backoff_base_seconds, policy.backoff_cap_seconds, policy.rng)
+            policy = CommitPolicy(
+                max_retries, policy.backoff_base_seconds, policy.backoff_cap_seconds, policy.rng
+            )
         return Transaction(self, isolation, policy)
 
     def commit_plan(
@@ -243,8 +267,14 @@ class Lakehouse(LakehouseView):
         Every commit goes through here (transactions, rollback, definition changes, exports'
         records, the maintenance jobs), so this is where an exported copy refuses them."""
         self.require_writable("commit a new version")
-        outcome = commit(self.storage, self.lakehouse_def.order, self.root_info, plan, still_valid,
-                         policy or self.commit_policy)
+        outcome = commit(
+            self.storage,
+            self.lakehouse_def.order,
+            self.root_info,
+            plan,
+            still_valid,
+            policy or self.commit_policy,
+        )
         self.last_commit = outcome
         lakehouse_def = self._definition_of_landed_root(outcome.root)
         if lakehouse_def is not None:
@@ -267,9 +297,14 @@ class Lakehouse(LakehouseView):
         try:
             return read_lakehouse_def(self.storage, root.lakehouse_def_path)
         except LakecoreError as exc:
-            _LOG.warning("version %d committed, but its lakehouse definition %s could not be read (%s); "
-                         "this Lakehouse object stays at version %d", root.version, root.lakehouse_def_path,
-                         exc, self.version)
+            _LOG.warning(
+                "version %d committed, but its lakehouse definition %s could not be read (%s); "
+                "this Lakehouse object stays at version %d",
+                root.version,
+                root.lakehouse_def_path,
+                exc,
+                self.version,
+            )
             return None
 
     def rollback(self, to_version: int) -> int:
@@ -287,14 +322,20 @@ class Lakehouse(LakehouseView):
         def plan(base: RootInfo) -> RootPlan:
             if base.node.same_tree_as(target.node):
                 raise _Unchanged(base)
-            node = Node(target.node.keys, target.node.values, target.node.children, target.node.buffer)
-            return RootPlan(node, base.lakehouse_def_path, rollback_from_root=root_node_file_name(base.version))
+            node = Node(
+                target.node.keys, target.node.values, target.node.children, target.node.buffer
+            )
+            return RootPlan(
+                node, base.lakehouse_def_path, rollback_from_root=root_node_file_name(base.version)
+            )
 
         def still_valid(latest: RootInfo) -> str | None:
             return f"version {latest.version} was committed after {base_version} while rolling back; rerun the rollback"
 
         try:
-            return self.commit_plan(plan, still_valid, policy=CommitPolicy(max_retries=0)).version, True
+            return self.commit_plan(
+                plan, still_valid, policy=CommitPolicy(max_retries=0)
+            ).version, True
         except _Unchanged as unchanged:
             if unchanged.base.version != self.version:
                 self.refresh()
@@ -308,21 +349,33 @@ class Lakehouse(LakehouseView):
         version it was applied to is returned."""
         return self._update_definition(change)[0]
 
-    def _update_definition(self, change: Callable[[LakehouseDef], LakehouseDef]) -> tuple[int, bool]:
+    def _update_definition(
+        self, change: Callable[[LakehouseDef], LakehouseDef]
+    ) -> tuple[int, bool]:
         """``update_definition``, and whether it committed."""
 
         def plan(base: RootInfo) -> RootPlan:
             current = read_lakehouse_def(self.storage, base.lakehouse_def_path)
             new_def = change(current).validate()
-            if (new_def.order, new_def.namespace_name_max_size_bytes, new_def.table_name_max_size_bytes) != (
-                current.order, current.namespace_name_max_size_bytes, current.table_name_max_size_bytes
+            if (
+                new_def.order,
+                new_def.namespace_name_max_size_bytes,
+                new_def.table_name_max_size_bytes,
+            ) != (
+                current.order,
+                current.namespace_name_max_size_bytes,
+                current.table_name_max_size_bytes,
             ):
-                raise InvalidArgumentError("the order and the name limits of a lakehouse cannot change")
+                raise InvalidArgumentError(
+                    "the order and the name limits of a lakehouse cannot change"
+                )
             if new_def == current:
                 raise _Unchanged(base)
             path = new_lakehouse_def_path()
             self.storage.write(path, new_def.to_bytes())
-            return RootPlan(Node(base.node.keys, base.node.values, base.node.children, base.node.buffer), path)
+            return RootPlan(
+                Node(base.node.keys, base.node.values, base.node.children, base.node.buffer), path
+            )
 
         try:
             return self.commit_plan(plan, lambda latest: None).version, True
@@ -352,13 +405,19 @@ class Lakehouse(LakehouseView):
         check_user_properties([*props, *unset_props])
         for key, value in props.items():
             if not isinstance(value, str):
-                raise InvalidArgumentError(f"lakehouse property {key!r} must have a string value; got {value!r}")
+                raise InvalidArgumentError(
+                    f"lakehouse property {key!r} must have a string value; got {value!r}"
+                )
         both = sorted(set(set_overrides) & set(unset_overrides))
         if both:
-            raise InvalidArgumentError(f"version {both[0]}'s age override is both set and unset; choose one")
+            raise InvalidArgumentError(
+                f"version {both[0]}'s age override is both set and unset; choose one"
+            )
         both_props = sorted(set(props) & set(unset_props))
         if both_props:
-            raise InvalidArgumentError(f"property {both_props[0]!r} is both set and unset; choose one")
+            raise InvalidArgumentError(
+                f"property {both_props[0]!r} is both set and unset; choose one"
+            )
         seen: dict[str, LakehouseDef] = {}
 
         def change(current: LakehouseDef) -> LakehouseDef:
@@ -374,10 +433,15 @@ class Lakehouse(LakehouseView):
             properties = dict(current.properties)
             for key in unset_props:
                 if key not in properties:
-                    raise NotFoundError(f"lakehouse property {key!r} is not set, so it cannot be unset")
+                    raise NotFoundError(
+                        f"lakehouse property {key!r} is not set, so it cannot be unset"
+                    )
                 del properties[key]
             properties.update(props)
-            changes: dict[str, Any] = {"maximum_version_age_millis_overrides": overrides, "properties": properties}
+            changes: dict[str, Any] = {
+                "maximum_version_age_millis_overrides": overrides,
+                "properties": properties,
+            }
             if maximum_version_age_millis is not None:
                 changes["maximum_version_age_millis"] = maximum_version_age_millis
             if minimum_versions_to_keep is not None:
@@ -402,8 +466,15 @@ class Lakehouse(LakehouseView):
                     "see `lakecore export list`"
                 )
             snapshots = {k: v for k, v in current.exported_snapshots.items() if k != name}
-            properties = {k: v for k, v in current.properties.items()
-                          if k not in (f"{EXPORTS_PROPERTY_PREFIX}{name}.mode", f"{EXPORTS_PROPERTY_PREFIX}{name}.target")}
+            properties = {
+                k: v
+                for k, v in current.properties.items()
+                if k
+                not in (
+                    f"{EXPORTS_PROPERTY_PREFIX}{name}.mode",
+                    f"{EXPORTS_PROPERTY_PREFIX}{name}.target",
+                )
+            }
             return current.with_changes(exported_snapshots=snapshots, properties=properties)
 
         self.require_writable(f"drop export {name!r}")
@@ -434,22 +505,33 @@ class Lakehouse(LakehouseView):
         if mode not in ("minimal", "partial", "full"):
             raise InvalidArgumentError(f"export mode {mode!r} must be minimal, partial or full")
         if not name or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in name):
-            raise InvalidArgumentError(f"export name {name!r} must be non-empty with no spaces or control characters")
+            raise InvalidArgumentError(
+                f"export name {name!r} must be non-empty with no spaces or control characters"
+            )
         check_export_name_free(self.lakehouse_def, name)
-        exported = self.root_info if version is None else read_version(self.storage, version, self.lakehouse_def.order)
-        target_storage = None if target is None else export_target(self.storage, target, target_storage_options)
+        exported = (
+            self.root_info
+            if version is None
+            else read_version(self.storage, version, self.lakehouse_def.order)
+        )
+        target_storage = (
+            None if target is None else export_target(self.storage, target, target_storage_options)
+        )
         root_file = root_node_file_name(exported.version)
         target_uri = None if target_storage is None else target_storage.root_uri
         # The pin first, the copy after (lakecore/export.py): a version compaction that plans
         # from here on keeps the exported version; one that planned earlier re-reads the exports
         # before it deletes a root. One that had already passed that re-check may have deleted
         # the root meanwhile: then nothing is exported.
-        recorded = self.update_definition(lambda current: with_export_recorded(current, name, root_file, mode, target_uri))
+        recorded = self.update_definition(
+            lambda current: with_export_recorded(current, name, root_file, mode, target_uri)
+        )
         try:
             if not self.storage.exists(root_file):
                 raise NotFoundError(
                     f"version {exported.version} was expired by a version compaction while its export was being "
-                    "recorded; nothing was exported")
+                    "recorded; nothing was exported"
+                )
             if target_storage is not None:
                 copy_snapshot(self, exported, mode, target_storage, name, copy_files=copy_files)
         except BaseException as exc:
@@ -463,8 +545,10 @@ class Lakehouse(LakehouseView):
         try:
             self.drop_export(name)
         except LakecoreError as exc:
-            advice = (f"the record of export {name!r} could not be taken back ({exc.one_line()}): run "
-                      f"`lakecore -l {self.uri} export drop {name}`")
+            advice = (
+                f"the record of export {name!r} could not be taken back ({exc.one_line()}): run "
+                f"`lakecore -l {self.uri} export drop {name}`"
+            )
             if not isinstance(failure, LakecoreError):  # an interrupt stays an interrupt
                 _LOG.warning("%s", advice)
                 return
@@ -486,7 +570,9 @@ class Transaction:
         self.isolation = isolation
         self.policy = policy
         self.base = lakehouse.root_info
-        self.base_view = LakehouseView(lakehouse.storage, lakehouse.root_info, lakehouse.lakehouse_def, lakehouse.store)
+        self.base_view = LakehouseView(
+            lakehouse.storage, lakehouse.root_info, lakehouse.lakehouse_def, lakehouse.store
+        )
         self.lakehouse_def = lakehouse.lakehouse_def
         self.writes: dict[str, str | None] = {}
         self.new_files: dict[str, bytes] = {}
@@ -502,7 +588,12 @@ class Transaction:
     def __enter__(self) -> Transaction:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if exc_type is None:
             self.commit()
         else:
@@ -543,11 +634,17 @@ class Transaction:
         return self._get(K.table_key(ns, table, self.lakehouse_def)) is not None
 
     def list_namespaces(self) -> list[str]:
-        return [K.parse_namespace_key(k, self.lakehouse_def) for k, _ in self._scan(K.NAMESPACE_KEY_PREFIX)]
+        return [
+            K.parse_namespace_key(k, self.lakehouse_def)
+            for k, _ in self._scan(K.NAMESPACE_KEY_PREFIX)
+        ]
 
     def list_tables(self, ns: str) -> list[str]:
         self._require_namespace(ns, guard=False)
-        return [K.parse_table_key(k, self.lakehouse_def)[1] for k, _ in self._scan(K.table_key_prefix(ns, self.lakehouse_def))]
+        return [
+            K.parse_table_key(k, self.lakehouse_def)[1]
+            for k, _ in self._scan(K.table_key_prefix(ns, self.lakehouse_def))
+        ]
 
     def load_namespace(self, ns: str) -> pb.NamespaceDef:
         location = self._get(K.namespace_key(ns, self.lakehouse_def))
@@ -589,13 +686,26 @@ class Transaction:
         definition = namespace_def(ns, properties)
         self._stage(key, new_namespace_def_path(ns), encode_def(definition))
 
-    def update_namespace(self, ns: str, properties: Mapping[str, str] | None = None,
-                         remove_properties: Iterable[str] = ()) -> None:
+    def update_namespace(
+        self,
+        ns: str,
+        properties: Mapping[str, str] | None = None,
+        remove_properties: Iterable[str] = (),
+    ) -> None:
         self._check_open()
         current = self.load_namespace(ns)
-        definition = namespace_def(ns, {**{k: v for k, v in current.properties.items() if k not in set(remove_properties)},
-                                        **dict(properties or {})})
-        self._stage(K.namespace_key(ns, self.lakehouse_def), new_namespace_def_path(ns), encode_def(definition))
+        definition = namespace_def(
+            ns,
+            {
+                **{k: v for k, v in current.properties.items() if k not in set(remove_properties)},
+                **dict(properties or {}),
+            },
+        )
+        self._stage(
+            K.namespace_key(ns, self.lakehouse_def),
+            new_namespace_def_path(ns),
+            encode_def(definition),
+        )
 
     def drop_namespace(self, ns: str) -> None:
         self._check_open()
@@ -632,9 +742,16 @@ class Transaction:
         if self._get(key) is not None:
             raise AlreadyExistsError(f"table {ns}.{table} already exists")
         definition = table_def(
-            table, columns=columns, table_type=table_type, table_format=table_format, properties=properties,
-            format_properties=format_properties, distribution_keys=distribution_keys, primary_key=primary_key,
-            sort_keys=sort_keys, unique_columns=unique_columns,
+            table,
+            columns=columns,
+            table_type=table_type,
+            table_format=table_format,
+            properties=properties,
+            format_properties=format_properties,
+            distribution_keys=distribution_keys,
+            primary_key=primary_key,
+            sort_keys=sort_keys,
+            unique_columns=unique_columns,
         )
         self._stage(key, new_table_def_path(ns, table), encode_def(definition))
 
@@ -669,7 +786,11 @@ class Transaction:
             sort_keys=current.sort_keys,
             unique_columns=current.unique_columns,
         )
-        self._stage(K.table_key(ns, table, self.lakehouse_def), new_table_def_path(ns, table), encode_def(definition))
+        self._stage(
+            K.table_key(ns, table, self.lakehouse_def),
+            new_table_def_path(ns, table),
+            encode_def(definition),
+        )
 
     def drop_table(self, ns: str, table: str) -> None:
         self._check_open()
@@ -704,9 +825,19 @@ class Transaction:
 
     def _still_valid(self, latest: RootInfo) -> str | None:
         latest_def = read_lakehouse_def(self.lakehouse.storage, latest.lakehouse_def_path)
-        view = LakehouseView(self.lakehouse.storage, latest, latest_def, store_for(self.lakehouse.storage, latest_def))
-        if (latest_def.namespace_name_max_size_bytes, latest_def.table_name_max_size_bytes, latest_def.order) != (
-            self.lakehouse_def.namespace_name_max_size_bytes, self.lakehouse_def.table_name_max_size_bytes,
+        view = LakehouseView(
+            self.lakehouse.storage,
+            latest,
+            latest_def,
+            store_for(self.lakehouse.storage, latest_def),
+        )
+        if (
+            latest_def.namespace_name_max_size_bytes,
+            latest_def.table_name_max_size_bytes,
+            latest_def.order,
+        ) != (
+            self.lakehouse_def.namespace_name_max_size_bytes,
+            self.lakehouse_def.table_name_max_size_bytes,
             self.lakehouse_def.order,
         ):
             return "the lakehouse definition changed its key layout"
@@ -714,7 +845,9 @@ class Transaction:
         for key, before in base_values.items():
             if view.get(key) != before:
                 return f"key {key.rstrip()!r} was changed by another commit"
-        checks: list[tuple[dict[str, str | None], dict[str, list[tuple[str, str]]]]] = [(self.guard_keys, self.guard_ranges)]
+        checks: list[tuple[dict[str, str | None], dict[str, list[tuple[str, str]]]]] = [
+            (self.guard_keys, self.guard_ranges)
+        ]
         if self.isolation == "serializable":
             checks.append((self.reads, self.ranges))
         for keys, ranges in checks:

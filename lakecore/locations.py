@@ -114,13 +114,19 @@ def normalize_root_uri(uri: str) -> str:
     refused, because an object store would read those segments literally.
     """
     if not isinstance(uri, str) or uri.strip() == "":
-        raise InvalidLocationError(f"empty lakehouse URI {uri!r}: pass a path or a URI such as s3://bucket/lake")
+        raise InvalidLocationError(
+            f"empty lakehouse URI {uri!r}: pass a path or a URI such as s3://bucket/lake"
+        )
     if uri != uri.strip() or any(ord(c) < 0x20 or ord(c) == 0x7F for c in uri):
-        raise InvalidLocationError(f"lakehouse URI {uri!r} contains white space or control characters")
+        raise InvalidLocationError(
+            f"lakehouse URI {uri!r} contains white space or control characters"
+        )
     match = _SCHEME_RE.match(uri)
     if match is None:
         if "://" in uri or (re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", uri) and not os.path.isabs(uri)):
-            raise InvalidLocationError(f"lakehouse URI {uri!r} has a malformed scheme: write it as scheme://path")
+            raise InvalidLocationError(
+                f"lakehouse URI {uri!r} has a malformed scheme: write it as scheme://path"
+            )
         local = uri[2:] if uri.startswith("./") else uri
         if not _is_qualified_posix(local.rstrip("/") if local != "/" else local):
             raise InvalidLocationError(
@@ -133,7 +139,9 @@ def normalize_root_uri(uri: str) -> str:
         scheme = "s3"
     if scheme == "file":
         if not rest.startswith("/"):
-            raise InvalidLocationError(f"lakehouse URI {uri!r}: a file:// URI needs an absolute path (file:///abs/path)")
+            raise InvalidLocationError(
+                f"lakehouse URI {uri!r}: a file:// URI needs an absolute path (file:///abs/path)"
+            )
         body = rest
     else:
         if rest == "" or rest.startswith("/"):
@@ -189,9 +197,15 @@ def not_plain_optimized(paths: Iterable[str]) -> list[str]:
 
     listed = list(paths)
     try:
-        plain = pc.match_substring_regex(pa.array(listed, pa.string()), _PLAIN_OPTIMIZED_RE2).to_pylist()
+        plain = pc.match_substring_regex(
+            pa.array(listed, pa.string()), _PLAIN_OPTIMIZED_RE2
+        ).to_pylist()
     except (UnicodeError, pa.ArrowException, TypeError):  # not UTF-8, or not a string at all
-        return [path for path in listed if not (isinstance(path, str) and _PLAIN_OPTIMIZED_RE.fullmatch(path))]
+        return [
+            path
+            for path in listed
+            if not (isinstance(path, str) and _PLAIN_OPTIMIZED_RE.fullmatch(path))
+        ]
     return [path for path, is_plain in zip(listed, plain, strict=True) if not is_plain]
 
 
@@ -232,7 +246,9 @@ def version_from_root_node_file_name(name: str) -> int:
     base = name.rsplit("/", 1)[-1]
     match = _ROOT_NAME_RE.match(base)
     if match is None:
-        raise InvalidLocationError(f"{name!r} is not a root node file name (_<32 binary digits>.arrow)")
+        raise InvalidLocationError(
+            f"{name!r} is not a root node file name (_<32 binary digits>.arrow)"
+        )
     return int(match.group(1)[::-1], 2)
 
 
@@ -307,7 +323,10 @@ class ClassifiedPath:
 
 
 _CLASSIFIED_HASHED: Final = (
-    None, ClassifiedPath(FileKind.NODE), ClassifiedPath(FileKind.NAMESPACE_DEF), ClassifiedPath(FileKind.TABLE_DEF),
+    None,
+    ClassifiedPath(FileKind.NODE),
+    ClassifiedPath(FileKind.NAMESPACE_DEF),
+    ClassifiedPath(FileKind.TABLE_DEF),
 )
 _CLASSIFIED_HINT: Final = ClassifiedPath(FileKind.LATEST_HINT)
 _CLASSIFIED_LAKEHOUSE_DEF: Final = ClassifiedPath(FileKind.LAKEHOUSE_DEF)
@@ -330,7 +349,9 @@ def _hashed_group(path: str) -> int:
     if group == 1:
         if tail != head.end() or not path.endswith(NODE_FILE_SUFFIX):
             return 0
-    elif tail <= head.end() or not path.endswith(DEF_FILE_SUFFIX) or "\n" in path[head.end():tail]:
+    elif (
+        tail <= head.end() or not path.endswith(DEF_FILE_SUFFIX) or "\n" in path[head.end() : tail]
+    ):
         return 0
     if _HASHED_TAIL_RE.fullmatch(path, tail) is None:
         return 0
@@ -346,10 +367,16 @@ def _prefix_is_the_names(path: str) -> bool:
     a look-alike."""
     name = path[_HASHED_NAME_START:]
     return "/" not in name and int(path[0:4] + path[5:9] + path[10:14] + path[15:23], 2) == (
-        mmh3.hash(name.encode("utf-8"), 0, signed=False) & _PREFIX_MASK)
+        mmh3.hash(name.encode("utf-8"), 0, signed=False) & _PREFIX_MASK
+    )
 
 
-_HASHED_KIND_VALUES: Final = (None, FileKind.NODE.value, FileKind.NAMESPACE_DEF.value, FileKind.TABLE_DEF.value)
+_HASHED_KIND_VALUES: Final = (
+    None,
+    FileKind.NODE.value,
+    FileKind.NAMESPACE_DEF.value,
+    FileKind.TABLE_DEF.value,
+)
 
 
 def classify_path(path: str) -> ClassifiedPath | None:
@@ -371,8 +398,11 @@ def classify_path(path: str) -> ClassifiedPath | None:
 
 
 # A hash-directory file's kind by the first two characters of its name.
-_HASHED_KIND_BY_HEAD: Final = {"no": FileKind.NODE.value, "na": FileKind.NAMESPACE_DEF.value,
-                               "ta": FileKind.TABLE_DEF.value}
+_HASHED_KIND_BY_HEAD: Final = {
+    "no": FileKind.NODE.value,
+    "na": FileKind.NAMESPACE_DEF.value,
+    "ta": FileKind.TABLE_DEF.value,
+}
 
 
 def kind_values(paths: Sequence[str]) -> list[str | None]:
@@ -383,13 +413,16 @@ def kind_values(paths: Sequence[str]) -> list[str | None]:
     import pyarrow.compute as pc
 
     try:
-        shaped = pc.match_substring_regex(pa.array(paths, pa.string()), _HASHED_FILE_RE2).to_pylist()
+        shaped = pc.match_substring_regex(
+            pa.array(paths, pa.string()), _HASHED_FILE_RE2
+        ).to_pylist()
     except (UnicodeError, pa.ArrowException):  # a name that is not UTF-8 (surrogate-escaped)
         return [kind_value(path) for path in paths]
     start = _HASHED_NAME_START
     return [
-        (_HASHED_KIND_BY_HEAD[path[start:start + 2]] if _prefix_is_the_names(path) else None)
-        if is_shaped else kind_value(path)
+        (_HASHED_KIND_BY_HEAD[path[start : start + 2]] if _prefix_is_the_names(path) else None)
+        if is_shaped
+        else kind_value(path)
         for path, is_shaped in zip(paths, shaped, strict=True)
     ]
 
@@ -415,7 +448,9 @@ def hash_directory_prefixes(levels: int) -> list[str]:
     order: 16 (``0000`` .. ``1111``), 256 (``bbbb/bbbb``) or all 4,096. Together they hold
     every optimized file, each exactly once."""
     if not 1 <= levels <= HASH_DIRECTORY_LEVELS:
-        raise ValueError(f"hash directory levels {levels} is not between 1 and {HASH_DIRECTORY_LEVELS}")
+        raise ValueError(
+            f"hash directory levels {levels} is not between 1 and {HASH_DIRECTORY_LEVELS}"
+        )
     out = []
     for i in range(1 << (4 * levels)):
         bits = format(i, f"0{4 * levels}b")

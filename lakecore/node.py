@@ -92,11 +92,21 @@ class Node:
         """True when both nodes say the same about the tree: keys, values, children and buffer
         (not the system rows, which name the definition and the version's history). For roots:
         node files never change, so equal roots mean equal trees."""
-        return (self.keys == other.keys and self.values == other.values and self.children == other.children
-                and self.buffer == other.buffer)
+        return (
+            self.keys == other.keys
+            and self.values == other.values
+            and self.children == other.children
+            and self.buffer == other.buffer
+        )
 
     def copy(self) -> Node:
-        return Node(list(self.keys), list(self.values), list(self.children), dict(self.buffer), dict(self.system))
+        return Node(
+            list(self.keys),
+            list(self.values),
+            list(self.children),
+            dict(self.buffer),
+            dict(self.system),
+        )
 
 
 def _pad8(n: int) -> int:
@@ -139,7 +149,9 @@ class SizeParts:
 
 def system_rows(node: Node) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = [
-        (key, node.system[key]) for key in _SYSTEM_ROW_ORDER if key in node.system and key != K.N_KEYS_KEY
+        (key, node.system[key])
+        for key in _SYSTEM_ROW_ORDER
+        if key in node.system and key != K.N_KEYS_KEY
     ]
     rows.append((K.N_KEYS_KEY, str(len(node.keys))))
     return rows
@@ -196,7 +208,11 @@ def encode_node(node: Node, order: int) -> bytes:
         pvalue_col.append(node.buffer[key])
     pnode_col.extend([None] * len(node.buffer))
     batch = pa.RecordBatch.from_arrays(
-        [pa.array(key_col, type=pa.string()), pa.array(pvalue_col, type=pa.string()), pa.array(pnode_col, type=pa.string())],
+        [
+            pa.array(key_col, type=pa.string()),
+            pa.array(pvalue_col, type=pa.string()),
+            pa.array(pnode_col, type=pa.string()),
+        ],
         schema=NODE_SCHEMA,
     )
     sink = pa.BufferOutputStream()
@@ -205,24 +221,37 @@ def encode_node(node: Node, order: int) -> bytes:
     return bytes(sink.getvalue())
 
 
-def _read_columns(data: bytes, location: str) -> tuple[list[str | None], list[str | None], list[str | None]]:
+def _read_columns(
+    data: bytes, location: str
+) -> tuple[list[str | None], list[str | None], list[str | None]]:
     if len(data) < 12 or data[:6] != b"ARROW1" or data[-6:] != b"ARROW1":
-        raise CorruptNodeFileError(location, "not an Arrow IPC file (missing ARROW1 magic); truncated or foreign file")
+        raise CorruptNodeFileError(
+            location, "not an Arrow IPC file (missing ARROW1 magic); truncated or foreign file"
+        )
     try:
         reader = pa.ipc.open_file(pa.py_buffer(data))
         schema = reader.schema
         batches = reader.num_record_batches
-        if not schema.equals(NODE_SCHEMA, check_metadata=False) or [f.nullable for f in schema] != [True] * 3:
+        if (
+            not schema.equals(NODE_SCHEMA, check_metadata=False)
+            or [f.nullable for f in schema] != [True] * 3
+        ):
             raise CorruptNodeFileError(
-                location, f"schema is {schema.to_string(show_schema_metadata=False)!r}; expected key, pvalue, pnode: utf8 nullable"
+                location,
+                f"schema is {schema.to_string(show_schema_metadata=False)!r}; expected key, pvalue, pnode: utf8 nullable",
             )
         if batches != 1:
-            raise CorruptNodeFileError(location, f"holds {batches} record batches; a node file has exactly one")
+            raise CorruptNodeFileError(
+                location, f"holds {batches} record batches; a node file has exactly one"
+            )
         # Checked before get_batch, which would decompress: a compressed body of a few KB can
         # expand to any size, and FORMAT.md section 3 says node files are uncompressed.
         if has_compressed_record_batch(data):
-            raise CorruptNodeFileError(location, "its record batch is compressed; node files are uncompressed "
-                                                 "(FORMAT.md section 3): rewrite it without IPC compression")
+            raise CorruptNodeFileError(
+                location,
+                "its record batch is compressed; node files are uncompressed "
+                "(FORMAT.md section 3): rewrite it without IPC compression",
+            )
         batch = reader.get_batch(0)
         batch.validate(full=True)
         return (
@@ -235,7 +264,9 @@ def _read_columns(data: bytes, location: str) -> tuple[list[str | None], list[st
     except IpcProbeError as exc:
         raise CorruptNodeFileError(location, f"unreadable Arrow IPC metadata: {exc}") from None
     except (pa.ArrowException, ValueError, OSError, IndexError, UnicodeDecodeError) as exc:
-        raise CorruptNodeFileError(location, f"unreadable Arrow IPC data: {' '.join(str(exc).split())}") from None
+        raise CorruptNodeFileError(
+            location, f"unreadable Arrow IPC data: {' '.join(str(exc).split())}"
+        ) from None
 
 
 def _check_child(location: str, row: int, child: str) -> str:
@@ -247,7 +278,9 @@ def _check_child(location: str, row: int, child: str) -> str:
             return child
         return check_relative_path(child)
     except InvalidLocationError as exc:
-        raise CorruptNodeFileError(location, f"row {row}: child pointer {child!r} is not a qualified location ({exc})") from None
+        raise CorruptNodeFileError(
+            location, f"row {row}: child pointer {child!r} is not a qualified location ({exc})"
+        ) from None
 
 
 def decode_node(data: bytes, location: str, order: int | None = None) -> Node:
@@ -263,12 +296,17 @@ def decode_node(data: bytes, location: str, order: int | None = None) -> Node:
     while row < total and not (keys_col[row] is None and pvalues_col[row] is None):
         key, value, pnode = keys_col[row], pvalues_col[row], pnodes_col[row]
         if key is None or value is None:
-            raise CorruptNodeFileError(location, f"row {row}: a system row needs both key and pvalue")
+            raise CorruptNodeFileError(
+                location, f"row {row}: a system row needs both key and pvalue"
+            )
         if pnode is not None:
-            raise CorruptNodeFileError(location, f"row {row}: system row {key!r} has a non-null pnode")
+            raise CorruptNodeFileError(
+                location, f"row {row}: system row {key!r} has a non-null pnode"
+            )
         if key not in K.SYSTEM_KEYS:
             raise CorruptNodeFileError(
-                location, f"row {row}: unknown system key {key!r} before the key table (no null separator row?)"
+                location,
+                f"row {row}: unknown system key {key!r} before the key table (no null separator row?)",
             )
         if key in node.system:
             raise CorruptNodeFileError(location, f"row {row}: system key {key!r} appears twice")
@@ -284,7 +322,9 @@ def decode_node(data: bytes, location: str, order: int | None = None) -> Node:
         declared_n_keys = int(text)
     created = node.system.get(K.CREATED_AT_MILLIS_KEY)
     if created is not None and (not (created.isascii() and created.isdigit()) or len(created) > 19):
-        raise CorruptNodeFileError(location, f"created_at_millis is {created!r}, not a decimal count of milliseconds")
+        raise CorruptNodeFileError(
+            location, f"created_at_millis is {created!r}, not a decimal count of milliseconds"
+        )
 
     table_start = row
     first_child = pnodes_col[table_start]
@@ -301,7 +341,9 @@ def decode_node(data: bytes, location: str, order: int | None = None) -> Node:
         key, value, pnode = keys_col[row], pvalues_col[row], pnodes_col[row]
         assert key is not None
         if value is None:
-            raise CorruptNodeFileError(location, f"row {row}: key table entry {key!r} has a null pvalue")
+            raise CorruptNodeFileError(
+                location, f"row {row}: key table entry {key!r} has a null pvalue"
+            )
         if previous is not None and key <= previous:
             raise CorruptNodeFileError(
                 location, f"row {row}: key table is not sorted ({key!r} after {previous!r})"
@@ -320,26 +362,37 @@ def decode_node(data: bytes, location: str, order: int | None = None) -> Node:
         row += 1
     n_keys = len(node.keys)
     if declared_n_keys is not None and declared_n_keys != n_keys:
-        raise CorruptNodeFileError(location, f"n_keys says {declared_n_keys} but the key table holds {n_keys} keys")
+        raise CorruptNodeFileError(
+            location, f"n_keys says {declared_n_keys} but the key table holds {n_keys} keys"
+        )
     # Trailing empty rows of the key table.
     while row < total and keys_col[row] is None and (order is None or row - table_start < order):
         if pvalues_col[row] is not None or pnodes_col[row] is not None:
-            raise CorruptNodeFileError(location, f"row {row}: an unused key table row must be all null")
+            raise CorruptNodeFileError(
+                location, f"row {row}: an unused key table row must be all null"
+            )
         row += 1
     table_rows = row - table_start
     if order is not None and table_rows != order:
         raise CorruptNodeFileError(
-            location, f"key table has {table_rows} rows; a tree of order {order} needs exactly {order}"
+            location,
+            f"key table has {table_rows} rows; a tree of order {order} needs exactly {order}",
         )
     if n_keys > table_rows - 1:
-        raise CorruptNodeFileError(location, f"{n_keys} keys do not fit a key table of {table_rows} rows")
+        raise CorruptNodeFileError(
+            location, f"{n_keys} keys do not fit a key table of {table_rows} rows"
+        )
     node.children = children
     for buffer_row in range(row, total):
         key, value, pnode = keys_col[buffer_row], pvalues_col[buffer_row], pnodes_col[buffer_row]
         if key is None:
-            raise CorruptNodeFileError(location, f"row {buffer_row}: write buffer row with a null key")
+            raise CorruptNodeFileError(
+                location, f"row {buffer_row}: write buffer row with a null key"
+            )
         if pnode is not None:
-            raise CorruptNodeFileError(location, f"row {buffer_row}: write buffer row for {key!r} has a non-null pnode")
+            raise CorruptNodeFileError(
+                location, f"row {buffer_row}: write buffer row for {key!r} has a non-null pnode"
+            )
         node.buffer.pop(key, None)
         node.buffer[key] = value
     return node

@@ -36,14 +36,20 @@ class Progress:
     def __enter__(self) -> Progress:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     def advance(self, n: int = 1) -> None:
         self.done += n
         now = time.monotonic()
-        if self.enabled and (now - self._last_draw >= _MIN_INTERVAL_SECONDS or self.done == self.total):
+        if self.enabled and (
+            now - self._last_draw >= _MIN_INTERVAL_SECONDS or self.done == self.total
+        ):
             self._draw(now)
 
     def _draw(self, now: float) -> None:

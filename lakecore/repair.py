@@ -99,12 +99,18 @@ class RepairOutcome:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "action": self.action, "applied": self.applied, "status": self.status,
-            "highest_version": self.highest_version, "new_version": self.new_version,
-            "rollback_to": self.rollback_to, "plan": self.plan,
+            "action": self.action,
+            "applied": self.applied,
+            "status": self.status,
+            "highest_version": self.highest_version,
+            "new_version": self.new_version,
+            "rollback_to": self.rollback_to,
+            "plan": self.plan,
             "damaged_versions": {str(v): p for v, p in self.damaged_versions.items()},
-            "versions_checked": self.versions_checked, "hint_before": self.hint_before,
-            "hint_after": self.hint_after, "dropped_versions": self.dropped_versions,
+            "versions_checked": self.versions_checked,
+            "hint_before": self.hint_before,
+            "hint_after": self.hint_after,
+            "dropped_versions": self.dropped_versions,
         }
 
 
@@ -174,7 +180,9 @@ def rollback(
     version), NotFoundError (no such version), CorruptFileError (the chosen version is
     damaged), CommitConflictError (a commit landed meanwhile) or StorageError."""
     if (to_version is None) == (not to_last_valid):
-        raise InvalidArgumentError("rollback needs exactly one of --to-version V and --to-last-valid")
+        raise InvalidArgumentError(
+            "rollback needs exactly one of --to-version V and --to-last-valid"
+        )
     outcome = RepairOutcome("rollback", apply)
     planner = _Planner(outcome, say)
     top = _highest(storage)
@@ -219,7 +227,9 @@ def rollback(
     hint = read_hint(storage)
     outcome.hint_before = hint
     if hint != top:
-        planner.step(f"write {LATEST_HINT_FILE_NAME} = {top} (it holds {'nothing readable' if hint is None else hint})")
+        planner.step(
+            f"write {LATEST_HINT_FILE_NAME} = {top} (it holds {'nothing readable' if hint is None else hint})"
+        )
     if target.version == top:
         # The latest version is fine but older roots are damaged: a roll forward to the same
         # content marks them as rolled past, so that version compaction may expire them (until
@@ -270,14 +280,20 @@ def drop_damaged(storage: Storage, *, apply: bool, say: Say = _quiet) -> RepairO
             loaded[version] = load_root(storage, version, StorageError)
         except StorageError as exc:
             cause = exc.__cause__
-            if isinstance(cause, NotFoundError) and not is_damage_in_version(storage, version, cause):
+            if isinstance(cause, NotFoundError) and not is_damage_in_version(
+                storage, version, cause
+            ):
                 continue  # expired since the listing (its root is gone too)
             if not isinstance(cause, (CorruptFileError, TreeStructureError, NotFoundError)):
                 raise  # a failed read, not damage: nothing is dropped on a guess
-            outcome.damaged_versions[version] = [cause.one_line()]  # a missing definition file included
+            outcome.damaged_versions[version] = [
+                cause.one_line()
+            ]  # a missing definition file included
     read_only = read_only_reason(loaded[max(loaded)].lakehouse_def) if loaded else None
     if read_only is not None:
-        raise ReadOnlyLakehouseError(f"cannot drop versions of {storage.root_uri}: it is {read_only}")
+        raise ReadOnlyLakehouseError(
+            f"cannot drop versions of {storage.root_uri}: it is {read_only}"
+        )
     for version, reason in damaged_versions(storage, loaded.values()).items():
         outcome.damaged_versions[version] = [reason]
     if top in outcome.damaged_versions or top not in loaded:
@@ -304,15 +320,21 @@ def drop_damaged(storage: Storage, *, apply: bool, say: Say = _quiet) -> RepairO
         return outcome
     if not drop:
         outcome.status = "noop"
-        outcome.summary.append(f"every retained version of {storage.root_uri} can be read; nothing to drop")
+        outcome.summary.append(
+            f"every retained version of {storage.root_uri} can be read; nothing to drop"
+        )
         return outcome
     hint = read_hint(storage)
     outcome.hint_before = hint
     if hint != top:
-        planner.step(f"write {LATEST_HINT_FILE_NAME} = {top} (it holds {'nothing readable' if hint is None else hint})")
+        planner.step(
+            f"write {LATEST_HINT_FILE_NAME} = {top} (it holds {'nothing readable' if hint is None else hint})"
+        )
     for version in drop:
-        planner.step(f"delete {root_node_file_name(version)}, the root of damaged version {version} "
-                     f"({outcome.damaged_versions[version][0]})")
+        planner.step(
+            f"delete {root_node_file_name(version)}, the root of damaged version {version} "
+            f"({outcome.damaged_versions[version][0]})"
+        )
     for reason in kept:
         planner.step(f"keep: {reason}")
     if planner.stop_if_planning():
@@ -353,16 +375,25 @@ def _newest_clean(
         try:
             view = open_version(storage.root_uri, version, storage_options=storage.storage_options)
         except NotFoundError as exc:
-            if is_damage_in_version(storage, version, exc):  # its root is there: a file of it is missing
+            if is_damage_in_version(
+                storage, version, exc
+            ):  # its root is there: a file of it is missing
                 outcome.damaged_versions[version] = [exc.one_line()]
             continue  # else expired since the listing
         except (CorruptFileError, TreeStructureError) as exc:
             outcome.damaged_versions[version] = [exc.one_line()]
             continue
         outcome.versions_checked += 1
-        store = NodeStore(view.storage, view.lakehouse_def.order, cache=cache, external_roots=view.store.external_roots)
+        store = NodeStore(
+            view.storage,
+            view.lakehouse_def.order,
+            cache=cache,
+            external_roots=view.store.external_roots,
+        )
         try:
-            result = check_version(LakehouseView(view.storage, view.root_info, view.lakehouse_def, store), deep=False)
+            result = check_version(
+                LakehouseView(view.storage, view.root_info, view.lakehouse_def, store), deep=False
+            )
             problems = [str(v) for v in result.violations[:VIOLATIONS_SHOWN]]
         except (CorruptFileError, TreeStructureError, NotFoundError) as exc:
             problems = [exc.one_line()]
@@ -381,7 +412,9 @@ def _commit_content(storage: Storage, top: int, target: LakehouseView, definitio
 
     def plan(current: RootInfo) -> RootPlan:
         node = Node(content.keys, content.values, content.children, content.buffer)
-        return RootPlan(node, definition_path, rollback_from_root=root_node_file_name(current.version))
+        return RootPlan(
+            node, definition_path, rollback_from_root=root_node_file_name(current.version)
+        )
 
     def still_valid(latest: RootInfo) -> str | None:
         return f"version {latest.version} was committed while repairing; run the repair again"

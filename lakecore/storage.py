@@ -156,25 +156,53 @@ DEFAULT_S3_TIMEOUT_SECONDS = 300.0
 # (``endpoint=`` for ``endpoint_url=``) would otherwise surface as a TypeError deep inside the
 # client on first use, or worse, be silently ignored. These are s3fs's S3FileSystem arguments
 # that can be given as text or JSON (not ``session``/``loop``), plus ``region`` as a shorthand.
-_S3_OPTIONS: Final = frozenset({
-    "anon", "endpoint_url", "key", "secret", "token", "use_ssl", "client_kwargs", "requester_pays",
-    "default_block_size", "default_fill_cache", "default_cache_type", "version_aware",
-    "config_kwargs", "s3_additional_kwargs", "username", "password", "cache_regions",
-    "max_concurrency", "fixed_upload_size", "profile", "region",
-})
+_S3_OPTIONS: Final = frozenset(
+    {
+        "anon",
+        "endpoint_url",
+        "key",
+        "secret",
+        "token",
+        "use_ssl",
+        "client_kwargs",
+        "requester_pays",
+        "default_block_size",
+        "default_fill_cache",
+        "default_cache_type",
+        "version_aware",
+        "config_kwargs",
+        "s3_additional_kwargs",
+        "username",
+        "password",
+        "cache_regions",
+        "max_concurrency",
+        "fixed_upload_size",
+        "profile",
+        "region",
+    }
+)
 _OPTIONS_BY_SCHEME: Final[dict[str, frozenset[str]]] = {
     "s3": _S3_OPTIONS,
     "file": frozenset(),
     "memory": frozenset(),
 }
 # How text values from the command line are typed, by key (everything else stays a string).
-_BOOLEAN_OPTIONS: Final = frozenset({
-    "anon", "use_ssl", "requester_pays", "default_fill_cache", "version_aware", "cache_regions",
-    "fixed_upload_size",
-})
+_BOOLEAN_OPTIONS: Final = frozenset(
+    {
+        "anon",
+        "use_ssl",
+        "requester_pays",
+        "default_fill_cache",
+        "version_aware",
+        "cache_regions",
+        "fixed_upload_size",
+    }
+)
 # Typed by their full key on a command line; the nested one is the S3 client's connection pool
 # (see S3_MAX_POOL_CONNECTIONS), which botocore refuses as text.
-_INTEGER_OPTIONS: Final = frozenset({"default_block_size", "max_concurrency", "config_kwargs.max_pool_connections"})
+_INTEGER_OPTIONS: Final = frozenset(
+    {"default_block_size", "max_concurrency", "config_kwargs.max_pool_connections"}
+)
 _NESTED_OPTIONS: Final = frozenset({"client_kwargs", "config_kwargs", "s3_additional_kwargs"})
 
 # os.link errors that mean "this file system has no hard links" (some FUSE and SMB mounts).
@@ -226,7 +254,9 @@ class FileInfo:
 
     path: str  # relative to the root, '/'-separated
     size: int
-    mtime_millis: int  # modification (S3: LastModified) time, epoch milliseconds; see UNKNOWN_MTIME_MILLIS
+    mtime_millis: (
+        int  # modification (S3: LastModified) time, epoch milliseconds; see UNKNOWN_MTIME_MILLIS
+    )
 
 
 # The modification time of a file whose store gave none (or one that does not parse): the last
@@ -258,7 +288,9 @@ class ListedPage:
 
 
 def _columns_of(infos: list[FileInfo]) -> PathListing:
-    return PathListing([i.path for i in infos], [i.size for i in infos], [i.mtime_millis for i in infos])
+    return PathListing(
+        [i.path for i in infos], [i.size for i in infos], [i.mtime_millis for i in infos]
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,7 +338,9 @@ class _LocalBackend:
             return True
         if self._real_root is None:  # once: gc asks for each of 4,096 hash directories
             self._real_root = os.path.realpath(self._root_dir)
-        return os.path.realpath(self._root_dir + rel_dir) == os.path.join(self._real_root, rel_dir.rstrip("/"))
+        return os.path.realpath(self._root_dir + rel_dir) == os.path.join(
+            self._real_root, rel_dir.rstrip("/")
+        )
 
     def read(self, rel: str) -> bytes:
         with open(self._abs(rel), "rb") as f:
@@ -430,7 +464,9 @@ class _LocalBackend:
         # root is a shared mount, whose clock cannot be asked without writing a file.
         return None
 
-    def _walk(self, rel_dir: str, recursive: bool, out: list[FileInfo], limit: int | None = None) -> None:
+    def _walk(
+        self, rel_dir: str, recursive: bool, out: list[FileInfo], limit: int | None = None
+    ) -> None:
         # rel_dir is '' or ends in '/'. Symlinks are neither followed nor reported: lakecore
         # never creates them, and following one could lead outside the root. With a limit the
         # walk stops once it has found more than that many files.
@@ -604,7 +640,9 @@ class _S3Backend:
             if token is None:
                 return
 
-    def _list_objects(self, prefix: str, delimiter: str | None, limit: int | None = None) -> list[FileInfo]:
+    def _list_objects(
+        self, prefix: str, delimiter: str | None, limit: int | None = None
+    ) -> list[FileInfo]:
         out: list[FileInfo] = []
         for page in self._object_pages(prefix, delimiter):
             out.extend(page.files)
@@ -631,7 +669,10 @@ class _S3Backend:
 
     def first_files(self, limit: int) -> list[str]:
         page: dict[str, Any] = self._fs.call_s3(
-            "list_objects_v2", timeout=self._timeout, Bucket=self._bucket, Prefix=self._key_prefix,
+            "list_objects_v2",
+            timeout=self._timeout,
+            Bucket=self._bucket,
+            Prefix=self._key_prefix,
             MaxKeys=limit,
         )
         return [obj["Key"][len(self._key_prefix) :] for obj in page.get("Contents", [])][:limit]
@@ -642,7 +683,11 @@ class _S3Backend:
         # as the answer would look younger than the answer (a grace of 0s kept it). A listing,
         # not a HEAD of the bucket: a policy may allow listing only under the root's prefix.
         page: dict[str, Any] = self._fs.call_s3(
-            "list_objects_v2", timeout=self._timeout, Bucket=self._bucket, Prefix=self._key_prefix, MaxKeys=1,
+            "list_objects_v2",
+            timeout=self._timeout,
+            Bucket=self._bucket,
+            Prefix=self._key_prefix,
+            MaxKeys=1,
         )
         date = page.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
         if not isinstance(date, str) or not _HTTP_DATE.fullmatch(date):
@@ -814,7 +859,9 @@ class Storage:
         self.root_uri = normalize_root_uri(root_uri)
         self._scheme, self._root_path = split_root_uri(self.root_uri)
         _refuse_an_unknown_scheme(self._scheme, self.root_uri)
-        self._storage_options: dict[str, Any] = _checked_options(self._scheme, storage_options or {})
+        self._storage_options: dict[str, Any] = _checked_options(
+            self._scheme, storage_options or {}
+        )
         # Holds this thread's backend (and with it the fsspec client); never pickled.
         self._local = threading.local()
 
@@ -1037,7 +1084,12 @@ class Storage:
         except Exception as exc:
             _raise_translated(exc, self.root_uri, "list")
 
-    def delete(self, paths: Iterable[str], batch_size: int = 1000, deleted: builtins.list[str] | None = None) -> int:
+    def delete(
+        self,
+        paths: Iterable[str],
+        batch_size: int = 1000,
+        deleted: builtins.list[str] | None = None,
+    ) -> int:
         """Delete files in batches; missing files are ignored. Returns how many were deleted,
         and appends their paths to ``deleted`` when given (also when some batch failed).
 
@@ -1088,8 +1140,12 @@ class Storage:
         # An S3 client serves every thread (see the module doc); other fsspec file systems may
         # not be thread-safe, so those stay one per thread.
         thread = 0 if self._scheme == _S3_SCHEME else threading.get_ident()
-        key = (os.getpid(), thread, self.root_uri,
-               json.dumps([self._storage_options, endpoint], sort_keys=True, default=repr))
+        key = (
+            os.getpid(),
+            thread,
+            self.root_uri,
+            json.dumps([self._storage_options, endpoint], sort_keys=True, default=repr),
+        )
         cached = _cached_backend(key)
         if cached is not None:
             return cached
@@ -1114,7 +1170,9 @@ class Storage:
             endpoint = self._s3_endpoint()
             if endpoint is not None:
                 _refuse_an_endpoint_without_scheme(self.root_uri, endpoint)
-                _refuse_an_endpoint_nothing_answers(self.root_uri, endpoint, options["config_kwargs"])
+                _refuse_an_endpoint_nothing_answers(
+                    self.root_uri, endpoint, options["config_kwargs"]
+                )
             # s3fs makes a session from the options it does not know (``profile``) unless given one.
             options["session"] = _s3_session(options.pop("profile", None))
             fs = fsspec.filesystem(_S3_SCHEME, **options)
@@ -1164,7 +1222,8 @@ class Storage:
         # (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, profiles, instance roles).
         options["skip_instance_cache"] = True
         options["config_kwargs"] = {
-            "max_pool_connections": S3_MAX_POOL_CONNECTIONS, **(options.get("config_kwargs") or {})
+            "max_pool_connections": S3_MAX_POOL_CONNECTIONS,
+            **(options.get("config_kwargs") or {}),
         }
         return options
 
@@ -1176,8 +1235,10 @@ class Storage:
 # S3's timestamps: in XML bodies UTC ISO 8601, whole seconds or a fraction; in headers
 # (Last-Modified, Date) the HTTP date of RFC 9110 (what the fast paths parse).
 _S3_ISO_TIMESTAMP: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")
-_HTTP_DATE: Final = re.compile(r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
-                               r"\d{4} \d{2}:\d{2}:\d{2} GMT")
+_HTTP_DATE: Final = re.compile(
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+    r"\d{4} \d{2}:\d{2}:\d{2} GMT"
+)
 
 
 def parse_s3_timestamp(value: Any) -> datetime:
@@ -1204,7 +1265,9 @@ def _s3_session(profile: str | None) -> Any:
     from aiobotocore.session import AioSession
 
     session = AioSession(profile=profile)
-    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=parse_s3_timestamp)
+    session.get_component("response_parser_factory").set_parser_defaults(
+        timestamp_parser=parse_s3_timestamp
+    )
     return session
 
 
@@ -1222,7 +1285,9 @@ def _refuse_an_endpoint_without_scheme(root_uri: str, endpoint: str) -> None:
         )
 
 
-def _refuse_an_endpoint_nothing_answers(root_uri: str, endpoint: str, config_kwargs: Mapping[str, Any]) -> None:
+def _refuse_an_endpoint_nothing_answers(
+    root_uri: str, endpoint: str, config_kwargs: Mapping[str, Any]
+) -> None:
     """One TCP connect to an explicit S3 endpoint; StorageError when nothing can answer there.
 
     Only definite answers count: refused, a host name that does not resolve, no route. A probe
@@ -1284,7 +1349,9 @@ def _checked_options(scheme: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` as a dict, with ``region`` folded into ``client_kwargs``; raises
     ``InvalidArgumentError`` naming the accepted keys when a key is unknown for ``scheme``."""
     if not isinstance(options, Mapping):
-        raise InvalidArgumentError(f"storage options must be a mapping, not {type(options).__name__}")
+        raise InvalidArgumentError(
+            f"storage options must be a mapping, not {type(options).__name__}"
+        )
     accepted = accepted_storage_options(scheme)
     if accepted is not None:
         unknown = sorted(str(k) for k in options if k not in accepted)
@@ -1296,10 +1363,15 @@ def _checked_options(scheme: str, options: Mapping[str, Any]) -> dict[str, Any]:
             )
     out = dict(options)
     if "region" in out:
-        out["client_kwargs"] = {**(out.get("client_kwargs") or {}), "region_name": out.pop("region")}
+        out["client_kwargs"] = {
+            **(out.get("client_kwargs") or {}),
+            "region_name": out.pop("region"),
+        }
     for key in _NESTED_OPTIONS & out.keys():
         if not isinstance(out[key], Mapping):
-            raise InvalidArgumentError(f"storage option {key} must be a mapping (give {key}.NAME=VALUE)")
+            raise InvalidArgumentError(
+                f"storage option {key} must be a mapping (give {key}.NAME=VALUE)"
+            )
     return out
 
 
@@ -1497,7 +1569,9 @@ def _raise_translated(exc: Exception, uri: str, action: str, reading: bool = Fal
             f"timed out trying to {action} {uri}: {type(exc).__name__}: {exc}; it may or may "
             "not have taken effect, check before retrying"
         ) from exc
-    if isinstance(exc, ImportError) or (isinstance(exc, OSError) and str(exc).startswith("Unable to load lib")):
+    if isinstance(exc, ImportError) or (
+        isinstance(exc, OSError) and str(exc).startswith("Unable to load lib")
+    ):
         # fsspec knows the scheme but its package or native library is missing (gs:// without
         # gcsfs; hdfs:// without a Hadoop client, whose error lists every path it tried):
         # setup, not a storage failure a retry could fix.
@@ -1516,12 +1590,16 @@ def _raise_translated(exc: Exception, uri: str, action: str, reading: bool = Fal
             "check the endpoint (storage option endpoint_url, or AWS_ENDPOINT_URL) and that the server is up"
         ) from exc
     missing_profile = next((e for e in _causes(exc) if type(e).__name__ == "ProfileNotFound"), None)
-    if missing_profile is not None:  # botocore's: a name the AWS config lacks, a setting a retry cannot fix
+    if (
+        missing_profile is not None
+    ):  # botocore's: a name the AWS config lacks, a setting a retry cannot fix
         raise InvalidArgumentError(
             f"could not {action} {uri}: ProfileNotFound: {_capped(missing_profile)}; check the storage option "
             "profile (or AWS_PROFILE) against the AWS config (~/.aws/config, or AWS_CONFIG_FILE)"
         ) from exc
-    if type(exc).__name__ == "NoCredentialsError":  # botocore's, found by name: botocore is optional
+    if (
+        type(exc).__name__ == "NoCredentialsError"
+    ):  # botocore's, found by name: botocore is optional
         raise StorageError(
             f"could not {action} {uri}: NoCredentialsError: no AWS credentials were found; give them to this "
             "process (and the executors): AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, an instance "

@@ -47,18 +47,34 @@ def describe_tree(view: LakehouseView) -> dict[str, Any]:
                 continue
             empty = Node(node.keys, node.values, node.children, {}, node.system)
             room = max_bytes - encoded_size(empty, order)
-            fills.append((encoded_size(node, order) - encoded_size(empty, order)) / room if room > 0 else 1.0)
+            fills.append(
+                (encoded_size(node, order) - encoded_size(empty, order)) / room if room > 0 else 1.0
+            )
         keys = sum(len(n.keys) for _, n in level)
         messages = sum(len(n.buffer) for _, n in level)
         totals["nodes"] += len(level)
         totals["keys"] += keys
         totals["messages"] += messages
-        out_levels.append({
-            "depth": depth, "nodes": len(level), "keys": keys, "messages": messages,
-            "fanout_min": min(fanouts), "fanout_max": max(fanouts), "fanout_avg": sum(fanouts) / len(fanouts),
-            "buffer_fill_avg": sum(fills) / len(fills), "buffer_fill_max": max(fills),
-        })
-    return {"version": view.version, "depth": len(out_levels), "order": order, "levels": out_levels, **totals}
+        out_levels.append(
+            {
+                "depth": depth,
+                "nodes": len(level),
+                "keys": keys,
+                "messages": messages,
+                "fanout_min": min(fanouts),
+                "fanout_max": max(fanouts),
+                "fanout_avg": sum(fanouts) / len(fanouts),
+                "buffer_fill_avg": sum(fills) / len(fills),
+                "buffer_fill_max": max(fills),
+            }
+        )
+    return {
+        "version": view.version,
+        "depth": len(out_levels),
+        "order": order,
+        "levels": out_levels,
+        **totals,
+    }
 
 
 def key_label(key: str | None, view: LakehouseView) -> str:
@@ -101,12 +117,16 @@ def tree_nodes(view: LakehouseView) -> TreeNode:
         order.append(item)
         bounds = [item.low, *item.node.keys, item.high]
         for i, child in enumerate(item.node.children):
-            entry = TreeNode(child, view.store.load(child), item.level + 1, bounds[i], bounds[i + 1])
+            entry = TreeNode(
+                child, view.store.load(child), item.level + 1, bounds[i], bounds[i + 1]
+            )
             item.children.append(entry)
             stack.append(entry)
     for item in reversed(order):
         item.subtree_keys = len(item.node.keys) + sum(c.subtree_keys for c in item.children)
-        item.subtree_messages = len(item.node.buffer) + sum(c.subtree_messages for c in item.children)
+        item.subtree_messages = len(item.node.buffer) + sum(
+            c.subtree_messages for c in item.children
+        )
         item.subtree_nodes = 1 + sum(c.subtree_nodes for c in item.children)
     return root
 
@@ -122,8 +142,12 @@ def _dot_text(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def to_dot(view: LakehouseView, summary: dict[str, Any] | None = None, max_levels: int = 3,
-           max_width: int = 24) -> str:
+def to_dot(
+    view: LakehouseView,
+    summary: dict[str, Any] | None = None,
+    max_levels: int = 3,
+    max_width: int = 24,
+) -> str:
     """Graphviz: one box per node, ranked by level, with its key range, key count and buffer.
 
     Large trees are cut: the top ``max_levels`` levels are drawn node by node (fewer when a
@@ -136,13 +160,16 @@ def to_dot(view: LakehouseView, summary: dict[str, Any] | None = None, max_level
     drawn = 1
     while drawn < len(levels) and drawn < max(1, max_levels) and len(levels[drawn]) <= max_width:
         drawn += 1
-    lines = ["digraph lakecore {",
-             f'  label="version {view.version}: depth {len(levels)}, {root.subtree_nodes} nodes, '
-             f'{root.subtree_keys} keys, {root.subtree_messages} buffered messages'
-             + (f" (top {drawn} levels drawn)" if drawn < len(levels) else "") + '"; labelloc=t;',
-             "  rankdir=TB; nodesep=0.15; ranksep=0.4;",
-             '  node [shape=box, style="rounded,filled", fillcolor="#eef4fb", fontname="monospace", fontsize=10];',
-             '  edge [arrowsize=0.5, color="#7a8ca3"];']
+    lines = [
+        "digraph lakecore {",
+        f'  label="version {view.version}: depth {len(levels)}, {root.subtree_nodes} nodes, '
+        f"{root.subtree_keys} keys, {root.subtree_messages} buffered messages"
+        + (f" (top {drawn} levels drawn)" if drawn < len(levels) else "")
+        + '"; labelloc=t;',
+        "  rankdir=TB; nodesep=0.15; ranksep=0.4;",
+        '  node [shape=box, style="rounded,filled", fillcolor="#eef4fb", fontname="monospace", fontsize=10];',
+        '  edge [arrowsize=0.5, color="#7a8ca3"];',
+    ]
     ids: dict[int, str] = {}
     for depth in range(drawn):
         names = []
@@ -166,7 +193,7 @@ def to_dot(view: LakehouseView, summary: dict[str, Any] | None = None, max_level
             cut.append(ident)
             lines.append(
                 f'  {ident} [shape=note, fillcolor="#f4f4f4", label="{len(item.children)} children, '
-                f'{item.subtree_nodes - 1} nodes below\\n{item.subtree_keys - len(item.node.keys)} keys · '
+                f"{item.subtree_nodes - 1} nodes below\\n{item.subtree_keys - len(item.node.keys)} keys · "
                 f'{item.subtree_messages - len(item.node.buffer)} buffered"];'
             )
             lines.append(f"  {ids[id(item)]} -> {ident} [style=dashed];")

@@ -76,7 +76,10 @@ def encode_root(
     created_at_millis: int,
     rollback_from_root: str | None = None,
 ) -> bytes:
-    system = {K.LAKEHOUSE_DEF_KEY: lakehouse_def_path, K.CREATED_AT_MILLIS_KEY: str(created_at_millis)}
+    system = {
+        K.LAKEHOUSE_DEF_KEY: lakehouse_def_path,
+        K.CREATED_AT_MILLIS_KEY: str(created_at_millis),
+    }
     if previous_root is not None:
         system[K.PREVIOUS_ROOT_KEY] = previous_root
     if rollback_from_root is not None:
@@ -107,7 +110,9 @@ def decode_root(data: bytes, version: int, location: str, order: int | None = No
             )
     rollback = system.get(K.ROLLBACK_FROM_ROOT_KEY)
     if rollback is not None and not is_root_node_file_name(rollback):
-        raise CorruptNodeFileError(location, f"rollback_from_root {rollback!r} is not a root file name")
+        raise CorruptNodeFileError(
+            location, f"rollback_from_root {rollback!r} is not a root file name"
+        )
     return RootInfo(version, node, len(data), def_path, previous, rollback, int(created))
 
 
@@ -181,8 +186,11 @@ def refuse_a_file_as_root(storage: Storage) -> None:
     if blocking is not None:
         raise InvalidArgumentError(
             f"file://{blocking} is a file, not a folder: a lakehouse root is a folder; check the path"
-            + ("" if blocking == storage.root_uri.removeprefix("file://").rstrip("/") else
-               f" ({storage.root_uri.rstrip('/')} would be inside it)")
+            + (
+                ""
+                if blocking == storage.root_uri.removeprefix("file://").rstrip("/")
+                else f" ({storage.root_uri.rstrip('/')} would be inside it)"
+            )
         )
 
 
@@ -190,8 +198,10 @@ def no_lakehouse(storage: Storage) -> LakecoreError:
     """The error for a root that holds no root node file (``refuse_a_file_as_root`` first)."""
     refuse_a_file_as_root(storage)
     if storage.local_root_is_missing():
-        return NoLakehouseError(f"no lakehouse at {storage.root_uri}: the folder does not exist; check the path "
-                                "(or create a lakehouse there with `lakecore init`)")
+        return NoLakehouseError(
+            f"no lakehouse at {storage.root_uri}: the folder does not exist; check the path "
+            "(or create a lakehouse there with `lakecore init`)"
+        )
     return NoLakehouseError(
         f"no lakehouse at {storage.root_uri}: no root node file found (create one with `lakecore init`)"
     )
@@ -236,7 +246,9 @@ def read_version(storage: Storage, version: int, order: int | None = None) -> Ro
     except NotFoundError:
         latest = latest_version(storage)
         if version > latest:
-            raise NotFoundError(f"version {version} does not exist yet; the latest is {latest}") from None
+            raise NotFoundError(
+                f"version {version} does not exist yet; the latest is {latest}"
+            ) from None
         listed = list_root_versions(storage)
         if version in listed:  # committed between the read and the listing: read it again
             return read_root(storage, version, order)
@@ -256,13 +268,17 @@ def missing_version_reason(version: int, listed: list[int]) -> str:
     expires one a shorter override lets go). The files alone cannot tell which happened."""
     before = max(v for v in listed if v < version)
     after = min(v for v in listed if v > version)
-    return (f"version {version} is missing from the log (no root file between versions {before} and {after}): "
-            "it was dropped as damaged by `repair drop-damaged`, or expired by version compaction while an "
-            "older version was kept (an export's pin, an age override); `lakecore versions` lists the "
-            "versions there are")
+    return (
+        f"version {version} is missing from the log (no root file between versions {before} and {after}): "
+        "it was dropped as damaged by `repair drop-damaged`, or expired by version compaction while an "
+        "older version was kept (an export's pin, an age override); `lakecore versions` lists the "
+        "versions there are"
+    )
 
 
-def version_as_of(storage: Storage, timestamp_millis: int, latest: RootInfo, order: int | None = None) -> RootInfo:
+def version_as_of(
+    storage: Storage, timestamp_millis: int, latest: RootInfo, order: int | None = None
+) -> RootInfo:
     """The newest root with ``created_at_millis <= timestamp_millis``.
 
     Walks back one version at a time from ``latest`` (versions are created in order, so their
@@ -315,8 +331,10 @@ def version_as_of(storage: Storage, timestamp_millis: int, latest: RootInfo, ord
             f"no retained version was created at or before {format_time_millis(timestamp_millis)}; the oldest "
             f"retained version {oldest.version} was created at {format_time_millis(oldest.created_at_millis)}"
         )
-    raise NotFoundError(f"the lakehouse did not exist yet at {format_time_millis(timestamp_millis)} "
-                        f"(it was created at {format_time_millis(oldest.created_at_millis)})")
+    raise NotFoundError(
+        f"the lakehouse did not exist yet at {format_time_millis(timestamp_millis)} "
+        f"(it was created at {format_time_millis(oldest.created_at_millis)})"
+    )
 
 
 def _readable_root(storage: Storage, version: int, order: int | None) -> RootInfo | None:
@@ -353,7 +371,11 @@ def _versions_text(versions: list[int]) -> str:
 
 
 def maximum_age_millis(lakehouse_def: LakehouseDef, version: int) -> int:
-    return int(lakehouse_def.maximum_version_age_millis_overrides.get(version, lakehouse_def.maximum_version_age_millis))
+    return int(
+        lakehouse_def.maximum_version_age_millis_overrides.get(
+            version, lakehouse_def.maximum_version_age_millis
+        )
+    )
 
 
 def export_pins(lakehouse_def: LakehouseDef) -> dict[str, int]:

@@ -161,10 +161,15 @@ class VersionInfo:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "version": self.version, "created_at_millis": self.created_at_millis,
-            "rollback_from_version": self.rollback_from_version, "lakehouse_def_path": self.lakehouse_def_path,
-            "n_root_keys": self.n_root_keys, "root_buffer_messages": self.root_buffer_messages,
-            "state": self.state, "pinned_by": list(self.pinned_by), "error": self.error,
+            "version": self.version,
+            "created_at_millis": self.created_at_millis,
+            "rollback_from_version": self.rollback_from_version,
+            "lakehouse_def_path": self.lakehouse_def_path,
+            "n_root_keys": self.n_root_keys,
+            "root_buffer_messages": self.root_buffer_messages,
+            "state": self.state,
+            "pinned_by": list(self.pinned_by),
+            "error": self.error,
         }
 
 
@@ -194,22 +199,35 @@ def list_versions(storage: Storage) -> list[VersionInfo]:
             info, lakehouse_def = read_root_and_def(storage, version)
         except NotFoundError as exc:
             if storage.exists(path):
-                infos.append(VersionInfo(version, None, None, None, None, None, "unreadable", (), exc.one_line()))
+                infos.append(
+                    VersionInfo(
+                        version, None, None, None, None, None, "unreadable", (), exc.one_line()
+                    )
+                )
             continue  # expired between the listing and the read
         except (CorruptFileError, InvalidLocationError) as exc:
-            infos.append(VersionInfo(version, None, None, None, None, None, "unreadable", (), exc.one_line()))
+            infos.append(
+                VersionInfo(version, None, None, None, None, None, "unreadable", (), exc.one_line())
+            )
             continue
         if pins is None:
             pins = {}
             for name, pinned in sorted(export_pins(lakehouse_def).items()):
                 pins.setdefault(pinned, []).append(name)
         rollback = info.rollback_from_root
-        infos.append(VersionInfo(
-            version, info.created_at_millis,
-            version_from_root_node_file_name(rollback) if rollback else None,
-            info.lakehouse_def_path, len(info.node.keys), len(info.node.buffer),
-            "retained", (), None,
-        ))
+        infos.append(
+            VersionInfo(
+                version,
+                info.created_at_millis,
+                version_from_root_node_file_name(rollback) if rollback else None,
+                info.lakehouse_def_path,
+                len(info.node.keys),
+                len(info.node.buffer),
+                "retained",
+                (),
+                None,
+            )
+        )
     pins = pins or {}
     out = []
     for position, entry in enumerate(infos):
@@ -219,14 +237,25 @@ def list_versions(storage: Storage) -> list[VersionInfo]:
                 state = "latest"
             elif entry.version in pins:
                 state = "pinned"
-        out.append(VersionInfo(
-            entry.version, entry.created_at_millis, entry.rollback_from_version, entry.lakehouse_def_path,
-            entry.n_root_keys, entry.root_buffer_messages, state, tuple(pins.get(entry.version, ())), entry.error,
-        ))
+        out.append(
+            VersionInfo(
+                entry.version,
+                entry.created_at_millis,
+                entry.rollback_from_version,
+                entry.lakehouse_def_path,
+                entry.n_root_keys,
+                entry.root_buffer_messages,
+                state,
+                tuple(pins.get(entry.version, ())),
+                entry.error,
+            )
+        )
     return out
 
 
-def open_version(uri: str, version: int, *, storage_options: Mapping[str, Any] | None = None) -> LakehouseView:
+def open_version(
+    uri: str, version: int, *, storage_options: Mapping[str, Any] | None = None
+) -> LakehouseView:
     """A read-only view of one version, opened without reading the latest one (which may be
     damaged): what repair and ``fsck --all`` use to look at older versions."""
     storage = Storage(uri, storage_options)
@@ -253,11 +282,21 @@ def export_infos(lakehouse_def: LakehouseDef) -> list[ExportInfo]:
     out = []
     for name, location in sorted(lakehouse_def.exported_snapshots.items()):
         file_name = location.rsplit("/", 1)[-1]
-        version = (version_from_root_node_file_name(file_name)
-                   if "://" not in location and is_root_node_file_name(file_name) else None)
+        version = (
+            version_from_root_node_file_name(file_name)
+            if "://" not in location and is_root_node_file_name(file_name)
+            else None
+        )
         props = lakehouse_def.properties
-        out.append(ExportInfo(name, location, version, props.get(f"{EXPORTS_PROPERTY_PREFIX}{name}.mode"),
-                              props.get(f"{EXPORTS_PROPERTY_PREFIX}{name}.target")))
+        out.append(
+            ExportInfo(
+                name,
+                location,
+                version,
+                props.get(f"{EXPORTS_PROPERTY_PREFIX}{name}.mode"),
+                props.get(f"{EXPORTS_PROPERTY_PREFIX}{name}.target"),
+            )
+        )
     return out
 
 
@@ -269,8 +308,9 @@ def check_export_name_free(current: LakehouseDef, name: str) -> None:
         )
 
 
-def with_export_recorded(current: LakehouseDef, name: str, root_file: str, mode: str,
-                         target: str | None) -> LakehouseDef:
+def with_export_recorded(
+    current: LakehouseDef, name: str, root_file: str, mode: str, target: str | None
+) -> LakehouseDef:
     """``current`` with export ``name`` pinning ``root_file``; AlreadyExistsError if the name is
     taken (by an export recorded meanwhile, say). The export path of the library and the job."""
     check_export_name_free(current, name)
@@ -278,8 +318,9 @@ def with_export_recorded(current: LakehouseDef, name: str, root_file: str, mode:
     properties[f"{EXPORTS_PROPERTY_PREFIX}{name}.mode"] = mode
     if target is not None:
         properties[f"{EXPORTS_PROPERTY_PREFIX}{name}.target"] = target
-    return current.with_changes(exported_snapshots={**current.exported_snapshots, name: root_file},
-                                properties=properties)
+    return current.with_changes(
+        exported_snapshots={**current.exported_snapshots, name: root_file}, properties=properties
+    )
 
 
 def read_only_reason(lakehouse_def: LakehouseDef) -> str | None:
@@ -311,7 +352,9 @@ def check_user_properties(keys: Iterable[str]) -> None:
 class LakehouseView:
     """A read-only view of one version of a lakehouse."""
 
-    def __init__(self, storage: Storage, root: RootInfo, lakehouse_def: LakehouseDef, store: NodeStore) -> None:
+    def __init__(
+        self, storage: Storage, root: RootInfo, lakehouse_def: LakehouseDef, store: NodeStore
+    ) -> None:
         self.storage = storage
         self.root_info = root
         self.lakehouse_def = lakehouse_def
@@ -343,7 +386,9 @@ class LakehouseView:
     def open_version(self, version: int) -> LakehouseView:
         """Another version of the same lakehouse, read-only."""
         root, lakehouse_def = read_root_and_def(self.storage, version)
-        return LakehouseView(self.storage, root, lakehouse_def, store_for(self.storage, lakehouse_def))
+        return LakehouseView(
+            self.storage, root, lakehouse_def, store_for(self.storage, lakehouse_def)
+        )
 
     @property
     def read_only_reason(self) -> str | None:
@@ -370,7 +415,10 @@ class LakehouseView:
         reader = self._lookup_reader
         if reader is None:
             return [tree.get(self.store, self.root, key) for key in keys]
-        return [None if v is None else v.decode("utf-8") for v in reader.get_many([k.encode("utf-8") for k in keys])]
+        return [
+            None if v is None else v.decode("utf-8")
+            for v in reader.get_many([k.encode("utf-8") for k in keys])
+        ]
 
     def use_lookup_cache(self, cache: LookupSource) -> LakehouseView:
         """Serve point lookups of this version from a local lookup file (built on first use),
@@ -390,7 +438,9 @@ class LakehouseView:
             root = external_root_for(location, self.store.external_roots)
             if root is not None:
                 return Storage(root, self.storage.storage_options).read(location[len(root) :])
-            raise InvalidLocationError(f"location {location!r} is outside the lakehouse {self.uri}; refusing to read it")
+            raise InvalidLocationError(
+                f"location {location!r} is outside the lakehouse {self.uri}; refusing to read it"
+            )
         return self.storage.read(check_relative_path(location))
 
     # -- catalog reads --------------------------------------------------------------------------
@@ -402,7 +452,10 @@ class LakehouseView:
         return self.get(K.table_key(ns, table, self.lakehouse_def)) is not None
 
     def list_namespaces(self) -> list[str]:
-        return [K.parse_namespace_key(k, self.lakehouse_def) for k, _ in self.items(K.NAMESPACE_KEY_PREFIX)]
+        return [
+            K.parse_namespace_key(k, self.lakehouse_def)
+            for k, _ in self.items(K.NAMESPACE_KEY_PREFIX)
+        ]
 
     def list_tables(self, ns: str) -> list[str]:
         if not self.namespace_exists(ns):
@@ -428,7 +481,8 @@ class LakehouseView:
             quoted = " ".join(shlex.quote(name) for name in (ns, table) if name is not None)
             raise MissingDefinitionError(
                 f"namespace {ns!r}" if table is None else f"table {ns}.{table}",
-                self.storage.uri(location) if not is_full_uri(location) else location, self.version,
+                self.storage.uri(location) if not is_full_uri(location) else location,
+                self.version,
                 self.storage.root_uri,
                 f"namespace drop {quoted}" if table is None else f"table drop {quoted}",
                 " once it holds no table" if table is None else "",
@@ -445,7 +499,6 @@ class LakehouseView:
         if location is None:
             raise NotFoundError(f"table {ns}.{table} does not exist at version {self.version}")
         return decode_table_def(self.read_definition(location, ns, table), location)
-
 
 
 def has_lakehouse(storage: Storage) -> bool:
@@ -509,7 +562,11 @@ def read_root_and_def(storage: Storage, version: int | None) -> tuple[RootInfo, 
     except (CorruptFileError, NotFoundError) as exc:
         if version is not None:
             raise
-        where = exc.location if isinstance(exc, CorruptFileError) else storage.uri(loose.lakehouse_def_path)
+        where = (
+            exc.location
+            if isinstance(exc, CorruptFileError)
+            else storage.uri(loose.lakehouse_def_path)
+        )
         rule = exc.rule if isinstance(exc, CorruptFileError) else str(exc)
         raise DamagedLakehouseError(where, rule, storage.root_uri, loose.version) from None
     return strict, lakehouse_def

@@ -59,8 +59,13 @@ class _Pipe:
         message: dict[str, Any] = json.loads(raw)
         return message
 
-    def call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
-             timeout: float = 60) -> dict[str, Any]:
+    def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        session: str | None = None,
+        timeout: float = 60,
+    ) -> dict[str, Any]:
         self.next_id += 1
         message: dict[str, Any] = {"id": self.next_id, "method": method, "params": params or {}}
         if session:
@@ -88,7 +93,9 @@ class _Pipe:
                 return event
 
 
-def render(browser: str, url: str, screenshot: Path, width: int = 1280, height: int = 900) -> PageResult:
+def render(
+    browser: str, url: str, screenshot: Path, width: int = 1280, height: int = 900
+) -> PageResult:
     """Load ``url``; save a full-page PNG at ``screenshot``; what the page requested and logged."""
     to_chrome_r, to_chrome_w = os.pipe()
     from_chrome_r, from_chrome_w = os.pipe()
@@ -101,23 +108,47 @@ def render(browser: str, url: str, screenshot: Path, width: int = 1280, height: 
         os.set_inheritable(4, True)
 
     profile = tempfile.mkdtemp(prefix="lakecore-chromium-")
-    args = [browser, "--headless=new", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",
-            "--no-first-run", "--no-default-browser-check", "--disable-extensions", "--hide-scrollbars",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--disable-dev-shm-usage", f"--user-data-dir={profile}", f"--window-size={width},{height}"]
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            pass_fds=(3, 4), preexec_fn=child_fds)
+    args = [
+        browser,
+        "--headless=new",
+        "--remote-debugging-pipe",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-extensions",
+        "--hide-scrollbars",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+        f"--window-size={width},{height}",
+    ]
+    proc = subprocess.Popen(
+        args,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        pass_fds=(3, 4),
+        preexec_fn=child_fds,
+    )
     os.close(to_chrome_r)
     os.close(from_chrome_w)
     pipe = _Pipe(proc, to_chrome_w, from_chrome_r)
     result = PageResult()
     try:
         target = pipe.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = pipe.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        session = pipe.call("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
         for domain in ("Page", "Network", "Runtime", "Log"):
             pipe.call(f"{domain}.enable", session=session)
-        pipe.call("Emulation.setDeviceMetricsOverride",
-                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=session)
+        pipe.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session=session,
+        )
         pipe.events.clear()
         pipe.call("Page.navigate", {"url": url}, session=session)
         pipe.wait_for("Page.loadEventFired")
@@ -126,12 +157,26 @@ def render(browser: str, url: str, screenshot: Path, width: int = 1280, height: 
         metrics = pipe.call("Page.getLayoutMetrics", session=session)
         size = metrics.get("cssContentSize") or metrics["contentSize"]
         result.width, result.height = int(size["width"]), int(size["height"])
-        result.title = pipe.call("Runtime.evaluate", {"expression": "document.title", "returnByValue": True},
-                                 session=session)["result"].get("value", "")
-        shot = pipe.call("Page.captureScreenshot", {
-            "format": "png", "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": max(width, result.width), "height": result.height, "scale": 1},
-        }, session=session)
+        result.title = pipe.call(
+            "Runtime.evaluate",
+            {"expression": "document.title", "returnByValue": True},
+            session=session,
+        )["result"].get("value", "")
+        shot = pipe.call(
+            "Page.captureScreenshot",
+            {
+                "format": "png",
+                "captureBeyondViewport": True,
+                "clip": {
+                    "x": 0,
+                    "y": 0,
+                    "width": max(width, result.width),
+                    "height": result.height,
+                    "scale": 1,
+                },
+            },
+            session=session,
+        )
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         screenshot.write_bytes(base64.b64decode(shot["data"]))
         for event in pipe.events:

@@ -42,12 +42,22 @@ class S3TestServer:
     def storage_options(self) -> dict[str, Any]:
         """Options for ``Storage``. The (dummy) credentials travel in the options too: Spark's
         Python workers may have been started before the fixture set the environment."""
-        return {"client_kwargs": {"endpoint_url": self.endpoint}, "key": "lakecore-test", "secret": "lakecore-test"}
+        return {
+            "client_kwargs": {"endpoint_url": self.endpoint},
+            "key": "lakecore-test",
+            "secret": "lakecore-test",
+        }
 
     def job_args(self) -> list[str]:
         """The same options as spark-submit.sh arguments."""
-        return ["--storage-option", f"endpoint_url={self.endpoint}", "--storage-option", "key=lakecore-test",
-                "--storage-option", "secret=lakecore-test"]
+        return [
+            "--storage-option",
+            f"endpoint_url={self.endpoint}",
+            "--storage-option",
+            "key=lakecore-test",
+            "--storage-option",
+            "secret=lakecore-test",
+        ]
 
     def new_root(self) -> tuple[str, dict[str, Any]]:
         """A fresh, empty root ``s3://<bucket>/<uuid>/`` and the options to reach it."""

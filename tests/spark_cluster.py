@@ -31,9 +31,18 @@ WORKER_CORES = 1
 WORKER_MEMORY = "1g"
 START_TIMEOUT = 120.0
 # Credentials and settings a worker (hence an executor) must not inherit from the test process.
-_WITHHELD_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-                 "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "PYTHONPATH", "PYSPARK_PYTHON",
-                 "PYSPARK_DRIVER_PYTHON", "SPARK_MASTER")
+_WITHHELD_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "PYTHONPATH",
+    "PYSPARK_PYTHON",
+    "PYSPARK_DRIVER_PYTHON",
+    "SPARK_MASTER",
+)
 
 
 def free_port() -> int:
@@ -44,8 +53,13 @@ def free_port() -> int:
 
 def project_spark_home() -> Path:
     """The project venv's pyspark folder: a complete Spark (jars, bin/, python/lib/pyspark.zip)."""
-    done = subprocess.run([str(PROJECT_PYTHON), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
-                          capture_output=True, text=True, check=True, timeout=120)
+    done = subprocess.run(
+        [str(PROJECT_PYTHON), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     return Path(done.stdout.strip())
 
 
@@ -83,19 +97,21 @@ class StandaloneCluster:
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in _WITHHELD_ENV}
-        env.update({
-            "SPARK_HOME": str(self.spark_home),
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_DAEMON_MEMORY": "256m",
-            "SPARK_LOG_DIR": str(self.base / "logs"),
-            # A killed worker is declared dead after 15 s instead of 60 (the kill test).
-            "SPARK_MASTER_OPTS": "-Dspark.worker.timeout=15",
-            # No instance metadata service here: without this botocore waits for it on every
-            # lookup of the (withheld) credentials. No shared credentials file either.
-            "AWS_EC2_METADATA_DISABLED": "true",
-            "AWS_CONFIG_FILE": str(self.base / "no-aws-config"),
-            "AWS_SHARED_CREDENTIALS_FILE": str(self.base / "no-aws-credentials"),
-        })
+        env.update(
+            {
+                "SPARK_HOME": str(self.spark_home),
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "SPARK_DAEMON_MEMORY": "256m",
+                "SPARK_LOG_DIR": str(self.base / "logs"),
+                # A killed worker is declared dead after 15 s instead of 60 (the kill test).
+                "SPARK_MASTER_OPTS": "-Dspark.worker.timeout=15",
+                # No instance metadata service here: without this botocore waits for it on every
+                # lookup of the (withheld) credentials. No shared credentials file either.
+                "AWS_EC2_METADATA_DISABLED": "true",
+                "AWS_CONFIG_FILE": str(self.base / "no-aws-config"),
+                "AWS_SHARED_CREDENTIALS_FILE": str(self.base / "no-aws-credentials"),
+            }
+        )
         return env
 
     def _spawn(self, name: str, *args: str) -> None:
@@ -103,19 +119,43 @@ class StandaloneCluster:
         # spark-class ends in `exec java ...`: the PID is the JVM's, so stopping it is one kill.
         self.processes[name] = subprocess.Popen(
             [str(self.spark_home / "bin" / "spark-class"), *args],
-            stdout=log, stderr=subprocess.STDOUT, env=self._env(), cwd=self.base, start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self._env(),
+            cwd=self.base,
+            start_new_session=True,
         )
 
     def start_master(self) -> None:
-        self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                    "--port", str(self.master_port), "--webui-port", str(self.webui_port))
+        self._spawn(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.master_port),
+            "--webui-port",
+            str(self.webui_port),
+        )
 
     def start_worker(self, index: int) -> None:
         work = self.base / f"worker-{index}"
         work.mkdir(exist_ok=True)
-        self._spawn(f"worker-{index}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                    "--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY, "--work-dir", str(work),
-                    "--webui-port", str(free_port()), self.url)
+        self._spawn(
+            f"worker-{index}",
+            "org.apache.spark.deploy.worker.Worker",
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            str(WORKER_CORES),
+            "--memory",
+            WORKER_MEMORY,
+            "--work-dir",
+            str(work),
+            "--webui-port",
+            str(free_port()),
+            self.url,
+        )
 
     def worker_pid(self, index: int) -> int:
         return self.processes[f"worker-{index}"].pid
@@ -139,15 +179,22 @@ class StandaloneCluster:
         while time.monotonic() < deadline:
             for name, process in self.processes.items():
                 if process.poll() is not None:
-                    raise RuntimeError(f"{name} exited with {process.returncode}: {self.log_tail(name)}")
+                    raise RuntimeError(
+                        f"{name} exited with {process.returncode}: {self.log_tail(name)}"
+                    )
             try:
                 last = self.state()
-                if int(last.get("aliveworkers", 0)) == alive_workers and last.get("status") == "ALIVE":
+                if (
+                    int(last.get("aliveworkers", 0)) == alive_workers
+                    and last.get("status") == "ALIVE"
+                ):
                     return dict(last)
             except OSError as exc:
                 last = exc
             time.sleep(0.5)
-        raise RuntimeError(f"the cluster did not reach {alive_workers} alive workers in {timeout}s: {last}")
+        raise RuntimeError(
+            f"the cluster did not reach {alive_workers} alive workers in {timeout}s: {last}"
+        )
 
     def wait_for_idle(self, timeout: float = 60.0) -> None:
         """No application holds the cluster's cores (the next submission gets both executors)."""
@@ -157,7 +204,9 @@ class StandaloneCluster:
             if not state.get("activeapps") and int(state.get("coresused", 0)) == 0:
                 return
             time.sleep(0.5)
-        raise RuntimeError(f"applications still hold the cluster after {timeout}s: {self.state().get('activeapps')}")
+        raise RuntimeError(
+            f"applications still hold the cluster after {timeout}s: {self.state().get('activeapps')}"
+        )
 
     def completed_app(self, app_id: str, timeout: float = 30.0) -> dict[str, Any]:
         """The master's record of a finished application (it lists it a moment after the end)."""
@@ -172,7 +221,11 @@ class StandaloneCluster:
 
     def log_tail(self, name: str, lines: int = 30) -> str:
         path = self.base / f"{name}.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+        return (
+            "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+            if path.exists()
+            else ""
+        )
 
     def stop(self) -> None:
         for process in self.processes.values():
@@ -232,8 +285,14 @@ class AppRun:
 def event_log_args(directory: Path) -> list[str]:
     """spark-submit arguments that write the application's event log into ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
-    return ["--conf", "spark.eventLog.enabled=true", "--conf", "spark.eventLog.compress=false",
-            "--conf", f"spark.eventLog.dir=file://{directory}"]
+    return [
+        "--conf",
+        "spark.eventLog.enabled=true",
+        "--conf",
+        "spark.eventLog.compress=false",
+        "--conf",
+        f"spark.eventLog.dir=file://{directory}",
+    ]
 
 
 def _event_lines(entry: Path) -> Iterator[str]:

@@ -41,10 +41,25 @@ _USER_TAG = "_Tag_"
 # What the server must not inherit from the test process. SPARK_MASTER would even make
 # spark-daemon.sh rsync SPARK_HOME from it; SPARK_REMOTE and SPARK_CONNECT_MODE_ENABLED would
 # turn the server's own PySpark into a client.
-_WITHHELD_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-                 "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "PYTHONPATH", "PYSPARK_PYTHON",
-                 "PYSPARK_DRIVER_PYTHON", "SPARK_MASTER", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED",
-                 "SPARK_HOME", "SPARK_CONF_DIR", "SPARK_LOCAL_IP", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")
+_WITHHELD_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "PYTHONPATH",
+    "PYSPARK_PYTHON",
+    "PYSPARK_DRIVER_PYTHON",
+    "SPARK_MASTER",
+    "SPARK_REMOTE",
+    "SPARK_CONNECT_MODE_ENABLED",
+    "SPARK_HOME",
+    "SPARK_CONF_DIR",
+    "SPARK_LOCAL_IP",
+    "PYSPARK_GATEWAY_PORT",
+    "PYSPARK_GATEWAY_SECRET",
+)
 
 # Run by the project venv's Python: one client session, one tiny query, then let go.
 _PROBE = """
@@ -98,42 +113,61 @@ class ConnectServer:
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in _WITHHELD_ENV}
-        env.update({
-            "SPARK_HOME": str(self.spark_home),
-            "SPARK_CONF_DIR": str(self.base / "conf"),  # empty: no spark-env.sh from anywhere else
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_PID_DIR": str(self.pid_dir),
-            "SPARK_LOG_DIR": str(self.log_dir),
-            "SPARK_IDENT_STRING": IDENT,
-            "SPARK_NICENESS": "0",
-            # The server's Python workers: the venv's Python, importing this checkout.
-            "PYSPARK_PYTHON": str(PROJECT_PYTHON),
-            "PYTHONPATH": str(REPO),
-            # No instance metadata service and no shared credentials here (see spark_cluster.py).
-            "AWS_EC2_METADATA_DISABLED": "true",
-            "AWS_CONFIG_FILE": str(self.base / "no-aws-config"),
-            "AWS_SHARED_CREDENTIALS_FILE": str(self.base / "no-aws-credentials"),
-        })
+        env.update(
+            {
+                "SPARK_HOME": str(self.spark_home),
+                "SPARK_CONF_DIR": str(
+                    self.base / "conf"
+                ),  # empty: no spark-env.sh from anywhere else
+                "SPARK_LOCAL_IP": "127.0.0.1",
+                "SPARK_PID_DIR": str(self.pid_dir),
+                "SPARK_LOG_DIR": str(self.log_dir),
+                "SPARK_IDENT_STRING": IDENT,
+                "SPARK_NICENESS": "0",
+                # The server's Python workers: the venv's Python, importing this checkout.
+                "PYSPARK_PYTHON": str(PROJECT_PYTHON),
+                "PYTHONPATH": str(REPO),
+                # No instance metadata service and no shared credentials here (see spark_cluster.py).
+                "AWS_EC2_METADATA_DISABLED": "true",
+                "AWS_CONFIG_FILE": str(self.base / "no-aws-config"),
+                "AWS_SHARED_CREDENTIALS_FILE": str(self.base / "no-aws-credentials"),
+            }
+        )
         return env
 
     def server_args(self) -> list[str]:
         python = str(PROJECT_PYTHON)
         return [
-            "--master", MASTER,
-            "--properties-file", str(REPO / "conf" / "spark-defaults.conf"),
-            "--conf", "spark.driver.memory=1g",
-            "--conf", f"spark.connect.grpc.binding.address={self.host}",
-            "--conf", f"spark.connect.grpc.binding.port={self.port}",
-            "--conf", "spark.driver.bindAddress=127.0.0.1",
-            "--conf", "spark.driver.host=127.0.0.1",
-            "--conf", f"spark.ui.port={self.ui_port}",
-            "--conf", "spark.port.maxRetries=0",  # the UI on exactly ui_port, or a clear failure
-            "--conf", f"spark.pyspark.python={python}",
-            "--conf", f"spark.pyspark.driver.python={python}",
-            "--conf", f"spark.executorEnv.PYTHONPATH={REPO}",
-            "--conf", "spark.eventLog.enabled=true",
-            "--conf", "spark.eventLog.compress=false",
-            "--conf", f"spark.eventLog.dir=file://{self.event_dir}",
+            "--master",
+            MASTER,
+            "--properties-file",
+            str(REPO / "conf" / "spark-defaults.conf"),
+            "--conf",
+            "spark.driver.memory=1g",
+            "--conf",
+            f"spark.connect.grpc.binding.address={self.host}",
+            "--conf",
+            f"spark.connect.grpc.binding.port={self.port}",
+            "--conf",
+            "spark.driver.bindAddress=127.0.0.1",
+            "--conf",
+            "spark.driver.host=127.0.0.1",
+            "--conf",
+            f"spark.ui.port={self.ui_port}",
+            "--conf",
+            "spark.port.maxRetries=0",  # the UI on exactly ui_port, or a clear failure
+            "--conf",
+            f"spark.pyspark.python={python}",
+            "--conf",
+            f"spark.pyspark.driver.python={python}",
+            "--conf",
+            f"spark.executorEnv.PYTHONPATH={REPO}",
+            "--conf",
+            "spark.eventLog.enabled=true",
+            "--conf",
+            "spark.eventLog.compress=false",
+            "--conf",
+            f"spark.eventLog.dir=file://{self.event_dir}",
         ]
 
     @property
@@ -147,15 +181,23 @@ class ConnectServer:
         # spark-daemon.sh starts the server with nohup in the background, writes its PID file
         # and returns after a few seconds (sooner if the JVM died: it then prints the log's tail).
         # A session of its own: a Ctrl-C at the test's terminal is not the server's.
-        done = subprocess.run([str(script), *self.server_args()], env=self.env(), cwd=self.base,
-                              capture_output=True, text=True, timeout=120, check=False,
-                              start_new_session=True)
+        done = subprocess.run(
+            [str(script), *self.server_args()],
+            env=self.env(),
+            cwd=self.base,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            start_new_session=True,
+        )
         if self.pid_file.exists():
             self.pid = int(self.pid_file.read_text().strip())
         if done.returncode != 0 or "failed to launch" in done.stdout or self.pid is None:
             raise ConnectServerError(
                 f"start-connect-server.sh exited {done.returncode}: {done.stdout.strip()} {done.stderr.strip()}\n"
-                f"{self.log_tail()}")
+                f"{self.log_tail()}"
+            )
 
     def alive(self) -> bool:
         return self.pid is not None and _running(self.pid)
@@ -171,13 +213,21 @@ class ConnectServer:
         problem = "the gRPC port never opened"
         while time.monotonic() < deadline:
             if not self.alive():
-                raise ConnectServerError(f"the Spark Connect server (PID {self.pid}) exited while starting:\n"
-                                         f"{self.log_tail()}")
+                raise ConnectServerError(
+                    f"the Spark Connect server (PID {self.pid}) exited while starting:\n"
+                    f"{self.log_tail()}"
+                )
             if self.port_open():
                 left = max(10.0, deadline - time.monotonic())
                 try:
-                    probe = subprocess.run([str(PROJECT_PYTHON), "-c", _PROBE, self.url], capture_output=True,
-                                           text=True, timeout=left, check=False, env=client_env())
+                    probe = subprocess.run(
+                        [str(PROJECT_PYTHON), "-c", _PROBE, self.url],
+                        capture_output=True,
+                        text=True,
+                        timeout=left,
+                        check=False,
+                        env=client_env(),
+                    )
                 except subprocess.TimeoutExpired:
                     problem = f"a client's probe did not finish in {left:.0f}s"
                     break
@@ -185,8 +235,10 @@ class ConnectServer:
                     return
                 problem = f"a client's probe failed: {probe.stderr.strip()[-1500:]}"
             time.sleep(0.5)
-        raise ConnectServerError(f"the Spark Connect server on {self.url} did not answer in {timeout:.0f}s "
-                                 f"({problem}); its log ends:\n{self.log_tail()}")
+        raise ConnectServerError(
+            f"the Spark Connect server on {self.url} did not answer in {timeout:.0f}s "
+            f"({problem}); its log ends:\n{self.log_tail()}"
+        )
 
     def stop(self) -> None:
         """stop-connect-server.sh (same PID folder), then SIGTERM/SIGKILL by PID if still alive;
@@ -196,8 +248,14 @@ class ConnectServer:
         children = _descendants(self.pid)
         script = self.spark_home / "sbin" / "stop-connect-server.sh"
         with contextlib.suppress(subprocess.TimeoutExpired):
-            subprocess.run([str(script)], env=self.env(), cwd=self.base, capture_output=True, timeout=60,
-                           check=False)
+            subprocess.run(
+                [str(script)],
+                env=self.env(),
+                cwd=self.base,
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
         for sig in (signal.SIGTERM, signal.SIGKILL):
             if _wait_gone(self.pid, STOP_TIMEOUT):
                 break
@@ -210,12 +268,18 @@ class ConnectServer:
         left = [pid for pid in (self.pid, *children) if _running(pid)]
         self.pid = None
         if left:
-            raise ConnectServerError(f"the Spark Connect server's processes {left} are still running after SIGKILL")
+            raise ConnectServerError(
+                f"the Spark Connect server's processes {left} are still running after SIGKILL"
+            )
 
     # -- what it did ---------------------------------------------------------------------------
 
     def log_tail(self, lines: int = 40) -> str:
-        logs = sorted(self.log_dir.glob("*.out"), key=lambda p: p.stat().st_mtime) if self.log_dir.exists() else []
+        logs = (
+            sorted(self.log_dir.glob("*.out"), key=lambda p: p.stat().st_mtime)
+            if self.log_dir.exists()
+            else []
+        )
         if not logs:
             return "(no server log)"
         text = logs[-1].read_text(errors="replace").splitlines()[-lines:]
@@ -232,7 +296,9 @@ class ConnectServer:
         """Every Spark job the server has run (its UI keeps the last 1000): ``jobId``, ``status``,
         ``jobTags`` (the client's ``addTag`` tags among them), ``numTasks``."""
         app = self.application()["id"]
-        jobs: list[dict[str, Any]] = get_json(f"{self.ui}/api/v1/applications/{urllib.parse.quote(app)}/jobs")
+        jobs: list[dict[str, Any]] = get_json(
+            f"{self.ui}/api/v1/applications/{urllib.parse.quote(app)}/jobs"
+        )
         return jobs
 
     def user_tags(self, prefix: str) -> dict[str, int]:
@@ -254,8 +320,17 @@ class ConnectServer:
 def client_env(**changes: str | None) -> dict[str, str]:
     """An environment for a Connect client process: no classic-Spark or AWS settings of the test
     process (the jobs get theirs as arguments), and the repo on PYTHONPATH."""
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED",
-                                                            "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "SPARK_REMOTE",
+            "SPARK_CONNECT_MODE_ENABLED",
+            "PYSPARK_GATEWAY_PORT",
+            "PYSPARK_GATEWAY_SECRET",
+        )
+    }
     env["PYTHONPATH"] = str(REPO)
     for key, value in changes.items():
         if value is None:

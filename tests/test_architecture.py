@@ -94,7 +94,9 @@ def tier(module: str) -> float | None:
         return 2  # the package's facade (``lakecore.Lakehouse``), not the format core
     best = None
     for prefix, value in TIERS.items():
-        if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[0])):
+        if (module == prefix or module.startswith(prefix + ".")) and (
+            best is None or len(prefix) > len(best[0])
+        ):
             best = (prefix, value)
     return None if best is None else best[1]
 
@@ -117,7 +119,9 @@ def graph() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {m: set() for m in known}
     for imp in all_imports():
         for target in resolve(imp.target, imp.names, known):
-            if target != imp.source and not imp.source.startswith(target + "."):  # a package's own parent
+            if target != imp.source and not imp.source.startswith(
+                target + "."
+            ):  # a package's own parent
                 edges[imp.source].add(target)
     return edges
 
@@ -169,7 +173,9 @@ def upward_imports() -> list[str]:
         for target in resolve(imp.target, imp.names, known):
             target_tier = tier(target)
             if source_tier is not None and target_tier is not None and target_tier > source_tier:
-                out.append(f"{imp.source}:{imp.line} (tier {source_tier}) imports {target} (tier {target_tier})")
+                out.append(
+                    f"{imp.source}:{imp.line} (tier {source_tier}) imports {target} (tier {target_tier})"
+                )
             if imp.source.startswith("lakecore.maintenance") and target == "lakecore.lakehouse":
                 out.append(f"{imp.source}:{imp.line} imports the catalog API lakecore.lakehouse")
     return out
@@ -201,8 +207,16 @@ def test_every_module_has_a_tier() -> None:
 
 
 if __name__ == "__main__":  # the numbers for a closing note
-    sizes = sorted(((len(p.read_text().splitlines()), m) for m, p in modules().items()), reverse=True)
-    print({"circles": circles(graph()), "upward_imports": len(upward_imports()),
-           "private_imports": len(private_imports()), "largest_modules": sizes[:3]})
+    sizes = sorted(
+        ((len(p.read_text().splitlines()), m) for m, p in modules().items()), reverse=True
+    )
+    print(
+        {
+            "circles": circles(graph()),
+            "upward_imports": len(upward_imports()),
+            "private_imports": len(private_imports()),
+            "largest_modules": sizes[:3],
+        }
+    )
     for line in upward_imports() + private_imports():
         print(" ", line)

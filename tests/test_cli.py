@@ -15,16 +15,38 @@ from lakecore.cli import main
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LAKECORE_PROGRESS": "0"}
-    return subprocess.run([sys.executable, "-m", "lakecore.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "lakecore.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_catalog_tour_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lake = str(tmp_path / "lake")
     assert main(["init", lake, "--name", "tour", "--order", "8"]) == 0
     assert main(["-l", lake, "namespace", "create", "sales", "--property", "owner=team-a"]) == 0
-    assert main(["-l", lake, "table", "create", "sales", "orders", "--column", "1:id:INT8:required",
-                 "--column", "2:amount:DECIMAL", "--property", "tier=gold"]) == 0
+    assert (
+        main(
+            [
+                "-l",
+                lake,
+                "table",
+                "create",
+                "sales",
+                "orders",
+                "--column",
+                "1:id:INT8:required",
+                "--column",
+                "2:amount:DECIMAL",
+                "--property",
+                "tier=gold",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["-l", lake, "--json", "table", "show", "sales", "orders"]) == 0
     shown = json.loads(capsys.readouterr().out)
@@ -43,7 +65,10 @@ def test_catalog_tour_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixt
     capsys.readouterr()
     assert main(["-l", lake, "table", "list", "sales"]) == 0
     assert capsys.readouterr().out.strip() == "(no tables)"
-    assert main(["-l", lake, "export", "snap", "--target", str(tmp_path / "exp"), "--mode", "full"]) == 0
+    assert (
+        main(["-l", lake, "export", "snap", "--target", str(tmp_path / "exp"), "--mode", "full"])
+        == 0
+    )
     assert "recorded in version 4" in capsys.readouterr().out
     assert main(["-l", lake, "--json", "fsck", "--all", "--deep"]) == 0
     assert json.loads(capsys.readouterr().out)["ok"] is True
@@ -55,13 +80,23 @@ def test_catalog_tour_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixt
         (["-l", "{lake}", "namespace", "create", "bad name"], 2, "InvalidNameError"),
         (["-l", "s3://bucket/../x", "namespace", "list"], 2, "InvalidLocationError"),
         (["-l", "{missing}", "namespace", "list"], 5, "no lakehouse"),
-        (["-l", "{lake}", "table", "create", "nope", "t", "--column", "1:id:INT8"], 5, "does not exist"),
+        (
+            ["-l", "{lake}", "table", "create", "nope", "t", "--column", "1:id:INT8"],
+            5,
+            "does not exist",
+        ),
         (["-l", "{lake}", "namespace", "drop", "full"], 2, "NamespaceNotEmptyError"),
-        (["init", "{lake}", "--order", "128", "--node-file-max-size-bytes", "100"], 2, "node_file_max_size_bytes"),
+        (
+            ["init", "{lake}", "--order", "128", "--node-file-max-size-bytes", "100"],
+            2,
+            "node_file_max_size_bytes",
+        ),
         (["-l", "{lake}", "rollback", "--to-version", "77"], 5, "does not exist"),
     ],
 )
-def test_bad_input_is_one_line_and_an_exit_code(tmp_path: Path, args: list[str], code: int, words: str) -> None:
+def test_bad_input_is_one_line_and_an_exit_code(
+    tmp_path: Path, args: list[str], code: int, words: str
+) -> None:
     lake = tmp_path / "lake"
     assert main(["init", str(lake)]) == 0
     assert main(["-l", str(lake), "namespace", "create", "full"]) == 0
@@ -78,8 +113,14 @@ def test_fsck_reports_a_missing_node_with_exit_code_1(tmp_path: Path) -> None:
     from lakecore.lakehouse import Lakehouse
 
     lake = str(tmp_path / "lake")
-    lh = Lakehouse.create(lake, order=3, node_file_max_size_bytes=4000, namespace_name_max_size_bytes=8,
-                          table_name_max_size_bytes=8, file_name_max_size_bytes=100)
+    lh = Lakehouse.create(
+        lake,
+        order=3,
+        node_file_max_size_bytes=4000,
+        namespace_name_max_size_bytes=8,
+        table_name_max_size_bytes=8,
+        file_name_max_size_bytes=100,
+    )
     for i in range(30):
         with lh.transaction() as tx:
             tx.create_namespace(f"n{i:02d}")
@@ -109,7 +150,10 @@ def test_a_definition_deleted_by_hand_is_damage_named_with_the_way_out(tmp_path:
     assert run("-l", str(lake), "table", "show", "ns", "kept").returncode == 0
 
     plain = run("-l", str(lake), "fsck")
-    assert plain.returncode == 0 and "the tree is clean (--deep also reads every definition file)" in plain.stdout
+    assert (
+        plain.returncode == 0
+        and "the tree is clean (--deep also reads every definition file)" in plain.stdout
+    )
     deep = run("-l", str(lake), "fsck", "--deep")
     assert deep.returncode == 1 and "1 version with violations" in deep.stdout
     assert "[definition-missing] table ns.t: file " in deep.stdout  # named, not the padded key
@@ -133,8 +177,14 @@ def test_init_takes_the_place_as_every_command_does_or_as_its_argument(tmp_path:
     two = run("-l", str(by_option), "init", str(elsewhere))
     assert two.returncode == 2 and "two places given" in two.stderr and not elsewhere.exists()
     env_free = {k: v for k, v in os.environ.items() if k != "LAKECORE_LAKEHOUSE"}
-    nowhere = subprocess.run([sys.executable, "-m", "lakecore.cli", "init"], capture_output=True, text=True,
-                             env=env_free, timeout=120, cwd=tmp_path)
+    nowhere = subprocess.run(
+        [sys.executable, "-m", "lakecore.cli", "init"],
+        capture_output=True,
+        text=True,
+        env=env_free,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert nowhere.returncode == 2 and "say where to create the lakehouse" in nowhere.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["by-argument", "by-option"]
 

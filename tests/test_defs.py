@@ -575,10 +575,17 @@ def test_namespace_and_table_garbage(data: bytes) -> None:
         decode_table_def(data, LOCATION)
 
 
-@pytest.mark.parametrize(("given", "named"), [("long", "INT8"), ("string", "VARCHAR"), ("Double", "FLOAT8")])
-def test_an_engines_type_name_is_refused_with_the_formats_name_for_it(given: str, named: str) -> None:
-    with pytest.raises(InvalidArgumentError, match=rf"has type '{given}' \(the format's name for "
-                                                   rf"{given.upper()} is {named}\); expected one of"):
+@pytest.mark.parametrize(
+    ("given", "named"), [("long", "INT8"), ("string", "VARCHAR"), ("Double", "FLOAT8")]
+)
+def test_an_engines_type_name_is_refused_with_the_formats_name_for_it(
+    given: str, named: str
+) -> None:
+    with pytest.raises(
+        InvalidArgumentError,
+        match=rf"has type '{given}' \(the format's name for "
+        rf"{given.upper()} is {named}\); expected one of",
+    ):
         table_def("t", columns=[{"id": 1, "name": "x", "type": given}])
     # Never taken silently: the stored name is the format's.
     stored = table_def("t", columns=[{"id": 1, "name": "x", "type": named}]).schema.columns[0].type

@@ -34,7 +34,9 @@ def _fake_spark(tmp_path: Path) -> tuple[Path, Path]:
     return home, java_home
 
 
-def test_the_archive_name_follows_the_jvm_and_the_jars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_archive_name_follows_the_jvm_and_the_jars(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home, java_home = _fake_spark(tmp_path)
     monkeypatch.setenv("SPARK_HOME", str(home))
     monkeypatch.setenv("JAVA_HOME", str(java_home))
@@ -53,7 +55,9 @@ def test_the_archive_name_follows_the_jvm_and_the_jars(tmp_path: Path, monkeypat
     assert driver_jvm.archive_key() is None and driver_jvm.archive_path() is None
 
 
-def test_options_offer_the_archive_only_when_it_is_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_options_offer_the_archive_only_when_it_is_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home, java_home = _fake_spark(tmp_path)
     monkeypatch.setenv("SPARK_HOME", str(home))
     monkeypatch.setenv("JAVA_HOME", str(java_home))
@@ -72,7 +76,9 @@ def test_options_offer_the_archive_only_when_it_is_whole(tmp_path: Path, monkeyp
     assert "-Xlog:cds=off" in options  # an unusable archive is silent: stderr is the job's
     archive.write_bytes(b"an arch")  # truncated: a JVM mapping it would die of SIGBUS
     assert driver_jvm.archive_path() is None
-    assert not any(option.startswith("-XX:SharedArchiveFile") for option in driver_jvm.java_options().split())
+    assert not any(
+        option.startswith("-XX:SharedArchiveFile") for option in driver_jvm.java_options().split()
+    )
     archive.write_bytes(b"an archive")
     monkeypatch.setenv(driver_jvm.JIT_VARIABLE, "full")
     assert driver_jvm.QUICK_JIT not in driver_jvm.java_options()
@@ -80,8 +86,9 @@ def test_options_offer_the_archive_only_when_it_is_whole(tmp_path: Path, monkeyp
     assert driver_jvm.java_options() == crash_log
 
 
-def test_a_failed_build_leaves_no_archive_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_failed_build_leaves_no_archive_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     home, java_home = _fake_spark(tmp_path)
     monkeypatch.setenv("SPARK_HOME", str(home))
     monkeypatch.setenv("JAVA_HOME", str(java_home))
@@ -92,12 +99,17 @@ def test_a_failed_build_leaves_no_archive_and_says_so(tmp_path: Path, monkeypatc
     failing = tmp_path / "failing-python"
     failing.write_text("#!/bin/sh\necho 'the sample jobs exited [4]' >&2\nexit 1\n")
     failing.chmod(0o755)
-    for interpreter, reason in ((failing, "the sample jobs exited [4]"), (java_home / "bin" / "java", "cannot run")):
+    for interpreter, reason in (
+        (failing, "the sample jobs exited [4]"),
+        (java_home / "bin" / "java", "cannot run"),
+    ):
         monkeypatch.setattr(sys, "executable", str(interpreter))
         assert driver_jvm.build() == 0
         assert list((tmp_path / "build" / "jvm").iterdir()) == []  # no archive, no partial file
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith("jvm archive: not written (") and reason in err[0], err
+        assert (
+            len(err) == 1 and err[0].startswith("jvm archive: not written (") and reason in err[0]
+        ), err
         assert "the jobs start without one" in err[0]
 
 
@@ -109,14 +121,24 @@ def test_the_wrapper_gives_the_driver_the_options(tmp_path: Path) -> None:
     env = {**os.environ, "SPARK_SUBMIT": str(stub), "SPARK_MASTER": ""}
     env.pop(driver_jvm.JIT_VARIABLE, None)
     (tmp_path / "lake").mkdir()  # the wrapper's own check refuses a folder that does not exist
-    done = subprocess.run([str(WRAPPER), "flush", "--lakehouse", str(tmp_path / "lake")], env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [str(WRAPPER), "flush", "--lakehouse", str(tmp_path / "lake")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     argv = record.read_text()
-    assert f"--driver-java-options -Dlog4j2.configurationFile=file:{REPO}/conf/log4j2.properties " \
-           f"{driver_jvm.QUICK_JIT}" in argv
+    assert (
+        f"--driver-java-options -Dlog4j2.configurationFile=file:{REPO}/conf/log4j2.properties "
+        f"{driver_jvm.QUICK_JIT}" in argv
+    )
     archive = driver_jvm.archive_path()
-    assert (f"-XX:SharedArchiveFile={archive}" in argv) == (archive is not None and archive.is_file())
+    assert (f"-XX:SharedArchiveFile={archive}" in argv) == (
+        archive is not None and archive.is_file()
+    )
 
 
 @pytest.mark.spark
@@ -128,22 +150,43 @@ def test_the_built_archive_maps_into_a_jvm_on_sparks_classpath() -> None:
         pytest.skip("no class archive on this machine: run `make jvm-archive`")
     home = driver_jvm.spark_home()
     assert home is not None
-    env = {**os.environ, "SPARK_HOME": str(home),
-           "SPARK_SUBMIT_OPTS": f"-XX:SharedArchiveFile={archive} -Xshare:on"}
-    done = subprocess.run([str(home / "bin" / "spark-submit"), "--version"], env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(home),
+        "SPARK_SUBMIT_OPTS": f"-XX:SharedArchiveFile={archive} -Xshare:on",
+    }
+    done = subprocess.run(
+        [str(home / "bin" / "spark-submit"), "--version"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "version" in (done.stdout + done.stderr).lower()
     broken = {**env, "SPARK_SUBMIT_OPTS": f"-XX:SharedArchiveFile={archive}.missing -Xshare:on"}
-    refused = subprocess.run([str(home / "bin" / "spark-submit"), "--version"], env=broken, capture_output=True,
-                             text=True, timeout=120, check=False)
+    refused = subprocess.run(
+        [str(home / "bin" / "spark-submit"), "--version"],
+        env=broken,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert refused.returncode != 0  # the check can fail: a missing archive does not start
 
 
 @pytest.mark.parametrize("argv", [[], ["--buld"], ["--build", "--path"]])
 def test_a_wrong_command_line_is_one_line_and_exit_2(argv: list[str]) -> None:
-    done = subprocess.run([sys.executable, "-m", "jobs.driver_jvm", *argv], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.driver_jvm", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("python -m jobs.driver_jvm: "), done.stderr

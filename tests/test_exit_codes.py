@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_the_readme_table_lists_every_code_and_the_retry_rule() -> None:
     text = (REPO / "README.md").read_text()
-    table = text[text.index("### Exit codes"):]
+    table = text[text.index("### Exit codes") :]
     rows = re.findall(r"^\| `(\d+)` \| (.*?) \|\s*(yes|no)?\s*\|$", table, re.MULTILINE)
     assert {int(code) for code, _meaning, _retried in rows} == {int(c) for c in ExitCode}
     for code, _meaning, retried in rows:

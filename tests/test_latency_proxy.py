@@ -47,8 +47,12 @@ def _client(endpoint: str, pool: int = 10) -> Any:
     import boto3
     from botocore.config import Config
 
-    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                        config=Config(max_pool_connections=pool, retries={"max_attempts": 1}))
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        config=Config(max_pool_connections=pool, retries={"max_attempts": 1}),
+    )
 
 
 def _timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
@@ -66,12 +70,25 @@ def test_boto3_round_trip_waits_the_latency_and_is_counted(s3_server: Any, proxy
     listed, list_s = _timed(client.list_objects_v2, Bucket=s3_server.bucket, Prefix=prefix)
     assert [o["Key"] for o in listed["Contents"]] == [prefix + "a"]
     _, head_s = _timed(client.head_object, Bucket=s3_server.bucket, Key=prefix + "a")
-    _, delete_s = _timed(client.delete_objects, Bucket=s3_server.bucket, Delete={"Objects": [{"Key": prefix + "a"}]})
+    _, delete_s = _timed(
+        client.delete_objects, Bucket=s3_server.bucket, Delete={"Objects": [{"Key": prefix + "a"}]}
+    )
     for seconds in (put_s, get_s, list_s, head_s, delete_s):
         assert seconds >= LATENCY_S
-    assert proxy.requests_by_kind() == {"put": 1, "get": 1, "list": 1, "head": 1, "delete_objects": 1}
+    assert proxy.requests_by_kind() == {
+        "put": 1,
+        "get": 1,
+        "list": 1,
+        "head": 1,
+        "delete_objects": 1,
+    }
     stats = proxy.reset()
-    assert stats["requests"] == 5 and stats["by_method"] == {"GET": 2, "HEAD": 1, "POST": 1, "PUT": 1}
+    assert stats["requests"] == 5 and stats["by_method"] == {
+        "GET": 2,
+        "HEAD": 1,
+        "POST": 1,
+        "PUT": 1,
+    }
     assert stats["bytes_in"] >= 5 and stats["bytes_out"] >= 5 and stats["proxy_errors"] == 0
     assert proxy.requests_by_kind() == {}  # reset zeroed them
 
@@ -108,7 +125,9 @@ def test_concurrent_requests_overlap(s3_server: Any, proxy: Any) -> None:
     stats = proxy.stats()
     assert stats["by_kind"] == {"head": 8}
     assert elapsed >= LATENCY_S
-    assert elapsed < 4 * LATENCY_S, f"8 concurrent requests took {elapsed:.3f}s: they were serialised"
+    assert elapsed < 4 * LATENCY_S, (
+        f"8 concurrent requests took {elapsed:.3f}s: they were serialised"
+    )
     assert stats["max_in_flight"] >= 2
 
 
@@ -131,12 +150,26 @@ def _page_names(page: Iterable[Any]) -> list[str]:
     return [e if isinstance(e, str) else e.name for e in page]
 
 
-def _all_pages(list_v2: Any, backend: Any, bucket: Any, prefix: str | None, delimiter: str | None,
-               max_keys: int, start_after: str | None = None) -> list[tuple[list[str], bool]]:
+def _all_pages(
+    list_v2: Any,
+    backend: Any,
+    bucket: Any,
+    prefix: str | None,
+    delimiter: str | None,
+    max_keys: int,
+    start_after: str | None = None,
+) -> list[tuple[list[str], bool]]:
     pages, token = [], None
     while True:
-        page, truncated, token = list_v2(backend, bucket, prefix, delimiter, token, start_after if token is None else None,
-                                         max_keys)
+        page, truncated, token = list_v2(
+            backend,
+            bucket,
+            prefix,
+            delimiter,
+            token,
+            start_after if token is None else None,
+            max_keys,
+        )
         pages.append((_page_names(page), truncated))
         if not truncated:
             return pages
@@ -150,7 +183,10 @@ def test_indexed_listing_answers_as_moto_does(s3_server: Any) -> None:
     name = f"index-{uuid.uuid4().hex[:12]}"
     backend.create_bucket(name, "us-east-1")
     rng = random.Random(5)
-    keys = {f"lake/{rng.choice('ab')}/{rng.choice(['x', 'y/z', 'y-'])}{rng.randrange(40)}" for _ in range(150)}
+    keys = {
+        f"lake/{rng.choice('ab')}/{rng.choice(['x', 'y/z', 'y-'])}{rng.randrange(40)}"
+        for _ in range(150)
+    }
     keys |= {"lake/top", "lake-2/other", "zz"}
     for key in keys:
         backend.put_object(name, key, b"k")
@@ -164,12 +200,15 @@ def test_indexed_listing_answers_as_moto_does(s3_server: Any) -> None:
                     for max_keys in (1, 7, 1000):
                         for start_after in (None, "lake/a/y"):
                             args = (bucket, prefix, delimiter, max_keys, start_after)
-                            assert _all_pages(S3Backend.list_objects_v2, backend, *args) == _all_pages(
-                                original, backend, *args), args
+                            assert _all_pages(
+                                S3Backend.list_objects_v2, backend, *args
+                            ) == _all_pages(original, backend, *args), args
             if round_no == 0:  # the index follows puts and deletes
                 backend.put_object(name, "lake/a/new", b"n")
                 backend.delete_object(name, sorted(keys)[3])
-    page, truncated, _ = S3Backend.list_objects_v2(backend, backend.get_bucket(name), "lake/a/", None, None, None, 1000)
+    page, truncated, _ = S3Backend.list_objects_v2(
+        backend, backend.get_bucket(name), "lake/a/", None, None, None, 1000
+    )
     assert "lake/a/new" in _page_names(page) and not truncated  # moto's own again
 
 
@@ -201,10 +240,24 @@ def test_fast_list_rendering_answers_byte_for_byte_as_moto_does() -> None:
 
     bucket = f"render-{uuid.uuid4().hex[:12]}"
     keys = [f"lake/{i % 7:03b}/{i:05d}-node.arrow" for i in range(40)]
-    keys += ["lake/a&b<c>d.binpb", "lake/\u00e9t\u00e9/\u4e2d.binpb", "lake/q\"uote'.x", "lake/sp ace+plus%25", "zz/top"]
-    queries = ["", "prefix=lake/", "prefix=lake/&delimiter=/", "prefix=lake/001/&max-keys=3",
-               "max-keys=5&start-after=lake/010", "prefix=lake/&encoding-type=url", "prefix=nothing/",
-               "prefix=lake/&max-keys=1", "prefix=lake/&fetch-owner=true"]
+    keys += [
+        "lake/a&b<c>d.binpb",
+        "lake/\u00e9t\u00e9/\u4e2d.binpb",
+        "lake/q\"uote'.x",
+        "lake/sp ace+plus%25",
+        "zz/top",
+    ]
+    queries = [
+        "",
+        "prefix=lake/",
+        "prefix=lake/&delimiter=/",
+        "prefix=lake/001/&max-keys=3",
+        "max-keys=5&start-after=lake/010",
+        "prefix=lake/&encoding-type=url",
+        "prefix=nothing/",
+        "prefix=lake/&max-keys=1",
+        "prefix=lake/&fetch-owner=true",
+    ]
 
     def pages(endpoint: str) -> list[bytes]:
         bodies = []

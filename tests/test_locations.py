@@ -284,9 +284,17 @@ def test_kind_values_classifies_a_column_as_kind_value_does_one_path() -> None:
     import random
 
     rng = random.Random(7)
-    genuine = [new_node_file_path() for _ in range(50)] + [new_namespace_def_path(f"n{i}") for i in range(50)]
+    genuine = [new_node_file_path() for _ in range(50)] + [
+        new_namespace_def_path(f"n{i}") for i in range(50)
+    ]
     genuine += [new_table_def_path(f"ns-{i}", f"t{i}") for i in range(50)]
-    paths = [*genuine, "_latest_hint.txt", root_node_file_name(3), new_temp_path("0000/1111/0000"), "x"]
+    paths = [
+        *genuine,
+        "_latest_hint.txt",
+        root_node_file_name(3),
+        new_temp_path("0000/1111/0000"),
+        "x",
+    ]
     alphabet = "01/-\nab.xyz"
     for path in genuine:
         for _ in range(8):
@@ -296,10 +304,12 @@ def test_kind_values_classifies_a_column_as_kind_value_does_one_path() -> None:
             if edit == "insert":
                 paths.append(path[:at] + char + path[at:])
             elif edit == "delete":
-                paths.append(path[:at] + path[at + 1:])
+                paths.append(path[:at] + path[at + 1 :])
             else:
-                paths.append(path[:at] + char + path[at + 1:])
-    paths.append(new_node_file_path() + "\udcff")  # a name that is not UTF-8: Arrow refuses the column
+                paths.append(path[:at] + char + path[at + 1 :])
+    paths.append(
+        new_node_file_path() + "\udcff"
+    )  # a name that is not UTF-8: Arrow refuses the column
     assert kind_values(paths) == [kind_value(path) for path in paths]
     assert kind_value(paths[-1]) is None and classify_path(paths[-1]) is None
     assert kind_values(paths[:-1]) == [kind_value(path) for path in paths[:-1]]
@@ -308,9 +318,17 @@ def test_kind_values_classifies_a_column_as_kind_value_does_one_path() -> None:
 
 
 def test_kind_value_is_the_classified_kind() -> None:
-    paths = [new_node_file_path(), new_namespace_def_path("ns"), new_table_def_path("ns", "t-1"),
-             new_table_def_path("n-s", "-"), "_latest_hint.txt", root_node_file_name(5),
-             new_lakehouse_def_path(), new_temp_path("0000/0000/0000"), new_temp_path("")]
+    paths = [
+        new_node_file_path(),
+        new_namespace_def_path("ns"),
+        new_table_def_path("ns", "t-1"),
+        new_table_def_path("n-s", "-"),
+        "_latest_hint.txt",
+        root_node_file_name(5),
+        new_lakehouse_def_path(),
+        new_temp_path("0000/0000/0000"),
+        new_temp_path(""),
+    ]
     for path in paths:
         classified = classify_path(path)
         assert classified is not None, path
@@ -333,7 +351,9 @@ def test_hash_directory_prefixes_cover_every_hash_directory_once(levels: int) ->
     prefixes = hash_directory_prefixes(levels)
     assert len(prefixes) == 16**levels and prefixes == sorted(prefixes)
     for directory in hash_directories():
-        assert sum(1 for p in prefixes if directory.startswith(p + "/") or directory == p) == 1, directory
+        assert sum(1 for p in prefixes if directory.startswith(p + "/") or directory == p) == 1, (
+            directory
+        )
 
 
 @pytest.mark.parametrize("levels", [0, 4, -1])
@@ -485,7 +505,12 @@ def test_check_relative_path_never_lets_a_path_escape(segments: list[str]) -> No
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(["a", "-", ".", "..", "/", "\\", "\x00", "\n", "\x7f", "é", ":"]), max_size=6))
+@given(
+    st.lists(
+        st.sampled_from(["a", "-", ".", "..", "/", "\\", "\x00", "\n", "\x7f", "é", ":"]),
+        max_size=6,
+    )
+)
 def test_check_relative_path_optimized_shape_keeps_every_rule(tail: list[str]) -> None:
     # Paths in a hash directory take a one-match fast path; whatever it accepts must satisfy
     # every rule the full check enforces.
@@ -500,7 +525,9 @@ def test_check_relative_path_optimized_shape_keeps_every_rule(tail: list[str]) -
     assert "\\" not in path and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in path)
 
 
-@pytest.mark.parametrize(("ns", "table"), [("n" * 100, "t" * 100), ("é" * 50, "表" * 33), ("ns", "a\\b"), ("a\\", "\\b")])
+@pytest.mark.parametrize(
+    ("ns", "table"), [("n" * 100, "t" * 100), ("é" * 50, "表" * 33), ("ns", "a\\b"), ("a\\", "\\b")]
+)
 def test_def_paths_fit_a_file_system_and_hold_no_backslash(ns: str, table: str) -> None:
     # Two names at the default limits (100 bytes each) made a 259-byte file name, which a local
     # file system refuses; a backslash, which a name may hold, made a path no reader follows.
@@ -512,6 +539,6 @@ def test_def_paths_fit_a_file_system_and_hold_no_backslash(ns: str, table: str) 
         _, name = split_optimized(path)
         assert split_optimized(path)[0] == expected_prefix(name)
         assert classify_path(path) is not None
-        assert_uuid4(name[-len("00000000-0000-4000-8000-000000000000.binpb"):-len(".binpb")])
+        assert_uuid4(name[-len("00000000-0000-4000-8000-000000000000.binpb") : -len(".binpb")])
     cut = split_optimized(new_table_def_path("é" * 50, "表" * 33))[1]
     assert cut.startswith("table-" + "表" * 33 + "-é")  # cut between characters, never inside one

@@ -45,9 +45,18 @@ def _env(**changes: str | None) -> dict[str, str]:
     return env
 
 
-def _run(args: list[str], env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, cwd=cwd, env=env or _env(), capture_output=True, text=True, timeout=TIMEOUT,
-                          check=False)
+def _run(
+    args: list[str], env: dict[str, str] | None = None, cwd: Path = REPO
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args,
+        cwd=cwd,
+        env=env or _env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
 
 
 @pytest.mark.spark
@@ -60,8 +69,11 @@ def test_wrapper_runs_a_job_and_writes_its_report(tmp_path: Path) -> None:
     # without a warning line of its own.
     with _holding_the_first_ui_port():
         # From another directory, relative paths, no PYTHONPATH: the wrapper sets up everything itself.
-        done = _run([str(WRAPPER), job, "--lakehouse", "lake", *options, "--report", "report.json"],
-                    env=_env(PYTHONPATH=None, PYSPARK_PYTHON=None, PYSPARK_DRIVER_PYTHON=None), cwd=tmp_path)
+        done = _run(
+            [str(WRAPPER), job, "--lakehouse", "lake", *options, "--report", "report.json"],
+            env=_env(PYTHONPATH=None, PYSPARK_PYTHON=None, PYSPARK_DRIVER_PYTHON=None),
+            cwd=tmp_path,
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(report.read_text())
     assert data["job"] == job
@@ -89,15 +101,22 @@ def test_a_jobs_error_line_is_on_stderr(tmp_path: Path) -> None:
     one error line on stderr itself, once, and the summary stays on stdout."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    (tmp_path / "no-lake").mkdir()  # a folder, but no lakehouse: the driver finds out (a missing one is refused sooner)
-    done = _run([str(WRAPPER), "validate", "--lakehouse", str(tmp_path / "no-lake"), "--no-expectations"],
-                env=_env(TMPDIR=str(scratch)))
+    (
+        tmp_path / "no-lake"
+    ).mkdir()  # a folder, but no lakehouse: the driver finds out (a missing one is refused sooner)
+    done = _run(
+        [str(WRAPPER), "validate", "--lakehouse", str(tmp_path / "no-lake"), "--no-expectations"],
+        env=_env(TMPDIR=str(scratch)),
+    )
     assert done.returncode == 5, done.stderr[-3000:]
     line = f"lakecore validate: NoLakehouseError: no lakehouse at file://{tmp_path / 'no-lake'}/"
     assert [text for text in done.stderr.splitlines() if text.startswith("lakecore validate:")] == [
-        text for text in done.stderr.splitlines() if text.startswith(line)], done.stderr
+        text for text in done.stderr.splitlines() if text.startswith(line)
+    ], done.stderr
     assert sum(text.startswith(line) for text in done.stderr.splitlines()) == 1, done.stderr
-    assert "lakecore validate:" not in done.stdout and "lakecore validate [failed]" in done.stdout, done.stdout
+    assert (
+        "lakecore validate:" not in done.stdout and "lakecore validate [failed]" in done.stdout
+    ), done.stdout
     assert not list(scratch.glob("lakecore-job-*")), "the wrapper's files outlived it"
 
 
@@ -105,9 +124,15 @@ def test_a_jobs_error_line_is_on_stderr(tmp_path: Path) -> None:
 def test_plain_spark_submit_of_a_job_file(tmp_path: Path) -> None:
     uri = _lake(tmp_path / "lake")
     report = tmp_path / "report.json"
-    env = _env(PYTHONPATH=None, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-               SPARK_LOCAL_IP="127.0.0.1")
-    done = _run([str(SPARK_SUBMIT), "jobs/flush.py", "--lakehouse", uri, "--report", str(report)], env=env)
+    env = _env(
+        PYTHONPATH=None,
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+    )
+    done = _run(
+        [str(SPARK_SUBMIT), "jobs/flush.py", "--lakehouse", uri, "--report", str(report)], env=env
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(report.read_text())["status"] == "ok"
 
@@ -117,30 +142,41 @@ def test_an_unknown_job_is_one_line_naming_the_jobs() -> None:
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
         "spark-submit.sh: unknown job 'vacuum'; the jobs: flush, gc, compact-versions, validate, export, repair "
-        "(./spark-submit.sh --help)"]
+        "(./spark-submit.sh --help)"
+    ]
     assert done.stdout == ""
     done = _run([str(WRAPPER), "valdate", "--lakehouse", "/nowhere"])
     assert done.returncode == 2
-    assert done.stderr.startswith("spark-submit.sh: unknown job 'valdate' (did you mean validate?); the jobs: ")
+    assert done.stderr.startswith(
+        "spark-submit.sh: unknown job 'valdate' (did you mean validate?); the jobs: "
+    )
     assert len(done.stderr.splitlines()) == 1
 
 
-def test_a_standalone_master_that_does_not_answer_is_one_line_at_once(tmp_path: Path, refusing_port: int) -> None:
+def test_a_standalone_master_that_does_not_answer_is_one_line_at_once(
+    tmp_path: Path, refusing_port: int
+) -> None:
     """spark-submit tried to register for a minute and printed about 130 lines of Java traces."""
     port = refusing_port
     uri = _lake(tmp_path / "lake")
-    for master_args, env in (([], _env(SPARK_MASTER=f"spark://127.0.0.1:{port}")),
-                             (["--master", f"spark://127.0.0.1:{port},127.0.0.1:{port}"], _env())):
+    for master_args, env in (
+        ([], _env(SPARK_MASTER=f"spark://127.0.0.1:{port}")),
+        (["--master", f"spark://127.0.0.1:{port},127.0.0.1:{port}"], _env()),
+    ):
         done = _run([str(WRAPPER), "gc", "--lakehouse", uri, "--dry-run", *master_args], env=env)
         assert done.returncode == 4, done.stderr
         assert done.stderr.splitlines() == [
             f"spark-submit.sh: the Spark master spark://127.0.0.1:{port}"
             f"{f',127.0.0.1:{port}' if master_args else ''} does not answer (nothing accepts connections there): "
-            "check that it is running, and SPARK_MASTER or --master"]  # and nothing from a JVM
+            "check that it is running, and SPARK_MASTER or --master"
+        ]  # and nothing from a JVM
 
 
 def test_cluster_mode_needs_spark_master() -> None:
-    done = _run([str(WRAPPER), "--cluster", "flush", "--lakehouse", "s3://bucket/lake"], env=_env(SPARK_MASTER=None))
+    done = _run(
+        [str(WRAPPER), "--cluster", "flush", "--lakehouse", "s3://bucket/lake"],
+        env=_env(SPARK_MASTER=None),
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "spark-submit.sh: --cluster needs SPARK_MASTER (e.g. yarn, k8s://https://host:443, spark://host:7077)"
@@ -150,8 +186,21 @@ def test_cluster_mode_needs_spark_master() -> None:
 def test_bad_arguments_exit_2_with_one_line_on_stderr(tmp_path: Path) -> None:
     # The job file itself, run as a file like spark-submit runs it; options are parsed before
     # the job starts Spark, so no JVM is needed to see the error.
-    done = _run([sys.executable, "jobs/export.py", "--lakehouse", str(tmp_path), "--name", "n",
-                 "--mode", "nope", "--target", str(tmp_path / "copy")], env=_env(PYTHONPATH=None))
+    done = _run(
+        [
+            sys.executable,
+            "jobs/export.py",
+            "--lakehouse",
+            str(tmp_path),
+            "--name",
+            "n",
+            "--mode",
+            "nope",
+            "--target",
+            str(tmp_path / "copy"),
+        ],
+        env=_env(PYTHONPATH=None),
+    )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -163,20 +212,44 @@ def test_wrapper_is_valid_bash() -> None:
     assert _run(["bash", "-n", str(WRAPPER)]).returncode == 0
 
 
-@pytest.mark.parametrize(("master", "deploy_mode", "message"), [
-    ("local[2]", None, "--cluster needs a cluster master, not 'local[2]': run without --cluster for local mode"),
-    ("spark://h:7077", "cluster", "a standalone master (spark://) cannot run Python applications in cluster deploy mode"),
-    ("mesos://h:5050", None, "SPARK_MASTER 'mesos://h:5050' is not a Spark master URL"),
-    ("spark:/h:7077", None, "SPARK_MASTER 'spark:/h:7077' is not a Spark master URL"),
-    ("yarn", "sideways", "LAKECORE_DEPLOY_MODE must be client or cluster, not 'sideways'"),
-    ("yarn", None, "SPARK_MASTER=yarn needs HADOOP_CONF_DIR or YARN_CONF_DIR"),
-    ("k8s://https://api:443", None, "Kubernetes cluster deploy mode uploads the job file and the archive"),
-])
-def test_cluster_mode_refuses_what_the_master_cannot_run(master: str, deploy_mode: str | None, message: str) -> None:
+@pytest.mark.parametrize(
+    ("master", "deploy_mode", "message"),
+    [
+        (
+            "local[2]",
+            None,
+            "--cluster needs a cluster master, not 'local[2]': run without --cluster for local mode",
+        ),
+        (
+            "spark://h:7077",
+            "cluster",
+            "a standalone master (spark://) cannot run Python applications in cluster deploy mode",
+        ),
+        ("mesos://h:5050", None, "SPARK_MASTER 'mesos://h:5050' is not a Spark master URL"),
+        ("spark:/h:7077", None, "SPARK_MASTER 'spark:/h:7077' is not a Spark master URL"),
+        ("yarn", "sideways", "LAKECORE_DEPLOY_MODE must be client or cluster, not 'sideways'"),
+        ("yarn", None, "SPARK_MASTER=yarn needs HADOOP_CONF_DIR or YARN_CONF_DIR"),
+        (
+            "k8s://https://api:443",
+            None,
+            "Kubernetes cluster deploy mode uploads the job file and the archive",
+        ),
+    ],
+)
+def test_cluster_mode_refuses_what_the_master_cannot_run(
+    master: str, deploy_mode: str | None, message: str
+) -> None:
     # Refused before anything is packed or started: exit 2, one line.
-    done = _run([str(WRAPPER), "--cluster", "validate", "--lakehouse", "s3://bucket/lake"],
-                env=_env(SPARK_MASTER=master, LAKECORE_DEPLOY_MODE=deploy_mode, HADOOP_CONF_DIR=None,
-                         YARN_CONF_DIR=None, LAKECORE_SPARK_ARGS=None))
+    done = _run(
+        [str(WRAPPER), "--cluster", "validate", "--lakehouse", "s3://bucket/lake"],
+        env=_env(
+            SPARK_MASTER=master,
+            LAKECORE_DEPLOY_MODE=deploy_mode,
+            HADOOP_CONF_DIR=None,
+            YARN_CONF_DIR=None,
+            LAKECORE_SPARK_ARGS=None,
+        ),
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"spark-submit.sh: {message}"), done.stderr
@@ -190,7 +263,9 @@ def test_driver_binds_to_loopback_in_local_mode_only(tmp_path: Path) -> None:
     # A stand-in spark-submit records what it was given instead of starting a JVM.
     record = tmp_path / "record"
     stub = tmp_path / "spark-submit"
-    stub.write_text(f'#!/bin/sh\necho "SPARK_LOCAL_IP=${{SPARK_LOCAL_IP:-}}" > {record}\necho "$@" >> {record}\n')
+    stub.write_text(
+        f'#!/bin/sh\necho "SPARK_LOCAL_IP=${{SPARK_LOCAL_IP:-}}" > {record}\necho "$@" >> {record}\n'
+    )
     stub.chmod(0o755)
     env = _env(SPARK_LOCAL_IP=None, SPARK_MASTER="spark://10.0.0.5:7077", SPARK_SUBMIT=str(stub))
     done = _run([str(WRAPPER), "validate", "--lakehouse", "s3://bucket/lake"], env=env)
@@ -199,8 +274,14 @@ def test_driver_binds_to_loopback_in_local_mode_only(tmp_path: Path) -> None:
     assert address == "SPARK_LOCAL_IP="
     assert "--master spark://10.0.0.5:7077" in argv
     assert f"spark.executorEnv.PYTHONPATH={REPO}" in argv  # the executors import the checkout
-    assert "bindAddress" not in argv and "bindAddress" not in (REPO / "conf" / "spark-defaults.conf").read_text()
-    done = _run([str(WRAPPER), "validate", "--lakehouse", "s3://bucket/lake"], env={**env, "SPARK_MASTER": ""})
+    assert (
+        "bindAddress" not in argv
+        and "bindAddress" not in (REPO / "conf" / "spark-defaults.conf").read_text()
+    )
+    done = _run(
+        [str(WRAPPER), "validate", "--lakehouse", "s3://bucket/lake"],
+        env={**env, "SPARK_MASTER": ""},
+    )
     assert done.returncode == 0, done.stderr
     address, argv = record.read_text().splitlines()
     assert address == "SPARK_LOCAL_IP=127.0.0.1"
@@ -214,16 +295,21 @@ def _recording_submit(tmp_path: Path) -> tuple[Path, Path]:
     """A stand-in spark-submit that records that it ran (and whether SPARK_REMOTE reached it)."""
     record = tmp_path / "submitted"
     stub = tmp_path / "spark-submit"
-    stub.write_text(f'#!/bin/sh\necho "SPARK_REMOTE=${{SPARK_REMOTE:-}}" > {record}\necho "$@" >> {record}\n')
+    stub.write_text(
+        f'#!/bin/sh\necho "SPARK_REMOTE=${{SPARK_REMOTE:-}}" > {record}\necho "$@" >> {record}\n'
+    )
     stub.chmod(0o755)
     return stub, record
 
 
-@pytest.mark.parametrize(("options", "environment"), [
-    (["--remote", "sc://127.0.0.1:1"], {}),
-    (["--remote=sc://127.0.0.1:1"], {}),
-    ([], {"SPARK_REMOTE": "sc://127.0.0.1:1"}),
-])
+@pytest.mark.parametrize(
+    ("options", "environment"),
+    [
+        (["--remote", "sc://127.0.0.1:1"], {}),
+        (["--remote=sc://127.0.0.1:1"], {}),
+        ([], {"SPARK_REMOTE": "sc://127.0.0.1:1"}),
+    ],
+)
 def test_a_remote_runs_the_job_in_python_without_spark_submit(
     tmp_path: Path, options: list[str], environment: dict[str, str]
 ) -> None:
@@ -232,12 +318,20 @@ def test_a_remote_runs_the_job_in_python_without_spark_submit(
     exist, so the job stops (exit 5) before it would talk to the endpoint; SPARK_MASTER (even a
     bad one) does not matter."""
     stub, record = _recording_submit(tmp_path)
-    env = _env(SPARK_SUBMIT=str(stub), SPARK_MASTER="mesos://h:5050", **{"SPARK_REMOTE": None, **environment})
-    done = _run([str(WRAPPER), "validate", "--lakehouse", str(tmp_path / "none"), *options], env=env)
+    env = _env(
+        SPARK_SUBMIT=str(stub),
+        SPARK_MASTER="mesos://h:5050",
+        **{"SPARK_REMOTE": None, **environment},
+    )
+    done = _run(
+        [str(WRAPPER), "validate", "--lakehouse", str(tmp_path / "none"), *options], env=env
+    )
     assert not record.exists(), record.read_text()
     assert done.returncode == 5, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("lakecore validate: NoLakehouseError: no lakehouse at"), done.stderr
+    assert len(lines) == 1 and lines[0].startswith(
+        "lakecore validate: NoLakehouseError: no lakehouse at"
+    ), done.stderr
     # --help goes to the job's parser too, with its --remote option
     done = _run([str(WRAPPER), "gc", "--help", *options], env=env)
     assert done.returncode == 0 and "--remote sc://HOST:PORT" in done.stdout, done.stderr
@@ -250,9 +344,11 @@ def test_an_abbreviated_option_is_refused_naming_the_option_it_begins(tmp_path: 
     stub, record = _recording_submit(tmp_path)
     env = _env(SPARK_SUBMIT=str(stub), SPARK_REMOTE=None)
     uri = str(tmp_path / "none")
-    for options, unknown, begun in ((["--remo", "sc://127.0.0.1:1"], "--remo", "--remote"),
-                                    (["--i", "--now", "2026-11-28"], "--i", "--i-understand-grace-risk"),
-                                    (["--dry"], "--dry", "--dry-run")):
+    for options, unknown, begun in (
+        (["--remo", "sc://127.0.0.1:1"], "--remo", "--remote"),
+        (["--i", "--now", "2026-11-28"], "--i", "--i-understand-grace-risk"),
+        (["--dry"], "--dry", "--dry-run"),
+    ):
         done = _run([str(WRAPPER), "gc", "--lakehouse", uri, *options], env=env)
         assert done.returncode == 2, done.stderr
         assert done.stderr.strip().splitlines() == [
@@ -266,13 +362,29 @@ def test_an_abbreviated_option_is_refused_naming_the_option_it_begins(tmp_path: 
     assert not record.exists()
 
 
-@pytest.mark.parametrize(("options", "environment", "message"), [
-    (["--remote", "localhost:1"], {}, "--remote 'localhost:1' is not a Spark Connect address (sc://HOST:PORT)"),
-    (["--remote=http://h:1"], {}, "--remote 'http://h:1' is not a Spark Connect address (sc://HOST:PORT)"),
-    ([], {"SPARK_REMOTE": "h:15002"}, "SPARK_REMOTE 'h:15002' is not a Spark Connect address (sc://HOST:PORT)"),
-])
-def test_a_remote_that_is_not_sc_is_refused(tmp_path: Path, options: list[str], environment: dict[str, str],
-                                            message: str) -> None:
+@pytest.mark.parametrize(
+    ("options", "environment", "message"),
+    [
+        (
+            ["--remote", "localhost:1"],
+            {},
+            "--remote 'localhost:1' is not a Spark Connect address (sc://HOST:PORT)",
+        ),
+        (
+            ["--remote=http://h:1"],
+            {},
+            "--remote 'http://h:1' is not a Spark Connect address (sc://HOST:PORT)",
+        ),
+        (
+            [],
+            {"SPARK_REMOTE": "h:15002"},
+            "SPARK_REMOTE 'h:15002' is not a Spark Connect address (sc://HOST:PORT)",
+        ),
+    ],
+)
+def test_a_remote_that_is_not_sc_is_refused(
+    tmp_path: Path, options: list[str], environment: dict[str, str], message: str
+) -> None:
     stub, record = _recording_submit(tmp_path)
     env = _env(SPARK_SUBMIT=str(stub), **{"SPARK_REMOTE": None, **environment})
     done = _run([str(WRAPPER), "flush", "--lakehouse", "s3://bucket/lake", *options], env=env)
@@ -281,15 +393,25 @@ def test_a_remote_that_is_not_sc_is_refused(tmp_path: Path, options: list[str], 
     assert done.stdout == "" and not record.exists()
 
 
-@pytest.mark.parametrize(("options", "environment", "source"), [
-    (["--remote", "sc://h:15002"], {}, "--remote"),
-    ([], {"SPARK_REMOTE": "sc://h:15002"}, "SPARK_REMOTE"),
-])
-def test_cluster_and_a_remote_are_one_or_the_other(tmp_path: Path, options: list[str],
-                                                   environment: dict[str, str], source: str) -> None:
+@pytest.mark.parametrize(
+    ("options", "environment", "source"),
+    [
+        (["--remote", "sc://h:15002"], {}, "--remote"),
+        ([], {"SPARK_REMOTE": "sc://h:15002"}, "SPARK_REMOTE"),
+    ],
+)
+def test_cluster_and_a_remote_are_one_or_the_other(
+    tmp_path: Path, options: list[str], environment: dict[str, str], source: str
+) -> None:
     stub, record = _recording_submit(tmp_path)
-    env = _env(SPARK_SUBMIT=str(stub), SPARK_MASTER="spark://h:7077", **{"SPARK_REMOTE": None, **environment})
-    done = _run([str(WRAPPER), "--cluster", "gc", "--lakehouse", "s3://bucket/lake", *options], env=env)
+    env = _env(
+        SPARK_SUBMIT=str(stub),
+        SPARK_MASTER="spark://h:7077",
+        **{"SPARK_REMOTE": None, **environment},
+    )
+    done = _run(
+        [str(WRAPPER), "--cluster", "gc", "--lakehouse", "s3://bucket/lake", *options], env=env
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
         f"spark-submit.sh: --cluster submits to $SPARK_MASTER, {source} 'sc://h:15002' runs through Spark "
@@ -303,7 +425,10 @@ def test_the_jobs_master_wins_over_spark_remote(tmp_path: Path) -> None:
     decides, and $SPARK_REMOTE does not reach pyspark (it would make its session a Connect one)."""
     stub, record = _recording_submit(tmp_path)
     env = _env(SPARK_SUBMIT=str(stub), SPARK_REMOTE="sc://h:15002", SPARK_MASTER=None)
-    done = _run([str(WRAPPER), "validate", "--lakehouse", "s3://bucket/lake", "--master", "local[1]"], env=env)
+    done = _run(
+        [str(WRAPPER), "validate", "--lakehouse", "s3://bucket/lake", "--master", "local[1]"],
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     remote, argv = record.read_text().splitlines()
     assert remote == "SPARK_REMOTE="
@@ -316,8 +441,20 @@ def test_a_jobs_own_master_wins_over_spark_remote(tmp_path: Path) -> None:
     master (pyspark alone would refuse the two together, or make a Connect client)."""
     uri = _lake(tmp_path / "lake")
     report = tmp_path / "report.json"
-    done = _run([sys.executable, "-m", "jobs.validate", "--lakehouse", uri, "--master", "local[1]",
-                 "--no-expectations", "--report", str(report)],
-                env=_env(PYTHONPATH=str(REPO), SPARK_REMOTE="sc://127.0.0.1:1", SPARK_LOCAL_IP="127.0.0.1"))
+    done = _run(
+        [
+            sys.executable,
+            "-m",
+            "jobs.validate",
+            "--lakehouse",
+            uri,
+            "--master",
+            "local[1]",
+            "--no-expectations",
+            "--report",
+            str(report),
+        ],
+        env=_env(PYTHONPATH=str(REPO), SPARK_REMOTE="sc://127.0.0.1:1", SPARK_LOCAL_IP="127.0.0.1"),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(report.read_text())["status"] == "ok"

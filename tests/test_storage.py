@@ -473,7 +473,9 @@ def test_s3_works_in_a_child_process(s3_server: S3TestServer, start_method: str)
     assert st.read("from-child") == b"child"
 
 
-def _count_filesystems(monkeypatch: pytest.MonkeyPatch, build_seconds: float = 0.0) -> list[dict[str, Any]]:
+def _count_filesystems(
+    monkeypatch: pytest.MonkeyPatch, build_seconds: float = 0.0
+) -> list[dict[str, Any]]:
     """The options of every fsspec file system built from now on (one per client); each build
     takes at least ``build_seconds`` (to widen a race)."""
     import fsspec
@@ -638,13 +640,17 @@ def test_s3_connection_refused_is_storage_error(refusing_port: int) -> None:
     assert time.monotonic() - started < 5
     assert "s3://bucket/lake/" in str(info.value)
     assert f"nothing answers at the S3 endpoint http://127.0.0.1:{port}" in str(info.value)
-    assert "check the endpoint (storage option endpoint_url, or AWS_ENDPOINT_URL)" in str(info.value)
+    assert "check the endpoint (storage option endpoint_url, or AWS_ENDPOINT_URL)" in str(
+        info.value
+    )
     assert isinstance(info.value.__cause__, ConnectionRefusedError)
     # Through a proxy the endpoint need not answer from here: no probe; botocore's own request
     # fails (the proxy is not there either), and is translated as before.
     through_proxy = _impatient_options(f"http://127.0.0.1:{port}")
-    through_proxy["config_kwargs"] = {**through_proxy.get("config_kwargs", {}),
-                                      "proxies": {"http": f"http://127.0.0.1:{port}"}}
+    through_proxy["config_kwargs"] = {
+        **through_proxy.get("config_kwargs", {}),
+        "proxies": {"http": f"http://127.0.0.1:{port}"},
+    }
     with pytest.raises(StorageError) as info:
         Storage("s3://bucket/lake", through_proxy).list()
     assert "nothing answers" not in str(info.value) and "s3://bucket/lake/" in str(info.value)
@@ -660,7 +666,9 @@ def test_s3_an_endpoint_whose_name_does_not_resolve_fails_at_once() -> None:
 
 
 @pytest.mark.parametrize("endpoint", ["127.0.0.1:9000", "minio.internal", "ftp://127.0.0.1:9000"])
-def test_s3_an_endpoint_without_http_is_a_bad_option(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_s3_an_endpoint_without_http_is_a_bad_option(
+    endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """botocore's "Invalid endpoint" was a storage failure (exit 4, retried); a trial found it."""
     st = Storage("s3://bucket/lake", {"endpoint_url": endpoint, "key": "k", "secret": "s"})
     with pytest.raises(InvalidArgumentError, match="must start with http:// or https://") as info:
@@ -672,21 +680,32 @@ def test_s3_an_endpoint_without_http_is_a_bad_option(endpoint: str, monkeypatch:
 
 
 def test_storage_options_from_a_command_line_are_typed() -> None:
-    assert parse_storage_options([
-        "endpoint_url=http://127.0.0.1:9000", "anon=false", "max_concurrency=4",
-        "client_kwargs.region_name=eu-west-1", "config_kwargs.max_pool_connections=8",
-    ]) == {
-        "endpoint_url": "http://127.0.0.1:9000", "anon": False, "max_concurrency": 4,
-        "client_kwargs": {"region_name": "eu-west-1"}, "config_kwargs": {"max_pool_connections": 8},
+    assert parse_storage_options(
+        [
+            "endpoint_url=http://127.0.0.1:9000",
+            "anon=false",
+            "max_concurrency=4",
+            "client_kwargs.region_name=eu-west-1",
+            "config_kwargs.max_pool_connections=8",
+        ]
+    ) == {
+        "endpoint_url": "http://127.0.0.1:9000",
+        "anon": False,
+        "max_concurrency": 4,
+        "client_kwargs": {"region_name": "eu-west-1"},
+        "config_kwargs": {"max_pool_connections": 8},
     }
 
 
-@pytest.mark.parametrize(("pair", "message"), [
-    ("endpoint_url", "is not KEY=VALUE"),
-    ("anon=maybe", "must be true or false"),
-    ("config_kwargs.max_pool_connections=many", "must be a whole number"),
-    ("key.name=x", "only client_kwargs, config_kwargs, s3_additional_kwargs take .NAME"),
-])
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        ("endpoint_url", "is not KEY=VALUE"),
+        ("anon=maybe", "must be true or false"),
+        ("config_kwargs.max_pool_connections=many", "must be a whole number"),
+        ("key.name=x", "only client_kwargs, config_kwargs, s3_additional_kwargs take .NAME"),
+    ],
+)
 def test_a_wrong_storage_option_is_one_clear_error(pair: str, message: str) -> None:
     with pytest.raises(InvalidArgumentError, match=message):
         parse_storage_options([pair])
@@ -700,9 +719,13 @@ def test_s3_no_credentials_says_what_to_give() -> None:
     from lakecore import storage as storage_module
 
     with pytest.raises(StorageError) as info:
-        storage_module._raise_translated(NoCredentialsError(), "s3://b/lake/x", "read", reading=True)
+        storage_module._raise_translated(
+            NoCredentialsError(), "s3://b/lake/x", "read", reading=True
+        )
     message = str(info.value)
-    assert message.startswith("could not read s3://b/lake/x: NoCredentialsError: no AWS credentials were found")
+    assert message.startswith(
+        "could not read s3://b/lake/x: NoCredentialsError: no AWS credentials were found"
+    )
     assert "AWS_ACCESS_KEY_ID" in message and "--storage-option key=... secret=..." in message
 
 
@@ -722,11 +745,22 @@ def test_a_file_of_unknown_age_counts_as_just_written() -> None:
     assert (selection.old, selection.too_young) == ([], [listed])
 
 
-@pytest.mark.parametrize("text", [
-    "2026-11-27T22:09:38.000Z", "2026-11-27T22:09:38Z", "2026-11-27T22:09:38.123456Z", "1999-12-31T23:59:59.5Z",
-    "Fri, 27 Nov 2026 22:09:38 GMT", "Mon, 01 Jan 2001 00:00:00 GMT", "Sun, 29 Feb 2032 23:59:59 GMT",
-    "2026-11-27T22:09:38+02:00", "1700000000", "2026-11-27 22:09:38", "Fri, 27 Nov 2026 22:09:38 +0100",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-11-27T22:09:38.000Z",
+        "2026-11-27T22:09:38Z",
+        "2026-11-27T22:09:38.123456Z",
+        "1999-12-31T23:59:59.5Z",
+        "Fri, 27 Nov 2026 22:09:38 GMT",
+        "Mon, 01 Jan 2001 00:00:00 GMT",
+        "Sun, 29 Feb 2032 23:59:59 GMT",
+        "2026-11-27T22:09:38+02:00",
+        "1700000000",
+        "2026-11-27 22:09:38",
+        "Fri, 27 Nov 2026 22:09:38 +0100",
+    ],
+)
 def test_s3_timestamps_parse_as_botocore_parses_them(text: str) -> None:
     from botocore.utils import parse_timestamp
 
@@ -775,14 +809,18 @@ def test_s3_profile_option_reaches_the_client_and_a_missing_one_is_a_bad_option(
 ) -> None:
     # lakecore gives each S3 client a session of its own; the profile option must still reach it.
     config = tmp_path / "aws-config"
-    config.write_text("[profile lakecore-test]\naws_access_key_id = profile-key\naws_secret_access_key = s\n")
+    config.write_text(
+        "[profile lakecore-test]\naws_access_key_id = profile-key\naws_secret_access_key = s\n"
+    )
     monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
     root, options = s3_server.new_root()
     st = Storage(root, {**options, "profile": "lakecore-test"})
     st.write("a", b"1")
     assert paths_of(st.list()) == {"a"}
     other_root, _ = s3_server.new_root()
-    with pytest.raises(InvalidArgumentError, match=r"ProfileNotFound: .*lakecore-tset.* storage option profile"):
+    with pytest.raises(
+        InvalidArgumentError, match=r"ProfileNotFound: .*lakecore-tset.* storage option profile"
+    ):
         Storage(other_root, {**options, "profile": "lakecore-tset"}).write("a", b"1")
 
 
@@ -808,12 +846,16 @@ def test_the_store_clock_is_the_date_s3_answers_with_and_a_local_root_has_none(
     assert Storage(str(tmp_path)).clock_millis() is None  # this machine's kernel dates local files
     missing = Storage(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/lake", options)
     # A wrong bucket is the usual mistake: the same line as any listing of it, not one about clocks.
-    with pytest.raises(NotFoundError, match=r"could not list s3://no-such-bucket-.*/lake/: .*does the bucket exist"):
+    with pytest.raises(
+        NotFoundError, match=r"could not list s3://no-such-bucket-.*/lake/: .*does the bucket exist"
+    ):
         missing.clock_millis()
 
 
 @pytest.mark.s3
-@pytest.mark.parametrize("date", ["Sat, 31 Feb 2026 01:02:03 GMT", "Sat, 28 Nov 2026 25:02:03 GMT", "yesterday", ""])
+@pytest.mark.parametrize(
+    "date", ["Sat, 31 Feb 2026 01:02:03 GMT", "Sat, 28 Nov 2026 25:02:03 GMT", "yesterday", ""]
+)
 def test_an_s3_answer_without_a_readable_date_gives_no_store_clock(
     s3_server: S3TestServer, moto_clock: MotoClock, date: str
 ) -> None:

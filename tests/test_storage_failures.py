@@ -51,8 +51,13 @@ def _failing_node_reads(monkeypatch: pytest.MonkeyPatch, error: Exception) -> No
     monkeypatch.setattr(Storage, "read", read)
 
 
-@pytest.mark.parametrize("error", [StorageError("could not read x: NoCredentialsError: Unable to locate credentials"),
-                                   StorageTimeoutError("timed out trying to read x")])
+@pytest.mark.parametrize(
+    "error",
+    [
+        StorageError("could not read x: NoCredentialsError: Unable to locate credentials"),
+        StorageTimeoutError("timed out trying to read x"),
+    ],
+)
 def test_the_checker_raises_a_storage_error_instead_of_a_violation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: StorageError
 ) -> None:
@@ -64,7 +69,9 @@ def test_the_checker_raises_a_storage_error_instead_of_a_violation(
     assert raised.value.exit_code == ExitCode.FAILURE
 
 
-def test_a_missing_node_file_is_still_a_violation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_node_file_is_still_a_violation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lh = _lake(tmp_path)
     _failing_node_reads(monkeypatch, NotFoundError("node file x is missing"))
     result = check_version(lh)
@@ -96,7 +103,9 @@ def test_an_executors_storage_error_comes_back_as_itself() -> None:
     with pytest.raises(StorageError) as raised, executor_errors():
         raise Py4JJavaError(SPARK_TEXT)
     message = str(raised.value)
-    assert message.startswith("on an executor: could not read s3://b/l/0001-node-1.arrow: NoCredentialsError")
+    assert message.startswith(
+        "on an executor: could not read s3://b/l/0001-node-1.arrow: NoCredentialsError"
+    )
     assert message.endswith(CREDENTIALS_HINT)
     assert "\n" not in message and "org.apache" not in message
     assert raised.value.exit_code == ExitCode.FAILURE
@@ -108,8 +117,12 @@ def test_other_executor_failures_are_left_alone() -> None:
     assert storage_error_from_executor(ValueError(SPARK_TEXT)) is None  # not Spark's wrapper
     with pytest.raises(Py4JJavaError), executor_errors():
         raise other
-    timeout = Py4JJavaError(SPARK_TEXT.replace("lakecore.errors.StorageError: could not read",
-                                               "lakecore.errors.StorageTimeoutError: timed out trying to read"))
+    timeout = Py4JJavaError(
+        SPARK_TEXT.replace(
+            "lakecore.errors.StorageError: could not read",
+            "lakecore.errors.StorageTimeoutError: timed out trying to read",
+        )
+    )
     translated = storage_error_from_executor(timeout)
     assert isinstance(translated, StorageTimeoutError) and CREDENTIALS_HINT in str(translated)
 
@@ -118,19 +131,25 @@ def test_a_master_that_does_not_answer_is_one_line() -> None:
     jvm = Py4JJavaError(
         "An error occurred while calling None.org.apache.spark.sql.classic.SparkSession.\n: "
         "java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.\n"
-        "This stopped SparkContext was created at:\n\norg.apache.spark.api.java.JavaSparkContext.<init>")
+        "This stopped SparkContext was created at:\n\norg.apache.spark.api.java.JavaSparkContext.<init>"
+    )
     error = spark_unavailable("spark://127.0.0.1:1", jvm)
-    assert str(error) == ("could not start a Spark application on spark://127.0.0.1:1: Cannot call methods on a "
-                          "stopped SparkContext; check that the master is up and reachable from this host "
-                          "(SPARK_MASTER, --master)")
+    assert str(error) == (
+        "could not start a Spark application on spark://127.0.0.1:1: Cannot call methods on a "
+        "stopped SparkContext; check that the master is up and reachable from this host "
+        "(SPARK_MASTER, --master)"
+    )
     assert error.exit_code == ExitCode.FAILURE
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gcsfs") is not None, reason="gcsfs is installed here")
 def test_a_scheme_whose_package_is_missing_is_bad_input_not_a_storage_failure() -> None:
     """gs:// without gcsfs was exit 4 ("retrying may help"); no retry installs a package."""
-    with pytest.raises(InvalidArgumentError, match=r"cannot open gs://bucket/lake/: .*gcsfs.*no working file system "
-                       r"for gs://"):
+    with pytest.raises(
+        InvalidArgumentError,
+        match=r"cannot open gs://bucket/lake/: .*gcsfs.*no working file system "
+        r"for gs://",
+    ):
         Storage("gs://bucket/lake").first_files(1)
     assert InvalidArgumentError("x").exit_code == ExitCode.BAD_INPUT
 
@@ -138,17 +157,26 @@ def test_a_scheme_whose_package_is_missing_is_bad_input_not_a_storage_failure() 
 def test_an_unknown_scheme_is_bad_input_before_any_request() -> None:
     """foo:// (a typo) was a StorageError on the first listing, exit 4, which DAGs retry (found by
     a new-user trial)."""
-    with pytest.raises(InvalidArgumentError, match=r"foo://x/: no file system is known for foo:// \(a typo\?"):
+    with pytest.raises(
+        InvalidArgumentError, match=r"foo://x/: no file system is known for foo:// \(a typo\?"
+    ):
         Storage("foo://x")
-    assert Storage("s3a://bucket/lake").scheme == "s3" and Storage("memory://lake").scheme == "memory"
+    assert (
+        Storage("s3a://bucket/lake").scheme == "s3" and Storage("memory://lake").scheme == "memory"
+    )
 
 
-def test_a_native_library_that_cannot_load_is_bad_input_and_one_short_line(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_native_library_that_cannot_load_is_bad_input_and_one_short_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """hdfs:// without a Hadoop client: pyarrow's loader lists every path it tried, a 15 KB
     error line, as a storage failure (exit 4). Now exit 2, and the backend's words are capped."""
     import fsspec
 
-    tried = " ".join(f"dlopen(/usr/lib/jvm/{i}/libjvm.so) failed: cannot open shared object file" for i in range(200))
+    tried = " ".join(
+        f"dlopen(/usr/lib/jvm/{i}/libjvm.so) failed: cannot open shared object file"
+        for i in range(200)
+    )
 
     def no_jvm(protocol: str, **options: object) -> object:
         raise OSError(f"Unable to load libjvm {tried}")

@@ -110,12 +110,22 @@ class LakehouseDef:
                 f"lakecore reads major version {SUPPORTED_MAJOR_VERSION}: upgrade lakecore"
             )
         if not self.name or any(ord(c) < 0x20 or ord(c) == 0x7F for c in self.name):
-            raise InvalidLakehouseDefError(f"lakehouse name {self.name!r} must be non-empty printable text")
+            raise InvalidLakehouseDefError(
+                f"lakehouse name {self.name!r} must be non-empty printable text"
+            )
         if self.order < MIN_ORDER:
-            raise InvalidLakehouseDefError(f"order {self.order} is below the minimum of {MIN_ORDER}")
-        for limit in ("namespace_name_max_size_bytes", "table_name_max_size_bytes", "file_name_max_size_bytes"):
+            raise InvalidLakehouseDefError(
+                f"order {self.order} is below the minimum of {MIN_ORDER}"
+            )
+        for limit in (
+            "namespace_name_max_size_bytes",
+            "table_name_max_size_bytes",
+            "file_name_max_size_bytes",
+        ):
             if getattr(self, limit) < 1:
-                raise InvalidLakehouseDefError(f"{limit} must be at least 1, got {getattr(self, limit)}")
+                raise InvalidLakehouseDefError(
+                    f"{limit} must be at least 1, got {getattr(self, limit)}"
+                )
         if self.key_table_estimate_bytes >= self.node_file_max_size_bytes:
             raise InvalidLakehouseDefError(
                 f"order {self.order} x (namespace {self.namespace_name_max_size_bytes} + table "
@@ -125,7 +135,9 @@ class LakehouseDef:
                 "lower the order or the name limits"
             )
         if self.minimum_versions_to_keep < 1:
-            raise InvalidLakehouseDefError("minimum_versions_to_keep must be at least 1 (the latest version)")
+            raise InvalidLakehouseDefError(
+                "minimum_versions_to_keep must be at least 1 (the latest version)"
+            )
         if self.minimum_versions_to_keep > UINT32_MAX:
             raise InvalidLakehouseDefError(
                 f"minimum_versions_to_keep {self.minimum_versions_to_keep} is over the maximum of {UINT32_MAX}"
@@ -136,13 +148,25 @@ class LakehouseDef:
     def _validate_ages(self) -> None:
         # The wire types are uint64: a negative or huge age would fail only when written.
         def check(value: object, what: str) -> None:
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= UINT64_MAX:
-                raise InvalidLakehouseDefError(f"{what} must be a whole number of milliseconds in 0..{UINT64_MAX}, got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 0 <= value <= UINT64_MAX
+            ):
+                raise InvalidLakehouseDefError(
+                    f"{what} must be a whole number of milliseconds in 0..{UINT64_MAX}, got {value!r}"
+                )
 
         check(self.maximum_version_age_millis, "maximum_version_age_millis")
         for version, age in self.maximum_version_age_millis_overrides.items():
-            if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= UINT64_MAX:
-                raise InvalidLakehouseDefError(f"a maximum_version_age_millis override names version {version!r}, not a version number")
+            if (
+                isinstance(version, bool)
+                or not isinstance(version, int)
+                or not 0 <= version <= UINT64_MAX
+            ):
+                raise InvalidLakehouseDefError(
+                    f"a maximum_version_age_millis override names version {version!r}, not a version number"
+                )
             check(age, f"the maximum_version_age_millis override of version {version}")
 
     def with_changes(self, **changes: Any) -> LakehouseDef:
@@ -181,12 +205,22 @@ class LakehouseDef:
             namespace_name_max_size_bytes=opt(
                 "namespace_name_max_size_bytes", DEFAULT_NAMESPACE_NAME_MAX_SIZE_BYTES
             ),
-            table_name_max_size_bytes=opt("table_name_max_size_bytes", DEFAULT_TABLE_NAME_MAX_SIZE_BYTES),
-            file_name_max_size_bytes=opt("file_name_max_size_bytes", DEFAULT_FILE_NAME_MAX_SIZE_BYTES),
-            node_file_max_size_bytes=opt("node_file_max_size_bytes", DEFAULT_NODE_FILE_MAX_SIZE_BYTES),
+            table_name_max_size_bytes=opt(
+                "table_name_max_size_bytes", DEFAULT_TABLE_NAME_MAX_SIZE_BYTES
+            ),
+            file_name_max_size_bytes=opt(
+                "file_name_max_size_bytes", DEFAULT_FILE_NAME_MAX_SIZE_BYTES
+            ),
+            node_file_max_size_bytes=opt(
+                "node_file_max_size_bytes", DEFAULT_NODE_FILE_MAX_SIZE_BYTES
+            ),
             properties=dict(msg.properties),
-            maximum_version_age_millis=opt("maximum_version_age_millis", DEFAULT_MAXIMUM_VERSION_AGE_MILLIS),
-            minimum_versions_to_keep=opt("minimum_versions_to_keep", DEFAULT_MINIMUM_VERSIONS_TO_KEEP),
+            maximum_version_age_millis=opt(
+                "maximum_version_age_millis", DEFAULT_MAXIMUM_VERSION_AGE_MILLIS
+            ),
+            minimum_versions_to_keep=opt(
+                "minimum_versions_to_keep", DEFAULT_MINIMUM_VERSIONS_TO_KEEP
+            ),
             maximum_version_age_millis_overrides=dict(msg.maximum_version_age_millis_overrides),
             exported_snapshots=dict(msg.exported_snapshots),
         )
@@ -198,9 +232,13 @@ class LakehouseDef:
         try:
             msg.ParseFromString(data)
         except (DecodeError, ValueError) as exc:
-            raise CorruptDefinitionError(location, f"not a LakehouseDef protobuf message ({exc})") from None
+            raise CorruptDefinitionError(
+                location, f"not a LakehouseDef protobuf message ({exc})"
+            ) from None
         if not msg.name:
-            raise CorruptDefinitionError(location, "lakehouse definition has no name; is this a lakehouse definition file?")
+            raise CorruptDefinitionError(
+                location, "lakehouse definition has no name; is this a lakehouse definition file?"
+            )
         return cls.from_message(msg).validate()
 
 
@@ -242,11 +280,21 @@ def decode_table_def(data: bytes, location: str) -> pb.TableDef:
 # Type names users bring from Spark, Iceberg and SQL, and the format's name for each: named in
 # the refusal, never taken silently (a definition stores the format's names only).
 ENGINE_TYPE_NAMES: Final = {
-    "SHORT": "INT2", "SMALLINT": "INT2",
-    "INT": "INT4", "INTEGER": "INT4", "LONG": "INT8", "BIGINT": "INT8",
-    "FLOAT": "FLOAT4", "REAL": "FLOAT4", "DOUBLE": "FLOAT8",
-    "STRING": "VARCHAR", "TEXT": "VARCHAR", "BOOL": "BOOLEAN", "BYTES": "BINARY",
-    "DATETIME": "TIMESTAMP", "ARRAY": "LIST",
+    "SHORT": "INT2",
+    "SMALLINT": "INT2",
+    "INT": "INT4",
+    "INTEGER": "INT4",
+    "LONG": "INT8",
+    "BIGINT": "INT8",
+    "FLOAT": "FLOAT4",
+    "REAL": "FLOAT4",
+    "DOUBLE": "FLOAT8",
+    "STRING": "VARCHAR",
+    "TEXT": "VARCHAR",
+    "BOOL": "BOOLEAN",
+    "BYTES": "BINARY",
+    "DATETIME": "TIMESTAMP",
+    "ARRAY": "LIST",
 }
 
 
@@ -256,9 +304,13 @@ def _string_map(values: Mapping[str, str] | None, what: str) -> dict[str, str]:
     out = {}
     for key, value in values.items():
         if not isinstance(key, str) or not isinstance(value, str):
-            raise InvalidArgumentError(f"{what} must map strings to strings; got {key!r}: {value!r}")
+            raise InvalidArgumentError(
+                f"{what} must map strings to strings; got {key!r}: {value!r}"
+            )
         if not key.strip():
-            raise InvalidArgumentError(f"{what} have an empty key (value {value!r}); give every property a name")
+            raise InvalidArgumentError(
+                f"{what} have an empty key (value {value!r}); give every property a name"
+            )
         out[key] = value
     return out
 
@@ -280,9 +332,19 @@ def column_from_value(value: Mapping[str, Any] | pb.Column, path: str = "column"
     if isinstance(value, pb.Column):
         return value
     if not isinstance(value, Mapping):
-        raise InvalidArgumentError(f"{path} must be a mapping with id, name and type; got {value!r}")
+        raise InvalidArgumentError(
+            f"{path} must be a mapping with id, name and type; got {value!r}"
+        )
     unknown = set(value) - {
-        "id", "name", "type", "nullable", "properties", "struct_fields", "map_key", "map_value", "list_element",
+        "id",
+        "name",
+        "type",
+        "nullable",
+        "properties",
+        "struct_fields",
+        "map_key",
+        "map_value",
+        "list_element",
     }
     if unknown:
         raise InvalidArgumentError(f"{path} has unknown fields {sorted(unknown)}")
@@ -295,7 +357,11 @@ def column_from_value(value: Mapping[str, Any] | pb.Column, path: str = "column"
                 f"{path} has type {type_name!r}{hint}; expected one of {', '.join(pb.DataType.keys())}"
             )
         type_value = pb.DataType.Value(type_name.upper())
-    elif isinstance(type_name, int) and not isinstance(type_name, bool) and type_name in pb.DataType.values():
+    elif (
+        isinstance(type_name, int)
+        and not isinstance(type_name, bool)
+        and type_name in pb.DataType.values()
+    ):
         type_value = type_name
     else:
         raise InvalidArgumentError(f"{path} needs a type, one of {', '.join(pb.DataType.keys())}")
@@ -303,10 +369,18 @@ def column_from_value(value: Mapping[str, Any] | pb.Column, path: str = "column"
     if not isinstance(name, str) or not name:
         raise InvalidArgumentError(f"{path} needs a non-empty name")
     column_id = value.get("id", 0)
-    if isinstance(column_id, bool) or not isinstance(column_id, int) or not 0 <= column_id < 1 << 32:
+    if (
+        isinstance(column_id, bool)
+        or not isinstance(column_id, int)
+        or not 0 <= column_id < 1 << 32
+    ):
         raise InvalidArgumentError(f"{path} {name!r} needs an integer id in 0..2^32-1 (uint32)")
-    column = pb.Column(id=column_id, name=name, type=pb.DataType.Name(type_value),
-                       nullable=bool(value.get("nullable", True)))
+    column = pb.Column(
+        id=column_id,
+        name=name,
+        type=pb.DataType.Name(type_value),
+        nullable=bool(value.get("nullable", True)),
+    )
     column.properties.update(_string_map(value.get("properties"), f"{path} properties"))
     for i, child in enumerate(value.get("struct_fields") or []):
         column.struct_fields.append(column_from_value(child, f"{path}.{name}.struct_fields[{i}]"))
@@ -331,9 +405,13 @@ def table_def(
 ) -> pb.TableDef:
     """Build and check a TableDef; column id references must name columns of the schema."""
     if table_type.upper() not in TABLE_TYPES:
-        raise InvalidArgumentError(f"table_type {table_type!r} must be one of {', '.join(TABLE_TYPES)}")
+        raise InvalidArgumentError(
+            f"table_type {table_type!r} must be one of {', '.join(TABLE_TYPES)}"
+        )
     if table_format.upper() not in TABLE_FORMATS:
-        raise InvalidArgumentError(f"table_format {table_format!r} must be one of {', '.join(TABLE_FORMATS)}")
+        raise InvalidArgumentError(
+            f"table_format {table_format!r} must be one of {', '.join(TABLE_FORMATS)}"
+        )
     msg = pb.TableDef(name=name, table_type=table_type.upper(), table_format=table_format.upper())
     seen_ids: set[int] = set()  # top-level ids: the ones key fields may name
     all_ids: set[int] = set()  # ids are unique across the whole schema, nested fields included
@@ -341,7 +419,9 @@ def table_def(
     for i, column in enumerate(columns):
         col = column_from_value(column, f"columns[{i}]")
         if col.name in seen_names:
-            raise InvalidArgumentError(f"column name {col.name!r} is used twice in table {name!r}; rename one")
+            raise InvalidArgumentError(
+                f"column name {col.name!r} is used twice in table {name!r}; rename one"
+            )
         seen_names.add(col.name)
         for part in (col, *_nested_columns(col)):
             if part.id in all_ids:
@@ -360,7 +440,9 @@ def table_def(
         ids = list(ids)
         missing = [i for i in ids if isinstance(i, bool) or i not in seen_ids]
         if missing:
-            raise InvalidArgumentError(f"{field_name} of table {name!r} names unknown column ids {missing}")
+            raise InvalidArgumentError(
+                f"{field_name} of table {name!r} names unknown column ids {missing}"
+            )
         getattr(msg, field_name).extend(ids)
     msg.properties.update(_string_map(properties, "table properties"))
     msg.format_properties.update(_string_map(format_properties, "table format_properties"))

@@ -11,9 +11,7 @@ from __future__ import annotations
 try:
     import pyiceberg  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "lakecore.iceberg needs pyiceberg: pip install 'lakecore[iceberg]'"
-    ) from exc
+    raise ImportError("lakecore.iceberg needs pyiceberg: pip install 'lakecore[iceberg]'") from exc
 
 from lakecore.iceberg.catalog import (
     METADATA_LOCATION_PROPERTY,

@@ -143,8 +143,12 @@ DEFAULT_WAREHOUSE_DIRECTORY: Final = "warehouse"
 CATALOG_OP_ATTEMPTS: Final = 5
 # Table properties that place files: every one must lie under the warehouse, as the table's
 # location does (pyiceberg writes data under write.data.path when it is set).
-WRITE_PATH_PROPERTIES: Final = ("write.data.path", "write.metadata.path", "write.object-storage.path",
-                                "write.folder-storage.path")
+WRITE_PATH_PROPERTIES: Final = (
+    "write.data.path",
+    "write.metadata.path",
+    "write.object-storage.path",
+    "write.folder-storage.path",
+)
 _HASH_SEGMENT_RE: Final = re.compile(r"^[01]{4}$")
 _SCHEME_RE: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -186,16 +190,22 @@ def _storage_options_of(properties: Mapping[str, Any]) -> dict[str, Any] | None:
     explicit = properties.get("storage_options")
     if explicit is not None:
         if not isinstance(explicit, Mapping):
-            raise InvalidArgumentError(f"storage_options must be a mapping, got {type(explicit).__name__}")
+            raise InvalidArgumentError(
+                f"storage_options must be a mapping, got {type(explicit).__name__}"
+            )
         return dict(explicit)
     text = properties.get(STORAGE_OPTIONS_PROPERTY)
     if text is not None:
         try:
             parsed = json.loads(text)
         except (TypeError, ValueError) as exc:
-            raise InvalidArgumentError(f"{STORAGE_OPTIONS_PROPERTY} must be a JSON object: {exc}") from None
+            raise InvalidArgumentError(
+                f"{STORAGE_OPTIONS_PROPERTY} must be a JSON object: {exc}"
+            ) from None
         if not isinstance(parsed, dict):
-            raise InvalidArgumentError(f"{STORAGE_OPTIONS_PROPERTY} must be a JSON object, got {text!r}")
+            raise InvalidArgumentError(
+                f"{STORAGE_OPTIONS_PROPERTY} must be a JSON object, got {text!r}"
+            )
         return parsed
 
     def first(*names: str) -> Any:
@@ -204,21 +214,37 @@ def _storage_options_of(properties: Mapping[str, Any]) -> dict[str, Any] | None:
                 return properties[name]
         return None
 
-    client_kwargs = {k: v for k, v in {"endpoint_url": first("s3.endpoint"),
-                                       "region_name": first("s3.region", "client.region")}.items() if v}
-    options: dict[str, Any] = {k: v for k, v in {
-        "key": first("s3.access-key-id", "client.access-key-id"),
-        "secret": first("s3.secret-access-key", "client.secret-access-key"),
-        "token": first("s3.session-token", "client.session-token"),
-    }.items() if v}
+    client_kwargs = {
+        k: v
+        for k, v in {
+            "endpoint_url": first("s3.endpoint"),
+            "region_name": first("s3.region", "client.region"),
+        }.items()
+        if v
+    }
+    options: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "key": first("s3.access-key-id", "client.access-key-id"),
+            "secret": first("s3.secret-access-key", "client.secret-access-key"),
+            "token": first("s3.session-token", "client.session-token"),
+        }.items()
+        if v
+    }
     if client_kwargs:
         options["client_kwargs"] = client_kwargs
     return options or None
 
 
 # The properties this catalog reads itself; the rest are pyiceberg's (FileIO, ...).
-OWN_PROPERTIES: Final = ("uri", WAREHOUSE_LOCATION, VERSION_PROPERTY, AS_OF_PROPERTY, CREATE_PROPERTY,
-                         STORAGE_OPTIONS_PROPERTY)
+OWN_PROPERTIES: Final = (
+    "uri",
+    WAREHOUSE_LOCATION,
+    VERSION_PROPERTY,
+    AS_OF_PROPERTY,
+    CREATE_PROPERTY,
+    STORAGE_OPTIONS_PROPERTY,
+)
 
 
 def _refuse_misspelt_properties(properties: Mapping[str, Any]) -> None:
@@ -230,16 +256,27 @@ def _refuse_misspelt_properties(properties: Mapping[str, Any]) -> None:
 
     import pyiceberg.io
 
-    known_io = sorted({v for v in vars(pyiceberg.io).values()
-                       if isinstance(v, str) and v.startswith(("s3.", "client."))})
+    known_io = sorted(
+        {
+            v
+            for v in vars(pyiceberg.io).values()
+            if isinstance(v, str) and v.startswith(("s3.", "client."))
+        }
+    )
     for key in properties:
         if key in OWN_PROPERTIES or key in known_io:
             continue
         candidates = list(OWN_PROPERTIES) + (known_io if key.startswith(("s3.", "client.")) else [])
         close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.8)
         if key.startswith("lakecore.") or close:
-            hint = f"did you mean {close[0]!r}?" if close else f"this catalog's own are {', '.join(OWN_PROPERTIES)}"
-            raise ValidationError(f"unknown catalog property {key!r}: {hint} (a misspelt property would be ignored)")
+            hint = (
+                f"did you mean {close[0]!r}?"
+                if close
+                else f"this catalog's own are {', '.join(OWN_PROPERTIES)}"
+            )
+            raise ValidationError(
+                f"unknown catalog property {key!r}: {hint} (a misspelt property would be ignored)"
+            )
 
 
 def _version_number(value: Any) -> int:
@@ -249,7 +286,9 @@ def _version_number(value: Any) -> int:
         return value
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         return int(value.strip())
-    raise InvalidArgumentError(f"{VERSION_PROPERTY} {value!r} is not a lakehouse version number (digits only)")
+    raise InvalidArgumentError(
+        f"{VERSION_PROPERTY} {value!r} is not a lakehouse version number (digits only)"
+    )
 
 
 def _as_of_millis(value: Any) -> int:
@@ -271,7 +310,9 @@ def _as_of_millis(value: Any) -> int:
                 f"{AS_OF_PROPERTY} {value!r} is neither epoch milliseconds nor an ISO-8601 time"
             ) from None
     else:
-        raise InvalidArgumentError(f"{AS_OF_PROPERTY} {value!r} is neither epoch milliseconds nor a time")
+        raise InvalidArgumentError(
+            f"{AS_OF_PROPERTY} {value!r} is neither epoch milliseconds nor a time"
+        )
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
     return int(when.timestamp() * 1000)
@@ -293,7 +334,9 @@ def _check_qualified(location: str, what: str) -> None:
     body = location.split("://", 1)[-1]
     segments = body.split("/")[1:] if "://" in location else body.split("/")
     if any(s in ("", ".", "..") for s in segments[:-1]) or segments[-1] in (".", ".."):
-        raise InvalidLocationError(f"{what} {location!r} is not qualified ('.', '..' or empty segments)")
+        raise InvalidLocationError(
+            f"{what} {location!r} is not qualified ('.', '..' or empty segments)"
+        )
 
 
 def _refuse_lakecore_directory(location: str, root_uri: str, what: str) -> None:
@@ -395,15 +438,24 @@ class LakecoreCatalog(MetastoreCatalog):
         self._lock = threading.RLock()
         uri = properties.get("uri")
         if not uri:
-            raise ValidationError("LakecoreCatalog needs a 'uri': the lakehouse root, such as s3://bucket/lake")
+            raise ValidationError(
+                "LakecoreCatalog needs a 'uri': the lakehouse root, such as s3://bucket/lake"
+            )
         try:
-            options = _storage_options_of({**properties, "storage_options": storage_options}
-                                          if storage_options is not None else properties)
-            self._lakehouse = self._open(str(uri), options, str(properties.get(CREATE_PROPERTY, "")).lower() == "true")
+            options = _storage_options_of(
+                {**properties, "storage_options": storage_options}
+                if storage_options is not None
+                else properties
+            )
+            self._lakehouse = self._open(
+                str(uri), options, str(properties.get(CREATE_PROPERTY, "")).lower() == "true"
+            )
             self._view: LakehouseView | None = None
             version, as_of = properties.get(VERSION_PROPERTY), properties.get(AS_OF_PROPERTY)
             if version is not None and as_of is not None:
-                raise InvalidArgumentError(f"give '{VERSION_PROPERTY}' or '{AS_OF_PROPERTY}', not both")
+                raise InvalidArgumentError(
+                    f"give '{VERSION_PROPERTY}' or '{AS_OF_PROPERTY}', not both"
+                )
             if version is not None:
                 self._view = self._lakehouse.at_version(_version_number(version))
             elif as_of is not None:
@@ -453,8 +505,10 @@ class LakecoreCatalog(MetastoreCatalog):
     def _read_only_why(self, what: str) -> str | None:
         """Why ``what`` is refused (a time-travel catalog, an exported copy); None if it is not."""
         if self._view is not None:
-            return (f"{what}: this catalog is read-only, opened at lakehouse version {self._view.version}; "
-                    "open it without 'version'/'as_of' to make changes")
+            return (
+                f"{what}: this catalog is read-only, opened at lakehouse version {self._view.version}; "
+                "open it without 'version'/'as_of' to make changes"
+            )
         try:
             self._lakehouse.require_writable(what)
         except ReadOnlyLakehouseError as exc:
@@ -489,16 +543,24 @@ class LakecoreCatalog(MetastoreCatalog):
 
     # -- names --------------------------------------------------------------------------------
 
-    def _namespace(self, namespace: str | Identifier, err: type[Exception] = NoSuchNamespaceError) -> str:
+    def _namespace(
+        self, namespace: str | Identifier, err: type[Exception] = NoSuchNamespaceError
+    ) -> str:
         parts = Catalog.identifier_to_tuple(namespace)
         if len(parts) != 1:
-            raise err(f"namespace {'.'.join(parts)!r}: hierarchical namespaces are not supported by a lakehouse")
+            raise err(
+                f"namespace {'.'.join(parts)!r}: hierarchical namespaces are not supported by a lakehouse"
+            )
         return parts[0]
 
-    def _table(self, identifier: str | Identifier, err: type[Exception] = NoSuchTableError) -> tuple[str, str]:
+    def _table(
+        self, identifier: str | Identifier, err: type[Exception] = NoSuchTableError
+    ) -> tuple[str, str]:
         parts = Catalog.identifier_to_tuple(identifier)
         if len(parts) != 2:
-            raise err(f"table {'.'.join(parts)!r}: a table identifier is 'namespace.table' (flat namespaces only)")
+            raise err(
+                f"table {'.'.join(parts)!r}: a table identifier is 'namespace.table' (flat namespaces only)"
+            )
         return parts[0], parts[1]
 
     # -- locations ----------------------------------------------------------------------------
@@ -544,13 +606,22 @@ class LakecoreCatalog(MetastoreCatalog):
     def _purgeable_roots(self, metadata: TableMetadata) -> list[str]:
         """Where a purge may delete: the table's location and its own write paths (each checked
         as ``_check_metadata`` checks them; one that fails is left out)."""
-        locations = (metadata.location, *(metadata.properties.get(n) for n in WRITE_PATH_PROPERTIES))
-        return [normalize_location(str(loc)) for loc in locations if loc and self._location_allowed(str(loc))]
+        locations = (
+            metadata.location,
+            *(metadata.properties.get(n) for n in WRITE_PATH_PROPERTIES),
+        )
+        return [
+            normalize_location(str(loc))
+            for loc in locations
+            if loc and self._location_allowed(str(loc))
+        ]
 
     def _may_purge(self, path: str, roots: list[str]) -> bool:
         # The path's own check too: a '..' segment would lead out of a root it textually starts with.
         normalized = normalize_location(path)
-        return any(normalized.startswith(root + "/") for root in roots) and self._location_allowed(path)
+        return any(normalized.startswith(root + "/") for root in roots) and self._location_allowed(
+            path
+        )
 
     def _get_default_warehouse_location(self, database_name: str, table_name: str) -> str:
         # Unique per table (see the module docstring); pyiceberg's is <warehouse>/<ns>/<table>.
@@ -629,7 +700,9 @@ class LakecoreCatalog(MetastoreCatalog):
         """
         self._refuse_read_only("create_table")
         ns, name = self._table(identifier, ValidationError)
-        staged = self._create_staged_table((ns, name), schema, location, partition_spec, sort_order, properties)
+        staged = self._create_staged_table(
+            (ns, name), schema, location, partition_spec, sort_order, properties
+        )
         self._check_metadata(staged.metadata, staged.metadata_location)
         self._refuse_taken_or_homeless(ns, name)
         self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
@@ -649,7 +722,9 @@ class LakecoreCatalog(MetastoreCatalog):
         self._refuse_read_only("create_table_transaction")
         ns, name = self._table(identifier, ValidationError)
         self._refuse_taken_or_homeless(ns, name)
-        return super().create_table_transaction((ns, name), schema, location, partition_spec, sort_order, properties)
+        return super().create_table_transaction(
+            (ns, name), schema, location, partition_spec, sort_order, properties
+        )
 
     def _refuse_taken_or_homeless(self, ns: str, name: str) -> None:
         """Fail before anything is written: a bad name, a missing namespace, a table that exists
@@ -661,15 +736,23 @@ class LakecoreCatalog(MetastoreCatalog):
             if view.table_exists(ns, name):
                 raise AlreadyExistsError(f"table {ns}.{name} already exists")
 
-    def _commit_new_table(self, ns: str, name: str, metadata: TableMetadata, metadata_location: str,
-                          table_type: str) -> None:
+    def _commit_new_table(
+        self, ns: str, name: str, metadata: TableMetadata, metadata_location: str, table_type: str
+    ) -> None:
         def create(tx: Transaction) -> None:
-            tx.create_table(ns, name, columns=columns_of(metadata.schema()), table_type=table_type,
-                            format_properties={METADATA_LOCATION_PROPERTY: metadata_location})
+            tx.create_table(
+                ns,
+                name,
+                columns=columns_of(metadata.schema()),
+                table_type=table_type,
+                format_properties={METADATA_LOCATION_PROPERTY: metadata_location},
+            )
 
         self._change("create_table", create, not_found=NoSuchNamespaceError)
 
-    def register_table(self, identifier: str | Identifier, metadata_location: str, overwrite: bool = False) -> Table:
+    def register_table(
+        self, identifier: str | Identifier, metadata_location: str, overwrite: bool = False
+    ) -> Table:
         """Register an existing metadata file (under the warehouse) as a table.
 
         With ``overwrite`` an existing table is pointed at ``metadata_location`` instead.
@@ -691,11 +774,20 @@ class LakecoreCatalog(MetastoreCatalog):
             if overwrite and tx.table_exists(ns, name):
                 current = tx.load_table(ns, name).format_properties.get(METADATA_LOCATION_PROPERTY)
                 previous = {PREVIOUS_METADATA_LOCATION_PROPERTY: current} if current else {}
-                tx.update_table(ns, name, columns=columns,
-                                format_properties={METADATA_LOCATION_PROPERTY: metadata_location, **previous})
+                tx.update_table(
+                    ns,
+                    name,
+                    columns=columns,
+                    format_properties={METADATA_LOCATION_PROPERTY: metadata_location, **previous},
+                )
             else:
-                tx.create_table(ns, name, columns=columns, table_type="EXTERNAL",
-                                format_properties={METADATA_LOCATION_PROPERTY: metadata_location})
+                tx.create_table(
+                    ns,
+                    name,
+                    columns=columns,
+                    table_type="EXTERNAL",
+                    format_properties={METADATA_LOCATION_PROPERTY: metadata_location},
+                )
 
         self._change("register_table", register, not_found=NoSuchNamespaceError)
         return self.load_table((ns, name))
@@ -742,8 +834,11 @@ class LakecoreCatalog(MetastoreCatalog):
         roots = self._purgeable_roots(table.metadata)
         io = table.io
         manifests = [m for snapshot in table.metadata.snapshots for m in snapshot.manifests(io)]
-        data_files = {entry.data_file.file_path for manifest in manifests
-                      for entry in manifest.fetch_manifest_entry(io, discard_deleted=False)}
+        data_files = {
+            entry.data_file.file_path
+            for manifest in manifests
+            for entry in manifest.fetch_manifest_entry(io, discard_deleted=False)
+        }
         skipped: list[str] = []
 
         def ours(paths: set[str]) -> set[str]:
@@ -754,13 +849,23 @@ class LakecoreCatalog(MetastoreCatalog):
         delete_files(io, ours(data_files), "data")
         delete_files(io, ours({m.manifest_path for m in manifests}), MANIFEST)
         delete_files(io, ours({s.manifest_list for s in table.metadata.snapshots}), MANIFEST_LIST)
-        delete_files(io, ours({log.metadata_file for log in table.metadata.metadata_log}), PREVIOUS_METADATA)
+        delete_files(
+            io, ours({log.metadata_file for log in table.metadata.metadata_log}), PREVIOUS_METADATA
+        )
         delete_files(io, ours({table.metadata_location}), METADATA)
         if skipped:
-            _LOG.warning("purge_table %s.%s left %d file(s) outside the table's own locations %s: %s", ns, name,
-                         len(skipped), roots, ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""))
+            _LOG.warning(
+                "purge_table %s.%s left %d file(s) outside the table's own locations %s: %s",
+                ns,
+                name,
+                len(skipped),
+                roots,
+                ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""),
+            )
 
-    def rename_table(self, from_identifier: str | Identifier, to_identifier: str | Identifier) -> Table:
+    def rename_table(
+        self, from_identifier: str | Identifier, to_identifier: str | Identifier
+    ) -> Table:
         """Move the table's definition to the new name in one lakehouse commit (its files stay
         where they are, as in every Iceberg catalog).
 
@@ -786,10 +891,16 @@ class LakecoreCatalog(MetastoreCatalog):
                 if tx.table_exists(to_ns, to_name):
                     raise AlreadyExistsError(f"table {to_ns}.{to_name} already exists")
                 tx.create_table(
-                    to_ns, to_name, columns=list(current.schema.columns), table_format=current.table_format or "ICEBERG",
-                    table_type=current.table_type or "MANAGED", properties=current.properties,
-                    format_properties=current.format_properties, distribution_keys=current.distribution_keys,
-                    primary_key=current.primary_key, sort_keys=current.sort_keys,
+                    to_ns,
+                    to_name,
+                    columns=list(current.schema.columns),
+                    table_format=current.table_format or "ICEBERG",
+                    table_type=current.table_type or "MANAGED",
+                    properties=current.properties,
+                    format_properties=current.format_properties,
+                    distribution_keys=current.distribution_keys,
+                    primary_key=current.primary_key,
+                    sort_keys=current.sort_keys,
                     unique_columns=current.unique_columns,
                 )
             tx.drop_table(from_ns, from_name)
@@ -798,7 +909,10 @@ class LakecoreCatalog(MetastoreCatalog):
         return self.load_table((to_ns, to_name))
 
     def commit_table(
-        self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
+        self,
+        table: Table,
+        requirements: tuple[TableRequirement, ...],
+        updates: tuple[TableUpdate, ...],
     ) -> CommitTableResponse:
         """Apply ``updates`` to the current metadata if ``requirements`` hold, write the new
         metadata file, and commit it to the lakehouse if the table is still at the metadata
@@ -824,14 +938,26 @@ class LakecoreCatalog(MetastoreCatalog):
             assert response is not None  # a fresh attempt returns or raises
             return response
 
-    def _commit_once(self, ns: str, name: str, table: Table, requirements: tuple[TableRequirement, ...],
-                     updates: tuple[TableUpdate, ...], *, fresh: bool) -> CommitTableResponse | None:
+    def _commit_once(
+        self,
+        ns: str,
+        name: str,
+        table: Table,
+        requirements: tuple[TableRequirement, ...],
+        updates: tuple[TableUpdate, ...],
+        *,
+        fresh: bool,
+    ) -> CommitTableResponse | None:
         """One commit attempt; None when a non-fresh attempt lost a race it may redo fresh."""
         lakehouse = self._lakehouse.refresh() if fresh else self._lakehouse
         tx = lakehouse.transaction()
         with _translated(invalid=NoSuchTableError):
             definition = tx.load_table(ns, name) if tx.table_exists(ns, name) else None
-        base_location = None if definition is None else definition.format_properties.get(METADATA_LOCATION_PROPERTY)
+        base_location = (
+            None
+            if definition is None
+            else definition.format_properties.get(METADATA_LOCATION_PROPERTY)
+        )
         if not fresh and (base_location is None or base_location != table.metadata_location):
             tx.abort()
             return None  # the caller knows a newer state than this object: read the latest
@@ -852,13 +978,22 @@ class LakecoreCatalog(MetastoreCatalog):
         with _translated(not_found=NoSuchNamespaceError, in_commit=True):
             try:
                 if current is None:
-                    tx.create_table(ns, name, columns=columns,
-                                    format_properties={METADATA_LOCATION_PROPERTY: staged.metadata_location})
+                    tx.create_table(
+                        ns,
+                        name,
+                        columns=columns,
+                        format_properties={METADATA_LOCATION_PROPERTY: staged.metadata_location},
+                    )
                 else:
-                    tx.update_table(ns, name, columns=columns, format_properties={
-                        METADATA_LOCATION_PROPERTY: staged.metadata_location,
-                        PREVIOUS_METADATA_LOCATION_PROPERTY: current.metadata_location,
-                    })
+                    tx.update_table(
+                        ns,
+                        name,
+                        columns=columns,
+                        format_properties={
+                            METADATA_LOCATION_PROPERTY: staged.metadata_location,
+                            PREVIOUS_METADATA_LOCATION_PROPERTY: current.metadata_location,
+                        },
+                    )
             except BaseException:
                 tx.abort()
                 raise
@@ -869,13 +1004,17 @@ class LakecoreCatalog(MetastoreCatalog):
                 if not fresh:
                     return None
                 if current is None and lakehouse.refresh().table_exists(ns, name):
-                    raise AlreadyExistsError(f"table {ns}.{name} was created by another commit") from None
+                    raise AlreadyExistsError(
+                        f"table {ns}.{name} was created by another commit"
+                    ) from None
                 raise
         return _response(staged.metadata, staged.metadata_location)
 
     # -- namespaces ---------------------------------------------------------------------------
 
-    def create_namespace(self, namespace: str | Identifier, properties: Properties = EMPTY_DICT) -> None:
+    def create_namespace(
+        self, namespace: str | Identifier, properties: Properties = EMPTY_DICT
+    ) -> None:
         """Create a namespace with ``properties``.
 
         Raises:
@@ -885,8 +1024,11 @@ class LakecoreCatalog(MetastoreCatalog):
         self._refuse_read_only("create_namespace")
         ns = self._namespace(namespace, ValidationError)
         self._check_namespace_location(properties)
-        self._change("create_namespace", lambda tx: tx.create_namespace(ns, dict(properties)),
-                     exists=NamespaceAlreadyExistsError)
+        self._change(
+            "create_namespace",
+            lambda tx: tx.create_namespace(ns, dict(properties)),
+            exists=NamespaceAlreadyExistsError,
+        )
 
     def drop_namespace(self, namespace: str | Identifier) -> None:
         """Drop an empty namespace.
@@ -897,8 +1039,12 @@ class LakecoreCatalog(MetastoreCatalog):
         """
         self._refuse_read_only("drop_namespace")
         ns = self._namespace(namespace)
-        self._change("drop_namespace", lambda tx: tx.drop_namespace(ns), not_found=NoSuchNamespaceError,
-                     invalid=NoSuchNamespaceError)
+        self._change(
+            "drop_namespace",
+            lambda tx: tx.drop_namespace(ns),
+            not_found=NoSuchNamespaceError,
+            invalid=NoSuchNamespaceError,
+        )
 
     def list_namespaces(self, namespace: str | Identifier = ()) -> list[Identifier]:
         """Every namespace; namespaces are flat, so a namespace has none below it.
@@ -911,7 +1057,9 @@ class LakecoreCatalog(MetastoreCatalog):
             if namespace:
                 ns = self._namespace(namespace)
                 if not view.namespace_exists(ns):
-                    raise NotFoundError(f"namespace {ns!r} does not exist at version {view.version}")
+                    raise NotFoundError(
+                        f"namespace {ns!r} does not exist at version {view.version}"
+                    )
                 return []
             return [(ns,) for ns in view.list_namespaces()]
 
@@ -926,7 +1074,10 @@ class LakecoreCatalog(MetastoreCatalog):
             return dict(self._read().load_namespace(ns).properties)
 
     def update_namespace_properties(
-        self, namespace: str | Identifier, removals: set[str] | None = None, updates: Properties = EMPTY_DICT
+        self,
+        namespace: str | Identifier,
+        removals: set[str] | None = None,
+        updates: Properties = EMPTY_DICT,
     ) -> PropertiesUpdateSummary:
         """Remove ``removals`` and set ``updates`` in one commit.
 
@@ -944,8 +1095,12 @@ class LakecoreCatalog(MetastoreCatalog):
             tx.update_namespace(ns, dict(updates), remove_properties=removals or ())
             return summary
 
-        return self._change("update_namespace_properties", update, not_found=NoSuchNamespaceError,
-                            invalid=NoSuchNamespaceError)
+        return self._change(
+            "update_namespace_properties",
+            update,
+            not_found=NoSuchNamespaceError,
+            invalid=NoSuchNamespaceError,
+        )
 
     # -- views: not supported -----------------------------------------------------------------
 

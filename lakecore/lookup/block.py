@@ -163,7 +163,6 @@ def _int32_view(raw: bytes, offset: int, count: int) -> Sequence[int]:
     return struct.unpack_from(f"<{count}i", raw, offset)
 
 
-
 class Block:
     """A decoded raw block, searched in place.
 

@@ -61,8 +61,12 @@ class CacheStats:
 class VersionCache:
     """Lookup files of tree versions on local disk, LRU-evicted under a byte cap."""
 
-    def __init__(self, folder: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
-                 compression: str = "zstd") -> None:
+    def __init__(
+        self,
+        folder: str | Path | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        compression: str = "zstd",
+    ) -> None:
         if max_bytes <= 0:
             raise InvalidArgumentError(f"cache max_bytes must be positive, got {max_bytes}")
         self.folder = Path(folder) if folder is not None else default_cache_folder()
@@ -89,7 +93,9 @@ class VersionCache:
                 return path
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:  # a mistyped --cache-dir, or one under a file: the operator's to fix
+            except (
+                OSError
+            ) as exc:  # a mistyped --cache-dir, or one under a file: the operator's to fix
                 raise InvalidArgumentError(
                     f"lookup cache folder {self.folder} cannot be used: {exc.strerror or exc} "
                     f"({exc.filename or path.parent}); give --cache-dir a folder you can write (or set LAKECORE_CACHE_DIR)"
@@ -117,8 +123,11 @@ class VersionCache:
         for store in self.folder.iterdir():
             if not _STORE_FOLDER.fullmatch(store.name) or store.is_symlink() or not store.is_dir():
                 continue
-            found.extend(path for path in store.iterdir()
-                         if _CACHE_FILE.fullmatch(path.name) and not path.is_symlink() and path.is_file())
+            found.extend(
+                path
+                for path in store.iterdir()
+                if _CACHE_FILE.fullmatch(path.name) and not path.is_symlink() and path.is_file()
+            )
         return found
 
     def size_bytes(self) -> int:

@@ -20,9 +20,14 @@ def _cache(args: argparse.Namespace) -> VersionCache:
     )
 
     if args.cache_max_bytes <= 0:
-        raise InvalidArgumentError(f"--cache-max-bytes must be a positive number of bytes, got {args.cache_max_bytes}")
-    return VersionCache(args.cache_dir, max_bytes=args.cache_max_bytes) if args.cache_dir else VersionCache(
-        max_bytes=args.cache_max_bytes)
+        raise InvalidArgumentError(
+            f"--cache-max-bytes must be a positive number of bytes, got {args.cache_max_bytes}"
+        )
+    return (
+        VersionCache(args.cache_dir, max_bytes=args.cache_max_bytes)
+        if args.cache_dir
+        else VersionCache(max_bytes=args.cache_max_bytes)
+    )
 
 
 def _lookup_keys(args: argparse.Namespace, view: Any) -> list[str]:
@@ -33,7 +38,9 @@ def _lookup_keys(args: argparse.Namespace, view: Any) -> list[str]:
         if args.table is not None:
             raise InvalidArgumentError("lookup get: --table needs --namespace")
         if not args.keys:
-            raise InvalidArgumentError("lookup get needs one or more KEYs, or --namespace NS [--table T]")
+            raise InvalidArgumentError(
+                "lookup get needs one or more KEYs, or --namespace NS [--table T]"
+            )
         return list(args.keys)
     if args.keys:
         raise InvalidArgumentError("lookup get takes raw KEYs or --namespace/--table, not both")
@@ -48,14 +55,20 @@ def cmd_lookup(args: argparse.Namespace) -> int:
     cache = _cache(args)
     view = open_view(args, resolve_version(args))
     if args.action != "get" and (args.namespace is not None or args.table is not None or args.keys):
-        raise InvalidArgumentError(f"lookup {args.action} takes no KEY and no --namespace/--table (only lookup get "
-                                   "does)")
+        raise InvalidArgumentError(
+            f"lookup {args.action} takes no KEY and no --namespace/--table (only lookup get does)"
+        )
     if args.action == "get":
         keys = _lookup_keys(args, view)
     path = cache.file_for(view)
     if args.action == "build":
-        out = {"version": view.version, "path": str(path), "bytes": path.stat().st_size,
-               "built": cache.stats.builds > 0, "entries": cache.stats.entries_built}
+        out = {
+            "version": view.version,
+            "path": str(path),
+            "bytes": path.stat().st_size,
+            "built": cache.stats.builds > 0,
+            "entries": cache.stats.entries_built,
+        }
         emit(args, f"version {view.version}: {path} ({out['bytes']} bytes)", out)
         return ExitCode.OK
     with LookupReader(str(path)) as reader:
@@ -68,9 +81,14 @@ def cmd_lookup(args: argparse.Namespace) -> int:
     values = [None if v is None else v.decode("utf-8") for v in found]
     if args.keys:
         _hint_unpadded(keys, values, view)
-    emit(args, "\n".join(f"{key!r}\t{value if value is not None else '(absent)'}"
-                         for key, value in zip(keys, values, strict=True)),
-         dict(zip(keys, values, strict=True)))
+    emit(
+        args,
+        "\n".join(
+            f"{key!r}\t{value if value is not None else '(absent)'}"
+            for key, value in zip(keys, values, strict=True)
+        ),
+        dict(zip(keys, values, strict=True)),
+    )
     return ExitCode.OK if all(v is not None for v in values) else ExitCode.NOT_FOUND
 
 
@@ -88,8 +106,11 @@ def _hint_unpadded(keys: list[str], values: list[str | None], view: Any) -> None
         try:
             K.parse_key(key, view.lakehouse_def)
         except LakecoreError:
-            print(f"lakecore: {key!r} is not an object key as stored (B=== or C=== and names padded to their "
-                  "full width); use --namespace NS [--table T] to look a name up", file=sys.stderr)
+            print(
+                f"lakecore: {key!r} is not an object key as stored (B=== or C=== and names padded to their "
+                "full width); use --namespace NS [--table T] to look a name up",
+                file=sys.stderr,
+            )
 
 
 def _field_lines(fields: list[dict[str, Any]] | None) -> list[str]:
@@ -114,21 +135,42 @@ def cmd_diff(args: argparse.Namespace) -> int:
     diff = diff_versions(old, new, cache)
     old_items = {k: v for k, v in diff.removed} | {k: a for k, a, _ in diff.changed}
     new_items = {k: v for k, v in diff.added} | {k: b for k, _, b in diff.changed}
-    changes = {c.key: c for c in catalog_diff(old_items, new_items, new.lakehouse_def, old_view=old, new_view=new)}
+    changes = {
+        c.key: c
+        for c in catalog_diff(old_items, new_items, new.lakehouse_def, old_view=old, new_view=new)
+    }
 
     def described(key: str) -> dict[str, Any]:
         change = changes.get(key)
         if change is None:
             return {"object": key.rstrip(), "kind": None, "namespace": None, "table": None}
-        return {"object": change.name, "kind": change.kind, "namespace": change.namespace, "table": change.table}
+        return {
+            "object": change.name,
+            "kind": change.kind,
+            "namespace": change.namespace,
+            "table": change.table,
+        }
 
-    data: dict[str, Any] = {"old": diff.old, "new": diff.new,
-            "added": [{"key": k, **described(k), "pvalue": v} for k, v in diff.added],
-            "removed": [{"key": k, **described(k), "pvalue": v} for k, v in diff.removed],
-            "changed": [{"key": k, **described(k), "old": a, "new": b,
-                         "fields": changes[k].fields if k in changes else None} for k, a, b in diff.changed]}
-    lines = [f"version {diff.old} -> {diff.new}: {len(diff.added)} added, {len(diff.removed)} removed, "
-             f"{len(diff.changed)} changed"]
+    data: dict[str, Any] = {
+        "old": diff.old,
+        "new": diff.new,
+        "added": [{"key": k, **described(k), "pvalue": v} for k, v in diff.added],
+        "removed": [{"key": k, **described(k), "pvalue": v} for k, v in diff.removed],
+        "changed": [
+            {
+                "key": k,
+                **described(k),
+                "old": a,
+                "new": b,
+                "fields": changes[k].fields if k in changes else None,
+            }
+            for k, a, b in diff.changed
+        ],
+    }
+    lines = [
+        f"version {diff.old} -> {diff.new}: {len(diff.added)} added, {len(diff.removed)} removed, "
+        f"{len(diff.changed)} changed"
+    ]
     for item in data["added"]:
         lines.append(f"  + {item['kind'] or 'key'} {item['object']}")
     for item in data["removed"]:
@@ -145,13 +187,24 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
     the command line's shared options (``--json``)."""
 
     def cache_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--cache-dir", help="lookup cache folder (default LAKECORE_CACHE_DIR or ~/.cache/lakecore/lookup)")
-        p.add_argument("--cache-max-bytes", type=int, default=2 << 30, metavar="N",
-                       help="evict the oldest lookup files beyond N bytes (default 2 GiB)")
+        p.add_argument(
+            "--cache-dir",
+            help="lookup cache folder (default LAKECORE_CACHE_DIR or ~/.cache/lakecore/lookup)",
+        )
+        p.add_argument(
+            "--cache-max-bytes",
+            type=int,
+            default=2 << 30,
+            metavar="N",
+            help="evict the oldest lookup files beyond N bytes (default 2 GiB)",
+        )
 
     p = subcommand(sub, "lookup", "local lookup files of versions: build, get, stats")
-    p.add_argument("action", choices=["build", "get", "stats"], help="build a version's lookup file, get keys "
-                   "through it, or show its statistics")
+    p.add_argument(
+        "action",
+        choices=["build", "get", "stats"],
+        help="build a version's lookup file, get keys through it, or show its statistics",
+    )
     p.add_argument("keys", nargs="*", metavar="KEY", help="get: raw object keys (padded as stored)")
     p.add_argument("--namespace", help="get: look up this namespace's key (instead of raw KEYs)")
     p.add_argument("--table", help="get: with --namespace, look up this table's key")
@@ -159,8 +212,12 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
     cache_options(p)
     p.set_defaults(func=cmd_lookup)
 
-    p = subcommand(sub, "diff", "namespaces and tables added, removed and changed between two versions, "
-                   "with the changed fields")
+    p = subcommand(
+        sub,
+        "diff",
+        "namespaces and tables added, removed and changed between two versions, "
+        "with the changed fields",
+    )
     p.add_argument("old", type=int, help="the older version")
     p.add_argument("new", type=int, help="the newer version")
     cache_options(p)

@@ -149,9 +149,7 @@ class BlockDecompressor:
 
     def __init__(self, max_block_bytes: int = DEFAULT_MAX_BLOCK_BYTES) -> None:
         if not 0 < max_block_bytes <= MAX_INT32:
-            raise ValueError(
-                f"max_block_bytes must be in [1, {MAX_INT32}], not {max_block_bytes}"
-            )
+            raise ValueError(f"max_block_bytes must be in [1, {MAX_INT32}], not {max_block_bytes}")
         self._max_block_bytes = max_block_bytes
         # One decompression context per reader: creating one costs more than decompressing a
         # typical 64 KiB block of catalog keys.
@@ -255,9 +253,7 @@ def _framed_block(payload: bytes, declared: int, name: str) -> bytes:
             f"the body holds {len(payload) - _LENGTHS_HEADER.size}"
         )
     if original_length != declared:
-        raise ValueError(
-            f"{name} header says {original_length} bytes, the block header {declared}"
-        )
+        raise ValueError(f"{name} header says {original_length} bytes, the block header {declared}")
     return payload[_LENGTHS_HEADER.size :]
 
 

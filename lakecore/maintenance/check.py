@@ -145,32 +145,54 @@ def _in_bounds(key: str, low: str | None, high: str | None) -> bool:
 class TreeChecker:
     """Checks nodes of one tree shape; ``check_values`` also checks pvalues as locations."""
 
-    def __init__(self, store: NodeStore, shape: TreeShape, *, check_values: bool = False,
-                 collect_paths: bool = False) -> None:
+    def __init__(
+        self,
+        store: NodeStore,
+        shape: TreeShape,
+        *,
+        check_values: bool = False,
+        collect_paths: bool = False,
+    ) -> None:
         self.store = store
         self.shape = shape
         self.check_values = check_values
         self.collect_paths = collect_paths
 
-    def check_root(self, root: Node, root_location: str, root_size: int | None = None) -> CheckReport:
+    def check_root(
+        self, root: Node, root_location: str, root_size: int | None = None
+    ) -> CheckReport:
         """Check a whole version from its (already decoded) root node."""
         report = CheckReport()
-        self._check_node(root, root_location, root_size, None, None, 1, True, report, set(), (root_location,))
+        self._check_node(
+            root, root_location, root_size, None, None, 1, True, report, set(), (root_location,)
+        )
         if len(report.leaf_depths) > 1:
             report.violations.append(
-                Violation(root_location, "leaf-depth", f"leaves at depths {sorted(report.leaf_depths)}; all must be equal")
+                Violation(
+                    root_location,
+                    "leaf-depth",
+                    f"leaves at depths {sorted(report.leaf_depths)}; all must be equal",
+                )
             )
         return report
 
-    def check_subtree(self, location: str, low: str | None, high: str | None, depth: int,
-                      ancestors: tuple[str, ...] = ()) -> CheckReport:
+    def check_subtree(
+        self,
+        location: str,
+        low: str | None,
+        high: str | None,
+        depth: int,
+        ancestors: tuple[str, ...] = (),
+    ) -> CheckReport:
         """Check the subtree at ``location`` whose root sits at ``depth`` (root = 1) with the
         inherited bounds ``low`` < keys < ``high``. Leaf depths are reported, not judged: the
         caller compares them across subtrees."""
         report = CheckReport()
         node, size = self._load(location, report)
         if node is not None:
-            self._check_node(node, location, size, low, high, depth, False, report, set(), (*ancestors, location))
+            self._check_node(
+                node, location, size, low, high, depth, False, report, set(), (*ancestors, location)
+            )
         return report
 
     def _load(self, location: str, report: CheckReport) -> tuple[Node | None, int]:
@@ -182,7 +204,9 @@ class TreeChecker:
             # of reporting a violation that would send an operator off to repair it.
             raise
         except LakecoreError as exc:
-            report.violations.append(Violation(location, UNREADABLE_NODE, " ".join(str(exc).split())))
+            report.violations.append(
+                Violation(location, UNREADABLE_NODE, " ".join(str(exc).split()))
+            )
             return None, 0
         return node, size
 
@@ -217,9 +241,15 @@ class TreeChecker:
         if size is not None:
             report.bytes_checked += size
             if size > self.shape.node_file_max_size_bytes:
-                add("file-size", f"{size} bytes, over node_file_max_size_bytes={self.shape.node_file_max_size_bytes}")
+                add(
+                    "file-size",
+                    f"{size} bytes, over node_file_max_size_bytes={self.shape.node_file_max_size_bytes}",
+                )
         if depth > self.shape.max_depth:
-            add("depth", f"depth {depth} exceeds the {self.shape.max_depth} levels order {self.shape.order} allows")
+            add(
+                "depth",
+                f"depth {depth} exceeds the {self.shape.max_depth} levels order {self.shape.order} allows",
+            )
             return
         if not is_root:
             for key in K.ROOT_ONLY_SYSTEM_KEYS:
@@ -227,13 +257,18 @@ class TreeChecker:
                     add("system-rows", f"non-root node carries root-only system key {key!r}")
         n_keys = len(node.keys)
         if n_keys > self.shape.max_keys:
-            add("key-count", f"{n_keys} keys; order {self.shape.order} allows {self.shape.max_keys}")
+            add(
+                "key-count", f"{n_keys} keys; order {self.shape.order} allows {self.shape.max_keys}"
+            )
         for i in range(1, n_keys):
             if node.keys[i] <= node.keys[i - 1]:
                 add("key-order", f"key {node.keys[i]!r} follows {node.keys[i - 1]!r}")
         for key in node.keys:
             if not _in_bounds(key, low, high):
-                add("key-bounds", f"key {key!r} outside the range ({low!r}, {high!r}) its ancestors give it")
+                add(
+                    "key-bounds",
+                    f"key {key!r} outside the range ({low!r}, {high!r}) its ancestors give it",
+                )
         for key in node.buffer:
             if not _in_bounds(key, low, high):
                 add(
@@ -257,7 +292,10 @@ class TreeChecker:
         if is_root and n_children < 2:
             add("fill", "an internal root needs at least 2 children")
         if not is_root and n_children < self.shape.min_internal_children:
-            add("fill", f"{n_children} children; a non-root internal node needs {self.shape.min_internal_children}")
+            add(
+                "fill",
+                f"{n_children} children; a non-root internal node needs {self.shape.min_internal_children}",
+            )
         self._read_ahead([c for c in node.children if c not in ancestors and c not in visited])
         for i, child in enumerate(node.children):
             if child in ancestors:
@@ -272,8 +310,18 @@ class TreeChecker:
             loaded, child_size = self._load(child, report)
             if loaded is None:
                 continue
-            self._check_node(loaded, child, child_size, child_low, child_high, depth + 1, False, report,
-                             visited, (*ancestors, child))
+            self._check_node(
+                loaded,
+                child,
+                child_size,
+                child_low,
+                child_high,
+                depth + 1,
+                False,
+                report,
+                visited,
+                (*ancestors, child),
+            )
 
     @staticmethod
     def _check_value(value: str, add: Callable[[str, str], None]) -> None:

@@ -81,20 +81,31 @@ class Clocks:
         if self.store_unreadable:
             if aged is None:
                 return None  # nothing was aged by a clock: there is nothing to say about one
-            return (f"the store's answer carried no readable Date, so {aged} were aged by this machine's clock "
-                    "alone: keep it right (NTP)")
+            return (
+                f"the store's answer carried no readable Date, so {aged} were aged by this machine's clock "
+                "alone: keep it right (NTP)"
+            )
         skew = self.skew_millis
         if skew is None or abs(skew) <= CLOCK_SKEW_TOLERANCE_MILLIS:
             return None
         side = "ahead of" if skew > 0 else "behind"
-        aged_by = f": {aged} were aged by the earlier of the two" if aged is not None else " (--now was given)"
-        return (f"this machine's clock is {format_seconds(abs(skew) / 1000)} {side} the store's{aged_by}; "
-                "set this machine's clock right (NTP)")
+        aged_by = (
+            f": {aged} were aged by the earlier of the two"
+            if aged is not None
+            else " (--now was given)"
+        )
+        return (
+            f"this machine's clock is {format_seconds(abs(skew) / 1000)} {side} the store's{aged_by}; "
+            "set this machine's clock right (NTP)"
+        )
 
     def as_details(self) -> dict[str, int | None]:
         """The clocks for a JSON report."""
-        return {"machine_clock_millis": self.machine_millis, "store_clock_millis": self.store_millis,
-                "clock_skew_millis": self.skew_millis}
+        return {
+            "machine_clock_millis": self.machine_millis,
+            "store_clock_millis": self.store_millis,
+            "clock_skew_millis": self.skew_millis,
+        }
 
 
 def machine_clock_millis() -> int:
@@ -112,12 +123,22 @@ def read_clocks(storage: Storage) -> Clocks:
     return Clocks(machine, store, store_unreadable=store is None and storage.keeps_its_own_clock)
 
 
-def ahead_of_clock(now_millis: int, clock_millis: int, clock_name: str = THIS_MACHINE) -> str | None:
-    """"--now T is D ahead of <clock_name>" when it is beyond the tolerance, else None."""
+def ahead_of_clock(
+    now_millis: int, clock_millis: int, clock_name: str = THIS_MACHINE
+) -> str | None:
+    """ "--now T is D ahead of <clock_name>" when it is beyond the tolerance, else None."""
     if now_millis <= clock_millis + CLOCK_SKEW_TOLERANCE_MILLIS:
         return None
-    return (f"--now {format_time_millis(now_millis)} is "
-            f"{format_seconds((now_millis - clock_millis) / 1000)} ahead of {clock_name}")
+    return (
+        f"--now {format_time_millis(now_millis)} is "
+        f"{format_seconds((now_millis - clock_millis) / 1000)} ahead of {clock_name}"
+    )
 
 
-__all__ = ["CLOCK_SKEW_TOLERANCE_MILLIS", "Clocks", "ahead_of_clock", "machine_clock_millis", "read_clocks"]
+__all__ = [
+    "CLOCK_SKEW_TOLERANCE_MILLIS",
+    "Clocks",
+    "ahead_of_clock",
+    "machine_clock_millis",
+    "read_clocks",
+]

@@ -52,6 +52,7 @@ class LoadedRoot(Protocol):
     @property
     def version(self) -> int: ...
 
+
 # Starts the reason of an error record for a subtree whose files are damaged.
 DAMAGED_MARK: Final = "[damaged] "
 
@@ -89,9 +90,11 @@ def with_next_step(exc: LakecoreError, root_uri: str | None) -> str:
 def damage_next_step(root_uri: str | None) -> str:
     """What an operator does about a damaged node file: find the damaged versions, roll forward."""
     where = f"-l {root_uri} " if root_uri else ""
-    return (f"A file of the lakehouse is damaged: `lakecore {where}fsck --all` names the damaged versions, "
-            f"and `lakecore {where}repair rollback --to-last-valid` rolls forward to the newest clean one "
-            "(a plan first; add --yes)")
+    return (
+        f"A file of the lakehouse is damaged: `lakecore {where}fsck --all` names the damaged versions, "
+        f"and `lakecore {where}repair rollback --to-last-valid` rolls forward to the newest clean one "
+        "(a plan first; add --yes)"
+    )
 
 
 def drop_damaged_command(root_uri: str) -> str:
@@ -100,8 +103,10 @@ def drop_damaged_command(root_uri: str) -> str:
 
 def rollback_command(root_uri: str) -> str:
     # The words of DamagedLakehouseError, which flush and export print for the same state.
-    return (f"`lakecore -l {root_uri} repair rollback --to-last-valid` (or `./spark-submit.sh repair "
-            f"--lakehouse {root_uri} rollback --to-last-valid`); add --yes to carry out the plan it prints")
+    return (
+        f"`lakecore -l {root_uri} repair rollback --to-last-valid` (or `./spark-submit.sh repair "
+        f"--lakehouse {root_uri} rollback --to-last-valid`); add --yes to carry out the plan it prints"
+    )
 
 
 # Per damaged version an export pins: the export's name -> the retained versions whose
@@ -109,7 +114,9 @@ def rollback_command(root_uri: str) -> str:
 Pins = Mapping[int, Mapping[str, list[int]]]
 
 
-def pins_of(roots: Iterable[LoadedRoot], versions: Iterable[int]) -> dict[int, dict[str, list[int]]]:
+def pins_of(
+    roots: Iterable[LoadedRoot], versions: Iterable[int]
+) -> dict[int, dict[str, list[int]]]:
     """Which exports pin each of ``versions``, and which of ``roots`` name them."""
     wanted = set(versions)
     out: dict[int, dict[str, list[int]]] = {}
@@ -125,16 +132,26 @@ def pin_reason(root_uri: str, version: int, pins: Mapping[str, list[int]], lates
     parts = []
     for name, naming in sorted(pins.items()):
         if latest in naming:
-            parts.append(f"export {name!r} pins it: drop the export first (`lakecore -l {root_uri} export drop "
-                         f"{name}`); retained version(s) {_names(naming)} name it, and the pin lasts until they expire")
+            parts.append(
+                f"export {name!r} pins it: drop the export first (`lakecore -l {root_uri} export drop "
+                f"{name}`); retained version(s) {_names(naming)} name it, and the pin lasts until they expire"
+            )
         else:
-            parts.append(f"export {name!r} was dropped, but retained version(s) {_names(naming)} still name it: "
-                         "the pin lasts until compact-versions expires them")
+            parts.append(
+                f"export {name!r} was dropped, but retained version(s) {_names(naming)} still name it: "
+                "the pin lasts until compact-versions expires them"
+            )
     return f"version {version} stays while an export pins it ({'; '.join(parts)})"
 
 
-def next_step(root_uri: str, damaged: Iterable[int], latest: int, *, roots_damaged: bool = False,
-              pinned: Pins | None = None) -> str:
+def next_step(
+    root_uri: str,
+    damaged: Iterable[int],
+    latest: int,
+    *,
+    roots_damaged: bool = False,
+    pinned: Pins | None = None,
+) -> str:
     """What an operator does about ``damaged`` retained versions, given the latest version.
 
     ``roots_damaged``: their root files themselves cannot be read, so no age is known and
@@ -143,16 +160,22 @@ def next_step(root_uri: str, damaged: Iterable[int], latest: int, *, roots_damag
     the pin is gone."""
     versions = sorted(set(damaged))
     if latest in versions or not versions:
-        return (f"the latest version {latest} is damaged: roll forward to the newest readable version with "
-                f"{rollback_command(root_uri)}")
+        return (
+            f"the latest version {latest} is damaged: roll forward to the newest readable version with "
+            f"{rollback_command(root_uri)}"
+        )
     held = {v: p for v, p in (pinned or {}).items() if v in versions}
     free = [v for v in versions if v not in held]
     steps = [pin_reason(root_uri, v, p, latest) for v, p in sorted(held.items())]
     if free and roots_damaged:
-        steps.append(f"drop the damaged root(s) {_names(free)} with {drop_damaged_command(root_uri)}")
+        steps.append(
+            f"drop the damaged root(s) {_names(free)} with {drop_damaged_command(root_uri)}"
+        )
     elif free:
-        steps.append(f"wait until compact-versions expires version(s) {_names(free)} (their root files go; gc "
-                     f"removes what only they reached), or drop them now with {drop_damaged_command(root_uri)}")
+        steps.append(
+            f"wait until compact-versions expires version(s) {_names(free)} (their root files go; gc "
+            f"removes what only they reached), or drop them now with {drop_damaged_command(root_uri)}"
+        )
     return f"the latest version {latest} is readable: " + "; ".join(steps)
 
 
@@ -168,7 +191,9 @@ def damaged_versions(storage: Storage, roots: Iterable[LoadedRoot]) -> dict[int,
     cache = NodeCache()
     out: dict[int, str] = {}
     for root in sorted(roots, key=lambda r: r.version):
-        store = NodeStore(storage, root.lakehouse_def.order, cache=cache, external_roots=root.external_roots)
+        store = NodeStore(
+            storage, root.lakehouse_def.order, cache=cache, external_roots=root.external_roots
+        )
         try:
             reachable_from_root(store, root.info.node, include_values=False)
         except LakecoreError as exc:
@@ -179,7 +204,9 @@ def damaged_versions(storage: Storage, roots: Iterable[LoadedRoot]) -> dict[int,
     return out
 
 
-def explain_damage(storage: Storage, roots: Mapping[int, LoadedRoot], damaged: type[E], job: str) -> E | None:
+def explain_damage(
+    storage: Storage, roots: Mapping[int, LoadedRoot], damaged: type[E], job: str
+) -> E | None:
     """The exit-6 refusal for a run that met damage in a retained version: names every damaged
     retained version and the next step. None when the walk finds no damage or fails for a
     storage reason (the caller then raises its retryable refusal)."""

@@ -47,7 +47,9 @@ def chunks(items: Sequence[tuple[str, int]], size: int) -> list[list[tuple[str, 
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
-def delete_files(storage: Storage, files: Sequence[tuple[str, int]], batch_size: int) -> DeleteOutcome:
+def delete_files(
+    storage: Storage, files: Sequence[tuple[str, int]], batch_size: int
+) -> DeleteOutcome:
     """Delete ``(path, size)`` files (an executor unit, one batch). Names are classified again
     here and anything but a deletable lakecore file is refused, whatever the caller sent. A
     size of ``UNKNOWN_SIZE`` is looked up first (for the bytes-freed figure)."""

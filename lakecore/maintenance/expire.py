@@ -162,7 +162,9 @@ def plan_expiry(storage: Storage, now_millis: int) -> ExpiryPlan:
     except (NotFoundError, InvalidArgumentError):
         raise  # no lakehouse there, or a bad setting: nothing to expire, and a rerun will not change it
     except LakecoreError as exc:
-        raise ExpiryRefusedError(f"cannot list the versions of {storage.root_uri}: {exc.one_line()}") from exc
+        raise ExpiryRefusedError(
+            f"cannot list the versions of {storage.root_uri}: {exc.one_line()}"
+        ) from exc
     versions = {v for f in top if (v := root_version_of(f.path)) is not None}
     if versions:
         versions.update(range(max(versions) + 1, latest + 1))
@@ -207,7 +209,9 @@ def unreadable_expired(plan: ExpiryPlan, gone: ReachPlan) -> list[int]:
     return sorted(set(gone.unwalked) | {v for v in plan.expired if v not in plan.roots})
 
 
-def _refuse_on_export_copy(storage: Storage, lakehouse_def: LakehouseDef, expired: list[int]) -> None:
+def _refuse_on_export_copy(
+    storage: Storage, lakehouse_def: LakehouseDef, expired: list[int]
+) -> None:
     """An exported copy is a read-only snapshot: its versions never expire. (A copy holds only
     its version 0, the latest, unless commits reached it before copies refused them.)"""
     from lakecore.view import read_only_reason
@@ -228,17 +232,26 @@ def plan_reaches(
     The expired side skips every subtree the retained side covers: all of it is reachable
     from a retained version, so none of it can be deleted."""
     try:
-        kept = plan_reach(storage, plan.retained_roots, target_tasks, cache=cache, refused=ExpiryRefusedError)
+        kept = plan_reach(
+            storage, plan.retained_roots, target_tasks, cache=cache, refused=ExpiryRefusedError
+        )
     except ExpiryRefusedError as exc:
         raise refusal_for_damage(storage, plan, exc, damaged=may_be_damage(exc)) from exc
     tolerated: list[str] = []
-    gone = plan_reach(storage, plan.expired_roots, target_tasks, cache=cache, skip=kept.covered,
-                      tolerated=tolerated)
+    gone = plan_reach(
+        storage,
+        plan.expired_roots,
+        target_tasks,
+        cache=cache,
+        skip=kept.covered,
+        tolerated=tolerated,
+    )
     return kept, gone, tolerated
 
 
-def refusal_for_damage(storage: Storage, plan: ExpiryPlan, refusal: ExpiryRefusedError, *,
-                       damaged: bool) -> ExpiryRefusedError:
+def refusal_for_damage(
+    storage: Storage, plan: ExpiryPlan, refusal: ExpiryRefusedError, *, damaged: bool
+) -> ExpiryRefusedError:
     """Expiry's refusal over a retained version it cannot walk: exit 6 with the damaged
     versions and the next step when it is damage (``damaged``: the failure said so) that a walk
     of the retained versions confirms; else ``refusal`` as it is (exit 4, retryable)."""
@@ -319,7 +332,9 @@ def ensure_hint(storage: Storage, plan: ExpiryPlan) -> int:
     try:
         current = latest_version(storage)
     except LakecoreError as exc:
-        raise ExpiryRefusedError(f"cannot re-read the latest version: {exc.one_line()}; nothing was deleted") from exc
+        raise ExpiryRefusedError(
+            f"cannot re-read the latest version: {exc.one_line()}; nothing was deleted"
+        ) from exc
     hint = read_hint(storage)
     if hint == current:
         return current  # right already: a run with nothing to expire writes nothing
@@ -344,7 +359,9 @@ def check_exports_unchanged(storage: Storage, plan: ExpiryPlan) -> None:
     try:
         latest = load_root(storage, latest_version(storage), ExpiryRefusedError)
     except LakecoreError as exc:
-        raise ExpiryRefusedError(f"cannot re-read the latest version: {exc.one_line()}; nothing was deleted") from exc
+        raise ExpiryRefusedError(
+            f"cannot re-read the latest version: {exc.one_line()}; nothing was deleted"
+        ) from exc
     pinned = exports_of([latest])
     revived = sorted({v for v in pinned.values() if v in set(plan.expired)})
     if revived:
@@ -357,7 +374,9 @@ def check_exports_unchanged(storage: Storage, plan: ExpiryPlan) -> None:
 @dataclass
 class RootDeletion:
     deleted: list[int] = field(default_factory=list)  # by this run
-    already_gone: list[int] = field(default_factory=list)  # another run (or repair) deleted them first
+    already_gone: list[int] = field(
+        default_factory=list
+    )  # another run (or repair) deleted them first
     bytes_freed: int = 0
 
 
@@ -393,8 +412,14 @@ def recheck(
 ) -> NewVersionsReach:
     """Step 3's guard: what versions committed since the plan reach, beyond the retained set
     (``covered``: the retained side's top nodes and subtree roots, known without asking)."""
-    return reach_new_versions(storage, plan.latest, known_reachable, cache=cache, refused=ExpiryRefusedError,
-                              covered=covered)
+    return reach_new_versions(
+        storage,
+        plan.latest,
+        known_reachable,
+        cache=cache,
+        refused=ExpiryRefusedError,
+        covered=covered,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,15 +435,24 @@ class ExpiryResult:
     rechecked: NewVersionsReach
     files: DeleteOutcome
     dry_run: bool
-    unreadable: list[int] = field(default_factory=list)  # expired, root file only (``unreadable_expired``)
+    unreadable: list[int] = field(
+        default_factory=list
+    )  # expired, root file only (``unreadable_expired``)
 
 
 def expire_in_process(
-    storage: Storage, *, now_millis: int, dry_run: bool = False, batch_size: int = 1000, target_tasks: int = 8
+    storage: Storage,
+    *,
+    now_millis: int,
+    dry_run: bool = False,
+    batch_size: int = 1000,
+    target_tasks: int = 8,
 ) -> ExpiryResult:
     """Version expiry without Spark: the same steps, with the sets held in memory."""
     plan = plan_expiry(storage, now_millis)
-    empty = ExpiryResult(plan, ExpiryTally(), [], RootDeletion(), NewVersionsReach(), DeleteOutcome(), dry_run)
+    empty = ExpiryResult(
+        plan, ExpiryTally(), [], RootDeletion(), NewVersionsReach(), DeleteOutcome(), dry_run
+    )
     if not plan.expired:
         if not dry_run:
             ensure_hint(storage, plan)
@@ -429,17 +463,31 @@ def expire_in_process(
     gone = list(gone_plan.driver_paths.items()) + list(run_reach_tasks(storage, gone_plan.tasks))
     tally = difference_in_memory(gone, kept)
     if tally.retained_errors:
-        refusal = ExpiryRefusedError(f"a retained version cannot be walked: {tally.retained_errors[0]}; nothing was deleted")
-        raise refusal_for_damage(storage, plan, refusal, damaged=any(map(is_damage_reason, tally.retained_errors)))
-    result = ExpiryResult(plan, tally, tolerated + tally.expired_errors, RootDeletion(), NewVersionsReach(),
-                          DeleteOutcome(), dry_run, unreadable_expired(plan, gone_plan))
+        refusal = ExpiryRefusedError(
+            f"a retained version cannot be walked: {tally.retained_errors[0]}; nothing was deleted"
+        )
+        raise refusal_for_damage(
+            storage, plan, refusal, damaged=any(map(is_damage_reason, tally.retained_errors))
+        )
+    result = ExpiryResult(
+        plan,
+        tally,
+        tolerated + tally.expired_errors,
+        RootDeletion(),
+        NewVersionsReach(),
+        DeleteOutcome(),
+        dry_run,
+        unreadable_expired(plan, gone_plan),
+    )
     if dry_run:
         return result
     ensure_hint(storage, plan)
     check_exports_unchanged(storage, plan)
     result.roots = delete_expired_roots(storage, plan)
     reachable = {p for p, _ in kept}
-    result.rechecked = recheck(storage, plan, lambda paths: paths & reachable, cache, kept_plan.covered)
+    result.rechecked = recheck(
+        storage, plan, lambda paths: paths & reachable, cache, kept_plan.covered
+    )
     files = [(p, s) for p, s in sorted(tally.candidates) if p not in result.rechecked.paths]
     for batch in chunks(files, batch_size):
         result.files.add(delete_files(storage, batch, batch_size))

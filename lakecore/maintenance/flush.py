@@ -88,7 +88,9 @@ class FlushRun:
         return self.writer.splice_subtrees(replacement)
 
 
-def plan_flush(store: NodeStore, shape: TreeShape, root: Node, policy: FlushPolicy, target_tasks: int) -> FlushRun:
+def plan_flush(
+    store: NodeStore, shape: TreeShape, root: Node, policy: FlushPolicy, target_tasks: int
+) -> FlushRun:
     """Flush the top of the tree on the driver and set the subtrees below the cut aside."""
     probe = TreeWriter(store, shape, root)
     height = probe.height
@@ -100,7 +102,9 @@ def plan_flush(store: NodeStore, shape: TreeShape, root: Node, policy: FlushPoli
         # A deferred node that a later step replaced (merged away) is not in the tree any more.
         if not _in_tree(writer.root, w):
             continue
-        node = Node(list(w.keys), list(w.values), [_child_path(c) for c in w.children], dict(w.buffer))
+        node = Node(
+            list(w.keys), list(w.values), [_child_path(c) for c in w.children], dict(w.buffer)
+        )
         run.tasks.append(FlushTask(task_id, node, w.origin, w.dirty, defer_height, policy))
         run._by_id[task_id] = w
     return run
@@ -142,12 +146,23 @@ def _defer_height(store: NodeStore, root: Node, height: int, target_tasks: int) 
     return 1
 
 
-def run_flush_task(storage: Storage, shape: TreeShape, task: FlushTask, store: NodeStore | None = None) -> FlushTaskResult:
+def run_flush_task(
+    storage: Storage, shape: TreeShape, task: FlushTask, store: NodeStore | None = None
+) -> FlushTaskResult:
     """Executor side: flush one subtree and write its new nodes."""
     store = store or NodeStore(storage, shape.order)
-    result: SubtreeFlushResult = flush_node(store, shape, task.node, task.origin, task.dirty, task.policy, task.height)
-    return FlushTaskResult(task.task_id, result.nodes, result.separators, result.underflow, result.changed,
-                           result.stats, result.events)
+    result: SubtreeFlushResult = flush_node(
+        store, shape, task.node, task.origin, task.dirty, task.policy, task.height
+    )
+    return FlushTaskResult(
+        task.task_id,
+        result.nodes,
+        result.separators,
+        result.underflow,
+        result.changed,
+        result.stats,
+        result.events,
+    )
 
 
 def flush_in_process(
@@ -178,7 +193,11 @@ def policy_from(mode: str, fill: float) -> FlushPolicy:
 def only_root_buffer_changed(base: Node, latest: Node) -> bool:
     """True when ``latest`` differs from ``base`` in its root buffer alone (commits that landed
     in between only added messages), so the flushed tree can take those messages on top."""
-    return base.keys == latest.keys and base.values == latest.values and base.children == latest.children
+    return (
+        base.keys == latest.keys
+        and base.values == latest.values
+        and base.children == latest.children
+    )
 
 
 def newer_root_messages(base: Node, latest: Node) -> dict[str, str | None]:

@@ -126,8 +126,9 @@ def check_grace(
         )
 
 
-def refusal_for_damage(storage: Storage, retained: Retained, refusal: GcRefusedError, *,
-                       damaged: bool) -> GcRefusedError:
+def refusal_for_damage(
+    storage: Storage, retained: Retained, refusal: GcRefusedError, *, damaged: bool
+) -> GcRefusedError:
     """gc's refusal: exit 6 with the damaged versions and the next step when what stopped it is
     damage (``damaged``: the failure said so) that a walk of the retained versions confirms;
     else ``refusal`` as it is (exit 4: a failed read may succeed on the next run)."""
@@ -171,7 +172,9 @@ def gc_in_process(
     retained = read_retained(storage, top)
     hashed = list_small_root(storage, flat_listing_max_files)
     if hashed is None:
-        directories = hash_directory_prefixes(listing_levels(list_threads if storage.waits_on_network else 1))
+        directories = hash_directory_prefixes(
+            listing_levels(list_threads if storage.waits_on_network else 1)
+        )
         hashed = list(list_directories(storage, directories, list_threads))
     listing = list(top) + hashed
     cache = NodeCache()
@@ -182,14 +185,24 @@ def gc_in_process(
     reach = list(plan.driver_paths.items()) + list(run_reach_tasks(storage, plan.tasks))
     seen = tally_in_memory(listing, reach)
     if seen.error_count:
-        refusal = GcRefusedError(f"a retained version cannot be walked or the root listed: {seen.errors[0]}")
-        raise refusal_for_damage(storage, retained, refusal, damaged=any(map(is_damage_reason, seen.errors)))
+        refusal = GcRefusedError(
+            f"a retained version cannot be walked or the root listed: {seen.errors[0]}"
+        )
+        raise refusal_for_damage(
+            storage, retained, refusal, damaged=any(map(is_damage_reason, seen.errors))
+        )
     reachable = {path for path, _ in reach}
     selection = select_by_age(seen.orphans, now_millis - grace_millis)
     rechecked = NewVersionsReach()
     if selection.old:  # nothing to delete: nothing to protect
-        rechecked = reach_new_versions(storage, retained.latest, lambda paths: paths & reachable, cache=cache,
-                                       covered=plan.covered, unreached={f.path for f in seen.orphans})
+        rechecked = reach_new_versions(
+            storage,
+            retained.latest,
+            lambda paths: paths & reachable,
+            cache=cache,
+            covered=plan.covered,
+            unreached={f.path for f in seen.orphans},
+        )
     would_delete = [f for f in selection.old if f.path not in rechecked.paths]
     deleted = DeleteOutcome()
     if not dry_run:

@@ -48,7 +48,13 @@ from lakecore.locations import (
 from lakecore.storage import FileInfo, PathListing, Storage, request_pool
 
 DELETABLE_KINDS: Final = frozenset(
-    {FileKind.NODE, FileKind.NAMESPACE_DEF, FileKind.TABLE_DEF, FileKind.LAKEHOUSE_DEF, FileKind.TEMP}
+    {
+        FileKind.NODE,
+        FileKind.NAMESPACE_DEF,
+        FileKind.TABLE_DEF,
+        FileKind.LAKEHOUSE_DEF,
+        FileKind.TEMP,
+    }
 )
 FOREIGN: Final = "foreign"
 # Starts an error record in a stream of (path, size) records or a listing. Control characters
@@ -149,7 +155,9 @@ def list_directory(storage: Storage, directory: str) -> list[ListedFile]:
     return [_listed(i.path, i.size, i.mtime_millis) for i in infos]
 
 
-def list_directories(storage: Storage, directories: Iterable[str], threads: int = 1) -> Iterator[ListedFile]:
+def list_directories(
+    storage: Storage, directories: Iterable[str], threads: int = 1
+) -> Iterator[ListedFile]:
     """``list_directory`` over many directories (an executor unit, one call per partition),
     ``threads`` requests in flight: on an object store a listing waits on the network, and
     most hash directories of a small lakehouse are empty. A local file system is listed in
@@ -179,11 +187,16 @@ class ListedColumns:
     def add(self, listing: PathListing) -> None:
         count = len(listing.paths)
         # One check for the whole listing: its names are nearly always ASCII.
-        self.paths.extend(listing.paths if "".join(listing.paths).isascii() else map(shown_path, listing.paths))
+        self.paths.extend(
+            listing.paths if "".join(listing.paths).isascii() else map(shown_path, listing.paths)
+        )
         self.kinds.extend(kind or FOREIGN for kind in kind_values(listing.paths))
         self.sizes.extend(itertools.repeat(None, count) if listing.sizes is None else listing.sizes)
         self.mtimes_millis.extend(
-            itertools.repeat(None, count) if listing.mtimes_millis is None else listing.mtimes_millis)
+            itertools.repeat(None, count)
+            if listing.mtimes_millis is None
+            else listing.mtimes_millis
+        )
 
     def extend(self, other: ListedColumns) -> None:
         self.paths.extend(other.paths)
@@ -223,7 +236,9 @@ def _in_hash_directories(listing: PathListing) -> PathListing:
     def kept(column: list[int] | None) -> list[int] | None:
         return None if column is None else [column[i] for i in keep]
 
-    return PathListing([listing.paths[i] for i in keep], kept(listing.sizes), kept(listing.mtimes_millis))
+    return PathListing(
+        [listing.paths[i] for i in keep], kept(listing.sizes), kept(listing.mtimes_millis)
+    )
 
 
 def list_directories_columns(
@@ -261,7 +276,10 @@ Listed = TypeVar("Listed")
 
 
 def _in_order(
-    storage: Storage, directories: Iterable[str], threads: int, unit: Callable[[Storage, str], Listed]
+    storage: Storage,
+    directories: Iterable[str],
+    threads: int,
+    unit: Callable[[Storage, str], Listed],
 ) -> Iterator[Listed]:
     """``unit(storage, directory)`` for every directory, in order, ``threads`` in flight when
     the storage waits on the network (one after another otherwise)."""
@@ -327,7 +345,9 @@ def estimated_files(in_hash_directories: list[FileInfo]) -> float:
     if not _IN_HASH_DIRECTORY.match(last):
         return 0.0
     directory = int(last[0:4] + last[5:9] + last[10:14], 2)
-    passed = (directory + 1) / (1 << (4 * HASH_DIRECTORY_LEVELS))  # up to the end of the last one: a low guess
+    passed = (directory + 1) / (
+        1 << (4 * HASH_DIRECTORY_LEVELS)
+    )  # up to the end of the last one: a low guess
     return len(in_hash_directories) / passed
 
 
@@ -340,7 +360,9 @@ def list_top(storage: Storage) -> list[ListedFile]:
     except InvalidArgumentError:
         raise  # a bad setting (an unknown AWS profile, a missing file system): exit 2, not a retry
     except LakecoreError as exc:
-        raise GcRefusedError(f"could not list the top of {storage.root_uri}: {exc.one_line()}") from exc
+        raise GcRefusedError(
+            f"could not list the top of {storage.root_uri}: {exc.one_line()}"
+        ) from exc
     return [_listed(i.path, i.size, i.mtime_millis) for i in infos]
 
 

@@ -87,7 +87,9 @@ def cut_tree(
                 if (child, depth + 1) in known:
                     cut.shared += 1
                     continue
-                children.append(SubtreeTask(child, child_low, child_high, depth + 1, (*ancestors, location)))
+                children.append(
+                    SubtreeTask(child, child_low, child_high, depth + 1, (*ancestors, location))
+                )
         if not children:
             cut.subtrees = []
             cut.cut_depth = depth
@@ -96,7 +98,9 @@ def cut_tree(
             cut.subtrees = children
             cut.cut_depth = depth + 1
             return cut
-        loaded = [(t.location, store.load(t.location), t.low, t.high, t.ancestors) for t in children]
+        loaded = [
+            (t.location, store.load(t.location), t.low, t.high, t.ancestors) for t in children
+        ]
         if any(not node.children for _, node, _, _, _ in loaded):
             # The next level is the leaves: hand out this level as it is.
             cut.subtrees = children
@@ -125,6 +129,9 @@ def with_stores_reading_ahead(
         store = stores.get(kind)
         if store is None:
             store = stores[kind] = new_store(kind)
-        store.prefetch(location_of(following) for following in tasks[index : index + PREFETCH_PENDING]
-                       if kind_of(following) == kind)
+        store.prefetch(
+            location_of(following)
+            for following in tasks[index : index + PREFETCH_PENDING]
+            if kind_of(following) == kind
+        )
         yield task, store

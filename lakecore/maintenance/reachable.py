@@ -35,7 +35,9 @@ class Reachable:
         return self.nodes | self.values
 
 
-def reachable_from_subtree(store: NodeStore, location: str, depth: int = 1, *, include_values: bool = True) -> Reachable:
+def reachable_from_subtree(
+    store: NodeStore, location: str, depth: int = 1, *, include_values: bool = True
+) -> Reachable:
     """Every node file and value location under (and including) the node at ``location``."""
     out = Reachable()
     _walk(store, location, None, depth, include_values, out, ())
@@ -59,11 +61,15 @@ def _walk(
     ancestors: tuple[str, ...],
 ) -> None:
     max_depth = TreeShape(store.order, 1).max_depth
-    stack: list[tuple[str, Node | None, int, tuple[str, ...]]] = [(location, node, depth, ancestors)]
+    stack: list[tuple[str, Node | None, int, tuple[str, ...]]] = [
+        (location, node, depth, ancestors)
+    ]
     while stack:
         loc, loaded, level, path = stack.pop()
         if level > max_depth:
-            raise TreeStructureError(loc, f"tree is deeper than order {store.order} allows: a cycle or a forged pointer")
+            raise TreeStructureError(
+                loc, f"tree is deeper than order {store.order} allows: a cycle or a forged pointer"
+            )
         if loaded is None:
             if loc in path:
                 raise TreeStructureError(loc, "node points back to one of its ancestors (a cycle)")

@@ -78,7 +78,9 @@ def is_forged_pointer(location: str, external_roots: tuple[str, ...]) -> bool:
     return is_full_uri(location) and external_root_for(location, external_roots) is None
 
 
-def load_root(storage: Storage, version: int, refused: type[LakecoreError] = GcRefusedError) -> LoadedRoot:
+def load_root(
+    storage: Storage, version: int, refused: type[LakecoreError] = GcRefusedError
+) -> LoadedRoot:
     """Read root ``version`` and its definition strictly; any failure is ``refused``, naming
     the file and the reason."""
     from lakecore.view import external_roots_of, read_lakehouse_def
@@ -91,7 +93,9 @@ def load_root(storage: Storage, version: int, refused: type[LakecoreError] = GcR
         lakehouse_def = read_lakehouse_def(storage, loose.lakehouse_def_path)
         info = decode_root(data, version, uri, lakehouse_def.order)
     except LakecoreError as exc:
-        raise refused(f"retained version {version} ({uri}) cannot be read: {exc.one_line()}") from exc
+        raise refused(
+            f"retained version {version} ({uri}) cannot be read: {exc.one_line()}"
+        ) from exc
     return LoadedRoot(info, lakehouse_def, external_roots_of(lakehouse_def))
 
 
@@ -128,13 +132,18 @@ def load_roots(
         if isinstance(outcome, LoadedRoot):
             loaded[version] = outcome
         elif isinstance(outcome.__cause__, CorruptFileError) or (
-                isinstance(outcome.__cause__, NotFoundError) and is_damage_in_version(storage, version, outcome.__cause__)):
-            broken[version] = outcome  # damaged bytes, or a definition missing under a root that is there
+            isinstance(outcome.__cause__, NotFoundError)
+            and is_damage_in_version(storage, version, outcome.__cause__)
+        ):
+            broken[version] = (
+                outcome  # damaged bytes, or a definition missing under a root that is there
+            )
         else:
             raise outcome
     rolled_past = [
         (root.version, version_from_root_node_file_name(root.info.rollback_from_root))
-        for root in loaded.values() if root.info.rollback_from_root is not None
+        for root in loaded.values()
+        if root.info.rollback_from_root is not None
     ]
     abandoned = []
     unrepaired: dict[int, LakecoreError] = {}
@@ -145,7 +154,9 @@ def load_roots(
             unrepaired[version] = error
     if unrepaired:
         first = unrepaired[min(unrepaired)]
-        cause = first.__cause__.one_line() if isinstance(first.__cause__, LakecoreError) else str(first)
+        cause = (
+            first.__cause__.one_line() if isinstance(first.__cause__, LakecoreError) else str(first)
+        )
         raise damaged(
             f"retained version(s) {', '.join(str(v) for v in sorted(unrepaired))} of {storage.root_uri} cannot "
             f"be read ({cause}); {next_step(storage.root_uri, unrepaired, ordered[-1], roots_damaged=True)}"
@@ -174,15 +185,23 @@ def read_retained(
         missing = no_lakehouse(storage)
         raise type(missing)(f"{missing}; nothing was deleted")
     listed = {f.path for f in top}
-    roots, _abandoned = load_roots(storage, versions, refused, damaged)  # version compaction deletes those
-    unlisted = {v: root.info.lakehouse_def_path for v, root in sorted(roots.items())
-                if root.info.lakehouse_def_path not in listed}
+    roots, _abandoned = load_roots(
+        storage, versions, refused, damaged
+    )  # version compaction deletes those
+    unlisted = {
+        v: root.info.lakehouse_def_path
+        for v, root in sorted(roots.items())
+        if root.info.lakehouse_def_path not in listed
+    }
     if unlisted:
         # A listing is no instant: a compaction may have deleted a root and its definition
         # meanwhile (refused: a rerun decides). A definition missing under a root that is still
         # there was deleted by other hands: damage to every version naming it, with a way out.
-        definition_gone = [v for v, path in unlisted.items()
-                           if not storage.exists(path) and storage.exists(root_node_file_name(v))]
+        definition_gone = [
+            v
+            for v, path in unlisted.items()
+            if not storage.exists(path) and storage.exists(root_node_file_name(v))
+        ]
         if definition_gone:
             raise damaged(
                 f"retained version(s) {', '.join(str(v) for v in definition_gone)} of {storage.root_uri} name a "
@@ -203,5 +222,3 @@ def read_retained(
                 "told apart from orphans. Restore the root or remove the export first"
             )
     return Retained(roots, exports)
-
-

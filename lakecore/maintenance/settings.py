@@ -81,7 +81,9 @@ class MaintenanceSettings:
         if self.commit_timeout_seconds < 0:
             problems.append("commit_timeout_seconds must not be negative")
         if not 1 <= self.gc_delete_batch_size <= 1000:
-            problems.append("gc_delete_batch_size must be 1..1000 (S3 deletes at most 1,000 keys a request)")
+            problems.append(
+                "gc_delete_batch_size must be 1..1000 (S3 deletes at most 1,000 keys a request)"
+            )
         if self.gc_list_threads_per_task < 1:
             problems.append("gc_list_threads_per_task must be at least 1")
         if self.gc_flat_listing_max_files < 0:

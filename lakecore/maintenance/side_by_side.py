@@ -41,7 +41,9 @@ class _Done:
         self.error = error
 
 
-def side_by_side(producers: Sequence[Iterator[Item]], buffered: int = BUFFERED_ITEMS) -> Iterator[Item]:
+def side_by_side(
+    producers: Sequence[Iterator[Item]], buffered: int = BUFFERED_ITEMS
+) -> Iterator[Item]:
     """Every item of every producer, each producer drained on a thread of its own."""
     if len(producers) <= 1:  # nothing to overlap: no thread
         for producer in producers:
@@ -74,8 +76,10 @@ def side_by_side(producers: Sequence[Iterator[Item]], buffered: int = BUFFERED_I
                 close()
         offer(_Done(error))
 
-    threads = [threading.Thread(target=drain, args=(producer,), name=f"side-by-side-{i}", daemon=True)
-               for i, producer in enumerate(producers)]
+    threads = [
+        threading.Thread(target=drain, args=(producer,), name=f"side-by-side-{i}", daemon=True)
+        for i, producer in enumerate(producers)
+    ]
     for thread in threads:
         thread.start()
     running = len(threads)

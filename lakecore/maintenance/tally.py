@@ -57,7 +57,9 @@ class Tally:
         self.orphans.extend(other.orphans)
         self.foreign = sorted(self.foreign + other.foreign)[: self.sample_limit]
         self.missing += other.missing
-        self.missing_sample = sorted(self.missing_sample + other.missing_sample)[: self.sample_limit]
+        self.missing_sample = sorted(self.missing_sample + other.missing_sample)[
+            : self.sample_limit
+        ]
         self.errors = (self.errors + other.errors)[: self.sample_limit]
         self.error_count += other.error_count
         return self
@@ -98,7 +100,9 @@ def tally(
     return out
 
 
-def tally_in_memory(listing: Iterable[ListedFile], reach: Iterable[tuple[str, int]], sample_limit: int = 50) -> Tally:
+def tally_in_memory(
+    listing: Iterable[ListedFile], reach: Iterable[tuple[str, int]], sample_limit: int = 50
+) -> Tally:
     """``tally`` over in-memory collections (what a cogroup does, with dicts)."""
     listed: dict[str, list[ListedFile]] = {}
     for f in listing:

@@ -127,7 +127,15 @@ class NodeRows:
         return len(self.node_paths)
 
     def columns(self) -> tuple[list[Any], ...]:
-        return (self.node_paths, self.depths, self.sections, self.row_indexes, self.keys, self.pvalues, self.pnodes)
+        return (
+            self.node_paths,
+            self.depths,
+            self.sections,
+            self.row_indexes,
+            self.keys,
+            self.pvalues,
+            self.pnodes,
+        )
 
     def rows(self) -> list[NodeRow]:
         return list(zip(*self.columns(), strict=True))
@@ -169,8 +177,13 @@ class NodeRows:
 
     def key_span(self) -> KeySpan:
         """Where these rows' key-table keys lie (``KeySpan``)."""
-        return key_span([key for section, key in zip(self.sections, self.keys, strict=True)
-                         if section == SECTION_KEY_TABLE and key is not None])
+        return key_span(
+            [
+                key
+                for section, key in zip(self.sections, self.keys, strict=True)
+                if section == SECTION_KEY_TABLE and key is not None
+            ]
+        )
 
 
 @dataclass(frozen=True)
@@ -211,7 +224,9 @@ class UniqueCandidates:
     keys: tuple[tuple[int, str], ...] = ()
 
 
-def unique_key_candidates(spans: Iterable[tuple[int, KeySpan]], limit: int) -> UniqueCandidates | None:
+def unique_key_candidates(
+    spans: Iterable[tuple[int, KeySpan]], limit: int
+) -> UniqueCandidates | None:
     """The candidates of these (version, span) pairs, or None when there are more than
     ``limit`` ranges and keys together (a tree broken that widely: judge every key).
 
@@ -227,7 +242,9 @@ def unique_key_candidates(spans: Iterable[tuple[int, KeySpan]], limit: int) -> U
     for version, version_spans in sorted(by_version.items()):
         keys.extend((version, key) for span in version_spans for key in span.repeated)
         reach: str | None = None
-        for low, high in sorted((s.low, s.high) for s in version_spans if s.low is not None and s.high is not None):
+        for low, high in sorted(
+            (s.low, s.high) for s in version_spans if s.low is not None and s.high is not None
+        ):
             if reach is not None and low <= reach:
                 ranges.append((version, low, min(high, reach)))
             reach = high if reach is None else max(reach, high)
@@ -271,7 +288,9 @@ def subtree_node_rows(store: NodeStore, task: SubtreeTask, max_depth: int) -> No
 
 def fresh_store(storage: Storage, order: int, external_roots: Iterable[str] = ()) -> NodeStore:
     """A store with its own cache: reads what is on storage now."""
-    return NodeStore(storage, order, cache=NodeCache(VALIDATE_CACHE_BYTES), external_roots=external_roots)
+    return NodeStore(
+        storage, order, cache=NodeCache(VALIDATE_CACHE_BYTES), external_roots=external_roots
+    )
 
 
 def location_reader(storage: Storage, external_roots: Sequence[str]) -> Callable[[str], bytes]:
@@ -283,7 +302,7 @@ def location_reader(storage: Storage, external_roots: Sequence[str]) -> Callable
         if is_full_uri(location):
             root = external_root_for(location, roots)
             if root is not None:
-                return Storage(root, storage.storage_options).read(location[len(root):])
+                return Storage(root, storage.storage_options).read(location[len(root) :])
             raise InvalidLocationError(
                 f"location {location!r} is outside the lakehouse {storage.root_uri}; refusing to read it"
             )
@@ -305,7 +324,9 @@ class EntryCheck:
     table: tuple[str, str, str] | None = None  # (namespace, table, location)
 
 
-def check_catalog_entry(key: str, location: str, lakehouse_def: Any, read: Callable[[str], bytes]) -> EntryCheck:
+def check_catalog_entry(
+    key: str, location: str, lakehouse_def: Any, read: Callable[[str], bytes]
+) -> EntryCheck:
     """The per-key part of fsck's ``check_catalog``: the key parses under the lakehouse's
     limits, its definition exists, decodes and carries the name the key says."""
     try:
@@ -319,7 +340,11 @@ def check_catalog_entry(key: str, location: str, lakehouse_def: Any, read: Calla
     except LakecoreError as exc:
         # Named as the catalog names it: the key itself is padded to the names' full width
         # ("'C===ns1' then 100 spaces, then 't1'").
-        what = f"namespace {parsed.namespace!r}" if parsed.table is None else f"table {parsed.namespace}.{parsed.table}"
+        what = (
+            f"namespace {parsed.namespace!r}"
+            if parsed.table is None
+            else f"table {parsed.namespace}.{parsed.table}"
+        )
         return EntryCheck((Violation(location, "definition-missing", f"{what}: {exc}"),))
     namespace: str | None = None
     table: tuple[str, str, str] | None = None
@@ -337,7 +362,11 @@ def check_catalog_entry(key: str, location: str, lakehouse_def: Any, read: Calla
     violations: tuple[Violation, ...] = ()
     if name != expected:
         violations = (
-            Violation(location, "definition-name", f"key names {expected!r} but the definition says {name!r}"),
+            Violation(
+                location,
+                "definition-name",
+                f"key names {expected!r} but the definition says {name!r}",
+            ),
         )
     return EntryCheck(violations, namespace, table)
 
@@ -405,8 +434,9 @@ def check_catalog_items(
     return part
 
 
-def namespace_violations(parts: Iterable[CatalogPart],
-                         list_tables: Callable[[str], list[tuple[str, str]]] | None = None) -> list[Violation]:
+def namespace_violations(
+    parts: Iterable[CatalogPart], list_tables: Callable[[str], list[tuple[str, str]]] | None = None
+) -> list[Violation]:
     """Every table's namespace exists: run once all parts of a version are in. A namespace with
     a key whose definition is broken had its tables counted but not listed by the parts;
     ``list_tables`` (namespace -> its first (table, location) pairs) lists them then."""
@@ -421,16 +451,26 @@ def namespace_violations(parts: Iterable[CatalogPart],
         if not listed and list_tables is not None:
             listed = list_tables(ns)[:TABLES_PER_NAMESPACE_LIMIT]
         for table, location in listed:
-            out.append(Violation(location, "table-namespace", f"table {ns}.{table} has no namespace {ns!r}"))
+            out.append(
+                Violation(
+                    location, "table-namespace", f"table {ns}.{table} has no namespace {ns!r}"
+                )
+            )
         missing = total.table_counts[ns] - len(listed)
         if missing > 0:
-            out.append(Violation(K.NAMESPACE_KEY_PREFIX + ns, "table-namespace",
-                                 f"{missing} more tables of namespace {ns!r} have no namespace"))
+            out.append(
+                Violation(
+                    K.NAMESPACE_KEY_PREFIX + ns,
+                    "table-namespace",
+                    f"{missing} more tables of namespace {ns!r} have no namespace",
+                )
+            )
     return out
 
 
-def catalog_violations(items: Iterable[tuple[str, str]], lakehouse_def: Any,
-                       read: Callable[[str], bytes]) -> list[Violation]:
+def catalog_violations(
+    items: Iterable[tuple[str, str]], lakehouse_def: Any, read: Callable[[str], bytes]
+) -> list[Violation]:
     """fsck's ``check_catalog`` over a whole resolved map, in one process."""
     part = check_catalog_items(items, lakehouse_def, read)
     return part.violations + namespace_violations([part])
@@ -480,7 +520,9 @@ class VersionPlan:
     list_tables: Callable[[str], list[tuple[str, str]]] | None = None
 
 
-def _robust_cut(store: NodeStore, root: Node, root_location: str, target: int, max_depth: int) -> tuple[TreeCut, str | None]:
+def _robust_cut(
+    store: NodeStore, root: Node, root_location: str, target: int, max_depth: int
+) -> tuple[TreeCut, str | None]:
     try:
         return cut_tree(store, root, root_location, max(1, target), max_depth), None
     except StorageError:
@@ -491,8 +533,13 @@ def _robust_cut(store: NodeStore, root: Node, root_location: str, target: int, m
         cut = TreeCut(top=[(root_location, root, 1)], cut_depth=2)
         n_keys = len(root.keys)
         cut.subtrees = [
-            SubtreeTask(child, root.keys[i - 1] if i > 0 else None, root.keys[i] if i < n_keys else None, 2,
-                        (root_location,))
+            SubtreeTask(
+                child,
+                root.keys[i - 1] if i > 0 else None,
+                root.keys[i] if i < n_keys else None,
+                2,
+                (root_location,),
+            )
             for i, child in enumerate(root.children)
         ]
         return cut, " ".join(str(exc).split())
@@ -530,7 +577,9 @@ def resolve_top(
             low = keys[i - 1] if i > 0 else None
             high = keys[i] if i < len(keys) else None
             child_pending = {
-                k: v for k, v in merged.items() if (low is None or k > low) and (high is None or k < high)
+                k: v
+                for k, v in merged.items()
+                if (low is None or k > low) and (high is None or k < high)
             }
             if child in task_locations:
                 overlays.setdefault(child, tuple(sorted(child_pending.items())))
@@ -569,15 +618,26 @@ def plan_version(
         if task.location in entered and task.location not in seen:
             seen.add(task.location)
             tasks.append(task)
-    plan = VersionPlan(version, root_location, shape, lakehouse_def, tuple(store.external_roots), top_report,
-                       list(cut.top), tasks, cut_fallback=fallback)
+    plan = VersionPlan(
+        version,
+        root_location,
+        shape,
+        lakehouse_def,
+        tuple(store.external_roots),
+        top_report,
+        list(cut.top),
+        tasks,
+        cut_fallback=fallback,
+    )
     if deep:
         top = {location: node for location, node, _ in cut.top}
         try:
             items, plan.overlays = resolve_top(root, top, seen)
             plan.keyed_namespaces = _keyed_namespaces(store, root, lakehouse_def)
             plan.list_tables = _table_lister(store, root, lakehouse_def)
-            plan.top_catalog = check_catalog_items(items, lakehouse_def, location_reader(storage, plan.external_roots))
+            plan.top_catalog = check_catalog_items(
+                items, lakehouse_def, location_reader(storage, plan.external_roots)
+            )
         except StorageError:
             raise  # the store failed, not the file: no verdict (see check.py)
         except LakecoreError as exc:
@@ -625,7 +685,9 @@ class SubtreeResult:
     key_span: KeySpan = field(default_factory=KeySpan)
 
     def without_rows(self) -> SubtreeResult:
-        return replace(self, rows=NodeRows(), row_count=len(self.rows), key_span=self.rows.key_span())
+        return replace(
+            self, rows=NodeRows(), row_count=len(self.rows), key_span=self.rows.key_span()
+        )
 
     def violation_entries(self) -> Iterator[tuple[int, str, Violation]]:
         """Every violation this result lists, once per version it holds for, as (version,
@@ -644,17 +706,30 @@ class SubtreeResult:
         """This result with its violations counted by rule instead of listed: what the driver
         needs to combine (the verdict and the counts), while the list itself stays with the
         executors (``violation_entries``)."""
-        report = replace(self.report, violations=[],
-                         unlisted=add_counts(count_rules(self.report.violations), self.report.unlisted))
-        catalog = [(versions, replace(part, violations=[],
-                                      unlisted=add_counts(count_rules(part.violations), part.unlisted)))
-                   for versions, part in self.catalog]
+        report = replace(
+            self.report,
+            violations=[],
+            unlisted=add_counts(count_rules(self.report.violations), self.report.unlisted),
+        )
+        catalog = [
+            (
+                versions,
+                replace(
+                    part,
+                    violations=[],
+                    unlisted=add_counts(count_rules(part.violations), part.unlisted),
+                ),
+            )
+            for versions, part in self.catalog
+        ]
         return replace(self, report=report, catalog=catalog)
 
 
 def merge_work(plans: Sequence[VersionPlan], *, deep: bool, rows: bool) -> list[SubtreeWork]:
     """One ``SubtreeWork`` per distinct subtree task of all the plans."""
-    grouped: dict[tuple[Any, ...], tuple[SubtreeTask, VersionPlan, list[int], dict[Overlay, list[int]]]] = {}
+    grouped: dict[
+        tuple[Any, ...], tuple[SubtreeTask, VersionPlan, list[int], dict[Overlay, list[int]]]
+    ] = {}
     for plan in plans:
         for task in plan.tasks:
             key = (task.location, task.low, task.high, task.depth, plan.shape, plan.external_roots)
@@ -671,12 +746,23 @@ def merge_work(plans: Sequence[VersionPlan], *, deep: bool, rows: bool) -> list[
         known = []
         for vs, _ in groups:
             if vs not in by_prefix:
-                by_prefix[vs] = _SortedNamespaces(frozenset.intersection(*(keyed[v] for v in vs)), plan.lakehouse_def)
+                by_prefix[vs] = _SortedNamespaces(
+                    frozenset.intersection(*(keyed[v] for v in vs)), plan.lakehouse_def
+                )
             known.append(by_prefix[vs].in_range(task))
-        out.append(SubtreeWork(
-            task, tuple(versions), plan.shape, plan.lakehouse_def, plan.external_roots, groups, deep, rows,
-            tuple(known),
-        ))
+        out.append(
+            SubtreeWork(
+                task,
+                tuple(versions),
+                plan.shape,
+                plan.lakehouse_def,
+                plan.external_roots,
+                groups,
+                deep,
+                rows,
+                tuple(known),
+            )
+        )
     return out
 
 
@@ -697,7 +783,9 @@ def _keyed_namespaces(store: NodeStore, root: Node, lakehouse_def: LakehouseDef)
     return frozenset(names)
 
 
-def _table_lister(store: NodeStore, root: Node, lakehouse_def: LakehouseDef) -> Callable[[str], list[tuple[str, str]]]:
+def _table_lister(
+    store: NodeStore, root: Node, lakehouse_def: LakehouseDef
+) -> Callable[[str], list[tuple[str, str]]]:
     def list_tables(ns: str) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
         for key, location in scan_prefix(store, root, K.table_key_prefix(ns, lakehouse_def)):
@@ -724,7 +812,11 @@ class _SortedNamespaces:
         """The names whose table keys can fall within the task's bounds."""
         # One before the first prefix >= low: that prefix's keys may extend past low.
         start = 0 if task.low is None else max(0, bisect.bisect_left(self._prefixes, task.low) - 1)
-        stop = len(self._prefixes) if task.high is None else bisect.bisect_left(self._prefixes, task.high)
+        stop = (
+            len(self._prefixes)
+            if task.high is None
+            else bisect.bisect_left(self._prefixes, task.high)
+        )
         chosen = set()
         for prefix, ns in zip(self._prefixes[start:stop], self._names[start:stop], strict=True):
             upper = prefix_upper_bound(prefix)
@@ -738,13 +830,17 @@ def run_subtree_works(storage: Storage, works: Sequence[SubtreeWork]) -> Iterato
     of tree for all of them, reading the next works' subtree roots ahead
     (``with_stores_reading_ahead``: 163 GETs at 20 ms were 3.3 s of a 20k-table check)."""
     for work, store in with_stores_reading_ahead(
-        works, lambda w: (w.shape.order, w.external_roots), lambda w: w.task.location,
+        works,
+        lambda w: (w.shape.order, w.external_roots),
+        lambda w: w.task.location,
         lambda kind: fresh_store(storage, *kind),
     ):
         yield run_subtree_work(storage, work, store)
 
 
-def run_subtree_work(storage: Storage, work: SubtreeWork, store: NodeStore | None = None) -> SubtreeResult:
+def run_subtree_work(
+    storage: Storage, work: SubtreeWork, store: NodeStore | None = None
+) -> SubtreeResult:
     """Check one subtree (and, as asked, collect its rows and run its deep catalog checks)."""
     store = store or fresh_store(storage, work.shape.order, work.external_roots)
     checker = TreeChecker(store, work.shape, check_values=True, collect_paths=True)
@@ -773,7 +869,12 @@ def run_subtree_work(storage: Storage, work: SubtreeWork, store: NodeStore | Non
                 else:
                     resolved[key] = value
             result.catalog.append(
-                (versions, check_catalog_items(sorted(resolved.items()), work.lakehouse_def, read, memo, keyed))
+                (
+                    versions,
+                    check_catalog_items(
+                        sorted(resolved.items()), work.lakehouse_def, read, memo, keyed
+                    ),
+                )
             )
     return result
 
@@ -790,21 +891,30 @@ class VersionResult(VersionCheck):
     subtree_tasks: int = 0
 
 
-def combine_version(plan: VersionPlan, results: Iterable[SubtreeResult], *, deep: bool = False) -> VersionResult:
+def combine_version(
+    plan: VersionPlan, results: Iterable[SubtreeResult], *, deep: bool = False
+) -> VersionResult:
     """Join the top and the subtree results of one version into its verdict."""
     report = CheckReport()
     report.merge(plan.top_report)
     mine = [r for r in results if plan.version in r.versions]
     for result in mine:
         report.merge(result.report)
-    if len(report.leaf_depths) > 1 and not any(v.rule == "leaf-depth" for v in plan.top_report.violations):
-        report.violations.append(Violation(
-            plan.root_location, "leaf-depth",
-            f"leaves at depths {sorted(report.leaf_depths)}; all must be equal",
-        ))
+    if len(report.leaf_depths) > 1 and not any(
+        v.rule == "leaf-depth" for v in plan.top_report.violations
+    ):
+        report.violations.append(
+            Violation(
+                plan.root_location,
+                "leaf-depth",
+                f"leaves at depths {sorted(report.leaf_depths)}; all must be equal",
+            )
+        )
     counts = Counter(report.node_paths)
     for path in sorted(p for p, n in counts.items() if n > 1):
-        report.violations.append(Violation(path, "shared-node", f"node is reached {counts[path]} times in one version"))
+        report.violations.append(
+            Violation(path, "shared-node", f"node is reached {counts[path]} times in one version")
+        )
     report.node_paths = []
     outcome = VersionResult(plan.version, report, subtree_tasks=len(plan.tasks))
     if deep and report.ok:
@@ -814,7 +924,9 @@ def combine_version(plan: VersionPlan, results: Iterable[SubtreeResult], *, deep
             violations.append(Violation(plan.root_location, "catalog-scan", plan.catalog_error))
         for result in mine:
             if result.catalog_error is not None:
-                violations.append(Violation(result.task.location, "catalog-scan", result.catalog_error))
+                violations.append(
+                    Violation(result.task.location, "catalog-scan", result.catalog_error)
+                )
             for versions, part in result.catalog:
                 if plan.version in versions:
                     parts.append(part)
@@ -842,16 +954,27 @@ def validate_in_process(
 ) -> VersionResult:
     """Plan, run every subtree and combine, in this process (the reference for the job)."""
     store = fresh_store(storage, lakehouse_def.order, external_roots)
-    plan = plan_version(storage, version, root, root_location, root_size, lakehouse_def, store, target, deep=deep)
-    results = [run_subtree_work(storage, work, store) for work in merge_work([plan], deep=deep, rows=False)]
+    plan = plan_version(
+        storage, version, root, root_location, root_size, lakehouse_def, store, target, deep=deep
+    )
+    results = [
+        run_subtree_work(storage, work, store) for work in merge_work([plan], deep=deep, rows=False)
+    ]
     return combine_version(plan, results, deep=deep)
 
 
 def validate_view(view: LakehouseView, *, target: int = 4, deep: bool = False) -> VersionResult:
     """``validate_in_process`` for an opened version (compare: ``lakecore.fsck.check_version``)."""
     return validate_in_process(
-        view.storage, view.version, view.root, view.root_info.path, view.root_info.size, view.lakehouse_def,
-        external_roots=view.store.external_roots, target=target, deep=deep,
+        view.storage,
+        view.version,
+        view.root,
+        view.root_info.path,
+        view.root_info.size,
+        view.lakehouse_def,
+        external_roots=view.store.external_roots,
+        target=target,
+        deep=deep,
     )
 
 

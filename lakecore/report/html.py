@@ -56,19 +56,25 @@ def esc(value: Any) -> str:
 
 def page(title: str, body: Iterable[str]) -> str:
     """A whole page: head with the stylesheet, ``body`` inside ``<main>``."""
-    return "\n".join([
-        "<!DOCTYPE html>",
-        "<html lang='en'><head><meta charset='utf-8'>",
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body><main>",
-        *body,
-        "</main></body></html>",
-    ])
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            "<html lang='en'><head><meta charset='utf-8'>",
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+            f"<title>{esc(title)}</title><style>{STYLE}</style></head><body><main>",
+            *body,
+            "</main></body></html>",
+        ]
+    )
 
 
 def banner(status: str, text: str) -> str:
     """The coloured status line at the top of a page (``ok``, ``failed``, ``noop``, ...)."""
-    kind = status if status in ("ok", "failed", "noop", "interrupted", "conflict", "warn") else "failed"
+    kind = (
+        status
+        if status in ("ok", "failed", "noop", "interrupted", "conflict", "warn")
+        else "failed"
+    )
     return f"<div class='banner {kind}' role='status'><b>{esc(status.upper())}</b>{esc(text)}</div>"
 
 
@@ -78,28 +84,45 @@ def pill(ok: bool | None, yes: str = "passed", no: str = "FAILED", unknown: str 
     return f"<span class='pill {'ok' if ok else 'fail'}'>{esc(yes if ok else no)}</span>"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, raw: bool = False,
-          numeric: Sequence[int] = (), row_classes: Sequence[str] | None = None) -> str:
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    raw: bool = False,
+    numeric: Sequence[int] = (),
+    row_classes: Sequence[str] | None = None,
+) -> str:
     """An HTML table; cells are escaped unless ``raw``; ``numeric`` column indexes align right."""
-    head = "".join(f"<th class='{'num' if i in numeric else ''}'>{esc(h)}</th>" for i, h in enumerate(headers))
+    head = "".join(
+        f"<th class='{'num' if i in numeric else ''}'>{esc(h)}</th>" for i, h in enumerate(headers)
+    )
     out = [f"<table><tr>{head}</tr>"]
     for n, row in enumerate(rows):
         cls = f" class='{row_classes[n]}'" if row_classes is not None and row_classes[n] else ""
-        cells = "".join(f"<td class='{'num' if i in numeric else ''}'>{cell if raw else esc(cell)}</td>"
-                        for i, cell in enumerate(row))
+        cells = "".join(
+            f"<td class='{'num' if i in numeric else ''}'>{cell if raw else esc(cell)}</td>"
+            for i, cell in enumerate(row)
+        )
         out.append(f"<tr{cls}>{cells}</tr>")
     out.append("</table>")
     return "".join(out)
 
 
 def key_values(items: Mapping[str, Any]) -> str:
-    return table(["", ""], [(k, v) for k, v in items.items()]).replace("<tr><th class=''></th><th class=''></th></tr>", "")
+    return table(["", ""], [(k, v) for k, v in items.items()]).replace(
+        "<tr><th class=''></th><th class=''></th></tr>", ""
+    )
 
 
 def cards(items: Mapping[str, Any]) -> str:
-    return "<div class='cards'>" + "".join(
-        f"<div class='card'><div class='v'>{esc(v)}</div><div class='k'>{esc(k)}</div></div>" for k, v in items.items()
-    ) + "</div>"
+    return (
+        "<div class='cards'>"
+        + "".join(
+            f"<div class='card'><div class='v'>{esc(v)}</div><div class='k'>{esc(k)}</div></div>"
+            for k, v in items.items()
+        )
+        + "</div>"
+    )
 
 
 def write_page(path: str | Path, text: str) -> str:

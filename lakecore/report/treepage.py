@@ -24,10 +24,16 @@ def _node_html(item: TreeNode, view: LakehouseView, budget: list[int], out: list
     budget[0] -= 1
     node = item.node
     kind = "leaf" if not item.children else f"{len(item.children)} children"
-    summary = (f"<b>L{item.level}</b> <code>{esc(range_label(item, view))}</code> · {len(node.keys)} keys · "
-               f"buffer {len(node.buffer)} · {kind}"
-               + (f" · subtree {item.subtree_nodes} nodes, {item.subtree_keys} keys" if item.children else "")
-               + f" <span class='muted'><code>{esc(item.path.rsplit('/', 1)[-1])}</code></span>")
+    summary = (
+        f"<b>L{item.level}</b> <code>{esc(range_label(item, view))}</code> · {len(node.keys)} keys · "
+        f"buffer {len(node.buffer)} · {kind}"
+        + (
+            f" · subtree {item.subtree_nodes} nodes, {item.subtree_keys} keys"
+            if item.children
+            else ""
+        )
+        + f" <span class='muted'><code>{esc(item.path.rsplit('/', 1)[-1])}</code></span>"
+    )
     out.append(f"<details{' open' if item.level <= 2 else ''}><summary>{summary}</summary>")
     if node.keys:
         shown = ", ".join(esc(key_label(k, view)) for k in node.keys[:KEYS_SHOWN])
@@ -35,14 +41,18 @@ def _node_html(item: TreeNode, view: LakehouseView, budget: list[int], out: list
         out.append(f"<div class='muted' style='margin-left:1.1em'>keys: {shown}{esc(more)}</div>")
     if node.buffer:
         items = list(node.buffer.items())[:KEYS_SHOWN]
-        shown = ", ".join(f"{esc(key_label(k, view))}{' (delete)' if v is None else ''}" for k, v in items)
+        shown = ", ".join(
+            f"{esc(key_label(k, view))}{' (delete)' if v is None else ''}" for k, v in items
+        )
         more = f" … {len(node.buffer) - KEYS_SHOWN} more" if len(node.buffer) > KEYS_SHOWN else ""
         out.append(f"<div style='margin-left:1.1em'>buffer: {shown}{esc(more)}</div>")
     for n, child in enumerate(item.children):
         if budget[0] <= 0:
             rest = item.children[n:]
-            out.append(f"<p class='muted'>… {len(rest)} more children ({sum(c.subtree_nodes for c in rest)} nodes) "
-                       f"not shown: the page shows at most {MAX_NODES} nodes</p>")
+            out.append(
+                f"<p class='muted'>… {len(rest)} more children ({sum(c.subtree_nodes for c in rest)} nodes) "
+                f"not shown: the page shows at most {MAX_NODES} nodes</p>"
+            )
             break
         _node_html(child, view, budget, out)
     out.append("</details>")
@@ -54,14 +64,44 @@ def render_tree_page(view: LakehouseView, summary: dict[str, Any]) -> str:
     _node_html(root, view, [MAX_NODES], out)
     body = [
         f"<h1>tree of version {esc(view.version)} <span class='muted'>{esc(view.uri)}</span></h1>",
-        banner("ok", f"depth {summary['depth']}, {summary['nodes']} nodes, {summary['keys']} keys, "
-               f"{summary['messages']} buffered messages"),
-        cards({"depth": summary["depth"], "nodes": summary["nodes"], "keys": summary["keys"],
-               "buffered messages": summary["messages"], "order": summary["order"]}),
-        table(["level", "nodes", "fan-out (min-max, avg)", "keys", "buffered", "buffer fill avg", "max"], [
-            (lvl["depth"], lvl["nodes"], f"{lvl['fanout_min']}-{lvl['fanout_max']}, {lvl['fanout_avg']:.1f}",
-             lvl["keys"], lvl["messages"], f"{lvl['buffer_fill_avg']:.0%}", f"{lvl['buffer_fill_max']:.0%}")
-            for lvl in summary["levels"]], numeric=(1, 3, 4)),
+        banner(
+            "ok",
+            f"depth {summary['depth']}, {summary['nodes']} nodes, {summary['keys']} keys, "
+            f"{summary['messages']} buffered messages",
+        ),
+        cards(
+            {
+                "depth": summary["depth"],
+                "nodes": summary["nodes"],
+                "keys": summary["keys"],
+                "buffered messages": summary["messages"],
+                "order": summary["order"],
+            }
+        ),
+        table(
+            [
+                "level",
+                "nodes",
+                "fan-out (min-max, avg)",
+                "keys",
+                "buffered",
+                "buffer fill avg",
+                "max",
+            ],
+            [
+                (
+                    lvl["depth"],
+                    lvl["nodes"],
+                    f"{lvl['fanout_min']}-{lvl['fanout_max']}, {lvl['fanout_avg']:.1f}",
+                    lvl["keys"],
+                    lvl["messages"],
+                    f"{lvl['buffer_fill_avg']:.0%}",
+                    f"{lvl['buffer_fill_max']:.0%}",
+                )
+                for lvl in summary["levels"]
+            ],
+            numeric=(1, 3, 4),
+        ),
         "<h2>Nodes <span class='muted'>(click a line to open or close it)</span></h2>",
         *out,
     ]

@@ -51,7 +51,11 @@ def _collect_sorted(items: Iterable[tuple[str, str]]) -> tuple[list[str], list[s
 
 
 def bulk_build(
-    store: NodeStore, shape: TreeShape, items: Iterable[tuple[str, str]], *, now_millis: int | None = None
+    store: NodeStore,
+    shape: TreeShape,
+    items: Iterable[tuple[str, str]],
+    *,
+    now_millis: int | None = None,
 ) -> Node:
     """Write a balanced tree of ``items`` (strictly ascending keys); return the root's content,
     which the caller commits as a root node file."""
@@ -103,7 +107,9 @@ def bulk_build(
         c = 0
         for p in range(parents):
             take = base + (1 if p < extra else 0)
-            node = Node(sep_keys[c : c + take - 1], sep_values[c : c + take - 1], children[c : c + take])
+            node = Node(
+                sep_keys[c : c + take - 1], sep_values[c : c + take - 1], children[c : c + take]
+            )
             next_children.append(write(node))
             if p < parents - 1:
                 next_keys.append(sep_keys[c + take - 1])

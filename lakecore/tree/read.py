@@ -43,7 +43,9 @@ def get(store: NodeStore, root: Node, key: str) -> str | None:
             return None
         location = node.children[i]
         node = store.load(location)
-    raise TreeStructureError(location, f"tree is deeper than order {store.order} allows ({limit} levels): a cycle?")
+    raise TreeStructureError(
+        location, f"tree is deeper than order {store.order} allows ({limit} levels): a cycle?"
+    )
 
 
 def prefix_upper_bound(prefix: str) -> str | None:
@@ -91,9 +93,13 @@ def _scan(
     location: str,
 ) -> Iterator[tuple[str, str]]:
     if depth >= limit:
-        raise TreeStructureError(location, f"tree is deeper than order {store.order} allows: a cycle?")
+        raise TreeStructureError(
+            location, f"tree is deeper than order {store.order} allows: a cycle?"
+        )
     # Ancestors' messages are newer than this node's buffer.
-    merged: dict[str, str | None] = {k: v for k, v in node.buffer.items() if _in_range(k, start, stop)}
+    merged: dict[str, str | None] = {
+        k: v for k, v in node.buffer.items() if _in_range(k, start, stop)
+    }
     merged.update(pending)
     keys = node.keys
     if not node.children:
@@ -116,7 +122,10 @@ def _scan(
         low = keys[i - 1] if i > 0 else None
         high = keys[i] if i < len(keys) else None
         # Skip children entirely outside [start, stop).
-        if not ((stop is None or low is None or low < stop) and (start is None or high is None or high > start)):
+        if not (
+            (stop is None or low is None or low < stop)
+            and (start is None or high is None or high > start)
+        ):
             pass
         else:
             m_lo = 0 if low is None else bisect_right(message_keys, low)
@@ -124,7 +133,14 @@ def _scan(
             child_pending = {k: merged[k] for k in message_keys[m_lo:m_hi]}
             child_location = node.children[i]
             yield from _scan(
-                store, store.load(child_location), start, stop, child_pending, depth + 1, limit, child_location
+                store,
+                store.load(child_location),
+                start,
+                stop,
+                child_pending,
+                depth + 1,
+                limit,
+                child_location,
             )
         if i < len(keys):
             key = keys[i]

@@ -53,7 +53,9 @@ class TreeShape:
         fanout_bits = math.log2(self.min_internal_children)
         return 2 + math.ceil(_MAX_NODES_EXPONENT / fanout_bits)
 
-    def node_size(self, key_bytes: int, value_bytes: int, pnode_bytes: int, buffer_rows: int) -> int:
+    def node_size(
+        self, key_bytes: int, value_bytes: int, pnode_bytes: int, buffer_rows: int
+    ) -> int:
         """Encoded size of a node with these string byte counts, system reserve included.
 
         ``key_bytes`` and ``value_bytes`` cover the key table and the buffer together."""
@@ -71,4 +73,3 @@ class TreeShape:
 # Length of an optimized node file path: 20 hash bits with 3 slashes and a dash, "node-",
 # a 36-character UUID and ".arrow".
 NODE_PATH_BYTES: Final = 24 + 5 + 36 + 6
-

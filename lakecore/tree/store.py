@@ -200,7 +200,9 @@ class NodeStore:
         node is loaded, as it would have without the prefetch."""
         if not self.storage.waits_on_network:
             return
-        wanted = [location for location in dict.fromkeys(locations) if self._worth_reading_ahead(location)]
+        wanted = [
+            location for location in dict.fromkeys(locations) if self._worth_reading_ahead(location)
+        ]
         self._queued.extendleft(reversed(wanted))
         self._queued_wanted.update(wanted)
         self._start_queued()
@@ -227,7 +229,11 @@ class NodeStore:
         from lakecore.storage import request_pool
 
         pool = request_pool(PREFETCH_THREADS)
-        while self._queued and len(self._prefetched) < PREFETCH_HELD and self._in_flight < PREFETCH_PENDING:
+        while (
+            self._queued
+            and len(self._prefetched) < PREFETCH_HELD
+            and self._in_flight < PREFETCH_PENDING
+        ):
             location = self._queued.popleft()
             if location not in self._queued_wanted or not self._worth_reading_ahead(location):
                 continue
@@ -297,6 +303,9 @@ def _absolutize(node: Node, root_uri: str) -> Node:
         list(node.keys),
         [absolute_location(v, root_uri) for v in node.values],
         [absolute_location(c, root_uri) for c in node.children],
-        {k: (None if v is None else absolute_location(v, root_uri)) for k, v in node.buffer.items()},
+        {
+            k: (None if v is None else absolute_location(v, root_uri))
+            for k, v in node.buffer.items()
+        },
         dict(node.system),
     )

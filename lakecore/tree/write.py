@@ -60,6 +60,8 @@ class SplicedSubtree(Protocol):
     separators: list[Separator]
     underflow: bool
     changed: bool
+
+
 _MISSING = object()
 
 
@@ -82,7 +84,16 @@ class WNode:
     """A node being worked on. ``children`` holds paths of untouched children and WNodes of
     loaded ones; ``origin`` is the file it was loaded from and ``dirty`` says it changed."""
 
-    __slots__ = ("buf_key_bytes", "buf_value_bytes", "buffer", "children", "dirty", "keys", "origin", "values")
+    __slots__ = (
+        "buf_key_bytes",
+        "buf_value_bytes",
+        "buffer",
+        "children",
+        "dirty",
+        "keys",
+        "origin",
+        "values",
+    )
 
     def __init__(
         self,
@@ -109,7 +120,12 @@ class WNode:
     @classmethod
     def from_node(cls, node: Node, origin: str | None) -> WNode:
         return cls(
-            list(node.keys), list(node.values), list(node.children), dict(node.buffer), origin, origin is None
+            list(node.keys),
+            list(node.values),
+            list(node.children),
+            dict(node.buffer),
+            origin,
+            origin is None,
         )
 
     @property
@@ -221,8 +237,11 @@ class TreeWriter:
 
     def flush(self, policy: FlushPolicy) -> None:
         """Flush the whole tree: FULL empties every buffer, THRESHOLD the ones over ``fill``."""
-        if (policy.mode is FlushMode.THRESHOLD and self.root.is_leaf
-                and self.root.buffer_fill(self.shape) <= policy.fill):
+        if (
+            policy.mode is FlushMode.THRESHOLD
+            and self.root.is_leaf
+            and self.root.buffer_fill(self.shape) <= policy.fill
+        ):
             # A depth-1 tree's root is a leaf, and its buffer is the tree's only one. ``_settle``
             # applies a leaf's buffer unconditionally, which is right for a leaf below the root
             # (it holds messages only when its parent's buffer was over the threshold and was
@@ -250,7 +269,9 @@ class TreeWriter:
                     new_children: list[WNode | str] = list(result.paths)
                     if result.underflow:
                         # Load the underfull node so that the repair below can merge it.
-                        new_children = [WNode.from_node(self.store.load(result.paths[0]), result.paths[0])]
+                        new_children = [
+                            WNode.from_node(self.store.load(result.paths[0]), result.paths[0])
+                        ]
                     w.children[i : i + 1] = new_children
                     w.keys[i:i] = [sep[0] for sep in result.separators]
                     w.values[i:i] = [sep[1] for sep in result.separators]
@@ -298,12 +319,16 @@ class TreeWriter:
         while child is not None:
             height += 1
             if height > self.shape.max_depth:
-                raise TreeStructureError(str(child), f"tree is deeper than order {self.shape.order} allows")
+                raise TreeStructureError(
+                    str(child), f"tree is deeper than order {self.shape.order} allows"
+                )
             if isinstance(child, WNode):
                 child = child.children[0] if child.children else None
                 continue
             if child in seen:
-                raise TreeStructureError(child, "node points back to one of its ancestors (a cycle)")
+                raise TreeStructureError(
+                    child, "node points back to one of its ancestors (a cycle)"
+                )
             seen.add(child)
             loaded = self.store.load(child)
             child = loaded.children[0] if loaded.children else None
@@ -340,9 +365,17 @@ class TreeWriter:
                 f"{self.shape.node_file_max_size_bytes}: a key or pvalue is too long for this lakehouse"
             )
         if len(w.keys) > self.shape.max_keys:
-            raise AssertionError(f"writing a node with {len(w.keys)} keys at order {self.shape.order}")
+            raise AssertionError(
+                f"writing a node with {len(w.keys)} keys at order {self.shape.order}"
+            )
         created = self.now_millis if self.now_millis is not None else int(time.time() * 1000)
-        node = Node(list(w.keys), list(w.values), child_paths, dict(w.buffer), {K.CREATED_AT_MILLIS_KEY: str(created)})
+        node = Node(
+            list(w.keys),
+            list(w.values),
+            child_paths,
+            dict(w.buffer),
+            {K.CREATED_AT_MILLIS_KEY: str(created)},
+        )
         path = self.store.write(node)
         w.children = list(child_paths)
         w.origin = path
@@ -363,7 +396,9 @@ class TreeWriter:
                 # Root split: the tree grows by one level.
                 self.events.bump("root_grows")
                 self.height += 1
-                new_root = WNode([s[0] for s in seps], [s[1] for s in seps], list(nodes), {}, None, True)
+                new_root = WNode(
+                    [s[0] for s in seps], [s[1] for s in seps], list(nodes), {}, None, True
+                )
                 nodes, seps = self._split(new_root, policy, self.height)
                 continue
             root = nodes[0]
@@ -395,7 +430,9 @@ class TreeWriter:
 
     # -- settle: self-apply, split, push down ----------------------------------------------------
 
-    def _settle(self, w: WNode, policy: FlushPolicy, height: int) -> tuple[list[WNode], list[Separator]]:
+    def _settle(
+        self, w: WNode, policy: FlushPolicy, height: int
+    ) -> tuple[list[WNode], list[Separator]]:
         """Bring ``w`` within its limits; return the nodes that replace it and the separators
         between them (one node and no separator when it did not split)."""
         if height == self.defer_height and height < self.height:
@@ -557,7 +594,9 @@ class TreeWriter:
                 i = self._fix_underflow(w, i, policy, height)
             i += 1
 
-    def _split(self, w: WNode, policy: FlushPolicy, height: int) -> tuple[list[WNode], list[Separator]]:
+    def _split(
+        self, w: WNode, policy: FlushPolicy, height: int
+    ) -> tuple[list[WNode], list[Separator]]:
         """Split a node with more than N-1 keys into evenly filled nodes."""
         if len(w.keys) <= self.shape.max_keys:
             return [w], []
@@ -654,7 +693,9 @@ class TreeWriter:
         are loaded one after another next, which on S3 is a round trip each."""
         self.store.prefetch(c for i in indexes if isinstance(c := w.children[i], str))
 
-    def _push_into_child(self, w: WNode, i: int, group: list[str], policy: FlushPolicy, height: int) -> None:
+    def _push_into_child(
+        self, w: WNode, i: int, group: list[str], policy: FlushPolicy, height: int
+    ) -> None:
         self.events.bump("flushes")
         child = self._child(w, i)
         for key, value in w.take_messages(group):
@@ -736,4 +777,6 @@ def flush_node(
         written_paths=store.stats.written_paths[written_before:],
     )
     changed = paths != [origin]
-    return SubtreeFlushResult(paths, seps, height, changed, delta, dict(writer.events.counts), underflow)
+    return SubtreeFlushResult(
+        paths, seps, height, changed, delta, dict(writer.events.counts), underflow
+    )

@@ -23,7 +23,10 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DAGS_FOLDER = REPO_ROOT / "airflow_dags"
 
-if importlib.util.find_spec("airflow") is None or importlib.util.find_spec("airflow.providers.apache.spark") is None:
+if (
+    importlib.util.find_spec("airflow") is None
+    or importlib.util.find_spec("airflow.providers.apache.spark") is None
+):
     collect_ignore_glob = ["*"]
 else:
     _home = tempfile.mkdtemp(prefix="lakecore-airflow-home-")
@@ -53,5 +56,9 @@ def dagbag():
         from airflow.models.dagbag import DagBag
     import inspect
 
-    kwargs = {"include_examples": False} if "include_examples" in inspect.signature(DagBag).parameters else {}
+    kwargs = (
+        {"include_examples": False}
+        if "include_examples" in inspect.signature(DagBag).parameters
+        else {}
+    )
     return DagBag(dag_folder=str(DAGS_FOLDER), **kwargs)

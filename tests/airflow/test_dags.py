@@ -62,12 +62,15 @@ def test_dag_files_import_nothing_heavy() -> None:
         "print(heavy)\n"
         "sys.exit(1 if heavy else 0)\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                            cwd="/")
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd="/"
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_the_cut_off_renders_for_scheduled_and_hand_triggered_runs(dagbag: Any, common: Any) -> None:
+def test_the_cut_off_renders_for_scheduled_and_hand_triggered_runs(
+    dagbag: Any, common: Any
+) -> None:
     """A run triggered by hand has no logical date in Airflow 3, so no ``data_interval_end`` in
     its context: ``{{ data_interval_end }}`` failed every such run (a trial found it); it is then
     the run's ``run_after``."""
@@ -76,7 +79,9 @@ def test_the_cut_off_renders_for_scheduled_and_hand_triggered_runs(dagbag: Any, 
     import jinja2
 
     environment = _dag(dagbag, MAINTENANCE).get_template_env()
-    assert environment.undefined is jinja2.StrictUndefined or issubclass(environment.undefined, jinja2.StrictUndefined)
+    assert environment.undefined is jinja2.StrictUndefined or issubclass(
+        environment.undefined, jinja2.StrictUndefined
+    )
     template = environment.from_string(common.NOW_TEMPLATE)
     scheduled = dt.datetime(2026, 11, 24, tzinfo=dt.UTC)
     triggered = dt.datetime(2026, 11, 24, 13, 5, 7, tzinfo=dt.UTC)
@@ -99,14 +104,24 @@ def test_copied_dag_files_parse_without_the_checkout_beside_them(tmp_path: Path)
         shutil.copy(source, folder / source.name)
     # A process of its own: this one has the checkout's _lakecore_common imported already.
     code = (
-        "import json, sys\n" + IMPORT_DAGBAG_SOURCE
+        "import json, sys\n"
+        + IMPORT_DAGBAG_SOURCE
         + f"bag = DagBag(dag_folder={str(tmp_path / 'dags')!r})\n"
         "print(json.dumps({'errors': {k: str(v)[-300:] for k, v in bag.import_errors.items()}, 'dags': sorted(bag.dags)}))\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LAKECORE_ROOT")}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd="/",
-                            env={**env, "AIRFLOW__CORE__DAGS_FOLDER": str(tmp_path / "dags"),
-                                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False"})
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/",
+        env={
+            **env,
+            "AIRFLOW__CORE__DAGS_FOLDER": str(tmp_path / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        },
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     parsed = json.loads(result.stdout.strip().splitlines()[-1])
     assert parsed["errors"] == {}
@@ -135,8 +150,13 @@ def test_maintenance_jobs_and_arguments(dagbag: Any, common: Any) -> None:
 
     dag = _dag(dagbag, MAINTENANCE)
     jobs = {step: dag.get_task(f"{GROUP}.{step}").job for step in STEPS}
-    assert jobs == {"validate_before": "validate", "flush": "flush", "compact_versions": "compact-versions",
-                    "gc": "gc", "validate_after": "validate"}
+    assert jobs == {
+        "validate_before": "validate",
+        "flush": "flush",
+        "compact_versions": "compact-versions",
+        "gc": "gc",
+        "validate_after": "validate",
+    }
     flush = dag.get_task(f"{GROUP}.flush")
     assert list(flush.job_args) == ["--mode", "threshold", "--fill", "0.5"]
     for step in ("compact_versions", "gc"):
@@ -178,8 +198,13 @@ def test_repair_dag(dagbag: Any) -> None:
     assert {"lakehouse", "action", "version", "confirm"} <= set(params.keys())
     schema = {name: params.get_param(name).schema for name in params}
     assert schema["lakehouse"]["type"] == "string"
-    assert schema["action"]["enum"] == ["rebuild-hint", "rollback-to-version", "rollback-to-last-valid", "drop-damaged",
-                                      "gc-dry-run"]
+    assert schema["action"]["enum"] == [
+        "rebuild-hint",
+        "rollback-to-version",
+        "rollback-to-last-valid",
+        "drop-damaged",
+        "gc-dry-run",
+    ]
     assert set(schema["version"]["type"]) == {"null", "integer"}
     assert schema["confirm"]["type"] == "boolean"
     assert params["confirm"] is False
@@ -209,10 +234,18 @@ def test_repair_commands() -> None:
     now = "2025-01-02T00:00:00+00:00"
     assert repair_command("rebuild-hint", None, False, now) == ("repair", ["rebuild-hint"])
     assert repair_command("rebuild-hint", None, True, now) == ("repair", ["rebuild-hint", "--yes"])
-    assert repair_command("rollback-to-version", 7, False, now) == ("repair", ["rollback", "--to-version", "7"])
-    assert repair_command("rollback-to-version", 7, True, now) == ("repair", ["rollback", "--to-version", "7", "--yes"])
+    assert repair_command("rollback-to-version", 7, False, now) == (
+        "repair",
+        ["rollback", "--to-version", "7"],
+    )
+    assert repair_command("rollback-to-version", 7, True, now) == (
+        "repair",
+        ["rollback", "--to-version", "7", "--yes"],
+    )
     assert repair_command("rollback-to-last-valid", None, True, now) == (
-        "repair", ["rollback", "--to-last-valid", "--yes"])
+        "repair",
+        ["rollback", "--to-last-valid", "--yes"],
+    )
     # drop-damaged: what gc and compact-versions name when a damaged version blocks them (a
     # new-user trial found the DAG could not run it).
     assert repair_command("drop-damaged", None, False, now) == ("repair", ["drop-damaged"])
@@ -236,16 +269,31 @@ def test_shipped_lakehouse_list_loads(common: Any) -> None:
 
 
 def test_variable_wins_over_the_file(common: Any, tmp_path: Path) -> None:
-    text = json.dumps({"lakehouses": [
-        "s3://bucket/lake",
-        {"name": "two", "uri": "{repo}/x", "env": "prod", "storage_options": {"endpoint_url": "http://h:9000"},
-         "job_args": {"gc": ["--older-than", "5d"], "validate_after": ["--deep"]}},
-        {"name": "off", "uri": "/nowhere", "enabled": False},
-    ]})
+    text = json.dumps(
+        {
+            "lakehouses": [
+                "s3://bucket/lake",
+                {
+                    "name": "two",
+                    "uri": "{repo}/x",
+                    "env": "prod",
+                    "storage_options": {"endpoint_url": "http://h:9000"},
+                    "job_args": {"gc": ["--older-than", "5d"], "validate_after": ["--deep"]},
+                },
+                {"name": "off", "uri": "/nowhere", "enabled": False},
+            ]
+        }
+    )
     lakehouses = common.load_lakehouses(text, tmp_path)
     assert [lh["name"] for lh in lakehouses] == ["lake", "two"]
-    assert lakehouses[0] == {"name": "lake", "uri": "s3://bucket/lake", "env": "local", "storage_options": {},
-                             "job_args": {}, "description": ""}
+    assert lakehouses[0] == {
+        "name": "lake",
+        "uri": "s3://bucket/lake",
+        "env": "local",
+        "storage_options": {},
+        "job_args": {},
+        "description": "",
+    }
     assert lakehouses[1]["uri"] == f"{tmp_path}/x"
     assert lakehouses[1]["job_args"]["gc"] == ["--older-than", "5d"]
     # a bare list works too
@@ -265,7 +313,9 @@ def test_variable_wins_over_the_file(common: Any, tmp_path: Path) -> None:
         ('[{"uri": "/a", "job_args": {"gc": "--dry-run"}}]', "must be a list"),
     ],
 )
-def test_bad_lakehouse_lists_fail_without_retry(common: Any, tmp_path: Path, text: str, match: str) -> None:
+def test_bad_lakehouse_lists_fail_without_retry(
+    common: Any, tmp_path: Path, text: str, match: str
+) -> None:
     from airflow.providers.common.compat.sdk import AirflowFailException
 
     with pytest.raises(AirflowFailException, match=match):
@@ -302,13 +352,25 @@ class _TI:
         self.pushed[key] = value
 
 
-def _operator(common: Any, tmp_path: Path, job: str = "validate", task_id: str = "validate_before",
-              lakehouse: dict[str, Any] | None = None, job_args: list[str] | None = None) -> Any:
+def _operator(
+    common: Any,
+    tmp_path: Path,
+    job: str = "validate",
+    task_id: str = "validate_before",
+    lakehouse: dict[str, Any] | None = None,
+    job_args: list[str] | None = None,
+) -> Any:
     """A rendered operator, as the worker has it right before execute."""
-    op = common.LakecoreJobOperator(task_id=task_id, job=job, lakehouse=None, job_args=job_args or [])
-    op.lakehouse = lakehouse or {"name": "lake", "uri": "/lakes/lake", "env": "local",
-                                 "storage_options": {"endpoint_url": "http://h:9000"},
-                                 "job_args": {"validate": ["--no-expectations"], "validate_before": ["--deep"]}}
+    op = common.LakecoreJobOperator(
+        task_id=task_id, job=job, lakehouse=None, job_args=job_args or []
+    )
+    op.lakehouse = lakehouse or {
+        "name": "lake",
+        "uri": "/lakes/lake",
+        "env": "local",
+        "storage_options": {"endpoint_url": "http://h:9000"},
+        "job_args": {"validate": ["--no-expectations"], "validate_before": ["--deep"]},
+    }
     op.lakecore_root = str(REPO_ROOT)
     op.lakecore_python = ""
     op.reports_dir = str(tmp_path / "reports")
@@ -319,7 +381,9 @@ def _context() -> dict[str, Any]:
     return {"run_id": "scheduled__2025-01-02T00:00:00+00:00", "ti": _TI()}
 
 
-def _fake_submit(monkeypatch: pytest.MonkeyPatch, exit_code: int, report: dict[str, Any] | None) -> list[Any]:
+def _fake_submit(
+    monkeypatch: pytest.MonkeyPatch, exit_code: int, report: dict[str, Any] | None
+) -> list[Any]:
     """spark-submit stand-in: writes the job's report (like run_job) and fails like the hook."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
     from airflow.providers.common.compat.sdk import AirflowException
@@ -338,16 +402,28 @@ def _fake_submit(monkeypatch: pytest.MonkeyPatch, exit_code: int, report: dict[s
     return calls
 
 
-def test_operator_builds_the_spark_submit_sh_command(common: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _fake_submit(monkeypatch, 0, {"job": "validate", "status": "ok", "counts": {"violations": 0}})
+def test_operator_builds_the_spark_submit_sh_command(
+    common: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _fake_submit(
+        monkeypatch, 0, {"job": "validate", "status": "ok", "counts": {"violations": 0}}
+    )
     op = _operator(common, tmp_path)
     context = _context()
     result = op.execute(context)
-    assert result["status"] == "ok" and result["exit_code"] == 0  # the report is the XCom return value
+    assert (
+        result["status"] == "ok" and result["exit_code"] == 0
+    )  # the report is the XCom return value
     (submitted,) = calls
     assert submitted.application == str(REPO_ROOT / "jobs" / "validate.py")
-    report = (tmp_path / "reports" / common.safe_path_part(op.dag_id) / "scheduled__2025-01-02T00_00_00_00_00"
-              / "lake" / "validate_before.json")
+    report = (
+        tmp_path
+        / "reports"
+        / common.safe_path_part(op.dag_id)
+        / "scheduled__2025-01-02T00_00_00_00_00"
+        / "lake"
+        / "validate_before.json"
+    )
     assert json.loads(report.read_text()) == result
     args = submitted.application_args
     assert args[:4] == ["--lakehouse", "/lakes/lake", "--env", "local"]
@@ -363,37 +439,57 @@ def test_operator_builds_the_spark_submit_sh_command(common: Any, tmp_path: Path
     # The driver runs on this worker: its JVM starts as spark-submit.sh starts it (log4j first,
     # then jobs/driver_jvm.py's options, asked of the lakecore venv).
     driver_options = submitted.conf["spark.driver.extraJavaOptions"].split()
-    assert driver_options[0] == f"-Dlog4j2.configurationFile=file:{REPO_ROOT}/conf/log4j2.properties"
+    assert (
+        driver_options[0] == f"-Dlog4j2.configurationFile=file:{REPO_ROOT}/conf/log4j2.properties"
+    )
     assert "-XX:TieredStopAtLevel=1" in driver_options
     assert submitted.pool == "lakecore_maintenance"
     assert context["ti"].pushed == {}
 
 
-def test_operator_violations_fail_without_retry(common: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_operator_violations_fail_without_retry(
+    common: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from airflow.providers.common.compat.sdk import AirflowFailException
 
-    _fake_submit(monkeypatch, 1, {"job": "validate", "status": "failed", "error": "1 violation",
-                                  "details": {"violations": ["v3 0000/x.arrow: [unreadable-node] missing"]}})
+    _fake_submit(
+        monkeypatch,
+        1,
+        {
+            "job": "validate",
+            "status": "failed",
+            "error": "1 violation",
+            "details": {"violations": ["v3 0000/x.arrow: [unreadable-node] missing"]},
+        },
+    )
     op = _operator(common, tmp_path)
     context = _context()
-    with pytest.raises(AirflowFailException, match=r"exit 1 \(a check found violations\).*unreadable-node.*stops here"):
+    with pytest.raises(
+        AirflowFailException,
+        match=r"exit 1 \(a check found violations\).*unreadable-node.*stops here",
+    ):
         op.execute(context)
     assert context["ti"].pushed["report"]["status"] == "failed"  # the report still reaches XCom
 
 
 @pytest.mark.parametrize(("code", "retried"), [(2, False), (3, True), (4, True)])
-def test_operator_other_failures(common: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                 code: int, retried: bool) -> None:
+def test_operator_other_failures(
+    common: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, retried: bool
+) -> None:
     from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
     _fake_submit(monkeypatch, code, {"job": "gc", "status": "failed", "error": "boom"})
-    op = _operator(common, tmp_path, job="gc", task_id="gc", job_args=["--now", "2025-01-02T00:00:00+00:00"])
+    op = _operator(
+        common, tmp_path, job="gc", task_id="gc", job_args=["--now", "2025-01-02T00:00:00+00:00"]
+    )
     with pytest.raises(AirflowException, match=f"exit {code}.*boom") as info:
         op.execute(_context())
     assert isinstance(info.value, AirflowFailException) is not retried
 
 
-def test_operator_without_report(common: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_operator_without_report(
+    common: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from airflow.providers.common.compat.sdk import AirflowException
 
     _fake_submit(monkeypatch, 4, None)
@@ -405,7 +501,9 @@ def test_operator_without_report(common: Any, tmp_path: Path, monkeypatch: pytes
         _operator(common, tmp_path, job="flush", task_id="flush").execute(_context())
 
 
-def test_operator_stale_report_is_not_reused(common: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_operator_stale_report_is_not_reused(
+    common: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A report left by an earlier try must not be taken for this try's."""
     from airflow.providers.common.compat.sdk import AirflowException
 
@@ -428,12 +526,17 @@ def test_operator_binds_the_driver_to_loopback_in_local_mode_only(
     common: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, master: str
 ) -> None:
     host, _, port = master.removeprefix("spark://").partition(":")
-    conn: dict[str, Any] = {"conn_type": "spark", "host": master if master.startswith("local") else f"spark://{host}"}
+    conn: dict[str, Any] = {
+        "conn_type": "spark",
+        "host": master if master.startswith("local") else f"spark://{host}",
+    }
     if port:
         conn["port"] = int(port)
     monkeypatch.setenv("AIRFLOW_CONN_LAKECORE_SPARK", json.dumps(conn))
     monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
-    calls = _fake_submit(monkeypatch, 0, {"job": "validate", "status": "ok", "counts": {"violations": 0}})
+    calls = _fake_submit(
+        monkeypatch, 0, {"job": "validate", "status": "ok", "counts": {"violations": 0}}
+    )
     op = _operator(common, tmp_path)
     op.execute(_context())
     (submitted,) = calls
@@ -451,8 +554,17 @@ def test_operator_refuses_cluster_deploy_mode_on_a_standalone_master(
 ) -> None:
     from airflow.providers.common.compat.sdk import AirflowFailException
 
-    monkeypatch.setenv("AIRFLOW_CONN_LAKECORE_SPARK", json.dumps(
-        {"conn_type": "spark", "host": "spark://10.0.0.5", "port": 7077, "extra": {"deploy-mode": "cluster"}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKECORE_SPARK",
+        json.dumps(
+            {
+                "conn_type": "spark",
+                "host": "spark://10.0.0.5",
+                "port": 7077,
+                "extra": {"deploy-mode": "cluster"},
+            }
+        ),
+    )
     calls = _fake_submit(monkeypatch, 0, None)
     with pytest.raises(AirflowFailException, match="cannot run Python applications"):
         _operator(common, tmp_path).execute(_context())

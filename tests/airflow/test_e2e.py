@@ -33,8 +33,13 @@ from tests.spark_cluster import StandaloneCluster, non_loopback_address, read_ev
 AIRFLOW = Path(sys.executable).parent / "airflow"
 PROJECT_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
 STEPS = ["validate_before", "flush", "compact_versions", "gc", "validate_after"]
-JOBS = {"validate_before": "validate", "flush": "flush", "compact_versions": "compact-versions",
-        "gc": "gc", "validate_after": "validate"}
+JOBS = {
+    "validate_before": "validate",
+    "flush": "flush",
+    "compact_versions": "compact-versions",
+    "gc": "gc",
+    "validate_after": "validate",
+}
 
 pytestmark = pytest.mark.timeout(2400)
 
@@ -69,8 +74,14 @@ print(Lakehouse.open(sys.argv[1]).version)
 
 def _project(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    result = subprocess.run([str(PROJECT_PYTHON), *args], capture_output=True, text=True, env=env,
-                            cwd=REPO_ROOT, timeout=600)
+    result = subprocess.run(
+        [str(PROJECT_PYTHON), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+        timeout=600,
+    )
     if check:
         assert result.returncode == 0, result.stdout + result.stderr
     return result
@@ -87,7 +98,9 @@ def _fsck(lake: Path, *options: str) -> subprocess.CompletedProcess[str]:
 class Airflow:
     """The airflow CLI of this venv with its own AIRFLOW_HOME, and a look into its database."""
 
-    def __init__(self, base: Path, lakehouses: list[dict[str, Any]], cluster: StandaloneCluster) -> None:
+    def __init__(
+        self, base: Path, lakehouses: list[dict[str, Any]], cluster: StandaloneCluster
+    ) -> None:
         self.home = base / "airflow-home"
         self.reports = base / "reports"
         self.logs = base
@@ -95,18 +108,25 @@ class Airflow:
         self.events.mkdir(exist_ok=True)
         # The worker's own address settings must not decide where the driver binds: the
         # operator does (loopback in local mode only).
-        inherited = {k: v for k, v in os.environ.items() if k not in ("SPARK_LOCAL_IP", "SPARK_MASTER")}
+        inherited = {
+            k: v for k, v in os.environ.items() if k not in ("SPARK_LOCAL_IP", "SPARK_MASTER")
+        }
         self.env = {
             **inherited,
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW_CONN_LAKECORE_SPARK": json.dumps(
-                {"conn_type": "spark", "host": f"spark://{cluster.host}", "port": cluster.master_port}),
+                {
+                    "conn_type": "spark",
+                    "host": f"spark://{cluster.host}",
+                    "port": cluster.master_port,
+                }
+            ),
             # Event logs of every application the DAG runs submit, as JVM system properties of
             # spark-submit (SparkConf reads spark.* system properties).
             "SPARK_SUBMIT_OPTS": f"-Dspark.eventLog.enabled=true -Dspark.eventLog.compress=false "
-                                 f"-Dspark.eventLog.dir=file://{self.events}",
+            f"-Dspark.eventLog.dir=file://{self.events}",
             "AIRFLOW_VAR_LAKECORE_LAKEHOUSES": json.dumps({"lakehouses": lakehouses}),
             "AIRFLOW_VAR_LAKECORE_ROOT": str(REPO_ROOT),
             "AIRFLOW_VAR_LAKECORE_REPORTS_DIR": str(self.reports),
@@ -115,24 +135,41 @@ class Airflow:
     def run(self, name: str, *args: str) -> subprocess.CompletedProcess[str]:
         log = self.logs / f"{name}.log"
         with log.open("w") as out:
-            result = subprocess.run([str(AIRFLOW), *args], stdout=out, stderr=subprocess.STDOUT, text=True,
-                                    env=self.env, cwd=self.logs, timeout=1800)
+            result = subprocess.run(
+                [str(AIRFLOW), *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=self.env,
+                cwd=self.logs,
+                timeout=1800,
+            )
         result.stdout = log.read_text()
         return result
 
-    def trigger_by_hand(self, name: str, dag_id: str, conf: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    def trigger_by_hand(
+        self, name: str, dag_id: str, conf: dict[str, Any]
+    ) -> subprocess.CompletedProcess[str]:
         """One run of ``dag_id`` as the UI's Trigger makes it in Airflow 3: no logical date, so
         no data interval (``airflow dags test`` always sets a logical date)."""
         code = (
-            "import json, sys\n" + IMPORT_DAGBAG_SOURCE
+            "import json, sys\n"
+            + IMPORT_DAGBAG_SOURCE
             + f"dag = DagBag(dag_folder={str(DAGS_FOLDER)!r}).dags[{dag_id!r}]\n"
             "run = dag.test(logical_date=None, run_conf=json.loads(sys.argv[1]))\n"
             "print('logical date:', run.logical_date, 'run state:', run.state)\n"
         )
         log = self.logs / f"{name}.log"
         with log.open("w") as out:
-            result = subprocess.run([sys.executable, "-c", code, json.dumps(conf)], stdout=out,
-                                    stderr=subprocess.STDOUT, text=True, env=self.env, cwd=self.logs, timeout=1800)
+            result = subprocess.run(
+                [sys.executable, "-c", code, json.dumps(conf)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=self.env,
+                cwd=self.logs,
+                timeout=1800,
+            )
         result.stdout = log.read_text()
         return result
 
@@ -141,21 +178,36 @@ class Airflow:
             return list(db.execute(sql, params))
 
     def states(self, dag_id: str) -> dict[tuple[str, int], str]:
-        rows = self.query("select task_id, map_index, state from task_instance where dag_id = ?", dag_id)
+        rows = self.query(
+            "select task_id, map_index, state from task_instance where dag_id = ?", dag_id
+        )
         return {(task, index): state for task, index, state in rows}
 
-    def xcom(self, dag_id: str, task_id: str, map_index: int = -1, key: str = "return_value") -> Any:
+    def xcom(
+        self, dag_id: str, task_id: str, map_index: int = -1, key: str = "return_value"
+    ) -> Any:
         # The newest run's, when a DAG ran more than once.
-        rows = self.query("select value from xcom where dag_id = ? and task_id = ? and map_index = ? and key = ? "
-                          "order by timestamp desc", dag_id, task_id, map_index, key)
+        rows = self.query(
+            "select value from xcom where dag_id = ? and task_id = ? and map_index = ? and key = ? "
+            "order by timestamp desc",
+            dag_id,
+            task_id,
+            map_index,
+            key,
+        )
         if not rows:
             return None
         value = rows[0][0]
         return json.loads(value) if isinstance(value, str | bytes) else value
 
     def rendered(self, dag_id: str, task_id: str, map_index: int) -> dict[str, Any]:
-        rows = self.query("select rendered_fields from rendered_task_instance_fields "
-                          "where dag_id = ? and task_id = ? and map_index = ?", dag_id, task_id, map_index)
+        rows = self.query(
+            "select rendered_fields from rendered_task_instance_fields "
+            "where dag_id = ? and task_id = ? and map_index = ?",
+            dag_id,
+            task_id,
+            map_index,
+        )
         assert rows, f"no rendered fields for {task_id}[{map_index}]"
         return json.loads(rows[0][0])
 
@@ -170,7 +222,9 @@ def lakes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     if not PROJECT_PYTHON.exists():
         pytest.fail(f"{PROJECT_PYTHON} is missing: run 'make setup' first")
     if not AIRFLOW.exists():
-        pytest.fail(f"{AIRFLOW} is missing: run 'make {Path(sys.executable).parents[1].name}/.installed'")
+        pytest.fail(
+            f"{AIRFLOW} is missing: run 'make {Path(sys.executable).parents[1].name}/.installed'"
+        )
     base = tmp_path_factory.mktemp("lakecore-airflow-e2e")
     good, bad = base / "good", base / "bad"
     built = json.loads(_project("-c", BUILD, str(good), str(bad)).stdout.strip().splitlines()[-1])
@@ -183,18 +237,33 @@ def lakes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def maintenance(lakes: dict[str, Any], spark_cluster: StandaloneCluster) -> dict[str, Any]:
     """One maintenance run over both lakehouses, on the standalone cluster."""
     quick = {"validate": ["--no-expectations"]}
-    airflow = Airflow(lakes["base"], [
-        {"name": "good", "uri": str(lakes["good"]), "job_args": {**quick, "flush": ["--fill", "0.0"]}},
-        {"name": "bad", "uri": str(lakes["bad"]), "job_args": quick},
-    ], spark_cluster)
+    airflow = Airflow(
+        lakes["base"],
+        [
+            {
+                "name": "good",
+                "uri": str(lakes["good"]),
+                "job_args": {**quick, "flush": ["--fill", "0.0"]},
+            },
+            {"name": "bad", "uri": str(lakes["bad"]), "job_args": quick},
+        ],
+        spark_cluster,
+    )
     migrate = airflow.run("db-migrate", "db", "migrate")
     assert migrate.returncode == 0, _tail(migrate.stdout)
     logical = dt.datetime.now(dt.UTC).replace(microsecond=0)
     result = airflow.run("maintenance", "dags", "test", "lakecore_maintenance", logical.isoformat())
     runs = airflow.query("select run_id, state from dag_run where dag_id = 'lakecore_maintenance'")
     assert len(runs) == 1, _tail(result.stdout)
-    return {"airflow": airflow, "result": result, "logical": logical, "run_id": runs[0][0], "state": runs[0][1],
-            "cluster": spark_cluster, **lakes}
+    return {
+        "airflow": airflow,
+        "result": result,
+        "logical": logical,
+        "run_id": runs[0][0],
+        "state": runs[0][1],
+        "cluster": spark_cluster,
+        **lakes,
+    }
 
 
 def test_the_jobs_ran_on_the_standalone_cluster(maintenance: dict[str, Any]) -> None:
@@ -207,8 +276,9 @@ def test_the_jobs_ran_on_the_standalone_cluster(maintenance: dict[str, Any]) -> 
     cluster: StandaloneCluster = maintenance["cluster"]
     apps = read_event_logs(airflow.events)
     names = [app.spark_properties.get("spark.app.name", "") for app in apps]
-    assert sorted(names) == sorted(["lakecore validate"] * 3 + ["lakecore flush", "lakecore compact-versions",
-                                                                 "lakecore gc"]), names
+    assert sorted(names) == sorted(
+        ["lakecore validate"] * 3 + ["lakecore flush", "lakecore compact-versions", "lakecore gc"]
+    ), names
     for app in apps:
         assert app.spark_properties.get("spark.master") == cluster.url
         assert cluster.completed_app(app.app_id)["state"] == "FINISHED"
@@ -238,7 +308,11 @@ def test_good_lakehouse_is_maintained(maintenance: dict[str, Any]) -> None:
     for step in STEPS:
         report = airflow.xcom("lakecore_maintenance", f"maintain.{step}", 0)
         assert report is not None, f"no report XCom for {step}"
-        assert report["job"] == JOBS[step] and report["status"] in ("ok", "noop") and report["exit_code"] == 0, report
+        assert (
+            report["job"] == JOBS[step]
+            and report["status"] in ("ok", "noop")
+            and report["exit_code"] == 0
+        ), report
         assert report["lakehouse"].rstrip("/").endswith("/good")
         files = list(airflow.reports.glob(f"lakecore_maintenance/*/good/{step}.json"))
         assert len(files) == 1 and files[0].stat().st_size > 0
@@ -246,7 +320,9 @@ def test_good_lakehouse_is_maintained(maintenance: dict[str, Any]) -> None:
     flush = airflow.xcom("lakecore_maintenance", "maintain.flush", 0)
     assert flush["new_version"] == maintenance["built"]["good"] + 1, flush
     assert flush["details"]["mode"] == "threshold"
-    assert flush["details"]["fill"] == 0.0  # the lakehouse's job_args come after the DAG's --fill 0.5
+    assert (
+        flush["details"]["fill"] == 0.0
+    )  # the lakehouse's job_args come after the DAG's --fill 0.5
     assert _version(maintenance["good"]) >= flush["new_version"]
     # the maintained lakehouse still validates, deep
     fsck = _fsck(maintenance["good"], "--deep")
@@ -267,14 +343,18 @@ def test_bad_lakehouse_stops_at_the_first_validation(maintenance: dict[str, Any]
     states = airflow.states("lakecore_maintenance")
     assert states[("maintain.validate_before", 1)] == "failed", states
     for step in STEPS[1:]:
-        assert states.get((f"maintain.{step}", 1)) in ("upstream_failed", None), f"{step} ran on a damaged lakehouse"
+        assert states.get((f"maintain.{step}", 1)) in ("upstream_failed", None), (
+            f"{step} ran on a damaged lakehouse"
+        )
     assert maintenance["state"] == "failed"
     assert maintenance["result"].returncode != 0
     # failed loudly: the violation and "not retried" are in the task's error
     log = maintenance["result"].stdout
     assert "a check found violations" in log and "unreadable-node" in log and "not retried" in log
     report = airflow.xcom("lakecore_maintenance", "maintain.validate_before", 1, key="report")
-    assert report["job"] == "validate" and report["exit_code"] == 1 and report["status"] != "ok", report
+    assert report["job"] == "validate" and report["exit_code"] == 1 and report["status"] != "ok", (
+        report
+    )
     assert report["counts"]["violations"] >= 1
     # nothing was written to it
     assert _version(maintenance["bad"]) == maintenance["built"]["bad"]
@@ -291,16 +371,27 @@ def test_repair_rolls_back_to_the_last_valid_version(maintenance: dict[str, Any]
     plan_only = {"lakehouse": "bad", "action": "rollback-to-last-valid"}
     result = airflow.trigger_by_hand("repair-plan", "lakecore_repair", plan_only)
     assert "logical date: None run state: success" in result.stdout, _tail(result.stdout)
-    assert airflow.states("lakecore_repair") == {("plan", -1): "success", ("repair", -1): "success"}, \
-        _tail(result.stdout)
-    assert dt.datetime.fromisoformat(airflow.rendered("lakecore_repair", "plan", -1)["op_kwargs"]["now"]).tzinfo
+    assert airflow.states("lakecore_repair") == {
+        ("plan", -1): "success",
+        ("repair", -1): "success",
+    }, _tail(result.stdout)
+    assert dt.datetime.fromisoformat(
+        airflow.rendered("lakecore_repair", "plan", -1)["op_kwargs"]["now"]
+    ).tzinfo
     report = airflow.xcom("lakecore_repair", "repair")
     assert report["status"] == "planned" and report["details"]["action"] == "rollback", report
     assert 'trigger lakecore_repair again with the same conf and "confirm": true' in result.stdout
     assert _version(maintenance["bad"]) == before
     conf = {"lakehouse": "bad", "action": "rollback-to-last-valid", "confirm": True}
-    result = airflow.run("repair", "dags", "test", "lakecore_repair",
-                         dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(), "--conf", json.dumps(conf))
+    result = airflow.run(
+        "repair",
+        "dags",
+        "test",
+        "lakecore_repair",
+        dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
+        "--conf",
+        json.dumps(conf),
+    )
     states = airflow.states("lakecore_repair")
     assert states == {("plan", -1): "success", ("repair", -1): "success"}, _tail(result.stdout)
     report = airflow.xcom("lakecore_repair", "repair")

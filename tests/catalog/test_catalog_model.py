@@ -14,7 +14,9 @@ from lakecore.lakehouse import Lakehouse
 
 NAMES = st.sampled_from(["a", "b", "sales", "ops", "x1", "é"])
 TABLES = st.sampled_from(["t1", "t2", "orders", "users", "ü"])
-PROPS = st.dictionaries(st.sampled_from(["owner", "tier", "k"]), st.text("abcxyz", max_size=4), max_size=2)
+PROPS = st.dictionaries(
+    st.sampled_from(["owner", "tier", "k"]), st.text("abcxyz", max_size=4), max_size=2
+)
 
 Model = tuple[dict[str, dict[str, str]], dict[tuple[str, str], dict[str, str]]]
 
@@ -23,9 +25,15 @@ class CatalogVersusModel(RuleBasedStateMachine):
     @initialize()
     def setup(self) -> None:
         # Tiny nodes: a few dozen objects already flush, split and merge the tree.
-        self.lh = Lakehouse.create(f"memory://catalog-model/{uuid.uuid4()}", name="model", order=4,
-                                   namespace_name_max_size_bytes=8, table_name_max_size_bytes=8,
-                                   file_name_max_size_bytes=90, node_file_max_size_bytes=6000)
+        self.lh = Lakehouse.create(
+            f"memory://catalog-model/{uuid.uuid4()}",
+            name="model",
+            order=4,
+            namespace_name_max_size_bytes=8,
+            table_name_max_size_bytes=8,
+            file_name_max_size_bytes=90,
+            node_file_max_size_bytes=6000,
+        )
         self.namespaces: dict[str, dict[str, str]] = {}
         self.tables: dict[tuple[str, str], dict[str, str]] = {}
         self.snapshots: dict[int, Model] = {0: ({}, {})}
@@ -52,7 +60,9 @@ class CatalogVersusModel(RuleBasedStateMachine):
     def create_table(self, ns: str, table: str, props: dict[str, str]) -> None:
         try:
             with self.lh.transaction() as tx:
-                tx.create_table(ns, table, columns=[{"id": 1, "name": "x", "type": "INT8"}], properties=props)
+                tx.create_table(
+                    ns, table, columns=[{"id": 1, "name": "x", "type": "INT8"}], properties=props
+                )
         except NotFoundError:
             assert ns not in self.namespaces
             return
@@ -70,7 +80,10 @@ class CatalogVersusModel(RuleBasedStateMachine):
         with self.lh.transaction() as tx:
             tx.update_table(ns, table, properties=props)
             # A transaction sees its own writes.
-            assert dict(tx.load_table(ns, table).properties) == {**self.tables[(ns, table)], **props}
+            assert dict(tx.load_table(ns, table).properties) == {
+                **self.tables[(ns, table)],
+                **props,
+            }
         self.tables[(ns, table)] = {**self.tables[(ns, table)], **props}
         self._snapshot()
 
@@ -161,6 +174,9 @@ def _assert_view_matches(view, namespaces, tables) -> None:  # type: ignore[no-u
 
 
 CatalogVersusModel.TestCase.settings = settings(
-    max_examples=80, stateful_step_count=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=80,
+    stateful_step_count=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 test_catalog_versus_model = CatalogVersusModel.TestCase

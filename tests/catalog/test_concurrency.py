@@ -43,10 +43,19 @@ def _worker(uri: str, options: dict[str, Any], worker: int, n_tx: int) -> dict[s
     return {"log": log, "conflicts": conflicts, "retries": retries}
 
 
-def _run_concurrently(uri: str, options: dict[str, Any], workers: int, n_tx: int) -> list[dict[str, Any]]:
-    lh = Lakehouse.create(uri, name="concurrency", storage_options=options, order=16,
-                          node_file_max_size_bytes=64 * 1024, namespace_name_max_size_bytes=16,
-                          table_name_max_size_bytes=16, file_name_max_size_bytes=128)
+def _run_concurrently(
+    uri: str, options: dict[str, Any], workers: int, n_tx: int
+) -> list[dict[str, Any]]:
+    lh = Lakehouse.create(
+        uri,
+        name="concurrency",
+        storage_options=options,
+        order=16,
+        node_file_max_size_bytes=64 * 1024,
+        namespace_name_max_size_bytes=16,
+        table_name_max_size_bytes=16,
+        file_name_max_size_bytes=128,
+    )
     with lh.transaction() as tx:
         tx.create_namespace("ns")
         tx.create_table("ns", "counter", properties={"n": "0"})
@@ -56,7 +65,9 @@ def _run_concurrently(uri: str, options: dict[str, Any], workers: int, n_tx: int
         return [f.result(timeout=600) for f in futures]
 
 
-def _check_outcome(uri: str, options: dict[str, Any], results: list[dict[str, Any]], workers: int, n_tx: int) -> None:
+def _check_outcome(
+    uri: str, options: dict[str, Any], results: list[dict[str, Any]], workers: int, n_tx: int
+) -> None:
     storage = Storage(uri, options)
     latest = latest_version(storage)
     assert list_root_versions(storage) == list(range(latest + 1)), "the version chain has a gap"
@@ -66,7 +77,9 @@ def _check_outcome(uri: str, options: dict[str, Any], results: list[dict[str, An
     assert versions[-1] == latest
     # Replay the successful commits in version order: increments must read 1, 2, 3, ...
     increments = [int(arg) for _, op, arg in log if op == "increment"]
-    assert increments == list(range(1, len(increments) + 1)), "an increment was lost or applied twice"
+    assert increments == list(range(1, len(increments) + 1)), (
+        "an increment was lost or applied twice"
+    )
     created = {arg for _, op, arg in log if op == "create"}
     lh = Lakehouse.open(uri, storage_options=options)
     assert set(lh.list_tables("ns")) == created | {"counter"}
@@ -79,7 +92,9 @@ def test_concurrent_committers_local(tmp_path) -> None:  # type: ignore[no-untyp
     uri = str(tmp_path / "lake")
     results = _run_concurrently(uri, {}, workers=4, n_tx=16)
     _check_outcome(uri, {}, results, 4, 16)
-    assert sum(r["retries"] + r["conflicts"] for r in results) > 0, "four writers never raced: not a concurrency test"
+    assert sum(r["retries"] + r["conflicts"] for r in results) > 0, (
+        "four writers never raced: not a concurrency test"
+    )
 
 
 @pytest.mark.s3
@@ -115,7 +130,10 @@ def test_snapshot_isolation_allows_write_skew() -> None:
     tx1.commit()
     tx2.commit()  # disjoint write sets: snapshot isolation lets both through
     final = Lakehouse.open(lh.uri)
-    assert [final.load_table("ops", n).properties["on_call"] for n in ("alice", "bob")] == ["no", "no"]
+    assert [final.load_table("ops", n).properties["on_call"] for n in ("alice", "bob")] == [
+        "no",
+        "no",
+    ]
 
 
 def test_serializable_refuses_write_skew() -> None:
@@ -127,7 +145,10 @@ def test_serializable_refuses_write_skew() -> None:
     with pytest.raises(CommitConflictError, match="read"):
         tx2.commit()
     final = Lakehouse.open(lh.uri)
-    assert [final.load_table("ops", n).properties["on_call"] for n in ("alice", "bob")] == ["no", "yes"]
+    assert [final.load_table("ops", n).properties["on_call"] for n in ("alice", "bob")] == [
+        "no",
+        "yes",
+    ]
 
 
 def test_serializable_refuses_a_phantom_in_a_listed_range() -> None:

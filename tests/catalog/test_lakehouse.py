@@ -111,45 +111,63 @@ def test_time_travel_steps_over_a_damaged_root(tmp_path: Path) -> None:
     assert lh.as_of(stamps[2]).version == 2  # version 3 is younger: so is 4, and 2 is the answer
     assert lh.as_of(stamps[5]).version == 5 and lh.as_of(stamps[6]).version == 6
     # 3 is old enough, but the damaged 4 may have been too: the answer cannot be told.
-    with pytest.raises(VersionExpiredError, match=r"version 3 \(created .*\) is the newest readable one before "
-                       r"that time, but version 4, after it, is missing or damaged .*`--version 3` reads version 3"):
+    with pytest.raises(
+        VersionExpiredError,
+        match=r"version 3 \(created .*\) is the newest readable one before "
+        r"that time, but version 4, after it, is missing or damaged .*`--version 3` reads version 3",
+    ):
         lh.as_of(stamps[3] + 1)
 
 
-def test_time_travel_to_before_damaged_bottom_roots_says_they_cannot_be_read(tmp_path: Path) -> None:
+def test_time_travel_to_before_damaged_bottom_roots_says_they_cannot_be_read(
+    tmp_path: Path,
+) -> None:
     """Roots 0 and 1 unreadable: a time between 1 and 2 was answered "no retained version ...
     the oldest retained version 2", though 0 and 1 are retained and one of them is the answer
     (found by a review)."""
     lh, stamps = _stamped_lake(tmp_path, 4)
     for version in (0, 1):
         (tmp_path / "lake" / root_node_file_name(version)).write_bytes(b"garbage")
-    with pytest.raises(VersionExpiredError, match=r"no readable version was created at or before .*: the oldest "
-                       r"readable one is 2 \(created .*\), and the root files of versions 0..1 under it cannot be read"):
+    with pytest.raises(
+        VersionExpiredError,
+        match=r"no readable version was created at or before .*: the oldest "
+        r"readable one is 2 \(created .*\), and the root files of versions 0..1 under it cannot be read",
+    ):
         lh.as_of(stamps[1] + 1)
     assert lh.as_of(stamps[2]).version == 2
 
 
-def test_time_travel_across_dropped_versions_says_what_it_can_and_cannot_tell(tmp_path: Path) -> None:
+def test_time_travel_across_dropped_versions_says_what_it_can_and_cannot_tell(
+    tmp_path: Path,
+) -> None:
     """Root files deleted in the middle of the log (``repair drop-damaged``, or expiry below an
     export's pin): by number the error said "expired by version compaction" though older
     versions were there; by time the walk stopped at the gap and said "the oldest retained
     version is 6" with 0..2 still retained (found by a new-user trial)."""
     lh, stamps = _stamped_lake(tmp_path, 7)
     Storage(lh.uri).delete([root_node_file_name(v) for v in (3, 4, 5)])
-    with pytest.raises(VersionExpiredError, match=r"version 4 is missing from the log \(no root file between "
-                       r"versions 2 and 6\): it was dropped as damaged by `repair drop-damaged`, or expired by "
-                       r"version compaction while an older version was kept"):
+    with pytest.raises(
+        VersionExpiredError,
+        match=r"version 4 is missing from the log \(no root file between "
+        r"versions 2 and 6\): it was dropped as damaged by `repair drop-damaged`, or expired by "
+        r"version compaction while an older version was kept",
+    ):
         lh.at_version(4)
     assert lh.at_version(2).version == 2
     assert lh.as_of(stamps[1]).version == 1  # below the gap, and told for sure: 2 is younger
     assert lh.as_of(stamps[6]).version == 6 and lh.as_of(stamps[7] + 5).version == 7
-    with pytest.raises(VersionExpiredError, match=r"version 2 .* but versions 3..5, after it, are missing or damaged"):
+    with pytest.raises(
+        VersionExpiredError,
+        match=r"version 2 .* but versions 3..5, after it, are missing or damaged",
+    ):
         lh.as_of(stamps[2] + 1)
     with pytest.raises(NotFoundError, match="the lakehouse did not exist yet"):
         lh.as_of(stamps[0] - 1)
 
 
-def test_without_a_hint_the_latest_version_is_found_above_a_gap_and_a_commit_lands_on_top(tmp_path: Path) -> None:
+def test_without_a_hint_the_latest_version_is_found_above_a_gap_and_a_commit_lands_on_top(
+    tmp_path: Path,
+) -> None:
     """Versions 0-5, root 3 dropped (``repair drop-damaged``), the hint lost: the probe from
     version 0 stopped at the gap, said the latest was 2, and a commit took version 3, under 4
     and 5, where no reader found it (found by a review)."""
@@ -164,7 +182,9 @@ def test_without_a_hint_the_latest_version_is_found_above_a_gap_and_a_commit_lan
     assert "after-the-gap" in Lakehouse.open(lh.uri).list_namespaces()
 
 
-def test_a_missing_definition_is_damage_unless_its_version_expired_meanwhile(tmp_path: Path) -> None:
+def test_a_missing_definition_is_damage_unless_its_version_expired_meanwhile(
+    tmp_path: Path,
+) -> None:
     from lakecore.errors import ExitCode, MissingDefinitionError
 
     lh = _lake(tmp_path)
@@ -179,13 +199,18 @@ def test_a_missing_definition_is_damage_unless_its_version_expired_meanwhile(tmp
     # What compact-versions does when version 1 expires: its root first, then what only it reached.
     Storage(lh.uri).delete([root_node_file_name(1)])
     old_def.unlink()
-    with pytest.raises(VersionExpiredError, match="version 1 was expired by version compaction while"):
+    with pytest.raises(
+        VersionExpiredError, match="version 1 was expired by version compaction while"
+    ):
         old_view.load_table("ns", "old")
     # The latest version names a file nobody may delete: its loss is damage (exit 6).
     (new_def,) = (tmp_path / "lake").rglob("*-table-new-ns-*.binpb")
     new_def.unlink()
-    with pytest.raises(MissingDefinitionError, match=r"table ns\.new: its definition file .* is missing, though "
-                                                      r"version 2 names it") as caught:
+    with pytest.raises(
+        MissingDefinitionError,
+        match=r"table ns\.new: its definition file .* is missing, though "
+        r"version 2 names it",
+    ) as caught:
         Lakehouse.open(lh.uri).load_table("ns", "new")
     assert caught.value.exit_code == ExitCode.DAMAGED
     with pytest.raises(MissingDefinitionError), Lakehouse.open(lh.uri).transaction() as tx:
@@ -250,8 +275,14 @@ def test_rollback_refuses_to_discard_a_concurrent_commit(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("mode", ["minimal", "partial", "full"])
 def test_export_modes_copy_a_readable_snapshot(tmp_path: Path, mode: str) -> None:
-    lh = Lakehouse.create(str(tmp_path / "lake"), order=4, node_file_max_size_bytes=16384,
-                          namespace_name_max_size_bytes=16, table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+    lh = Lakehouse.create(
+        str(tmp_path / "lake"),
+        order=4,
+        node_file_max_size_bytes=16384,
+        namespace_name_max_size_bytes=16,
+        table_name_max_size_bytes=16,
+        file_name_max_size_bytes=100,
+    )
     with lh.transaction() as tx:
         tx.create_namespace("ns")
     for i in range(40):
@@ -285,9 +316,15 @@ def test_gc_on_an_export_and_its_source_keeps_both_readable(tmp_path: Path, mode
     from lakecore.maintenance.expire import expire_in_process
     from lakecore.maintenance.gc import gc_in_process
 
-    source = Lakehouse.create(str(tmp_path / "lake"), order=4, node_file_max_size_bytes=16384,
-                              namespace_name_max_size_bytes=16, table_name_max_size_bytes=16,
-                              file_name_max_size_bytes=100, minimum_versions_to_keep=1)
+    source = Lakehouse.create(
+        str(tmp_path / "lake"),
+        order=4,
+        node_file_max_size_bytes=16384,
+        namespace_name_max_size_bytes=16,
+        table_name_max_size_bytes=16,
+        file_name_max_size_bytes=100,
+        minimum_versions_to_keep=1,
+    )
     with source.transaction() as tx:
         tx.create_namespace("ns")
     for i in range(30):
@@ -326,7 +363,12 @@ def test_a_reader_refuses_a_pointer_out_of_the_root(tmp_path: Path) -> None:
     with lh.transaction() as tx:
         tx.create_namespace("ns")
     view = lh.at_version(1)
-    for location in ["../escape.binpb", "/etc/passwd", f"file://{tmp_path}/other/x.binpb", "s3://other/x"]:
+    for location in [
+        "../escape.binpb",
+        "/etc/passwd",
+        f"file://{tmp_path}/other/x.binpb",
+        "s3://other/x",
+    ]:
         with pytest.raises(InvalidLocationError):
             view.read_location(location)
 
@@ -342,10 +384,23 @@ def test_table_updates_merge_properties_and_can_replace_the_schema(tmp_path: Pat
     lh = _lake(tmp_path)
     with lh.transaction() as tx:
         tx.create_namespace("ns")
-        tx.create_table("ns", "t", columns=[{"id": 1, "name": "a", "type": "INT4"}], properties={"x": "1", "y": "2"})
+        tx.create_table(
+            "ns",
+            "t",
+            columns=[{"id": 1, "name": "a", "type": "INT4"}],
+            properties={"x": "1", "y": "2"},
+        )
     with lh.transaction() as tx:
-        tx.update_table("ns", "t", properties={"y": "3"}, remove_properties=["x"],
-                        columns=[{"id": 1, "name": "a", "type": "INT8"}, {"id": 2, "name": "b", "type": "VARCHAR"}])
+        tx.update_table(
+            "ns",
+            "t",
+            properties={"y": "3"},
+            remove_properties=["x"],
+            columns=[
+                {"id": 1, "name": "a", "type": "INT8"},
+                {"id": 2, "name": "b", "type": "VARCHAR"},
+            ],
+        )
     table = lh.load_table("ns", "t")
     assert dict(table.properties) == {"y": "3"}
     assert [(c.id, c.name) for c in table.schema.columns] == [(1, "a"), (2, "b")]

@@ -58,8 +58,14 @@ def _settings_dir(base: Path) -> Path:
     return conf
 
 
-def _kill_when_running(cluster: StandaloneCluster, ui_port: int, marker: str, victim: int,
-                       done: threading.Event, outcome: dict[str, Any]) -> None:
+def _kill_when_running(
+    cluster: StandaloneCluster,
+    ui_port: int,
+    marker: str,
+    victim: int,
+    done: threading.Event,
+    outcome: dict[str, Any],
+) -> None:
     """Poll the driver's REST API; kill the worker once a job matching ``marker`` is a quarter
     done with tasks still running."""
     base = f"http://127.0.0.1:{ui_port}/api/v1/applications"
@@ -69,8 +75,11 @@ def _kill_when_running(cluster: StandaloneCluster, ui_port: int, marker: str, vi
             for app in apps:
                 for job in get_json(f"{base}/{app['id']}/jobs?status=running", timeout=2):
                     # In the middle: a quarter of the tasks done, others running.
-                    if (marker in job.get("description", "") and job.get("numActiveTasks", 0) > 0
-                            and job.get("numCompletedTasks", 0) >= job.get("numTasks", 0) // 4):
+                    if (
+                        marker in job.get("description", "")
+                        and job.get("numActiveTasks", 0) > 0
+                        and job.get("numCompletedTasks", 0) >= job.get("numTasks", 0) // 4
+                    ):
                         outcome["job"] = job.get("description")
                         outcome["tasks_done_before_kill"] = job.get("numCompletedTasks")
                         outcome["tasks_total"] = job.get("numTasks")
@@ -82,33 +91,65 @@ def _kill_when_running(cluster: StandaloneCluster, ui_port: int, marker: str, vi
         time.sleep(0.1)
 
 
-def _gc(cluster: StandaloneCluster, base: Path, lake: Path, conf: Path, name: str,
-        ui_port: int | None = None) -> tuple[subprocess.Popen[str], Path, Path]:
+def _gc(
+    cluster: StandaloneCluster,
+    base: Path,
+    lake: Path,
+    conf: Path,
+    name: str,
+    ui_port: int | None = None,
+) -> tuple[subprocess.Popen[str], Path, Path]:
     events = base / f"events-{name}"
     report = base / f"{name}.json"
     spark_args = event_log_args(events)
     if ui_port is not None:
         spark_args += ["--conf", f"spark.ui.port={ui_port}"]
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
-    env.update({"SPARK_MASTER": cluster.url, "LAKECORE_SPARK_ARGS": " ".join(spark_args),
-                "LAKECORE_CONF_DIR": str(conf)})
+    env.update(
+        {
+            "SPARK_MASTER": cluster.url,
+            "LAKECORE_SPARK_ARGS": " ".join(spark_args),
+            "LAKECORE_CONF_DIR": str(conf),
+        }
+    )
     process = subprocess.Popen(
-        [str(WRAPPER), "gc", "--lakehouse", str(lake), "--now", FUTURE, "--i-understand-grace-risk",
-         "--report", str(report)],
-        cwd=base, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            str(WRAPPER),
+            "gc",
+            "--lakehouse",
+            str(lake),
+            "--now",
+            FUTURE,
+            "--i-understand-grace-risk",
+            "--report",
+            str(report),
+        ],
+        cwd=base,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     return process, report, events
 
 
-@pytest.mark.parametrize("stage", [
-    "list",
-    pytest.param("delete", marks=pytest.mark.slow),
-])
-def test_worker_killed_in_the_middle_of_gc(stage: str, spark_cluster: StandaloneCluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "stage",
+    [
+        "list",
+        pytest.param("delete", marks=pytest.mark.slow),
+    ],
+)
+def test_worker_killed_in_the_middle_of_gc(
+    stage: str, spark_cluster: StandaloneCluster, tmp_path: Path
+) -> None:
     lake = tmp_path / "lake"
     lh = build_lake(str(lake), commits=12)
     storage = Storage(str(lake))
     orphans = {plant(storage, new_node_file_path(), b"x" * 64) for _ in range(ORPHANS // 2)}
-    orphans |= {plant(storage, new_table_def_path("ns", f"gone{i}")) for i in range(ORPHANS - len(orphans))}
+    orphans |= {
+        plant(storage, new_table_def_path("ns", f"gone{i}")) for i in range(ORPHANS - len(orphans))
+    }
     reachable_before = files(lake) - orphans
     conf = _settings_dir(tmp_path)
     spark_cluster.wait_for_idle()
@@ -118,9 +159,14 @@ def test_worker_killed_in_the_middle_of_gc(stage: str, spark_cluster: Standalone
     outcome: dict[str, Any] = {}
     victim = 1
     started = time.monotonic()
-    process, report_path, events = _gc(spark_cluster, tmp_path, lake, conf, f"killed-{stage}", ui_port)
-    killer = threading.Thread(target=_kill_when_running,
-                              args=(spark_cluster, ui_port, STAGES[stage], victim, done, outcome), daemon=True)
+    process, report_path, events = _gc(
+        spark_cluster, tmp_path, lake, conf, f"killed-{stage}", ui_port
+    )
+    killer = threading.Thread(
+        target=_kill_when_running,
+        args=(spark_cluster, ui_port, STAGES[stage], victim, done, outcome),
+        daemon=True,
+    )
     killer.start()
     try:
         output, _ = process.communicate(timeout=900)
@@ -129,20 +175,33 @@ def test_worker_killed_in_the_middle_of_gc(stage: str, spark_cluster: Standalone
         killer.join(timeout=30)
     seconds = time.monotonic() - started
     try:
-        assert "killed_at" in outcome, f"the {stage} stage was never seen running ({outcome}); output:\n{output[-3000:]}"
+        assert "killed_at" in outcome, (
+            f"the {stage} stage was never seen running ({outcome}); output:\n{output[-3000:]}"
+        )
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
         (app,) = read_event_logs(events)
         # Nothing any retained version reaches is gone, whatever the job's outcome.
         assert reachable_before <= files(lake), sorted(reachable_before - files(lake))[:5]
         assert_every_version_valid(str(lake))
         deleted_by_killed_run = len(orphans - files(lake))
-        print("GC-KILL " + json.dumps({
-            "stage": stage, "exit": process.returncode, "seconds": round(seconds, 1),
-            "killed_during": outcome["job"], "tasks_done_before_kill": outcome["tasks_done_before_kill"],
-            "tasks_total": outcome["tasks_total"], "failed_tasks": app.failed_tasks,
-            "executors": len(app.executors), "orphans": len(orphans), "deleted": deleted_by_killed_run,
-            "reported_deleted": report.get("counts", {}).get("orphans_deleted"),
-        }))
+        print(
+            "GC-KILL "
+            + json.dumps(
+                {
+                    "stage": stage,
+                    "exit": process.returncode,
+                    "seconds": round(seconds, 1),
+                    "killed_during": outcome["job"],
+                    "tasks_done_before_kill": outcome["tasks_done_before_kill"],
+                    "tasks_total": outcome["tasks_total"],
+                    "failed_tasks": app.failed_tasks,
+                    "executors": len(app.executors),
+                    "orphans": len(orphans),
+                    "deleted": deleted_by_killed_run,
+                    "reported_deleted": report.get("counts", {}).get("orphans_deleted"),
+                }
+            )
+        )
         if process.returncode == 0:
             # Spark re-ran the lost tasks on the surviving executor: a complete, correct gc.
             assert not orphans & files(lake)

@@ -47,10 +47,22 @@ WRAPPER = REPO / "spark-submit.sh"
 FUTURE = str(int(time.time() * 1000) + 365 * 86_400_000)
 SUBMIT_TIMEOUT = 900
 # Environment a submission must not depend on: the wrapper sets up what it needs.
-_DROPPED_ENV = ("SPARK_LOCAL_IP", "PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME",
-                "LAKECORE_SPARK_ARGS", "SPARK_MASTER", "LAKECORE_DEPLOY_MODE")
-EXECUTOR_CREDENTIALS = ["--conf", "spark.executorEnv.AWS_ACCESS_KEY_ID=lakecore-test",
-                        "--conf", "spark.executorEnv.AWS_SECRET_ACCESS_KEY=lakecore-test"]
+_DROPPED_ENV = (
+    "SPARK_LOCAL_IP",
+    "PYTHONPATH",
+    "PYSPARK_PYTHON",
+    "PYSPARK_DRIVER_PYTHON",
+    "SPARK_HOME",
+    "LAKECORE_SPARK_ARGS",
+    "SPARK_MASTER",
+    "LAKECORE_DEPLOY_MODE",
+)
+EXECUTOR_CREDENTIALS = [
+    "--conf",
+    "spark.executorEnv.AWS_ACCESS_KEY_ID=lakecore-test",
+    "--conf",
+    "spark.executorEnv.AWS_SECRET_ACCESS_KEY=lakecore-test",
+]
 MODES = {"spark_master": [], "cluster": ["--cluster"], "local": []}
 
 
@@ -68,8 +80,16 @@ class Submitted:
         return f"exit {self.code}\n{self.stdout[-2000:]}\n{self.stderr[-4000:]}"
 
 
-def submit(cluster: StandaloneCluster, s3: S3TestServer, base: Path, mode: str, job: str, lakehouse: str,
-           *options: str, executor_credentials: bool = True) -> Submitted:
+def submit(
+    cluster: StandaloneCluster,
+    s3: S3TestServer,
+    base: Path,
+    mode: str,
+    job: str,
+    lakehouse: str,
+    *options: str,
+    executor_credentials: bool = True,
+) -> Submitted:
     """One ``./spark-submit.sh`` run on the cluster; its report and event log."""
     name = f"{mode}-{job}-{uuid.uuid4().hex[:6]}"
     events = base / "events" / name
@@ -79,28 +99,49 @@ def submit(cluster: StandaloneCluster, s3: S3TestServer, base: Path, mode: str, 
     env["LAKECORE_SPARK_ARGS"] = " ".join(spark_args)
     if mode != "local":
         env["SPARK_MASTER"] = cluster.url
-    argv = [str(WRAPPER), *MODES[mode], job, "--lakehouse", lakehouse,
-            "--storage-option", f"endpoint_url={s3.endpoint}", *options, "--report", str(report)]
+    argv = [
+        str(WRAPPER),
+        *MODES[mode],
+        job,
+        "--lakehouse",
+        lakehouse,
+        "--storage-option",
+        f"endpoint_url={s3.endpoint}",
+        *options,
+        "--report",
+        str(report),
+    ]
     cluster.wait_for_idle()  # the previous application has let go of both executors
     started = time.monotonic()
-    done = subprocess.run(argv, cwd=base, env=env, capture_output=True, text=True, timeout=SUBMIT_TIMEOUT,
-                          check=False)
+    done = subprocess.run(
+        argv, cwd=base, env=env, capture_output=True, text=True, timeout=SUBMIT_TIMEOUT, check=False
+    )
     seconds = time.monotonic() - started
     print(f"CLUSTER-TIME {mode} {job} {seconds:.1f}s exit {done.returncode}")
     data = json.loads(report.read_text()) if report.exists() else {}
-    return Submitted(job, done.returncode, done.stdout, done.stderr, data, read_event_logs(events), seconds)
+    return Submitted(
+        job, done.returncode, done.stdout, done.stderr, data, read_event_logs(events), seconds
+    )
 
 
 def assert_ran_on_the_cluster(cluster: StandaloneCluster, run: Submitted, mode: str) -> AppRun:
     """The job's one application ran on this master, with tasks done by executors on the workers."""
-    assert len(run.apps) == 1, f"{run.job}: expected one application's event log, got {len(run.apps)}"
+    assert len(run.apps) == 1, (
+        f"{run.job}: expected one application's event log, got {len(run.apps)}"
+    )
     app = run.apps[0]
-    assert app.spark_properties.get("spark.master") == cluster.url, app.spark_properties.get("spark.master")
+    assert app.spark_properties.get("spark.master") == cluster.url, app.spark_properties.get(
+        "spark.master"
+    )
     assert cluster.completed_app(app.app_id)["state"] == "FINISHED"
     assert app.executors, f"{run.job}: no executor joined {app.app_id}"
-    assert "driver" not in app.executors and all(host == cluster.host for host in app.executors.values())
+    assert "driver" not in app.executors and all(
+        host == cluster.host for host in app.executors.values()
+    )
     assert app.tasks > 0, f"{run.job}: no task succeeded in {app.app_id}"
-    assert set(app.tasks_by_executor) <= set(app.executors), app.tasks_by_executor  # none on the driver
+    assert set(app.tasks_by_executor) <= set(app.executors), (
+        app.tasks_by_executor
+    )  # none on the driver
     if mode == "cluster":
         # The executors ran the shipped archive's Python, not the checkout's .venv.
         assert app.spark_properties.get("spark.pyspark.python") == "./environment/bin/python"
@@ -116,14 +157,18 @@ def tables(uri: str, options: dict[str, Any], version: int | None = None) -> dic
     return {ns: lh.list_tables(ns) for ns in lh.list_namespaces()}
 
 
-@pytest.mark.parametrize("mode", [
-    "spark_master",
-    "cluster",
-    # The same jobs in local mode (local[*]), for the timing comparison in the README.
-    pytest.param("local", marks=pytest.mark.slow),
-])
-def test_every_job_on_the_cluster(mode: str, spark_cluster: StandaloneCluster, s3_server: S3TestServer,
-                                  tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "spark_master",
+        "cluster",
+        # The same jobs in local mode (local[*]), for the timing comparison in the README.
+        pytest.param("local", marks=pytest.mark.slow),
+    ],
+)
+def test_every_job_on_the_cluster(
+    mode: str, spark_cluster: StandaloneCluster, s3_server: S3TestServer, tmp_path: Path
+) -> None:
     uri, options = s3_server.new_root()
     lh = build_lake(uri, options, commits=12)
     leave_crashed_commit(lh)  # a dead writer's files: what gc must find
@@ -153,11 +198,16 @@ def test_every_job_on_the_cluster(mode: str, spark_cluster: StandaloneCluster, s
     compact = run("compact-versions", "--now", FUTURE, "--i-understand-expiry-risk")
     assert compact.report["counts"]["expired_versions"] > 0
     assert compact.report["counts"]["files_deleted"] > 0
-    assert len(list_root_versions(lh.storage)) == compact.report["counts"]["versions_before"] - \
-        compact.report["counts"]["expired_versions"]
+    assert (
+        len(list_root_versions(lh.storage))
+        == compact.report["counts"]["versions_before"]
+        - compact.report["counts"]["expired_versions"]
+    )
 
     gc = run("gc", "--now", FUTURE, "--i-understand-grace-risk")
-    assert gc.report["counts"]["orphans_deleted"] >= 2  # at least the crashed commit's node and definition
+    assert (
+        gc.report["counts"]["orphans_deleted"] >= 2
+    )  # at least the crashed commit's node and definition
     assert gc.report["counts"]["orphans_deleted"] == gc.report["counts"]["orphans_to_delete"]
     assert_every_version_valid(uri, options)  # nothing a retained version reaches was deleted
     assert tables(uri, options) == content
@@ -183,21 +233,36 @@ def test_validate_without_executor_credentials_is_a_storage_failure(
     credentials, and no violations: nothing was judged that could not be read."""
     uri, options = s3_server.new_root()
     build_lake(uri, options, commits=6)
-    result = submit(spark_cluster, s3_server, tmp_path, "spark_master", "validate", uri, "--no-expectations",
-                    executor_credentials=False)
+    result = submit(
+        spark_cluster,
+        s3_server,
+        tmp_path,
+        "spark_master",
+        "validate",
+        uri,
+        "--no-expectations",
+        executor_credentials=False,
+    )
     assert result.code == 4, result.explain()
     report = result.report
     assert report["status"] == "failed" and report["exit_code"] == 4, report
     assert "violations" not in report["counts"] and not report["details"].get("violations"), report
     assert report["error"].startswith("StorageError: on an executor:"), report["error"]
-    assert "NoCredentialsError" in report["error"] and "spark.executorEnv.AWS_ACCESS_KEY_ID" in report["error"]
+    assert (
+        "NoCredentialsError" in report["error"]
+        and "spark.executorEnv.AWS_ACCESS_KEY_ID" in report["error"]
+    )
     # The job's own one-line error (spark-submit merges the Python driver's stderr into its
     # stdout; the JVM's log lines share the streams, so not necessarily the last line).
-    assert f"lakecore validate: {report['error']}\n" in result.stdout + result.stderr, result.stdout[-3000:]
+    assert f"lakecore validate: {report['error']}\n" in result.stdout + result.stderr, (
+        result.stdout[-3000:]
+    )
     assert "violations" not in result.stdout
     # It did reach the executors: their tasks failed, the application ran on the cluster.
     assert len(result.apps) == 1 and result.apps[0].failed_tasks > 0
     # The same lakehouse is fine once the executors have credentials.
-    again = submit(spark_cluster, s3_server, tmp_path, "spark_master", "validate", uri, "--no-expectations")
+    again = submit(
+        spark_cluster, s3_server, tmp_path, "spark_master", "validate", uri, "--no-expectations"
+    )
     assert again.code == 0, again.explain()
     assert again.report["counts"]["violations"] == 0

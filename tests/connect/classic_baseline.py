@@ -37,7 +37,11 @@ def classic_session() -> Any:
         if line and not line.startswith("#"):
             key, value = line.split(None, 1)
             builder = builder.config(key, value.strip())
-    session = builder.config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1").getOrCreate()
+    session = (
+        builder.config("spark.ui.enabled", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     return session
 
@@ -57,7 +61,9 @@ def main() -> int:
         job = importlib.import_module(f"jobs.{step['job'].replace('-', '_')}")
         started = time.monotonic()
         code = job.main(argv, spark=spark)
-        results.append({"step": step["step"], "code": code, "seconds": round(time.monotonic() - started, 3)})
+        results.append(
+            {"step": step["step"], "code": code, "seconds": round(time.monotonic() - started, 3)}
+        )
         print(f"classic baseline: {step['step']} exit {code}", file=sys.stderr, flush=True)
     spark.stop()
     Path(sys.argv[2]).write_text(json.dumps(results))

@@ -47,9 +47,20 @@ WRAPPER = REPO / "spark-submit.sh"
 FUTURE = str(int(time.time() * 1000) + 365 * 86_400_000)
 RUN_TIMEOUT = 600
 # Environment a run must not depend on: the wrapper and the jobs set up what they need.
-_DROPPED_ENV = ("SPARK_LOCAL_IP", "PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME",
-                "LAKECORE_SPARK_ARGS", "SPARK_MASTER", "LAKECORE_DEPLOY_MODE", "SPARK_REMOTE",
-                "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")
+_DROPPED_ENV = (
+    "SPARK_LOCAL_IP",
+    "PYTHONPATH",
+    "PYSPARK_PYTHON",
+    "PYSPARK_DRIVER_PYTHON",
+    "SPARK_HOME",
+    "LAKECORE_SPARK_ARGS",
+    "SPARK_MASTER",
+    "LAKECORE_DEPLOY_MODE",
+    "SPARK_REMOTE",
+    "SPARK_CONNECT_MODE_ENABLED",
+    "PYSPARK_GATEWAY_PORT",
+    "PYSPARK_GATEWAY_SECRET",
+)
 # Steps of the "python" mode that take the endpoint from $SPARK_REMOTE instead of --remote.
 FROM_ENVIRONMENT = {"validate-deep", "gc-dry-run"}
 # Report fields that are about time, not about what the job found or did.
@@ -78,11 +89,16 @@ def copy_lake(s3: S3TestServer, source: str) -> str:
     client = s3.client()
     source_prefix = source.removeprefix(f"s3://{s3.bucket}/")
     target_prefix = target.removeprefix(f"s3://{s3.bucket}/")
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket, Prefix=source_prefix):
+    for page in client.get_paginator("list_objects_v2").paginate(
+        Bucket=s3.bucket, Prefix=source_prefix
+    ):
         for item in page.get("Contents", []):
             key = item["Key"]
-            client.copy_object(Bucket=s3.bucket, Key=target_prefix + key[len(source_prefix):],
-                               CopySource={"Bucket": s3.bucket, "Key": key})
+            client.copy_object(
+                Bucket=s3.bucket,
+                Key=target_prefix + key[len(source_prefix) :],
+                CopySource={"Bucket": s3.bucket, "Key": key},
+            )
     return target
 
 
@@ -95,8 +111,11 @@ def no_jvm_here(base: Path) -> tuple[dict[str, str], Path]:
         stand_in = bin_dir / name
         stand_in.write_text(f'#!/bin/sh\necho "{name} $*" >> {marks}\nexit 97\n')
         stand_in.chmod(0o755)
-    changes = {"JAVA_HOME": str(base / "no-jvm"), "SPARK_SUBMIT": str(bin_dir / "spark-submit"),
-               "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
+    changes = {
+        "JAVA_HOME": str(base / "no-jvm"),
+        "SPARK_SUBMIT": str(bin_dir / "spark-submit"),
+        "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
+    }
     return changes, marks
 
 
@@ -109,8 +128,10 @@ def lake_files(s3: S3TestServer, uri: str) -> set[str]:
     """The lakehouse's files, relative to its root."""
     prefix = uri.removeprefix(f"s3://{s3.bucket}/")
     found: set[str] = set()
-    for page in s3.client().get_paginator("list_objects_v2").paginate(Bucket=s3.bucket, Prefix=prefix):
-        found.update(item["Key"][len(prefix):] for item in page.get("Contents", []))
+    for page in (
+        s3.client().get_paginator("list_objects_v2").paginate(Bucket=s3.bucket, Prefix=prefix)
+    ):
+        found.update(item["Key"][len(prefix) :] for item in page.get("Contents", []))
     return found
 
 
@@ -123,7 +144,9 @@ def comparable(ran: Ran, placeholders: dict[str, str], template_files: set[str])
     of the copied lakehouse's own files (gc's orphans, compact-versions' deletions) stay as
     they are: the same files must be found and deleted."""
     data = {k: v for k, v in ran.report.items() if k not in _TIMING_FIELDS}
-    data["details"] = {k: v for k, v in (data.get("details") or {}).items() if k not in _CLOCK_DETAILS}
+    data["details"] = {
+        k: v for k, v in (data.get("details") or {}).items() if k not in _CLOCK_DETAILS
+    }
     text = json.dumps(data, sort_keys=True)
     for value, name in sorted(placeholders.items(), key=lambda item: -len(item[0])):
         text = text.replace(value, name)
@@ -152,7 +175,9 @@ STEPS: list[tuple[str, str, list[str]]] = [
 class Runner:
     """Runs the steps of one mode on its own copy of the lakehouse."""
 
-    def __init__(self, mode: str, lake: str, s3: S3TestServer, server: ConnectServer, base: Path) -> None:
+    def __init__(
+        self, mode: str, lake: str, s3: S3TestServer, server: ConnectServer, base: Path
+    ) -> None:
         self.mode, self.lake, self.s3, self.server, self.base = mode, lake, s3, server, base
         self.base.mkdir(parents=True, exist_ok=True)
         self.target = f"s3://{s3.bucket}/{uuid.uuid4()}/"
@@ -161,12 +186,24 @@ class Runner:
         self.content = tables(lake, s3.storage_options())
 
     def placeholders(self) -> dict[str, str]:
-        return {self.lake: "<lake>", self.lake.rstrip("/"): "<lake>", self.target: "<target>",
-                self.target.rstrip("/"): "<target>", str(self.base): "<base>"}
+        return {
+            self.lake: "<lake>",
+            self.lake.rstrip("/"): "<lake>",
+            self.target: "<target>",
+            self.target.rstrip("/"): "<target>",
+            str(self.base): "<base>",
+        }
 
     def job_args(self, step: str, job: str, options: list[str]) -> list[str]:
         options = [self.target if o == "{target}" else o for o in options]
-        return ["--lakehouse", self.lake, *self.s3.job_args(), *options, "--report", str(self.base / f"{step}.json")]
+        return [
+            "--lakehouse",
+            self.lake,
+            *self.s3.job_args(),
+            *options,
+            "--report",
+            str(self.base / f"{step}.json"),
+        ]
 
     def report(self, step: str) -> dict[str, Any]:
         path = self.base / f"{step}.json"
@@ -174,36 +211,74 @@ class Runner:
         return data
 
     def every_job(self) -> dict[str, Ran]:
-        ran = self._classic() if self.mode == "classic" else {name: self._remote(name, job, options)
-                                                              for name, job, options in STEPS}
+        ran = (
+            self._classic()
+            if self.mode == "classic"
+            else {name: self._remote(name, job, options) for name, job, options in STEPS}
+        )
         for result in ran.values():
             assert result.code == 0, result.explain()
-            assert result.report["status"] == "ok" and result.report["exit_code"] == 0, result.report
+            assert result.report["status"] == "ok" and result.report["exit_code"] == 0, (
+                result.report
+            )
         self.check(ran)
         return ran
 
     def _classic(self) -> dict[str, Ran]:
         """Every step in classic local mode, one JVM for all (tests/connect/classic_baseline.py)."""
         plan = self.base / "steps.json"
-        plan.write_text(json.dumps({
-            "storage_options": self.s3.storage_options(),
-            "steps": [{"step": name, "job": job, "argv": self.job_args(name, job, options)}
-                      for name, job, options in STEPS],
-        }))
+        plan.write_text(
+            json.dumps(
+                {
+                    "storage_options": self.s3.storage_options(),
+                    "steps": [
+                        {"step": name, "job": job, "argv": self.job_args(name, job, options)}
+                        for name, job, options in STEPS
+                    ],
+                }
+            )
+        )
         results = self.base / "results.json"
         env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
         env["PYTHONPATH"] = str(REPO)
         before = set(self.server.user_tags("lakecore-"))
         started = time.monotonic()
-        done = subprocess.run([str(PROJECT_PYTHON), str(Path(__file__).parent / "classic_baseline.py"), str(plan),
-                               str(results)], cwd=self.base, env=env, capture_output=True, text=True,
-                              timeout=RUN_TIMEOUT * 2, check=False)
-        print(f"CONNECT-TIME classic all steps {time.monotonic() - started:.1f}s exit {done.returncode}")
-        assert done.returncode == 0 and results.exists(), f"{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
-        assert set(self.server.user_tags("lakecore-")) == before, "a classic run reached the Connect server"
-        return {r["step"]: Ran(r["step"], job, r["code"], done.stdout, done.stderr, self.report(r["step"]),
-                               r["seconds"], [])
-                for r, (_, job, _) in zip(json.loads(results.read_text()), STEPS, strict=True)}
+        done = subprocess.run(
+            [
+                str(PROJECT_PYTHON),
+                str(Path(__file__).parent / "classic_baseline.py"),
+                str(plan),
+                str(results),
+            ],
+            cwd=self.base,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT * 2,
+            check=False,
+        )
+        print(
+            f"CONNECT-TIME classic all steps {time.monotonic() - started:.1f}s exit {done.returncode}"
+        )
+        assert done.returncode == 0 and results.exists(), (
+            f"{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+        )
+        assert set(self.server.user_tags("lakecore-")) == before, (
+            "a classic run reached the Connect server"
+        )
+        return {
+            r["step"]: Ran(
+                r["step"],
+                job,
+                r["code"],
+                done.stdout,
+                done.stderr,
+                self.report(r["step"]),
+                r["seconds"],
+                [],
+            )
+            for r, (_, job, _) in zip(json.loads(results.read_text()), STEPS, strict=True)
+        }
 
     def _remote(self, step: str, job: str, options: list[str]) -> Ran:
         """One step as a Spark Connect client: through the wrapper ("submit") or as a module."""
@@ -224,18 +299,31 @@ class Runner:
                 argv += ["--remote", self.server.url]
         before = set(self.server.user_tags(f"lakecore-{job}-"))
         started = time.monotonic()
-        done = subprocess.run(argv, cwd=self.base, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT,
-                              check=False)
+        done = subprocess.run(
+            argv,
+            cwd=self.base,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+            check=False,
+        )
         seconds = time.monotonic() - started
         tags = sorted(set(self.server.user_tags(f"lakecore-{job}-")) - before)
         print(f"CONNECT-TIME {self.mode} {step} {seconds:.1f}s exit {done.returncode} tags {tags}")
-        ran = Ran(step, job, done.returncode, done.stdout, done.stderr, self.report(step), seconds, tags)
-        assert not self.marks.exists(), f"{step}: a JVM or spark-submit was started here: {self.marks.read_text()}"
+        ran = Ran(
+            step, job, done.returncode, done.stdout, done.stderr, self.report(step), seconds, tags
+        )
+        assert not self.marks.exists(), (
+            f"{step}: a JVM or spark-submit was started here: {self.marks.read_text()}"
+        )
         if job == "repair":  # checks and commits on the driver alone: no Spark work at all
             assert not tags, f"{step}: repair ran Spark jobs on the server: {tags}"
         else:
-            assert len(tags) == 1, f"{step}: expected the job's stages on the server, found tags {tags}\n" \
-                                   f"{ran.explain()}"
+            assert len(tags) == 1, (
+                f"{step}: expected the job's stages on the server, found tags {tags}\n"
+                f"{ran.explain()}"
+            )
         return ran
 
     def check(self, ran: dict[str, Ran]) -> None:
@@ -254,8 +342,14 @@ class Runner:
         assert ran["flush"].report["new_version"] == self.built + 1
 
         dry, gc = ran["gc-dry-run"].report, ran["gc"].report
-        assert dry["counts"]["would_delete"] >= 2  # at least the crashed commit's node and definition
-        assert gc["counts"]["orphans_deleted"] == gc["counts"]["orphans_to_delete"] == dry["counts"]["would_delete"]
+        assert (
+            dry["counts"]["would_delete"] >= 2
+        )  # at least the crashed commit's node and definition
+        assert (
+            gc["counts"]["orphans_deleted"]
+            == gc["counts"]["orphans_to_delete"]
+            == dry["counts"]["would_delete"]
+        )
         assert gc["samples"]["deleted"] == dry["samples"]["would_delete"]
 
         assert ran["compact-versions"].report["counts"]["expired_versions"] > 0
@@ -267,7 +361,9 @@ class Runner:
         assert repair["details"]["rolled_back_to"] == repair["details"]["latest_version"] - 1
         # The rollback restored the content before the export, which is the built content (flush,
         # gc and compact-versions change no table), and every retained version is whole.
-        assert tables(self.lake, options, version=repair["details"]["rolled_back_to"]) == self.content
+        assert (
+            tables(self.lake, options, version=repair["details"]["rolled_back_to"]) == self.content
+        )
         assert tables(self.lake, options) == self.content
         assert_every_version_valid(self.lake, options)
 
@@ -287,18 +383,32 @@ def template_files(template: str, s3_server: S3TestServer) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def classic(template: str, s3_server: S3TestServer, spark_connect: ConnectServer,
-            tmp_path_factory: pytest.TempPathFactory) -> tuple[Runner, dict[str, Ran]]:
+def classic(
+    template: str,
+    s3_server: S3TestServer,
+    spark_connect: ConnectServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Runner, dict[str, Ran]]:
     """Every job in classic local mode: what the Connect runs must report too."""
-    runner = Runner("classic", copy_lake(s3_server, template), s3_server, spark_connect,
-                    tmp_path_factory.mktemp("classic"))
+    runner = Runner(
+        "classic",
+        copy_lake(s3_server, template),
+        s3_server,
+        spark_connect,
+        tmp_path_factory.mktemp("classic"),
+    )
     return runner, runner.every_job()
 
 
 @pytest.mark.parametrize("mode", ["submit", "python"])
 def test_every_job_through_connect_reports_what_classic_mode_does(
-    mode: str, classic: tuple[Runner, dict[str, Ran]], template: str, template_files: set[str],
-    s3_server: S3TestServer, spark_connect: ConnectServer, tmp_path: Path
+    mode: str,
+    classic: tuple[Runner, dict[str, Ran]],
+    template: str,
+    template_files: set[str],
+    s3_server: S3TestServer,
+    spark_connect: ConnectServer,
+    tmp_path: Path,
 ) -> None:
     runner = Runner(mode, copy_lake(s3_server, template), s3_server, spark_connect, tmp_path / mode)
     ran = runner.every_job()
@@ -307,11 +417,20 @@ def test_every_job_through_connect_reports_what_classic_mode_does(
     for step, result in ran.items():
         expected = comparable(baseline[step], base_runner.placeholders(), template_files)
         got = comparable(result, runner.placeholders(), template_files)
-        differing = {k: (expected.get(k), got.get(k)) for k in expected.keys() | got.keys()
-                     if expected.get(k) != got.get(k)}
-        assert not differing, f"{mode} {step}: differs from classic mode (classic, {mode}): {differing}"
-    print(f"CONNECT-TIMES {mode} " + json.dumps({s: round(r.seconds, 1) for s, r in ran.items()})
-          + " classic " + json.dumps({s: round(r.seconds, 1) for s, r in baseline.items()}))
+        differing = {
+            k: (expected.get(k), got.get(k))
+            for k in expected.keys() | got.keys()
+            if expected.get(k) != got.get(k)
+        }
+        assert not differing, (
+            f"{mode} {step}: differs from classic mode (classic, {mode}): {differing}"
+        )
+    print(
+        f"CONNECT-TIMES {mode} "
+        + json.dumps({s: round(r.seconds, 1) for s, r in ran.items()})
+        + " classic "
+        + json.dumps({s: round(r.seconds, 1) for s, r in baseline.items()})
+    )
 
 
 # -- the endpoint itself ---------------------------------------------------------------------------
@@ -337,8 +456,14 @@ print(json.dumps([row.asDict() for row in rows.distinct().collect()]))
 
 
 def test_the_servers_python_workers_import_this_checkout(spark_connect: ConnectServer) -> None:
-    done = subprocess.run([str(PROJECT_PYTHON), "-c", _IMPORTS_ON_THE_SERVER, spark_connect.url],
-                          capture_output=True, text=True, timeout=300, env=client_env(), check=False)
+    done = subprocess.run(
+        [str(PROJECT_PYTHON), "-c", _IMPORTS_ON_THE_SERVER, spark_connect.url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=client_env(),
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (row,) = json.loads(done.stdout.strip().splitlines()[-1])
     assert row["lakecore"] == str(REPO / "lakecore" / "__init__.py")
@@ -353,34 +478,65 @@ def test_an_endpoint_that_does_not_answer_is_one_line_and_exit_4(
 ) -> None:
     url = f"sc://127.0.0.1:{free_port()}"  # nothing listens there
     args = ["--lakehouse", template, *s3_server.job_args(), "--no-expectations", "--remote", url]
-    argv = [str(WRAPPER), "validate", *args] if how == "submit" else \
-        [str(PROJECT_PYTHON), "-m", "jobs.validate", *args]
+    argv = (
+        [str(WRAPPER), "validate", *args]
+        if how == "submit"
+        else [str(PROJECT_PYTHON), "-m", "jobs.validate", *args]
+    )
     changes, marks = no_jvm_here(tmp_path)
     started = time.monotonic()
-    done = subprocess.run(argv, cwd=tmp_path, env=client_env(**changes), capture_output=True, text=True,
-                          timeout=300, check=False)
+    done = subprocess.run(
+        argv,
+        cwd=tmp_path,
+        env=client_env(**changes),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     seconds = time.monotonic() - started
     assert done.returncode == 4, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith(
-        f"lakecore validate: SparkUnavailableError: could not reach the Spark Connect server at {url}: "), lines[0]
+        f"lakecore validate: SparkUnavailableError: could not reach the Spark Connect server at {url}: "
+    ), lines[0]
     assert "Connection refused" in lines[0] and lines[0].endswith("(--remote, $SPARK_REMOTE)")
     assert seconds < 60, f"a refused connection took {seconds:.0f}s to report"
     assert not marks.exists()
 
 
-@pytest.mark.parametrize(("how", "message"), [
-    ("submit", "spark-submit.sh: --remote 'localhost:1' is not a Spark Connect address (sc://HOST:PORT)"),
-    ("python", "lakecore validate: ArgumentError: --remote 'localhost:1' is not a Spark Connect address "
-               "(sc://HOST:PORT)"),
-])
-def test_an_address_that_is_not_sc_is_exit_2(how: str, message: str, template: str, s3_server: S3TestServer,
-                                            tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [
+        (
+            "submit",
+            "spark-submit.sh: --remote 'localhost:1' is not a Spark Connect address (sc://HOST:PORT)",
+        ),
+        (
+            "python",
+            "lakecore validate: ArgumentError: --remote 'localhost:1' is not a Spark Connect address "
+            "(sc://HOST:PORT)",
+        ),
+    ],
+)
+def test_an_address_that_is_not_sc_is_exit_2(
+    how: str, message: str, template: str, s3_server: S3TestServer, tmp_path: Path
+) -> None:
     args = ["--lakehouse", template, *s3_server.job_args(), "--remote", "localhost:1"]
-    argv = [str(WRAPPER), "validate", *args] if how == "submit" else \
-        [str(PROJECT_PYTHON), "-m", "jobs.validate", *args]
-    done = subprocess.run(argv, cwd=tmp_path, env=client_env(), capture_output=True, text=True, timeout=120,
-                          check=False)
+    argv = (
+        [str(WRAPPER), "validate", *args]
+        if how == "submit"
+        else [str(PROJECT_PYTHON), "-m", "jobs.validate", *args]
+    )
+    done = subprocess.run(
+        argv,
+        cwd=tmp_path,
+        env=client_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [message]

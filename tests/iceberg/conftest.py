@@ -33,24 +33,31 @@ from tests.conftest import S3_TEST_REGION, S3TestServer
 CATALOG_IMPL = "lakecore.iceberg.LakecoreCatalog"
 # Four writers on one table lose many races; pyiceberg's default (4 retries, 100 ms doubling)
 # could give up. Small waits keep the tests short.
-RETRY_PROPERTIES = {"commit.retry.num-retries": "60", "commit.retry.min-wait-ms": "5",
-                    "commit.retry.max-wait-ms": "200"}
+RETRY_PROPERTIES = {
+    "commit.retry.num-retries": "60",
+    "commit.retry.min-wait-ms": "5",
+    "commit.retry.max-wait-ms": "200",
+}
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
     NestedField(2, "category", StringType(), required=False),
     NestedField(3, "writer", StringType(), required=False),
 )
-SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="category"))
+SPEC = PartitionSpec(
+    PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="category")
+)
 
 
 def rows(ids: range, writer: str = "test") -> pa.Table:
     """A batch with ids ``ids``, category ``a``/``b`` by parity, and the writer's name."""
-    return pa.table({
-        "id": pa.array(list(ids), pa.int64()),
-        "category": pa.array(["a" if i % 2 == 0 else "b" for i in ids], pa.string()),
-        "writer": pa.array([writer] * len(ids), pa.string()),
-    })
+    return pa.table(
+        {
+            "id": pa.array(list(ids), pa.int64()),
+            "category": pa.array(["a" if i % 2 == 0 else "b" for i in ids], pa.string()),
+            "writer": pa.array([writer] * len(ids), pa.string()),
+        }
+    )
 
 
 @dataclass
@@ -62,8 +69,9 @@ class IcebergLake:
     properties: dict[str, str] = field(default_factory=dict)
 
     def catalog(self, **extra: Any) -> LakecoreCatalog:
-        catalog = load_catalog("test", **{"py-catalog-impl": CATALOG_IMPL, "uri": self.uri, **self.properties,
-                                          **extra})
+        catalog = load_catalog(
+            "test", **{"py-catalog-impl": CATALOG_IMPL, "uri": self.uri, **self.properties, **extra}
+        )
         assert isinstance(catalog, LakecoreCatalog)
         return catalog
 

@@ -32,7 +32,9 @@ from tests.iceberg.conftest import RETRY_PROPERTIES, SCHEMA, SPEC, RacingCatalog
 
 def _carries_lakecore_message(exc: BaseException) -> None:
     cause = exc.__cause__
-    assert isinstance(cause, LakecoreError), f"{type(exc).__name__} was not translated from a lakecore error"
+    assert isinstance(cause, LakecoreError), (
+        f"{type(exc).__name__} was not translated from a lakecore error"
+    )
     assert str(exc) == str(cause)
 
 
@@ -110,7 +112,9 @@ def test_bad_input_raises_pyiceberg_types_with_lakecore_messages(tmp_path: Path)
 
 def test_no_lakehouse_at_the_uri_names_the_command_that_makes_one(tmp_path: Path) -> None:
     """It named `lakecore create`, which does not exist (a new-user trial)."""
-    with pytest.raises(LakecoreError, match=r"there is no lakehouse at .*: create one \(`lakecore init`"):
+    with pytest.raises(
+        LakecoreError, match=r"there is no lakehouse at .*: create one \(`lakecore init`"
+    ):
         LakecoreCatalog("py", uri=str(tmp_path / "nolake"))
     assert not (tmp_path / "nolake").exists()
 
@@ -148,7 +152,10 @@ def test_a_concurrent_change_is_commit_failed_and_pyiceberg_retries(tmp_path: Pa
 
     # Losing the redo too is CommitFailedException; the other writer's changes stay.
     racing.races = 2
-    with pytest.raises(CommitFailedException, match="changed by another commit") as lost, mine.transaction() as tx:
+    with (
+        pytest.raises(CommitFailedException, match="changed by another commit") as lost,
+        mine.transaction() as tx,
+    ):
         tx.set_properties(owner="mine again")
     _carries_lakecore_message(lost.value)
     current = racing.load_table("ns.t")
@@ -160,12 +167,24 @@ def test_a_concurrent_change_is_commit_failed_and_pyiceberg_retries(tmp_path: Pa
     mine.append(rows(range(10, 14), "mine"))
     assert racing.races == 0
     final = racing.load_table("ns.t")
-    assert sorted(final.scan().to_arrow().column("id").to_pylist()) == [0, 1, 2, 3, 4, 10, 11, 12, 13]
+    assert sorted(final.scan().to_arrow().column("id").to_pylist()) == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        10,
+        11,
+        12,
+        13,
+    ]
     assert len(final.metadata.snapshots) == 6
     referenced = {final.metadata_location, *(e.metadata_file for e in final.metadata.metadata_log)}
     metadata_dir = Path(final.metadata_location.removeprefix("file://")).parent
     written = {f"file://{p}" for p in metadata_dir.glob("*.metadata.json")}
-    assert len(written - referenced) == 5, "each lost attempt leaves exactly one unreferenced metadata file"
+    assert len(written - referenced) == 5, (
+        "each lost attempt leaves exactly one unreferenced metadata file"
+    )
     lake.assert_fsck_deep()
 
 
@@ -186,8 +205,11 @@ def test_time_travel_loads_old_snapshots_and_is_read_only(tmp_path: Path) -> Non
     catalog.drop_table("ns.other")
     assert len(catalog.load_table("ns.t").scan().to_arrow()) == 10
 
-    for past in (lake.catalog(version=str(old_version)), lake.catalog(as_of=str(between)),
-                 LakecoreCatalog("py", uri=lake.uri, as_of=between)):
+    for past in (
+        lake.catalog(version=str(old_version)),
+        lake.catalog(as_of=str(between)),
+        LakecoreCatalog("py", uri=lake.uri, as_of=between),
+    ):
         assert past.read_only_version == old_version
         then = past.load_table("ns.t")
         assert then.current_snapshot() == old_snapshot
@@ -203,7 +225,9 @@ def test_time_travel_loads_old_snapshots_and_is_read_only(tmp_path: Path) -> Non
 
 def _plant_old_orphans(storage: Storage, n: int) -> list[str]:
     """Lakecore-named files no version reaches, ten days old: what gc must delete."""
-    paths = [new_node_file_path() if i % 2 else new_table_def_path("ns", f"orphan{i}") for i in range(n)]
+    paths = [
+        new_node_file_path() if i % 2 else new_table_def_path("ns", f"orphan{i}") for i in range(n)
+    ]
     old = time.time() - 10 * 86400
     for path in paths:
         storage.write(path, b"orphan")
@@ -212,7 +236,9 @@ def _plant_old_orphans(storage: Storage, n: int) -> list[str]:
     return paths
 
 
-@pytest.mark.parametrize("inside", [True, False], ids=["warehouse-inside-root", "warehouse-outside-root"])
+@pytest.mark.parametrize(
+    "inside", [True, False], ids=["warehouse-inside-root", "warehouse-outside-root"]
+)
 def test_gc_never_deletes_iceberg_files(tmp_path: Path, inside: bool) -> None:
     lake = local_lake(tmp_path)
     if not inside:
@@ -230,10 +256,19 @@ def test_gc_never_deletes_iceberg_files(tmp_path: Path, inside: bool) -> None:
     warehouse = Path(catalog.warehouse.removeprefix("file://"))
     assert warehouse.is_relative_to(Path(lake.uri)) == inside
     iceberg_files = sorted(p for p in warehouse.rglob("*") if p.is_file())
-    unreferenced = [p for p in iceberg_files if p.name.endswith(".metadata.json")
-                    and str(p) not in {table.metadata_location.removeprefix("file://"),
-                                       *(e.metadata_file.removeprefix("file://")
-                                         for e in catalog.load_table("ns.t").metadata.metadata_log)}]
+    unreferenced = [
+        p
+        for p in iceberg_files
+        if p.name.endswith(".metadata.json")
+        and str(p)
+        not in {
+            table.metadata_location.removeprefix("file://"),
+            *(
+                e.metadata_file.removeprefix("file://")
+                for e in catalog.load_table("ns.t").metadata.metadata_log
+            ),
+        }
+    ]
     assert unreferenced, "expected the losing writer's metadata file"
 
     storage = Storage(lake.uri)

@@ -30,23 +30,31 @@ def test_lifecycle(lake: IcebergLake) -> None:
 
     def step() -> None:
         versions.append(lake.assert_fsck_deep())
-        assert versions[-1] > versions[-2], "a catalog change did not commit a new lakehouse version"
+        assert versions[-1] > versions[-2], (
+            "a catalog change did not commit a new lakehouse version"
+        )
 
     catalog.create_namespace("sales", {"owner": "data-eng"})
     step()
-    summary = catalog.update_namespace_properties("sales", removals={"owner"}, updates={"tier": "gold"})
+    summary = catalog.update_namespace_properties(
+        "sales", removals={"owner"}, updates={"tier": "gold"}
+    )
     assert summary.removed == ["owner"] and summary.updated == ["tier"]
     assert catalog.load_namespace_properties("sales") == {"tier": "gold"}
     assert catalog.list_namespaces() == [("sales",)]
     step()
 
-    table = catalog.create_table("sales.orders", SCHEMA, partition_spec=SPEC, properties={"owner": "me"})
+    table = catalog.create_table(
+        "sales.orders", SCHEMA, partition_spec=SPEC, properties={"owner": "me"}
+    )
     step()
     definition = lake.open().load_table("sales", "orders")
     assert definition.table_format == "ICEBERG"
     assert definition.format_properties[METADATA_LOCATION_PROPERTY] == table.metadata_location
     assert [c.name for c in definition.schema.columns] == ["id", "category", "writer"]
-    assert catalog.table_exists("sales.orders") and catalog.list_tables("sales") == [("sales", "orders")]
+    assert catalog.table_exists("sales.orders") and catalog.list_tables("sales") == [
+        ("sales", "orders")
+    ]
 
     table.append(rows(range(0, 10)))
     step()
@@ -57,7 +65,9 @@ def test_lifecycle(lake: IcebergLake) -> None:
     assert len(loaded.metadata.snapshots) == 2
     assert loaded.spec().fields[0].name == "category"
     assert _ids(loaded.scan().to_arrow()) == list(range(20))
-    assert _ids(loaded.scan(row_filter="category == 'a' and id >= 10").to_arrow()) == list(range(10, 20, 2))
+    assert _ids(loaded.scan(row_filter="category == 'a' and id >= 10").to_arrow()) == list(
+        range(10, 20, 2)
+    )
     assert len(loaded.scan(row_filter="category == 'b'").to_pandas()) == 10
     props = lake.open().load_table("sales", "orders").format_properties
     assert props[METADATA_LOCATION_PROPERTY] == loaded.metadata_location
@@ -74,7 +84,9 @@ def test_lifecycle(lake: IcebergLake) -> None:
     assert _ids(scanned) == list(range(24))
     assert pc.sum(scanned.column("price")).as_py() == 6.0
 
-    loaded.overwrite(rows(range(100, 106)).append_column("price", pa.array([2.0] * 6, pa.float64())))
+    loaded.overwrite(
+        rows(range(100, 106)).append_column("price", pa.array([2.0] * 6, pa.float64()))
+    )
     step()
     assert _ids(loaded.scan().to_arrow()) == list(range(100, 106))
     loaded.delete(delete_filter="id < 103")
@@ -132,7 +144,9 @@ def test_create_table_transaction_and_register_and_purge(lake: IcebergLake) -> N
     lake.assert_validates()
 
 
-def test_cli_table_show_prints_format_properties(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_table_show_prints_format_properties(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     lake = local_lake(tmp_path)
     catalog = lake.catalog()
     catalog.create_namespace("ns")
@@ -151,8 +165,12 @@ def test_explicit_storage_options_reach_the_lakehouse(s3_server: S3TestServer) -
     """``lakecore.storage-options`` (JSON, as a config file gives it) is what lakecore's own
     files use; pyiceberg's ``s3.*`` properties still serve the Iceberg files."""
     lake = s3_lake(s3_server)
-    options = {"client_kwargs": {"endpoint_url": s3_server.endpoint}, "key": "lakecore-test",
-               "secret": "lakecore-test", "lakecore_timeout_seconds": 60}
+    options = {
+        "client_kwargs": {"endpoint_url": s3_server.endpoint},
+        "key": "lakecore-test",
+        "secret": "lakecore-test",
+        "lakecore_timeout_seconds": 60,
+    }
     catalog = lake.catalog(**{"lakecore.storage-options": json.dumps(options)})
     assert catalog.lakehouse.storage.storage_options == options
     catalog.create_namespace("ns")

@@ -25,11 +25,23 @@ APPENDS = 3
 ROWS = 5
 
 
-def _run_writers(lake: IcebergLake, tmp_path: Path, tables: list[str], appends: int = APPENDS) -> list[dict[str, Any]]:
+def _run_writers(
+    lake: IcebergLake, tmp_path: Path, tables: list[str], appends: int = APPENDS
+) -> list[dict[str, Any]]:
     """One appender process per writer; writer w appends to ``tables[w % len(tables)]``."""
     ctx = multiprocessing.get_context("spawn")
-    jobs = [(lake.uri, lake.properties, tables[w % len(tables)], f"w{w}", appends, ROWS,
-             str(tmp_path / f"report-{w}.json")) for w in range(WRITERS)]
+    jobs = [
+        (
+            lake.uri,
+            lake.properties,
+            tables[w % len(tables)],
+            f"w{w}",
+            appends,
+            ROWS,
+            str(tmp_path / f"report-{w}.json"),
+        )
+        for w in range(WRITERS)
+    ]
     with ProcessPoolExecutor(max_workers=WRITERS, mp_context=ctx) as pool:
         for future in [pool.submit(run_appender, job) for job in jobs]:
             future.result(timeout=600)
@@ -40,11 +52,15 @@ def _expected_ids(writers: list[int], appends: int = APPENDS) -> list[int]:
     return sorted(w * 10**6 + i for w in writers for i in range(appends * ROWS))
 
 
-def _assert_every_append_once(table: Table, reports: list[dict[str, Any]], writers: list[int]) -> None:
+def _assert_every_append_once(
+    table: Table, reports: list[dict[str, Any]], writers: list[int]
+) -> None:
     ids = table.scan().to_arrow().column("id").to_pylist()
     assert sorted(ids) == _expected_ids(writers), "an append was lost or landed twice"
     snapshot_ids = {s.snapshot_id for s in table.metadata.snapshots}
-    acknowledged = [sid for r in reports if int(r["writer"][1:]) in writers for sid in r["snapshots"]]
+    acknowledged = [
+        sid for r in reports if int(r["writer"][1:]) in writers for sid in r["snapshots"]
+    ]
     assert len(set(acknowledged)) == len(acknowledged) == len(writers) * APPENDS
     assert set(acknowledged) <= snapshot_ids
 
@@ -67,7 +83,9 @@ def test_four_processes_append_to_one_table(tmp_path: Path) -> None:
     lake.assert_validates()
 
 
-def test_appends_to_different_tables_all_land_and_the_version_chain_has_no_gap(tmp_path: Path) -> None:
+def test_appends_to_different_tables_all_land_and_the_version_chain_has_no_gap(
+    tmp_path: Path,
+) -> None:
     lake = local_lake(tmp_path)
     _create(lake, [f"t{w}" for w in range(WRITERS)])
     reports = _run_writers(lake, tmp_path, [f"ns.t{w}" for w in range(WRITERS)])
@@ -84,7 +102,12 @@ def test_appends_to_different_tables_all_land_and_the_version_chain_has_no_gap(t
 
 # Versions older than 2 s expire (the newest 5 stay), so compact-versions has work while the
 # writers commit; small nodes so flushes and splits happen with few keys.
-EXPIRING = dict(order=8, node_file_max_size_bytes=8192, maximum_version_age_millis=2000, minimum_versions_to_keep=5)
+EXPIRING = dict(
+    order=8,
+    node_file_max_size_bytes=8192,
+    maximum_version_age_millis=2000,
+    minimum_versions_to_keep=5,
+)
 # gc's grace must outlast a commit (lakecore refuses less than an hour outside tests): here
 # 30 s, far longer than any commit of this test, with old orphans planted so gc has work.
 GC_GRACE_MILLIS = 30_000
@@ -107,7 +130,10 @@ def _iceberg_files(table: Table) -> set[str]:
         files.add(snapshot.manifest_list)
         for manifest in snapshot.manifests(table.io):
             files.add(manifest.manifest_path)
-            files.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=False))
+            files.update(
+                e.data_file.file_path
+                for e in manifest.fetch_manifest_entry(table.io, discard_deleted=False)
+            )
     return files
 
 
@@ -117,8 +143,17 @@ def _maintenance_alongside(lake: IcebergLake, tmp_path: Path, local: bool) -> No
     planted = _plant_old_orphans(storage, local)
     stop, report = tmp_path / "stop", tmp_path / "maintenance.json"
     ctx = multiprocessing.get_context("spawn")
-    maintenance = ctx.Process(target=maintenance_loop, args=(lake.uri, lake.storage_options, str(stop), str(report),
-                                                            ["flush", "compact", "gc"], GC_GRACE_MILLIS))
+    maintenance = ctx.Process(
+        target=maintenance_loop,
+        args=(
+            lake.uri,
+            lake.storage_options,
+            str(stop),
+            str(report),
+            ["flush", "compact", "gc"],
+            GC_GRACE_MILLIS,
+        ),
+    )
     maintenance.start()
     try:
         reports = _run_writers(lake, tmp_path, ["ns.a", "ns.b"])
@@ -130,13 +165,21 @@ def _maintenance_alongside(lake: IcebergLake, tmp_path: Path, local: bool) -> No
     done = json.loads(report.read_text())
     assert done["errors"] == []
     counts = done["counts"]
-    assert counts.get("flush_commits", 0) > 0 and counts.get("compact_runs", 0) > 0 and counts.get("gc_runs", 0) > 0
+    assert (
+        counts.get("flush_commits", 0) > 0
+        and counts.get("compact_runs", 0) > 0
+        and counts.get("gc_runs", 0) > 0
+    )
     if local:
         # On moto a gc round (4,096 listings) outlasts the writers, so expiry may find nothing
         # old enough there; locally it always has.
-        assert counts.get("versions_expired", 0) > 0, "compact-versions expired nothing: not a test of it"
+        assert counts.get("versions_expired", 0) > 0, (
+            "compact-versions expired nothing: not a test of it"
+        )
         # Only local files can be back-dated past the grace period.
-        assert not any(storage.exists(path) for path in planted), "gc did not delete the old orphans"
+        assert not any(storage.exists(path) for path in planted), (
+            "gc did not delete the old orphans"
+        )
 
     catalog = lake.catalog()
     for name, writers in (("a", [0, 2]), ("b", [1, 3])):

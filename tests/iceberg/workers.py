@@ -11,8 +11,15 @@ from pyiceberg.catalog import load_catalog
 from tests.iceberg.conftest import CATALOG_IMPL, rows
 
 
-def appender(uri: str, properties: dict[str, str], identifier: str, writer: str, appends: int,
-             rows_per_append: int, report_path: str) -> None:
+def appender(
+    uri: str,
+    properties: dict[str, str],
+    identifier: str,
+    writer: str,
+    appends: int,
+    rows_per_append: int,
+    report_path: str,
+) -> None:
     """Append ``appends`` batches to ``identifier`` through a catalog of its own; ids are
     ``writer_index * 10**6 + append * rows_per_append + row``, so every row says which append
     wrote it. Writes a JSON report: the snapshot id of each append."""

@@ -72,10 +72,18 @@ def root_deletions(monkeypatch: pytest.MonkeyPatch, fail_after: int | None = Non
     deleted: list[int] = []
     original = Storage.delete
 
-    def recording(self: Storage, paths: Iterable[str], batch_size: int = 1000,
-                  deleted_here: list[str] | None = None) -> int:
+    def recording(
+        self: Storage,
+        paths: Iterable[str],
+        batch_size: int = 1000,
+        deleted_here: list[str] | None = None,
+    ) -> int:
         paths = list(paths)
-        roots = [version_from_root_node_file_name(p) for p in paths if p.startswith("_") and p.endswith(".arrow")]
+        roots = [
+            version_from_root_node_file_name(p)
+            for p in paths
+            if p.startswith("_") and p.endswith(".arrow")
+        ]
         if roots and fail_after is not None and len(deleted) >= fail_after:
             raise StorageError("simulated crash while deleting roots")
         deleted.extend(roots)
@@ -85,8 +93,9 @@ def root_deletions(monkeypatch: pytest.MonkeyPatch, fail_after: int | None = Non
     return deleted
 
 
-def test_compaction_keeps_the_newest_versions_and_the_export(lake: Path, run_job: RunJob,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compaction_keeps_the_newest_versions_and_the_export(
+    lake: Path, run_job: RunJob, monkeypatch: pytest.MonkeyPatch
+) -> None:
     uri = Storage(str(lake)).root_uri
     latest = max(list_root_versions(Storage(uri)))
     assert latest == 35
@@ -106,9 +115,14 @@ def test_compaction_keeps_the_newest_versions_and_the_export(lake: Path, run_job
     # them), not the definitions; and no "bytes freed 0 B" (a new-user trial read that).
     assert "bytes_freed" not in report["bytes"]
     would_free = report["bytes"]["would_free_at_least"]
-    assert "freeing at least " in report["summary"][-1] and "definition files' sizes" in report["summary"][-1]
+    assert (
+        "freeing at least " in report["summary"][-1]
+        and "definition files' sizes" in report["summary"][-1]
+    )
     # A --now a year ahead: a dry run shows what it would do, and says a real run refuses it.
-    assert "ahead of this machine's clock: a run without --dry-run refuses it" in report["summary"][0]
+    assert (
+        "ahead of this machine's clock: a run without --dry-run refuses it" in report["summary"][0]
+    )
     sizes = {rel: (lake / rel).stat().st_size for rel in before}
 
     deleted_roots = root_deletions(monkeypatch)
@@ -118,7 +132,11 @@ def test_compaction_keeps_the_newest_versions_and_the_export(lake: Path, run_job
     assert deleted_roots == expired  # oldest first, one by one
     assert report["counts"]["root_files_deleted"] == len(expired)
     assert report["details"]["expired_versions"] == expired
-    assert report["counts"]["files_deleted"] == report["counts"]["files_only_expired_versions_reach"] > 0
+    assert (
+        report["counts"]["files_deleted"]
+        == report["counts"]["files_only_expired_versions_reach"]
+        > 0
+    )
     assert set(report["samples"]["deleted"]) == would_delete
     assert report["bytes"]["bytes_freed"] > report["bytes"]["root_bytes_freed"] > 0
     gone = before - files(lake)
@@ -147,8 +165,9 @@ def test_compaction_keeps_the_newest_versions_and_the_export(lake: Path, run_job
     assert_every_version_valid(uri)
 
 
-def test_nothing_expires_before_its_age_and_a_bad_now_is_refused(lake: Path, run_job: RunJob,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_nothing_expires_before_its_age_and_a_bad_now_is_refused(
+    lake: Path, run_job: RunJob, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = files(lake)
     code, report = run_job(compact_main, *args(lake, "--now", str(int(time.time() * 1000))))
     assert code == 0, report.get("error")
@@ -160,8 +179,9 @@ def test_nothing_expires_before_its_age_and_a_bad_now_is_refused(lake: Path, run
     assert code == 2 and report == {} and "argument --now:" in capsys.readouterr().err
 
 
-def test_a_crash_between_root_deletions_leaves_only_orphans(lake: Path, run_job: RunJob,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_crash_between_root_deletions_leaves_only_orphans(
+    lake: Path, run_job: RunJob, monkeypatch: pytest.MonkeyPatch
+) -> None:
     uri = Storage(str(lake)).root_uri
     deleted = root_deletions(monkeypatch, fail_after=15)
     code, report = run_job(compact_main, *args(lake, "--now", FUTURE, "--i-understand-expiry-risk"))
@@ -209,7 +229,9 @@ def test_a_rollback_to_an_expired_version_during_the_run_keeps_its_files(lake: P
     expire.check_exports_unchanged(storage, plan)
     expire.delete_expired_roots(storage, plan)
     reachable = {p for p, _ in kept}
-    rechecked = expire.recheck(storage, plan, lambda paths: paths & reachable, cache, kept_plan.covered)
+    rechecked = expire.recheck(
+        storage, plan, lambda paths: paths & reachable, cache, kept_plan.covered
+    )
     assert rechecked.versions == [revived]
     assert rechecked.paths & candidates, "version 20 reached nothing only expired versions reach"
     storage.delete(sorted(candidates - rechecked.paths))
@@ -225,7 +247,9 @@ def _truncate_a_node_only(lake: Path, versions: range, not_in: list[int]) -> str
 
     SHARED_CACHE.clear()
     lh = Lakehouse.open(str(lake))
-    reach = {v: reachable_from_root(lh.store, lh.at_version(v).root).nodes for v in [*versions, *not_in]}
+    reach = {
+        v: reachable_from_root(lh.store, lh.at_version(v).root).nodes for v in [*versions, *not_in]
+    }
     kept = set().union(*(reach[v] for v in not_in))
     victim = sorted(set().union(*(reach[v] for v in versions)) - kept)[0]
     (lake / victim).write_bytes((lake / victim).read_bytes()[:100])
@@ -234,13 +258,17 @@ def _truncate_a_node_only(lake: Path, versions: range, not_in: list[int]) -> str
 
 
 def test_an_unreadable_expired_version_expires_and_its_files_are_left_to_gc(
-        lake: Path, run_job: RunJob, capsys: pytest.CaptureFixture[str]) -> None:
+    lake: Path, run_job: RunJob, capsys: pytest.CaptureFixture[str]
+) -> None:
     uri = Storage(str(lake)).root_uri
     victim = _truncate_a_node_only(lake, range(20, 26), [EXPORTED, 33, 34, 35])
     code, report = run_job(compact_main, *args(lake, "--now", FUTURE, "--i-understand-expiry-risk"))
     assert code == 0, report.get("error")
     assert list_root_versions(Storage(uri)) == [EXPORTED, 33, 34, 35]
-    unreadable = report["counts"]["unreadable_versions_expired"] + report["counts"]["unreadable_expired_subtrees"]
+    unreadable = (
+        report["counts"]["unreadable_versions_expired"]
+        + report["counts"]["unreadable_expired_subtrees"]
+    )
     out = capsys.readouterr().out
     assert unreadable > 0 and "left to gc" in out, out
     assert (lake / victim).exists()
@@ -252,7 +280,9 @@ def test_an_unreadable_expired_version_expires_and_its_files_are_left_to_gc(
     assert_every_version_valid(uri)
 
 
-def test_a_damaged_retained_version_stops_compaction_with_exit_6(lake: Path, run_job: RunJob) -> None:
+def test_a_damaged_retained_version_stops_compaction_with_exit_6(
+    lake: Path, run_job: RunJob
+) -> None:
     """Version 12 is retained because export "x" pins it; a node only it reaches is damaged."""
     victim = _truncate_a_node_only(lake, range(EXPORTED, EXPORTED + 1), [33, 34, 35])
     before = files(lake)
@@ -260,14 +290,18 @@ def test_a_damaged_retained_version_stops_compaction_with_exit_6(lake: Path, run
     assert code == 6, report.get("error")
     assert f"retained version(s) {EXPORTED} " in report["error"], report["error"]
     # Pinned, it neither expires nor is dropped: the line says what holds it.
-    assert f"version {EXPORTED} stays while an export pins it (export 'x' pins it: drop the export first" \
-        in report["error"], report["error"]
+    assert (
+        f"version {EXPORTED} stays while an export pins it (export 'x' pins it: drop the export first"
+        in report["error"]
+    ), report["error"]
     assert "fsck --all" not in report["error"]  # the job's own advice, not the readers' generic one
     assert victim in report["error"] and "nothing was deleted" in report["error"]
     assert files(lake) == before
 
 
-def test_the_difference_on_path_hashes_is_exact_and_a_collision_only_keeps(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_difference_on_path_hashes_is_exact_and_a_collision_only_keeps(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """compact-versions' difference joins on a 64-bit hash of the path (``unreached_only``): the
     difference is exact, the reach's error rows take no part, and a collision (forced here:
     every path hashes alike) keeps files that look reached; it never adds one to delete."""
@@ -277,8 +311,12 @@ def test_the_difference_on_path_hashes_is_exact_and_a_collision_only_keeps(spark
     from lakecore.maintenance.listing import ERROR_KEY
 
     schema = "path string, size bigint"
-    expired_reach = spark.createDataFrame([("a/x.arrow", 1), ("a/y.arrow", 2), ("b/z.arrow", 3)], schema)
-    retained_reach = spark.createDataFrame([("a/y.arrow", 2), ("c/w.arrow", 4), (ERROR_KEY + "a/x.arrow", None)], schema)
+    expired_reach = spark.createDataFrame(
+        [("a/x.arrow", 1), ("a/y.arrow", 2), ("b/z.arrow", 3)], schema
+    )
+    retained_reach = spark.createDataFrame(
+        [("a/y.arrow", 2), ("c/w.arrow", 4), (ERROR_KEY + "a/x.arrow", None)], schema
+    )
     only_errors = spark.createDataFrame([(ERROR_KEY + "a/x.arrow", None)], schema)
 
     def paths(frame: Any) -> list[str]:
@@ -288,7 +326,11 @@ def test_the_difference_on_path_hashes_is_exact_and_a_collision_only_keeps(spark
     assert unreached_only(expired_reach, retained_reach).columns == ["path", "size"]
     monkeypatch.setattr(F, "xxhash64", lambda *columns: F.lit(42).cast("long"))
     assert paths(unreached_only(expired_reach, retained_reach)) == []
-    assert paths(unreached_only(expired_reach, only_errors)) == ["a/x.arrow", "a/y.arrow", "b/z.arrow"]
+    assert paths(unreached_only(expired_reach, only_errors)) == [
+        "a/x.arrow",
+        "a/y.arrow",
+        "b/z.arrow",
+    ]
 
 
 @pytest.mark.s3
@@ -308,8 +350,12 @@ def test_on_s3_a_driver_clock_ahead_of_the_stores_expires_no_version_before_its_
     versions = list_root_versions(storage)
     ahead_millis = 3 * 3600 * 1000
     real_clock = lakecore.maintenance.clock.machine_clock_millis
-    monkeypatch.setattr(lakecore.maintenance.clock, "machine_clock_millis", lambda: real_clock() + ahead_millis)
-    monkeypatch.setattr(jobs.compact_versions, "machine_clock_millis", lambda: real_clock() + ahead_millis)
+    monkeypatch.setattr(
+        lakecore.maintenance.clock, "machine_clock_millis", lambda: real_clock() + ahead_millis
+    )
+    monkeypatch.setattr(
+        jobs.compact_versions, "machine_clock_millis", lambda: real_clock() + ahead_millis
+    )
 
     code, report = run_job(compact_main, *args(lake, *s3_server.job_args()))
     assert code == 0, report.get("error")
@@ -318,8 +364,13 @@ def test_on_s3_a_driver_clock_ahead_of_the_stores_expires_no_version_before_its_
     clocks = report["details"]["clocks"]
     assert abs(clocks["clock_skew_millis"] - ahead_millis) <= 2000
     assert report["details"]["now_millis"] == clocks["store_clock_millis"]
-    assert any(re.match(r"this machine's clock is (2h 59m|3h 00m) ahead of the store's: versions were aged", line)
-               for line in report["summary"]), report["summary"]
+    assert any(
+        re.match(
+            r"this machine's clock is (2h 59m|3h 00m) ahead of the store's: versions were aged",
+            line,
+        )
+        for line in report["summary"]
+    ), report["summary"]
     # A --now by the driver's clock is 3 h ahead of the store's: refused before anything goes.
     driver_now = str(real_clock() + ahead_millis)
     code, report = run_job(compact_main, *args(lake, *s3_server.job_args(), "--now", driver_now))
@@ -327,18 +378,27 @@ def test_on_s3_a_driver_clock_ahead_of_the_stores_expires_no_version_before_its_
     assert list_root_versions(storage) == versions
     # The same time, allowed: the versions are old enough then, so the run above kept them
     # because of the clock it chose, not because nothing could expire.
-    code, report = run_job(compact_main, *args(lake, *s3_server.job_args(), "--now", driver_now,
-                                                "--i-understand-expiry-risk"))
+    code, report = run_job(
+        compact_main,
+        *args(lake, *s3_server.job_args(), "--now", driver_now, "--i-understand-expiry-risk"),
+    )
     assert code == 0, report.get("error")
     assert report["counts"]["expired_versions"] == len(versions) - 1
     assert list_root_versions(storage) == versions[-1:]
     # The --now aged them, not a clock: the line says only that the clocks differ.
-    assert any(re.match(r"this machine's clock is (2h 59m|3h 00m) ahead of the store's \(--now was given\)", line)
-               for line in report["summary"]), report["summary"]
+    assert any(
+        re.match(
+            r"this machine's clock is (2h 59m|3h 00m) ahead of the store's \(--now was given\)",
+            line,
+        )
+        for line in report["summary"]
+    ), report["summary"]
     assert not any("were aged" in line for line in report["summary"])
 
 
-def test_with_nothing_to_expire_the_hint_is_not_rewritten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_with_nothing_to_expire_the_hint_is_not_rewritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A run with nothing to do writes nothing: the hint, right already, is left alone (it was
     rewritten, the same bytes, on every run: a PUT on S3; found by a new-user trial)."""
     lake = tmp_path / "lake"
@@ -348,7 +408,11 @@ def test_with_nothing_to_expire_the_hint_is_not_rewritten(tmp_path: Path, monkey
     storage = Storage(str(lake))
     writes: list[int] = []
     real_write_hint = expire.write_hint
-    monkeypatch.setattr(expire, "write_hint", lambda st, version: writes.append(version) or real_write_hint(st, version))
+    monkeypatch.setattr(
+        expire,
+        "write_hint",
+        lambda st, version: writes.append(version) or real_write_hint(st, version),
+    )
     result = expire_in_process(storage, now_millis=int(time.time() * 1000))
     assert result.plan.expired == [] and writes == [] and read_hint(storage) == 1
     (lake / "_latest_hint.txt").unlink()  # a hint missing (or behind) is written, as before

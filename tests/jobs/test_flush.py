@@ -18,8 +18,16 @@ from lakecore.treeinfo import buffered_messages
 
 
 def _catalog(uri: str, options: dict[str, Any] | None = None, tables: int = 60) -> Lakehouse:
-    lh = Lakehouse.create(uri, name="flushme", storage_options=options, order=4, node_file_max_size_bytes=4000,
-                          namespace_name_max_size_bytes=16, table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+    lh = Lakehouse.create(
+        uri,
+        name="flushme",
+        storage_options=options,
+        order=4,
+        node_file_max_size_bytes=4000,
+        namespace_name_max_size_bytes=16,
+        table_name_max_size_bytes=16,
+        file_name_max_size_bytes=100,
+    )
     with lh.transaction() as tx:
         tx.create_namespace("a")
         tx.create_namespace("b")
@@ -36,11 +44,15 @@ def _buffered(lh: Lakehouse) -> int:
     return buffered_messages(lh.store, lh.root)
 
 
-def test_full_flush_empties_buffers_keeps_the_catalog_and_validates(run_job, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_full_flush_empties_buffers_keeps_the_catalog_and_validates(
+    run_job, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     lh = _catalog(str(tmp_path / "lake"))
     before = dict(items(lh.store, lh.root))
     assert _buffered(lh) > 0
-    code, report = run_job(flush_main, "--lakehouse", lh.uri, "--mode", "full", "--parallelism", "4")
+    code, report = run_job(
+        flush_main, "--lakehouse", lh.uri, "--mode", "full", "--parallelism", "4"
+    )
     assert code == 0, report
     assert report["new_version"] == report["base_version"] + 1
     assert report["counts"]["subtree_tasks"] >= 2
@@ -56,7 +68,9 @@ def test_full_flush_empties_buffers_keeps_the_catalog_and_validates(run_job, tmp
 def test_threshold_flush(run_job, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     lh = _catalog(str(tmp_path / "lake"))
     before = dict(items(lh.store, lh.root))
-    code, report = run_job(flush_main, "--lakehouse", lh.uri, "--mode", "threshold", "--fill", "0.2")
+    code, report = run_job(
+        flush_main, "--lakehouse", lh.uri, "--mode", "threshold", "--fill", "0.2"
+    )
     assert code == 0, report
     after = Lakehouse.open(lh.uri)
     assert dict(items(after.store, after.root)) == before
@@ -73,24 +87,38 @@ def test_threshold_flush_of_a_small_lakehouse_commits_nothing(run_job, tmp_path:
     version, root = lh.version, lh.root_info.node
     assert not root.children and len(root.buffer) == 2
     for fill in ("0.5", "0.9"):
-        code, report = run_job(flush_main, "--lakehouse", lh.uri, "--mode", "threshold", "--fill", fill)
+        code, report = run_job(
+            flush_main, "--lakehouse", lh.uri, "--mode", "threshold", "--fill", fill
+        )
         assert code == 0, report
         assert report["status"] == "noop" and report["new_version"] is None, report
         assert f"no buffer is fuller than {float(fill):.0%}" in report["details"]["noop_reason"]
-        assert report["counts"]["root_messages_before"] == report["counts"]["root_messages_after"] == 2
-        assert report["counts"]["node_files_written"] == report["counts"]["node_files_not_committed"] == 0
+        assert (
+            report["counts"]["root_messages_before"] == report["counts"]["root_messages_after"] == 2
+        )
+        assert (
+            report["counts"]["node_files_written"]
+            == report["counts"]["node_files_not_committed"]
+            == 0
+        )
         assert Lakehouse.open(lh.uri).version == version
     # Fill 0 means any buffer that holds a message: the root leaf applies its 2 messages.
     code, report = run_job(flush_main, "--lakehouse", lh.uri, "--mode", "threshold", "--fill", "0")
     assert code == 0 and report["status"] == "ok" and report["new_version"] == version + 1, report
-    assert report["counts"]["root_messages_before"] == 2 and report["counts"]["root_messages_after"] == 0
+    assert (
+        report["counts"]["root_messages_before"] == 2
+        and report["counts"]["root_messages_after"] == 0
+    )
     after = Lakehouse.open(lh.uri)
     assert after.list_namespaces() == ["a", "b"] and not after.root_info.node.buffer
     assert check_version(after, deep=True).ok
 
 
-def test_commits_that_land_before_the_flush_commits_are_counted(run_job, tmp_path: Path,  # type: ignore[no-untyped-def]
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_commits_that_land_before_the_flush_commits_are_counted(
+    run_job,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """Commits that only add root-buffer messages between the plan and the commit: their
     messages go on top of the flushed root. The report used to say 'root buffer N -> N' in
     its summary and 'root messages after 0' in its counts; both now describe the version
@@ -135,12 +163,18 @@ def test_commits_that_land_before_the_flush_commits_are_counted(run_job, tmp_pat
     committed = final.root_info.node
     counts = report["counts"]
     assert counts["root_messages_before"] == base_messages
-    assert counts["root_messages_after"] == len(committed.buffer) == counts["root_messages_from_later_commits"] > 0
+    assert (
+        counts["root_messages_after"]
+        == len(committed.buffer)
+        == counts["root_messages_from_later_commits"]
+        > 0
+    )
     assert counts["commit_retries"] >= 1 and counts["node_files_not_committed"] == 0, counts
     summary = capsys.readouterr().out
-    assert (f"root buffer {base_messages} -> 0 messages; 3 commits landed meanwhile, and {len(committed.buffer)} "
-            f"newer root messages went on top: version {base + 4}'s root buffer holds {len(committed.buffer)}"
-            ) in summary, summary
+    assert (
+        f"root buffer {base_messages} -> 0 messages; 3 commits landed meanwhile, and {len(committed.buffer)} "
+        f"newer root messages went on top: version {base + 4}'s root buffer holds {len(committed.buffer)}"
+    ) in summary, summary
     assert {f"late{i}" for i in range(3)} <= set(final.list_namespaces())
     assert check_version(final, deep=True).ok
 
@@ -195,7 +229,12 @@ def test_commits_landing_during_the_flush_are_kept(run_job, tmp_path: Path) -> N
 
 @pytest.mark.parametrize(
     "argv",
-    [["--mode", "nope"], ["--mode", "threshold", "--fill", "1.5"], ["--mode", "full", "--fill", "0.5"], []],
+    [
+        ["--mode", "nope"],
+        ["--mode", "threshold", "--fill", "1.5"],
+        ["--mode", "full", "--fill", "0.5"],
+        [],
+    ],
 )
 def test_bad_options_exit_2_and_write_nothing(run_job, tmp_path: Path, argv: list[str]) -> None:  # type: ignore[no-untyped-def]
     lh = _catalog(str(tmp_path / "lake"), tables=5)

@@ -44,15 +44,22 @@ from tests.conftest import MotoClock
 pytestmark = pytest.mark.spark
 
 DAY_SECONDS = 86400
-LAKE_DEF = dict(order=4, node_file_max_size_bytes=4096, namespace_name_max_size_bytes=16,
-                table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+LAKE_DEF = dict(
+    order=4,
+    node_file_max_size_bytes=4096,
+    namespace_name_max_size_bytes=16,
+    table_name_max_size_bytes=16,
+    file_name_max_size_bytes=100,
+)
 RunJob = Callable[..., tuple[int, dict[str, Any]]]
 
 
 # -- building and inspecting lakehouses ---------------------------------------------------------
 
 
-def build_lake(uri: str, storage_options: dict[str, Any] | None = None, commits: int = 30) -> Lakehouse:
+def build_lake(
+    uri: str, storage_options: dict[str, Any] | None = None, commits: int = 30
+) -> Lakehouse:
     """A lakehouse with ``commits`` + 1 versions: tables created, updated and dropped, so that
     older versions reach definition files the latest no longer does."""
     lh = Lakehouse.create(uri, storage_options=storage_options, **LAKE_DEF)
@@ -101,7 +108,9 @@ def fresh_caches() -> None:
     clear_caches()
 
 
-def resolved_maps(uri: str, storage_options: dict[str, Any] | None = None) -> dict[int, dict[str, str]]:
+def resolved_maps(
+    uri: str, storage_options: dict[str, Any] | None = None
+) -> dict[int, dict[str, str]]:
     fresh_caches()
     lh = Lakehouse.open(uri, storage_options=storage_options)
     return {v: dict(lh.at_version(v).items()) for v in list_root_versions(lh.storage)}
@@ -154,7 +163,9 @@ def gc_args(uri: str, *extra: str) -> list[str]:
 
 
 @pytest.fixture(params=["flat", "hash-directories"])
-def listing_mode(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+def listing_mode(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
     """How gc lists: a lakehouse this small gets one flat listing on the driver; with the flat
     listing turned off, executors list the 4,096 hash directories as a large one's are (a local
     one without a stat per file)."""
@@ -211,9 +222,19 @@ def test_gc_deletes_old_orphans_and_keeps_young_foreign_and_live_files(
         assert unsized == 0 and report["bytes"]["listed_bytes"] == before_bytes
     else:
         # Unsized: what is in a hash directory and neither an orphan (statted) nor a node file.
-        assert unsized == len({p for p in before - old - young
-                               if "/" in p and kind_of(p) in ("table_def", "namespace_def", "foreign")})
-    assert set(report["durations_seconds"]) >= {"retained", "plan", "list-reach-anti-join", "delete"}
+        assert unsized == len(
+            {
+                p
+                for p in before - old - young
+                if "/" in p and kind_of(p) in ("table_def", "namespace_def", "foreign")
+            }
+        )
+    assert set(report["durations_seconds"]) >= {
+        "retained",
+        "plan",
+        "list-reach-anti-join",
+        "delete",
+    }
     assert resolved_maps(storage.root_uri) == maps
     assert_every_version_valid(storage.root_uri)
 
@@ -229,7 +250,9 @@ def test_gc_names_a_reachable_file_that_is_missing_and_deletes_nothing_for_it(
     its path's hash, and the report still names it."""
     storage = Storage(str(lake))
     latest = max(resolved_maps(storage.root_uri).items())[1]
-    dangling = sorted(location for key, location in latest.items() if kind_of(location) == "table_def")[0]
+    dangling = sorted(
+        location for key, location in latest.items() if kind_of(location) == "table_def"
+    )[0]
     (lake / dangling).unlink()
     old = plant_orphans(storage)
     age(lake, 10 * DAY_SECONDS, [lake / p for p in old])
@@ -244,17 +267,24 @@ def test_gc_names_a_reachable_file_that_is_missing_and_deletes_nothing_for_it(
     # Its own line in the summary (it was one count among thirty), naming the file and the next step.
     assert report["summary"][-1] == (
         f"1 file that retained versions reach is missing (e.g. {dangling}); gc deleted nothing because of it, but "
-        f"the lakehouse is damaged: `lakecore -l {storage.root_uri} fsck --all --deep` names the versions")
+        f"the lakehouse is damaged: `lakecore -l {storage.root_uri} fsck --all --deep` names the versions"
+    )
     assert "reachable (1 missing)" in report["summary"][0]
 
 
-def test_a_file_whose_name_is_not_utf8_is_foreign_and_kept(lake: Path, run_job: RunJob, listing_mode: str) -> None:
+def test_a_file_whose_name_is_not_utf8_is_foreign_and_kept(
+    lake: Path, run_job: RunJob, listing_mode: str
+) -> None:
     """A local file system may hold names that are not UTF-8 (Python sees surrogate escapes,
     which Arrow refuses): gc lists them as foreign files, shown with their bytes as \\xNN, and
     deletes nothing because of them. Before, the listing task failed on them."""
     storage = Storage(str(lake))
     node_name = new_node_file_path().rsplit("/", 1)[1]
-    strange = [b"0101/0101/0101/caf\xe9.txt", b"notes-\xff", ("0000/0000/0000/" + node_name[:-6]).encode() + b"\xff.arrow"]
+    strange = [
+        b"0101/0101/0101/caf\xe9.txt",
+        b"notes-\xff",
+        ("0000/0000/0000/" + node_name[:-6]).encode() + b"\xff.arrow",
+    ]
     for name in strange:
         (lake / os.fsdecode(name)).parent.mkdir(parents=True, exist_ok=True)
         with open(os.path.join(os.fsencode(lake), name), "wb") as f:
@@ -282,18 +312,27 @@ def test_full_list_writes_every_orphan_to_parquet_beside_the_report(
     age(lake, 10 * DAY_SECONDS, [lake / p for p in old])
     young = plant(storage, new_node_file_path())
     report_path = tmp_path / "gc.json"
-    code = gc_main([*gc_args(storage.root_uri, "--dry-run", "--full-list"), "--report", str(report_path)], spark=spark)
+    code = gc_main(
+        [*gc_args(storage.root_uri, "--dry-run", "--full-list"), "--report", str(report_path)],
+        spark=spark,
+    )
     assert code == 0
     report = json.loads(report_path.read_text())
     dataset = report["details"]["orphans_dataset"]
     assert dataset == str(report_path) + ".orphans.parquet"
     rows = pq.read_table(dataset).to_pylist()
-    assert {row["path"]: row["old_enough"] for row in rows} == {**{p: True for p in old}, young: False}
+    assert {row["path"]: row["old_enough"] for row in rows} == {
+        **{p: True for p in old},
+        young: False,
+    }
     assert set(rows[0]) == {"path", "size", "mtime_millis", "kind", "old_enough"}
     # Without --report there is nowhere to write it: refused as the command line is read.
     before = files(lake)
     assert gc_main(gc_args(storage.root_uri, "--full-list"), spark=spark) == 2
-    assert "--full-list writes beside the JSON report: give --report PATH too" in capsys.readouterr().err
+    assert (
+        "--full-list writes beside the JSON report: give --report PATH too"
+        in capsys.readouterr().err
+    )
     assert files(lake) == before
 
 
@@ -323,18 +362,23 @@ def test_a_delete_interrupted_says_some_orphans_may_be_gone(
     age(lake, 10 * DAY_SECONDS, [lake / p for p in old])
     first = sorted(old)[0]
     before = files(lake)
-    monkeypatch.setattr(jobs.gc, "delete_frame", _interrupt_with_sigint(lambda: (lake / first).unlink()))
+    monkeypatch.setattr(
+        jobs.gc, "delete_frame", _interrupt_with_sigint(lambda: (lake / first).unlink())
+    )
     code, report = run_job(gc_main, *gc_args(storage.root_uri))
     assert code == 130, report
     assert report["status"] == "interrupted" and report["details"]["interrupted_stage"] == "delete"
     assert report["error"] == (
         f"interrupted by SIGINT during delete: some of the {len(old)} old orphans may be deleted already (orphans "
         "only: no file a retained version reaches); run gc again to finish, or with --dry-run to see what is left; "
-        "nothing was committed, nothing is half-committed")
+        "nothing was committed, nothing is half-committed"
+    )
     assert files(lake) == before - {first}
 
 
-def test_a_listing_interrupted_says_to_run_again(lake: Path, run_job: RunJob, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_listing_interrupted_says_to_run_again(
+    lake: Path, run_job: RunJob, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import jobs.gc
 
     storage = Storage(str(lake))
@@ -343,12 +387,16 @@ def test_a_listing_interrupted_says_to_run_again(lake: Path, run_job: RunJob, mo
     code, report = run_job(gc_main, *gc_args(storage.root_uri))
     assert code == 130, report
     assert report["details"]["interrupted_stage"] == "list-reach-anti-join"
-    assert report["error"] == ("interrupted by SIGINT during list-reach-anti-join; nothing was committed, nothing is "
-                               "half-committed; run the job again")
+    assert report["error"] == (
+        "interrupted by SIGINT during list-reach-anti-join; nothing was committed, nothing is "
+        "half-committed; run the job again"
+    )
     assert files(lake) == before
 
 
-def _judge(storage: Storage, spark: Any, listed: list[str], reached: list[tuple[str, int]]) -> dict[str, Any]:
+def _judge(
+    storage: Storage, spark: Any, listed: list[str], reached: list[tuple[str, int]]
+) -> dict[str, Any]:
     """jobs.gc.judge_listing over a listing without sizes or times (a local one), by path."""
     from jobs.frames import driver_rows
     from jobs.gc import LISTING, judge_listing
@@ -359,7 +407,10 @@ def _judge(storage: Storage, spark: Any, listed: list[str], reached: list[tuple[
     cutoff = int((time.time() - DAY_SECONDS) * 1000)
     cached: list[Any] = []
     try:
-        return {row["path"]: row for row in judge_listing(storage, listing_rows, reach_rows, cutoff, cached).collect()}
+        return {
+            row["path"]: row
+            for row in judge_listing(storage, listing_rows, reach_rows, cutoff, cached).collect()
+        }
     finally:
         for frame in cached:
             frame.unpersist()
@@ -372,8 +423,12 @@ def test_judge_stats_the_orphans_a_local_listing_did_not(lake: Path, spark: Any)
     young = plant(storage, new_table_def_path("ns", "young"), b"young")
     gone = new_node_file_path()  # listed, then deleted before its stat: nothing to judge
     node, definition = new_node_file_path(), new_table_def_path("ns", "live")
-    rows = _judge(storage, spark, [old, young, gone, node, definition],
-                  [(node, 77), (node, -1), (definition, -1)])
+    rows = _judge(
+        storage,
+        spark,
+        [old, young, gone, node, definition],
+        [(node, 77), (node, -1), (definition, -1)],
+    )
     assert set(rows) == {old, young, node, definition}
     assert not any(row["error"] for row in rows.values())
     assert rows[old]["orphan"] and rows[old]["old"] and rows[old]["size"] == len(b"old orphan")
@@ -390,12 +445,18 @@ def test_an_orphan_that_cannot_be_statted_is_an_error_not_a_keeper(lake: Path, s
     age(lake, 10 * DAY_SECONDS, [lake / orphan])
     rows = _judge(FaultyStorage(str(lake), faults=[Fault("stat", 1)]), spark, [orphan], [])
     assert len(rows) == 1
-    (path, row), = rows.items()
-    assert row["error"] and not row["orphan"] and path.startswith(f"statting {Storage(str(lake)).uri(orphan)}")
+    ((path, row),) = rows.items()
+    assert (
+        row["error"]
+        and not row["orphan"]
+        and path.startswith(f"statting {Storage(str(lake)).uri(orphan)}")
+    )
 
 
 @pytest.mark.parametrize("damage", ["missing-node", "truncated-node", "corrupt-root"])
-def test_gc_fails_closed_when_a_retained_version_cannot_be_read(lake: Path, run_job: RunJob, damage: str) -> None:
+def test_gc_fails_closed_when_a_retained_version_cannot_be_read(
+    lake: Path, run_job: RunJob, damage: str
+) -> None:
     """Damaged bytes, and a node file missing under a root that is still there, are exit 6,
     naming the damaged versions and the next step (a missing node was exit 4, "may be a race",
     which a scheduler retried for ever; version compaction deletes a root before its files, so
@@ -423,7 +484,10 @@ def test_gc_fails_closed_when_a_retained_version_cannot_be_read(lake: Path, run_
     assert code == 6, report
     assert report["status"] == "failed"
     assert victim in report["error"] and "nothing was deleted" in report["error"]
-    if damage in ("missing-node", "truncated-node"):  # the leaf is shared up to the latest version: roll forward
+    if damage in (
+        "missing-node",
+        "truncated-node",
+    ):  # the leaf is shared up to the latest version: roll forward
         assert "the latest version 31 is damaged" in report["error"], report["error"]
         assert "repair rollback --to-last-valid" in report["error"]
     elif damage == "corrupt-root":  # an old root, below a whole latest version
@@ -431,8 +495,13 @@ def test_gc_fails_closed_when_a_retained_version_cannot_be_read(lake: Path, run_
     assert files(lake) == before
 
 
-def test_unsafe_or_bad_options_exit_2(lake: Path, run_job: RunJob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_unsafe_or_bad_options_exit_2(
+    lake: Path,
+    run_job: RunJob,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     uri = str(lake)
     before = files(lake)
     # Every one is refused as the command line is read: one line on stderr and no report, which
@@ -443,7 +512,10 @@ def test_unsafe_or_bad_options_exit_2(lake: Path, run_job: RunJob, tmp_path: Pat
         (["--older-than", "0s"], "--older-than 0s is shorter than 1h"),
         (["--older-than", "soon"], "argument --older-than:"),
         (["--now", "yesterday"], "argument --now:"),
-        (["--now", str(int(time.time() * 1000) + 3 * DAY_SECONDS * 1000)], "ahead of this machine's clock"),
+        (
+            ["--now", str(int(time.time() * 1000) + 3 * DAY_SECONDS * 1000)],
+            "ahead of this machine's clock",
+        ),
         (["--older-than=-5m", "--i-understand-grace-risk"], "argument --older-than:"),
     ]
     for extra, words in cases:
@@ -461,12 +533,19 @@ def test_unsafe_or_bad_options_exit_2(lake: Path, run_job: RunJob, tmp_path: Pat
     code, report = run_job(gc_main, *gc_args(uri, "--env", "slow", "--older-than", "90m"))
     err = capsys.readouterr().err
     assert code == 2 and report == {}
-    assert "--older-than 90m is shorter than 2h (one hour, or the commit timeout of 2h if longer)" in err, err
+    assert (
+        "--older-than 90m is shorter than 2h (one hour, or the commit timeout of 2h if longer)"
+        in err
+    ), err
     monkeypatch.undo()
     # ISO times are accepted; with the override a short grace runs.
     iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    code, report = run_job(gc_main, *gc_args(uri, "--now", iso, "--older-than", "10m",
-                                             "--i-understand-grace-risk", "--dry-run"))
+    code, report = run_job(
+        gc_main,
+        *gc_args(
+            uri, "--now", iso, "--older-than", "10m", "--i-understand-grace-risk", "--dry-run"
+        ),
+    )
     assert code == 0, report.get("error")
     assert files(lake) == before
 
@@ -501,7 +580,9 @@ def test_gc_while_commits_land_deletes_nothing_live(lake: Path, run_job: RunJob)
         t.start()
     try:
         time.sleep(0.3)
-        code, report = run_job(gc_main, *gc_args(uri, "--older-than", "0s", "--i-understand-grace-risk"))
+        code, report = run_job(
+            gc_main, *gc_args(uri, "--older-than", "0s", "--i-understand-grace-risk")
+        )
     finally:
         stop.set()
         for t in threads:
@@ -515,10 +596,13 @@ def test_gc_while_commits_land_deletes_nothing_live(lake: Path, run_job: RunJob)
     assert_every_version_valid(uri)
 
 
-@pytest.mark.parametrize(("key", "spark_default", "chosen"), [
-    ("spark.sql.shuffle.partitions", "200", "3"),
-    ("spark.sql.inMemoryColumnarStorage.compressed", "true", "false"),
-])
+@pytest.mark.parametrize(
+    ("key", "spark_default", "chosen"),
+    [
+        ("spark.sql.shuffle.partitions", "200", "3"),
+        ("spark.sql.inMemoryColumnarStorage.compressed", "true", "false"),
+    ],
+)
 def test_a_borrowed_session_gets_its_settings_back(
     lake: Path, run_job: RunJob, spark: Any, key: str, spark_default: str, chosen: str
 ) -> None:
@@ -526,15 +610,18 @@ def test_a_borrowed_session_gets_its_settings_back(
     the job sizes its joins from the session's cores instead (200 partitions meant 200 tasks
     for every query over the cached join) and keeps its short-lived caches uncompressed, and
     gives a caller's session back as it came."""
-    detail = {"spark.sql.shuffle.partitions": "shuffle_partitions",
-              "spark.sql.inMemoryColumnarStorage.compressed": "cache_compressed"}[key]
+    detail = {
+        "spark.sql.shuffle.partitions": "shuffle_partitions",
+        "spark.sql.inMemoryColumnarStorage.compressed": "cache_compressed",
+    }[key]
     before = spark.conf.get(key)
     spark.conf.set(key, spark_default)
     try:
         code, data = run_job(gc_main, *gc_args(str(lake), "--dry-run", "--older-than", "1d"))
         assert code == 0, data
         assert data["details"][detail] == (
-            spark.sparkContext.defaultParallelism if detail == "shuffle_partitions" else False)
+            spark.sparkContext.defaultParallelism if detail == "shuffle_partitions" else False
+        )
         assert spark.conf.get(key) == spark_default
         # A value somebody chose is left alone.
         spark.conf.set(key, chosen)
@@ -553,8 +640,18 @@ def test_in_process_gc_matches_the_job(lake: Path, run_job: RunJob) -> None:
     result = gc_in_process(storage, now_millis=now, grace_millis=0, dry_run=True)
     assert {f.path for f in result.would_delete} == orphans
     assert set(result.seen.foreign) == foreign
-    code, report = run_job(gc_main, *gc_args(storage.root_uri, "--older-than", "0s",
-                                             "--i-understand-grace-risk", "--dry-run", "--now", str(now)))
+    code, report = run_job(
+        gc_main,
+        *gc_args(
+            storage.root_uri,
+            "--older-than",
+            "0s",
+            "--i-understand-grace-risk",
+            "--dry-run",
+            "--now",
+            str(now),
+        ),
+    )
     assert code == 0, report.get("error")
     assert set(report["samples"]["would_delete"]) == orphans
     assert report["counts"]["reachable_files"] == result.seen.reachable
@@ -573,7 +670,9 @@ def test_recheck_rescues_the_files_of_a_version_committed_after_the_listing(lake
             tx.create_table("ns", f"late{i:02d}", properties={"k": "v"})
     late_root = root_node_file_name(lh.version)
     written = files(lake) - before - {late_root}
-    assert any(kind_of(p) == "node" for p in written) and any(kind_of(p) == "table_def" for p in written)
+    assert any(kind_of(p) == "node" for p in written) and any(
+        kind_of(p) == "table_def" for p in written
+    )
     top = [f for f in listing.list_top(storage) if f.path != late_root]  # listed before the commit
     retained = roots.read_retained(storage, top)
     listed = top + list(listing.list_directories(storage, hash_directories(), threads=4))
@@ -589,14 +688,18 @@ def test_recheck_rescues_the_files_of_a_version_committed_after_the_listing(lake
         asked.append(paths)
         return paths & reachable
 
-    rechecked = reach.reach_new_versions(storage, retained.latest, known, covered=plan.covered, unreached=orphans)
+    rechecked = reach.reach_new_versions(
+        storage, retained.latest, known, covered=plan.covered, unreached=orphans
+    )
     assert rechecked.versions == [lh.version]
     assert written <= rechecked.paths
     assert all(not (paths & orphans) for paths in asked)  # orphans are descended without asking
 
 
 @pytest.mark.s3
-def test_gc_on_s3_never_touches_a_neighbouring_lakehouse(s3_server: Any, run_job: RunJob, listing_mode: str) -> None:
+def test_gc_on_s3_never_touches_a_neighbouring_lakehouse(
+    s3_server: Any, run_job: RunJob, listing_mode: str
+) -> None:
     # "hash-directories" on an object store: each task lists its directories and walks its
     # subtrees side by side (jobs.gc._listing_and_reach).
     base = f"s3://{s3_server.bucket}/{uuid.uuid4()}"
@@ -612,12 +715,21 @@ def test_gc_on_s3_never_touches_a_neighbouring_lakehouse(s3_server: Any, run_job
     own = {f.path for f in storage.list("")}
     maps = resolved_maps(lake, options)
     # Executors build their own clients: hand them the endpoint and the (dummy) credentials.
-    s3_options = ["--storage-option", f"endpoint_url={s3_server.endpoint}",
-                  "--storage-option", f"key={os.environ['AWS_ACCESS_KEY_ID']}",
-                  "--storage-option", f"secret={os.environ['AWS_SECRET_ACCESS_KEY']}"]
-    code, report = run_job(gc_main, *gc_args(lake, *s3_options, "--older-than", "0s", "--i-understand-grace-risk"))
+    s3_options = [
+        "--storage-option",
+        f"endpoint_url={s3_server.endpoint}",
+        "--storage-option",
+        f"key={os.environ['AWS_ACCESS_KEY_ID']}",
+        "--storage-option",
+        f"secret={os.environ['AWS_SECRET_ACCESS_KEY']}",
+    ]
+    code, report = run_job(
+        gc_main, *gc_args(lake, *s3_options, "--older-than", "0s", "--i-understand-grace-risk")
+    )
     assert code == 0, report.get("error")
-    assert report["details"]["listing"] == ("flat" if listing_mode == "flat" else "hash-directories, walked alongside")
+    assert report["details"]["listing"] == (
+        "flat" if listing_mode == "flat" else "hash-directories, walked alongside"
+    )
     assert report["counts"]["files_listed"] == len(own)
     assert set(report["samples"]["deleted"]) == orphans
     assert {f.path for f in storage.list("")} == own - orphans
@@ -652,12 +764,16 @@ def test_gc_on_s3_ages_files_by_the_store_clock_when_this_machine_runs_ahead(
     assert abs(clocks["clock_skew_millis"] - 3 * 3600 * 1000) <= 2000
     assert report["details"]["now_millis"] == clocks["store_clock_millis"]
     # 3 h less the Date's lost fraction of a second: "2h 59m" or "3h 00m".
-    assert any(re.match(r"this machine's clock is (2h 59m|3h 00m) ahead of the store's", line)
-               for line in report["summary"]), report["summary"]
+    assert any(
+        re.match(r"this machine's clock is (2h 59m|3h 00m) ahead of the store's", line)
+        for line in report["summary"]
+    ), report["summary"]
     assert resolved_maps(lake, options) == maps
     # A --now by this machine's clock is 3 h ahead of the clock that dates the files: refused.
     now = str(int(time.time() * 1000))
-    code, report = run_job(gc_main, *gc_args(lake, *s3_server.job_args(), "--older-than", "1h", "--now", now))
+    code, report = run_job(
+        gc_main, *gc_args(lake, *s3_server.job_args(), "--older-than", "1h", "--now", now)
+    )
     assert code == 2 and "ahead of the store's clock" in report["error"]
     assert {f.path for f in storage.list("")} == listed
 
@@ -679,9 +795,13 @@ def test_on_s3_the_listing_and_walk_rows_are_cached_whole_before_the_join_reads_
     real_judge = jobs.gc.judge_listing
     cached_at_join: list[list[tuple[int, int]]] = []
 
-    def judge_after_looking(storage: Storage, listing: Any, reach: Any, cutoff: int, cached: list[Any]) -> Any:
+    def judge_after_looking(
+        storage: Storage, listing: Any, reach: Any, cutoff: int, cached: list[Any]
+    ) -> Any:
         infos = listing.sparkSession.sparkContext._jsc.sc().getRDDStorageInfo()
-        cached_at_join.append([(int(i.numCachedPartitions()), int(i.numPartitions())) for i in infos])
+        cached_at_join.append(
+            [(int(i.numCachedPartitions()), int(i.numPartitions())) for i in infos]
+        )
         return real_judge(storage, listing, reach, cutoff, cached)
 
     monkeypatch.setattr(jobs.gc, "judge_listing", judge_after_looking)
@@ -692,8 +812,9 @@ def test_on_s3_the_listing_and_walk_rows_are_cached_whole_before_the_join_reads_
     assert any(cached == partitions > 0 for cached, partitions in cached_at_join[0]), cached_at_join
 
 
-def test_gc_on_s3_fails_closed_when_a_walk_meets_a_damaged_node(s3_server: Any, run_job: RunJob,
-                                                               listing_mode: str) -> None:
+def test_gc_on_s3_fails_closed_when_a_walk_meets_a_damaged_node(
+    s3_server: Any, run_job: RunJob, listing_mode: str
+) -> None:
     # The walk's error travels beside the listing's rows (hash-directories on an object store)
     # and still stops every delete.
     lake = f"s3://{s3_server.bucket}/{uuid.uuid4()}/lake"
@@ -709,8 +830,10 @@ def test_gc_on_s3_fails_closed_when_a_walk_meets_a_damaged_node(s3_server: Any, 
         node = view.store.load(victim)
     storage.write(victim, storage.read(victim)[:100])
     before = {f.path for f in storage.list("")}
-    code, report = run_job(gc_main, *gc_args(lake, *s3_server.job_args(), "--older-than", "0s",
-                                             "--i-understand-grace-risk"))
+    code, report = run_job(
+        gc_main,
+        *gc_args(lake, *s3_server.job_args(), "--older-than", "0s", "--i-understand-grace-risk"),
+    )
     assert code == 6, report
     assert victim in report["error"] and "nothing was deleted" in report["error"]
     assert {f.path for f in storage.list("")} == before

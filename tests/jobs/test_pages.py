@@ -37,9 +37,18 @@ def _lake(path: Path) -> Lakehouse:
     for i in range(12):
         with lh.transaction() as tx:
             for ns in ("raw", "sales", "ops"):
-                tx.create_table(ns, f"t{i:02d}", columns=[{"id": 1, "name": "x", "type": "INT8", "nullable": True}])
+                tx.create_table(
+                    ns,
+                    f"t{i:02d}",
+                    columns=[{"id": 1, "name": "x", "type": "INT8", "nullable": True}],
+                )
     with lh.transaction() as tx:
-        tx.update_table("raw", "t00", properties={"tier": "gold"}, format_properties={"metadata_location": "m2.json"})
+        tx.update_table(
+            "raw",
+            "t00",
+            properties={"tier": "gold"},
+            format_properties={"metadata_location": "m2.json"},
+        )
     lh.export_snapshot("nightly")
     before = lh.version
     with lh.transaction() as tx:
@@ -69,38 +78,70 @@ def test_validate_report_health_and_tree_pages_in_a_browser(tmp_path: Path, spar
     lh = _lake(tmp_path / "lake")
     reports = tmp_path / "reports"
     # gc's last report as gc writes it (running gc here would add half a minute of listing).
-    gc_report = JobReport("gc", lh.uri, status="noop", base_version=lh.version, dry_run=True,
-                          counts={"orphans_found": 3, "would_delete": 2, "orphans_deleted": 0}, bytes={"would_free": 8192})
+    gc_report = JobReport(
+        "gc",
+        lh.uri,
+        status="noop",
+        base_version=lh.version,
+        dry_run=True,
+        counts={"orphans_found": 3, "would_delete": 2, "orphans_deleted": 0},
+        bytes={"would_free": 8192},
+    )
     write_report(gc_report, str(reports / "gc.json"))
     missing = _delete_a_leaf(lh)
     health = reports / "health.html"
-    code = validate.main(["--lakehouse", lh.uri, "--deep", "--report", str(reports / "validate.json"),
-                          "--html", str(health)], spark=spark)
+    code = validate.main(
+        [
+            "--lakehouse",
+            lh.uri,
+            "--deep",
+            "--report",
+            str(reports / "validate.json"),
+            "--html",
+            str(health),
+        ],
+        spark=spark,
+    )
     assert code == 1
     data = json.loads((reports / "validate.json").read_text())
     assert data["counts"]["violations"] >= 1 and data["details"]["health_page"] == str(health)
     report_page = Path(data["details"]["html_report"])
     text = report_page.read_text()
     # Status first, then the violations, then the failed expectations, then the rest.
-    assert text.index("banner failed") < text.index("Violations (") < text.index("Expectations that passed")
+    assert (
+        text.index("banner failed")
+        < text.index("Violations (")
+        < text.index("Expectations that passed")
+    )
     assert missing.rsplit("/", 1)[-1] in text
     assert "no (the tree has violations)" in text  # catalog_checked false, said as the JSON says it
     page = health.read_text()
-    assert "<svg" in page and "https://" not in page and "http://" not in page.replace("http://www.w3.org/", "")
+    assert (
+        "<svg" in page
+        and "https://" not in page
+        and "http://" not in page.replace("http://www.w3.org/", "")
+    )
     assert "validation failed" in page and "gc (last report)" in page
 
     # The CLI's health page (no validation result of its own: it finds validate's report) and the tree page.
     described = tmp_path / "describe.html"
     tree = tmp_path / "tree.html"
-    assert cli(["-l", lh.uri, "describe", "--html", str(described), "--reports-dir", str(reports)]) == 0
+    assert (
+        cli(["-l", lh.uri, "describe", "--html", str(described), "--reports-dir", str(reports)])
+        == 0
+    )
     assert cli(["-l", lh.uri, "tree", "--version", str(lh.version - 3), "--html", str(tree)]) == 0
 
     browser = find_browser()
     if browser is None:
         pytest.skip("no chromium here (make test installs it where apt is available)")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    for page_path, name in ((report_page, "validate-report"), (health, "health-from-validate"),
-                            (described, "health-from-describe"), (tree, "tree")):
+    for page_path, name in (
+        (report_page, "validate-report"),
+        (health, "health-from-validate"),
+        (described, "health-from-describe"),
+        (tree, "tree"),
+    ):
         result = render(browser, page_path.as_uri(), SCREENSHOTS / f"{name}.png")
         _no_network(result, page_path)
         assert result.title.startswith("lakecore"), result.title

@@ -24,16 +24,24 @@ def test_a_stage_counts_only_the_tasks_it_runs(spark: Any, monkeypatch: pytest.M
     sc.setJobGroup(group, "progress test")
     try:
         shuffled = spark.range(0, 1000, 1, 5).repartition(3, "id")
-        with StageProgress("gc", "first", "five map tasks, three reduce tasks", sc, group, io.StringIO()) as first:
+        with StageProgress(
+            "gc", "first", "five map tasks, three reduce tasks", sc, group, io.StringIO()
+        ) as first:
             assert shuffled.groupBy().count().collect()[0][0] == 1000
-            assert first.tasks() == (5 + 3 + 1, 5 + 3 + 1)  # the map, the repartition's reduce, the count's final
+            assert first.tasks() == (
+                5 + 3 + 1,
+                5 + 3 + 1,
+            )  # the map, the repartition's reduce, the count's final
             # Counted the old way, every stage of every job in the group: the map stage again in
             # each later job of the query (adaptive execution runs it as its own job first, and the
             # next job lists it, skipped).
             tracker = sc.statusTracker()
-            every_stage = sum(tracker.getStageInfo(stage_id).numTasks for job_id in tracker.getJobIdsForGroup(group)
-                              for stage_id in tracker.getJobInfo(job_id).stageIds
-                              if tracker.getStageInfo(stage_id) is not None)
+            every_stage = sum(
+                tracker.getStageInfo(stage_id).numTasks
+                for job_id in tracker.getJobIdsForGroup(group)
+                for stage_id in tracker.getJobInfo(job_id).stageIds
+                if tracker.getStageInfo(stage_id) is not None
+            )
             assert every_stage > 5 + 3 + 1
         stream = io.StringIO()
         with StageProgress("gc", "second", "two tasks, then one", sc, group, stream) as second:
@@ -44,8 +52,14 @@ def test_a_stage_counts_only_the_tasks_it_runs(spark: Any, monkeypatch: pytest.M
         sc.setLocalProperty("spark.jobGroup.id", None)
 
 
-@pytest.mark.parametrize(("raised", "ended"), [(None, "done in"), (JobInterrupted("SIGINT"), "interrupted after"),
-                                               (ValueError("boom"), "failed after")])
+@pytest.mark.parametrize(
+    ("raised", "ended"),
+    [
+        (None, "done in"),
+        (JobInterrupted("SIGINT"), "interrupted after"),
+        (ValueError("boom"), "failed after"),
+    ],
+)
 def test_the_last_line_says_how_the_stage_ended_and_its_exact_time(
     raised: BaseException | None, ended: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -54,8 +68,10 @@ def test_the_last_line_says_how_the_stage_ended_and_its_exact_time(
     second), where the summary said "plan 45ms"."""
     monkeypatch.setenv("LAKECORE_PROGRESS", "1")
     stream = io.StringIO()
-    with contextlib.suppress(type(raised) if raised is not None else ()), \
-            StageProgress("gc", "plan", "a driver stage", stream=stream):
+    with (
+        contextlib.suppress(type(raised) if raised is not None else ()),
+        StageProgress("gc", "plan", "a driver stage", stream=stream),
+    ):
         time.sleep(0.06)
         if raised is not None:
             raise raised

@@ -36,10 +36,15 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_any_work(
         "under-a-file": (a_file / "flush.json", "is a file, not a folder"),
         "a-folder": (tmp_path, "is a folder; name a file in it"),
         # It used to be written to ./s3:/bucket/flush.json, beside wherever the job ran.
-        "a-uri": ("s3://bucket/flush.json", "is a URI; this writes a file on this machine: give a local path"),
+        "a-uri": (
+            "s3://bucket/flush.json",
+            "is a URI; this writes a file on this machine: give a local path",
+        ),
     }[where]
     with pytest.raises(ArgumentError, match=words):
-        jobs.common.base_parser("flush", "").parse_args(["--lakehouse", lh.uri, "--report", str(report)])
+        jobs.common.base_parser("flush", "").parse_args(
+            ["--lakehouse", lh.uri, "--report", str(report)]
+        )
     # Through the job: its one line, exit 2, and no Spark session asked for (spark=None would
     # make one; the refusal comes first).
     assert flush_main(["--lakehouse", lh.uri, "--report", str(report)]) == ExitCode.BAD_INPUT
@@ -57,12 +62,16 @@ def test_a_report_that_fails_to_write_after_a_commit_says_the_commit_landed(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(jobs.common, "write_report", disk_full)
-    code = flush_main(["--lakehouse", lh.uri, "--mode", "full", "--report", str(tmp_path / "r.json")], spark=spark)
+    code = flush_main(
+        ["--lakehouse", lh.uri, "--mode", "full", "--report", str(tmp_path / "r.json")], spark=spark
+    )
     assert code == ExitCode.FAILURE
     assert Lakehouse.open(lh.uri).version == version + 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == (f"lakecore flush: the report could not be written to {tmp_path / 'r.json'} (No space left on "
-                       f"device); version {version + 1} was committed, see the summary above")
+    assert err[-1] == (
+        f"lakecore flush: the report could not be written to {tmp_path / 'r.json'} (No space left on "
+        f"device); version {version + 1} was committed, see the summary above"
+    )
 
 
 def test_two_runs_writing_one_report_path_at_once_each_publish_a_whole_file(tmp_path: Path) -> None:

@@ -50,8 +50,14 @@ RunJob = Callable[..., tuple[int, dict[str, Any]]]
 
 
 def _build(path: Path) -> None:
-    lh = Lakehouse.create(str(path), order=4, node_file_max_size_bytes=8192, namespace_name_max_size_bytes=16,
-                          table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+    lh = Lakehouse.create(
+        str(path),
+        order=4,
+        node_file_max_size_bytes=8192,
+        namespace_name_max_size_bytes=16,
+        table_name_max_size_bytes=16,
+        file_name_max_size_bytes=100,
+    )
     for ns in NAMESPACES:
         with lh.transaction() as tx:
             tx.create_namespace(ns)
@@ -109,18 +115,24 @@ def _fsck(path: Path, versions: list[int], deep: bool) -> set[tuple[int, str, st
 
 def _job_violations(data: dict[str, Any]) -> set[tuple[int, str, str, str]]:
     assert not data["details"]["violations_truncated"]
-    return {(v["version"], v["location"], v["rule"], v["detail"]) for v in data["details"]["violations"]}
+    return {
+        (v["version"], v["location"], v["rule"], v["detail"]) for v in data["details"]["violations"]
+    }
 
 
 def _expectation(data: dict[str, Any], name: str) -> dict[str, Any]:
-    found: dict[str, Any] = next(e for e in data["details"]["expectations"]["expectations"] if e["name"] == name)
+    found: dict[str, Any] = next(
+        e for e in data["details"]["expectations"]["expectations"] if e["name"] == name
+    )
     return found
 
 
 # -- the job -----------------------------------------------------------------------------------------
 
 
-def test_clean_lakehouse_passes_every_expectation_and_writes_html(lake: Path, run_job: RunJob) -> None:
+def test_clean_lakehouse_passes_every_expectation_and_writes_html(
+    lake: Path, run_job: RunJob
+) -> None:
     code, data = run_job(main, "--lakehouse", str(lake), "--parallelism", "4")
     assert code == 0, data
     assert data["status"] == "ok"
@@ -131,7 +143,9 @@ def test_clean_lakehouse_passes_every_expectation_and_writes_html(lake: Path, ru
     assert data["counts"]["keys"] > 0 and data["bytes"]["node_bytes_checked"] > 0
     expectations = data["details"]["expectations"]
     assert expectations["success"] and expectations["evaluated"] >= 8
-    assert all(e["success"] and e["unexpected_count"] == 0 for e in expectations["expectations"]), expectations
+    assert all(e["success"] and e["unexpected_count"] == 0 for e in expectations["expectations"]), (
+        expectations
+    )
     assert all(e["element_count"] and e["element_count"] > 0 for e in expectations["expectations"])
     # All passed in GE's cheap first pass: nothing was run again for details.
     assert expectations["detailed_again"] == []
@@ -142,8 +156,16 @@ def test_clean_lakehouse_passes_every_expectation_and_writes_html(lake: Path, ru
 
 
 def test_all_retained_deep_checks_every_version_like_fsck(lake: Path, run_job: RunJob) -> None:
-    code, data = run_job(main, "--lakehouse", str(lake), "--all-retained", "--deep", "--no-expectations",
-                         "--parallelism", "3")
+    code, data = run_job(
+        main,
+        "--lakehouse",
+        str(lake),
+        "--all-retained",
+        "--deep",
+        "--no-expectations",
+        "--parallelism",
+        "3",
+    )
     assert code == 0, data
     versions = [info.version for info in _open(lake).versions()]
     assert [v["version"] for v in data["details"]["versions"]] == versions
@@ -162,12 +184,16 @@ def test_a_deleted_node_file_is_a_violation_naming_it(lake: Path, run_job: RunJo
     leaf, top = _leaf_and_top(lh)
     (lake / leaf).unlink()
     (lake / top).unlink()
-    code, data = run_job(main, "--lakehouse", str(lake), "--all-retained", "--no-expectations", "--parallelism", "4")
+    code, data = run_job(
+        main, "--lakehouse", str(lake), "--all-retained", "--no-expectations", "--parallelism", "4"
+    )
     assert code == 1, data
     assert data["status"] == "failed" and "unreadable-node" in data["error"]
     assert f"the latest version {lh.version} is damaged: roll forward" in data["error"]
     found = _job_violations(data)
-    assert {(lh.version, leaf, "unreadable-node"), (lh.version, top, "unreadable-node")} <= {f[:3] for f in found}
+    assert {(lh.version, leaf, "unreadable-node"), (lh.version, top, "unreadable-node")} <= {
+        f[:3] for f in found
+    }
     versions = [v["version"] for v in data["details"]["versions"]]
     assert found == _fsck(lake, versions, deep=False)
 
@@ -193,25 +219,38 @@ def test_a_corrupt_root_is_a_violation_not_a_crash(lake: Path, run_job: RunJob) 
     lh = _open(lake)
     root = lake / lh.root_info.path
     root.write_bytes(root.read_bytes()[:100])
-    code, data = run_job(main, "--lakehouse", str(lake), "--version", str(lh.version), "--no-expectations")
+    code, data = run_job(
+        main, "--lakehouse", str(lake), "--version", str(lh.version), "--no-expectations"
+    )
     assert code == 1, data
     # fsck's name for it (validate said unreadable-node), and the error line says what to do.
-    assert [(v["location"], v["rule"]) for v in data["details"]["violations"]] == [(lh.root_info.path, "unreadable-root")]
-    assert data["error"].startswith("1 violation in 1 version (unreadable-root 1); the latest version "
-                                     f"{lh.version} is damaged: roll forward to the newest readable version with")
+    assert [(v["location"], v["rule"]) for v in data["details"]["violations"]] == [
+        (lh.root_info.path, "unreadable-root")
+    ]
+    assert data["error"].startswith(
+        "1 violation in 1 version (unreadable-root 1); the latest version "
+        f"{lh.version} is damaged: roll forward to the newest readable version with"
+    )
     assert "repair rollback --to-last-valid" in data["error"]
 
 
-def test_damage_only_in_an_older_version_names_drop_damaged_not_a_roll_forward(lake: Path, run_job: RunJob) -> None:
+def test_damage_only_in_an_older_version_names_drop_damaged_not_a_roll_forward(
+    lake: Path, run_job: RunJob
+) -> None:
     """A review: the damage advice named `rollback --to-last-valid` even when the latest
     version was whole, where that does nothing."""
     lh = _open(lake)
     older = lh.version - 1
     root = lake / root_node_file_name(older)
     root.write_bytes(root.read_bytes()[:100])
-    code, data = run_job(main, "--lakehouse", str(lake), "--version", str(older), "--no-expectations")
+    code, data = run_job(
+        main, "--lakehouse", str(lake), "--version", str(older), "--no-expectations"
+    )
     assert code == 1, data
-    assert f"the latest version {lh.version} is readable: drop the damaged root(s) {older}" in data["error"]
+    assert (
+        f"the latest version {lh.version} is readable: drop the damaged root(s) {older}"
+        in data["error"]
+    )
     assert "repair drop-damaged" in data["error"] and "rollback" not in data["error"]
 
 
@@ -237,14 +276,20 @@ def test_deep_finds_tables_whose_namespace_key_was_removed(lake: Path, run_job: 
     lh.commit_plan(lambda base: RootPlan(crafted, base.lakehouse_def_path), lambda latest: None)
     orphans = {location for _, location in lh.items(K.table_key_prefix("beta", lh.lakehouse_def))}
     assert len(orphans) > 5
-    code, data = run_job(main, "--lakehouse", str(lake), "--deep", "--no-expectations", "--parallelism", "4")
+    code, data = run_job(
+        main, "--lakehouse", str(lake), "--deep", "--no-expectations", "--parallelism", "4"
+    )
     assert code == 1, data
     found = _job_violations(data)
-    assert {(loc, rule) for _, loc, rule, _ in found} == {(loc, "table-namespace") for loc in orphans}
+    assert {(loc, rule) for _, loc, rule, _ in found} == {
+        (loc, "table-namespace") for loc in orphans
+    }
     assert found == _fsck(lake, [lh.version], deep=True)
 
 
-def test_deep_lists_the_tables_of_a_namespace_whose_definition_is_gone(lake: Path, run_job: RunJob) -> None:
+def test_deep_lists_the_tables_of_a_namespace_whose_definition_is_gone(
+    lake: Path, run_job: RunJob
+) -> None:
     # The namespace's key is there, so the executors only counted its tables; the driver lists
     # them once the namespace turns out broken, exactly as fsck does.
     lh = _open(lake)
@@ -253,7 +298,9 @@ def test_deep_lists_the_tables_of_a_namespace_whose_definition_is_gone(lake: Pat
     (lake / ns_location).unlink()
     tables = {location for _, location in lh.items(K.table_key_prefix("beta", lh.lakehouse_def))}
     assert len(tables) > 5
-    code, data = run_job(main, "--lakehouse", str(lake), "--deep", "--no-expectations", "--parallelism", "4")
+    code, data = run_job(
+        main, "--lakehouse", str(lake), "--deep", "--no-expectations", "--parallelism", "4"
+    )
     assert code == 1, data
     found = _job_violations(data)
     assert {(loc, rule) for _, loc, rule, _ in found} == (
@@ -266,8 +313,17 @@ def test_deep_subtree_results_carry_table_counts_not_every_table(lake: Path) -> 
     # What an executor sends the driver for a clean version: every table counted, none listed.
     lh = _open(lake)
     store = fresh_store(lh.storage, lh.lakehouse_def.order, ())
-    plan = plan_version(lh.storage, lh.version, lh.root, lh.root_info.path, lh.root_info.size,
-                        lh.lakehouse_def, store, 4, deep=True)
+    plan = plan_version(
+        lh.storage,
+        lh.version,
+        lh.root,
+        lh.root_info.path,
+        lh.root_info.size,
+        lh.lakehouse_def,
+        store,
+        4,
+        deep=True,
+    )
     assert plan.keyed_namespaces == frozenset(lh.list_namespaces())
     works = merge_work([plan], deep=True, rows=False)
     results = [run_subtree_work(lh.storage, work) for work in works]
@@ -293,21 +349,41 @@ def test_counted_subtree_results_give_the_same_verdict_and_counts(lake: Path) ->
             (lake / leaves[0]).unlink(missing_ok=True)
         SHARED_CACHE.clear()
         store = fresh_store(lh.storage, lh.lakehouse_def.order, ())
-        plan = plan_version(lh.storage, lh.version, lh.root, lh.root_info.path, lh.root_info.size,
-                            lh.lakehouse_def, store, 4, deep=deep)
-        results = [run_subtree_work(lh.storage, work) for work in merge_work([plan], deep=deep, rows=False)]
+        plan = plan_version(
+            lh.storage,
+            lh.version,
+            lh.root,
+            lh.root_info.path,
+            lh.root_info.size,
+            lh.lakehouse_def,
+            store,
+            4,
+            deep=deep,
+        )
+        results = [
+            run_subtree_work(lh.storage, work) for work in merge_work([plan], deep=deep, rows=False)
+        ]
         full = combine_version(plan, results, deep=deep)
         counted = [result.counted_only() for result in results]
-        assert all(not r.report.violations and all(not part.violations for _, part in r.catalog) for r in counted)
+        assert all(
+            not r.report.violations and all(not part.violations for _, part in r.catalog)
+            for r in counted
+        )
         slim = combine_version(plan, counted, deep=deep)
         assert not slim.ok and slim.violation_count == full.violation_count > 0
         assert slim.violations_by_rule() == full.violations_by_rule()
         assert slim.catalog_checked == full.catalog_checked == (deep and not broken_tree)
         # The listed ones plus the results' entries that count are exactly the full list.
-        entries = [violation for result in results for _, scope, violation in result.violation_entries()
-                   if scope == TREE_SCOPE or full.catalog_checked]
+        entries = [
+            violation
+            for result in results
+            for _, scope, violation in result.violation_entries()
+            if scope == TREE_SCOPE or full.catalog_checked
+        ]
         assert sorted(map(str, slim.violations + entries)) == sorted(map(str, full.violations))
-        assert {v.rule for v in entries} == ({"definition-missing"} if not broken_tree else {"unreadable-node"})
+        assert {v.rule for v in entries} == (
+            {"definition-missing"} if not broken_tree else {"unreadable-node"}
+        )
 
 
 def test_an_expectation_failure_on_a_crafted_node_exits_1(lake: Path, run_job: RunJob) -> None:
@@ -318,7 +394,13 @@ def test_an_expectation_failure_on_a_crafted_node_exits_1(lake: Path, run_job: R
     assert table_keys, "the leaf holds no table key"
     i = table_keys[0]
     short = node.keys[i][:-1]  # one padding byte short; still sorted and inside the bounds
-    crafted = Node([*node.keys[:i], short, *node.keys[i + 1:]], node.values, node.children, node.buffer, node.system)
+    crafted = Node(
+        [*node.keys[:i], short, *node.keys[i + 1 :]],
+        node.values,
+        node.children,
+        node.buffer,
+        node.system,
+    )
     (lake / leaf).write_bytes(encode_node(crafted, lh.lakehouse_def.order))
     code, data = run_job(main, "--lakehouse", str(lake), "--parallelism", "4")
     assert code == 1, data
@@ -328,17 +410,22 @@ def test_an_expectation_failure_on_a_crafted_node_exits_1(lake: Path, run_job: R
     failed = _expectation(data, "object-key-length")
     assert not failed["success"] and failed["unexpected_count"] == 1
     assert failed["unexpected_values"] == [short]
-    assert [e["name"] for e in data["details"]["expectations"]["expectations"] if not e["success"]] == ["object-key-length"]
+    assert [
+        e["name"] for e in data["details"]["expectations"]["expectations"] if not e["success"]
+    ] == ["object-key-length"]
     # Only the failure ran again with GE's SUMMARY; the element count GE gave it there is the
     # row count the first pass reports for the expectations that passed.
     assert data["details"]["expectations"]["detailed_again"] == ["object-key-length"]
-    assert {e["element_count"] for e in data["details"]["expectations"]["expectations"]} == {failed["element_count"]}
+    assert {e["element_count"] for e in data["details"]["expectations"]["expectations"]} == {
+        failed["element_count"]
+    }
     assert "FAILED" in Path(data["details"]["html_report"]).read_text()
 
 
 @pytest.mark.parametrize("candidates_max", [256, 0], ids=["candidates-named", "every-key-named"])
-def test_a_key_in_two_leaves_fails_unique_keys(lake: Path, run_job: RunJob, candidates_max: int,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_key_in_two_leaves_fails_unique_keys(
+    lake: Path, run_job: RunJob, candidates_max: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The last key of a leaf copied to the front of the next leaf: both still decode and are
     # sorted, the tree check finds the copy outside its leaf's bounds, and unique-keys names
     # the key with its version; whether the suite's column holds only the candidates (the
@@ -352,8 +439,13 @@ def test_a_key_in_two_leaves_fails_unique_keys(lake: Path, run_job: RunJob, cand
     assert not left.children and not right.children and left.keys and right.keys
     copied = left.keys[-1]
     assert copied.startswith(K.TABLE_KEY_PREFIX)
-    crafted = Node([copied, *right.keys], [left.values[-1], *right.values], right.children, right.buffer,
-                   right.system)
+    crafted = Node(
+        [copied, *right.keys],
+        [left.values[-1], *right.values],
+        right.children,
+        right.buffer,
+        right.system,
+    )
     location = parent.children[-1]
     (lake / location).write_bytes(encode_node(crafted, lh.lakehouse_def.order))
     code, data = run_job(main, "--lakehouse", str(lake), "--parallelism", "4")
@@ -364,8 +456,9 @@ def test_a_key_in_two_leaves_fails_unique_keys(lake: Path, run_job: RunJob, cand
     assert set(failed["unexpected_values"]) == {f"v{lh.version} {copied}"}
 
 
-def test_settings_can_turn_expectations_off(lake: Path, run_job: RunJob, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_settings_can_turn_expectations_off(
+    lake: Path, run_job: RunJob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import json
 
     import jobs.common
@@ -373,11 +466,15 @@ def test_settings_can_turn_expectations_off(lake: Path, run_job: RunJob, tmp_pat
     conf = tmp_path / "conf"
     conf.mkdir()
     settings = json.loads((jobs.common.CONF_DIR / "maintenance-local.json").read_text())
-    (conf / "maintenance-nogx.json").write_text(json.dumps({**settings, "validate_ge_enabled": False}))
+    (conf / "maintenance-nogx.json").write_text(
+        json.dumps({**settings, "validate_ge_enabled": False})
+    )
     monkeypatch.setattr(jobs.common, "CONF_DIR", conf)
     code, data = run_job(main, "--lakehouse", str(lake), "--env", "nogx")
     assert code == 0, data
-    assert data["details"]["expectations_enabled"] is False and data["details"]["expectations"] is None
+    assert (
+        data["details"]["expectations_enabled"] is False and data["details"]["expectations"] is None
+    )
 
 
 def _newest_first(found: set[tuple[int, str, str, str]]) -> list[tuple[int, str, str, str]]:
@@ -404,8 +501,16 @@ def test_the_report_lists_a_few_violations_and_full_list_writes_them_all(
             (lake / location).unlink()
         args, versions, scope = ["--deep"], [lh.version], "catalog"
     monkeypatch.setattr(validate_module, "VIOLATIONS_LIMIT", 3)
-    code, data = run_job(main, "--lakehouse", str(lake), "--no-expectations", "--parallelism", "4",
-                         "--full-list", *args)
+    code, data = run_job(
+        main,
+        "--lakehouse",
+        str(lake),
+        "--no-expectations",
+        "--parallelism",
+        "4",
+        "--full-list",
+        *args,
+    )
     assert code == 1, data
     versions = versions or [v["version"] for v in data["details"]["versions"]]
     expected = _fsck(lake, versions, deep=scope == "catalog")
@@ -414,12 +519,16 @@ def test_the_report_lists_a_few_violations_and_full_list_writes_them_all(
     assert data["counts"]["violations"] == len(expected)
     rules = {rule for _, _, rule, _ in expected}
     assert data["details"]["violations_by_rule"] == {
-        rule: sum(1 for v in expected if v[2] == rule) for rule in sorted(rules)}
+        rule: sum(1 for v in expected if v[2] == rule) for rule in sorted(rules)
+    }
     assert data["details"]["violations_truncated"] is True
-    listed = [(v["version"], v["location"], v["rule"], v["detail"]) for v in data["details"]["violations"]]
+    listed = [
+        (v["version"], v["location"], v["rule"], v["detail"]) for v in data["details"]["violations"]
+    ]
     assert listed == _newest_first(expected)[:3]
     assert {v["version"]: v["violations"] for v in data["details"]["versions"]} == {
-        version: sum(1 for v in expected if v[0] == version) for version in versions}
+        version: sum(1 for v in expected if v[0] == version) for version in versions
+    }
     assert f"{len(expected)} violations in" in data["error"]
     # The full list: every one, once, with the scope of its rule.
     dataset = data["details"]["violations_dataset"]
@@ -449,32 +558,59 @@ def test_a_damaged_tree_still_gets_its_health_page_and_says_deep_was_skipped(
     _, node = _leaf_and_top(lh)  # an internal node: the page's tree description reads those
     (lake / node).write_bytes((lake / node).read_bytes()[:100])
     health = tmp_path / "health.html"
-    code, data = run_job(main, "--lakehouse", str(lake), "--no-expectations", "--deep", "--html", str(health))
+    code, data = run_job(
+        main, "--lakehouse", str(lake), "--no-expectations", "--deep", "--html", str(health)
+    )
     assert code == 1, data
-    assert data["counts"]["violations"] == 1 and data["details"]["violations"][0]["location"] == node
+    assert (
+        data["counts"]["violations"] == 1 and data["details"]["violations"][0]["location"] == node
+    )
     page = health.read_text()
     assert data["details"]["health_page"] == str(health)
     assert f"the tree of version {lh.version} is damaged" in page and node in page
-    assert ("catalog checks (--deep) skipped for 1 version whose tree has violations; run --deep again once "
-            "the tree is mended") in data["summary"]
-    assert "; catalog checks skipped for 1 version (the tree first); the latest version" in data["error"]
+    assert (
+        "catalog checks (--deep) skipped for 1 version whose tree has violations; run --deep again once "
+        "the tree is mended"
+    ) in data["summary"]
+    assert (
+        "; catalog checks skipped for 1 version (the tree first); the latest version"
+        in data["error"]
+    )
     # A clean tree: the catalog is checked, and nothing is said about skipping it.
     code, data = run_job(main, "--lakehouse", str(pristine), "--no-expectations", "--deep")
     assert code == 0 and not any("skipped" in line for line in data["summary"]), data
 
 
-def test_html_may_not_replace_the_reports_own_page(lake: Path, spark: Any, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_html_may_not_replace_the_reports_own_page(
+    lake: Path, spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     report = tmp_path / "validate.json"
-    assert main(["--lakehouse", str(lake), "--report", str(report), "--html", str(tmp_path / "validate.html")],
-                spark=spark) == 2
+    assert (
+        main(
+            [
+                "--lakehouse",
+                str(lake),
+                "--report",
+                str(report),
+                "--html",
+                str(tmp_path / "validate.html"),
+            ],
+            spark=spark,
+        )
+        == 2
+    )
     assert "is where the validation's own page goes" in capsys.readouterr().err
     assert not report.exists()
 
 
-def test_full_list_needs_a_report(lake: Path, spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_full_list_needs_a_report(
+    lake: Path, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["--lakehouse", str(lake), "--full-list"], spark=spark) == 2
-    assert "--full-list writes beside the JSON report: give --report PATH too" in capsys.readouterr().err
+    assert (
+        "--full-list writes beside the JSON report: give --report PATH too"
+        in capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize(
@@ -495,15 +631,22 @@ def test_bad_options(lake: Path, run_job: RunJob, args: list[str], code: int) ->
 
 def test_unique_key_candidates_name_only_the_keys_that_can_repeat(spark: Any) -> None:
     schema = "version bigint, section string, key string, pvalue string, pnode string"
-    clean = [(7, "key_table", "C===a", "p1", None), (7, "key_table", "C===b", "p2", None),
-             (8, "key_table", "C===a", "p1", None),  # the same key in another version
-             (7, "key_table", None, None, None), (7, "key_table", None, None, None),  # padding rows
-             (7, "buffer", "C===a", "p3", None), (7, "system", "lakehouse_def", "d", None)]
+    clean = [
+        (7, "key_table", "C===a", "p1", None),
+        (7, "key_table", "C===b", "p2", None),
+        (8, "key_table", "C===a", "p1", None),  # the same key in another version
+        (7, "key_table", None, None, None),
+        (7, "key_table", None, None, None),  # padding rows
+        (7, "buffer", "C===a", "p3", None),
+        (7, "system", "lakehouse_def", "d", None),
+    ]
     rows = spark.createDataFrame(clean, schema)
     # Two tasks of version 7 with disjoint ranges, one of version 8: nothing can repeat.
     sound = [(7, key_span(["C===a"])), (7, key_span(["C===b"])), (8, key_span(["C===a"]))]
     assert unique_key_candidates(sound, 10) == UniqueCandidates()
-    narrowed = expectations_module.with_derived_columns(rows, 4, 4, unique_key_candidates(sound, 10))
+    narrowed = expectations_module.with_derived_columns(
+        rows, 4, 4, unique_key_candidates(sound, 10)
+    )
     assert narrowed.where("version_key is not null").count() == 0
 
     repeated = spark.createDataFrame([*clean, (7, "key_table", "C===b", "p9", None)], schema)
@@ -512,13 +655,20 @@ def test_unique_key_candidates_name_only_the_keys_that_can_repeat(spark: Any) ->
     candidates = unique_key_candidates(overlapping, 10)
     assert candidates == UniqueCandidates(ranges=((7, "C===b", "C===b"),))
     named = expectations_module.with_derived_columns(repeated, 4, 4, candidates)
-    assert sorted(r[0] for r in named.where("version_key is not null").select("version_key").collect()) == \
-        ["v7 C===b", "v7 C===b"]
+    assert sorted(
+        r[0] for r in named.where("version_key is not null").select("version_key").collect()
+    ) == ["v7 C===b", "v7 C===b"]
     # ... or within one task: named as the key itself.
-    within = unique_key_candidates([(7, key_span(["C===a", "C===b", "C===b"])), (8, key_span(["C===a"]))], 10)
+    within = unique_key_candidates(
+        [(7, key_span(["C===a", "C===b", "C===b"])), (8, key_span(["C===a"]))], 10
+    )
     assert within == UniqueCandidates(keys=((7, "C===b"),))
-    assert expectations_module.with_derived_columns(repeated, 4, 4, within) \
-        .where("version_key is not null").count() == 2
+    assert (
+        expectations_module.with_derived_columns(repeated, 4, 4, within)
+        .where("version_key is not null")
+        .count()
+        == 2
+    )
     assert unique_key_candidates(overlapping, 0) is None
     every = expectations_module.with_derived_columns(repeated, 4, 4, None)
     assert every.where("version_key is not null").count() == 4
@@ -527,8 +677,12 @@ def test_unique_key_candidates_name_only_the_keys_that_can_repeat(spark: Any) ->
 def test_overlapping_key_ranges_cover_every_key_two_spans_share() -> None:
     """Spans sorted by their least key, nested and chained: each overlap lies inside a named
     range, and spans that only touch without sharing a key name nothing."""
-    spans = [(1, key_span(["C===a", "C===m"])), (1, key_span(["C===c", "C===d"])),  # nested
-             (1, key_span(["C===l", "C===p"])), (1, key_span(["C===q", "C===r"]))]  # chained, then apart
+    spans = [
+        (1, key_span(["C===a", "C===m"])),
+        (1, key_span(["C===c", "C===d"])),  # nested
+        (1, key_span(["C===l", "C===p"])),
+        (1, key_span(["C===q", "C===r"])),
+    ]  # chained, then apart
     candidates = unique_key_candidates(spans, 10)
     assert candidates is not None and candidates.keys == ()
     assert candidates.ranges == ((1, "C===c", "C===d"), (1, "C===l", "C===m"))
@@ -545,15 +699,21 @@ def test_node_rows_follow_the_file_layout(pristine: Path) -> None:
     assert [r[3] for r in rows] == list(range(len(rows)))
     sections = [r[2] for r in rows]
     n_system = sections.count(SECTION_SYSTEM)
-    assert sections == [SECTION_SYSTEM] * n_system + [SECTION_KEY_TABLE] * order + [SECTION_BUFFER] * len(node.buffer)
-    table = rows[n_system:n_system + order]
+    assert sections == [SECTION_SYSTEM] * n_system + [SECTION_KEY_TABLE] * order + [
+        SECTION_BUFFER
+    ] * len(node.buffer)
+    table = rows[n_system : n_system + order]
     assert table[0][4:] == (None, None, node.children[0])
-    assert [r[4] for r in table[1:1 + len(node.keys)]] == node.keys
-    assert [r[6] for r in table[1:1 + len(node.keys)]] == node.children[1:]
-    assert all(r[4:] == (None, None, None) for r in table[1 + len(node.keys):])
+    assert [r[4] for r in table[1 : 1 + len(node.keys)]] == node.keys
+    assert [r[6] for r in table[1 : 1 + len(node.keys)]] == node.children[1:]
+    assert all(r[4:] == (None, None, None) for r in table[1 + len(node.keys) :])
     assert {r[4] for r in rows[:n_system]} == {"created_at_millis", "n_keys"}
     root_rows = node_rows(lh.root, lh.root_info.path, 1, order)
-    assert {r[4] for r in root_rows if r[2] == SECTION_SYSTEM} >= {"lakehouse_def", "previous_root", "n_keys"}
+    assert {r[4] for r in root_rows if r[2] == SECTION_SYSTEM} >= {
+        "lakehouse_def",
+        "previous_root",
+        "n_keys",
+    }
 
 
 @pytest.mark.parametrize("damage", ["delete", "truncate"])
@@ -613,7 +773,9 @@ def test_units_find_a_missing_definition_and_a_bad_key_like_fsck(lake: Path) -> 
 
 
 @pytest.mark.parametrize("kind", ["cycle", "shared"])
-def test_units_agree_with_fsck_on_a_cycle_or_a_shared_node_in_the_top(lake: Path, kind: str) -> None:
+def test_units_agree_with_fsck_on_a_cycle_or_a_shared_node_in_the_top(
+    lake: Path, kind: str
+) -> None:
     from lakecore.locations import new_node_file_path
 
     lh = _open(lake)

@@ -96,7 +96,9 @@ def test_malformed_lz4(stored: bytes) -> None:
 
 
 def test_unknown_codec_names_the_supported_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown codec id 7; .*0 \(none\), 1 \(zstd\), 2 \(lz4\), 3 \(lzo\)"):
+    with pytest.raises(
+        ValueError, match=r"unknown codec id 7; .*0 \(none\), 1 \(zstd\), 2 \(lz4\), 3 \(lzo\)"
+    ):
         BlockDecompressor().decompress(7, b"abc")
 
 

@@ -44,7 +44,9 @@ def paimon_body(codec: str, raw: bytes) -> bytes:
 def test_a_17_mib_value_in_a_paimon_layout_file(tmp_path: Path, codec: str) -> None:
     raw = aligned_block([(KEY, BIG)])
     assert len(raw) == 17825806  # the block of the issue: 1 + 4 + 4 + 17 MiB + 5
-    path = scratch(str(tmp_path), "big.lk", assemble([(KEY, paimon_body(codec, raw), CODEC_IDS[codec])]))
+    path = scratch(
+        str(tmp_path), "big.lk", assemble([(KEY, paimon_body(codec, raw), CODEC_IDS[codec])])
+    )
     with LookupReader(path) as reader:
         assert reader.get(KEY) == BIG
         assert reader.stats().codec == codec
@@ -70,8 +72,12 @@ def test_an_honest_block_over_the_readers_cap_is_refused_and_names_the_option(
 ) -> None:
     raw = aligned_block([(KEY, BIG)])
     path = scratch(str(tmp_path), "big.lk", assemble([(KEY, paimon_body("zstd", raw), 1)]))
-    with LookupReader(path, max_block_bytes=16 << 20) as reader, pytest.raises(
-        CorruptLookupFileError, match="declares 17825806 uncompressed bytes, more than this reader's max_block_bytes"
+    with (
+        LookupReader(path, max_block_bytes=16 << 20) as reader,
+        pytest.raises(
+            CorruptLookupFileError,
+            match="declares 17825806 uncompressed bytes, more than this reader's max_block_bytes",
+        ),
     ):
         reader.get(KEY)
     with LookupReader(path, max_block_bytes=len(raw)) as reader:
@@ -82,7 +88,11 @@ def test_an_honest_block_over_the_readers_cap_is_refused_and_names_the_option(
     ("codec", "declared", "payload"),
     [
         # 1 MiB of zeros is ~40 bytes of zstd; declaring 1 GiB is more than zstd can produce.
-        ("zstd", 1 << 30, zstandard.ZstdCompressor(write_content_size=False).compress(bytes(1 << 20))),
+        (
+            "zstd",
+            1 << 30,
+            zstandard.ZstdCompressor(write_content_size=False).compress(bytes(1 << 20)),
+        ),
         ("lz4", 1 << 24, struct.pack("<ii", 4, 1 << 24) + b"\x00" * 4),
         ("lzo", 1 << 24, struct.pack("<ii", 3, 1 << 24) + b"\x11\x00\x00"),
     ],
@@ -93,8 +103,12 @@ def test_a_decompression_bomb_is_refused_before_allocating(
     path = scratch(
         str(tmp_path), "bomb.lk", assemble([(KEY, varint(declared) + payload, CODEC_IDS[codec])])
     )
-    with LookupReader(path) as reader, pytest.raises(
-        CorruptLookupFileError, match=f"declares {declared} uncompressed bytes, but {codec} cannot expand"
+    with (
+        LookupReader(path) as reader,
+        pytest.raises(
+            CorruptLookupFileError,
+            match=f"declares {declared} uncompressed bytes, but {codec} cannot expand",
+        ),
     ):
         reader.get(KEY)
 

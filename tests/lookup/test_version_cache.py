@@ -14,8 +14,14 @@ from lakecore.lookup.cache import VersionCache, diff_versions
 
 
 def _lake(tmp_path: Path, tables: int = 40) -> Lakehouse:
-    lh = Lakehouse.create(str(tmp_path / "lake"), order=4, node_file_max_size_bytes=4000,
-                          namespace_name_max_size_bytes=16, table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+    lh = Lakehouse.create(
+        str(tmp_path / "lake"),
+        order=4,
+        node_file_max_size_bytes=4000,
+        namespace_name_max_size_bytes=16,
+        table_name_max_size_bytes=16,
+        file_name_max_size_bytes=100,
+    )
     with lh.transaction() as tx:
         tx.create_namespace("a")
     for i in range(tables):
@@ -36,7 +42,9 @@ def test_cached_lookups_equal_tree_lookups(tmp_path: Path) -> None:
     assert cached.list_tables("a") == view.list_tables("a")
     assert cache.stats.builds == 1
     lh.at_version(lh.version).use_lookup_cache(cache)
-    assert cache.stats.builds == 1 and cache.stats.hits == 1, "a cached version must never be rebuilt"
+    assert cache.stats.builds == 1 and cache.stats.hits == 1, (
+        "a cached version must never be rebuilt"
+    )
 
 
 def test_cache_evicts_least_recently_used_under_the_cap(tmp_path: Path) -> None:
@@ -59,7 +67,9 @@ def test_cache_evicts_least_recently_used_under_the_cap(tmp_path: Path) -> None:
     small._evict(keep=small.path_for(lh.at_version(lh.version)))
     remaining = {p.name for p in small.files()}
     assert small.path_for(lh.at_version(lh.version - 1)).name not in remaining
-    assert {small.path_for(lh.at_version(v)).name for v in (lh.version - 2, lh.version)} <= remaining
+    assert {
+        small.path_for(lh.at_version(v)).name for v in (lh.version - 2, lh.version)
+    } <= remaining
     assert small.size_bytes() <= cap
 
 
@@ -71,8 +81,11 @@ def test_eviction_deletes_only_the_caches_own_files(tmp_path: Path) -> None:
 
     lh = _lake(tmp_path)
     folder = tmp_path / "data"
-    theirs = [folder / "paimon" / "bucket-0.lookup", folder / "0123456789abcdef" / "bucket-1.lookup",
-              folder / "v1-0123456789ab.lookup"]
+    theirs = [
+        folder / "paimon" / "bucket-0.lookup",
+        folder / "0123456789abcdef" / "bucket-1.lookup",
+        folder / "v1-0123456789ab.lookup",
+    ]
     elsewhere = tmp_path / "elsewhere" / "v2-0123456789ab.lookup"
     for path in [*theirs, elsewhere]:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,7 +101,9 @@ def test_eviction_deletes_only_the_caches_own_files(tmp_path: Path) -> None:
     assert cache.files() == [newer]
 
 
-def test_a_lakehouse_made_again_at_the_same_place_never_reads_the_old_ones_cache(tmp_path: Path) -> None:
+def test_a_lakehouse_made_again_at_the_same_place_never_reads_the_old_ones_cache(
+    tmp_path: Path,
+) -> None:
     """Version 1 of a lakehouse deleted and created again at the same URI is another tree: the
     cache answered from the old one's file (a review found it)."""
     import shutil
@@ -121,14 +136,22 @@ def test_diff_equals_a_dict_diff(tmp_path: Path) -> None:
         for i in range(30, 36):
             tx.create_table("a", f"t{i:03d}")
     with lh.transaction() as tx:
-        tx.update_table("a", "t029" if lh.table_exists("a", "t029") else "t030", properties={"x": "y"})
+        tx.update_table(
+            "a", "t029" if lh.table_exists("a", "t029") else "t030", properties={"x": "y"}
+        )
     old = dict(lh.at_version(old_version).items())
     new = dict(lh.at_version(lh.version).items())
-    diff = diff_versions(lh.at_version(old_version), lh.at_version(lh.version), VersionCache(tmp_path / "c"))
+    diff = diff_versions(
+        lh.at_version(old_version), lh.at_version(lh.version), VersionCache(tmp_path / "c")
+    )
     assert dict(diff.added) == {k: v for k, v in new.items() if k not in old}
     assert dict(diff.removed) == {k: v for k, v in old.items() if k not in new}
-    assert {k: (a, b) for k, a, b in diff.changed} == {k: (old[k], new[k]) for k in old.keys() & new.keys() if old[k] != new[k]}
-    assert not diff_versions(lh.at_version(old_version), lh.at_version(old_version), VersionCache(tmp_path / "c")).changed
+    assert {k: (a, b) for k, a, b in diff.changed} == {
+        k: (old[k], new[k]) for k in old.keys() & new.keys() if old[k] != new[k]
+    }
+    assert not diff_versions(
+        lh.at_version(old_version), lh.at_version(old_version), VersionCache(tmp_path / "c")
+    ).changed
 
 
 def test_lookup_and_diff_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -147,27 +170,53 @@ def test_lookup_and_diff_commands(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert sorted(d["object"] for d in diff["added"]) == [f"a.t{i:03d}" for i in range(5)]
 
 
-def test_an_unusable_cache_folder_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unusable_cache_folder_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`--cache-dir` under a file, or somewhere that cannot be made, said "unexpected
     NotADirectoryError" with exit 4 (a trial found it)."""
     lh = _lake(tmp_path, tables=3)
     a_file = tmp_path / "notes.txt"
     a_file.write_text("x")
     for folder in (a_file / "sub", Path("/proc/lakecore-no-such-folder")):
-        code = main(["-l", lh.uri, "lookup", "get", "--namespace", "a", "--table", "t000", "--cache-dir", str(folder)])
+        code = main(
+            [
+                "-l",
+                lh.uri,
+                "lookup",
+                "get",
+                "--namespace",
+                "a",
+                "--table",
+                "t000",
+                "--cache-dir",
+                str(folder),
+            ]
+        )
         err = capsys.readouterr().err
         assert code == 2, err
-        assert err.count("\n") == 1 and "lookup cache folder" in err and "give --cache-dir a folder" in err, err
+        assert (
+            err.count("\n") == 1
+            and "lookup cache folder" in err
+            and "give --cache-dir a folder" in err
+        ), err
 
 
 def test_lookup_refuses_stray_arguments_and_says_why_an_unpadded_key_is_absent(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     lh = _lake(tmp_path, tables=2)
     cache = ["--cache-dir", str(tmp_path / "cache")]
-    for argv in (["lookup", "build", "extra"], ["lookup", "stats", "a"], ["lookup", "stats", "--cache-max-bytes", "0"]):
+    for argv in (
+        ["lookup", "build", "extra"],
+        ["lookup", "stats", "a"],
+        ["lookup", "stats", "--cache-max-bytes", "0"],
+    ):
         assert main(["-l", lh.uri, *argv, *cache]) == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and ("takes no KEY" in err or "--cache-max-bytes must be" in err), err
+        assert err.count("\n") == 1 and (
+            "takes no KEY" in err or "--cache-max-bytes must be" in err
+        ), err
     assert main(["-l", lh.uri, "lookup", "get", "a", *cache]) == 5
     captured = capsys.readouterr()
     assert "(absent)" in captured.out and "'a' is not an object key as stored" in captured.err

@@ -140,21 +140,27 @@ def test_dropped_writer_removes_its_temporary_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("empty", [False, True])
-def test_the_reader_takes_keys_as_the_writer_does_and_refuses_a_str(tmp_path: Path, empty: bool) -> None:
+def test_the_reader_takes_keys_as_the_writer_does_and_refuses_a_str(
+    tmp_path: Path, empty: bool
+) -> None:
     path = tmp_path / "f.lookup"
     with LookupWriter(str(path)) as writer:
         if not empty:
             writer.put(b"abc", b"1")
     with LookupReader(str(path)) as reader:
         expected = None if empty else b"1"
-        assert reader.get(bytearray(b"abc")) == expected and reader.get(memoryview(b"abc")) == expected
+        assert (
+            reader.get(bytearray(b"abc")) == expected and reader.get(memoryview(b"abc")) == expected
+        )
         assert reader.get_many([b"abc", bytearray(b"abc"), b"zz"]) == [expected, expected, None]
         for call in (lambda: reader.get("abc"), lambda: reader.get_many([b"abc", "abc"])):  # type: ignore[arg-type,list-item]
             with pytest.raises(InvalidArgumentError, match="a key must be bytes, got str"):
                 call()
 
 
-def test_a_bloom_filter_over_the_formats_int32_bit_count_is_refused_up_front(tmp_path: Path) -> None:
+def test_a_bloom_filter_over_the_formats_int32_bit_count_is_refused_up_front(
+    tmp_path: Path,
+) -> None:
     with pytest.raises(InvalidArgumentError, match="bits, over the format's limit of 2147483647"):
         LookupWriter(str(tmp_path / "f.lookup"), expected_entries=3 * 10**9)
     assert leftovers(tmp_path) == []

@@ -11,6 +11,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,8 +47,14 @@ class Damaged:
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("template") / "lake"
-    lh = Lakehouse.create(str(path), order=4, node_file_max_size_bytes=4000, namespace_name_max_size_bytes=16,
-                          table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+    lh = Lakehouse.create(
+        str(path),
+        order=4,
+        node_file_max_size_bytes=4000,
+        namespace_name_max_size_bytes=16,
+        table_name_max_size_bytes=16,
+        file_name_max_size_bytes=100,
+    )
     with lh.transaction() as tx:
         tx.create_namespace("a")
     for i in range(40):
@@ -63,7 +70,10 @@ def _damage(template: Path, tmp_path: Path, how: str = "truncated") -> Damaged:
     SHARED_CACHE.clear()
     lh = Lakehouse.open(str(path))
     latest = lh.version
-    reach = {v: reachable_from_root(lh.store, lh.at_version(v).root).nodes for v in range(latest - 8, latest + 1)}
+    reach = {
+        v: reachable_from_root(lh.store, lh.at_version(v).root).nodes
+        for v in range(latest - 8, latest + 1)
+    }
 
     def newest_without(node: str) -> int:
         return max((v for v in reach if node not in reach[v]), default=-1)
@@ -105,12 +115,18 @@ def _refusal(call: object) -> LakecoreError:
 # -- 2: damage before the repair is exit 6 with the roll-forward hint -----------------------------
 
 
-def test_gc_and_expiry_on_a_damaged_latest_version_exit_6_with_the_rollback_hint(damaged: Damaged) -> None:
+def test_gc_and_expiry_on_a_damaged_latest_version_exit_6_with_the_rollback_hint(
+    damaged: Damaged,
+) -> None:
     storage = damaged.storage
-    storage.write(root_node_file_name(damaged.latest), b"not a root")  # the newest root, as in the trial
+    storage.write(
+        root_node_file_name(damaged.latest), b"not a root"
+    )  # the newest root, as in the trial
     before = tree_digest(damaged.path)
-    for call in (lambda: gc_in_process(storage, now_millis=_now(), grace_millis=0, dry_run=True),
-                 lambda: expire_in_process(storage, now_millis=_now() + FAR_FUTURE, dry_run=True)):
+    for call in (
+        lambda: gc_in_process(storage, now_millis=_now(), grace_millis=0, dry_run=True),
+        lambda: expire_in_process(storage, now_millis=_now() + FAR_FUTURE, dry_run=True),
+    ):
         error = _refusal(call)
         assert error.exit_code == ExitCode.DAMAGED, error.one_line()
         assert "repair rollback --to-last-valid" in str(error), error.one_line()
@@ -125,7 +141,8 @@ def test_gc_on_a_damaged_latest_tree_exits_6_with_the_rollback_hint(damaged: Dam
 
 
 def test_a_node_that_fails_to_read_for_a_storage_reason_stays_exit_4(
-        repaired: Damaged, monkeypatch: pytest.MonkeyPatch) -> None:
+    repaired: Damaged, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Damage is exit 6; a read that failed (and may work next time) stays retryable."""
     original = Storage.read
 
@@ -135,8 +152,10 @@ def test_a_node_that_fails_to_read_for_a_storage_reason_stays_exit_4(
         return original(self, path)
 
     monkeypatch.setattr(Storage, "read", flaky)
-    for call in (lambda: gc_in_process(repaired.storage, now_millis=_now(), grace_millis=0, dry_run=True),
-                 lambda: expire_in_process(repaired.storage, now_millis=_now() + FAR_FUTURE, dry_run=True)):
+    for call in (
+        lambda: gc_in_process(repaired.storage, now_millis=_now(), grace_millis=0, dry_run=True),
+        lambda: expire_in_process(repaired.storage, now_millis=_now() + FAR_FUTURE, dry_run=True),
+    ):
         error = _refusal(call)
         assert error.exit_code == ExitCode.FAILURE, error.one_line()
 
@@ -144,18 +163,31 @@ def test_a_node_that_fails_to_read_for_a_storage_reason_stays_exit_4(
 # -- 1b: after the repair, retained damaged versions: exit 6 naming them and drop-damaged ------------
 
 
-@pytest.mark.parametrize("target_tasks", [8, 1])  # the damage met by the driver's cut, or by a subtree walk
+@pytest.mark.parametrize(
+    "target_tasks", [8, 1]
+)  # the damage met by the driver's cut, or by a subtree walk
 def test_after_the_repair_gc_and_expiry_exit_6_naming_the_versions_and_drop_damaged(
-        repaired: Damaged, target_tasks: int) -> None:
+    repaired: Damaged, target_tasks: int
+) -> None:
     storage = repaired.storage
     before = tree_digest(repaired.path)
-    error = _refusal(lambda: gc_in_process(storage, now_millis=_now(), grace_millis=0, target_tasks=target_tasks))
+    error = _refusal(
+        lambda: gc_in_process(storage, now_millis=_now(), grace_millis=0, target_tasks=target_tasks)
+    )
     assert error.exit_code == ExitCode.DAMAGED, error.one_line()
     text = str(error)
     assert f"retained version(s) {', '.join(map(str, repaired.reached_by))} " in text, text
-    assert "repair drop-damaged" in text and "compact-versions" in text and "nothing was deleted" in text
+    assert (
+        "repair drop-damaged" in text
+        and "compact-versions" in text
+        and "nothing was deleted" in text
+    )
     # Within retention (the newest 3 are kept): compaction refuses the same way.
-    error = _refusal(lambda: expire_in_process(storage, now_millis=_now() + FAR_FUTURE, target_tasks=target_tasks))
+    error = _refusal(
+        lambda: expire_in_process(
+            storage, now_millis=_now() + FAR_FUTURE, target_tasks=target_tasks
+        )
+    )
     assert error.exit_code == ExitCode.DAMAGED, error.one_line()
     assert "repair drop-damaged" in str(error)
     assert tree_digest(repaired.path) == before
@@ -173,7 +205,9 @@ def _retained_whole(path: Path) -> None:
         assert result.ok, (version, result.violations[:3])
 
 
-def test_expiry_expires_unreadable_versions_by_their_root_file_and_gc_collects_the_rest(repaired: Damaged) -> None:
+def test_expiry_expires_unreadable_versions_by_their_root_file_and_gc_collects_the_rest(
+    repaired: Damaged,
+) -> None:
     storage = repaired.storage
     lh = Lakehouse.open(str(repaired.path))
     for name in ("x", "y", "z"):  # the damaged versions fall out of the newest 3
@@ -183,7 +217,9 @@ def test_expiry_expires_unreadable_versions_by_their_root_file_and_gc_collects_t
     result = expire_in_process(storage, now_millis=_now() + FAR_FUTURE)
     assert set(repaired.reached_by) <= set(result.roots.deleted)
     assert result.unreadable == repaired.reached_by
-    assert (repaired.path / repaired.lost).exists(), "expiry must leave an unreadable version's files to gc"
+    assert (repaired.path / repaired.lost).exists(), (
+        "expiry must leave an unreadable version's files to gc"
+    )
     _retained_whole(repaired.path)
     gc = gc_in_process(storage, now_millis=_now(), grace_millis=0)
     assert repaired.lost in gc.deleted.deleted_paths
@@ -222,12 +258,16 @@ def test_the_repair_job_drops_damaged_versions_too(repaired: Damaged, tmp_path: 
     args = ["--lakehouse", str(repaired.path), "drop-damaged", "--report", str(report_path)]
     assert repair_main(args) == 0
     planned = json.loads(report_path.read_text())
-    assert planned["status"] == "planned" and planned["counts"]["damaged_versions"] == len(repaired.reached_by)
+    assert planned["status"] == "planned" and planned["counts"]["damaged_versions"] == len(
+        repaired.reached_by
+    )
     assert tree_digest(repaired.path) == before
     assert repair_main([*args, "--yes"]) == 0
     done = json.loads(report_path.read_text())
     assert done["details"]["dropped_versions"] == repaired.reached_by
-    assert set(before) - set(tree_digest(repaired.path)) == {root_node_file_name(v) for v in repaired.reached_by}
+    assert set(before) - set(tree_digest(repaired.path)) == {
+        root_node_file_name(v) for v in repaired.reached_by
+    }
     assert repair_main([*args[:3], "--to-version", "3"]) == 2  # rollback's option, refused
 
 
@@ -237,7 +277,9 @@ def test_drop_damaged_counts_a_deleted_node_file_as_damage(template: Path, tmp_p
     the repair DAG)."""
     deleted = _damage(template, tmp_path, how="deleted")
     storage = deleted.storage
-    assert repair.rollback(storage, to_last_valid=True, apply=True).new_version == deleted.latest + 1
+    assert (
+        repair.rollback(storage, to_last_valid=True, apply=True).new_version == deleted.latest + 1
+    )
     SHARED_CACHE.clear()
     plan = repair.drop_damaged(storage, apply=False)
     assert plan.status == "planned" and sorted(plan.damaged_versions) == deleted.reached_by
@@ -248,7 +290,9 @@ def test_drop_damaged_counts_a_deleted_node_file_as_damage(template: Path, tmp_p
     _retained_whole(deleted.path)
 
 
-def test_a_missing_node_is_damage_only_while_its_root_is_there(template: Path, tmp_path: Path) -> None:
+def test_a_missing_node_is_damage_only_while_its_root_is_there(
+    template: Path, tmp_path: Path
+) -> None:
     """The race a missing node may be: compaction deletes an expired version's root, then its
     files, while a walk holds the root it read earlier. With the root gone it is no damage."""
     from lakecore.maintenance.damage import damaged_versions
@@ -280,20 +324,26 @@ def test_a_damaged_version_an_export_pins_stays_and_says_what_releases_it(damage
     line says what holds the pinned one and what releases it."""
     pinned = damaged.reached_by[0]
     lh = Lakehouse.open(str(damaged.path))
-    exported_in = lh.export_snapshot("nightly", version=pinned)  # its tree is the latest's: damaged too
+    exported_in = lh.export_snapshot(
+        "nightly", version=pinned
+    )  # its tree is the latest's: damaged too
     SHARED_CACHE.clear()
     rolled = repair.rollback(damaged.storage, to_last_valid=True, apply=True).new_version
     assert rolled == exported_in + 1
     SHARED_CACHE.clear()
     refusal = _refusal(lambda: gc_in_process(damaged.storage, now_millis=_now(), grace_millis=0))
     assert refusal.exit_code == ExitCode.DAMAGED
-    assert (f"version {pinned} stays while an export pins it (export 'nightly' pins it: drop the export first"
-            in refusal.one_line()), refusal.one_line()
+    assert (
+        f"version {pinned} stays while an export pins it (export 'nightly' pins it: drop the export first"
+        in refusal.one_line()
+    ), refusal.one_line()
     SHARED_CACHE.clear()
     outcome = repair.drop_damaged(damaged.storage, apply=True)
     assert outcome.status == "ok", outcome.as_dict()
     assert outcome.dropped_versions == sorted({*damaged.reached_by, exported_in} - {pinned})
-    assert any(f"version {pinned} stays while an export pins it" in line for line in outcome.summary)
+    assert any(
+        f"version {pinned} stays while an export pins it" in line for line in outcome.summary
+    )
     assert root_node_file_name(pinned) in tree_digest(damaged.path)
     # The export dropped: the version before still names it, so the pin holds until it expires.
     SHARED_CACHE.clear()
@@ -301,10 +351,14 @@ def test_a_damaged_version_an_export_pins_stays_and_says_what_releases_it(damage
     SHARED_CACHE.clear()
     again = repair.drop_damaged(damaged.storage, apply=True)
     assert again.status == "failed" and again.exit_code == ExitCode.DAMAGED
-    assert again.error is not None and (
-        f"nothing was deleted: version {pinned} stays while an export pins it (export 'nightly' was dropped, but "
-        f"retained version(s) {rolled} still name it: the pin lasts until compact-versions expires them)"
-    ) == again.error, again.error
+    assert (
+        again.error is not None
+        and (
+            f"nothing was deleted: version {pinned} stays while an export pins it (export 'nightly' was dropped, but "
+            f"retained version(s) {rolled} still name it: the pin lasts until compact-versions expires them)"
+        )
+        == again.error
+    ), again.error
 
 
 def test_a_deleted_old_definition_file_is_damage_that_drop_damaged_repairs(tmp_path: Path) -> None:
@@ -322,8 +376,13 @@ def test_a_deleted_old_definition_file_is_damage_that_drop_damaged_repairs(tmp_p
     storage = Storage(str(tmp_path / "lake"))
     storage.delete([first_definition])
     SHARED_CACHE.clear()
-    gc_dry_run = lambda: gc_in_process(storage, now_millis=_now(), grace_millis=0, dry_run=True)  # noqa: E731
-    expiry_dry_run = lambda: expire_in_process(storage, now_millis=_now() + FAR_FUTURE, dry_run=True)  # noqa: E731
+
+    def gc_dry_run() -> Any:
+        return gc_in_process(storage, now_millis=_now(), grace_millis=0, dry_run=True)
+
+    def expiry_dry_run() -> Any:
+        return expire_in_process(storage, now_millis=_now() + FAR_FUTURE, dry_run=True)
+
     # With the definition still cached in this process gc finds it unlisted; a fresh process (the
     # cache cleared) fails to read it: both ways are damage.
     for clear_cache, call in ((False, gc_dry_run), (True, gc_dry_run), (True, expiry_dry_run)):

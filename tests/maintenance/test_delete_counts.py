@@ -28,7 +28,9 @@ def test_a_racing_delete_is_not_counted_twice(tmp_path: Path) -> None:
 
 def test_a_size_looked_up_as_missing_counts_as_already_gone(tmp_path: Path) -> None:
     storage = Lakehouse.create(str(tmp_path / "lake")).storage
-    outcome = delete_files(storage, [(new_node_file_path(), -1)], 100)  # UNKNOWN_SIZE, and never written
+    outcome = delete_files(
+        storage, [(new_node_file_path(), -1)], 100
+    )  # UNKNOWN_SIZE, and never written
     assert (outcome.deleted, outcome.already_gone, outcome.bytes_freed) == (0, 1, 0)
 
 

@@ -27,8 +27,9 @@ def _commits(lh: Lakehouse, names: str) -> None:
             tx.create_namespace(name)
 
 
-def test_compaction_refuses_a_stale_hint_below_the_versions_it_expires(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compaction_refuses_a_stale_hint_below_the_versions_it_expires(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An export pins version 3; the hint cannot be written from then on and stays at 3; six
     commits later compaction would expire 4..8. Deleting them with the hint at 3 made readers
     stop at 3 (two namespaces instead of eight) and the next commit land as version 4."""
@@ -41,13 +42,17 @@ def test_compaction_refuses_a_stale_hint_below_the_versions_it_expires(tmp_path:
     storage = Storage(str(tmp_path / "lake"))
     (tmp_path / "lake" / "_latest_hint.txt").write_text("3")
     roots_before = list_root_versions(storage)
-    with pytest.raises(ExpiryRefusedError, match=r"names 3, not a retained version above every version to expire"):
+    with pytest.raises(
+        ExpiryRefusedError, match=r"names 3, not a retained version above every version to expire"
+    ):
         expire_in_process(storage, now_millis=FUTURE_MS)
     assert list_root_versions(storage) == roots_before
     assert len(Lakehouse.open(str(tmp_path / "lake")).list_namespaces()) == 9
 
 
-def test_an_export_pins_its_version_before_copying(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_export_pins_its_version_before_copying(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A compaction that runs while the copy is made keeps the exported version: its root and
     the files the copy points at are still there, and the copy reads."""
     lh = Lakehouse.create(str(tmp_path / "lake"))
@@ -56,7 +61,9 @@ def test_an_export_pins_its_version_before_copying(tmp_path: Path, monkeypatch: 
     expired: list[int] = []
 
     def compaction_during_the_copy(*args: Any, **kwargs: Any) -> Any:
-        expired.extend(expire_in_process(Storage(str(tmp_path / "lake")), now_millis=FUTURE_MS).plan.expired)
+        expired.extend(
+            expire_in_process(Storage(str(tmp_path / "lake")), now_millis=FUTURE_MS).plan.expired
+        )
         return copy(*args, **kwargs)
 
     monkeypatch.setattr("lakecore.lakehouse.copy_snapshot", compaction_during_the_copy)
@@ -67,7 +74,8 @@ def test_an_export_pins_its_version_before_copying(tmp_path: Path, monkeypatch: 
 
 
 def test_an_export_of_a_version_expired_before_its_record_landed_records_nothing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A compaction past its re-check of exports deletes the root while the record commits:
     the export says so, copies nothing and takes its record back."""
     lh = Lakehouse.create(str(tmp_path / "lake"))
@@ -82,7 +90,9 @@ def test_an_export_of_a_version_expired_before_its_record_landed_records_nothing
         return version
 
     monkeypatch.setattr(Lakehouse, "update_definition", record_then_lose_the_root)
-    with pytest.raises(NotFoundError, match=r"version 3 was expired by a version compaction while its export"):
+    with pytest.raises(
+        NotFoundError, match=r"version 3 was expired by a version compaction while its export"
+    ):
         lh.export_snapshot("snap", "minimal", target=str(tmp_path / "copy"), version=3)
     assert not (tmp_path / "copy").exists() or not any((tmp_path / "copy").iterdir())
     assert Lakehouse.open(str(tmp_path / "lake")).list_exports() == []
@@ -97,7 +107,6 @@ def test_the_second_of_two_exports_with_one_name_copies_nothing(tmp_path: Path) 
     with pytest.raises(AlreadyExistsError, match="an export named 'nightly' already exists"):
         second.export_snapshot("nightly", target=str(tmp_path / "copy2"))
     assert not (tmp_path / "copy2").exists() or not any((tmp_path / "copy2").iterdir())
-
 
 
 def test_an_interrupted_copy_takes_its_record_back(tmp_path: Path) -> None:

@@ -51,7 +51,9 @@ def _rows_of(chunks: list[listing.ListedColumns]) -> list[tuple[object, ...]]:
 
 
 @pytest.mark.parametrize("threads", [1, 4])
-def test_columns_hold_the_rows_paths_and_kinds_and_chunk_as_asked(tmp_path: Path, threads: int) -> None:
+def test_columns_hold_the_rows_paths_and_kinds_and_chunk_as_asked(
+    tmp_path: Path, threads: int
+) -> None:
     storage, directories = _lake(tmp_path)
     rows = list(listing.list_directories(storage, directories, threads=1))
     chunks = list(listing.list_directories_columns(storage, directories, threads=threads, rows=7))
@@ -66,7 +68,9 @@ def test_a_failed_directory_is_an_error_record_in_the_columns_too(tmp_path: Path
     storage.failing = directories[5]
     listed = _rows_of(list(listing.list_directories_columns(storage, directories, threads=4)))
     errors = [row for row in listed if listing.is_error(str(row[3]))]
-    assert len(errors) == 1 and directories[5] in str(errors[0][0]) and "refused" in str(errors[0][0])
+    assert (
+        len(errors) == 1 and directories[5] in str(errors[0][0]) and "refused" in str(errors[0][0])
+    )
     assert len(listed) - 1 == sum(i % 3 for i in range(40)) - 5 % 3
 
 
@@ -76,7 +80,11 @@ def test_stat_listed_skips_the_vanished_and_records_the_unreadable(tmp_path: Pat
     storage, directories = _lake(tmp_path)
     present = [f.path for f in listing.list_directories(storage, directories)][:3]
     vanished = f"{directories[0]}/00000000-node-gone.arrow"
-    stats = list(listing.stat_listed(storage, [(present[0], "node"), (vanished, "node"), (present[1], "node")]))
+    stats = list(
+        listing.stat_listed(
+            storage, [(present[0], "node"), (vanished, "node"), (present[1], "node")]
+        )
+    )
     assert [(f.path, f.kind) for f in stats] == [(present[0], "node"), (present[1], "node")]
     assert [f.size for f in stats] == [storage.size(present[0]), storage.size(present[1])]
     assert all(f.mtime_millis > 0 for f in stats)
@@ -104,13 +112,19 @@ def test_a_consumer_that_stops_early_gets_the_first_files(tmp_path: Path) -> Non
     assert first == next(iter(listing.list_directories(storage, directories, threads=1)))
 
 
-@pytest.mark.parametrize(("concurrency", "levels"), [(1, 1), (8, 1), (16, 1), (17, 2), (256, 2), (257, 3), (10**6, 3)])
-def test_listing_levels_give_each_request_in_flight_a_directory(concurrency: int, levels: int) -> None:
+@pytest.mark.parametrize(
+    ("concurrency", "levels"), [(1, 1), (8, 1), (16, 1), (17, 2), (256, 2), (257, 3), (10**6, 3)]
+)
+def test_listing_levels_give_each_request_in_flight_a_directory(
+    concurrency: int, levels: int
+) -> None:
     assert listing.listing_levels(concurrency) == levels
 
 
 @pytest.mark.parametrize("levels", [1, 2])
-def test_a_directory_above_the_hash_directories_lists_only_what_they_hold(tmp_path: Path, levels: int) -> None:
+def test_a_directory_above_the_hash_directories_lists_only_what_they_hold(
+    tmp_path: Path, levels: int
+) -> None:
     storage, directories = _lake(tmp_path)
     # Files lakecore never writes: outside any hash directory, though under a listed prefix.
     for stray in ("0000/stray.txt", "0000/0000/stray.txt", "0000/0000/00000/x"):
@@ -130,7 +144,10 @@ def _uniform_paths(count: int) -> list[str]:
     """``count`` optimized-looking paths spread evenly over the 4,096 hash directories, in key
     order, as a listing of a lakehouse returns them."""
     directories = hash_directories()
-    return sorted(f"{directories[i * len(directories) // count]}/00000000-node-{i}.arrow" for i in range(count))
+    return sorted(
+        f"{directories[i * len(directories) // count]}/00000000-node-{i}.arrow"
+        for i in range(count)
+    )
 
 
 class _PagedRoot(Storage):
@@ -145,8 +162,10 @@ class _PagedRoot(Storage):
     def list_pages(self, prefix: str = "", limit: int | None = None) -> Iterator[ListedPage]:
         for start in range(0, len(self.paths), 1000):
             self.pages_asked += 1
-            chunk = self.paths[start:start + 1000]
-            yield ListedPage([FileInfo(p, 1, 0) for p in chunk], more=start + 1000 < len(self.paths))
+            chunk = self.paths[start : start + 1000]
+            yield ListedPage(
+                [FileInfo(p, 1, 0) for p in chunk], more=start + 1000 < len(self.paths)
+            )
 
 
 def test_the_estimate_from_the_first_pages_is_close(tmp_path: Path) -> None:
@@ -159,14 +178,18 @@ def test_the_estimate_from_the_first_pages_is_close(tmp_path: Path) -> None:
     assert listing.estimated_files([]) == 0
 
 
-@pytest.mark.parametrize(("files", "pages", "flat"), [
-    (20_000, 1, False),  # clearly larger: one request, not the eleven it took to find out
-    (12_000, 11, False),  # within the margin: listed up to the limit, then given up
-    (9_500, 10, True),  # small: the whole listing, every page
-    (900, 1, True),
-])
+@pytest.mark.parametrize(
+    ("files", "pages", "flat"),
+    [
+        (20_000, 1, False),  # clearly larger: one request, not the eleven it took to find out
+        (12_000, 11, False),  # within the margin: listed up to the limit, then given up
+        (9_500, 10, True),  # small: the whole listing, every page
+        (900, 1, True),
+    ],
+)
 def test_the_flat_listing_gives_up_after_the_first_page_of_a_large_root(
-        tmp_path: Path, files: int, pages: int, flat: bool) -> None:
+    tmp_path: Path, files: int, pages: int, flat: bool
+) -> None:
     storage = _PagedRoot(str(tmp_path / "lake"), _uniform_paths(files))
     listed = listing.list_small_root(storage, 10_000)
     assert storage.pages_asked == pages
@@ -185,7 +208,12 @@ def test_s3_lists_a_page_at_a_time_in_key_order(s3_server: Any) -> None:
     client = s3_server.client()
     paths = _uniform_paths(1_500)
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda p: client.put_object(Bucket=s3_server.bucket, Key=prefix + p, Body=b"x"), paths))
+        list(
+            pool.map(
+                lambda p: client.put_object(Bucket=s3_server.bucket, Key=prefix + p, Body=b"x"),
+                paths,
+            )
+        )
     pages = list(storage.list_pages(""))
     assert [len(p.files) for p in pages] == [1000, 500] and [p.more for p in pages] == [True, False]
     assert [f.path for p in pages for f in p.files] == paths
@@ -212,8 +240,10 @@ def test_a_missing_bucket_is_not_found_not_a_retryable_refusal(tmp_path: Path) -
         error: type[Exception] = NotFoundError
 
         def list_top_level(self) -> list[FileInfo]:
-            raise self.error("could not list s3://bukcet/lake/: The specified bucket does not exist "
-                             "(does the bucket exist?)")
+            raise self.error(
+                "could not list s3://bukcet/lake/: The specified bucket does not exist "
+                "(does the bucket exist?)"
+            )
 
     storage = _NoBucket(str(tmp_path / "lake"))
     with pytest.raises(NotFoundError, match="bucket does not exist") as missing:
@@ -240,8 +270,13 @@ def test_an_unknown_aws_profile_is_a_bad_setting_not_a_retryable_refusal(
     monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
     root, options = s3_server.new_root()
     storage = Storage(root, {**options, "profile": "lakecore-tset"})
-    for attempt in (lambda: listing.list_top(storage), lambda: listing.list_small_root(storage, 10_000),
-                    lambda: plan_expiry(storage, 0)):
-        with pytest.raises(InvalidArgumentError, match=r"ProfileNotFound: .*lakecore-tset") as refused:
+    for attempt in (
+        lambda: listing.list_top(storage),
+        lambda: listing.list_small_root(storage, 10_000),
+        lambda: plan_expiry(storage, 0),
+    ):
+        with pytest.raises(
+            InvalidArgumentError, match=r"ProfileNotFound: .*lakecore-tset"
+        ) as refused:
             attempt()
         assert refused.value.exit_code == ExitCode.BAD_INPUT

@@ -53,13 +53,20 @@ def test_gc_does_not_delete_through_a_symlinked_hash_directory(tmp_path: Path) -
     # flat_listing_max_files=0: the hash directories are listed one by one, as for any
     # lakehouse of more than 10,000 files (the flat listing of the root never followed links).
     for flat_max in (0, 10_000):
-        result = gc_in_process(Storage(str(a)), now_millis=now, grace_millis=DAY_MS, flat_listing_max_files=flat_max)
-        assert result.deleted.requested == 0 and result.deleted.deleted == 0, (flat_max, result.deleted)
+        result = gc_in_process(
+            Storage(str(a)), now_millis=now, grace_millis=DAY_MS, flat_listing_max_files=flat_max
+        )
+        assert result.deleted.requested == 0 and result.deleted.deleted == 0, (
+            flat_max,
+            result.deleted,
+        )
     assert _files(b) == before
     assert Lakehouse.open(str(b)).list_namespaces()
 
 
-def test_the_local_backend_neither_lists_nor_deletes_through_a_linked_directory(tmp_path: Path) -> None:
+def test_the_local_backend_neither_lists_nor_deletes_through_a_linked_directory(
+    tmp_path: Path,
+) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     _lakehouse(a, "")
     (b / "0001" / "0010").mkdir(parents=True)
@@ -79,8 +86,28 @@ def test_a_root_reached_through_a_symlink_still_lists_and_deletes(tmp_path: Path
     _lakehouse(real, "xy")
     (tmp_path / "link").symlink_to(real, target_is_directory=True)
     storage = Storage(str(tmp_path / "link"))
-    listed = {info.path for d in ("0000", "0001", "0010", "0011", "0100", "0101", "0110", "0111", "1000", "1001",
-                                  "1010", "1011", "1100", "1101", "1110", "1111") for info in storage.list(d)}
+    listed = {
+        info.path
+        for d in (
+            "0000",
+            "0001",
+            "0010",
+            "0011",
+            "0100",
+            "0101",
+            "0110",
+            "0111",
+            "1000",
+            "1001",
+            "1010",
+            "1011",
+            "1100",
+            "1101",
+            "1110",
+            "1111",
+        )
+        for info in storage.list(d)
+    }
     assert listed and listed <= _files(real)
     orphan = next(iter(sorted(listed)))
     assert storage.delete([orphan]) == 1

@@ -20,8 +20,13 @@ from lakecore.tree.store import NodeCache, NodeStore
 
 # Order 4 and tiny node files: a few dozen tables make a tree of several levels that grows as
 # the commits land, and the root buffer flushes often (rewriting the path below it).
-SMALL_TREE: dict[str, Any] = dict(order=4, node_file_max_size_bytes=4096, namespace_name_max_size_bytes=16,
-                  table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+SMALL_TREE: dict[str, Any] = dict(
+    order=4,
+    node_file_max_size_bytes=4096,
+    namespace_name_max_size_bytes=16,
+    table_name_max_size_bytes=16,
+    file_name_max_size_bytes=100,
+)
 
 
 def small_lake(path: Path) -> Lakehouse:
@@ -72,7 +77,9 @@ def test_a_cut_skips_the_placements_it_is_given(storage: Storage) -> None:
     max_depth = TreeShape(latest.lakehouse_def.order, 1).max_depth
     whole = cut_tree(store, latest.info.node, latest.info.path, 3, max_depth)
     assert whole.subtrees and whole.shared == 0
-    again = cut_tree(store, latest.info.node, latest.info.path, 3, max_depth, known=set(whole.placements()))
+    again = cut_tree(
+        store, latest.info.node, latest.info.path, 3, max_depth, known=set(whole.placements())
+    )
     # Everything below the root was placed: the same version cut again hands out nothing.
     assert again.subtrees == [] and len(again.top) == 1
     assert again.shared == len(latest.info.node.children)
@@ -99,5 +106,7 @@ def test_the_deepest_placement_wins_when_the_tree_grows(tmp_path: Path) -> None:
     assert len(heights) >= 3, heights  # the tree grew at least twice over these versions
     plan = plan_reach(storage, retained.roots.values(), 1, cache=NodeCache())
     walked = {path for path, _size in run_reach_tasks(storage, plan.tasks)}
-    assert not any(path.startswith(ERROR_KEY) for path in walked)  # no depth-bound error in any task
+    assert not any(
+        path.startswith(ERROR_KEY) for path in walked
+    )  # no depth-bound error in any task
     assert set(plan.driver_paths) | walked == every_version_reaches(storage)

@@ -40,7 +40,9 @@ def read_in_threads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     return threads
 
 
-def test_a_damaged_root_stops_gc_and_expiry_until_a_repair_rolls_past_it(tmp_path: Path, read_in_threads: bool) -> None:
+def test_a_damaged_root_stops_gc_and_expiry_until_a_repair_rolls_past_it(
+    tmp_path: Path, read_in_threads: bool
+) -> None:
     storage = _lake(tmp_path / "lake")
     assert storage.waits_on_network is read_in_threads
     storage.write(root_node_file_name(2), b"not a root")
@@ -56,7 +58,9 @@ def test_a_damaged_root_stops_gc_and_expiry_until_a_repair_rolls_past_it(tmp_pat
     assert abandoned == [2] and sorted(loaded) == [0, 1, 3, 4]
     result = expire_in_process(storage, now_millis=now)
     assert result.roots.deleted == [2]
-    assert gc_in_process(storage, now_millis=now, grace_millis=0, dry_run=True).retained.roots.keys() == {0, 1, 3, 4}
+    assert gc_in_process(
+        storage, now_millis=now, grace_millis=0, dry_run=True
+    ).retained.roots.keys() == {0, 1, 3, 4}
 
 
 def test_a_storage_failure_is_never_taken_for_damage(tmp_path: Path, read_in_threads: bool) -> None:

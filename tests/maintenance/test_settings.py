@@ -18,7 +18,9 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 def test_the_shipped_settings_load_and_name_every_key(env: str) -> None:
     path = CONF / f"maintenance-{env}.json"
     settings = MaintenanceSettings.load(path)
-    assert set(json.loads(path.read_text())) == {f.name for f in dataclasses.fields(MaintenanceSettings)}
+    assert set(json.loads(path.read_text())) == {
+        f.name for f in dataclasses.fields(MaintenanceSettings)
+    }
     assert settings.gc_delete_batch_size <= 1000 and settings.flush_max_redos >= 0
 
 
@@ -26,7 +28,11 @@ def test_a_mistyped_key_is_refused_with_the_known_ones() -> None:
     with pytest.raises(InvalidArgumentError) as caught:
         MaintenanceSettings.from_mapping({"gc_older_then": "3d"}, "conf/x.json")
     message = str(caught.value)
-    assert "unknown setting gc_older_then" in message and "gc_older_than" in message and "flush_fill" in message
+    assert (
+        "unknown setting gc_older_then" in message
+        and "gc_older_than" in message
+        and "flush_fill" in message
+    )
 
 
 @pytest.mark.parametrize(
@@ -47,5 +53,7 @@ def test_bad_values_are_refused(data: dict[str, object], words: str) -> None:
 
 def test_defaults_and_ints_for_floats() -> None:
     settings = MaintenanceSettings.from_mapping({"commit_timeout_seconds": 60})
-    assert settings.commit_timeout_seconds == 60.0 and isinstance(settings.commit_timeout_seconds, float)
+    assert settings.commit_timeout_seconds == 60.0 and isinstance(
+        settings.commit_timeout_seconds, float
+    )
     assert settings == dataclasses.replace(MaintenanceSettings(), commit_timeout_seconds=60.0)

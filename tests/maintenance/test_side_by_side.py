@@ -31,7 +31,9 @@ def test_every_item_once_each_producer_in_order_and_running_at_once() -> None:
             yield f"{name}{i}"
 
     items = list(side_by_side([meeting("a", "b"), meeting("b", "a"), iter(["c0", "c1"])]))
-    assert sorted(items) == sorted([f"a{i}" for i in range(10)] + [f"b{i}" for i in range(10)] + ["c0", "c1"])
+    assert sorted(items) == sorted(
+        [f"a{i}" for i in range(10)] + [f"b{i}" for i in range(10)] + ["c0", "c1"]
+    )
     for name in "abc":
         mine = [item for item in items if item[0] == name]
         assert mine == sorted(mine, key=lambda item: int(item[1:]))

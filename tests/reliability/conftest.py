@@ -11,4 +11,6 @@ __all__ = ["run_job", "spark"]
 
 def pytest_configure(config: pytest.Config) -> None:
     # Also requested in pyproject.toml; registered here so that the folder runs warning-free.
-    config.addinivalue_line("markers", "reliability: fault injection, kills, soak and hostile-input suites")
+    config.addinivalue_line(
+        "markers", "reliability: fault injection, kills, soak and hostile-input suites"
+    )

@@ -190,7 +190,9 @@ class FaultyStorage(Storage):
         state.counts[kind] = state.counts.get(kind, 0) + 1
         hit: Fault | None = None
         for i, fault in enumerate(self.faults):
-            if fault.kind != kind or (fault.path_contains is not None and fault.path_contains not in path):
+            if fault.kind != kind or (
+                fault.path_contains is not None and fault.path_contains not in path
+            ):
                 continue
             seen = state.fault_counts[i] = state.fault_counts.get(i, 0) + 1
             if seen == fault.k and hit is None:
@@ -224,7 +226,9 @@ class FaultyStorage(Storage):
 
     def create_exclusive(self, path: str, data: bytes) -> None:
         self._guard(
-            "create_exclusive", path, lambda: super(FaultyStorage, self).create_exclusive(path, data)
+            "create_exclusive",
+            path,
+            lambda: super(FaultyStorage, self).create_exclusive(path, data),
         )
 
     def list(self, prefix: str = "", limit: int | None = None) -> builtins.list[FileInfo]:
@@ -234,7 +238,9 @@ class FaultyStorage(Storage):
         return result
 
     def list_paths(self, prefix: str = "") -> PathListing:
-        result: PathListing = self._guard("list_paths", prefix, lambda: super(FaultyStorage, self).list_paths(prefix))
+        result: PathListing = self._guard(
+            "list_paths", prefix, lambda: super(FaultyStorage, self).list_paths(prefix)
+        )
         return result
 
     def list_top_level(self) -> builtins.list[FileInfo]:
@@ -243,11 +249,21 @@ class FaultyStorage(Storage):
         )
         return result
 
-    def delete(self, paths: Iterable[str], batch_size: int = 1000, deleted: builtins.list[str] | None = None) -> int:
+    def delete(
+        self,
+        paths: Iterable[str],
+        batch_size: int = 1000,
+        deleted: builtins.list[str] | None = None,
+    ) -> int:
         paths = builtins.list(paths)
         label = paths[0] if paths else ""
-        return int(self._guard("delete", label,
-                               lambda: super(FaultyStorage, self).delete(paths, batch_size, deleted)))
+        return int(
+            self._guard(
+                "delete",
+                label,
+                lambda: super(FaultyStorage, self).delete(paths, batch_size, deleted),
+            )
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,7 +360,9 @@ def check_chain(
     return result
 
 
-def resolved_map(uri: str, storage_options: Mapping[str, Any] | None = None, version: int | None = None) -> dict[str, str]:
+def resolved_map(
+    uri: str, storage_options: Mapping[str, Any] | None = None, version: int | None = None
+) -> dict[str, str]:
     """The resolved key -> pvalue map of a version (default: the latest), read with fresh caches."""
     from lakecore.lakehouse import Lakehouse
 

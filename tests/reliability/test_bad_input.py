@@ -45,11 +45,22 @@ from tests.reliability.faulty_storage import clear_caches, emit_summary, tree_di
 pytestmark = pytest.mark.reliability
 
 REPO = Path(__file__).resolve().parents[2]
-LAKE_DEF: dict[str, Any] = dict(order=4, node_file_max_size_bytes=4096, namespace_name_max_size_bytes=16,
-                                table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+LAKE_DEF: dict[str, Any] = dict(
+    order=4,
+    node_file_max_size_bytes=4096,
+    namespace_name_max_size_bytes=16,
+    table_name_max_size_bytes=16,
+    file_name_max_size_bytes=100,
+)
 
-TALLY: dict[str, int] = {"cli_inputs": 0, "cli_subprocess_inputs": 0, "job_inputs": 0, "job_subprocess_inputs": 0,
-                         "listings_compared": 0, "half_written": 0}
+TALLY: dict[str, int] = {
+    "cli_inputs": 0,
+    "cli_subprocess_inputs": 0,
+    "job_inputs": 0,
+    "job_subprocess_inputs": 0,
+    "listings_compared": 0,
+    "half_written": 0,
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -86,8 +97,12 @@ def _unsupported(path: Path) -> Path:
     message = pb.LakehouseDef(name="future", major_version=1, order=4)
     def_path = new_lakehouse_def_path()
     storage.write(def_path, message.SerializeToString())
-    storage.create_exclusive(root_node_file_name(0), encode_root(Node(), 4, lakehouse_def_path=def_path,
-                                                                  previous_root=None, created_at_millis=1))
+    storage.create_exclusive(
+        root_node_file_name(0),
+        encode_root(
+            Node(), 4, lakehouse_def_path=def_path, previous_root=None, created_at_millis=1
+        ),
+    )
     write_hint(storage, 0)
     return path
 
@@ -127,8 +142,14 @@ def _cli(*argv: str) -> tuple[int, str, str]:
 def _cli_process(*argv: str, cwd: Path) -> tuple[int, str, str]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("LAKECORE_LAKEHOUSE", None)
-    proc = subprocess.run([sys.executable, "-m", "lakecore.cli", *argv], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lakecore.cli", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     TALLY["cli_subprocess_inputs"] += 1
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -148,33 +169,64 @@ def unchanged(*paths: Path) -> Iterator[None]:
     for path, b, a in zip(paths, before, after, strict=True):
         if a != b:
             TALLY["half_written"] += 1
-        assert a == b, f"{path} changed: added {sorted(set(a) - set(b))}, removed {sorted(set(b) - set(a))}"
+        assert a == b, (
+            f"{path} changed: added {sorted(set(a) - set(b))}, removed {sorted(set(b) - set(a))}"
+        )
 
 
 # -- the command line ----------------------------------------------------------------------------
 
-BAD_NAMES = ["bad name", "tab\tname", "ctl\x01", "del\x7f", "", "x" * 17, "\u00e9" * 9]  # 18 bytes > 16
+BAD_NAMES = [
+    "bad name",
+    "tab\tname",
+    "ctl\x01",
+    "del\x7f",
+    "",
+    "x" * 17,
+    "\u00e9" * 9,
+]  # 18 bytes > 16
 
 
 @pytest.mark.parametrize("name", BAD_NAMES, ids=repr)
 def test_cli_invalid_names(lake: Path, name: str) -> None:
     with unchanged(lake, Path.cwd()):
-        for argv in (["namespace", "create", name], ["table", "create", "ns", name, "--column", "1:id:INT8"],
-                     ["table", "create", name, "t2", "--column", "1:id:INT8"], ["namespace", "show", name]):
+        for argv in (
+            ["namespace", "create", name],
+            ["table", "create", "ns", name, "--column", "1:id:INT8"],
+            ["table", "create", name, "t2", "--column", "1:id:INT8"],
+            ["namespace", "show", name],
+        ):
             code, _out, err = _cli("--lakehouse", str(lake), *argv)
             assert code == 2, (argv, code, err)
             _one_line(err)
 
 
-BAD_URIS = ["s3://b/../x", "s3://", "s3:///no-bucket", "file://relative/path", " lake", "lake ", "foo:bar",
-            "http//x", "a/../b", "./a//b", "s3://b//x", "memory://b/./x", "\x01lake"]
+BAD_URIS = [
+    "s3://b/../x",
+    "s3://",
+    "s3:///no-bucket",
+    "file://relative/path",
+    " lake",
+    "lake ",
+    "foo:bar",
+    "http//x",
+    "a/../b",
+    "./a//b",
+    "s3://b//x",
+    "memory://b/./x",
+    "\x01lake",
+]
 
 
 @pytest.mark.parametrize("uri", BAD_URIS, ids=repr)
 def test_cli_invalid_uris(lake: Path, uri: str) -> None:
     with unchanged(lake, Path.cwd()):
-        for argv in (["--lakehouse", uri, "namespace", "list"], ["--lakehouse", uri, "fsck"],
-                     ["--lakehouse", uri, "table", "create", "ns", "t9", "--column", "1:id:INT8"], ["init", uri]):
+        for argv in (
+            ["--lakehouse", uri, "namespace", "list"],
+            ["--lakehouse", uri, "fsck"],
+            ["--lakehouse", uri, "table", "create", "ns", "t9", "--column", "1:id:INT8"],
+            ["init", uri],
+        ):
             code, _out, err = _cli(*argv)
             assert code == 2, (argv, code, err)
             _one_line(err)
@@ -185,11 +237,21 @@ def test_cli_missing_lakehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.chdir(tmp_path)
     empty = tmp_path / "empty"
     empty.mkdir()
-    uri = {"empty-dir": str(empty), "no-dir": str(tmp_path / "nothing" / "here"),
-           "memory": f"memory://missing/{uuid.uuid4()}"}[where]
+    uri = {
+        "empty-dir": str(empty),
+        "no-dir": str(tmp_path / "nothing" / "here"),
+        "memory": f"memory://missing/{uuid.uuid4()}",
+    }[where]
     with unchanged(tmp_path):
-        for argv in (["namespace", "list"], ["versions"], ["fsck", "--deep"], ["table", "create", "ns", "t", "--column", "1:id:INT8"],
-                     ["get", "--namespace", "ns"], ["tree"], ["rollback", "--to-version", "0"]):
+        for argv in (
+            ["namespace", "list"],
+            ["versions"],
+            ["fsck", "--deep"],
+            ["table", "create", "ns", "t", "--column", "1:id:INT8"],
+            ["get", "--namespace", "ns"],
+            ["tree"],
+            ["rollback", "--to-version", "0"],
+        ):
             code, _out, err = _cli("--lakehouse", uri, *argv)
             assert code == 5, (argv, code, err)
             _one_line(err)
@@ -200,8 +262,14 @@ def test_cli_unsupported_major_version(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.chdir(tmp_path)
     lake = _unsupported(tmp_path / "future")
     with unchanged(lake):
-        for argv in (["namespace", "list"], ["versions"], ["fsck"], ["namespace", "create", "ns"], ["tree"],
-                     ["get", "--namespace", "ns"]):
+        for argv in (
+            ["namespace", "list"],
+            ["versions"],
+            ["fsck"],
+            ["namespace", "create", "ns"],
+            ["tree"],
+            ["get", "--namespace", "ns"],
+        ):
             code, _out, err = _cli("--lakehouse", str(lake), *argv)
             assert code == 2, (argv, code, err)
             _one_line(err)
@@ -212,14 +280,23 @@ def test_cli_foreign_files_are_left_alone(lake: Path) -> None:
     _drop_foreign(lake)
     (lake / "_latest_hint.txt").write_bytes(b"banana\x00\xff")
     with unchanged(lake):
-        for argv in (["namespace", "list"], ["table", "list", "ns"], ["versions"], ["fsck", "--deep"], ["tree"],
-                     ["get", "--namespace", "ns", "--table", "t"], ["table", "show", "ns", "t"]):
+        for argv in (
+            ["namespace", "list"],
+            ["table", "list", "ns"],
+            ["versions"],
+            ["fsck", "--deep"],
+            ["tree"],
+            ["get", "--namespace", "ns", "--table", "t"],
+            ["table", "show", "ns", "t"],
+        ):
             code, _out, err = _cli("--lakehouse", str(lake), *argv)
             assert code == 0, (argv, code, err)
             assert err.strip() == "", err
     # A write works too, and leaves every foreign file as it was.
     foreign_before = {rel: (lake / rel).read_bytes() for rel in FOREIGN}
-    code, _out, err = _cli("--lakehouse", str(lake), "table", "create", "ns", "t2", "--column", "1:id:INT8")
+    code, _out, err = _cli(
+        "--lakehouse", str(lake), "table", "create", "ns", "t2", "--column", "1:id:INT8"
+    )
     assert code == 0, err
     assert {rel: (lake / rel).read_bytes() for rel in FOREIGN} == foreign_before
     code, _out, err = _cli("--lakehouse", str(lake), "fsck", "--deep", "--all")
@@ -243,8 +320,17 @@ def test_cli_as_a_real_process(lake: Path, tmp_path: Path) -> None:
             assert kind in err, err
 
 
-@pytest.mark.parametrize("argv", [["fsck", "--version", "abc"], ["no-such-command"], ["namespace"],
-                                  ["lookup", "fetch"], ["diff", "1"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fsck", "--version", "abc"],
+        ["no-such-command"],
+        ["namespace"],
+        ["lookup", "fetch"],
+        ["diff", "1"],
+    ],
+    ids=" ".join,
+)
 def test_regression_cli_argument_errors_are_one_line(lake: Path, argv: list[str]) -> None:
     """Argument errors used to print argparse's usage block as well (two lines or more)."""
     code, _out, err = _cli("--lakehouse", str(lake), *argv)
@@ -271,7 +357,14 @@ def _job_args(name: str, tmp_path: Path) -> list[str]:
     if name == "repair":
         return ["rebuild-hint"]
     if name == "export":
-        return ["--name", "e1", "--mode", "minimal", "--target", str(tmp_path / f"export-{uuid.uuid4().hex[:6]}")]
+        return [
+            "--name",
+            "e1",
+            "--mode",
+            "minimal",
+            "--target",
+            str(tmp_path / f"export-{uuid.uuid4().hex[:6]}"),
+        ]
     if name == "gc":
         return ["--dry-run"]
     if name == "compact_versions":
@@ -279,7 +372,9 @@ def _job_args(name: str, tmp_path: Path) -> list[str]:
     return []
 
 
-def _run_job(spark: Any, capsys: pytest.CaptureFixture[str], name: str, argv: list[str]) -> tuple[int, str]:
+def _run_job(
+    spark: Any, capsys: pytest.CaptureFixture[str], name: str, argv: list[str]
+) -> tuple[int, str]:
     main = _job_main(name)
     capsys.readouterr()
     code = main(argv, spark=spark)
@@ -294,11 +389,15 @@ def test_jobs_invalid_uris_and_missing_lakehouses(
 ) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    cases: list[tuple[str, int]] = [(uri, 2) for uri in ("s3://b/../x", "s3://", "a/../b", "file://rel/x")]
+    cases: list[tuple[str, int]] = [
+        (uri, 2) for uri in ("s3://b/../x", "s3://", "a/../b", "file://rel/x")
+    ]
     cases += [(str(empty), 5), (str(tmp_path / "nothing"), 5)]
     with unchanged(lake, empty, Path.cwd()):
         for uri, expected in cases:
-            code, err = _run_job(spark, capsys, name, ["--lakehouse", uri, *_job_args(name, tmp_path)])
+            code, err = _run_job(
+                spark, capsys, name, ["--lakehouse", uri, *_job_args(name, tmp_path)]
+            )
             assert code == expected, (name, uri, code, err)
             _one_line(err)
     assert not (tmp_path / "nothing").exists(), f"{name} created the missing lakehouse's directory"
@@ -307,12 +406,18 @@ def test_jobs_invalid_uris_and_missing_lakehouses(
 @pytest.mark.spark
 @pytest.mark.parametrize("name", JOB_MODULES)
 def test_jobs_unsupported_major_version(
-    name: str, tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    name: str,
+    tmp_path: Path,
+    spark: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)
     future = _unsupported(tmp_path / "future")
     with unchanged(future):
-        code, err = _run_job(spark, capsys, name, ["--lakehouse", str(future), *_job_args(name, tmp_path)])
+        code, err = _run_job(
+            spark, capsys, name, ["--lakehouse", str(future), *_job_args(name, tmp_path)]
+        )
     # Exit 2 for every job (a regression: gc and compact-versions wrapped the error into their
     # "refused" one and exited 4, validate reported a damaged root and exited 1, and repair
     # rebuild-hint never read the definition and exited 0), and the lakehouse is left unchanged.
@@ -322,8 +427,15 @@ def test_jobs_unsupported_major_version(
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("action", [["rebuild-hint", "--yes"], ["rollback", "--to-version", "0", "--yes"],
-                                    ["rollback", "--to-last-valid", "--yes"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "action",
+    [
+        ["rebuild-hint", "--yes"],
+        ["rollback", "--to-version", "0", "--yes"],
+        ["rollback", "--to-last-valid", "--yes"],
+    ],
+    ids=" ".join,
+)
 def test_repair_never_writes_to_a_lakehouse_of_a_newer_format(
     action: list[str], tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -337,8 +449,9 @@ def test_repair_never_writes_to_a_lakehouse_of_a_newer_format(
 
 @pytest.mark.spark
 @pytest.mark.parametrize("name", ["flush", "validate", "gc", "compact_versions", "repair"])
-def test_jobs_leave_foreign_files_alone(name: str, lake: Path, tmp_path: Path, spark: Any,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_jobs_leave_foreign_files_alone(
+    name: str, lake: Path, tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     _drop_foreign(lake)
     before = {rel: (lake / rel).read_bytes() for rel in FOREIGN}
     argv = ["--lakehouse", str(lake)]
@@ -350,8 +463,9 @@ def test_jobs_leave_foreign_files_alone(name: str, lake: Path, tmp_path: Path, s
         argv += ["--deep", "--no-expectations"]
     code, err = _run_job(spark, capsys, name, argv)
     assert code == 0, (name, code, err)
-    assert {rel: (lake / rel).read_bytes() for rel in FOREIGN if (lake / rel).exists()} == before, \
+    assert {rel: (lake / rel).read_bytes() for rel in FOREIGN if (lake / rel).exists()} == before, (
         f"{name} changed or deleted a foreign file"
+    )
     assert all((lake / rel).exists() for rel in FOREIGN), f"{name} deleted a foreign file"
 
 
@@ -363,10 +477,19 @@ def test_jobs_as_real_processes(name: str, lake: Path, tmp_path: Path) -> None:
         pytest.skip(f"jobs/{name}.py does not exist")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     with unchanged(lake, Path.cwd()):
-        for argv, expected in ((["--lakehouse", "s3://b/../x"], 2), (["--lakehouse", str(lake), "--parallelism", "x"], 2)):
+        for argv, expected in (
+            (["--lakehouse", "s3://b/../x"], 2),
+            (["--lakehouse", str(lake), "--parallelism", "x"], 2),
+        ):
             started = time.monotonic()
-            proc = subprocess.run([sys.executable, "-m", f"jobs.{name}", *argv, *_job_args(name, tmp_path)], cwd=Path.cwd(),
-                                  env=env, capture_output=True, text=True, timeout=300)
+            proc = subprocess.run(
+                [sys.executable, "-m", f"jobs.{name}", *argv, *_job_args(name, tmp_path)],
+                cwd=Path.cwd(),
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             TALLY["job_subprocess_inputs"] += 1
             assert proc.returncode == expected, (name, argv, proc.returncode, proc.stderr[-2000:])
             _one_line(proc.stderr)
@@ -375,13 +498,29 @@ def test_jobs_as_real_processes(name: str, lake: Path, tmp_path: Path) -> None:
 
 @pytest.mark.spark
 @pytest.mark.parametrize("export_name", ["bad name", "", "ctl\x01", "del\x7f"], ids=repr)
-def test_export_job_invalid_names(export_name: str, lake: Path, tmp_path: Path, spark: Any,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_job_invalid_names(
+    export_name: str, lake: Path, tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     target = tmp_path / "target"
     with unchanged(lake, Path.cwd()):
         for mode in ("minimal", "full"):
-            code, err = _run_job(spark, capsys, "export", ["--lakehouse", str(lake), "--name", export_name,
-                                                          "--mode", mode, "--target", str(target)])
+            code, err = _run_job(
+                spark,
+                capsys,
+                "export",
+                [
+                    "--lakehouse",
+                    str(lake),
+                    "--name",
+                    export_name,
+                    "--mode",
+                    mode,
+                    "--target",
+                    str(target),
+                ],
+            )
             assert code == 2, (export_name, mode, code, err)
             _one_line(err)
-    assert not target.exists() or not any(target.iterdir()), "export wrote to its target despite a bad name"
+    assert not target.exists() or not any(target.iterdir()), (
+        "export wrote to its target despite a bad name"
+    )

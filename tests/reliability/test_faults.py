@@ -77,8 +77,13 @@ from tests.reliability.faulty_storage import (
 
 pytestmark = pytest.mark.reliability
 
-LAKE_DEF: dict[str, Any] = dict(order=4, node_file_max_size_bytes=2600, namespace_name_max_size_bytes=16,
-                                table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+LAKE_DEF: dict[str, Any] = dict(
+    order=4,
+    node_file_max_size_bytes=2600,
+    namespace_name_max_size_bytes=16,
+    table_name_max_size_bytes=16,
+    file_name_max_size_bytes=100,
+)
 NEW_TABLES = ("x1", "x2", "x3")
 FOREIGN_FILE = "README.foreign"
 
@@ -184,19 +189,31 @@ class Tally:
 
     def summary(self) -> dict[str, Any]:
         return emit_summary(
-            self.suite, runs=self.runs, faults_injected=self.faults_fired, acked_commits=self.acked,
-            failed_cleanly=self.failed_cleanly, state_unknown=self.state_unknown,
-            ambiguous_writes_recognised=self.ambiguous_recognised, versions_validated=self.versions_validated,
-            files_checked=self.files_checked, lost=self.lost, duplicated=self.duplicated,
-            problems=len(self.problems), seconds=round(time.monotonic() - self.started, 1),
+            self.suite,
+            runs=self.runs,
+            faults_injected=self.faults_fired,
+            acked_commits=self.acked,
+            failed_cleanly=self.failed_cleanly,
+            state_unknown=self.state_unknown,
+            ambiguous_writes_recognised=self.ambiguous_recognised,
+            versions_validated=self.versions_validated,
+            files_checked=self.files_checked,
+            lost=self.lost,
+            duplicated=self.duplicated,
+            problems=len(self.problems),
+            seconds=round(time.monotonic() - self.started, 1),
         )
 
     def assert_clean(self) -> None:
         self.summary()
-        assert not self.problems, f"{len(self.problems)} problems, e.g.:\n" + "\n".join(self.problems[:25])
+        assert not self.problems, f"{len(self.problems)} problems, e.g.:\n" + "\n".join(
+            self.problems[:25]
+        )
 
 
-def fault_plans(counts: dict[str, int], *, sample: dict[str, list[int]] | None = None) -> Iterator[Fault]:
+def fault_plans(
+    counts: dict[str, int], *, sample: dict[str, list[int]] | None = None
+) -> Iterator[Fault]:
     """Every (kind, k, error, mode) for the operation counts of a healthy run."""
     for kind in KINDS:
         n = counts.get(kind, 0)
@@ -264,12 +281,16 @@ def _commit_run(uri: str, scenario: str, faults: list[Fault]) -> CommitRun:
             clear_caches()
 
     try:
-        return CommitRun(storage, _commit_change(open_lakehouse(storage), before_commit=hook), None, bool(rival))
+        return CommitRun(
+            storage, _commit_change(open_lakehouse(storage), before_commit=hook), None, bool(rival)
+        )
     except LakecoreError as exc:
         return CommitRun(storage, None, exc, bool(rival))
 
 
-def _judge_commit(tally: Tally, label: str, uri: str, base: int, base_counter: int, run: CommitRun) -> None:
+def _judge_commit(
+    tally: Tally, label: str, uri: str, base: int, base_counter: int, run: CommitRun
+) -> None:
     """Check one faulted commit and then finish its work with healthy storage."""
     rival = 1 if run.rival_committed else 0
     acked, error = run.acked, run.error
@@ -277,21 +298,27 @@ def _judge_commit(tally: Tally, label: str, uri: str, base: int, base_counter: i
     tables, counter = _tables(uri)
     landed = set(NEW_TABLES) <= tables
     if set(NEW_TABLES) & tables and not landed:
-        tally.problems.append(f"{label}: a partial commit is visible: {sorted(set(NEW_TABLES) & tables)}")
+        tally.problems.append(
+            f"{label}: a partial commit is visible: {sorted(set(NEW_TABLES) & tables)}"
+        )
     if rival and "rival" not in tables:
         tally.lost += 1
         tally.problems.append(f"{label}: the rival's acknowledged commit is lost")
     expected_latest = base + rival + (1 if landed else 0)
     if latest != expected_latest:
         tally.duplicated += latest > expected_latest
-        tally.problems.append(f"{label}: latest is {latest}, expected {expected_latest} (landed={landed})")
+        tally.problems.append(
+            f"{label}: latest is {latest}, expected {expected_latest} (landed={landed})"
+        )
     if counter != base_counter + landed:
         tally.problems.append(f"{label}: counter is {counter}, expected {base_counter + landed}")
     if acked is not None:
         tally.acked += 1
         if not landed:
             tally.lost += 1
-            tally.problems.append(f"{label}: acknowledged version {acked} but the change is not there")
+            tally.problems.append(
+                f"{label}: acknowledged version {acked} but the change is not there"
+            )
         elif not set(NEW_TABLES) <= _tables(uri, acked)[0]:
             tally.problems.append(f"{label}: the change is not in the acknowledged version {acked}")
     elif isinstance(error, CommitStateUnknownError):
@@ -309,8 +336,14 @@ def _judge_commit(tally: Tally, label: str, uri: str, base: int, base_counter: i
         clear_caches()
         version = _commit_change(Lakehouse.open(uri))
         tables, counter = _tables(uri)
-        if not set(NEW_TABLES) <= tables or counter != base_counter + 1 or version != base + rival + 1:
-            tally.problems.append(f"{label}: the rerun did not complete the change (v{version}, n={counter})")
+        if (
+            not set(NEW_TABLES) <= tables
+            or counter != base_counter + 1
+            or version != base + rival + 1
+        ):
+            tally.problems.append(
+                f"{label}: the rerun did not complete the change (v{version}, n={counter})"
+            )
         tally.add_check(f"{label} (rerun)", uri, versions=[version])
 
 
@@ -322,7 +355,9 @@ def test_every_fault_of_a_commit(template: str, scenario: str) -> None:
     # A healthy run counts the operations of each kind.
     uri = lakes.fresh()
     healthy = _commit_run(uri, scenario, [])
-    assert healthy.error is None and healthy.acked == base + 1 + (scenario == "raced"), healthy.error
+    assert healthy.error is None and healthy.acked == base + 1 + (scenario == "raced"), (
+        healthy.error
+    )
     counts = healthy.storage.counts()
     lakes.drop(uri)
     tally = Tally(f"faults.commit.{scenario}")
@@ -335,7 +370,9 @@ def test_every_fault_of_a_commit(template: str, scenario: str) -> None:
             tally.ambiguous_recognised += 1
         _judge_commit(tally, f"{scenario} {fault.label()}", uri, base, base_counter, run)
         lakes.drop(uri)
-    assert tally.faults_fired == tally.runs, "a planned fault never fired: the healthy count was off"
+    assert tally.faults_fired == tally.runs, (
+        "a planned fault never fired: the healthy count was off"
+    )
     tally.assert_clean()
 
 
@@ -356,7 +393,9 @@ def test_ambiguous_root_write_that_landed_is_recognised(scratch: Path, mode: str
     base = latest_version(Storage(uri))
     run = _commit_run(uri, "plain", [_root_fault(mode)])
     assert run.error is None, run.error
-    assert run.acked == base + 1 and latest_version(Storage(uri)) == base + 1, "a duplicate or lost commit"
+    assert run.acked == base + 1 and latest_version(Storage(uri)) == base + 1, (
+        "a duplicate or lost commit"
+    )
     assert run.storage.fired == [f"create_exclusive#1:timeout:{mode}"]
     assert set(NEW_TABLES) <= _tables(uri)[0]
     assert not check_chain(uri).problems
@@ -383,7 +422,10 @@ def test_ambiguous_root_write_with_an_unreadable_outcome_says_so(template: str) 
     guess, and reopening shows the commit exactly once."""
     uri = Lakes(template).fresh()
     base = latest_version(Storage(uri))
-    faults = [_root_fault("after"), Fault("read", 1, "timeout", path_contains=root_node_file_name(base + 1))]
+    faults = [
+        _root_fault("after"),
+        Fault("read", 1, "timeout", path_contains=root_node_file_name(base + 1)),
+    ]
     run = _commit_run(uri, "plain", faults)
     assert run.acked is None and isinstance(run.error, CommitStateUnknownError), run.error
     assert latest_version(Storage(uri)) == base + 1
@@ -413,11 +455,15 @@ def test_ambiguous_root_write_on_s3(s3_server: Any) -> None:
 
 def _rival_changes_the_definition(uri: str) -> None:
     """Another writer commits a new lakehouse definition, then this process's caches are emptied."""
-    Lakehouse.open(uri).update_definition(lambda d: dataclasses.replace(d, minimum_versions_to_keep=7))
+    Lakehouse.open(uri).update_definition(
+        lambda d: dataclasses.replace(d, minimum_versions_to_keep=7)
+    )
     clear_caches()
 
 
-def test_regression_commit_reported_failed_after_its_root_landed(template: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_regression_commit_reported_failed_after_its_root_landed(
+    template: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Regression (found by the ``cold`` sweep): after the root is created, ``commit_plan`` read
     the lakehouse definition back and raised if that read failed, although the commit had
     landed, so a caller that retried committed twice. Now an unchanged definition is not read
@@ -429,7 +475,9 @@ def test_regression_commit_reported_failed_after_its_root_landed(template: str, 
     # Definition reads: 1 the open, 2 the rival's new one (the conflict check, before the root
     # is created), 3 the same one again after the root landed: made to reach storage by emptying
     # the caches once the root exists, and failed there.
-    storage = FaultyStorage(uri, faults=[Fault("read", 3, "timeout", path_contains="_lakehouse_def_")])
+    storage = FaultyStorage(
+        uri, faults=[Fault("read", 3, "timeout", path_contains="_lakehouse_def_")]
+    )
     real_read = lakehouse_module.read_lakehouse_def
 
     def cold_after_landing(store: Storage, location: str) -> LakehouseDef:
@@ -442,7 +490,9 @@ def test_regression_commit_reported_failed_after_its_root_landed(template: str, 
     acked = _commit_change(lh, before_commit=lambda: _rival_changes_the_definition(uri))
     assert storage.fired, "the fault did not fire: the landed root's definition was not read"
     assert storage.ops[-1].kind == "read" and "_lakehouse_def_" in storage.ops[-1].path
-    assert acked == base + 2 == latest_version(Storage(uri)), "the commit was not acknowledged as landed"
+    assert acked == base + 2 == latest_version(Storage(uri)), (
+        "the commit was not acknowledged as landed"
+    )
     assert lh.version == base, "the object moved to a version whose definition it could not read"
     # The object catches up on its next commit, with the rival's definition.
     monkeypatch.undo()
@@ -458,7 +508,9 @@ def test_a_commit_with_an_unchanged_definition_does_not_read_it_back(template: s
     storage = FaultyStorage(uri, faults=[])
     lh = open_lakehouse(storage)
     _commit_change(lh, before_commit=clear_caches)
-    definition_reads = [op for op in storage.ops if op.kind == "read" and "_lakehouse_def_" in op.path]
+    definition_reads = [
+        op for op in storage.ops if op.kind == "read" and "_lakehouse_def_" in op.path
+    ]
     assert len(definition_reads) == 1, [op.path for op in definition_reads]
 
 
@@ -481,7 +533,9 @@ def _flush_run(uri: str, faults: list[Fault]) -> FlushRun:
         base = lh.root_info
         shape = TreeShape.of(lh.lakehouse_def)
         store = NodeStore(storage, shape.order, cache=NodeCache())
-        flushed, _run, _results = flush_in_process(store, shape, base.node, FlushPolicy(FlushMode.FULL), 4)
+        flushed, _run, _results = flush_in_process(
+            store, shape, base.node, FlushPolicy(FlushMode.FULL), 4
+        )
         outcome = lh.commit_plan(flush_plan(lh, base, flushed), flush_still_valid(base))
         return FlushRun(storage, outcome.version, None)
     except LakecoreError as exc:
@@ -501,7 +555,9 @@ def test_every_fault_of_a_flush(template: str) -> None:
     assert _buffered(template) > 0, "nothing to flush: not a flush test"
     uri = lakes.fresh()
     healthy = _flush_run(uri, [])
-    assert healthy.error is None and healthy.acked == base + 1 and _buffered(uri) == 0, healthy.error
+    assert healthy.error is None and healthy.acked == base + 1 and _buffered(uri) == 0, (
+        healthy.error
+    )
     counts = healthy.storage.counts()
     assert counts.get("write", 0) >= 3, counts
     lakes.drop(uri)
@@ -527,7 +583,9 @@ def test_every_fault_of_a_flush(template: str) -> None:
             tally.state_unknown += unknown
             tally.failed_cleanly += not unknown
             if latest != base and not unknown:
-                tally.problems.append(f"{label}: flush raised {run.error} but its root landed (v{latest})")
+                tally.problems.append(
+                    f"{label}: flush raised {run.error} but its root landed (v{latest})"
+                )
         if latest > base + 1:
             tally.duplicated += 1
             tally.problems.append(f"{label}: {latest - base} versions for one flush")
@@ -535,7 +593,9 @@ def test_every_fault_of_a_flush(template: str) -> None:
         if run.acked is None:
             rerun = _flush_run(uri, [])
             if rerun.error is not None or _buffered(uri) != 0 or resolved_map(uri) != before:
-                tally.problems.append(f"{label}: the rerun did not complete the flush ({rerun.error})")
+                tally.problems.append(
+                    f"{label}: the rerun did not complete the flush ({rerun.error})"
+                )
             tally.add_check(f"{label} (rerun)", uri, versions=[latest_version(Storage(uri))])
         lakes.drop(uri)
     assert tally.faults_fired == tally.runs
@@ -573,7 +633,9 @@ def _gc_sweep(gc_template: str, sample: dict[str, list[int]] | None, suite: str)
     assert expected_orphans >= 10
     uri = lakes.fresh()
     storage, result, error = _gc_run(uri, [])
-    assert error is None and result.deleted.deleted == expected_orphans and _orphans(uri) == 0, error
+    assert error is None and result.deleted.deleted == expected_orphans and _orphans(uri) == 0, (
+        error
+    )
     counts = storage.counts()
     lakes.drop(uri)
     before = resolved_map(gc_template)
@@ -584,7 +646,11 @@ def _gc_sweep(gc_template: str, sample: dict[str, list[int]] | None, suite: str)
         tally.runs += 1
         tally.faults_fired += len(storage.fired)
         label = f"gc {fault.label()}"
-        if error is None and result is not None and not (result.deleted.errors or result.deleted.refused):
+        if (
+            error is None
+            and result is not None
+            and not (result.deleted.errors or result.deleted.refused)
+        ):
             tally.acked += 1
         else:
             tally.failed_cleanly += 1
@@ -608,7 +674,10 @@ def _spread(n: int, count: int, seed: int) -> list[int]:
     """1, 2, 3, n-1, n and ``count`` more drawn from between."""
     rng = random.Random(seed)
     middle = range(4, max(4, n - 1))
-    return sorted({k for k in (1, 2, 3, n - 1, n) if 1 <= k <= n} | set(rng.sample(middle, min(count, len(middle)))))
+    return sorted(
+        {k for k in (1, 2, 3, n - 1, n) if 1 <= k <= n}
+        | set(rng.sample(middle, min(count, len(middle))))
+    )
 
 
 def test_faults_during_gc(gc_template: str) -> None:
@@ -673,15 +742,24 @@ def _compact_sweep(template: str, sample: dict[str, list[int]] | None, suite: st
         if latest_version(Storage(uri)) != latest or resolved_map(uri) != before:
             tally.lost += 1
             tally.problems.append(f"{label}: the latest version or its catalog changed")
-        tally.add_check(label, uri)  # gap-free chain, every retained version deep: no dangling pointer
+        tally.add_check(
+            label, uri
+        )  # gap-free chain, every retained version deep: no dangling pointer
         # The rerun (compaction, then gc for what an interrupted run left) completes the work.
         _s, _r, rerun_error = _expire_run(uri, [])
         _s2, _g, gc_error = _gc_run(uri, [])
         retained = list_root_versions(Storage(uri))
         left = _orphans(uri)
-        if rerun_error or gc_error or retained != list(range(latest + 1 - keep, latest + 1)) or left:
-            tally.problems.append(f"{label}: the rerun did not finish: retained {retained}, {left} orphans, "
-                                  f"{rerun_error or gc_error}")
+        if (
+            rerun_error
+            or gc_error
+            or retained != list(range(latest + 1 - keep, latest + 1))
+            or left
+        ):
+            tally.problems.append(
+                f"{label}: the rerun did not finish: retained {retained}, {left} orphans, "
+                f"{rerun_error or gc_error}"
+            )
         tally.add_check(f"{label} (rerun)", uri)
         lakes.drop(uri)
     assert tally.faults_fired == tally.runs

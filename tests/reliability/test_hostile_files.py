@@ -51,10 +51,21 @@ pytestmark = pytest.mark.reliability
 BUDGET_SECONDS = 3.0  # generous: the CI machine is shared; a healthy example takes milliseconds
 ALARM_SECONDS = 20
 MEMORY_BOUND_BYTES = 64 << 20
-STANDARD = settings(max_examples=250, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-HEAVY = settings(max_examples=4000, deadline=None,
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+STANDARD = settings(
+    max_examples=250,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+HEAVY = settings(
+    max_examples=4000,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
+)
 
 STATS: dict[str, dict[str, Any]] = {}
 
@@ -87,8 +98,18 @@ def _reset_peak_rss() -> bool:
 @contextmanager
 def guarded(target: str) -> Iterator[None]:
     """Run one example: typed errors only, within time and memory bounds."""
-    stats = STATS.setdefault(target, {"examples": 0, "typed_errors": 0, "accepted": 0, "over_time": 0,
-                                      "over_memory": 0, "max_seconds": 0.0, "max_peak_growth_bytes": 0})
+    stats = STATS.setdefault(
+        target,
+        {
+            "examples": 0,
+            "typed_errors": 0,
+            "accepted": 0,
+            "over_time": 0,
+            "over_memory": 0,
+            "max_seconds": 0.0,
+            "max_peak_growth_bytes": 0,
+        },
+    )
     use_rss = _reset_peak_rss()
     base_rss = (_status_kib("VmRSS") or 0) * 1024
     if not use_rss:
@@ -117,7 +138,9 @@ def guarded(target: str) -> Iterator[None]:
     stats["over_time"] += elapsed >= BUDGET_SECONDS
     stats["over_memory"] += growth >= MEMORY_BOUND_BYTES
     assert elapsed < BUDGET_SECONDS, f"{target}: one example took {elapsed:.1f}s"
-    assert growth < MEMORY_BOUND_BYTES, f"{target}: one example grew the peak memory by {growth >> 20} MiB"
+    assert growth < MEMORY_BOUND_BYTES, (
+        f"{target}: one example grew the peak memory by {growth >> 20} MiB"
+    )
 
 
 def _on_alarm(_signum: int, _frame: Any) -> None:
@@ -131,9 +154,13 @@ def _summary() -> Iterator[None]:
     if targets:
         # An untyped error or a hang fails its test before it is counted: the test result is the
         # record of those; over_time / over_memory count the examples past the bounds.
-        emit_summary("hostile_files", targets=targets, inputs=sum(s["examples"] for s in targets.values()),
-                     over_time=sum(s["over_time"] for s in targets.values()),
-                     over_memory=sum(s["over_memory"] for s in targets.values()))
+        emit_summary(
+            "hostile_files",
+            targets=targets,
+            inputs=sum(s["examples"] for s in targets.values()),
+            over_time=sum(s["over_time"] for s in targets.values()),
+            over_memory=sum(s["over_memory"] for s in targets.values()),
+        )
 
 
 # -- inputs --------------------------------------------------------------------------------------
@@ -150,14 +177,31 @@ def valid_nodes(draw: st.DrawFn) -> tuple[bytes, int]:
     keys = sorted(draw(st.sets(_TEXT.filter(bool), min_size=n_keys, max_size=n_keys)))
     values = [draw(_TEXT.filter(bool)) for _ in keys]
     internal = bool(keys) and draw(st.booleans())
-    children = [f"0000/0000/0000/0000000{i % 2}-node-{i}.arrow" for i in range(len(keys) + 1)] if internal else []
+    children = (
+        [f"0000/0000/0000/0000000{i % 2}-node-{i}.arrow" for i in range(len(keys) + 1)]
+        if internal
+        else []
+    )
     buffer = draw(st.dictionaries(_TEXT.filter(bool), st.none() | _TEXT, max_size=6))
-    system = draw(st.sampled_from([{}, {"created_at_millis": "123"},
-                                   {"lakehouse_def": "_lakehouse_def_x.binpb", "created_at_millis": "1",
-                                    "previous_root": "_00000000000000000000000000000000.arrow"},
-                                   # a root of version 3 (what _node_target decodes roots as)
-                                   {"lakehouse_def": "_lakehouse_def_x.binpb", "created_at_millis": "1",
-                                    "previous_root": "_01000000000000000000000000000000.arrow"}]))
+    system = draw(
+        st.sampled_from(
+            [
+                {},
+                {"created_at_millis": "123"},
+                {
+                    "lakehouse_def": "_lakehouse_def_x.binpb",
+                    "created_at_millis": "1",
+                    "previous_root": "_00000000000000000000000000000000.arrow",
+                },
+                # a root of version 3 (what _node_target decodes roots as)
+                {
+                    "lakehouse_def": "_lakehouse_def_x.binpb",
+                    "created_at_millis": "1",
+                    "previous_root": "_01000000000000000000000000000000.arrow",
+                },
+            ]
+        )
+    )
     return encode_node(Node(keys, values, children, buffer, system), order), order
 
 
@@ -177,34 +221,55 @@ def mutated(draw: st.DrawFn, base: st.SearchStrategy[tuple[bytes, int]]) -> tupl
         elif op == "delete":
             del buf[at : at + draw(st.integers(1, 16))]
         elif op == "overwrite" and buf:
-            chunk = draw(st.sampled_from([b"\xff\xff\xff\x7f", b"\x00\x00\x00\x00", b"\xff" * 8, b"\x80\x00\x00\x00"]))
+            chunk = draw(
+                st.sampled_from(
+                    [b"\xff\xff\xff\x7f", b"\x00\x00\x00\x00", b"\xff" * 8, b"\x80\x00\x00\x00"]
+                )
+            )
             buf[at : at + len(chunk)] = chunk
     return bytes(buf), order
 
 
-_ARROW_TYPES = [pa.string(), pa.large_string(), pa.binary(), pa.int32(), pa.int64(), pa.float64(), pa.bool_(),
-                pa.null(), pa.list_(pa.string()), pa.struct([("a", pa.string())]), pa.dictionary(pa.int8(), pa.string()),
-                pa.string_view()]
+_ARROW_TYPES = [
+    pa.string(),
+    pa.large_string(),
+    pa.binary(),
+    pa.int32(),
+    pa.int64(),
+    pa.float64(),
+    pa.bool_(),
+    pa.null(),
+    pa.list_(pa.string()),
+    pa.struct([("a", pa.string())]),
+    pa.dictionary(pa.int8(), pa.string()),
+    pa.string_view(),
+]
 
 
 def _column(typ: pa.DataType, rows: int, draw: st.DrawFn) -> pa.Array:
     if pa.types.is_null(typ):
         return pa.nulls(rows)
     if pa.types.is_dictionary(typ):
-        return pa.array([draw(st.none() | _TEXT) for _ in range(rows)], pa.string()).dictionary_encode()
+        return pa.array(
+            [draw(st.none() | _TEXT) for _ in range(rows)], pa.string()
+        ).dictionary_encode()
     if typ in (pa.string(), pa.large_string(), pa.string_view()):
         return pa.array([draw(st.none() | _TEXT) for _ in range(rows)], typ)
     if typ == pa.binary():
         return pa.array([draw(st.none() | st.binary(max_size=12)) for _ in range(rows)], typ)
     if pa.types.is_integer(typ):
-        return pa.array([draw(st.none() | st.integers(-(2**31), 2**31 - 1)) for _ in range(rows)], typ)
+        return pa.array(
+            [draw(st.none() | st.integers(-(2**31), 2**31 - 1)) for _ in range(rows)], typ
+        )
     if pa.types.is_floating(typ):
         return pa.array([draw(st.none() | st.floats(allow_nan=True)) for _ in range(rows)], typ)
     if pa.types.is_boolean(typ):
         return pa.array([draw(st.none() | st.booleans()) for _ in range(rows)], typ)
     if pa.types.is_list(typ):
         return pa.array([draw(st.none() | st.lists(_TEXT, max_size=3)) for _ in range(rows)], typ)
-    return pa.array([draw(st.none() | st.fixed_dictionaries({"a": _TEXT})) for _ in range(rows)], typ)
+    return pa.array(
+        [draw(st.none() | st.fixed_dictionaries({"a": _TEXT})) for _ in range(rows)], typ
+    )
 
 
 @st.composite
@@ -213,14 +278,23 @@ def arrow_files(draw: st.DrawFn) -> tuple[bytes, int | None]:
     wrong types, extra or missing columns, several batches, compressed bodies, metadata."""
     if draw(st.booleans()):
         names = ["key", "pvalue", "pnode"]
-        types = [draw(st.sampled_from(_ARROW_TYPES)) if draw(st.integers(0, 3)) == 0 else pa.string() for _ in names]
+        types = [
+            draw(st.sampled_from(_ARROW_TYPES)) if draw(st.integers(0, 3)) == 0 else pa.string()
+            for _ in names
+        ]
     else:
-        names = draw(st.lists(st.sampled_from(["key", "pvalue", "pnode", "x", ""]), min_size=0, max_size=5))
+        names = draw(
+            st.lists(st.sampled_from(["key", "pvalue", "pnode", "x", ""]), min_size=0, max_size=5)
+        )
         types = [draw(st.sampled_from(_ARROW_TYPES)) for _ in names]
-    nullable = [pa.types.is_null(t) or (draw(st.booleans()) if draw(st.integers(0, 3)) == 0 else True)
-                for t in types]
-    schema = pa.schema([pa.field(n, t, nullable=nb) for n, t, nb in zip(names, types, nullable, strict=True)],
-                       metadata=draw(st.none() | st.just({b"k": b"v"})))
+    nullable = [
+        pa.types.is_null(t) or (draw(st.booleans()) if draw(st.integers(0, 3)) == 0 else True)
+        for t in types
+    ]
+    schema = pa.schema(
+        [pa.field(n, t, nullable=nb) for n, t, nb in zip(names, types, nullable, strict=True)],
+        metadata=draw(st.none() | st.just({b"k": b"v"})),
+    )
     compression = draw(st.sampled_from([None, None, "lz4", "zstd"]))
     options = pa.ipc.IpcWriteOptions(compression=compression)
     sink = pa.BufferOutputStream()
@@ -231,8 +305,11 @@ def arrow_files(draw: st.DrawFn) -> tuple[bytes, int | None]:
             for _ in range(n_batches):
                 rows = draw(st.integers(0, 12))
                 arrays = [_column(t, rows, draw) for t in types]
-                writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=schema) if names else
-                                   pa.RecordBatch.from_pylist([{}] * rows, schema=schema))
+                writer.write_batch(
+                    pa.RecordBatch.from_arrays(arrays, schema=schema)
+                    if names
+                    else pa.RecordBatch.from_pylist([{}] * rows, schema=schema)
+                )
     except pa.ArrowException:
         # A combination pyarrow itself will not write (e.g. a second dictionary in a file):
         # not an input any writer could produce this way.
@@ -244,9 +321,27 @@ def arrow_files(draw: st.DrawFn) -> tuple[bytes, int | None]:
 def node_shaped_files(draw: st.DrawFn) -> tuple[bytes, int | None]:
     """The node schema exactly, with rows drawn at random: every row-level rule of section 3."""
     rows = draw(st.integers(0, 14))
-    cell = st.none() | st.sampled_from(["n_keys", "created_at_millis", "lakehouse_def", "previous_root",
-                                        "2", "-1", "99999999999", "a", "b", "../x", "/abs", "s3://o/x",
-                                        "0000/0000/0000/00000000-node-x.arrow"]) | _TEXT
+    cell = (
+        st.none()
+        | st.sampled_from(
+            [
+                "n_keys",
+                "created_at_millis",
+                "lakehouse_def",
+                "previous_root",
+                "2",
+                "-1",
+                "99999999999",
+                "a",
+                "b",
+                "../x",
+                "/abs",
+                "s3://o/x",
+                "0000/0000/0000/00000000-node-x.arrow",
+            ]
+        )
+        | _TEXT
+    )
     cols = [[draw(cell) for _ in range(rows)] for _ in range(3)]
     batch = pa.RecordBatch.from_arrays([pa.array(c, pa.string()) for c in cols], schema=NODE_SCHEMA)
     sink = pa.BufferOutputStream()
@@ -276,11 +371,17 @@ def _node_target(data: bytes, order: int | None) -> None:
         node = decode_node(data, "fuzz.arrow", order)
         # A node the decoder accepted must be one the encoder can write back (same order).
         try:
-            again = decode_node(encode_node(node, order or max(3, len(node.keys) + 1)), "again.arrow", order)
+            again = decode_node(
+                encode_node(node, order or max(3, len(node.keys) + 1)), "again.arrow", order
+            )
         except ValueError as exc:
             raise AssertionError(f"decode_node accepted a node encode_node refuses: {exc}") from exc
         assert (again.keys, again.values, again.children, again.buffer) == (
-            node.keys, node.values, node.children, node.buffer), "the node did not survive a round trip"
+            node.keys,
+            node.values,
+            node.children,
+            node.buffer,
+        ), "the node did not survive a round trip"
     with guarded("decode_root"):
         decode_root(data, 3, "fuzz-root.arrow", order)
 
@@ -302,10 +403,18 @@ def _compressed_node(payload_bytes: int, codec: str = "zstd") -> bytes:
     big = "a" * payload_bytes
     keys = ["n_keys", None, None, None, None, "k"]
     pvalues = ["0", None, None, None, None, big]
-    batch = pa.RecordBatch.from_arrays([pa.array(keys, pa.string()), pa.array(pvalues, pa.string()),
-                                        pa.array([None] * 6, pa.string())], schema=NODE_SCHEMA)
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array(keys, pa.string()),
+            pa.array(pvalues, pa.string()),
+            pa.array([None] * 6, pa.string()),
+        ],
+        schema=NODE_SCHEMA,
+    )
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, NODE_SCHEMA, options=pa.ipc.IpcWriteOptions(compression=codec)) as writer:
+    with pa.ipc.new_file(
+        sink, NODE_SCHEMA, options=pa.ipc.IpcWriteOptions(compression=codec)
+    ) as writer:
         writer.write_batch(batch)
     return bytes(sink.getvalue())
 
@@ -339,9 +448,12 @@ atexit.register(shutil.rmtree, _LOOKUP_DIR, True)
 def valid_lookup_files(draw: st.DrawFn) -> tuple[bytes, list[bytes]]:
     keys = sorted(draw(st.sets(st.binary(min_size=1, max_size=24), min_size=0, max_size=40)))
     path = os.path.join(_LOOKUP_DIR, "valid.lk")
-    with LookupWriter(path, compression=draw(st.sampled_from(["none", "zstd", "lz4"])),
-                      bloom_fpp=draw(st.sampled_from([None, 0.01, 0.3])),
-                      block_size=draw(st.sampled_from([64, 256, 4096]))) as writer:
+    with LookupWriter(
+        path,
+        compression=draw(st.sampled_from(["none", "zstd", "lz4"])),
+        bloom_fpp=draw(st.sampled_from([None, 0.01, 0.3])),
+        block_size=draw(st.sampled_from([64, 256, 4096])),
+    ) as writer:
         for key in keys:
             writer.put(key, draw(st.binary(max_size=40)))
     data = Path(path).read_bytes()
@@ -360,7 +472,9 @@ def lookup_inputs(draw: st.DrawFn) -> tuple[bytes, list[bytes]]:
     if kind == "footer" and len(buf) >= 36:
         # Overwrite one footer field with an extreme value: offsets and sizes out of range.
         at = len(buf) - 36 + draw(st.sampled_from([0, 8, 12, 20, 28, 32]))
-        buf[at : at + 4] = draw(st.sampled_from([b"\xff\xff\xff\x7f", b"\x00\x00\x00\x80", b"\x01\x00\x00\x00"]))
+        buf[at : at + 4] = draw(
+            st.sampled_from([b"\xff\xff\xff\x7f", b"\x00\x00\x00\x80", b"\x01\x00\x00\x00"])
+        )
     else:
         for _ in range(draw(st.integers(1, 4))):
             at = draw(st.integers(0, max(0, len(buf) - 1)))
@@ -419,8 +533,13 @@ def test_regression_lookup_block_bomb_stays_bounded(tmp_path: Path) -> None:
     path.write_bytes(assemble([(b"k", stored, 1)]))
     assert path.stat().st_size < 64 << 10
     del raw
-    with guarded("LookupReader.bomb"), LookupReader(str(path), max_block_bytes=32 << 20) as reader, \
-            pytest.raises(CorruptLookupFileError, match="declares 67108864 uncompressed bytes, more than"):
+    with (
+        guarded("LookupReader.bomb"),
+        LookupReader(str(path), max_block_bytes=32 << 20) as reader,
+        pytest.raises(
+            CorruptLookupFileError, match="declares 67108864 uncompressed bytes, more than"
+        ),
+    ):
         reader.get(b"k")
 
 
@@ -434,8 +553,11 @@ def test_regression_lookup_block_bomb_beyond_any_codec_is_refused(tmp_path: Path
     frame = zstandard.ZstdCompressor(write_content_size=False).compress(b"\x00" * (1 << 20))
     path = tmp_path / "bomb.lk"
     path.write_bytes(assemble([(b"k", varint(1 << 30) + frame, 1)]))
-    with guarded("LookupReader.bomb"), LookupReader(str(path)) as reader, \
-            pytest.raises(CorruptLookupFileError, match="zstd cannot expand"):
+    with (
+        guarded("LookupReader.bomb"),
+        LookupReader(str(path)) as reader,
+        pytest.raises(CorruptLookupFileError, match="zstd cannot expand"),
+    ):
         reader.get(b"k")
 
 
@@ -443,9 +565,11 @@ def test_regression_lookup_block_bomb_beyond_any_codec_is_refused(tmp_path: Path
 
 
 def _definition_target(data: bytes) -> None:
-    for decode in (lambda d: LakehouseDef.from_bytes(d, "fuzz.binpb").validate(),
-                   lambda d: decode_namespace_def(d, "fuzz.binpb"),
-                   lambda d: decode_table_def(d, "fuzz.binpb")):
+    for decode in (
+        lambda d: LakehouseDef.from_bytes(d, "fuzz.binpb").validate(),
+        lambda d: decode_namespace_def(d, "fuzz.binpb"),
+        lambda d: decode_table_def(d, "fuzz.binpb"),
+    ):
         with guarded("definitions"):
             decode(data)
 
@@ -456,10 +580,13 @@ def definition_inputs(draw: st.DrawFn) -> bytes:
 
     if draw(st.booleans()):
         return draw(st.binary(max_size=512))
-    message = pb.LakehouseDef(name=draw(_TEXT), major_version=draw(st.integers(0, 3)),
-                              order=draw(st.integers(0, 2**32 - 1)),
-                              node_file_max_size_bytes=draw(st.integers(0, 2**64 - 1)),
-                              minimum_versions_to_keep=draw(st.integers(0, 5)))
+    message = pb.LakehouseDef(
+        name=draw(_TEXT),
+        major_version=draw(st.integers(0, 3)),
+        order=draw(st.integers(0, 2**32 - 1)),
+        node_file_max_size_bytes=draw(st.integers(0, 2**64 - 1)),
+        minimum_versions_to_keep=draw(st.integers(0, 5)),
+    )
     data = bytearray(message.SerializeToString())
     if data and draw(st.booleans()):
         data[draw(st.integers(0, len(data) - 1))] ^= 0xFF
@@ -493,24 +620,54 @@ atheris.Fuzz()
 """
 
 
-@pytest.mark.parametrize("runs", [pytest.param(20_000, id="standard"),
-                                  pytest.param(1_000_000, id="heavy", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "runs",
+    [
+        pytest.param(20_000, id="standard"),
+        pytest.param(1_000_000, id="heavy", marks=pytest.mark.slow),
+    ],
+)
 def test_atheris_decode_node(tmp_path: Path, runs: int) -> None:
     pytest.importorskip("atheris")
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    for i, (keys, children) in enumerate([([], []), (["a", "b"], []), (["m"], ["0000/0000/0000/00000000-node-a.arrow",
-                                                                              "0000/0000/0000/00000000-node-b.arrow"])]):
-        (corpus / f"seed{i}").write_bytes(encode_node(Node(keys, [k.upper() for k in keys], children, {"z": None}), 4))
+    for i, (keys, children) in enumerate(
+        [
+            ([], []),
+            (["a", "b"], []),
+            (
+                ["m"],
+                ["0000/0000/0000/00000000-node-a.arrow", "0000/0000/0000/00000000-node-b.arrow"],
+            ),
+        ]
+    ):
+        (corpus / f"seed{i}").write_bytes(
+            encode_node(Node(keys, [k.upper() for k in keys], children, {"z": None}), 4)
+        )
     script = tmp_path / "fuzz_node.py"
     script.write_text(_ATHERIS_SCRIPT)
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, str(script), f"-runs={runs}", "-max_len=4096", "-rss_limit_mb=2048",
-                           "-timeout=10", str(corpus)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=900)
-    emit_summary("hostile_files.atheris", runs=runs, exit_code=proc.returncode,
-                 seconds=round(time.monotonic() - started, 1))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            f"-runs={runs}",
+            "-max_len=4096",
+            "-rss_limit_mb=2048",
+            "-timeout=10",
+            str(corpus),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    emit_summary(
+        "hostile_files.atheris",
+        runs=runs,
+        exit_code=proc.returncode,
+        seconds=round(time.monotonic() - started, 1),
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
-
-

@@ -54,8 +54,13 @@ from tests.reliability.faulty_storage import clear_caches, emit_summary, tree_di
 pytestmark = pytest.mark.reliability
 
 ORDER = 4
-LAKE_DEF: dict[str, Any] = dict(order=ORDER, node_file_max_size_bytes=4096, namespace_name_max_size_bytes=16,
-                                table_name_max_size_bytes=16, file_name_max_size_bytes=100)
+LAKE_DEF: dict[str, Any] = dict(
+    order=ORDER,
+    node_file_max_size_bytes=4096,
+    namespace_name_max_size_bytes=16,
+    table_name_max_size_bytes=16,
+    file_name_max_size_bytes=100,
+)
 OTHER_BUCKET_URI = "s3://other-bucket/x.binpb"
 
 # -- watching the sentinel directory -----------------------------------------------------------
@@ -86,7 +91,11 @@ class OpenWatch:
             pos = 0
             while pos + _EVENT.size <= len(data):  # struct inotify_event, then the name
                 _wd, mask, _cookie, length = _EVENT.unpack_from(data, pos)
-                name = data[pos + _EVENT.size : pos + _EVENT.size + length].rstrip(b"\0").decode(errors="replace")
+                name = (
+                    data[pos + _EVENT.size : pos + _EVENT.size + length]
+                    .rstrip(b"\0")
+                    .decode(errors="replace")
+                )
                 self.events.append(f"{'open' if mask & IN_OPEN else 'read'} {name}")
                 pos += _EVENT.size + length
 
@@ -156,8 +165,13 @@ class Crafter:
 
     def commit_root(self, node: Node) -> int:
         version = latest_version(self.storage) + 1
-        data = encode_root(node, ORDER, lakehouse_def_path=self.def_path,
-                           previous_root=root_node_file_name(version - 1), created_at_millis=int(time.time() * 1000))
+        data = encode_root(
+            node,
+            ORDER,
+            lakehouse_def_path=self.def_path,
+            previous_root=root_node_file_name(version - 1),
+            created_at_millis=int(time.time() * 1000),
+        )
         self.storage.create_exclusive(root_node_file_name(version), data)
         write_hint(self.storage, version)
         return version
@@ -188,7 +202,11 @@ def _craft(name: str, template: Path, base: Path) -> Crafted:
     assert n >= 12
     k = [c.kv(i)[0] for i in range(n)]
     v = [c.kv(i)[1] for i in range(n)]
-    middle_reads: list[tuple[str, tuple[Any, ...]]] = [("get", (k[5],)), ("items", ()), ("list_tables", ("ns",))]
+    middle_reads: list[tuple[str, tuple[Any, ...]]] = [
+        ("get", (k[5],)),
+        ("items", ()),
+        ("list_tables", ("ns",)),
+    ]
     if name == "self-loop":
         loop = new_node_file_path()
         c.node(Node([k[6]], [v[6]], [loop, c.leaf(9)]), loop)
@@ -199,8 +217,13 @@ def _craft(name: str, template: Path, base: Path) -> Crafted:
         c.node(Node([k[9]], [v[9]], [b, c.leaf(11)]), a)
         c.node(Node([k[6]], [v[6]], [c.leaf(4), a]), b)
         c.commit_root(Node([k[3]], [v[3]], [c.leaf(0, 1), a]))
-        return Crafted(name, lake, base / "outside", [("get", (k[7],)), ("items", ()), ("list_tables", ("ns",))],
-                       rules={"cycle"})
+        return Crafted(
+            name,
+            lake,
+            base / "outside",
+            [("get", (k[7],)), ("items", ()), ("list_tables", ("ns",))],
+            rules={"cycle"},
+        )
     if name == "too-deep":
         levels = TreeShape(ORDER, 1).max_depth + 2
         keys = [f"C===deep{10_000 - i:05d}" for i in range(levels)]
@@ -208,15 +231,25 @@ def _craft(name: str, template: Path, base: Path) -> Crafted:
         for i in reversed(range(1, levels)):
             child = c.node(Node([keys[i]], ["x"], [child, c.node(Node([keys[i] + "a"], ["x"]))]))
         c.commit_root(Node([keys[0]], ["x"], [child, c.node(Node([keys[0] + "a"], ["x"]))]))
-        return Crafted(name, lake, base / "outside", [("get", ("C===deep00000",)), ("items", ()),
-                                                      ("list_tables", ("ns",))], rules={"depth"})
+        return Crafted(
+            name,
+            lake,
+            base / "outside",
+            [("get", ("C===deep00000",)), ("items", ()), ("list_tables", ("ns",))],
+            rules={"depth"},
+        )
     if name.startswith("pvalue-"):
         target = escapes[name.removeprefix("pvalue-")]
         key = K.table_key("ns", "t_escape", c.lh.lakehouse_def)
         root = c.lh.root
         c.commit_root(Node(root.keys, root.values, root.children, {**root.buffer, key: target}))
-        return Crafted(name, lake, base / "outside", [("load_table", ("ns", "t_escape"))],
-                       rules={"pvalue-location", "definition-missing"})
+        return Crafted(
+            name,
+            lake,
+            base / "outside",
+            [("load_table", ("ns", "t_escape"))],
+            rules={"pvalue-location", "definition-missing"},
+        )
     if name.startswith("pnode-"):
         target = escapes[name.removeprefix("pnode-")] + ".arrow"
         inner = c.node(Node([k[6]], [v[6]], [target, c.leaf(9)]))
@@ -225,9 +258,17 @@ def _craft(name: str, template: Path, base: Path) -> Crafted:
     if name.startswith("root-pnode-"):
         target = escapes[name.removeprefix("root-pnode-")] + ".arrow"
         c.commit_root(Node([k[3]], [v[3]], [c.leaf(0, 1), target]))
-        unreadable_root = name.endswith(("relative", "absolute"))  # the decoder refuses the root itself
-        return Crafted(name, lake, base / "outside", [("get", (k[5],)), ("items", ())],
-                       open_fails=unreadable_root, rules={"unreadable-node"})
+        unreadable_root = name.endswith(
+            ("relative", "absolute")
+        )  # the decoder refuses the root itself
+        return Crafted(
+            name,
+            lake,
+            base / "outside",
+            [("get", (k[5],)), ("items", ())],
+            open_fails=unreadable_root,
+            rules={"unreadable-node"},
+        )
     if name == "root-mismatch":
         assert latest_version(c.storage) == 4
         (lake / root_node_file_name(5)).write_bytes((lake / root_node_file_name(3)).read_bytes())
@@ -237,15 +278,29 @@ def _craft(name: str, template: Path, base: Path) -> Crafted:
 
 
 ESCAPES = ["relative", "absolute", "other-bucket", "file-uri"]
-CASES = (["self-loop", "ancestor-cycle", "too-deep", "root-mismatch"] + [f"pvalue-{e}" for e in ESCAPES]
-         + [f"pnode-{e}" for e in ESCAPES] + [f"root-pnode-{e}" for e in ESCAPES])
+CASES = (
+    ["self-loop", "ancestor-cycle", "too-deep", "root-mismatch"]
+    + [f"pvalue-{e}" for e in ESCAPES]
+    + [f"pnode-{e}" for e in ESCAPES]
+    + [f"root-pnode-{e}" for e in ESCAPES]
+)
 
 
 # Cases whose files are damaged (a cycle, a tree too deep, a root or node file that cannot be
 # decoded): gc refuses with exit 6 (DAMAGED) and the repair to run. A pointer that leaves the
 # root is refused as a forgery gc will not collect around: exit 4.
-DAMAGE_CASES = frozenset({"self-loop", "ancestor-cycle", "too-deep", "root-mismatch", "pnode-relative",
-                          "pnode-absolute", "root-pnode-relative", "root-pnode-absolute"})
+DAMAGE_CASES = frozenset(
+    {
+        "self-loop",
+        "ancestor-cycle",
+        "too-deep",
+        "root-mismatch",
+        "pnode-relative",
+        "pnode-absolute",
+        "root-pnode-relative",
+        "root-pnode-absolute",
+    }
+)
 
 
 def gc_exit_code(name: str) -> int:
@@ -283,8 +338,14 @@ def _assert_never_left(case: Crafted, watch: OpenWatch, roots: list[str], what: 
     assert not foreign, f"{case.name}: {what} made a Storage outside the root: {foreign}"
 
 
-TALLY: dict[str, int] = {"cases": 0, "reads_refused": 0, "fsck_detected": 0, "gc_refused": 0, "jobs_run": 0,
-                         "sentinel_opens": 0}
+TALLY: dict[str, int] = {
+    "cases": 0,
+    "reads_refused": 0,
+    "fsck_detected": 0,
+    "gc_refused": 0,
+    "jobs_run": 0,
+    "sentinel_opens": 0,
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -320,14 +381,19 @@ def test_reading_and_fsck_detect_and_stop(name: str, template: Path, tmp_path: P
                 with pytest.raises(LakecoreError) as caught:
                     _read(lh, op, args)
                 assert type(caught.value).__name__ in (
-                    "TreeStructureError", "CorruptNodeFileError", "InvalidLocationError"), caught.value
+                    "TreeStructureError",
+                    "CorruptNodeFileError",
+                    "InvalidLocationError",
+                ), caught.value
                 TALLY["reads_refused"] += 1
             _assert_never_left(case, watch, roots, "reading")
             clear_caches()
             result = check_version(lh, deep=True)
             assert not result.ok, f"{name}: fsck found nothing"
             found = {v.rule for v in result.violations}
-            assert found & case.rules, f"{name}: fsck reported {found}, expected one of {case.rules}"
+            assert found & case.rules, (
+                f"{name}: fsck reported {found}, expected one of {case.rules}"
+            )
             TALLY["fsck_detected"] += 1
             _assert_never_left(case, watch, roots, "fsck")
         # The command line: fsck --deep exits 1 (violations) or 6 (the latest root is damaged).
@@ -342,14 +408,18 @@ def test_reading_and_fsck_detect_and_stop(name: str, template: Path, tmp_path: P
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_gc_in_process_refuses_and_deletes_nothing(name: str, template: Path, tmp_path: Path) -> None:
+def test_gc_in_process_refuses_and_deletes_nothing(
+    name: str, template: Path, tmp_path: Path
+) -> None:
     case = _craft(name, template, tmp_path)
     before, outside_before = tree_digest(case.lake), tree_digest(case.outside)
     with watched(case) as (watch, roots):
         clear_caches()
         refused = False
         try:
-            gc_in_process(Storage(case.uri), now_millis=int(time.time() * 1000) + 10**9, grace_millis=0)
+            gc_in_process(
+                Storage(case.uri), now_millis=int(time.time() * 1000) + 10**9, grace_millis=0
+            )
         except LakecoreError as exc:
             refused = True
             assert exc.exit_code == gc_exit_code(name), (name, exc.one_line())
@@ -364,13 +434,26 @@ def test_gc_in_process_refuses_and_deletes_nothing(name: str, template: Path, tm
 
 # -- the Spark jobs -------------------------------------------------------------------------------
 
-JOB_CASES = ["self-loop", "ancestor-cycle", "too-deep", "root-mismatch", "pvalue-relative", "pvalue-file-uri",
-             "pnode-relative", "pnode-file-uri", "root-pnode-file-uri"]
+JOB_CASES = [
+    "self-loop",
+    "ancestor-cycle",
+    "too-deep",
+    "root-mismatch",
+    "pvalue-relative",
+    "pvalue-file-uri",
+    "pnode-relative",
+    "pnode-file-uri",
+    "root-pnode-file-uri",
+]
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("name", [pytest.param(c, marks=() if c in JOB_CASES else pytest.mark.slow) for c in CASES])
-def test_validate_and_gc_jobs_detect_and_stop(name: str, template: Path, tmp_path: Path, run_job: Any) -> None:
+@pytest.mark.parametrize(
+    "name", [pytest.param(c, marks=() if c in JOB_CASES else pytest.mark.slow) for c in CASES]
+)
+def test_validate_and_gc_jobs_detect_and_stop(
+    name: str, template: Path, tmp_path: Path, run_job: Any
+) -> None:
     from jobs.gc import main as gc_main
     from jobs.validate import main as validate_main
 
@@ -378,11 +461,26 @@ def test_validate_and_gc_jobs_detect_and_stop(name: str, template: Path, tmp_pat
     before, outside_before = tree_digest(case.lake), tree_digest(case.outside)
     watch = OpenWatch(case.outside)
     try:
-        code, report = run_job(validate_main, "--lakehouse", case.uri, "--deep", "--no-expectations",
-                               "--parallelism", "2")
+        code, report = run_job(
+            validate_main,
+            "--lakehouse",
+            case.uri,
+            "--deep",
+            "--no-expectations",
+            "--parallelism",
+            "2",
+        )
         assert code == 1, (code, report.get("error"), report.get("counts"))
-        code, report = run_job(gc_main, "--lakehouse", case.uri, "--older-than", "0s", "--i-understand-grace-risk",
-                               "--parallelism", "2")
+        code, report = run_job(
+            gc_main,
+            "--lakehouse",
+            case.uri,
+            "--older-than",
+            "0s",
+            "--i-understand-grace-risk",
+            "--parallelism",
+            "2",
+        )
         TALLY["jobs_run"] += 2
         events = watch.drain()
     finally:
@@ -394,7 +492,9 @@ def test_validate_and_gc_jobs_detect_and_stop(name: str, template: Path, tmp_pat
     assert tree_digest(case.lake) == before, f"{name}: the gc job deleted files"
 
 
-def test_regression_gc_refuses_a_forged_full_uri_child_whatever_the_cut(template: Path, tmp_path: Path) -> None:
+def test_regression_gc_refuses_a_forged_full_uri_child_whatever_the_cut(
+    template: Path, tmp_path: Path
+) -> None:
     """A root child ``file:///elsewhere/...`` in a lakehouse that is no export copy: gc refused
     when the cut descended into it (target_tasks=8) but proceeded when the cut stopped at the
     root's children (target_tasks=2, the job with --parallelism 2), where the pointer became a
@@ -404,6 +504,10 @@ def test_regression_gc_refuses_a_forged_full_uri_child_whatever_the_cut(template
     for target_tasks in (8, 2, 1):
         clear_caches()
         with pytest.raises(LakecoreError, match="file://"):
-            gc_in_process(Storage(case.uri), now_millis=int(time.time() * 1000), grace_millis=0,
-                          target_tasks=target_tasks)
+            gc_in_process(
+                Storage(case.uri),
+                now_millis=int(time.time() * 1000),
+                grace_millis=0,
+                target_tasks=target_tasks,
+            )
     assert tree_digest(case.lake) == before

@@ -45,8 +45,13 @@ from tests.reliability.workers import COUNTER, NAMESPACE, committer, create_cata
 
 pytestmark = pytest.mark.reliability
 
-LAKE_DEF: dict[str, Any] = dict(order=4, node_file_max_size_bytes=2600, namespace_name_max_size_bytes=16,
-                                table_name_max_size_bytes=24, file_name_max_size_bytes=100)
+LAKE_DEF: dict[str, Any] = dict(
+    order=4,
+    node_file_max_size_bytes=2600,
+    namespace_name_max_size_bytes=16,
+    table_name_max_size_bytes=24,
+    file_name_max_size_bytes=100,
+)
 # Bigger nodes for the flush test: buffers that hold messages for the flush to push down.
 FLUSH_DEF: dict[str, Any] = {**LAKE_DEF, "node_file_max_size_bytes": 6000}
 REPO = Path(__file__).resolve().parents[2]
@@ -84,7 +89,9 @@ def _check_acks(uri: str, acks: list[dict[str, Any]], checked: int = 0) -> list[
             problems.append(f"acknowledged table {ack['arg']} (v{ack['v']}) is missing")
         if ack["op"] == "increment":
             if counter < int(ack["arg"]):
-                problems.append(f"acknowledged increment to {ack['arg']} (v{ack['v']}) lost: counter {counter}")
+                problems.append(
+                    f"acknowledged increment to {ack['arg']} (v{ack['v']}) lost: counter {counter}"
+                )
             if index < checked:
                 continue
             at = int(lh.at_version(ack["v"]).load_table(NAMESPACE, COUNTER).properties["n"])
@@ -96,7 +103,9 @@ def _check_acks(uri: str, acks: list[dict[str, Any]], checked: int = 0) -> list[
     return problems
 
 
-def _kill_committers(uri: str, workdir: Path, kills: int, seed: int, window: tuple[float, float]) -> dict[str, Any]:
+def _kill_committers(
+    uri: str, workdir: Path, kills: int, seed: int, window: tuple[float, float]
+) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     rng = random.Random(seed)
     ack_path = workdir / "acks.jsonl"
@@ -106,7 +115,9 @@ def _kill_committers(uri: str, workdir: Path, kills: int, seed: int, window: tup
     checked = 0  # acks already checked in their own version
     for kill in range(kills):
         ready = workdir / f"ready-{kill}"
-        proc = ctx.Process(target=committer, args=(uri, None, f"k{kill}", str(ack_path), str(ready)))
+        proc = ctx.Process(
+            target=committer, args=(uri, None, f"k{kill}", str(ack_path), str(ready))
+        )
         proc.start()
         try:
             _wait_for(ready, 120, proc)
@@ -115,7 +126,9 @@ def _kill_committers(uri: str, workdir: Path, kills: int, seed: int, window: tup
             if proc.pid is not None and proc.is_alive():
                 os.kill(proc.pid, signal.SIGKILL)
             proc.join(30)
-        assert proc.exitcode == -signal.SIGKILL, f"kill {kill}: the committer exited {proc.exitcode} before the kill"
+        assert proc.exitcode == -signal.SIGKILL, (
+            f"kill {kill}: the committer exited {proc.exitcode} before the kill"
+        )
         # After every kill: the latest version validates and every ack so far is there.
         check = check_chain(uri, versions=[latest_version(Storage(uri))])
         versions_validated += check.versions_checked
@@ -140,9 +153,13 @@ def _kill_committers(uri: str, workdir: Path, kills: int, seed: int, window: tup
     counters = dict(zip(sample, _counter_values(uri, sample), strict=True))
     steps = {counters[v + 1] - counters[v] for v in sample if v + 1 in counters}
     if not steps <= {0, 1}:
-        problems.append(f"the counter moved by {sorted(steps)} in one version: a lost or doubled update")
+        problems.append(
+            f"the counter moved by {sorted(steps)} in one version: a lost or doubled update"
+        )
     # A new committer picks up where the killed ones stopped.
-    proc = ctx.Process(target=committer, args=(uri, None, "after", str(ack_path), str(workdir / "ready-after"), 6))
+    proc = ctx.Process(
+        target=committer, args=(uri, None, "after", str(ack_path), str(workdir / "ready-after"), 6)
+    )
     proc.start()
     proc.join(120)
     assert proc.exitcode == 0, f"the committer after the kills failed ({proc.exitcode})"
@@ -150,9 +167,13 @@ def _kill_committers(uri: str, workdir: Path, kills: int, seed: int, window: tup
     problems.extend(_check_acks(uri, acks_after, checked))
     landed_unacked = final.latest - 1 - len(acks)  # version 1 is the catalog's setup commit
     return {
-        "kills": kills, "acked_commits": len(acks), "versions": final.latest + 1,
-        "landed_unacknowledged": landed_unacked, "versions_validated": versions_validated,
-        "files_checked": files_checked, "rerun_commits": len(acks_after) - len(acks),
+        "kills": kills,
+        "acked_commits": len(acks),
+        "versions": final.latest + 1,
+        "landed_unacknowledged": landed_unacked,
+        "versions_validated": versions_validated,
+        "files_checked": files_checked,
+        "rerun_commits": len(acks_after) - len(acks),
         "problems": problems,
     }
 
@@ -161,18 +182,40 @@ def _collect_orphans_with_gc_job(run_job: Any, uri: str) -> dict[str, Any]:
     from jobs.gc import main as gc_main
 
     clear_caches()
-    before = len(gc_orphans(gc_in_process(Storage(uri), now_millis=int(time.time() * 1000) + 1000,
-                                          grace_millis=0, dry_run=True)))
+    before = len(
+        gc_orphans(
+            gc_in_process(
+                Storage(uri),
+                now_millis=int(time.time() * 1000) + 1000,
+                grace_millis=0,
+                dry_run=True,
+            )
+        )
+    )
     time.sleep(0.01)
-    code, report = run_job(gc_main, "--lakehouse", uri, "--older-than", "0s", "--i-understand-grace-risk",
-                           "--parallelism", "4")
+    code, report = run_job(
+        gc_main,
+        "--lakehouse",
+        uri,
+        "--older-than",
+        "0s",
+        "--i-understand-grace-risk",
+        "--parallelism",
+        "4",
+    )
     assert code == 0, report
     clear_caches()
-    after = gc_in_process(Storage(uri), now_millis=int(time.time() * 1000) + 1000, grace_millis=0, dry_run=True)
+    after = gc_in_process(
+        Storage(uri), now_millis=int(time.time() * 1000) + 1000, grace_millis=0, dry_run=True
+    )
     clear_caches()
     fsck = check_version(Lakehouse.open(uri), deep=True)
-    return {"orphans_before_gc": before, "gc_deleted": report["counts"].get("orphans_deleted", 0),
-            "orphans_after_gc": len(gc_orphans(after)), "fsck_clean_after_gc": fsck.ok}
+    return {
+        "orphans_before_gc": before,
+        "gc_deleted": report["counts"].get("orphans_deleted", 0),
+        "orphans_after_gc": len(gc_orphans(after)),
+        "fsck_clean_after_gc": fsck.ok,
+    }
 
 
 def _run_committer_kills(tmp_path: Path, run_job: Any, kills: int, seed: int, suite: str) -> None:
@@ -182,8 +225,14 @@ def _run_committer_kills(tmp_path: Path, run_job: Any, kills: int, seed: int, su
     result = _kill_committers(uri, tmp_path, kills, seed, window=(0.0, 1.0))
     gc = _collect_orphans_with_gc_job(run_job, uri)
     problems = result.pop("problems")
-    emit_summary(suite, **result, **gc, lost=sum("missing" in p or "lost" in p for p in problems),
-                 problems=len(problems), seconds=round(time.monotonic() - started, 1))
+    emit_summary(
+        suite,
+        **result,
+        **gc,
+        lost=sum("missing" in p or "lost" in p for p in problems),
+        problems=len(problems),
+        seconds=round(time.monotonic() - started, 1),
+    )
     assert not problems, "\n".join(problems[:25])
     assert gc["orphans_after_gc"] == 0 and gc["fsck_clean_after_gc"], gc
 
@@ -214,15 +263,32 @@ def _job_env() -> dict[str, str]:
 
 
 def _flush_command(uri: str) -> list[str]:
-    return [sys.executable, "-m", "jobs.flush", "--lakehouse", uri, "--mode", "full", "--master", "local[2]",
-            "--parallelism", "4"]
+    return [
+        sys.executable,
+        "-m",
+        "jobs.flush",
+        "--lakehouse",
+        uri,
+        "--mode",
+        "full",
+        "--master",
+        "local[2]",
+        "--parallelism",
+        "4",
+    ]
 
 
 def _start_job(command: list[str], log: Path) -> subprocess.Popen[bytes]:
     # A session of its own, so that the kill reaches the driver and its JVM (one process group).
     with open(log, "ab") as out:
-        return subprocess.Popen(command, cwd=REPO, env=_job_env(), stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(
+            command,
+            cwd=REPO,
+            env=_job_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -276,7 +342,11 @@ def test_sigkill_flush_job(tmp_path: Path, run_job: Any) -> None:
     problems: list[str] = []
     outcomes: list[str] = []
     versions_validated = files_checked = 0
-    plans = [("at the first node write", 0.0), ("after the first node write", 0.5), ("when the root lands", 0.0)]
+    plans = [
+        ("at the first node write", 0.0),
+        ("after the first node write", 0.5),
+        ("when the root lands", 0.0),
+    ]
     for kill, (when, spread) in enumerate(plans):
         for round_ in range(20):  # fresh messages in the buffers: the flush has work to do
             _fill(uri, 5, prefix=f"k{kill}r{round_}_")
@@ -301,8 +371,14 @@ def test_sigkill_flush_job(tmp_path: Path, run_job: Any) -> None:
             _kill_group(proc)
         latest = latest_version(Storage(uri))
         new_files = _file_count(lake) - files_before
-        outcomes.append(f"kill {kill} {when}: " + ("the job finished first" if finished and not hit else
-                        f"{'after' if latest > base else 'before'} its commit, {new_files} new files"))
+        outcomes.append(
+            f"kill {kill} {when}: "
+            + (
+                "the job finished first"
+                if finished and not hit
+                else f"{'after' if latest > base else 'before'} its commit, {new_files} new files"
+            )
+        )
         if latest > base + 1:
             problems.append(f"kill {kill}: one flush made {latest - base} versions")
         clear_caches()
@@ -324,10 +400,18 @@ def test_sigkill_flush_job(tmp_path: Path, run_job: Any) -> None:
     files_checked += final.files_checked
     problems.extend(final.problems)
     gc = _collect_orphans_with_gc_job(run_job, uri)
-    emit_summary("kills.flush_job", kills=len(plans), outcomes=outcomes, buffered_after_rerun=buffered_after,
-                 versions_validated=versions_validated, files_checked=files_checked, **gc,
-                 lost=sum("changed" in p for p in problems), problems=len(problems),
-                 seconds=round(time.monotonic() - started, 1))
+    emit_summary(
+        "kills.flush_job",
+        kills=len(plans),
+        outcomes=outcomes,
+        buffered_after_rerun=buffered_after,
+        versions_validated=versions_validated,
+        files_checked=files_checked,
+        **gc,
+        lost=sum("changed" in p for p in problems),
+        problems=len(problems),
+        seconds=round(time.monotonic() - started, 1),
+    )
     assert not problems, "\n".join(problems)
     assert buffered_after == 0
     assert gc["orphans_after_gc"] == 0 and gc["fsck_clean_after_gc"], gc

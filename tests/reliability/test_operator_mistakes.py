@@ -36,14 +36,22 @@ COLUMN = ["--column", "1:id:INT8"]
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(REPO) + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+    )
     return env
 
 
 def cli(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """``lakecore ARGV`` as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "lakecore.cli", *argv], capture_output=True, text=True,
-                          env=_env(), cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "lakecore.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 def one_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -56,7 +64,9 @@ def listing(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` with its bytes."""
     if not folder.exists():
         return {}
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 def s3_listing(storage: Storage) -> dict[str, bytes]:
@@ -86,8 +96,14 @@ def test_demo_refuses_a_folder_it_did_not_make(tmp_path: Path) -> None:
     (mine / "notes.txt").write_text("precious")
     (mine / "sub" / "data.csv").write_text("1,2,3")
     before = listing(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "lakecore.demo", "--lakehouse", str(mine), "--no-pipeline"],
-                          capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lakecore.demo", "--lakehouse", str(mine), "--no-pipeline"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == ExitCode.BAD_INPUT, proc.stderr
     line = one_line(proc)
     assert str(mine) in line and "did not make" in line and "nothing was touched" in line
@@ -98,22 +114,45 @@ def test_demo_refuses_a_lakehouse_it_did_not_make_and_recreates_its_own(tmp_path
     theirs = tmp_path / "theirs"
     assert cli("init", str(theirs)).returncode == 0
     before = listing(theirs)
-    proc = subprocess.run([sys.executable, "-m", "lakecore.demo", "--lakehouse", str(theirs), "--no-pipeline"],
-                          capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lakecore.demo", "--lakehouse", str(theirs), "--no-pipeline"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == ExitCode.BAD_INPUT and "lakecore.demo" in one_line(proc)
     assert listing(theirs) == before
 
     ours = tmp_path / "ours"
     for _ in range(2):  # the second run replaces the first run's lakehouse
-        proc = subprocess.run([sys.executable, "-m", "lakecore.demo", "--lakehouse", str(ours), "--no-pipeline"],
-                              capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-m", "lakecore.demo", "--lakehouse", str(ours), "--no-pipeline"],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            cwd=tmp_path,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
-    assert Lakehouse.open(str(ours)).list_namespaces() == ["sales_0", "sales_1", "sales_2", "sales_3"]
+    assert Lakehouse.open(str(ours)).list_namespaces() == [
+        "sales_0",
+        "sales_1",
+        "sales_2",
+        "sales_3",
+    ]
     # An extra file makes the folder someone else's again.
     (ours / "keep-me.txt").write_text("mine now")
     before = listing(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "lakecore.demo", "--lakehouse", str(ours), "--remove"],
-                          capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lakecore.demo", "--lakehouse", str(ours), "--remove"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert proc.returncode == ExitCode.BAD_INPUT and "keep-me.txt" in one_line(proc)
     assert listing(tmp_path) == before
 
@@ -136,7 +175,9 @@ def _damage(storage: Storage, version: int, how: str) -> None:
 
 
 @pytest.fixture(params=["local", "s3"])
-def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, list[str], Storage]]:
+def where(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[str, list[str], Storage]]:
     """A lakehouse root, the CLI's storage options for it, and its Storage."""
     if request.param == "local":
         uri = str(tmp_path / "lake")
@@ -144,8 +185,11 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str,
     else:
         server = request.getfixturevalue("s3_server")
         uri, options = server.new_root()
-        args = [f"--storage-option=endpoint_url={server.endpoint}", "--storage-option=key=lakecore-test",
-                "--storage-option=secret=lakecore-test"]
+        args = [
+            f"--storage-option=endpoint_url={server.endpoint}",
+            "--storage-option=key=lakecore-test",
+            "--storage-option=secret=lakecore-test",
+        ]
         yield uri, args, Storage(uri, options)
 
 
@@ -156,8 +200,20 @@ def _snapshot(storage: Storage) -> dict[str, bytes]:
 @pytest.mark.s3
 @pytest.mark.parametrize(
     ("damaged", "how"),
-    [([5], "truncated"), ([5], "empty"), ([3, 4, 5], "garbage"), ([3], "truncated"), ([5], "missing")],
-    ids=["newest-truncated", "newest-empty", "newest-three-garbage", "middle-truncated", "newest-missing"],
+    [
+        ([5], "truncated"),
+        ([5], "empty"),
+        ([3, 4, 5], "garbage"),
+        ([3], "truncated"),
+        ([5], "missing"),
+    ],
+    ids=[
+        "newest-truncated",
+        "newest-empty",
+        "newest-three-garbage",
+        "middle-truncated",
+        "newest-missing",
+    ],
 )
 def test_damaged_roots_are_listed_and_repaired(
     where: tuple[str, list[str], Storage], damaged: list[int], how: str
@@ -183,14 +239,18 @@ def test_damaged_roots_are_listed_and_repaired(
     if how == "missing":
         assert proc.returncode == 0, proc.stdout + proc.stderr
     else:
-        assert proc.returncode == ExitCode.VIOLATIONS and "unreadable-root" in proc.stdout, proc.stdout
+        assert proc.returncode == ExitCode.VIOLATIONS and "unreadable-root" in proc.stdout, (
+            proc.stdout
+        )
     newest_damaged = how != "missing" and 5 in damaged
     if newest_damaged:
         for argv in (["namespace", "list"], ["rollback", "--to-version", "1"], ["tree"]):
             proc = cli(*opts, "-l", uri, *argv)
             assert proc.returncode == ExitCode.DAMAGED, (argv, proc.stderr)
             line = one_line(proc)
-            assert root_node_file_name(5) in line and "repair rollback --to-last-valid" in line, line
+            assert root_node_file_name(5) in line and "repair rollback --to-last-valid" in line, (
+                line
+            )
     else:  # the latest version reads fine: the catalog works as ever
         proc = cli(*opts, "-l", uri, "namespace", "list")
         assert proc.returncode == 0 and proc.stdout.split() == expected[max(readable)], proc.stderr
@@ -243,15 +303,33 @@ def test_repair_through_spark_submit_after_a_truncated_root(tmp_path: Path) -> N
     before = listing(lake)
     env = _env()
     report = tmp_path / "repair.json"
-    proc = subprocess.run([str(SPARK_SUBMIT), "repair", "--lakehouse", str(lake), "--report", str(report),
-                           "rollback", "--to-last-valid", "--yes"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [
+            str(SPARK_SUBMIT),
+            "repair",
+            "--lakehouse",
+            str(lake),
+            "--report",
+            str(report),
+            "rollback",
+            "--to-last-valid",
+            "--yes",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(report.read_text())
-    assert data["status"] == "ok" and data["new_version"] == 6 and data["details"]["rollback_to"] == 4
+    assert (
+        data["status"] == "ok" and data["new_version"] == 6 and data["details"]["rollback_to"] == 4
+    )
     assert data["details"]["invalid_versions"].keys() == {"5"}
     after = listing(lake)
-    assert all(after[path] == content for path, content in before.items() if path != LATEST_HINT_FILE_NAME)
+    assert all(
+        after[path] == content for path, content in before.items() if path != LATEST_HINT_FILE_NAME
+    )
     assert Lakehouse.open(str(lake)).list_namespaces() == ["a", "b", "c"]
 
 
@@ -263,9 +341,15 @@ def test_flush_with_nothing_to_do_commits_nothing(tmp_path: Path, spark: Any) ->
     from jobs.flush import main as flush_main
 
     lake = tmp_path / "lake"
-    lh = Lakehouse.create(str(lake), name="flushy", order=4, node_file_max_size_bytes=4000,
-                          namespace_name_max_size_bytes=16, table_name_max_size_bytes=16,
-                          file_name_max_size_bytes=100)
+    lh = Lakehouse.create(
+        str(lake),
+        name="flushy",
+        order=4,
+        node_file_max_size_bytes=4000,
+        namespace_name_max_size_bytes=16,
+        table_name_max_size_bytes=16,
+        file_name_max_size_bytes=100,
+    )
     with lh.transaction() as tx:
         tx.create_namespace("a")
     reports = []
@@ -283,16 +367,23 @@ def test_flush_with_nothing_to_do_commits_nothing(tmp_path: Path, spark: Any) ->
 
 
 @pytest.mark.spark
-def test_a_flush_that_lost_the_race_commits_nothing_and_counts_its_redo(tmp_path: Path, spark: Any,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_flush_that_lost_the_race_commits_nothing_and_counts_its_redo(
+    tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Two flushes at once: the loser redoes its plan on the winner's version, finds nothing
     to do, and says so; its report counts the redo."""
     import jobs.flush as flush_job
 
     lake = tmp_path / "lake"
-    lh = Lakehouse.create(str(lake), name="race", order=4, node_file_max_size_bytes=4000,
-                          namespace_name_max_size_bytes=16, table_name_max_size_bytes=16,
-                          file_name_max_size_bytes=100)
+    lh = Lakehouse.create(
+        str(lake),
+        name="race",
+        order=4,
+        node_file_max_size_bytes=4000,
+        namespace_name_max_size_bytes=16,
+        table_name_max_size_bytes=16,
+        file_name_max_size_bytes=100,
+    )
     for i in range(12):
         with lh.transaction() as tx:
             tx.create_namespace(f"n{i:02d}")
@@ -305,7 +396,9 @@ def test_a_flush_that_lost_the_race_commits_nothing_and_counts_its_redo(tmp_path
         if not raced:  # the other flush commits between this one's plan and its commit
             raced.append(1)
             other = tmp_path / "winner.json"
-            assert flush_job.main(["--lakehouse", str(lake), "--report", str(other)], spark=spark) == 0
+            assert (
+                flush_job.main(["--lakehouse", str(lake), "--report", str(other)], spark=spark) == 0
+            )
         return run
 
     report_path = tmp_path / "loser.json"
@@ -321,18 +414,28 @@ def test_a_flush_that_lost_the_race_commits_nothing_and_counts_its_redo(tmp_path
     assert Lakehouse.open(str(lake)).version == base + 1  # only the winner's version
     # The report agrees with itself: it found the winner's version (base + 1, its root buffer
     # flushed), and the node files its first attempt wrote are in no version, for gc.
-    assert report["base_version"] == base + 1 and report["details"]["planned_from_versions"] == [base, base + 1]
+    assert report["base_version"] == base + 1 and report["details"]["planned_from_versions"] == [
+        base,
+        base + 1,
+    ]
     assert loser_summary.startswith(f" {report['lakehouse']} version {base + 1}\n"), loser_summary
     reason = report["details"]["noop_reason"]
-    assert f"redone on version {base + 1}, which another commit made while this job flushed version {base}" in reason
+    assert (
+        f"redone on version {base + 1}, which another commit made while this job flushed version {base}"
+        in reason
+    )
     counts = report["counts"]
     assert counts["root_messages_before"] == counts["root_messages_after"] == 0, counts
     assert counts["node_files_written"] == counts["node_files_not_committed"] > 0, counts
     assert report["bytes"]["node_bytes_written"] == report["bytes"]["node_bytes_not_committed"] > 0
-    assert len(report["samples"]["not_committed_node_files"]) == min(counts["node_files_not_committed"], 50)
+    assert len(report["samples"]["not_committed_node_files"]) == min(
+        counts["node_files_not_committed"], 50
+    )
     assert report["samples"]["written_node_files"] == []
-    assert (f"{counts['node_files_not_committed']} node files" in loser_summary
-            and "in no version: gc deletes them" in loser_summary), loser_summary
+    assert (
+        f"{counts['node_files_not_committed']} node files" in loser_summary
+        and "in no version: gc deletes them" in loser_summary
+    ), loser_summary
     winner = Lakehouse.open(str(lake))
     in_the_tree: set[str] = set()
     stack = list(winner.root_info.node.children)
@@ -376,15 +479,36 @@ def test_a_mistyped_storage_option_is_refused_before_any_io(tmp_path: Path, s3_s
         assert "unknown storage option endpoint" in line and "endpoint_url" in line, line
     assert client.list_objects_v2(Bucket=s3_server.bucket).get("KeyCount", 0) == before
     # The same typo in a job: exit 2 and the same line, before Spark starts.
-    proc = subprocess.run([str(SPARK_SUBMIT), "validate", "--lakehouse", uri,
-                           f"--storage-option=endpoint={s3_server.endpoint}"],
-                          capture_output=True, text=True, env=_env(), timeout=300)
-    assert proc.returncode == ExitCode.BAD_INPUT and "endpoint_url" in proc.stderr, proc.stderr[-2000:]
+    proc = subprocess.run(
+        [
+            str(SPARK_SUBMIT),
+            "validate",
+            "--lakehouse",
+            uri,
+            f"--storage-option=endpoint={s3_server.endpoint}",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=300,
+    )
+    assert proc.returncode == ExitCode.BAD_INPUT and "endpoint_url" in proc.stderr, proc.stderr[
+        -2000:
+    ]
     # AWS_ENDPOINT_URL works instead of the option.
-    env = {**_env(), "AWS_ENDPOINT_URL": s3_server.endpoint, "AWS_ACCESS_KEY_ID": "lakecore-test",
-           "AWS_SECRET_ACCESS_KEY": "lakecore-test"}
-    proc = subprocess.run([sys.executable, "-m", "lakecore.cli", "init", uri], capture_output=True, text=True,
-                          env=env, timeout=120)
+    env = {
+        **_env(),
+        "AWS_ENDPOINT_URL": s3_server.endpoint,
+        "AWS_ACCESS_KEY_ID": "lakecore-test",
+        "AWS_SECRET_ACCESS_KEY": "lakecore-test",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "lakecore.cli", "init", uri],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -394,15 +518,21 @@ def test_a_closed_pipe_ends_the_cli_quietly(tmp_path: Path) -> None:
     with Lakehouse.open(str(lake)).transaction() as tx:
         for i in range(3000):
             tx.create_namespace(f"ns{i:05d}")
-    shell = (f"{sys.executable} -m lakecore.cli -l {lake} namespace list | head -1; "
-             "echo \"status=${PIPESTATUS[0]}\"")
-    proc = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, env=_env(), timeout=120)
+    shell = (
+        f"{sys.executable} -m lakecore.cli -l {lake} namespace list | head -1; "
+        'echo "status=${PIPESTATUS[0]}"'
+    )
+    proc = subprocess.run(
+        ["bash", "-c", shell], capture_output=True, text=True, env=_env(), timeout=120
+    )
     assert proc.stdout.splitlines() == ["ns00000", "status=0"], proc.stdout
     assert proc.stderr == "", proc.stderr
 
 
 def _descendants(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True
+    ).stdout
     children = [int(p) for p in out.split()]
     return children + [g for c in children for g in _descendants(c)]
 
@@ -416,7 +546,9 @@ def _catches_sigterm(pid: int) -> bool:
         return False
     if not executable.startswith("python"):  # the JVM catches SIGTERM too
         return False
-    caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    caught = int(
+        next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16
+    )
     return bool(caught & (1 << (signal.SIGTERM - 1)))
 
 
@@ -429,11 +561,23 @@ def _runs_python_tasks(pid: int) -> bool:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize(("sig", "when"), [(signal.SIGINT, "early"), (signal.SIGINT, "mid-job"),
-                                           (signal.SIGTERM, "early"), (signal.SIGTERM, "to-the-wrapper-mid-job"),
-                                           (signal.SIGTERM, "to-the-group-mid-job")],
-                         ids=["ctrl-c", "ctrl-c-mid-job", "sigterm", "sigterm-to-spark-submit-sh",
-                              "sigterm-to-the-process-group"])
+@pytest.mark.parametrize(
+    ("sig", "when"),
+    [
+        (signal.SIGINT, "early"),
+        (signal.SIGINT, "mid-job"),
+        (signal.SIGTERM, "early"),
+        (signal.SIGTERM, "to-the-wrapper-mid-job"),
+        (signal.SIGTERM, "to-the-group-mid-job"),
+    ],
+    ids=[
+        "ctrl-c",
+        "ctrl-c-mid-job",
+        "sigterm",
+        "sigterm-to-spark-submit-sh",
+        "sigterm-to-the-process-group",
+    ],
+)
 def test_a_signal_stops_a_job_cleanly(tmp_path: Path, sig: signal.Signals, when: str) -> None:
     """Early: as soon as the driver handles signals. Mid-job: once Spark runs Python tasks, when
     the SparkContext has installed its own SIGINT handler and the JVM gets the same Ctrl-C. To
@@ -446,9 +590,22 @@ def test_a_signal_stops_a_job_cleanly(tmp_path: Path, sig: signal.Signals, when:
             tx.create_table("a", f"t{i:04d}", columns=[{"id": 1, "name": "id", "type": "INT8"}])
     before = listing(lake)
     report = tmp_path / "validate.json"
-    job = subprocess.Popen([str(SPARK_SUBMIT), "validate", "--lakehouse", str(lake), "--deep",
-                            "--report", str(report)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=_env(), start_new_session=True)
+    job = subprocess.Popen(
+        [
+            str(SPARK_SUBMIT),
+            "validate",
+            "--lakehouse",
+            str(lake),
+            "--deep",
+            "--report",
+            str(report),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and job.poll() is None:
         ready = _runs_python_tasks if when.endswith("mid-job") else _catches_sigterm
@@ -517,8 +674,12 @@ sys.exit(jobs.gc.main(sys.argv[1:]))
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c-to-the-terminal", "sigterm-to-the-driver"])
-def test_a_signal_stops_a_spark_stage_without_waiting_for_it(tmp_path: Path, sig: signal.Signals) -> None:
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c-to-the-terminal", "sigterm-to-the-driver"]
+)
+def test_a_signal_stops_a_spark_stage_without_waiting_for_it(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
     """A signal used to be acted on only when the Spark action the driver waited in returned:
     after the stage, which on a big lakehouse is minutes (4-5 s on moto's S3 here). The job's
     Spark work is now cancelled at once; its Python workers are stopped first, so none prints a
@@ -530,14 +691,35 @@ def test_a_signal_stops_a_spark_stage_without_waiting_for_it(tmp_path: Path, sig
     marks = tmp_path / "marks"
     marks.mkdir()
     report = tmp_path / "gc.json"
-    job = subprocess.Popen([sys.executable, "-c", _A_STAGE_THAT_WAITS, str(marks), "--lakehouse", str(lake),
-                            "--master", "local[1]", "--dry-run", "--report", str(report)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO,
-                           start_new_session=True)
+    job = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            _A_STAGE_THAT_WAITS,
+            str(marks),
+            "--lakehouse",
+            str(lake),
+            "--master",
+            "local[1]",
+            "--dry-run",
+            "--report",
+            str(report),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=REPO,
+        start_new_session=True,
+    )
     processes: set[int] = set()
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and job.poll() is None and not (marks / "task-started").exists():
+        while (
+            time.monotonic() < deadline
+            and job.poll() is None
+            and not (marks / "task-started").exists()
+        ):
             processes.update(_descendants(job.pid))
             time.sleep(0.05)
         assert (marks / "task-started").exists(), "the stage never started"
@@ -554,11 +736,16 @@ def test_a_signal_stops_a_spark_stage_without_waiting_for_it(tmp_path: Path, sig
     assert job.returncode == ExitCode.INTERRUPTED, (job.returncode, err[-3000:])
     assert not (marks / "task-ended").exists(), "the stage ran to its end"
     noise = [line for line in err.splitlines() if line.strip() and "incubator modules" not in line]
-    assert noise == [f"lakecore gc: interrupted by {sig.name} during list-reach-anti-join; nothing was committed, "
-                     "nothing is half-committed; run the job again"], err
+    assert noise == [
+        f"lakecore gc: interrupted by {sig.name} during list-reach-anti-join; nothing was committed, "
+        "nothing is half-committed; run the job again"
+    ], err
     assert "Traceback" not in out and "[interrupted (dry run)]" in out, out
     data = json.loads(report.read_text())
-    assert data["status"] == "interrupted" and data["details"]["interrupted_stage"] == "list-reach-anti-join"
+    assert (
+        data["status"] == "interrupted"
+        and data["details"]["interrupted_stage"] == "list-reach-anti-join"
+    )
     # The JVM (in a session of its own) and its Python workers end with the driver.
     gone_by = time.monotonic() + 15
     while time.monotonic() < gone_by and any(Path(f"/proc/{pid}").exists() for pid in processes):
@@ -581,11 +768,20 @@ def test_ctrl_c_while_spark_starts_stops_it(tmp_path: Path) -> None:
     make_lake(str(lake))
     before = listing(lake)
     report = tmp_path / "validate.json"
-    job = subprocess.Popen([str(SPARK_SUBMIT), "validate", "--lakehouse", str(lake), "--report", str(report)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
-                           start_new_session=True)
+    job = subprocess.Popen(
+        [str(SPARK_SUBMIT), "validate", "--lakehouse", str(lake), "--report", str(report)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and job.poll() is None and not any(map(_is_java, _descendants(job.pid))):
+    while (
+        time.monotonic() < deadline
+        and job.poll() is None
+        and not any(map(_is_java, _descendants(job.pid)))
+    ):
         time.sleep(0.01)
     assert job.poll() is None, "the job ended before Spark started"
     os.killpg(job.pid, signal.SIGINT)
@@ -617,18 +813,28 @@ runpy.run_module("jobs.{module}", run_name="__main__", alter_sys=True)
 
 @pytest.mark.parametrize("job", ["gc", "validate", "compact-versions"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_signal_while_a_job_imports_is_one_line(tmp_path: Path, job: str, sig: signal.Signals) -> None:
+def test_a_signal_while_a_job_imports_is_one_line(
+    tmp_path: Path, job: str, sig: signal.Signals
+) -> None:
     """Before: a KeyboardInterrupt traceback through importlib (SIGINT), or exit 143 and no
     word (SIGTERM)."""
     lake = tmp_path / "lake"
     make_lake(str(lake))
     before = listing(lake)
     program = _SIGNAL_WHILE_IMPORTING.format(sig=sig.name, job=job, module=job.replace("-", "_"))
-    proc = subprocess.run([sys.executable, "-c", program, "--lakehouse", str(lake)], capture_output=True,
-                          text=True, env=_env(), cwd=REPO, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", program, "--lakehouse", str(lake)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=REPO,
+        timeout=120,
+    )
     assert proc.returncode == ExitCode.INTERRUPTED, (proc.returncode, proc.stderr[-2000:])
-    assert one_line(proc) == (f"lakecore {job}: interrupted by {sig.name} while starting, before the job "
-                              "began; nothing was done")
+    assert one_line(proc) == (
+        f"lakecore {job}: interrupted by {sig.name} while starting, before the job "
+        "began; nothing was done"
+    )
     assert proc.stdout == ""
     assert listing(lake) == before
 
@@ -650,11 +856,24 @@ else:
     print(installed[0] not in (signal.default_int_handler, signal.SIG_IGN), installed[1] != signal.SIG_DFL,
           taken == {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}, again == {})
 """
-    plain = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=_env(), cwd=REPO,
-                           timeout=60)
+    plain = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=REPO,
+        timeout=60,
+    )
     assert plain.stdout.split() == ["True"] * 4, plain.stderr
-    under_jvm = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=_env(), cwd=REPO,
-                               timeout=60, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    under_jvm = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=REPO,
+        timeout=60,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     assert under_jvm.stdout.split() == ["True"] * 2, under_jvm.stderr
 
 
@@ -667,9 +886,15 @@ def test_ctrl_c_while_pyspark_launches_the_jvm_leaves_no_jvm(tmp_path: Path) -> 
     lake = tmp_path / "lake"
     make_lake(str(lake))
     before = listing(lake)
-    job = subprocess.Popen([sys.executable, "-m", "jobs.validate", "--lakehouse", str(lake), "--master", "local[1]"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO,
-                           start_new_session=True)
+    job = subprocess.Popen(
+        [sys.executable, "-m", "jobs.validate", "--lakehouse", str(lake), "--master", "local[1]"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=REPO,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     javas: list[int] = []
     while time.monotonic() < deadline and job.poll() is None and not javas:
@@ -706,30 +931,55 @@ def test_a_job_tells_spark_submit_sh_when_it_has_begun(tmp_path: Path) -> None:
     spark-submit.sh's own argument check (parse only) says nothing."""
     began = tmp_path / "began"
     (tmp_path / "none").mkdir()  # no lakehouse in it: the job begins, then finds none
-    parse_only = subprocess.run([sys.executable, "-m", "jobs.gc", "--lakehouse", str(tmp_path / "none")],
-                                capture_output=True, text=True, cwd=REPO, timeout=60,
-                                env={**_env(), "LAKECORE_JOB_BEGAN_FILE": str(began), "LAKECORE_PARSE_ONLY": "1"})
+    parse_only = subprocess.run(
+        [sys.executable, "-m", "jobs.gc", "--lakehouse", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        env={**_env(), "LAKECORE_JOB_BEGAN_FILE": str(began), "LAKECORE_PARSE_ONLY": "1"},
+    )
     assert parse_only.returncode == 0, parse_only.stderr
     assert not began.exists()
-    job = subprocess.run([sys.executable, "-m", "jobs.gc", "--lakehouse", str(tmp_path / "none")],
-                         capture_output=True, text=True, cwd=REPO, timeout=60,
-                         env={**_env(), "LAKECORE_JOB_BEGAN_FILE": str(began)})
+    job = subprocess.run(
+        [sys.executable, "-m", "jobs.gc", "--lakehouse", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        env={**_env(), "LAKECORE_JOB_BEGAN_FILE": str(began)},
+    )
     assert job.returncode == ExitCode.NOT_FOUND, job.stderr
     assert began.exists()
 
 
 @pytest.mark.spark
-def test_a_signal_while_connecting_to_spark_connect_ends_the_job(tmp_path: Path,
-                                                                 silent_endpoint: SilentEndpoint) -> None:
+def test_a_signal_while_connecting_to_spark_connect_ends_the_job(
+    tmp_path: Path, silent_endpoint: SilentEndpoint
+) -> None:
     """An endpoint that accepts the connection and never answers: the job's SIGTERM while its
     Connect client waits. Before: the job's one line, then pyspark's exit hook retried the
     endpoint for minutes."""
     lake = tmp_path / "lake"
     make_lake(str(lake))
     before = listing(lake)
-    job = subprocess.Popen([sys.executable, "-m", "jobs.gc", "--lakehouse", str(lake), "--dry-run",
-                            "--remote", f"sc://127.0.0.1:{silent_endpoint.port}"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
+    job = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jobs.gc",
+            "--lakehouse",
+            str(lake),
+            "--dry-run",
+            "--remote",
+            f"sc://127.0.0.1:{silent_endpoint.port}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=REPO,
+    )
     assert silent_endpoint.connected.wait(120), "the job never connected"  # the job has begun
     job.send_signal(signal.SIGTERM)
     try:
@@ -739,8 +989,10 @@ def test_a_signal_while_connecting_to_spark_connect_ends_the_job(tmp_path: Path,
         raise
     assert job.returncode == ExitCode.INTERRUPTED, (job.returncode, err[-2000:])
     assert "Traceback" not in out + err, out + err
-    assert err.strip().splitlines() == ["lakecore gc: interrupted by SIGTERM; nothing was committed, nothing "
-                                        "is half-committed; run the job again"], err
+    assert err.strip().splitlines() == [
+        "lakecore gc: interrupted by SIGTERM; nothing was committed, nothing "
+        "is half-committed; run the job again"
+    ], err
     assert listing(lake) == before
 
 
@@ -768,12 +1020,28 @@ def test_a_signal_while_the_connect_probe_retries_ends_the_job_at_once(tmp_path:
 
     thread = threading.Thread(target=hang_up, daemon=True)
     thread.start()
-    job = subprocess.Popen([sys.executable, "-m", "jobs.gc", "--lakehouse", str(lake), "--dry-run",
-                            "--remote", f"sc://127.0.0.1:{listener.getsockname()[1]}"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
+    job = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jobs.gc",
+            "--lakehouse",
+            str(lake),
+            "--dry-run",
+            "--remote",
+            f"sc://127.0.0.1:{listener.getsockname()[1]}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=REPO,
+    )
     try:
         # The second connection is a retry: the job is in the probe's back-off.
-        assert connections.acquire(timeout=120) and connections.acquire(timeout=30), "the probe never retried"
+        assert connections.acquire(timeout=120) and connections.acquire(timeout=30), (
+            "the probe never retried"
+        )
         signalled = time.monotonic()
         job.send_signal(signal.SIGINT)
         _, err = job.communicate(timeout=60)
@@ -785,8 +1053,10 @@ def test_a_signal_while_the_connect_probe_retries_ends_the_job_at_once(tmp_path:
         thread.join()
         listener.close()
     assert job.returncode == ExitCode.INTERRUPTED, (job.returncode, err[-2000:])
-    assert err.strip().splitlines() == ["lakecore gc: interrupted by SIGINT; nothing was committed, nothing "
-                                        "is half-committed; run the job again"], err
+    assert err.strip().splitlines() == [
+        "lakecore gc: interrupted by SIGINT; nothing was committed, nothing "
+        "is half-committed; run the job again"
+    ], err
     # Not the rest of the retries (several seconds): the job ends as it is told.
     assert waited < 3.0, f"the job ended {waited:.1f} s after the signal"
 
@@ -800,22 +1070,37 @@ def test_unchecked_input_is_refused_with_what_to_do(tmp_path: Path) -> None:
     assert cli("-l", str(lake), "namespace", "create", "a").returncode == 0
     before = listing(lake)
     cases = [
-        (["table", "create", "a", "t", *COLUMN, "--version", "3"], "unrecognized arguments: --version"),
+        (
+            ["table", "create", "a", "t", *COLUMN, "--version", "3"],
+            "unrecognized arguments: --version",
+        ),
         (["namespace", "show"], "the following arguments are required: namespace"),
         (["namespace", "create", "b", "--version", "1"], "unrecognized arguments: --version"),
         (["table", "list", "a", "--column", "1:x:INT8"], "unrecognized arguments"),
         (["table", "create", "a", "t"], "at least one --column"),
-        (["table", "create", "a", "t", "--column", "1:x:INT8", "--column", "2:x:INT8"], "column name 'x' is used twice"),
-        (["table", "create", "a", "t", "--column", "1:x:INT8", "--column", "1:y:INT8"], "column id 1"),
+        (
+            ["table", "create", "a", "t", "--column", "1:x:INT8", "--column", "2:x:INT8"],
+            "column name 'x' is used twice",
+        ),
+        (
+            ["table", "create", "a", "t", "--column", "1:x:INT8", "--column", "1:y:INT8"],
+            "column id 1",
+        ),
         (["table", "create", "a", "t", *COLUMN, "--property", "=v"], "empty key"),
         (["namespace", "create", "b", "--property", "=v"], "empty key"),
         # A mistyped command is named with the nearest one, as a mistyped job or option is.
         (["fsk"], "invalid choice 'fsk' (did you mean fsck?); choose from init, namespace"),
-        (["table", "lst", "a"], "invalid choice 'lst' (did you mean list?); choose from create, drop, list"),
+        (
+            ["table", "lst", "a"],
+            "invalid choice 'lst' (did you mean list?); choose from create, drop, list",
+        ),
         (["qqq"], "invalid choice 'qqq'; choose from init"),
         # Another tool's word: spelling alone offered "tree" for "create" (a new-user trial).
         (["create", str(tmp_path / "new")], "invalid choice 'create' (did you mean init?)"),
-        (["history", "--since", "bad"], "argument --since: the time 'bad' is neither epoch milliseconds"),
+        (
+            ["history", "--since", "bad"],
+            "argument --since: the time 'bad' is neither epoch milliseconds",
+        ),
     ]
     for argv, words in cases:
         proc = cli("-l", str(lake), *argv)
@@ -844,84 +1129,176 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
     a_file = tmp_path / "a-file"
     a_file.write_text("mine\n")
     cases = [
-        (["validate", "--lakehose", str(lake)], "unrecognized option --lakehose (did you mean --lakehouse?)"),
+        (
+            ["validate", "--lakehose", str(lake)],
+            "unrecognized option --lakehose (did you mean --lakehouse?)",
+        ),
         # With every required option given, argparse's own line named no option to try instead.
-        (["gc", "--lakehouse", str(lake), "--dryrun"], "unrecognized option --dryrun (did you mean --dry-run?)"),
+        (
+            ["gc", "--lakehouse", str(lake), "--dryrun"],
+            "unrecognized option --dryrun (did you mean --dry-run?)",
+        ),
         (["gc", "--lakehouse", str(a_file), "--dry-run"], f"{a_file} is a file, not a folder"),
         # Whole numbers with a floor: these started Spark first, or were accepted (parallelism 0).
-        (["validate", "--lakehouse", str(lake), "--version", "-1"], "argument --version: -1 is below 0"),
-        (["flush", "--lakehouse", str(lake), "--parallelism", "0"], "argument --parallelism: 0 is below 1"),
-        (["export", "--lakehouse", str(lake), "--name", "x", "--target", str(tmp_path / "copy"), "--batch-size",
-          "many"], "argument --batch-size: 'many' is not a whole number"),
-        (["flush", "--lakehouse", str(lake), "--report", str(a_file / "flush.json")],
-         f"argument --report: {a_file / 'flush.json'} cannot be created: {a_file} is a file, not a folder"),
-        (["validate", "--lakehouse", str(lake), "--html", str(tmp_path)], f"argument --html: {tmp_path} is a folder"),
-        (["gc", "--lakehouse", str(lake), "--older-than", "3dd"], "argument --older-than: duration '3dd'"),
+        (
+            ["validate", "--lakehouse", str(lake), "--version", "-1"],
+            "argument --version: -1 is below 0",
+        ),
+        (
+            ["flush", "--lakehouse", str(lake), "--parallelism", "0"],
+            "argument --parallelism: 0 is below 1",
+        ),
+        (
+            [
+                "export",
+                "--lakehouse",
+                str(lake),
+                "--name",
+                "x",
+                "--target",
+                str(tmp_path / "copy"),
+                "--batch-size",
+                "many",
+            ],
+            "argument --batch-size: 'many' is not a whole number",
+        ),
+        (
+            ["flush", "--lakehouse", str(lake), "--report", str(a_file / "flush.json")],
+            f"argument --report: {a_file / 'flush.json'} cannot be created: {a_file} is a file, not a folder",
+        ),
+        (
+            ["validate", "--lakehouse", str(lake), "--html", str(tmp_path)],
+            f"argument --html: {tmp_path} is a folder",
+        ),
+        (
+            ["gc", "--lakehouse", str(lake), "--older-than", "3dd"],
+            "argument --older-than: duration '3dd'",
+        ),
         (["gc", "--lakehouse", str(lake), "--now", "yesterday"], "argument --now:"),
         (["compact-versions", "--lakehouse", str(lake), "--now", "2026-13-01"], "argument --now:"),
         # A typo in epoch millis: accepted, it expired every version the settings let go, and the
         # report held a number past 64 bits (found by a new-user trial).
-        (["compact-versions", "--lakehouse", str(lake), "--now", "99999999999999999999", "--dry-run"],
-         "argument --now: --now 99999999999999999999 is after the year 9999 as epoch milliseconds"),
+        (
+            [
+                "compact-versions",
+                "--lakehouse",
+                str(lake),
+                "--now",
+                "99999999999999999999",
+                "--dry-run",
+            ],
+            "argument --now: --now 99999999999999999999 is after the year 9999 as epoch milliseconds",
+        ),
         # A mistyped year in --now: it expired every version the settings let go, minutes-old
         # ones too, and time travel to them was lost (found by a new-user trial). A dry run may.
-        (["compact-versions", "--lakehouse", str(lake), "--now", str(int(time.time() * 1000) + 365 * 86_400_000)],
-         "ahead of this machine's clock: versions would expire before their age"),
+        (
+            [
+                "compact-versions",
+                "--lakehouse",
+                str(lake),
+                "--now",
+                str(int(time.time() * 1000) + 365 * 86_400_000),
+            ],
+            "ahead of this machine's clock: versions would expire before their age",
+        ),
         # The health page would have replaced the validation's own page beside the report.
-        (["validate", "--lakehouse", str(lake), "--report", str(tmp_path / "v.json"), "--html",
-          str(tmp_path / "v.html")], "is where the validation's own page goes"),
+        (
+            [
+                "validate",
+                "--lakehouse",
+                str(lake),
+                "--report",
+                str(tmp_path / "v.json"),
+                "--html",
+                str(tmp_path / "v.html"),
+            ],
+            "is where the validation's own page goes",
+        ),
         # argparse takes a value that starts with '-' for an option: the line names the value
         # and the --option=VALUE form (which then reaches the duration check).
-        (["gc", "--lakehouse", str(lake), "--older-than", "-5m"],
-         "argument --older-than: expected one argument, and '-5m' after it reads as an option; "
-         "write --older-than=-5m"),
+        (
+            ["gc", "--lakehouse", str(lake), "--older-than", "-5m"],
+            "argument --older-than: expected one argument, and '-5m' after it reads as an option; "
+            "write --older-than=-5m",
+        ),
         (["gc", "--lakehouse", str(lake), "--older-than=-5m"], "duration '-5m' is negative"),
         # flush's --fill: its range, and the mode it needs (the default mode, full, ignores it),
         # were checked only after Spark had started.
-        (["flush", "--lakehouse", str(lake), "--mode", "threshold", "--fill", "1.5"],
-         "argument --fill: 1.5 is outside 0..1"),
-        (["flush", "--lakehouse", str(lake), "--mode", "threshold", "--fill", "half"],
-         "argument --fill: 'half' is not a number from 0 to 1"),
-        (["flush", "--lakehouse", str(lake), "--fill", "0.5"],
-         "--fill applies only to --mode threshold; --mode full empties every buffer"),
+        (
+            ["flush", "--lakehouse", str(lake), "--mode", "threshold", "--fill", "1.5"],
+            "argument --fill: 1.5 is outside 0..1",
+        ),
+        (
+            ["flush", "--lakehouse", str(lake), "--mode", "threshold", "--fill", "half"],
+            "argument --fill: 'half' is not a number from 0 to 1",
+        ),
+        (
+            ["flush", "--lakehouse", str(lake), "--fill", "0.5"],
+            "--fill applies only to --mode threshold; --mode full empties every buffer",
+        ),
     ]
     for argv, words in cases:
-        proc = subprocess.run([str(SPARK_SUBMIT), *argv], capture_output=True, text=True, env=_env(), timeout=120)
+        proc = subprocess.run(
+            [str(SPARK_SUBMIT), *argv], capture_output=True, text=True, env=_env(), timeout=120
+        )
         assert proc.returncode == ExitCode.BAD_INPUT, (argv, proc.stdout, proc.stderr)
         assert words in one_line(proc), (argv, proc.stderr)
         line = one_line(proc)
         assert line.startswith(f"lakecore {argv[0]}: "), (argv, line)
-        if "is a file, not a folder" not in words or "argument" in words:  # else not an argparse line
+        if (
+            "is a file, not a folder" not in words or "argument" in words
+        ):  # else not an argparse line
             # The invocation once, in the hint (it said "spark-submit.sh JOB:" after "lakecore JOB:").
             assert line.endswith(f" (see 'spark-submit.sh {argv[0]} --help')"), (argv, line)
             assert f"spark-submit.sh {argv[0]}:" not in line, (argv, line)
         assert proc.stdout == "", (argv, proc.stdout)
     # A folder that does not exist: one line before any JVM, exit 5, naming the likely typo (it
     # started Spark, then suggested `lakecore init`). Nothing on stdout: no driver ran to print a summary.
-    proc = subprocess.run([str(SPARK_SUBMIT), "gc", "--lakehouse", str(tmp_path / "lkae"), "--dry-run"],
-                          capture_output=True, text=True, env=_env(), timeout=120)
+    proc = subprocess.run(
+        [str(SPARK_SUBMIT), "gc", "--lakehouse", str(tmp_path / "lkae"), "--dry-run"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
     assert proc.returncode == ExitCode.NOT_FOUND and proc.stdout == "", (proc.stdout, proc.stderr)
-    assert one_line(proc) == (f"lakecore gc: NoLakehouseError: no lakehouse at file://{tmp_path / 'lkae'}/: the folder does "
-                              "not exist; check the path (or create a lakehouse there with `lakecore init`)")
+    assert one_line(proc) == (
+        f"lakecore gc: NoLakehouseError: no lakehouse at file://{tmp_path / 'lkae'}/: the folder does "
+        "not exist; check the path (or create a lakehouse there with `lakecore init`)"
+    )
     assert not (tmp_path / "lkae").exists()
     # Run as a module, a job names itself that way (it used to say spark-submit.sh there too).
-    proc = subprocess.run([sys.executable, "-m", "jobs.compact_versions", "--lakehose", str(lake)],
-                          capture_output=True, text=True, env=_env(), timeout=120, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobs.compact_versions", "--lakehose", str(lake)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+        cwd=REPO,
+    )
     assert proc.returncode == ExitCode.BAD_INPUT, (proc.stdout, proc.stderr)
-    assert one_line(proc) == ("lakecore compact-versions: ArgumentError: unrecognized option --lakehose (did you mean "
-                              "--lakehouse?) (see 'python -m jobs.compact_versions --help')")
+    assert one_line(proc) == (
+        "lakecore compact-versions: ArgumentError: unrecognized option --lakehose (did you mean "
+        "--lakehouse?) (see 'python -m jobs.compact_versions --help')"
+    )
     assert listing(lake) == before
     assert a_file.read_text() == "mine\n"
     # The command line: a root that is a file is named as such (it said "no lakehouse ... create
     # one with lakecore init", and init then failed to write into it with exit 4).
-    for argv in (["-l", str(a_file), "versions"], ["init", str(a_file), "--name", "x"],
-                 ["-l", str(a_file / "sub"), "versions"], ["init", str(a_file / "sub"), "--name", "x"],
-                 ["-l", str(lake), "export", "e1", "--mode", "full", "--target", str(a_file)],
-                 ["-l", str(lake), "export", "e2", "--mode", "full", "--target", str(a_file / "sub")]):
+    for argv in (
+        ["-l", str(a_file), "versions"],
+        ["init", str(a_file), "--name", "x"],
+        ["-l", str(a_file / "sub"), "versions"],
+        ["init", str(a_file / "sub"), "--name", "x"],
+        ["-l", str(lake), "export", "e1", "--mode", "full", "--target", str(a_file)],
+        ["-l", str(lake), "export", "e2", "--mode", "full", "--target", str(a_file / "sub")],
+    ):
         proc = cli(*argv)
         assert proc.returncode == ExitCode.BAD_INPUT, (argv, proc.stderr)
         assert f"{a_file} is a file, not a folder" in one_line(proc), (argv, proc.stderr)
     proc = cli("-l", str(lake), "export", "e3", "--mode", "full", "--target", str(lake / "copy"))
-    assert proc.returncode == ExitCode.BAD_INPUT and "is inside the lakehouse" in one_line(proc), proc.stderr
+    assert proc.returncode == ExitCode.BAD_INPUT and "is inside the lakehouse" in one_line(proc), (
+        proc.stderr
+    )
     assert listing(lake) == before
     assert a_file.read_text() == "mine\n"

@@ -48,36 +48,72 @@ from tests.reliability.workers import (
 
 pytestmark = pytest.mark.reliability
 
-LAKE_DEF: dict[str, Any] = dict(order=8, node_file_max_size_bytes=8192, namespace_name_max_size_bytes=16,
-                                table_name_max_size_bytes=24, file_name_max_size_bytes=100)
+LAKE_DEF: dict[str, Any] = dict(
+    order=8,
+    node_file_max_size_bytes=8192,
+    namespace_name_max_size_bytes=16,
+    table_name_max_size_bytes=24,
+    file_name_max_size_bytes=100,
+)
 # The heavy soaks also expire versions while the writers commit: versions older than 3 s go,
 # the newest 5 stay.
-EXPIRING_DEF: dict[str, Any] = {**LAKE_DEF, "maximum_version_age_millis": 3000, "minimum_versions_to_keep": 5}
+EXPIRING_DEF: dict[str, Any] = {
+    **LAKE_DEF,
+    "maximum_version_age_millis": 3000,
+    "minimum_versions_to_keep": 5,
+}
 
 
-def _soak(uri: str, options: dict[str, Any] | None, workdir: Path, writers: int, n_tx: int,
-          maintenance: list[str], suite: str, definition: dict[str, Any] = LAKE_DEF,
-          gc_grace_millis: int = 0) -> None:
+def _soak(
+    uri: str,
+    options: dict[str, Any] | None,
+    workdir: Path,
+    writers: int,
+    n_tx: int,
+    maintenance: list[str],
+    suite: str,
+    definition: dict[str, Any] = LAKE_DEF,
+    gc_grace_millis: int = 0,
+) -> None:
     create_catalog(uri, options, **definition)
     ctx = multiprocessing.get_context("spawn")
     stop = workdir / "stop"
     report = workdir / "maintenance.json"
     maintenance_ready = workdir / "maintenance-ready"
-    maint = ctx.Process(target=maintenance_loop, args=(uri, options, str(stop), str(report), maintenance,
-                                                       gc_grace_millis, str(maintenance_ready)))
+    maint = ctx.Process(
+        target=maintenance_loop,
+        args=(
+            uri,
+            options,
+            str(stop),
+            str(report),
+            maintenance,
+            gc_grace_millis,
+            str(maintenance_ready),
+        ),
+    )
     maint.start()
     # The writers start once maintenance has its imports done: four writers can finish their
     # 120 commits in the two seconds a spawned child takes to import the flush job.
     deadline = time.monotonic() + 120
     while not maintenance_ready.exists() and maint.is_alive() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert maintenance_ready.exists(), f"the maintenance process did not start (exit code {maint.exitcode})"
+    assert maintenance_ready.exists(), (
+        f"the maintenance process did not start (exit code {maint.exitcode})"
+    )
     started = time.monotonic()
     try:
         with ProcessPoolExecutor(max_workers=writers, mp_context=ctx) as pool:
             futures = [
-                pool.submit(committer, uri, options, f"w{w}", str(workdir / f"acks-{w}.jsonl"),
-                            str(workdir / f"ready-{w}"), n_tx)
+                pool.submit(
+                    committer,
+                    uri,
+                    options,
+                    f"w{w}",
+                    str(workdir / f"acks-{w}.jsonl"),
+                    str(workdir / f"ready-{w}"),
+                    n_tx,
+                )
                 for w in range(writers)
             ]
             for f in futures:
@@ -140,16 +176,29 @@ def _soak(uri: str, options: dict[str, Any] | None, workdir: Path, writers: int,
     retries = sum(d.get("retries", 0) for d in done)
     conflicts = sum(d.get("conflicts", 0) for d in done)
     emit_summary(
-        suite, writers=writers, transactions_per_writer=n_tx, backend=uri.split(":")[0] if "://" in uri else "file",
-        acked_commits=commits, commits_per_second=round(commits / writing, 1), writing_seconds=round(writing, 1),
-        retries_inside_commit=retries, lost_updates_refused_and_redone=conflicts, maintenance=counts,
+        suite,
+        writers=writers,
+        transactions_per_writer=n_tx,
+        backend=uri.split(":")[0] if "://" in uri else "file",
+        acked_commits=commits,
+        commits_per_second=round(commits / writing, 1),
+        writing_seconds=round(writing, 1),
+        retries_inside_commit=retries,
+        lost_updates_refused_and_redone=conflicts,
+        maintenance=counts,
         gc_grace_millis=gc_grace_millis if "gc" in maintenance else None,
-        maintenance_errors=maint_report["errors"][:3], versions=latest + 1, oldest_retained=retained[0],
-        versions_validated=chain.versions_checked, files_checked=chain.files_checked,
-        lost=sum("lost" in p or "lacks" in p or "missing" in p for p in problems), problems=len(problems),
+        maintenance_errors=maint_report["errors"][:3],
+        versions=latest + 1,
+        oldest_retained=retained[0],
+        versions_validated=chain.versions_checked,
+        files_checked=chain.files_checked,
+        lost=sum("lost" in p or "lacks" in p or "missing" in p for p in problems),
+        problems=len(problems),
     )
     assert not problems, "\n".join(problems[:25])
-    assert counts.get("flush_attempts_alongside", 0) > 0, f"no flush ran alongside the writers: {maint_report}"
+    assert counts.get("flush_attempts_alongside", 0) > 0, (
+        f"no flush ran alongside the writers: {maint_report}"
+    )
     assert counts.get("flush_commits", 0) > 0, f"no flush committed: {maint_report}"
     assert retries + conflicts > 0, "the writers never raced: not a concurrency test"
 
@@ -162,7 +211,15 @@ def _slow_maintenance() -> list[str]:
 
 
 def test_soak_local(tmp_path: Path) -> None:
-    _soak(str(tmp_path / "lake"), None, tmp_path, writers=4, n_tx=30, maintenance=["flush"], suite="soak.local")
+    _soak(
+        str(tmp_path / "lake"),
+        None,
+        tmp_path,
+        writers=4,
+        n_tx=30,
+        maintenance=["flush"],
+        suite="soak.local",
+    )
 
 
 # gc alongside the writers runs with the override flag and a grace of 30 s: longer than any
@@ -172,17 +229,38 @@ SAFE_GRACE_MILLIS = 30_000
 
 @pytest.mark.slow
 def test_soak_local_heavy(tmp_path: Path) -> None:
-    _soak(str(tmp_path / "lake"), None, tmp_path, writers=8, n_tx=200, maintenance=_slow_maintenance(),
-          suite="soak.local.slow", definition=EXPIRING_DEF, gc_grace_millis=SAFE_GRACE_MILLIS)
+    _soak(
+        str(tmp_path / "lake"),
+        None,
+        tmp_path,
+        writers=8,
+        n_tx=200,
+        maintenance=_slow_maintenance(),
+        suite="soak.local.slow",
+        definition=EXPIRING_DEF,
+        gc_grace_millis=SAFE_GRACE_MILLIS,
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="documented risk, not a bug: gc with --older-than 0s deletes the files of "
-                   "commits in flight (a transaction writes its definitions before its root; a commit that "
-                   "retries for a while keeps them unreferenced), so versions that land later dangle")
+@pytest.mark.xfail(
+    strict=False,
+    reason="documented risk, not a bug: gc with --older-than 0s deletes the files of "
+    "commits in flight (a transaction writes its definitions before its root; a commit that "
+    "retries for a while keeps them unreferenced), so versions that land later dangle",
+)
 def test_soak_local_heavy_gc_grace_zero(tmp_path: Path) -> None:
-    _soak(str(tmp_path / "lake"), None, tmp_path, writers=8, n_tx=200, maintenance=_slow_maintenance(),
-          suite="soak.local.slow.grace0", definition=EXPIRING_DEF, gc_grace_millis=0)
+    _soak(
+        str(tmp_path / "lake"),
+        None,
+        tmp_path,
+        writers=8,
+        n_tx=200,
+        maintenance=_slow_maintenance(),
+        suite="soak.local.slow.grace0",
+        definition=EXPIRING_DEF,
+        gc_grace_millis=0,
+    )
 
 
 @pytest.mark.slow
@@ -190,8 +268,17 @@ def test_soak_local_heavy_gc_grace_zero(tmp_path: Path) -> None:
 @pytest.mark.timeout(3600)
 def test_soak_s3_heavy(tmp_path: Path, s3_server: Any) -> None:
     uri, options = s3_server.new_root()
-    _soak(uri, options, tmp_path, writers=8, n_tx=200, maintenance=_slow_maintenance(), suite="soak.s3.slow",
-          definition=EXPIRING_DEF, gc_grace_millis=SAFE_GRACE_MILLIS)
+    _soak(
+        uri,
+        options,
+        tmp_path,
+        writers=8,
+        n_tx=200,
+        maintenance=_slow_maintenance(),
+        suite="soak.s3.slow",
+        definition=EXPIRING_DEF,
+        gc_grace_millis=SAFE_GRACE_MILLIS,
+    )
 
 
 def test_regression_a_commit_on_an_expired_base_never_lands_in_the_past(tmp_path: Path) -> None:
@@ -214,14 +301,21 @@ def test_regression_a_commit_on_an_expired_base_never_lands_in_the_past(tmp_path
         with other.transaction() as tx:
             tx.create_table(NAMESPACE, f"t{i}")
     week_and_a_day = 8 * 86_400_000
-    expired = expire_in_process(Storage(uri), now_millis=int(time.time() * 1000) + week_and_a_day).plan.expired
+    expired = expire_in_process(
+        Storage(uri), now_millis=int(time.time() * 1000) + week_and_a_day
+    ).plan.expired
     assert expired == [0, 1, 2, 3, 4]
     with contextlib.suppress(LakecoreError):  # refusing (a conflict) is a right answer
         pending.commit()
     clear_caches()
     latest = Lakehouse.open(uri)
-    assert {f"t{i}" for i in range(6)} <= set(latest.list_tables(NAMESPACE)), "acknowledged commits vanished"
+    assert {f"t{i}" for i in range(6)} <= set(latest.list_tables(NAMESPACE)), (
+        "acknowledged commits vanished"
+    )
     assert pending.committed_version is None or pending.committed_version > 7, (
-        f"the commit was acknowledged as version {pending.committed_version}, below the latest (7)")
+        f"the commit was acknowledged as version {pending.committed_version}, below the latest (7)"
+    )
     retained = list_root_versions(Storage(uri))
-    assert retained == list(range(retained[0], retained[-1] + 1)), f"the chain has a gap: {retained}"
+    assert retained == list(range(retained[0], retained[-1] + 1)), (
+        f"the chain has a gap: {retained}"
+    )

@@ -22,7 +22,9 @@ NAMESPACE = "ns"
 COUNTER = "counter"
 
 
-def create_catalog(uri: str, storage_options: dict[str, Any] | None = None, **definition: Any) -> Lakehouse:
+def create_catalog(
+    uri: str, storage_options: dict[str, Any] | None = None, **definition: Any
+) -> Lakehouse:
     """A lakehouse with namespace ``ns`` and the table ``counter`` (property n = 0)."""
     lh = Lakehouse.create(uri, name="reliability", storage_options=storage_options, **definition)
     with lh.transaction() as tx:
@@ -54,8 +56,14 @@ def one_transaction(lh: Lakehouse, worker: str, i: int) -> tuple[int, str, str, 
     return tx.committed_version, op, arg, retries
 
 
-def committer(uri: str, storage_options: dict[str, Any] | None, worker: str, ack_path: str,
-              ready_path: str, n_tx: int | None = None) -> None:
+def committer(
+    uri: str,
+    storage_options: dict[str, Any] | None,
+    worker: str,
+    ack_path: str,
+    ready_path: str,
+    n_tx: int | None = None,
+) -> None:
     """Commit transactions in a loop (forever, or ``n_tx``), acknowledging each one. The ready
     file appears after the first acknowledged commit: by then every lazy import is done, so a
     kill at a random moment after it falls into the steady state of commits."""
@@ -77,8 +85,15 @@ def committer(uri: str, storage_options: dict[str, Any] | None, worker: str, ack
             if i == 0:
                 Path(ready_path).write_text("ready")
             i += 1
-        _ack(out, {"done": worker, "conflicts": conflicts, "retries": retries,
-                   "seconds": round(time.monotonic() - started, 3)})
+        _ack(
+            out,
+            {
+                "done": worker,
+                "conflicts": conflicts,
+                "retries": retries,
+                "seconds": round(time.monotonic() - started, 3),
+            },
+        )
 
 
 def read_acks(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -103,8 +118,15 @@ def read_acks(path: str | Path) -> tuple[list[dict[str, Any]], list[dict[str, An
 FLUSH_DRAIN_SECONDS = 60.0
 
 
-def maintenance_loop(uri: str, storage_options: dict[str, Any] | None, stop_path: str, report_path: str,
-                     kinds: list[str], gc_grace_millis: int = 0, ready_path: str | None = None) -> None:
+def maintenance_loop(
+    uri: str,
+    storage_options: dict[str, Any] | None,
+    stop_path: str,
+    report_path: str,
+    kinds: list[str],
+    gc_grace_millis: int = 0,
+    ready_path: str | None = None,
+) -> None:
     """Run maintenance alongside writers until ``stop_path`` exists: an in-process full flush
     committed like the flush job does (``jobs.flush``), and optionally in-process gc
     (``kinds``: "flush", "gc", "compact"). ``ready_path`` appears once the imports are done, so
@@ -132,7 +154,9 @@ def maintenance_loop(uri: str, storage_options: dict[str, Any] | None, stop_path
         if drain_until is None and os.path.exists(stop_path):
             drain_until = time.monotonic() + FLUSH_DRAIN_SECONDS
         if drain_until is not None and (
-            "flush" not in kinds or counts.get("flush_commits", 0) > 0 or time.monotonic() > drain_until
+            "flush" not in kinds
+            or counts.get("flush_commits", 0) > 0
+            or time.monotonic() > drain_until
         ):
             break
         for kind in kinds:
@@ -153,8 +177,11 @@ def maintenance_loop(uri: str, storage_options: dict[str, Any] | None, stop_path
                 elif kind == "gc":
                     from lakecore.maintenance.gc import gc_in_process
 
-                    result = gc_in_process(Storage(uri, storage_options), now_millis=int(time.time() * 1000),
-                                           grace_millis=gc_grace_millis)
+                    result = gc_in_process(
+                        Storage(uri, storage_options),
+                        now_millis=int(time.time() * 1000),
+                        grace_millis=gc_grace_millis,
+                    )
                     bump("gc_runs")
                     bump("gc_deleted", result.deleted.deleted)
                 elif kind == "compact":
@@ -166,7 +193,9 @@ def maintenance_loop(uri: str, storage_options: dict[str, Any] | None, stop_path
                 bump(f"{kind}_errors")
                 errors.append(exc.one_line())
             time.sleep(rng.uniform(0.0, 0.05))
-    Path(report_path).write_text(json.dumps({"counts": counts, "errors": errors[:20], "versions": committed}))
+    Path(report_path).write_text(
+        json.dumps({"counts": counts, "errors": errors[:20], "versions": committed})
+    )
 
 
 def compact_once(uri: str, storage_options: dict[str, Any] | None) -> int:

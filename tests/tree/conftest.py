@@ -23,10 +23,16 @@ def store_factory():  # type: ignore[no-untyped-def]
     return make_store
 
 
-
-
-def random_tree(order: int, seed: int, *, steps: int = 500, keyspace: int = 600, max_batch: int = 4,
-                delete_share: float = 0.3, slack: int = 1200) -> tuple[NodeStore, TreeShape, Node, dict[str, str]]:
+def random_tree(
+    order: int,
+    seed: int,
+    *,
+    steps: int = 500,
+    keyspace: int = 600,
+    max_batch: int = 4,
+    delete_share: float = 0.3,
+    slack: int = 1200,
+) -> tuple[NodeStore, TreeShape, Node, dict[str, str]]:
     """A tree built by many small commits of random sets and deletes, and the dict it equals.
 
     Nodes are only ``slack`` bytes bigger than an empty key table, so buffers fill and flush."""

@@ -85,7 +85,9 @@ def test_bulk_build_refuses_unsorted_and_duplicate_keys() -> None:
 
 
 def _buffered_tree(order: int = 5, n: int = 600):  # type: ignore[no-untyped-def]
-    return random_tree(order, 3, steps=n, keyspace=400, max_batch=1, delete_share=0.25, slack=2500 - order * 40)
+    return random_tree(
+        order, 3, steps=n, keyspace=400, max_batch=1, delete_share=0.25, slack=2500 - order * 40
+    )
 
 
 def test_full_flush_empties_every_buffer_and_keeps_the_map() -> None:
@@ -114,7 +116,9 @@ def test_threshold_flush_only_touches_full_buffers() -> None:
     writer = TreeWriter(store, shape, root)
     writer.flush(FlushPolicy(FlushMode.THRESHOLD, fill=max(fills) + 1e-9))
     flushed = writer.finish()
-    assert store.stats.files_written == before, "no buffer is over the threshold: nothing may be rewritten"
+    assert store.stats.files_written == before, (
+        "no buffer is over the threshold: nothing may be rewritten"
+    )
     assert dict(items(store, flushed)) == model
     writer = TreeWriter(store, shape, flushed)
     writer.flush(FlushPolicy(FlushMode.THRESHOLD, fill=0.0))
@@ -152,8 +156,9 @@ def test_threshold_flush_of_a_depth_1_tree_obeys_the_threshold() -> None:
 def test_flush_subtree_needs_only_the_subtree() -> None:
     # Sets only: a pending delete of a key the root holds is structural work for the driver
     # (see lakecore.maintenance.flush), not for a subtree.
-    store, shape, root, model = random_tree(5, 3, steps=600, keyspace=400, max_batch=1, delete_share=0.0,
-                                            slack=2500 - 5 * 40)
+    store, shape, root, model = random_tree(
+        5, 3, steps=600, keyspace=400, max_batch=1, delete_share=0.0, slack=2500 - 5 * 40
+    )
     assert root.children
     # Flush each child of the root with the root's messages for its range, as an executor would.
     new_children: list[str] = []
@@ -163,8 +168,11 @@ def test_flush_subtree_needs_only_the_subtree() -> None:
     for i, child in enumerate(root.children):
         low = keys[i - 1] if i else None
         high = keys[i] if i < len(keys) else None
-        incoming = {k: v for k, v in root.buffer.items()
-                    if (low is None or k > low) and (high is None or k < high)}
+        incoming = {
+            k: v
+            for k, v in root.buffer.items()
+            if (low is None or k > low) and (high is None or k < high)
+        }
         result = flush_subtree(store, shape, child, incoming)
         assert result.height >= 1
         new_children.extend(result.nodes)
@@ -194,10 +202,22 @@ def test_flush_subtree_of_a_clean_subtree_writes_nothing() -> None:
 def test_scans_match_a_sorted_dict() -> None:
     store, _, root, model = _buffered_tree()
     ordered = sorted(model.items())
-    for start, stop in [(None, None), ("k0100", "k0200"), ("k0399", None), (None, "k0000"), ("k0250", "k0250")]:
-        expected = [kv for kv in ordered if (start is None or kv[0] >= start) and (stop is None or kv[0] < stop)]
+    for start, stop in [
+        (None, None),
+        ("k0100", "k0200"),
+        ("k0399", None),
+        (None, "k0000"),
+        ("k0250", "k0250"),
+    ]:
+        expected = [
+            kv
+            for kv in ordered
+            if (start is None or kv[0] >= start) and (stop is None or kv[0] < stop)
+        ]
         assert list(scan(store, root, start, stop)) == expected
-    assert list(scan_prefix(store, root, "k01")) == [kv for kv in ordered if kv[0].startswith("k01")]
+    assert list(scan_prefix(store, root, "k01")) == [
+        kv for kv in ordered if kv[0].startswith("k01")
+    ]
     assert list(scan_prefix(store, root, "")) == ordered
 
 

@@ -19,10 +19,14 @@ def _random_tree(order: int, seed: int, steps: int = 500, delete_share: float = 
 @pytest.mark.parametrize("order", [3, 4, 5, 8])
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("targets", [1, 3, 50])
-def test_distributed_full_flush_keeps_the_map_and_empties_buffers(order: int, seed: int, targets: int) -> None:
+def test_distributed_full_flush_keeps_the_map_and_empties_buffers(
+    order: int, seed: int, targets: int
+) -> None:
     store, shape, root, model = _random_tree(order, seed)
     assert buffered_messages(store, root) > 0
-    flushed, run, _results = flush_in_process(store, shape, root, FlushPolicy(FlushMode.FULL), target_tasks=targets)
+    flushed, run, _results = flush_in_process(
+        store, shape, root, FlushPolicy(FlushMode.FULL), target_tasks=targets
+    )
     assert dict(items(store, flushed)) == model
     assert buffered_messages(store, flushed) == 0
     report = TreeChecker(store, shape).check_root(flushed, "root")
@@ -34,7 +38,9 @@ def test_distributed_full_flush_keeps_the_map_and_empties_buffers(order: int, se
 @pytest.mark.parametrize("seed", range(4))
 def test_distributed_threshold_flush(seed: int) -> None:
     store, shape, root, model = _random_tree(4, seed, delete_share=0.5)
-    flushed, _, _ = flush_in_process(store, shape, root, FlushPolicy(FlushMode.THRESHOLD, 0.3), target_tasks=4)
+    flushed, _, _ = flush_in_process(
+        store, shape, root, FlushPolicy(FlushMode.THRESHOLD, 0.3), target_tasks=4
+    )
     assert dict(items(store, flushed)) == model
     assert TreeChecker(store, shape).check_root(flushed, "root").ok
 

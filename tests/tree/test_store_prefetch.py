@@ -62,12 +62,16 @@ def lake(tmp_path: Path) -> Path:
 def test_a_walk_reads_ahead_and_reaches_the_same_files(lake: Path) -> None:
     plain = Storage(str(lake))
     root, lakehouse_def = read_root_and_def(plain, None)
-    expected = reachable_from_root(NodeStore(plain, lakehouse_def.order, cache=NodeCache()), root.node)
+    expected = reachable_from_root(
+        NodeStore(plain, lakehouse_def.order, cache=NodeCache()), root.node
+    )
     assert len(expected.nodes) > 4
 
     storage = _ReadsByThread(str(lake))
     storage.readers = {}
-    walked = reachable_from_root(NodeStore(storage, lakehouse_def.order, cache=NodeCache()), root.node)
+    walked = reachable_from_root(
+        NodeStore(storage, lakehouse_def.order, cache=NodeCache()), root.node
+    )
     assert walked.nodes == expected.nodes and walked.values == expected.values
     node_readers = {storage.readers[path] for path in walked.nodes}
     assert all(name.startswith("lakecore-requests") for name in node_readers), node_readers
@@ -93,7 +97,9 @@ def test_local_storage_reads_in_the_walking_thread(lake: Path) -> None:
     storage = Local(str(lake))
     storage.readers = {}
     root, lakehouse_def = read_root_and_def(storage, None)
-    walked = reachable_from_root(NodeStore(storage, lakehouse_def.order, cache=NodeCache()), root.node)
+    walked = reachable_from_root(
+        NodeStore(storage, lakehouse_def.order, cache=NodeCache()), root.node
+    )
     assert {storage.readers[path] for path in walked.nodes} == {threading.current_thread().name}
 
 
@@ -101,16 +107,25 @@ def test_the_checker_reads_ahead_and_judges_the_same(lake: Path) -> None:
     plain = Storage(str(lake))
     root, lakehouse_def = read_root_and_def(plain, None)
     shape = TreeShape.of(lakehouse_def)
-    expected = TreeChecker(NodeStore(plain, shape.order, cache=NodeCache()), shape).check_root(root.node, root.path)
+    expected = TreeChecker(NodeStore(plain, shape.order, cache=NodeCache()), shape).check_root(
+        root.node, root.path
+    )
 
     storage = _ReadsByThread(str(lake))
     storage.readers = {}
-    report = TreeChecker(NodeStore(storage, shape.order, cache=NodeCache()), shape).check_root(root.node, root.path)
+    report = TreeChecker(NodeStore(storage, shape.order, cache=NodeCache()), shape).check_root(
+        root.node, root.path
+    )
     assert report.ok and expected.ok
     assert (report.nodes_checked, report.keys_seen, report.leaf_depths) == (
-        expected.nodes_checked, expected.keys_seen, expected.leaf_depths)
+        expected.nodes_checked,
+        expected.keys_seen,
+        expected.leaf_depths,
+    )
     assert len(storage.readers) == report.nodes_checked - 1  # every node but the root, once
-    assert all(name.startswith("lakecore-requests") for name in storage.readers.values()), storage.readers
+    assert all(name.startswith("lakecore-requests") for name in storage.readers.values()), (
+        storage.readers
+    )
 
 
 def test_a_flush_reads_ahead_and_flushes_the_same(lake: Path) -> None:
@@ -133,7 +148,9 @@ def test_a_flush_reads_ahead_and_flushes_the_same(lake: Path) -> None:
     run = plan_flush(store, shape, root.node, policy, target_tasks=2)
     # Only the height probe (the first child at each level, one after another) reads in the
     # planning thread; the rest of the plan's reads were started ahead.
-    walking = [path for path, name in storage.readers.items() if not name.startswith("lakecore-requests")]
+    walking = [
+        path for path, name in storage.readers.items() if not name.startswith("lakecore-requests")
+    ]
     assert len(walking) == height - 1 and len(storage.readers) > len(walking), storage.readers
     flushed, run, _ = flush_in_process(store, shape, root.node, policy, target_tasks=2)
     assert run.tasks, "the flush was not cut into subtrees"
@@ -147,7 +164,9 @@ def test_validate_plan_reads_ahead_but_never_a_subtree_root(lake: Path) -> None:
     storage.readers = {}
     root, lakehouse_def = read_root_and_def(storage, None)
     store = NodeStore(storage, lakehouse_def.order, cache=NodeCache())
-    plan = plan_version(storage, root.version, root.node, root.path, root.size, lakehouse_def, store, 4)
+    plan = plan_version(
+        storage, root.version, root.node, root.path, root.size, lakehouse_def, store, 4
+    )
     assert plan.tasks and plan.top_report.ok
     assert not {task.location for task in plan.tasks} & set(storage.readers), storage.readers
 
@@ -155,8 +174,16 @@ def test_validate_plan_reads_ahead_but_never_a_subtree_root(lake: Path) -> None:
 def test_a_partition_of_subtree_checks_reads_the_next_roots_ahead(lake: Path) -> None:
     plain = Storage(str(lake))
     root, lakehouse_def = read_root_and_def(plain, None)
-    plan = plan_version(plain, root.version, root.node, root.path, root.size, lakehouse_def,
-                        fresh_store(plain, lakehouse_def.order), 8)
+    plan = plan_version(
+        plain,
+        root.version,
+        root.node,
+        root.path,
+        root.size,
+        lakehouse_def,
+        fresh_store(plain, lakehouse_def.order),
+        8,
+    )
     works = merge_work([plan], deep=False, rows=True)
     assert len(works) > 2
     expected = [run_subtree_work(plain, work) for work in works]
@@ -164,9 +191,16 @@ def test_a_partition_of_subtree_checks_reads_the_next_roots_ahead(lake: Path) ->
     storage = _ReadsByThread(str(lake))
     storage.readers = {}
     results = list(run_subtree_works(storage, works))
-    assert [(r.report.nodes_checked, r.report.keys_seen, r.report.violations, r.rows.rows()) for r in results] == [
-        (r.report.nodes_checked, r.report.keys_seen, r.report.violations, r.rows.rows()) for r in expected]
-    assert all(storage.readers[work.task.location].startswith("lakecore-requests") for work in works), storage.readers
+    assert [
+        (r.report.nodes_checked, r.report.keys_seen, r.report.violations, r.rows.rows())
+        for r in results
+    ] == [
+        (r.report.nodes_checked, r.report.keys_seen, r.report.violations, r.rows.rows())
+        for r in expected
+    ]
+    assert all(
+        storage.readers[work.task.location].startswith("lakecore-requests") for work in works
+    ), storage.readers
 
 
 class _CountedReads(_ReadsByThread):
@@ -216,8 +250,9 @@ def _parent_of_leaves(lake: Path) -> tuple[str, int, list[str]]:
 
 
 @pytest.mark.parametrize("walk", ["reach", "check"])
-def test_children_beyond_the_pending_bound_are_read_ahead_too(lake: Path, walk: str,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_children_beyond_the_pending_bound_are_read_ahead_too(
+    lake: Path, walk: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A node of order 128 has up to 128 children, twice PREFETCH_PENDING: the ones past the
     # bound wait in a queue and start as the walk takes the started ones. They used to be
     # read one round trip after another in the walking thread. Here order 4 with a bound of 1.
@@ -231,14 +266,19 @@ def test_children_beyond_the_pending_bound_are_read_ahead_too(lake: Path, walk: 
         assert reachable_from_subtree(store, location, depth).nodes == {location, *children}
     else:
         shape = TreeShape.of(read_root_and_def(storage, None)[1])
-        assert TreeChecker(store, shape).check_subtree(location, None, None, depth).nodes_checked == 1 + len(children)
-    assert all(storage.readers[child].startswith("lakecore-requests") for child in children), storage.readers
+        assert TreeChecker(store, shape).check_subtree(
+            location, None, None, depth
+        ).nodes_checked == 1 + len(children)
+    assert all(storage.readers[child].startswith("lakecore-requests") for child in children), (
+        storage.readers
+    )
     assert set(storage.counts.values()) == {1}, storage.counts  # none read twice
     assert storage.most_in_flight <= 1
 
 
-def test_a_node_loaded_before_its_queued_read_started_is_not_read_again(lake: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_node_loaded_before_its_queued_read_started_is_not_read_again(
+    lake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from lakecore.tree import store as store_module
 
     monkeypatch.setattr(store_module, "PREFETCH_PENDING", 1)
@@ -264,7 +304,8 @@ class _SlowReads(_CountedReads):
 
 
 def test_a_node_s_children_are_read_ahead_while_its_siblings_hold_their_reads(
-        lake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A walk from the root, depth first: the root's children are read ahead, and while the
     # first is walked the others' reads are done and wait to be loaded. Those must not keep the
     # first's own children from being read ahead (a bound on reads started and not loaded
@@ -276,10 +317,16 @@ def test_a_node_s_children_are_read_ahead_while_its_siblings_hold_their_reads(
     storage = _SlowReads(str(lake))
     storage.readers, storage.counts, storage.in_flight, storage.most_in_flight = {}, {}, 0, 0
     root, lakehouse_def = read_root_and_def(Storage(str(lake)), None)
-    walked = reachable_from_root(NodeStore(storage, lakehouse_def.order, cache=NodeCache()), root.node).nodes
+    walked = reachable_from_root(
+        NodeStore(storage, lakehouse_def.order, cache=NodeCache()), root.node
+    ).nodes
     below_the_first_level = walked - set(root.node.children) - {root.path}
     assert len(below_the_first_level) > 8
-    ahead = [path for path in below_the_first_level if storage.readers[path].startswith("lakecore-requests")]
+    ahead = [
+        path
+        for path in below_the_first_level
+        if storage.readers[path].startswith("lakecore-requests")
+    ]
     assert len(ahead) >= 0.75 * len(below_the_first_level), (len(ahead), len(below_the_first_level))
     assert set(storage.counts.values()) == {1}, storage.counts
     assert storage.most_in_flight <= 2

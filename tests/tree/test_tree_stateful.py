@@ -39,7 +39,9 @@ class TreeVersusDict(RuleBasedStateMachine):
     @initialize(order=st.sampled_from([3, 4, 5]), slack=st.integers(min_value=300, max_value=1500))
     def setup(self, order: int, slack: int) -> None:
         self.store = make_store(order)
-        self.shape = TreeShape(order, TreeShape(order, 10**9).empty_node_size() + order * 40 + slack)
+        self.shape = TreeShape(
+            order, TreeShape(order, 10**9).empty_node_size() + order * 40 + slack
+        )
         self.checker = TreeChecker(self.store, self.shape)
         self.model: dict[str, str] = {}
         self.root: Node = Node()
@@ -110,12 +112,19 @@ class TreeVersusDict(RuleBasedStateMachine):
         for root, snapshot in self.history:
             assert dict(items(self.store, root)) == snapshot
             ordered = sorted(snapshot.items())
-            assert list(scan(self.store, root, "k020", "k060")) == [kv for kv in ordered if "k020" <= kv[0] < "k060"]
-            assert list(scan_prefix(self.store, root, "k01")) == [kv for kv in ordered if kv[0].startswith("k01")]
+            assert list(scan(self.store, root, "k020", "k060")) == [
+                kv for kv in ordered if "k020" <= kv[0] < "k060"
+            ]
+            assert list(scan_prefix(self.store, root, "k01")) == [
+                kv for kv in ordered if kv[0].startswith("k01")
+            ]
 
 
 TreeVersusDict.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=150,
+    stateful_step_count=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 test_tree_versus_dict = TreeVersusDict.TestCase
 
@@ -125,8 +134,18 @@ def test_every_structural_change_was_exercised() -> None:
     first) adds its counts to those of a deterministic grow-then-shrink workload, so a change
     that stops reaching one of them (say, root shrink) fails here instead of going unnoticed."""
     _deterministic_workload()
-    for event in ("root_overflows", "flushes", "splits", "merges", "borrows", "demotes", "root_grows",
-                  "root_shrinks", "leaf_applies", "internal_sets"):
+    for event in (
+        "root_overflows",
+        "flushes",
+        "splits",
+        "merges",
+        "borrows",
+        "demotes",
+        "root_grows",
+        "root_shrinks",
+        "leaf_applies",
+        "internal_sets",
+    ):
         assert EVENTS[event] > 0, f"no {event} happened: {dict(EVENTS)}"
 
 
@@ -160,6 +179,9 @@ class HeavyTreeVersusDict(TreeVersusDict):
 
 
 HeavyTreeVersusDict.TestCase.settings = settings(
-    max_examples=1500, stateful_step_count=400, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=1500,
+    stateful_step_count=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 test_tree_versus_dict_heavy = pytest.mark.slow(HeavyTreeVersusDict.TestCase)
