@@ -31,7 +31,7 @@ from lakecore.argparsing import ArgumentError, OneLineArgumentParser, output_fil
 from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError, exit_code_help
 from lakecore.maintenance.damage import with_next_step
 from lakecore.maintenance.settings import MaintenanceSettings
-from lakecore.outputs import write_text_atomically
+from lakecore.outputs import Output, OutputKind, check_outputs, write_text_atomically
 from lakecore.storage import Storage, parse_storage_options
 from lakecore.versions import no_lakehouse, refuse_a_file_as_root
 from lakecore.view import refuse_unsupported_format
@@ -124,6 +124,7 @@ def base_parser(job: str, description: str) -> OneLineArgumentParser:
         default=None,
         help="subtree tasks to aim for (default: 4 per executor core)",
     )
+    parser.add_check(_outputs_outside_lakehouse)
     return parser
 
 
@@ -136,6 +137,7 @@ def add_full_list_option(parser: OneLineArgumentParser, item: str, dataset: str)
         action="store_true",
         help=f"also write every {item} to a Parquet dataset beside --report (REPORT.{dataset}.parquet)",
     )
+    parser.set_defaults(full_list_dataset_name=dataset)  # for job_outputs' check
     parser.add_check(
         lambda args: (
             "--full-list writes beside the JSON report: give --report PATH too"
@@ -143,6 +145,42 @@ def add_full_list_option(parser: OneLineArgumentParser, item: str, dataset: str)
             else None
         )
     )
+
+
+def job_outputs(args: argparse.Namespace) -> list[Output]:
+    """Every file and folder the job will write, from its options: the report, the Parquet full
+    list beside it, validate's own page beside it (``report_page``) and its health page."""
+    outputs: list[Output] = []
+    report = getattr(args, "report", None)
+    if report:
+        outputs.append(Output("--report", report, OutputKind.JSON_REPORT))
+        dataset = getattr(args, "full_list_dataset_name", None)
+        if getattr(args, "full_list", False) and dataset:
+            outputs.append(
+                Output(
+                    "--full-list", full_list_dataset(report, dataset), OutputKind.PARQUET_DATASET
+                )
+            )
+        if getattr(args, "writes_report_page", False):
+            outputs.append(Output("--report's page", report_page(report), OutputKind.HTML_PAGE))
+    if getattr(args, "html", None):
+        outputs.append(Output("--html", args.html, OutputKind.HTML_PAGE))
+    return outputs
+
+
+def _outputs_outside_lakehouse(args: argparse.Namespace) -> str | None:
+    """Refuse, as the command line is read, an output inside the lakehouse or onto a file no
+    lakecore command wrote (``lakecore.outputs.check_outputs``)."""
+    try:
+        check_outputs(job_outputs(args), args.lakehouse)
+    except InvalidArgumentError as exc:
+        return str(exc)
+    return None
+
+
+def report_page(report_path: str) -> str:
+    """Where validate writes its own page: beside the report, ``REPORT`` with ``.html``."""
+    return str(Path(report_path).with_suffix(".html"))
 
 
 def full_list_dataset(report_path: str, dataset: str) -> str:
@@ -1151,7 +1189,11 @@ def _write_the_report(report: JobReport, path: str) -> None:
 
 
 def write_report(report: JobReport, path: str) -> None:
-    write_text_atomically(path, json.dumps(report.as_dict(), indent=2, sort_keys=True, default=str))
+    write_text_atomically(
+        path,
+        json.dumps(report.as_dict(), indent=2, sort_keys=True, default=str),
+        OutputKind.JSON_REPORT,
+    )
 
 
 def _print_summary(report: JobReport) -> None:

@@ -101,6 +101,7 @@ from lakecore.maintenance.reach import (
 )
 from lakecore.maintenance.roots import read_retained
 from lakecore.maintenance.side_by_side import side_by_side
+from lakecore.outputs import Output, OutputKind, refuse_foreign_target
 from lakecore.storage import Storage, request_pool
 from lakecore.tree.store import PREFETCH_THREADS, NodeCache
 
@@ -553,6 +554,8 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         )
     if args.full_list:
         target = full_list_dataset(args.report, ORPHANS_DATASET)
+        # Checked as the command line was read; again now, as overwrite deletes what is there.
+        refuse_foreign_target(Output("--full-list", target, OutputKind.PARQUET_DATASET))
         orphan_frame.select(
             "path", "size", "mtime_millis", "kind", F.col("old").alias("old_enough")
         ).write.mode("overwrite").parquet(target)

@@ -58,6 +58,7 @@ from jobs.common import (
     add_full_list_option,
     base_parser,
     full_list_dataset,
+    report_page,
     run_job,
 )
 from jobs.executor_errors import executor_errors
@@ -94,6 +95,7 @@ from lakecore.maintenance.validate import (
     run_subtree_works,
     unique_key_candidates,
 )
+from lakecore.outputs import Output, OutputKind, refuse_foreign_target
 from lakecore.storage import Storage
 from lakecore.tree import NodeStore
 from lakecore.versions import latest_version, list_root_versions
@@ -140,6 +142,7 @@ def _parser() -> Any:
         "health page (default: the folder of --report)",
     )
     parser.add_check(_pages_apart)
+    parser.set_defaults(writes_report_page=True)  # beside --report: job_outputs checks it
     return parser
 
 
@@ -149,7 +152,7 @@ def _pages_apart(args: Any) -> str | None:
     if (
         args.html
         and args.report
-        and Path(args.html).resolve() == Path(args.report).with_suffix(".html").resolve()
+        and Path(args.html).resolve() == Path(report_page(args.report)).resolve()
     ):
         return (
             f"--html {args.html} is where the validation's own page goes (beside --report {args.report}); "
@@ -347,6 +350,8 @@ def _write_full_list(ctx: JobContext, checked_versions: list[VersionResult], che
             )
         )
     target = full_list_dataset(ctx.args.report, VIOLATIONS_DATASET)
+    # Checked as the command line was read; again now, as overwrite deletes what is there.
+    refuse_foreign_target(Output("--full-list", target, OutputKind.PARQUET_DATASET))
     frame.write.mode("overwrite").parquet(target)
     return target
 
@@ -645,7 +650,7 @@ def _report(
             versions=report.details["versions"],
             violations_total=found.total,
         )
-        report.details["html_report"] = write_html(Path(ctx.args.report).with_suffix(".html"), page)
+        report.details["html_report"] = write_html(report_page(ctx.args.report), page)
     if getattr(ctx.args, "html", None):
         _health_page(ctx)
 

@@ -22,6 +22,7 @@ from lakecore.cliargs import (
     emit_error,
     key_value,
     lakehouse_uri,
+    refuse_outputs_in_lakehouse,
     open_lakehouse,
     open_view,
     resolve_version,
@@ -1240,6 +1241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args: argparse.Namespace | None = None
     try:
         args = parser.parse_args(raw)
+        refuse_outputs_in_lakehouse(args)
         func: Callable[[argparse.Namespace], int] = args.func
         return func(args)
     except LakecoreError as exc:

@@ -31,6 +31,27 @@ def key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
+def refuse_outputs_in_lakehouse(args: argparse.Namespace) -> None:
+    """Before the command does any work: its output paths (``--html``; the lookup cache's
+    folder, given or default) may not lie inside the lakehouse nor replace a file no lakecore
+    command wrote (``lakecore.outputs.check_outputs``). Raises InvalidArgumentError."""
+    from lakecore.outputs import Output, OutputKind, check_outputs
+
+    outputs: list[Output] = []
+    if getattr(args, "html", None):
+        outputs.append(Output("--html", args.html, OutputKind.HTML_PAGE))
+    if hasattr(args, "cache_dir"):  # a command that builds lookup files
+        from lakecore.lookup.cache import default_cache_folder
+
+        if args.cache_dir:
+            outputs.append(Output("--cache-dir", args.cache_dir, OutputKind.CACHE_FOLDER))
+        else:
+            folder = str(default_cache_folder())
+            outputs.append(Output("the lookup cache folder", folder, OutputKind.CACHE_FOLDER))
+    lakehouse = getattr(args, "lakehouse", None) or os.environ.get("LAKECORE_LAKEHOUSE")
+    check_outputs(outputs, lakehouse)
+
+
 def storage_options_of(args: argparse.Namespace) -> dict[str, Any]:
     """The ``--storage-option`` values as storage options. Raises InvalidArgumentError."""
     from lakecore.storage import parse_storage_options  # deferred: --help stays cheap

@@ -1,10 +1,27 @@
-"""Files a command writes on the operator's machine: JSON reports and HTML pages.
+"""Files a command writes on the operator's machine: JSON reports, HTML pages, Parquet lists.
 
-Rules:
+Two rules keep an output from landing on something that is not the command's own:
 
-- **Local paths only.** A report or page is written where the command runs; a URI
-  (``s3://bucket/report.json``) is refused as the command line is read
-  (``argparsing.output_file``), not written to a folder named ``s3:`` in the working directory.
+- **Never inside the lakehouse.** Every output path a command or job accepts (``--report``,
+  ``--html``, the Parquet full list and the page beside a report, ``--cache-dir``) is checked
+  before any work with ``check_outputs``: its real path (every link resolved, the missing tail
+  of a path that does not exist yet included) may not be the lakehouse root, lie inside it, or,
+  for a folder, contain it. A report written over the latest root file once turned a lakehouse
+  into ``DamagedLakehouseError`` from a dry run. Outputs are local files (a URI is refused as
+  the command line is read, ``argparsing.output_file``), so a lakehouse on an object store
+  cannot hold one; the check compares URIs all the same, so a bucket prefix would be caught
+  the day an output may be a URI.
+- **Only onto what a command wrote.** An existing target is replaced only when it is empty or
+  is what a lakecore command writes there: a JSON report of a job (an object with ``job``,
+  ``lakehouse``, ``status`` and ``exit_code``), a lakecore HTML page (the ``generator`` meta of
+  ``GENERATOR_META``, or this project's stylesheet for pages written before that meta), a
+  Parquet dataset folder holding only what Spark's writer leaves. Anything else, a symbolic link
+  as the last component, or a file that is not a regular file (``/dev/null``: replacing it would
+  replace the device node) is refused, exit 2. ``write_text_atomically`` checks the target
+  again just before it replaces it, for a file that appeared while the command ran.
+
+Writing:
+
 - **Atomic, and safe to race.** The text goes to a temporary file with a unique name in the
   target's folder, then ``os.replace`` puts it in place: a reader sees the old file or the new
   one, never a torn one, and two runs given the same path (a job started twice at once) each
@@ -16,15 +33,121 @@ Rules:
 from __future__ import annotations
 
 import contextlib
+import enum
+import json
 import os
+import re
+import stat
 import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
+
+from lakecore.errors import InvalidArgumentError
+from lakecore.locations import normalize_root_uri
+
+#: In the head of every page lakecore writes: the mark ``check_outputs`` knows its pages by.
+GENERATOR_META: Final = "<meta name='generator' content='lakecore'>"
+# Pages written before GENERATOR_META: the first rule of their one stylesheet
+# (lakecore/report/html.py), as no other page has it.
+_LEGACY_PAGE_MARK: Final = ":root { --ok: #17803d; --warn: #b26a00; --fail: #c0261f;"
+# A page's head, and so its mark, lies within its first bytes; a report is read whole up to this.
+_PAGE_HEAD_BYTES: Final = 16 * 1024
+_REPORT_MAX_BYTES: Final = 64 * 1024 * 1024
+_REPORT_KEYS: Final = frozenset({"job", "lakehouse", "status", "exit_code"})
+# What Spark's Parquet writer leaves in a dataset folder (part files, their checksums, the
+# committers' markers and scratch).
+_DATASET_ENTRY: Final = re.compile(
+    r"\.?(part-.*|_SUCCESS(\.crc)?|_committed_.*|_started_.*|_temporary|_metadata|_common_metadata)"
+)
 
 
-def write_text_atomically(path: str | Path, text: str) -> str:
-    """Write ``text`` (UTF-8) to ``path`` as described above; returns the path written.
+class OutputKind(enum.Enum):
+    """What an output path holds, and so what an existing file there must be to be replaced."""
+
+    JSON_REPORT = "JSON report"
+    HTML_PAGE = "HTML page"
+    PARQUET_DATASET = "Parquet dataset folder"
+    CACHE_FOLDER = "cache folder"
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output of a command: the option that named it (for the message), its path, its kind."""
+
+    option: str
+    path: str
+    kind: OutputKind
+
+
+def check_outputs(outputs: Iterable[Output], lakehouse: str | None) -> None:
+    """Refuse (``InvalidArgumentError``, exit 2) any of ``outputs`` that lies inside the
+    lakehouse ``lakehouse`` (a root URI or path; None when the command names none) or that would
+    replace something a lakecore command did not write. See the module doc."""
+    root = _local_root(lakehouse) if lakehouse else None
+    for output in outputs:
+        real = os.path.realpath(os.path.abspath(os.path.expanduser(output.path)))
+        if root is not None and _overlaps(real, root, output.kind):
+            raise InvalidArgumentError(
+                f"{output.option} {output.path} is inside the lakehouse root {root} "
+                f"(as {real}): a command never writes into the lakehouse; give a path outside it"
+            )
+        refuse_foreign_target(output)
+
+
+def refuse_foreign_target(output: Output) -> None:
+    """Refuse ``output`` when something is at its path that a lakecore command did not write
+    there (see the module doc); nothing there, or an empty file, is fine."""
+    path = os.path.abspath(os.path.expanduser(output.path))
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise InvalidArgumentError(
+            f"{output.option} {output.path} cannot be checked: {exc.strerror or exc}"
+        ) from None
+    where = f"{output.option} {output.path}"
+    if stat.S_ISLNK(info.st_mode):
+        raise InvalidArgumentError(
+            f"{where} is a symbolic link (to {os.readlink(path)}); name the file itself"
+        )
+    if output.kind is OutputKind.CACHE_FOLDER:
+        # The cache writes and evicts only names of its own inside (lakecore.lookup.cache).
+        if not stat.S_ISDIR(info.st_mode):
+            raise InvalidArgumentError(f"{where} is not a folder; name a folder for the cache")
+        return
+    if output.kind is OutputKind.PARQUET_DATASET:
+        if not stat.S_ISDIR(info.st_mode):
+            raise InvalidArgumentError(
+                f"{where} exists and is not a Parquet dataset folder; move it or name a new report"
+            )
+        foreign = sorted(name for name in os.listdir(path) if not _DATASET_ENTRY.fullmatch(name))
+        if foreign:
+            raise InvalidArgumentError(
+                f"{where} holds files a Parquet dataset does not ({foreign[0]!r}); "
+                "writing the list would delete them: move them or name a new report"
+            )
+        return
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise InvalidArgumentError(f"{where} is {kind}; name a file")
+    if info.st_size == 0 or _written_by_lakecore(path, output.kind):
+        return
+    raise InvalidArgumentError(
+        f"{where} exists and is not a lakecore {output.kind.value}: it would be replaced; "
+        "move it or name a new file"
+    )
+
+
+def write_text_atomically(path: str | Path, text: str, kind: OutputKind | None = None) -> str:
+    """Write ``text`` (UTF-8) to ``path`` as described above; returns the path written. With
+    ``kind``, an existing target is checked once more first (``refuse_foreign_target``).
     OSError as the file system raises it."""
     target = Path(path)
+    if kind is not None:
+        refuse_foreign_target(Output("the output", str(target), kind))
     target.parent.mkdir(parents=True, exist_ok=True)
     # A fresh name opened exclusively: the file gets the umask's mode like any other the
     # command writes (mkstemp's 0600 would hide a report from its readers).
@@ -38,3 +161,41 @@ def write_text_atomically(path: str | Path, text: str) -> str:
             os.unlink(temp)
         raise
     return str(target)
+
+
+def _local_root(lakehouse: str) -> str | None:
+    """The real path of a lakehouse root on this machine's disk, or None for any other store
+    (or a root that does not parse: the command refuses it itself, naming it better)."""
+    try:
+        uri = normalize_root_uri(lakehouse)
+    except InvalidArgumentError:
+        return None
+    if not uri.startswith("file://"):
+        return None
+    return os.path.realpath(uri.removeprefix("file://").rstrip("/") or "/")
+
+
+def _overlaps(real: str, root: str, kind: OutputKind) -> bool:
+    inside = real == root or real.startswith(root.rstrip("/") + "/")
+    # A folder output holding the root would hold the lakehouse: a dataset written with
+    # Spark's overwrite deletes the folder first.
+    holds = kind in (OutputKind.PARQUET_DATASET,) and root.startswith(real.rstrip("/") + "/")
+    return inside or holds
+
+
+def _written_by_lakecore(path: str, kind: OutputKind) -> bool:
+    try:
+        with open(path, "rb") as existing:
+            if kind is OutputKind.HTML_PAGE:
+                head = existing.read(_PAGE_HEAD_BYTES).decode("utf-8", errors="replace")
+                return GENERATOR_META in head or _LEGACY_PAGE_MARK in head
+            data = existing.read(_REPORT_MAX_BYTES + 1)
+    except OSError:
+        return False
+    if len(data) > _REPORT_MAX_BYTES:
+        return False
+    try:
+        report = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(report, dict) and report.keys() >= _REPORT_KEYS

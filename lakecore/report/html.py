@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lakecore.outputs import write_text_atomically
+from lakecore.outputs import GENERATOR_META, OutputKind, write_text_atomically
 
 STYLE = """
 :root { --ok: #17803d; --warn: #b26a00; --fail: #c0261f; --muted: #667085; --line: #d0d5dd; }
@@ -60,6 +60,7 @@ def page(title: str, body: Iterable[str]) -> str:
         [
             "<!DOCTYPE html>",
             "<html lang='en'><head><meta charset='utf-8'>",
+            GENERATOR_META,
             "<meta name='viewport' content='width=device-width, initial-scale=1'>",
             f"<title>{esc(title)}</title><style>{STYLE}</style></head><body><main>",
             *body,
@@ -127,7 +128,7 @@ def cards(items: Mapping[str, Any]) -> str:
 
 def write_page(path: str | Path, text: str) -> str:
     """Write a page atomically (``outputs.write_text_atomically``); returns the path written."""
-    return write_text_atomically(path, text)
+    return write_text_atomically(path, text, OutputKind.HTML_PAGE)
 
 
 __all__ = ["STYLE", "banner", "cards", "esc", "key_values", "page", "pill", "table", "write_page"]
