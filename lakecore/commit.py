@@ -28,6 +28,7 @@ from lakecore.errors import (
     LakecoreError,
     NotFoundError,
     StorageError,
+    StorageRefusedError,
 )
 from lakecore.locations import root_node_file_name
 from lakecore.node import Node
@@ -45,6 +46,10 @@ from lakecore.versions import (
 DEFAULT_MAX_RETRIES = 25
 DEFAULT_BACKOFF_BASE_SECONDS = 0.002
 DEFAULT_BACKOFF_CAP_SECONDS = 0.25
+# Root writes that failed ambiguously (a timeout, a reset) and had not landed when read back,
+# sent again before the commit's state is declared unknown. Few: each already waited out the
+# store's own timeout and retries.
+AMBIGUOUS_WRITE_RETRIES = 3
 
 
 @dataclass
@@ -100,24 +105,31 @@ def commit(
     now_millis: Callable[[], int] = lambda: int(time.time() * 1000),
 ) -> CommitOutcome:
     """Commit ``plan(base)`` as the next version; on a lost race rebase onto the latest version
-    if ``still_valid(latest)`` returns None, else raise CommitConflictError with its reason."""
+    if ``still_valid(latest)`` returns None, else raise CommitConflictError with its reason.
+
+    A root write the store refused (``StorageRefusedError``: no space, no permission) and that
+    did not land is that error, at once: nothing was committed, and retrying it as a lost race
+    only wrote more orphans. An ambiguous failure (a timeout, a reset) that did not land is sent
+    again, the same bytes for the same version, ``AMBIGUOUS_WRITE_RETRIES`` times at most."""
     policy = policy or CommitPolicy()
     current = base
     conflicts = 0
     ambiguous = 0
     sent: dict[int, list[bytes]] = {}
+    data: bytes | None = None  # kept across an ambiguous retry: its nodes are written already
     for attempt in range(policy.max_retries + 1):
-        root_plan = plan(current)
         target = current.version + 1
-        data = encode_root(
-            root_plan.node,
-            order,
-            lakehouse_def_path=root_plan.lakehouse_def_path,
-            previous_root=root_node_file_name(current.version),
-            created_at_millis=max(now_millis(), current.created_at_millis),
-            rollback_from_root=root_plan.rollback_from_root,
-        )
-        sent.setdefault(target, []).append(data)
+        if data is None:
+            root_plan = plan(current)
+            data = encode_root(
+                root_plan.node,
+                order,
+                lakehouse_def_path=root_plan.lakehouse_def_path,
+                previous_root=root_node_file_name(current.version),
+                created_at_millis=max(now_millis(), current.created_at_millis),
+                rollback_from_root=root_plan.rollback_from_root,
+            )
+            sent.setdefault(target, []).append(data)
         landed: bytes | None = None
         hint = read_hint(storage)
         if hint is not None and hint >= target:
@@ -134,25 +146,32 @@ def commit(
             except AlreadyExistsError:
                 landed = _landed_earlier(storage, target, sent[target])
             except StorageError as exc:
-                ambiguous += 1
-                try:
-                    holds = _root_holds(storage, target, data)
-                except LakecoreError as check_exc:
-                    raise CommitStateUnknownError(
-                        f"writing root {target} at {storage.uri(root_node_file_name(target))} failed ({exc}) and "
-                        f"reading it back failed too ({check_exc}); reopen the lakehouse to see whether the "
-                        "commit landed before retrying it"
-                    ) from exc
+                holds = _read_back(storage, target, data, exc)
                 if holds is None:
-                    # Did not land (yet). Try the same version again: if the first write lands in
-                    # between, the exclusive create fails and the comparison above recognises it.
+                    if isinstance(exc, StorageRefusedError):
+                        raise StorageRefusedError(
+                            f"version {target} was not committed: {exc}; nothing changed "
+                            "(the root file was not created)"
+                        ) from exc
+                    ambiguous += 1
+                    if ambiguous > AMBIGUOUS_WRITE_RETRIES:
+                        raise CommitStateUnknownError(
+                            f"writing root {target} at {storage.uri(root_node_file_name(target))} "
+                            f"failed {ambiguous} times (last: {exc}); it had not landed when read "
+                            "back, but a late write may yet: reopen the lakehouse to see whether "
+                            "the commit landed before retrying it"
+                        ) from exc
+                    # Did not land (yet). Send the same bytes for the same version again: if
+                    # the first write lands in between, the exclusive create fails and the
+                    # comparison above recognises it.
                     continue
                 landed = data if holds else _landed_earlier(storage, target, sent[target])
         if landed is not None:
             root = decode_root(landed, target, storage.uri(root_node_file_name(target)), order)
-            hint = write_hint(storage, target)
-            return CommitOutcome(target, root, attempt + 1, conflicts, ambiguous, hint)
+            hint_written = write_hint(storage, target)
+            return CommitOutcome(target, root, attempt + 1, conflicts, ambiguous, hint_written)
         conflicts += 1
+        data = None  # the next attempt plans on the latest version
         latest = read_root(storage, latest_version(storage), order)
         reason = still_valid(latest)
         if reason is not None:
@@ -166,6 +185,19 @@ def commit(
         f"gave up after {policy.max_retries + 1} attempts: other writers kept committing first "
         f"(last seen version {current.version}); retry later or raise max_retries"
     )
+
+
+def _read_back(storage: Storage, target: int, data: bytes, failure: StorageError) -> bool | None:
+    """After a failed root write: ``_root_holds``, or CommitStateUnknownError when the root
+    cannot be read back either."""
+    try:
+        return _root_holds(storage, target, data)
+    except LakecoreError as check_exc:
+        raise CommitStateUnknownError(
+            f"writing root {target} at {storage.uri(root_node_file_name(target))} failed ({failure}) "
+            f"and reading it back failed too ({check_exc}); reopen the lakehouse to see whether "
+            "the commit landed before retrying it"
+        ) from failure
 
 
 def _landed_earlier(storage: Storage, target: int, attempts: list[bytes]) -> bytes | None:

@@ -236,6 +236,13 @@ class StorageError(LakecoreError):
     """The storage layer failed (network, permissions, timeouts)."""
 
 
+class StorageRefusedError(StorageError):
+    """The store answered and refused the request: no space left, no permission, a read-only
+    file system, access denied. It did not take effect, and the same request fails the same way
+    until someone frees space or grants access: a commit gives up at once instead of retrying
+    it as a lost race."""
+
+
 class StorageTimeoutError(StorageError):
     """A storage operation timed out; it may or may not have taken effect."""
 

@@ -113,6 +113,7 @@ from lakecore.errors import (
     LakecoreError,
     NotFoundError,
     StorageError,
+    StorageRefusedError,
     StorageTimeoutError,
 )
 from lakecore.locations import (
@@ -1529,6 +1530,36 @@ def _is_timeout(exc: BaseException) -> bool:
     return False
 
 
+# What a store answers when it refuses a request outright: it did not take effect, and a retry
+# fails the same way until space is freed or access granted.
+_REFUSING_ERRNOS: Final = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EFBIG}
+)
+_REFUSING_S3_CODES: Final = (
+    "AccessDenied",
+    "AllAccessDisabled",
+    "AccountProblem",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "InvalidToken",
+    "EntityTooLarge",
+)
+
+
+def _refusal(exc: BaseException) -> str | None:
+    """The cause, as a person reads it (``No space left on device``), when the store refused the
+    request outright; None when the failure may be passing or may have taken effect."""
+    for e in _causes(exc):
+        if isinstance(e, OSError) and e.errno in _REFUSING_ERRNOS:
+            return e.strerror or os.strerror(e.errno)
+        if isinstance(e, PermissionError):  # s3fs's translation of a 403 carries no errno
+            return f"Permission denied ({_capped(e)})"
+    if _find_client_error(exc, codes=_REFUSING_S3_CODES, statuses=(403,)):
+        return f"access denied ({_capped(exc)})"
+    return None
+
+
 def _is_unreachable(exc: BaseException) -> bool:
     """True when no connection to the server could be made at all (refused, no route, a name
     that does not resolve): most often a wrong endpoint or a server that is down. Checked after
@@ -1584,6 +1615,9 @@ def _raise_translated(exc: Exception, uri: str, action: str, reading: bool = Fal
     if isinstance(exc, FileNotFoundError):
         # Not the file itself but something it needs: a bucket, a container, the root.
         raise NotFoundError(f"could not {action} {uri}: {exc} (does the bucket exist?)") from exc
+    refusal = _refusal(exc)
+    if refusal is not None:
+        raise StorageRefusedError(f"could not {action} {uri}: {refusal}") from exc
     if _is_unreachable(exc):
         raise StorageError(
             f"could not {action} {uri}: the storage server cannot be reached ({type(exc).__name__}: {exc}); "

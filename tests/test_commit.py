@@ -1,0 +1,270 @@
+"""The commit protocol (lakecore/commit.py) on its own: the exclusive create of root v+1, the
+lost race and its rebase, the stale hint, ambiguous and refused root writes.
+
+A refused root write (no space, no permission) used to be retried as a lost race: 26 attempts,
+about 20 orphan files each, then ``CommitConflictError`` (exit 3, which the DAGs retry for
+ever) with no other writer running. It is now ``StorageRefusedError`` with its cause, exit 4,
+after one read-back. The full-disk case runs on a real tmpfs where this machine can mount one.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakecore.commit import (
+    AMBIGUOUS_WRITE_RETRIES,
+    CommitPolicy,
+    RootPlan,
+    commit,
+)
+from lakecore.errors import (
+    CommitConflictError,
+    CommitStateUnknownError,
+    ExitCode,
+    StorageError,
+    StorageRefusedError,
+    StorageTimeoutError,
+)
+from lakecore.lakehouse import Lakehouse
+from lakecore.locations import root_node_file_name
+from lakecore.storage import Storage
+from lakecore.versions import RootInfo, latest_version, read_hint, read_root
+
+FAST = CommitPolicy(max_retries=25, backoff_base_seconds=0, backoff_cap_seconds=0)
+
+
+def files_of(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+class Planner:
+    """A plan that carries the base's tree forward unchanged and counts its calls."""
+
+    def __init__(self, lh: Lakehouse) -> None:
+        self.lh = lh
+        self.calls = 0
+
+    def __call__(self, base: RootInfo) -> RootPlan:
+        self.calls += 1
+        return RootPlan(node=base.node, lakehouse_def_path=base.lakehouse_def_path)
+
+
+def still(_: RootInfo) -> None:
+    return None
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Lakehouse:
+    lh = Lakehouse.create(str(tmp_path / "lake"), name="commit", order=8)
+    with lh.transaction() as tx:
+        tx.create_namespace("ns")
+    return lh
+
+
+def test_a_commit_creates_the_next_root_and_moves_the_hint(lake: Lakehouse) -> None:
+    planner = Planner(lake)
+    outcome = commit(lake.storage, 8, lake.root_info, planner, still, FAST)
+    assert (outcome.version, outcome.attempts, outcome.conflicts) == (2, 1, 0)
+    assert latest_version(lake.storage) == 2 and read_hint(lake.storage) == 2
+    assert read_root(lake.storage, 2, 8).previous_root == root_node_file_name(1)
+    assert planner.calls == 1
+
+
+def test_a_lost_race_rebases_onto_the_winner(lake: Lakehouse) -> None:
+    base = lake.root_info
+    commit(lake.storage, 8, base, Planner(lake), still, FAST)  # another writer wins version 2
+    seen: list[int] = []
+
+    def valid(latest: RootInfo) -> None:
+        seen.append(latest.version)
+        return None
+
+    outcome = commit(lake.storage, 8, base, Planner(lake), valid, FAST)
+    assert (outcome.version, outcome.conflicts) == (3, 1) and seen == [2]
+    assert read_root(lake.storage, 3, 8).previous_root == root_node_file_name(2)
+
+
+def test_a_change_that_no_longer_holds_is_a_conflict(lake: Lakehouse) -> None:
+    base = lake.root_info
+    commit(lake.storage, 8, base, Planner(lake), still, FAST)
+    with pytest.raises(CommitConflictError, match="conflicts with version 2: the table moved"):
+        commit(lake.storage, 8, base, Planner(lake), lambda _: "the table moved", FAST)
+    assert latest_version(lake.storage) == 2
+
+
+def test_a_hint_at_the_target_is_a_lost_race(lake: Lakehouse) -> None:
+    # Compaction may have deleted root 2 after pointing the hint past it: creating root 2
+    # again would commit below the real latest version.
+    base = lake.root_info
+    second = commit(lake.storage, 8, base, Planner(lake), still, FAST)
+    commit(lake.storage, 8, second.root, Planner(lake), still, FAST)
+    os.unlink(Path(lake.storage.root_uri.removeprefix("file://")) / root_node_file_name(2))
+    assert read_hint(lake.storage) == 3
+    outcome = commit(lake.storage, 8, base, Planner(lake), still, FAST)
+    assert outcome.version == 4 and outcome.conflicts == 1
+
+
+def test_retries_end_in_a_conflict_that_names_them(lake: Lakehouse) -> None:
+    policy = CommitPolicy(max_retries=2, backoff_base_seconds=0, backoff_cap_seconds=0)
+    base = lake.root_info
+
+    class AlwaysBeaten(Planner):
+        def __call__(self, current: RootInfo) -> RootPlan:
+            # Another writer commits the very version this attempt aims at.
+            commit(lake.storage, 8, current, Planner(lake), still, FAST)
+            return super().__call__(current)
+
+    with pytest.raises(CommitConflictError, match="gave up after 3 attempts") as caught:
+        commit(lake.storage, 8, base, AlwaysBeaten(lake), still, policy)
+    assert caught.value.exit_code == ExitCode.CONFLICT
+
+
+# -- refused and ambiguous root writes ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "cause"),
+    [(errno.ENOSPC, "No space left on device"), (errno.EACCES, "Permission denied")],
+)
+def test_a_refused_root_write_is_that_error_at_once(
+    lake: Lakehouse, monkeypatch: pytest.MonkeyPatch, code: int, cause: str
+) -> None:
+    root = Path(lake.storage.root_uri.removeprefix("file://"))
+    real_link = os.link
+
+    def refusing_link(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        if Path(dst).name.startswith("_") and Path(dst).parent == root:  # root files only
+            raise OSError(code, os.strerror(code), str(dst))
+        real_link(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "link", refusing_link)
+    before = files_of(root)
+    planner = Planner(lake)
+    with pytest.raises(StorageRefusedError) as caught:
+        commit(lake.storage, 8, lake.root_info, planner, still, FAST)
+    message = str(caught.value)
+    assert cause in message and "version 2 was not committed" in message
+    assert caught.value.exit_code == ExitCode.FAILURE
+    assert planner.calls == 1  # one plan: no second round of node files
+    assert files_of(root) - before == set()  # this plan wrote no nodes; no temp file stays
+    monkeypatch.undo()
+    assert latest_version(lake.storage) == 1
+
+
+def test_a_refused_write_through_the_catalog_is_exit_4(
+    lake: Lakehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "link", full)
+    with (
+        pytest.raises(StorageRefusedError, match="No space left on device"),
+        lake.transaction() as tx,
+    ):
+        tx.create_namespace("more")
+
+
+def test_an_ambiguous_failure_is_sent_again_with_the_same_bytes(
+    lake: Lakehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = lake.storage
+    real = Storage.create_exclusive
+    sent: list[bytes] = []
+
+    def flaky(self: Storage, path: str, data: bytes) -> None:
+        sent.append(data)
+        if len(sent) <= 2:
+            raise StorageTimeoutError("timed out; it may or may not have taken effect")
+        real(self, path, data)
+
+    monkeypatch.setattr(Storage, "create_exclusive", flaky)
+    planner = Planner(lake)
+    outcome = commit(storage, 8, lake.root_info, planner, still, FAST)
+    assert outcome.version == 2 and outcome.ambiguous_writes == 2 and outcome.conflicts == 0
+    assert planner.calls == 1 and len(set(sent)) == 1
+
+
+def test_ambiguous_failures_without_end_are_an_unknown_state_not_a_conflict(
+    lake: Lakehouse, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+
+    def hung(self: Storage, path: str, data: bytes) -> None:
+        calls.append(1)
+        raise StorageError("could not exclusively create: connection reset")
+
+    monkeypatch.setattr(Storage, "create_exclusive", hung)
+    with pytest.raises(CommitStateUnknownError, match="failed 4 times"):
+        commit(lake.storage, 8, lake.root_info, Planner(lake), still, FAST)
+    assert len(calls) == AMBIGUOUS_WRITE_RETRIES + 1
+
+
+# -- a real full disk --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs: a disk that really fills. Needs root with mount rights (this project's
+    CI machines have them); elsewhere the test is skipped and says why."""
+    if shutil.which("mount") is None or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root and mount(8)")
+    where = tmp_path / "disk"
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    filler = disk / "filler"
+    with open(filler, "wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    return filler
+
+
+def test_a_full_disk_is_one_line_exit_4_and_nothing_torn(small_disk: Path) -> None:
+    lake = small_disk / "lake"
+    lh = Lakehouse.create(str(lake), name="full", order=8)
+    with lh.transaction() as tx:
+        tx.create_namespace("ns")
+    before = files_of(lake)
+    filler = fill(small_disk)
+    done = subprocess.run(
+        [sys.executable, "-m", "lakecore.cli", "-l", str(lake), "namespace", "create", "more"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == ExitCode.FAILURE, done.stderr
+    assert done.stderr.count("\n") == 1 and "No space left on device" in done.stderr
+    assert "CommitConflictError" not in done.stderr
+    assert files_of(lake) == before  # no torn file, no orphan, no temporary
+    filler.unlink()
+    reopened = Lakehouse.open(str(lake))
+    assert reopened.version == 1
+    with reopened.transaction() as tx:
+        tx.create_namespace("more")
+    assert reopened.list_namespaces() == ["more", "ns"]
