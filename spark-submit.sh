@@ -168,6 +168,28 @@ ignoring_ctrl_c() {  # "$@": a short step before the JVM (a second or less); a C
     # waits for it, then this shell's trap says so in one line: no KeyboardInterrupt traceback
     (trap '' INT; exec "$@")
 }
+# Spark's own output (the JVM's log, its Python workers' stderr) goes to a log file per run, not
+# to the terminal: a failed task printed 84 to 178 lines of Java and Python traces over the job's
+# one line. The job's summary (stdout) and its one error line stay on the terminal, and the
+# error line names the log when the failure was not one of lakecore's own. LAKECORE_LOG_DIR
+# picks the folder (default $XDG_STATE_HOME/lakecore/logs, i.e. ~/.local/state/lakecore/logs);
+# LAKECORE_LOG_DIR=- keeps Spark's output on the terminal. The newest SPARK_LOGS_KEPT logs stay.
+SPARK_LOGS_KEPT=100
+spark_log=""
+open_spark_log() {  # sets spark_log (empty: Spark's output stays on the terminal)
+    local dir="${LAKECORE_LOG_DIR:-${XDG_STATE_HOME:-${HOME:-/tmp}/.local/state}/lakecore/logs}"
+    if [[ "$dir" == - ]]; then return 0; fi
+    if ! mkdir -p "$dir" 2>/dev/null || [[ ! -w "$dir" ]]; then
+        echo "$PROG: note: cannot write Spark's log in $dir (LAKECORE_LOG_DIR); it stays on the terminal" >&2
+        return 0
+    fi
+    spark_log="$dir/lakecore-$job-$(date -u +%Y%m%dT%H%M%SZ)-$$.log"
+    : >"$spark_log"
+    export LAKECORE_SPARK_LOG="$spark_log"
+    # Only names of this form are ours to remove.
+    find "$dir" -maxdepth 1 -type f -name 'lakecore-*-*Z-*.log' -printf '%T@ %p\n' 2>/dev/null \
+        | sort -rn | tail -n +$((SPARK_LOGS_KEPT + 1)) | cut -d' ' -f2- | xargs -r rm -f --
+}
 run_driver_here() {  # "$@": the spark-submit command line; exits with its code
     # Two files the driver writes (removed on exit): that its job has begun (see
     # interrupted_while_starting), and its one error line, which Spark's PythonRunner would
@@ -195,7 +217,12 @@ run_driver_here() {  # "$@": the spark-submit command line; exits with its code
     # the driver's output, ends with the driver's code. Before, a group SIGTERM killed the JVM
     # with it (exit 143) and the driver's line was lost with the JVM that relays it.
     trap "" INT TERM
-    "$@" <&0 &
+    open_spark_log
+    if [[ -n "$spark_log" ]]; then
+        "$@" <&0 2>>"$spark_log" &
+    else
+        "$@" <&0 &
+    fi
     submit_pid=$!
     trap interrupted_while_starting INT
     trap terminated TERM
@@ -208,7 +235,14 @@ run_driver_here() {  # "$@": the spark-submit command line; exits with its code
             # Should a JVM handle SIGTERM after all (a handler of Spark's own), it dies of a
             # group SIGTERM with 143, no exit code of ours: the job was stopped by it, 130.
             if [[ "$code" == 143 && "${sigterm_received:-0}" == 1 ]]; then code=130; fi
-            if [[ -s "$error_line_file" ]]; then cat "$error_line_file" >&2; fi
+            if [[ -s "$error_line_file" ]]; then
+                cat "$error_line_file" >&2
+            elif [[ "$code" != 0 && -z "$exit_code_when_stopped" && -n "$spark_log" ]]; then
+                # The job said nothing (the JVM or spark-submit failed before or around it):
+                # what Spark said last is the only clue, and it is in the log, not here.
+                echo "$PROG: $job ended with exit code $code without a line of its own; the end of Spark's log ($spark_log):" >&2
+                tail -n 5 "$spark_log" >&2 || true
+            fi
             exit "${exit_code_when_stopped:-$code}"
         fi
     done

@@ -65,6 +65,8 @@ JOB_BEGAN_VARIABLE = "LAKECORE_JOB_BEGAN_FILE"
 # ... and a file for the job's one error line, which it prints on stderr once Spark has ended
 # (Spark's PythonRunner relays the driver's stderr on stdout).
 ERROR_LINE_VARIABLE = "LAKECORE_ERROR_LINE_FILE"
+# ... and the file where Spark's own output goes (its log4j lines, its Python workers' stderr).
+SPARK_LOG_VARIABLE = "LAKECORE_SPARK_LOG"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = Path(os.environ.get("LAKECORE_CONF_DIR", REPO_ROOT / "conf"))
 
@@ -253,6 +255,8 @@ class JobReport:
     summary: list[str] = field(default_factory=list)
     exit_code: int = EXIT_OK
     error: str | None = None
+    # Where Spark's own output went (spark-submit.sh's log file), or None: on the terminal.
+    spark_log: str | None = None
 
     def sample(self, name: str, paths: Iterator[str] | Sequence[str] | set[str]) -> None:
         items = (
@@ -278,6 +282,7 @@ class JobReport:
             "exit_code": self.exit_code,
             "error": self.error,
             "sample_limit": SAMPLE_LIMIT,
+            "spark_log": self.spark_log,
             # The lines the terminal showed, for whoever reads only the file (a scheduler's log).
             "summary": self.summary,
         }
@@ -1038,9 +1043,11 @@ def run_job(
     of files that no retained version reaches. The report says ``interrupted`` and the exit
     code is ``ExitCode.INTERRUPTED``."""
     started = time.monotonic()
+    # spark-submit.sh's file for Spark's own output (its log4j and Python workers' stderr).
+    spark_log = os.environ.get(SPARK_LOG_VARIABLE) if spark is None else None
     raw = list(sys.argv[1:] if argv is None else argv)
     lakehouse = raw[raw.index("--lakehouse") + 1] if "--lakehouse" in raw[:-1] else "?"
-    report = JobReport(job, lakehouse)
+    report = JobReport(job, lakehouse, spark_log=spark_log)
     args: argparse.Namespace | None = None
     ctx: JobContext | None = None
     interrupted = Interruption()
@@ -1083,14 +1090,24 @@ def run_job(
                     exc, ctx.storage.root_uri if ctx is not None else None
                 )
         except Exception as exc:
+            from jobs.executor_errors import error_from_executor
+
             if interrupted:
                 _mark_interrupted(report, interrupted, ctx)
+            elif (from_executor := error_from_executor(exc)) is not None:
+                report.status = "failed"
+                report.exit_code = from_executor.exit_code
+                report.error = with_next_step(
+                    from_executor, ctx.storage.root_uri if ctx is not None else None
+                )
             else:
                 report.status = "failed"
                 report.exit_code = EXIT_FAILURE
                 # Spark Connect appends the server's JVM stack trace to the message: one line only.
                 text = str(exc).split("JVM stacktrace:")[0]
-                report.error = f"{type(exc).__name__}: {' '.join(text.split())}"
+                report.error = f"{type(exc).__name__}: {' '.join(text.split())[:600]}"
+                if spark_log:
+                    report.error += f"; Spark's log: {spark_log}"
                 if os.environ.get("LAKECORE_DEBUG"):
                     traceback.print_exc()
         if interrupted and report.status != "interrupted":

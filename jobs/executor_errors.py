@@ -7,7 +7,11 @@ Python traceback. ``run_job`` would report that as one very long "other failure"
 message and, when the executor had no credentials at all, what to do about it; the job then
 exits ``ExitCode.FAILURE`` (4, retried) with a readable error.
 
-Only the ``StorageError`` family is translated: every other executor failure stays as it was.
+Only the ``StorageError`` family is translated inside ``executor_errors()``: a job's own
+handling of other failures stays as it was. What still escapes a job's body goes through
+``error_from_executor`` in ``run_job``: a lakecore error raised on an executor comes back as its
+class (and exit code), any other Python error as its last traceback line, never Spark's
+wrapper with the Java and Python traces.
 ``SparkUnavailableError`` is the one-line error for a SparkSession that cannot start (a master
 that does not answer), instead of the JVM's stack trace.
 """
@@ -78,6 +82,49 @@ def storage_error_from_executor(exc: BaseException) -> errors.StorageError | Non
                 text += f"; {CREDENTIALS_HINT}"
             return cls(f"on an executor: {text}")
     return None
+
+
+# The last line of a Python traceback inside Spark's text: "module.Name: message".
+_PYTHON_LAST_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)): (.*)$", re.M)
+
+
+class ExecutorFailure(errors.LakecoreError):
+    """A Python error on an executor that is not one of lakecore's: its last traceback line."""
+
+
+def error_from_executor(exc: BaseException) -> errors.LakecoreError | None:
+    """What an executor raised, if ``exc`` is Spark's report of a Python failure there: the
+    lakecore error it was (its class, so its exit code; ``storage_error_from_executor`` for the
+    storage family), else an ``ExecutorFailure`` with the innermost Python error's line. None
+    when ``exc`` is not Spark's report of an executor's Python failure."""
+    storage = storage_error_from_executor(exc)
+    if storage is not None:
+        return storage
+    if type(exc).__name__ not in ("Py4JJavaError", "PythonException", "SparkException"):
+        return None
+    text = str(exc)
+    for name, message in reversed(_LAST_LINE.findall(text)):
+        cls = getattr(errors, name, None)
+        if isinstance(cls, type) and issubclass(cls, errors.LakecoreError):
+            return _rebuilt(cls, f"on an executor: {' '.join(message.split())}")
+    if "Traceback (most recent call last)" not in text:
+        return None
+    lines = _PYTHON_LAST_LINE.findall(text.split("JVM stacktrace:")[0])
+    python_lines = [(n, m) for n, m in lines if not n.startswith(("org.", "java.", "scala."))]
+    if not python_lines:
+        return None
+    name, message = python_lines[-1]
+    return ExecutorFailure(f"an executor failed: {name}: {' '.join(message.split())[:400]}")
+
+
+def _rebuilt(cls: type[errors.LakecoreError], message: str) -> errors.LakecoreError:
+    """An instance of ``cls`` carrying ``message``, whatever its constructor takes (the damage
+    errors take a location and a rule: the message stands for both)."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    if isinstance(error, errors.CorruptFileError | errors.TreeStructureError):
+        error.location, error.rule = "", message
+    return error
 
 
 @contextlib.contextmanager

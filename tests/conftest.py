@@ -14,13 +14,17 @@ Spark Connect: ``spark_connect`` runs one Spark Connect server (master ``local[2
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import socket
+import subprocess
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import wraps
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,6 +93,8 @@ def spark_scratch_in_pytest_temp(tmp_path_factory: pytest.TempPathFactory) -> It
     tmpdir_option = f"-Djava.io.tmpdir={scratch}"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SPARK_LOCAL_DIRS", scratch)
+        # spark-submit.sh's logs of Spark's own output, not the home folder's.
+        mp.setenv("LAKECORE_LOG_DIR", str(tmp_path_factory.mktemp("spark-logs")))
         for name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
             mp.setenv(name, f"{os.environ.get(name, '')} {tmpdir_option}".strip())
         yield
@@ -221,3 +227,38 @@ def silent_endpoint() -> Iterator[SilentEndpoint]:
     for conn in accepted:
         conn.close()
     listener.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs: a disk that really fills (``fill_disk``). Needs root with mount rights,
+    which this project's CI machines have; elsewhere the test is skipped and says why."""
+    if shutil.which("mount") is None or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root and mount(8)")
+    where = tmp_path / "disk"
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill_disk(disk: Path) -> Path:
+    """Fill ``disk`` to its last byte with one file; returns that file (delete it to free)."""
+    filler = disk / "filler"
+    with open(filler, "wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    return filler

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +36,7 @@ from lakecore.lakehouse import Lakehouse
 from lakecore.locations import root_node_file_name
 from lakecore.storage import Storage
 from lakecore.versions import RootInfo, latest_version, read_hint, read_root
+from tests.conftest import fill_disk
 
 FAST = CommitPolicy(max_retries=25, backoff_base_seconds=0, backoff_cap_seconds=0)
 
@@ -212,46 +211,13 @@ def test_ambiguous_failures_without_end_are_an_unknown_state_not_a_conflict(
 # -- a real full disk --------------------------------------------------------------------------
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs: a disk that really fills. Needs root with mount rights (this project's
-    CI machines have them); elsewhere the test is skipped and says why."""
-    if shutil.which("mount") is None or os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root and mount(8)")
-    where = tmp_path / "disk"
-    where.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    filler = disk / "filler"
-    with open(filler, "wb") as out:
-        try:
-            while True:
-                out.write(b"\0" * 65536)
-                out.flush()
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
-    return filler
-
-
 def test_a_full_disk_is_one_line_exit_4_and_nothing_torn(small_disk: Path) -> None:
     lake = small_disk / "lake"
     lh = Lakehouse.create(str(lake), name="full", order=8)
     with lh.transaction() as tx:
         tx.create_namespace("ns")
     before = files_of(lake)
-    filler = fill(small_disk)
+    filler = fill_disk(small_disk)
     done = subprocess.run(
         [sys.executable, "-m", "lakecore.cli", "-l", str(lake), "namespace", "create", "more"],
         capture_output=True,

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from lakecore.lakehouse import Lakehouse
+from tests.conftest import fill_disk
 
 REPO = Path(__file__).resolve().parent.parent
 WRAPPER = REPO / "spark-submit.sh"
@@ -80,9 +81,15 @@ def test_wrapper_runs_a_job_and_writes_its_report(tmp_path: Path) -> None:
     assert data["status"] == "ok"
     assert data["exit_code"] == 0
     assert f"lakecore {job} [ok]" in done.stdout
-    # conf/log4j2.properties keeps Spark's INFO chatter out of the output, and the UI's port retries.
-    assert " INFO " not in done.stderr
-    assert "could not bind" not in done.stderr, done.stderr
+    # Spark's own output goes to the run's log file, not the terminal; there
+    # conf/log4j2.properties keeps Spark's INFO chatter out, and the UI's port retries.
+    assert done.stderr == ""
+    log = Path(data["spark_log"])
+    assert log.parent == Path(os.environ["LAKECORE_LOG_DIR"]) and log.name.startswith(
+        f"lakecore-{job}-"
+    )
+    assert " INFO " not in log.read_text()
+    assert "could not bind" not in log.read_text()
 
 
 @contextlib.contextmanager
@@ -458,3 +465,42 @@ def test_a_jobs_own_master_wins_over_spark_remote(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(report.read_text())["status"] == "ok"
+
+
+@pytest.mark.spark
+def test_an_executors_failure_is_one_line_and_sparks_traces_go_to_the_log(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    """The trial: export --mode full into a full disk printed 84 lines of Java and Python
+    traces, and its one line was the raw PythonException. Now: the executor's StorageError as
+    one line on stderr, exit 4, and Spark's traces in the run's log file."""
+    lake = _lake(tmp_path / "lake")
+    fill_disk(small_disk)
+    logs = tmp_path / "logs"
+    done = _run(
+        [
+            str(WRAPPER),
+            "export",
+            "--lakehouse",
+            lake,
+            "--mode",
+            "full",
+            "--name",
+            "copy",
+            "--target",
+            str(small_disk / "copy"),
+            "--report",
+            str(tmp_path / "r.json"),
+        ],
+        env=_env(LAKECORE_LOG_DIR=str(logs)),
+    )
+    assert done.returncode == 4, done.stderr[-3000:]
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(
+        "lakecore export: StorageRefusedError: on an executor: could not write"
+    )
+    assert lines[0].endswith("No space left on device")
+    (log,) = logs.glob("lakecore-export-*.log")
+    assert "Traceback (most recent call last)" in log.read_text()
+    assert json.loads((tmp_path / "r.json").read_text())["spark_log"] == str(log)

@@ -17,6 +17,7 @@ import pytest
 import lakecore
 from jobs.executor_errors import (
     CREDENTIALS_HINT,
+    error_from_executor,
     executor_errors,
     spark_unavailable,
     storage_error_from_executor,
@@ -188,3 +189,29 @@ def test_a_native_library_that_cannot_load_is_bad_input_and_one_short_line(
     assert message.startswith("cannot open hdfs://nn/lake/: Unable to load libjvm dlopen(")
     assert "more characters) (this installation has no working file system for hdfs://)" in message
     assert len(message) < 600
+
+
+def test_any_error_an_executor_raised_comes_back_as_one_line() -> None:
+    """What escapes a job's body (``run_job``): a lakecore error raised on an executor as its
+    class and exit code, any other Python error as its last traceback line."""
+    damaged = Py4JJavaError(
+        SPARK_TEXT.replace(
+            "lakecore.errors.StorageError: could not read s3://b/l/0001-node-1.arrow: "
+            "NoCredentialsError: Unable to locate credentials",
+            "lakecore.errors.CorruptNodeFileError: s3://b/l/0001-node-1.arrow: bad magic",
+        )
+    )
+    translated = error_from_executor(damaged)
+    assert translated is not None and translated.exit_code == ExitCode.DAMAGED
+    assert str(translated) == "on an executor: s3://b/l/0001-node-1.arrow: bad magic"
+    other = Py4JJavaError(
+        SPARK_TEXT.replace(
+            "lakecore.errors.StorageError: could not read s3://b/l/0001-node-1.arrow: "
+            "NoCredentialsError: Unable to locate credentials",
+            "OSError: [Errno 28] No space left on device",
+        )
+    )
+    translated = error_from_executor(other)
+    assert translated is not None and translated.exit_code == ExitCode.FAILURE
+    assert str(translated) == "an executor failed: OSError: [Errno 28] No space left on device"
+    assert error_from_executor(ValueError("not Spark's")) is None
