@@ -938,7 +938,7 @@ class Storage:
         try:
             return self._backend().read(path)
         except Exception as exc:
-            _raise_translated(exc, uri, "read", reading=True)
+            self._raise_translated(exc, uri, "read", reading=True)
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of a file, cut short at its end (like slicing)."""
@@ -951,7 +951,7 @@ class Storage:
         try:
             return self._backend().read_range(path, start, end)
         except Exception as exc:
-            _raise_translated(exc, uri, f"read bytes {start}..{end} of", reading=True)
+            self._raise_translated(exc, uri, f"read bytes {start}..{end} of", reading=True)
 
     def size(self, path: str) -> int:
         """Size in bytes; ``NotFoundError`` if the file does not exist."""
@@ -959,7 +959,7 @@ class Storage:
         try:
             return self._backend().size(path)
         except Exception as exc:
-            _raise_translated(exc, uri, "get the size of", reading=True)
+            self._raise_translated(exc, uri, "get the size of", reading=True)
 
     def exists(self, path: str) -> bool:
         """True when ``path`` is a file (a directory or prefix is not)."""
@@ -967,7 +967,7 @@ class Storage:
         try:
             return self._backend().exists(path)
         except Exception as exc:
-            _raise_translated(exc, uri, "check the existence of")
+            self._raise_translated(exc, uri, "check the existence of")
 
     def write(self, path: str, data: bytes, *, durable: bool = True) -> None:
         """Create or overwrite a file; readers see the old or the new bytes, never a mix.
@@ -979,7 +979,7 @@ class Storage:
         try:
             self._backend().write(path, data, durable)
         except Exception as exc:
-            _raise_translated(exc, uri, "write")
+            self._raise_translated(exc, uri, "write")
 
     def sync(self) -> None:
         """Make every earlier ``write(durable=False)`` durable (local disks; a no-op on S3,
@@ -987,7 +987,7 @@ class Storage:
         try:
             self._backend().sync()
         except Exception as exc:
-            _raise_translated(exc, self.root_uri, "sync")
+            self._raise_translated(exc, self.root_uri, "sync")
 
     def create_exclusive(self, path: str, data: bytes) -> None:
         """Create a file that must not exist; ``AlreadyExistsError`` if it does.
@@ -1003,7 +1003,7 @@ class Storage:
         try:
             created = self._backend().create_exclusive(path, data)
         except Exception as exc:
-            _raise_translated(exc, uri, "exclusively create")
+            self._raise_translated(exc, uri, "exclusively create")
         if not created:
             raise AlreadyExistsError(f"file {uri} already exists")
 
@@ -1019,7 +1019,7 @@ class Storage:
         try:
             return self._backend().list_under(dir_prefix, limit)
         except Exception as exc:
-            _raise_translated(exc, self.root_uri + dir_prefix, "list")
+            self._raise_translated(exc, self.root_uri + dir_prefix, "list")
 
     @staticmethod
     def _dir_prefix(prefix: str) -> str:
@@ -1040,7 +1040,7 @@ class Storage:
             except StopIteration:
                 return
             except Exception as exc:
-                _raise_translated(exc, self.root_uri + dir_prefix, "list")
+                self._raise_translated(exc, self.root_uri + dir_prefix, "list")
             yield page
 
     def list_paths(self, prefix: str = "") -> PathListing:
@@ -1050,7 +1050,7 @@ class Storage:
         try:
             return self._backend().list_paths(dir_prefix)
         except Exception as exc:
-            _raise_translated(exc, self.root_uri + dir_prefix, "list")
+            self._raise_translated(exc, self.root_uri + dir_prefix, "list")
 
     def info(self, path: str) -> FileInfo:
         """Size and modification time of one file; ``NotFoundError`` if it does not exist."""
@@ -1058,7 +1058,7 @@ class Storage:
         try:
             return self._backend().info(path)
         except Exception as exc:
-            _raise_translated(exc, uri, "get the size and time of", reading=True)
+            self._raise_translated(exc, uri, "get the size and time of", reading=True)
 
     def first_files(self, limit: int = 5) -> builtins.list[str]:
         """Up to ``limit`` paths of files anywhere under the root, cheaply (one request on S3);
@@ -1066,7 +1066,7 @@ class Storage:
         try:
             return self._backend().first_files(limit)
         except Exception as exc:
-            _raise_translated(exc, self.root_uri, "list")
+            self._raise_translated(exc, self.root_uri, "list")
 
     def clock_millis(self) -> int | None:
         """The store's clock now, as it dates the files it holds (epoch millis; on S3 the Date of
@@ -1076,14 +1076,14 @@ class Storage:
         try:
             return self._backend().clock_millis()
         except Exception as exc:
-            _raise_translated(exc, self.root_uri, "list")
+            self._raise_translated(exc, self.root_uri, "list")
 
     def list_top_level(self) -> builtins.list[FileInfo]:
         """Files directly under the root, not in subdirectories."""
         try:
             return self._backend().list_top()
         except Exception as exc:
-            _raise_translated(exc, self.root_uri, "list")
+            self._raise_translated(exc, self.root_uri, "list")
 
     def delete(
         self,
@@ -1114,10 +1114,17 @@ class Storage:
                 f"delete under {self.root_uri}: {len(exc.deleted)} file(s) deleted, but {exc}"
             ) from exc
         except Exception as exc:
-            _raise_translated(exc, self.root_uri, f"delete {len(rels)} file(s) under")
+            self._raise_translated(exc, self.root_uri, f"delete {len(rels)} file(s) under")
         if deleted is not None:
             deleted.extend(done)
         return len(done)
+
+    def _raise_translated(
+        self, exc: Exception, uri: str, action: str, reading: bool = False
+    ) -> NoReturn:
+        """``_raise_translated`` with this storage's overall deadline, for its timeout line."""
+        deadline = self._timeout_seconds() if self._scheme == _S3_SCHEME else None
+        _raise_translated(exc, uri, action, reading, deadline_seconds=deadline)
 
     # -- the per-process, per-thread client -------------------------------------------------
 
@@ -1588,17 +1595,42 @@ def _refuse_an_unknown_scheme(scheme: str, root_uri: str) -> None:
     )
 
 
-def _raise_translated(exc: Exception, uri: str, action: str, reading: bool = False) -> NoReturn:
+# Actions that change the store: a timeout may or may not have taken effect. The others only
+# look, and a timeout there changed nothing.
+_CHANGING_ACTIONS: Final = ("write", "exclusively create", "delete", "sync")
+
+
+def _raise_translated(
+    exc: Exception,
+    uri: str,
+    action: str,
+    reading: bool = False,
+    *,
+    deadline_seconds: float | None = None,
+) -> NoReturn:
     """Re-raise a backend failure as a lakecore error naming ``uri``; the original is chained.
 
     ``reading``: the operation reads one file, so a directory (or a file where a directory
-    should be) on its path means that file does not exist."""
+    should be) on its path means that file does not exist. ``deadline_seconds``: the overall
+    deadline of the request (``TIMEOUT_OPTION``), named when it is what ran out."""
     if isinstance(exc, LakecoreError):
         raise exc
     if _is_timeout(exc):
+        if type(exc).__name__ == "FSTimeoutError" and deadline_seconds is not None:
+            # fsspec's overall deadline, which has no message of its own.
+            cause = (
+                f"the store did not answer within {deadline_seconds:g} s (storage option "
+                f"{TIMEOUT_OPTION})"
+            )
+        else:
+            cause = f"{type(exc).__name__}: {_capped(exc)}"
+        if action.startswith(_CHANGING_ACTIONS):
+            raise StorageTimeoutError(
+                f"timed out trying to {action} {uri}: {cause}; it may or may not have taken "
+                "effect, check before retrying"
+            ) from exc
         raise StorageTimeoutError(
-            f"timed out trying to {action} {uri}: {type(exc).__name__}: {exc}; it may or may "
-            "not have taken effect, check before retrying"
+            f"timed out trying to {action} {uri}: {cause}; nothing was changed"
         ) from exc
     if isinstance(exc, ImportError) or (
         isinstance(exc, OSError) and str(exc).startswith("Unable to load lib")

@@ -30,6 +30,7 @@ from lakecore.errors import (
     NoLakehouseError,
     NotFoundError,
     StorageError,
+    StorageTimeoutError,
     VersionExpiredError,
     is_damage,
 )
@@ -126,9 +127,15 @@ def read_root(storage: Storage, version: int, order: int | None = None) -> RootI
 
 
 def read_hint(storage: Storage) -> int | None:
-    """The hinted latest version, or None when the hint is missing or unreadable."""
+    """The hinted latest version, or None when the hint is missing or unreadable.
+
+    A store that does not answer is not a missing hint: ``StorageTimeoutError`` goes to the
+    caller, whose next request (the probe past the hint) would only wait out the same timeout
+    again (a hung endpoint made gc fail after twice its timeout)."""
     try:
         data = storage.read(LATEST_HINT_FILE_NAME)
+    except StorageTimeoutError:
+        raise
     except (NotFoundError, StorageError):
         return None
     text = data[:HINT_MAX_BYTES].decode("ascii", errors="replace").strip()

@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from lakecore.cli import main as cli_main
 from lakecore.errors import (
     AlreadyExistsError,
+    ExitCode,
     InvalidArgumentError,
     InvalidLocationError,
     LakecoreError,
@@ -625,6 +627,31 @@ def test_s3_timeout_is_storage_timeout_error(silent_server: str) -> None:
     assert st.uri("x") in str(info.value)
     with pytest.raises(StorageTimeoutError):
         st.create_exclusive("x", b"x")
+
+
+@pytest.mark.s3
+def test_a_hung_endpoint_fails_once_its_timeout_has_passed(
+    silent_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The trial: with the default timeout gc failed after 10 min 04 s (twice 300 s), on a
+    read, saying the read 'may or may not have taken effect'. The hint read swallowed the
+    timeout and the probe past it waited it out again. With botocore's and s3fs's own retries
+    at their defaults, the overall deadline (``lakecore_timeout_seconds``) is what ends it."""
+    options = ["--storage-option", f"endpoint_url={silent_server}"]
+    options += ["--storage-option", "key=k", "--storage-option", "secret=s"]
+    options += ["--storage-option", "lakecore_timeout_seconds=2"]
+    started = time.monotonic()
+    code = cli_main(["-l", "s3://bucket/lake", *options, "namespace", "list"])
+    elapsed = time.monotonic() - started
+    err = capsys.readouterr().err
+    assert code == ExitCode.FAILURE
+    assert elapsed < 2 * 1.75, f"{elapsed:.1f} s: more than the one timeout of 2 s"
+    assert err.count("\n") == 1
+    assert "the store did not answer within 2 s (storage option lakecore_timeout_seconds)" in err
+    assert err.rstrip().endswith("nothing was changed")
+    st = Storage("s3://bucket/lake", _impatient_options(silent_server))
+    with pytest.raises(StorageTimeoutError, match="may or may not have taken effect"):
+        st.write("x", b"x")
 
 
 @pytest.mark.s3
