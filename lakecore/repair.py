@@ -60,7 +60,7 @@ from lakecore.versions import (
     is_damage_in_version,
     no_lakehouse,
     read_hint,
-    write_hint,
+    write_hint_or_raise,
 )
 from lakecore.view import (
     LakehouseView,
@@ -358,10 +358,13 @@ def drop_damaged(storage: Storage, *, apply: bool, say: Say = _quiet) -> RepairO
 
 
 def _write_hint(storage: Storage, version: int) -> None:
-    if not write_hint(storage, version):
-        raise StorageError(
-            f"could not write {storage.uri(LATEST_HINT_FILE_NAME)}; check permissions and retry"
-        )
+    try:
+        write_hint_or_raise(storage, version)
+    except StorageError as exc:
+        raise type(exc)(
+            f"could not point {storage.uri(LATEST_HINT_FILE_NAME)} at version {version}: "
+            f"{exc}; fix that and run the repair again"
+        ) from exc
 
 
 def _newest_clean(

@@ -148,10 +148,16 @@ def read_hint(storage: Storage) -> int | None:
 def write_hint(storage: Storage, version: int) -> bool:
     """Best effort: a failed hint write never fails a commit (readers probe past it)."""
     try:
-        storage.write(LATEST_HINT_FILE_NAME, str(version).encode("ascii"))
+        write_hint_or_raise(storage, version)
     except (StorageError, OSError):
         return False
     return True
+
+
+def write_hint_or_raise(storage: Storage, version: int) -> None:
+    """Write the hint; ``StorageError`` with its cause (``No space left on device``) when it
+    cannot be, for the callers whose next step depends on it (version compaction, repair)."""
+    storage.write(LATEST_HINT_FILE_NAME, str(version).encode("ascii"))
 
 
 def list_root_versions(storage: Storage) -> list[int]:

@@ -56,6 +56,7 @@ from lakecore.errors import (
     LakecoreError,
     NotFoundError,
     ReadOnlyLakehouseError,
+    StorageError,
     UnsafeOptionError,
 )
 from lakecore.locations import root_node_file_name
@@ -80,7 +81,7 @@ from lakecore.maintenance.reach import (
 from lakecore.maintenance.roots import LoadedRoot, exports_of, load_root, load_roots
 from lakecore.storage import Storage
 from lakecore.tree.store import NodeCache
-from lakecore.versions import expired_versions, latest_version, read_hint, write_hint
+from lakecore.versions import expired_versions, latest_version, read_hint, write_hint_or_raise
 
 
 class ExpiryRefusedError(LakecoreError):
@@ -338,8 +339,11 @@ def ensure_hint(storage: Storage, plan: ExpiryPlan) -> int:
     hint = read_hint(storage)
     if hint == current:
         return current  # right already: a run with nothing to expire writes nothing
-    if write_hint(storage, current):
+    try:
+        write_hint_or_raise(storage, current)
         return current
+    except StorageError as exc:
+        failure = exc.one_line()  # the cause: this job is the one that would free the space
     hint = read_hint(storage)
     # A reader starts at the hint and probes upwards while the next root exists; it never looks
     # below the hint's gaps. A hint under an expired version (a retained one pinned by an export,
@@ -349,8 +353,9 @@ def ensure_hint(storage: Storage, plan: ExpiryPlan) -> int:
     if hint is not None and hint > highest_expired and (hint in plan.roots or hint > plan.latest):
         return hint
     raise ExpiryRefusedError(
-        f"could not write {storage.uri('_latest_hint.txt')}, and it names {hint!r}, not a retained "
-        f"version above every version to expire (the highest is {highest_expired}); nothing was deleted"
+        f"could not point the hint at version {current} ({failure}), and it names {hint!r}, not "
+        f"a retained version above every version to expire (the highest is {highest_expired}); "
+        "nothing was deleted"
     )
 
 

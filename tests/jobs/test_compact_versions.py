@@ -3,6 +3,8 @@ and that nothing a retained version or an export reaches is ever deleted."""
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import shutil
 import time
@@ -24,7 +26,7 @@ from lakecore.maintenance.expire import expire_in_process
 from lakecore.maintenance.reach import run_reach_tasks
 from lakecore.storage import Storage
 from lakecore.tree.store import NodeCache
-from lakecore.versions import list_root_versions, read_hint
+from lakecore.versions import list_root_versions, read_hint, write_hint
 from tests.jobs.test_gc import (
     DAY_SECONDS,
     age,
@@ -407,10 +409,10 @@ def test_with_nothing_to_expire_the_hint_is_not_rewritten(
         tx.create_namespace("ns")
     storage = Storage(str(lake))
     writes: list[int] = []
-    real_write_hint = expire.write_hint
+    real_write_hint = expire.write_hint_or_raise
     monkeypatch.setattr(
         expire,
-        "write_hint",
+        "write_hint_or_raise",
         lambda st, version: writes.append(version) or real_write_hint(st, version),
     )
     result = expire_in_process(storage, now_millis=int(time.time() * 1000))
@@ -418,3 +420,26 @@ def test_with_nothing_to_expire_the_hint_is_not_rewritten(
     (lake / "_latest_hint.txt").unlink()  # a hint missing (or behind) is written, as before
     expire_in_process(storage, now_millis=int(time.time() * 1000))
     assert writes == [1] and read_hint(storage) == 1
+
+
+def test_a_hint_that_cannot_be_written_is_refused_with_its_cause(
+    lake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trial: on a full disk the line said the job could not write _latest_hint.txt but
+    not why, and this is the job that would free the space."""
+    storage = Storage(str(lake))
+    plan = expire.plan_expiry(storage, int(FUTURE))
+    write_hint(storage, 1)  # a hint below the versions to expire: it must move first
+    real_replace = os.replace
+
+    def full(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        if str(dst).endswith("_latest_hint.txt"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(expire.ExpiryRefusedError) as caught:
+        expire.ensure_hint(storage, plan)
+    message = str(caught.value)
+    assert "No space left on device" in message and "nothing was deleted" in message
+    assert f"could not point the hint at version {plan.latest}" in message
