@@ -29,7 +29,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakecore.errors import AlreadyExistsError, LakecoreError
-from lakecore.locations import classify_path, new_lakehouse_def_path, root_node_file_name
+from lakecore.locations import (
+    classify_path,
+    new_lakehouse_def_path,
+    real_root_uri,
+    root_contains,
+    root_node_file_name,
+)
 from lakecore.maintenance.reachable import reachable_from_root
 from lakecore.node import Node, encode_node, encoded_size
 from lakecore.storage import Storage
@@ -91,14 +97,25 @@ def export_target(
     from lakecore.view import has_lakehouse
 
     target_storage = Storage(target, target_storage_options or source.storage_options)
-    if target_storage.root_uri == source.root_uri:
-        raise AlreadyExistsError("an export target must be another root than the lakehouse itself")
-    if target_storage.root_uri.startswith(source.root_uri):
+    # Compared with links resolved: a target reached through a link to the source wrote the
+    # copy's files into the source's hash folders.
+    same = real_root_uri(target_storage.root_uri) == real_root_uri(source.root_uri)
+    if same:
+        raise AlreadyExistsError(
+            f"the export target {target_storage.root_uri} is the lakehouse {source.root_uri} "
+            "itself (links resolved); an export target must be another folder"
+        )
+    if root_contains(source.root_uri, target_storage.root_uri):
         # gc would see the copy's files as foreign files of the source, and a full copy of the
         # source would include the copy: a mistake, whatever the folder's name.
         raise AlreadyExistsError(
-            f"the export target {target_storage.root_uri} is inside the lakehouse {source.root_uri}; "
-            "export to a folder outside it"
+            f"the export target {target_storage.root_uri} is inside the lakehouse {source.root_uri} "
+            "(links resolved); export to a folder outside it"
+        )
+    if root_contains(target_storage.root_uri, source.root_uri):
+        raise AlreadyExistsError(
+            f"the export target {target_storage.root_uri} holds the lakehouse {source.root_uri} "
+            "(links resolved); export to a folder outside it"
         )
     refuse_a_file_as_root(target_storage)  # a target that is a file, or under one
     if has_lakehouse(target_storage):

@@ -234,6 +234,23 @@ def optimize_path(original: str) -> str:
     return f"{bits[0:4]}/{bits[4:8]}/{bits[8:12]}/{bits[12:20]}-{name}"
 
 
+def real_root_uri(root_uri: str) -> str:
+    """``root_uri`` (normalised, ending in ``/``) with every link resolved when it is on this
+    machine's disk (``file://``): two names of one folder give one answer. Other schemes have
+    no links and come back as they are."""
+    if not root_uri.startswith("file://"):
+        return root_uri
+    real = os.path.realpath(root_uri.removeprefix("file://").rstrip("/") or "/")
+    return "file://" + real.rstrip("/") + "/"
+
+
+def root_contains(outer: str, inner: str) -> bool:
+    """True when root URI ``inner`` is root URI ``outer`` or lies inside it, links resolved
+    (``real_root_uri``): an export target named through a link to its source is its source."""
+    outer_real, inner_real = real_root_uri(outer), real_root_uri(inner)
+    return inner_real.startswith(outer_real)
+
+
 def root_node_file_name(version: int) -> str:
     """``_`` + the 32-bit binary of ``version`` reversed + ``.arrow``."""
     if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= MAX_VERSION:

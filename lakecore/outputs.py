@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Final
 
 from lakecore.errors import InvalidArgumentError
-from lakecore.locations import normalize_root_uri
+from lakecore.locations import normalize_root_uri, real_root_uri
 
 #: In the head of every page lakecore writes: the mark ``check_outputs`` knows its pages by.
 GENERATOR_META: Final = "<meta name='generator' content='lakecore'>"
@@ -167,12 +167,12 @@ def _local_root(lakehouse: str) -> str | None:
     """The real path of a lakehouse root on this machine's disk, or None for any other store
     (or a root that does not parse: the command refuses it itself, naming it better)."""
     try:
-        uri = normalize_root_uri(lakehouse)
+        uri = real_root_uri(normalize_root_uri(lakehouse))
     except InvalidArgumentError:
         return None
     if not uri.startswith("file://"):
         return None
-    return os.path.realpath(uri.removeprefix("file://").rstrip("/") or "/")
+    return uri.removeprefix("file://").rstrip("/") or "/"
 
 
 def _overlaps(real: str, root: str, kind: OutputKind) -> bool:

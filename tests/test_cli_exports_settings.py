@@ -294,6 +294,29 @@ def test_an_export_into_a_folder_of_other_files_is_refused_but_a_partial_copy_is
     assert Lakehouse.open(str(copy)).version == 0
 
 
+def test_an_export_target_reached_through_a_link_to_the_source_is_refused(
+    lake: Path, tmp_path: Path
+) -> None:
+    """The trial: a target that was a symbolic link to the source was accepted, and the copy's
+    files went into the source's hash folders. Roots are compared with links resolved."""
+    hash_folder = next(p for p in lake.iterdir() if p.is_dir())
+    cases = {
+        "itself": (tmp_path / "to-lake", lake),
+        "inside the lakehouse": (tmp_path / "to-hash-folder", hash_folder),
+        "holds the lakehouse": (tmp_path / "to-parent", tmp_path),
+    }
+    before = listing(lake)
+    for words, (link, target) in cases.items():
+        link.symlink_to(target)
+        proc = run("-l", str(lake), "export", "snap", "--mode", "full", "--target", str(link))
+        one_line_error(proc, ExitCode.BAD_INPUT, "AlreadyExistsError", words, "links resolved")
+    # The source named through a link, the target by its real path: the same folder.
+    proc = run("-l", str(tmp_path / "to-lake"), "export", "snap", "--target", str(lake))
+    one_line_error(proc, ExitCode.BAD_INPUT, "itself")
+    assert listing(lake) == before
+    assert Lakehouse.open(str(lake)).list_exports() == []
+
+
 def test_two_exports_to_one_target_at_once_one_wins_and_the_other_says_so(
     lake: Path, tmp_path: Path
 ) -> None:
