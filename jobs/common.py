@@ -28,6 +28,7 @@ from typing import Any
 
 from jobs.startup import take_dispositions_before_startup
 from lakecore.argparsing import ArgumentError, OneLineArgumentParser, output_file, whole_number
+from lakecore.display import escape_for_display
 from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError, exit_code_help
 from lakecore.maintenance.damage import with_next_step
 from lakecore.maintenance.settings import MaintenanceSettings
@@ -1155,11 +1156,11 @@ def _say_the_error(line: str) -> None:
     relay = os.environ.get(ERROR_LINE_VARIABLE)
     if relay and os.environ.get(PARSE_ONLY_VARIABLE) != "1":
         try:
-            Path(relay).write_text(line + "\n")
+            Path(relay).write_text(escape_for_display(line) + "\n")
             return
         except OSError:
             pass  # then where Spark puts it
-    print(line, file=sys.stderr)
+    print(escape_for_display(line), file=sys.stderr)
 
 
 def _mark_interrupted(report: JobReport, interrupted: Interruption, ctx: JobContext | None) -> None:
@@ -1213,6 +1214,11 @@ def write_report(report: JobReport, path: str) -> None:
     )
 
 
+def _say(text: str) -> None:
+    """A line of the summary on stdout, names in it escaped (``lakecore.display``)."""
+    print(escape_for_display(text))
+
+
 def _print_summary(report: JobReport) -> None:
     """The human summary: sizes, durations and times in units a person reads (the JSON report
     keeps the exact numbers)."""
@@ -1224,18 +1230,18 @@ def _print_summary(report: JobReport) -> None:
         versions = f" version {report.base_version}"
         if report.new_version is not None and report.new_version != report.base_version:
             versions += f" -> {report.new_version}"
-    print(head + versions)
+    _say(head + versions)
     for line in report.summary:
-        print(f"  {line}")
+        _say(f"  {line}")
     if report.status == "noop" and report.details.get("noop_reason") and not report.summary:
-        print(f"  nothing to do: {report.details['noop_reason']}; nothing committed")
+        _say(f"  nothing to do: {report.details['noop_reason']}; nothing committed")
     if report.counts:
-        print(
+        _say(
             "  "
             + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sorted(report.counts.items()))
         )
     if report.bytes:
-        print(
+        _say(
             "  "
             + ", ".join(
                 f"{k.replace('_', ' ')} {format_bytes(v)}" for k, v in sorted(report.bytes.items())
@@ -1246,5 +1252,5 @@ def _print_summary(report: JobReport) -> None:
         stages = [
             f"{k} {format_seconds(v)}" for k, v in report.durations_seconds.items() if k != "total"
         ]
-        print(f"  took {format_seconds(total)}" + (f" ({', '.join(stages)})" if stages else ""))
+        _say(f"  took {format_seconds(total)}" + (f" ({', '.join(stages)})" if stages else ""))
     sys.stdout.flush()

@@ -41,6 +41,7 @@ from typing import Any
 from jobs.common import JobContext, base_parser, run_job
 from lakecore import repair
 from lakecore.argparsing import ArgumentError, whole_number
+from lakecore.display import escape_for_display
 
 ACTIONS = ("rebuild-hint", "rollback", "drop-damaged")
 
@@ -68,7 +69,7 @@ def _parser() -> Any:
 
 def _say(line: str) -> None:
     """Print a step now (the summary only comes at the end)."""
-    print(f"lakecore repair: {line}", flush=True)
+    print(escape_for_display(f"lakecore repair: {line}"), flush=True)
 
 
 def _body(ctx: JobContext) -> None:

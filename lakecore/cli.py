@@ -26,6 +26,7 @@ from lakecore.cliargs import (
     open_view,
     refuse_outputs_in_lakehouse,
     resolve_version,
+    say,
     storage_options_of,
     time_millis,
 )
@@ -412,10 +413,10 @@ def cmd_describe(args: argparse.Namespace) -> int:
     emit(args, text, data)
     damaged = data["tree"].get("damaged")
     if damaged:
-        print(
+        say(
             f"lakecore: the tree of version {data['tree']['version']} is damaged: {damaged}. "
             f"{damage_next_step(lakehouse_uri(args))}",
-            file=sys.stderr,
+            error=True,
         )
         return ExitCode.DAMAGED
     return EXIT_OK
@@ -450,7 +451,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
     view = open_view(args)
     summary = describe_tree(view)
     if args.dot:
-        print(to_dot(view, summary, max_levels=args.max_levels))
+        say(to_dot(view, summary, max_levels=args.max_levels))
         return EXIT_OK
     if args.html:
         from lakecore.report.treepage import write_tree_page
@@ -751,14 +752,14 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
     storage = Storage(lakehouse_uri(args), storage_options_of(args))
 
-    def say(line: str) -> None:
+    def step(line: str) -> None:
         if not args.json:
-            print(f"lakecore repair: {line}", flush=True)
+            say(f"lakecore repair: {line}")
 
     if args.action == "rebuild-hint":
-        outcome = repair.rebuild_hint(storage, apply=args.yes, say=say)
+        outcome = repair.rebuild_hint(storage, apply=args.yes, say=step)
     elif args.action == "drop-damaged":
-        outcome = repair.drop_damaged(storage, apply=args.yes, say=say)
+        outcome = repair.drop_damaged(storage, apply=args.yes, say=step)
     else:
         if args.to_version is None and not args.to_last_valid:
             raise InvalidArgumentError("repair rollback needs --to-version V or --to-last-valid")
@@ -767,12 +768,12 @@ def cmd_repair(args: argparse.Namespace) -> int:
             to_version=args.to_version,
             to_last_valid=args.to_last_valid,
             apply=args.yes,
-            say=say,
+            say=step,
         )
     if outcome.error is not None:
         if args.json:
             emit(args, "", {**outcome.as_dict(), "error": outcome.error})
-        print(f"lakecore: {outcome.error}", file=sys.stderr)
+        say(f"lakecore: {outcome.error}", error=True)
         return outcome.exit_code
     emit(args, "\n".join(outcome.summary) or outcome.status, outcome.as_dict())
     return EXIT_OK
@@ -1235,7 +1236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def fail(message: str, code: int) -> int:
         if as_json:
             emit_error(message, code)
-        print(f"lakecore: {message}", file=sys.stderr)
+        say(f"lakecore: {message}", error=True)
         return code
 
     args: argparse.Namespace | None = None

@@ -14,8 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
+from lakecore.display import escape_for_display
 from lakecore.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -132,7 +134,13 @@ def emit(args: argparse.Namespace, human: str, data: Any) -> None:
     if getattr(args, "json", False):
         print(json.dumps(data, indent=2, sort_keys=True, default=str))
     else:
-        print(human)
+        print(escape_for_display(human))
+
+
+def say(text: str, *, error: bool = False) -> None:
+    """One line (or block) for a person, on stdout or stderr, names escaped
+    (``lakecore.display``): every command prints through here or ``emit``."""
+    print(escape_for_display(text), file=sys.stderr if error else sys.stdout, flush=True)
 
 
 def emit_error(message: str, exit_code: int, **extra: Any) -> None:
@@ -168,6 +176,7 @@ __all__ = [
     "open_lakehouse",
     "open_view",
     "resolve_version",
+    "say",
     "storage_options_of",
     "time_millis",
 ]

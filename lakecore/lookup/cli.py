@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from lakecore.cliargs import add_version_options, emit, open_view, resolve_version
+from lakecore.cliargs import add_version_options, emit, open_view, resolve_version, say
 from lakecore.errors import ExitCode, InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -95,7 +95,6 @@ def cmd_lookup(args: argparse.Namespace) -> int:
 def _hint_unpadded(keys: list[str], values: list[str | None], view: Any) -> None:
     """A raw KEY is the key as stored, padded; ``lookup get ns1`` is absent for that reason
     alone. Say so on stderr (the answer stays "absent", exit 5)."""
-    import sys
 
     from lakecore import keys as K
     from lakecore.errors import LakecoreError
@@ -106,10 +105,10 @@ def _hint_unpadded(keys: list[str], values: list[str | None], view: Any) -> None
         try:
             K.parse_key(key, view.lakehouse_def)
         except LakecoreError:
-            print(
+            say(
                 f"lakecore: {key!r} is not an object key as stored (B=== or C=== and names padded to their "
                 "full width); use --namespace NS [--table T] to look a name up",
-                file=sys.stderr,
+                error=True,
             )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lakecore.display import escape_for_display
 from lakecore.outputs import GENERATOR_META, OutputKind, write_text_atomically
 
 STYLE = """
@@ -51,7 +52,9 @@ summary code { font-size: 0.9em; }
 
 
 def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    """``value`` as HTML text, with what a browser would act on rather than show (a
+    right-to-left override in a name) escaped as the terminal shows it (``lakecore.display``)."""
+    return html.escape(escape_for_display("" if value is None else str(value)))
 
 
 def page(title: str, body: Iterable[str]) -> str:
