@@ -743,10 +743,10 @@ def test_s3_no_credentials_says_what_to_give() -> None:
     trial). The name stays: the jobs recognise it in an executor's error to add their advice."""
     from botocore.exceptions import NoCredentialsError
 
-    from lakecore import storage as storage_module
+    from lakecore.storage import translate as storage_translate
 
     with pytest.raises(StorageError) as info:
-        storage_module._raise_translated(
+        storage_translate.raise_translated(
             NoCredentialsError(), "s3://b/lake/x", "read", reading=True
         )
     message = str(info.value)
@@ -759,15 +759,15 @@ def test_s3_no_credentials_says_what_to_give() -> None:
 def test_a_file_of_unknown_age_counts_as_just_written() -> None:
     """A store that gives no modification time (or one that does not parse): the file used to
     be dated 1970, the oldest of all, and passed any grace period; it is now the newest."""
-    from lakecore import storage as storage_module
     from lakecore.maintenance.listing import ListedFile
     from lakecore.maintenance.tally import select_by_age
+    from lakecore.storage import backend as storage_backend
 
     now = 1_800_000_000_000
     for unknown in (None, "yesterday", True):
-        assert storage_module._to_millis(unknown) == storage_module.UNKNOWN_MTIME_MILLIS
-    assert storage_module._to_millis("2026-01-01T00:00:00Z") == 1_767_225_600_000
-    listed = ListedFile("0001/x", 1, storage_module._to_millis(None), FileKind.NODE)
+        assert storage_backend.to_millis(unknown) == storage_backend.UNKNOWN_MTIME_MILLIS
+    assert storage_backend.to_millis("2026-01-01T00:00:00Z") == 1_767_225_600_000
+    listed = ListedFile("0001/x", 1, storage_backend.to_millis(None), FileKind.NODE)
     selection = select_by_age([listed], cutoff_millis=now)
     assert (selection.old, selection.too_young) == ([], [listed])
 
