@@ -204,8 +204,8 @@ def load_settings(env: str) -> MaintenanceSettings:
 
 
 def parse_duration_seconds(text: str) -> float:
-    """``90s``, ``15m``, ``6h``, ``3d``, ``250ms`` or plain seconds (``lakecore.durations``)."""
-    from lakecore.durations import parse_duration_millis
+    """``90s``, ``15m``, ``6h``, ``3d``, ``250ms`` or plain seconds (``lakecore.units``)."""
+    from lakecore.units import parse_duration_millis
 
     return parse_duration_millis(text, what="duration", plain_unit="s") / 1000
 
@@ -228,8 +228,8 @@ def checked_option(parse: Callable[[str], Any]) -> Callable[[str], str]:
 
 def parse_time_millis(text: str) -> int:
     """``--now`` as epoch millis or an ISO-8601 timestamp (Airflow's ``data_interval_end``):
-    ``lakecore.humanize.parse_time_millis``, refused as a bad argument."""
-    from lakecore.humanize import parse_time_millis as parse_time
+    ``lakecore.units.parse_time_millis``, refused as a bad argument."""
+    from lakecore.units import parse_time_millis as parse_time
 
     try:
         return parse_time(text, what="--now")
@@ -829,7 +829,7 @@ class StageProgress:
         """The stage's line; ``ended`` (``done in``, ``interrupted after``, ``failed after``)
         once it is over, with the exact time, which the live line rounds to a tenth of a second
         (a driver stage of 45 ms read "done in 0ms")."""
-        from lakecore.humanize import format_seconds
+        from lakecore.units import format_seconds
 
         elapsed = time.monotonic() - self._started
         text = f"lakecore {self.job} [{self.name}] {self.description}"
@@ -1222,7 +1222,7 @@ def _say(text: str) -> None:
 def _print_summary(report: JobReport) -> None:
     """The human summary: sizes, durations and times in units a person reads (the JSON report
     keeps the exact numbers)."""
-    from lakecore.humanize import format_bytes, format_seconds
+    from lakecore.units import format_bytes, format_seconds
 
     head = f"lakecore {report.job} [{report.status}{' (dry run)' if report.dry_run else ''}] {report.lakehouse}"
     versions = ""

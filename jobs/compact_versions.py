@@ -65,7 +65,6 @@ from jobs.spark_units import (
     unreached_only,
 )
 from lakecore.errors import UnsafeOptionError
-from lakecore.humanize import format_bytes, format_time_millis, plural
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.clock import Clocks, machine_clock_millis, read_clocks
 from lakecore.maintenance.damage import DAMAGED_MARK
@@ -84,6 +83,7 @@ from lakecore.maintenance.expire import (
 )
 from lakecore.maintenance.listing import ERROR_KEY
 from lakecore.tree.store import NodeCache
+from lakecore.units import format_bytes, format_time_millis, plural
 
 
 def _parser() -> Any:

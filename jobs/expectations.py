@@ -465,8 +465,8 @@ def render_html(
     violations, the expectations that failed, then the versions checked, the summary and the
     expectations that passed. It states the same facts as the JSON report (per version:
     whether the catalog checks ran, which ``--deep`` alone does not say)."""
-    from lakecore.humanize import plural
     from lakecore.report.html import banner, esc, page, table
+    from lakecore.units import plural
 
     status = status or str(summary.get("status", "ok"))
     items = list((expectations or {}).get("expectations", []))

@@ -48,7 +48,6 @@ from lakecore.errors import (
     TreeStructureError,
 )
 from lakecore.export import CopyFiles
-from lakecore.humanize import format_bytes, plural
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import is_full_uri
 from lakecore.maintenance.partition import SubtreeTask, cut_tree
@@ -56,6 +55,7 @@ from lakecore.maintenance.reachable import Reachable
 from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree import NodeStore, TreeShape
+from lakecore.units import format_bytes, plural
 from lakecore.versions import RootInfo, read_version
 
 # Files copied per executor task: large enough to amortise task overhead, small enough that a

@@ -47,7 +47,6 @@ from jobs.frames import collect_objects, fan_out_objects
 from lakecore.argparsing import ArgumentError
 from lakecore.commit import RootPlan
 from lakecore.errors import CommitConflictError
-from lakecore.humanize import format_bytes, plural
 from lakecore.lakehouse import Lakehouse
 from lakecore.maintenance.flush import (
     FlushTask,
@@ -61,6 +60,7 @@ from lakecore.maintenance.flush import (
 from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree import IOStats, TreeShape, TreeWriter
+from lakecore.units import format_bytes, plural
 from lakecore.versions import RootInfo
 
 

@@ -73,7 +73,6 @@ from jobs.spark_units import (
     sample_paths,
 )
 from lakecore.errors import LakecoreError, UnsafeOptionError
-from lakecore.humanize import format_seconds, plural
 from lakecore.locations import hash_directory_prefixes
 from lakecore.maintenance.clock import Clocks, machine_clock_millis, read_clocks
 from lakecore.maintenance.damage import DAMAGED_MARK, may_be_damage
@@ -104,6 +103,7 @@ from lakecore.maintenance.side_by_side import side_by_side
 from lakecore.outputs import Output, OutputKind, refuse_foreign_target
 from lakecore.storage import Storage, request_pool
 from lakecore.tree.store import PREFETCH_THREADS, NodeCache
+from lakecore.units import format_seconds, plural
 
 # Retained versions listed in the report; beyond this only the count and the range.
 VERSIONS_IN_REPORT = 1000

@@ -65,7 +65,6 @@ from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
 from lakecore.argparsing import ArgumentError, output_file, whole_number
 from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionExpiredError
-from lakecore.humanize import plural
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.check import (
@@ -98,6 +97,7 @@ from lakecore.maintenance.validate import (
 from lakecore.outputs import Output, OutputKind, refuse_foreign_target
 from lakecore.storage import Storage
 from lakecore.tree import NodeStore
+from lakecore.units import plural
 from lakecore.versions import latest_version, list_root_versions
 from lakecore.view import external_roots_of
 
@@ -618,7 +618,7 @@ def _report(
     report.details["html_report"] = None
     if ctx.args.report:
         from jobs.expectations import render_html, write_html
-        from lakecore.humanize import format_bytes
+        from lakecore.units import format_bytes
 
         catalog_runs = sum(1 for r in checked if r.catalog_checked)
         summary = {

@@ -40,9 +40,9 @@ from lakecore.errors import (
     TreeStructureError,
     exit_code_help,
 )
-from lakecore.humanize import plural
 from lakecore.lookup import cli as lookup_cli
 from lakecore.maintenance.damage import damage_next_step, with_next_step
+from lakecore.units import plural
 
 if TYPE_CHECKING:
     from lakecore.lakehouse import ExportMode
@@ -290,8 +290,8 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 def cmd_versions(args: argparse.Namespace) -> int:
     from lakecore.history import history
-    from lakecore.humanize import format_bytes, format_time_millis
     from lakecore.storage import Storage
+    from lakecore.units import format_bytes, format_time_millis
     from lakecore.view import list_versions
 
     # Not through open_lakehouse: the log must show a damaged latest version, not fail on it.
@@ -346,7 +346,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
 
 
 def _history_text(entries: list[Any], now_millis: int) -> str:
-    from lakecore.humanize import format_age, format_bytes, format_time_millis
+    from lakecore.units import format_age, format_bytes, format_time_millis
 
     if not entries:
         return "(no versions in that range)"
@@ -575,7 +575,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def _duration_millis(what: str) -> Callable[[str], int]:
     def parse(text: str) -> int:
-        from lakecore.durations import parse_duration_millis
+        from lakecore.units import parse_duration_millis
 
         try:
             return parse_duration_millis(text, what=what)
@@ -617,7 +617,7 @@ def _settings_data(lh: Any) -> dict[str, Any]:
 
 
 def _settings_text(data: dict[str, Any]) -> str:
-    from lakecore.durations import format_duration_millis
+    from lakecore.units import format_duration_millis
 
     lines = [
         f"lakehouse {data['name']!r} at version {data['version']}",

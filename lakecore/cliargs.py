@@ -82,7 +82,7 @@ def open_lakehouse(args: argparse.Namespace) -> Lakehouse:
 def time_millis(text: str) -> int:
     """An argparse type (``--as-of``, ``--since``): an ISO-8601 time (UTC unless it names a zone)
     or epoch milliseconds. argparse names the option in front of the message."""
-    from lakecore.humanize import parse_time_millis
+    from lakecore.units import parse_time_millis
 
     try:
         return parse_time_millis(text, what="the time")

@@ -23,9 +23,9 @@ from lakecore import keys
 from lakecore.argparsing import OneLineArgumentParser
 from lakecore.defs import LakehouseDef
 from lakecore.errors import InvalidArgumentError, LakecoreError
-from lakecore.humanize import plural
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import FileKind, classify_path
+from lakecore.units import plural
 
 # Set on every demo lakehouse: the mark that lets a later demo run recreate it.
 DEMO_PROPERTY = "lakecore.demo"

@@ -31,8 +31,8 @@ from typing import Any
 from lakecore import keys as K
 from lakecore.defs import LakehouseDef
 from lakecore.errors import LakecoreError
-from lakecore.humanize import plural
 from lakecore.storage import Storage
+from lakecore.units import plural
 from lakecore.versions import expired_versions, export_pins
 from lakecore.view import LakehouseView, VersionInfo, list_versions, open_version
 
@@ -302,7 +302,7 @@ def _short(value: Any, name: str = "") -> str:
     if value is None:
         return "(unset)"
     if isinstance(value, int) and "_millis" in name:
-        from lakecore.durations import format_duration_millis
+        from lakecore.units import format_duration_millis
 
         return format_duration_millis(value)
     text = str(value)

@@ -34,7 +34,6 @@ from lakecore.errors import (
     VersionExpiredError,
     is_damage,
 )
-from lakecore.humanize import format_time_millis
 from lakecore.locations import (
     LATEST_HINT_FILE_NAME,
     MAX_VERSION,
@@ -44,6 +43,7 @@ from lakecore.locations import (
 )
 from lakecore.node import Node, decode_node, encode_node
 from lakecore.storage import Storage
+from lakecore.units import format_time_millis
 
 # Longest run of versions probed one by one before switching to galloping; beyond it the hint
 # is far behind and a doubling search finds the end in O(log gap) probes.

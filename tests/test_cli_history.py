@@ -12,11 +12,11 @@ import pytest
 from lakecore.cli import build_parser, main
 from lakecore.errors import ExitCode
 from lakecore.history import display_name, history
-from lakecore.humanize import format_bytes, format_seconds, format_time_millis, plural
 from lakecore.lakehouse import Lakehouse
 from lakecore.storage import Storage
 from lakecore.tree import SHARED_CACHE
 from lakecore.treeinfo import to_dot
+from lakecore.units import format_bytes, format_seconds, format_time_millis, plural
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

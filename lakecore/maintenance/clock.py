@@ -36,8 +36,8 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
-from lakecore.humanize import format_seconds, format_time_millis
 from lakecore.storage import Storage
+from lakecore.units import format_seconds, format_time_millis
 
 # How far --now may run ahead of the clock, and how far the driver's and the store's clocks may
 # differ before a job says so: the clocks of a scheduler, a cluster and a store differ.

@@ -60,7 +60,6 @@ from typing import Final
 from lakecore.errors import (
     UnsafeOptionError,
 )
-from lakecore.humanize import format_seconds
 from lakecore.locations import (
     hash_directory_prefixes,
 )
@@ -86,6 +85,7 @@ from lakecore.maintenance.roots import Retained, read_retained
 from lakecore.maintenance.tally import Tally, select_by_age, tally_in_memory
 from lakecore.storage import Storage
 from lakecore.tree.store import NodeCache
+from lakecore.units import format_seconds
 
 # Shorter than any sane commit: below it gc could delete the files of a commit in flight.
 MIN_GRACE_SECONDS: Final = 3600

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lakecore.durations import parse_duration_millis
 from lakecore.errors import InvalidArgumentError
+from lakecore.units import parse_duration_millis
 
 
 @dataclass(frozen=True)

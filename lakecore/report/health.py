@@ -24,11 +24,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lakecore.durations import format_duration_millis
 from lakecore.errors import InvalidArgumentError
 from lakecore.history import HistoryEntry
-from lakecore.humanize import format_bytes, format_time_millis, plural
 from lakecore.report.html import banner, cards, esc, page, pill, table, write_page
+from lakecore.units import format_bytes, format_duration_millis, format_time_millis, plural
 
 OPERATION_COLOURS = {
     "create": "#6941c6",

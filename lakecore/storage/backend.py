@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from lakecore.errors import LakecoreError
 from lakecore.locations import check_relative_path
+from lakecore.units import LATEST_TIME_MILLIS
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class FileInfo:
 # The modification time of a file whose store gave none (or one that does not parse): the last
 # millisecond of year 9999. A file of unknown age counts as just written, so that no grace
 # period ever passes for it and gc never deletes it: 0, the epoch, made it the oldest of all.
-UNKNOWN_MTIME_MILLIS = 253_402_300_799_999
+UNKNOWN_MTIME_MILLIS = LATEST_TIME_MILLIS
 
 
 @dataclass(frozen=True)
