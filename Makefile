@@ -48,7 +48,7 @@ $(AIRFLOW_STAMP): Makefile
 	touch $(AIRFLOW_STAMP)
 
 demo: $(STAMP) jvm-archive
-	$(VENV_PY) -m lakecore.demo --lakehouse "$(DEMO_LAKE)"
+	$(VENV_PY) -m jobs.demo --lakehouse "$(DEMO_LAKE)"
 
 # Headless Chromium for tests/jobs/test_pages.py (screenshots of the HTML pages). Installed
 # quietly where apt-get is available and we are root; anywhere else the test skips its browser part.
@@ -81,5 +81,5 @@ bench: $(STAMP)
 # The demo lakehouse goes through the demo's own remover: DEMO_LAKE may name a folder that holds
 # other files, and `make clean` must never delete what the demo did not make.
 clean:
-	if [ -x $(VENV_PY) ]; then $(VENV_PY) -m lakecore.demo --remove --lakehouse "$(DEMO_LAKE)"; fi
+	if [ -x $(VENV_PY) ]; then $(VENV_PY) -m jobs.demo --remove --lakehouse "$(DEMO_LAKE)"; fi
 	rm -rf $(VENV) $(AIRFLOW_VENV) demo-reports build .pytest_cache .mypy_cache .ruff_cache

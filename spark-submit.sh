@@ -284,7 +284,7 @@ venv_py="$ROOT/.venv/bin/python"
 
 # --- --remote sc://HOST:PORT or $SPARK_REMOTE: a Spark Connect client, no JVM here ------------------
 names_option() {  # $1: an argument, $2: an option; true for --option and --option=... (the
-    # jobs take no abbreviation: lakecore/argparsing.py)
+    # jobs take no abbreviation: lakecore/cli/argparsing.py)
     [[ "${1%%=*}" == "$2" ]]
 }
 remote=""

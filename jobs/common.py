@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from jobs.startup import take_dispositions_before_startup
-from lakecore.argparsing import ArgumentError, OneLineArgumentParser, output_file, whole_number
+from lakecore.cli.argparsing import ArgumentError, OneLineArgumentParser, output_file, whole_number
+from lakecore.cli.outputs import Output, OutputKind, check_outputs, write_text_atomically
 from lakecore.display import escape_for_display
 from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError, exit_code_help
 from lakecore.maintenance.damage import with_next_step
 from lakecore.maintenance.settings import MaintenanceSettings
-from lakecore.outputs import Output, OutputKind, check_outputs, write_text_atomically
 from lakecore.storage import Storage, parse_storage_options
 from lakecore.versions import no_lakehouse, refuse_a_file_as_root
 from lakecore.view import refuse_unsupported_format
@@ -173,7 +173,7 @@ def job_outputs(args: argparse.Namespace) -> list[Output]:
 
 def _outputs_outside_lakehouse(args: argparse.Namespace) -> str | None:
     """Refuse, as the command line is read, an output inside the lakehouse or onto a file no
-    lakecore command wrote (``lakecore.outputs.check_outputs``)."""
+    lakecore command wrote (``lakecore.cli.outputs.check_outputs``)."""
     try:
         check_outputs(job_outputs(args), args.lakehouse)
     except InvalidArgumentError as exc:

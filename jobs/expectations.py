@@ -45,7 +45,6 @@ import operator
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
 from lakecore import keys as K
@@ -435,7 +434,7 @@ def _validate(gx: Any, df: Any, row_count: int, partial_unexpected: int) -> dict
 
 
 def _expectation_row(item: Mapping[str, Any]) -> tuple[str, ...]:
-    from lakecore.report.html import esc, pill
+    from lakecore.lakehouse.report.html import esc, pill
 
     values = "<br>".join(f"<code>{esc(repr(v))}</code>" for v in item.get("unexpected_values", []))
     if item.get("error"):
@@ -465,7 +464,7 @@ def render_html(
     violations, the expectations that failed, then the versions checked, the summary and the
     expectations that passed. It states the same facts as the JSON report (per version:
     whether the catalog checks ran, which ``--deep`` alone does not say)."""
-    from lakecore.report.html import banner, esc, page, table
+    from lakecore.lakehouse.report.html import banner, esc, page, table
     from lakecore.units import plural
 
     status = status or str(summary.get("status", "ok"))
@@ -578,10 +577,3 @@ def render_html(
         if passed:
             body.append(table(headers, [_expectation_row(e) for e in passed], raw=True))
     return page(title, body)
-
-
-def write_html(path: str | Path, page: str) -> str:
-    """Write the page atomically; returns the path written."""
-    from lakecore.report.html import write_page
-
-    return write_page(path, page)

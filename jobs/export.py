@@ -14,7 +14,7 @@ expiry. ``partial`` and ``minimal`` exports copy at most the internal nodes and 
 (``Lakehouse.export_snapshot``).
 
 Nothing is written when the name is taken, the version does not exist, or the target already
-holds a lakehouse or files lakecore did not name (``lakecore.export.refuse_foreign_files``). A copy that fails part-way leaves files but no root at the target: it is not
+holds a lakehouse or files lakecore did not name (``lakecore.lakehouse.export.refuse_foreign_files``). A copy that fails part-way leaves files but no root at the target: it is not
 a lakehouse, and rerunning the export on the same target overwrites those files.
 """
 
@@ -42,13 +42,13 @@ from typing import Any, Final
 from jobs.common import JobContext, base_parser, run_job, storage_options
 from jobs.frames import Columns, driver_rows, fan_out
 from jobs.spark_units import sample_paths
-from lakecore.argparsing import ArgumentError, whole_number
+from lakecore.cli.argparsing import ArgumentError, whole_number
 from lakecore.errors import (
     LakecoreError,
     TreeStructureError,
 )
-from lakecore.export import CopyFiles
 from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.export import CopyFiles
 from lakecore.locations import is_full_uri
 from lakecore.maintenance.partition import SubtreeTask, cut_tree
 from lakecore.maintenance.reachable import Reachable
@@ -166,7 +166,7 @@ def _copy(
 
 
 def _distributed_copy(ctx: JobContext, exported_root: RootInfo, batch_size: int) -> CopyFiles:
-    """A ``lakecore.export.CopyFiles`` that lists and copies on executors. The paths stay in
+    """A ``lakecore.lakehouse.export.CopyFiles`` that lists and copies on executors. The paths stay in
     Spark: the driver gets the counts, one offending path when there is one, and a sample."""
     from pyspark.sql import functions as F
     from pyspark.storagelevel import StorageLevel

@@ -44,7 +44,7 @@ from typing import Any
 
 from jobs.common import EXIT_CONFLICT, JobContext, JobReport, base_parser, checked_option, run_job
 from jobs.frames import collect_objects, fan_out_objects
-from lakecore.argparsing import ArgumentError
+from lakecore.cli.argparsing import ArgumentError
 from lakecore.commit import RootPlan
 from lakecore.errors import CommitConflictError
 from lakecore.lakehouse import Lakehouse

@@ -72,6 +72,7 @@ from jobs.spark_units import (
     reach_frame,
     sample_paths,
 )
+from lakecore.cli.outputs import Output, OutputKind, refuse_foreign_target
 from lakecore.errors import LakecoreError, UnsafeOptionError
 from lakecore.locations import hash_directory_prefixes
 from lakecore.maintenance.clock import Clocks, machine_clock_millis, read_clocks
@@ -100,7 +101,6 @@ from lakecore.maintenance.reach import (
 )
 from lakecore.maintenance.roots import read_retained
 from lakecore.maintenance.side_by_side import side_by_side
-from lakecore.outputs import Output, OutputKind, refuse_foreign_target
 from lakecore.storage import Storage, request_pool
 from lakecore.tree.store import PREFETCH_THREADS, NodeCache
 from lakecore.units import format_seconds, plural

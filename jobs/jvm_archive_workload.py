@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from jobs.driver_jvm import BUILD_TIMEOUT_SECONDS, REPO_ROOT, java_options
-from lakecore.argparsing import OneLineArgumentParser
+from lakecore.cli.argparsing import OneLineArgumentParser
 from lakecore.errors import LakecoreError
 
 
@@ -37,7 +37,7 @@ def run(archive: str) -> int:
     from pyspark import SparkConf, SparkContext
 
     from jobs import flush, gc, validate
-    from lakecore.demo import build_sample
+    from lakecore.lakehouse.demo import build_sample
 
     log4j = REPO_ROOT / "conf" / "log4j2.properties"
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -5,7 +5,7 @@
     ./spark-submit.sh repair --lakehouse URI rollback --to-last-valid [--yes]
     ./spark-submit.sh repair --lakehouse URI drop-damaged [--yes]
 
-The work is ``lakecore.repair`` (the same as ``lakecore repair``): it reads roots and checks
+The work is ``lakecore.lakehouse.repair`` (the same as ``lakecore repair``): it reads roots and checks
 versions one at a time on the driver, stopping at the first clean version, which is usually the
 newest or close to it, so it needs no executors. It works when the newest root files, one in
 the middle, or the hint are truncated, empty, garbage or missing: damaged roots keep their
@@ -39,9 +39,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from jobs.common import JobContext, base_parser, run_job
-from lakecore import repair
-from lakecore.argparsing import ArgumentError, whole_number
+from lakecore.cli.argparsing import ArgumentError, whole_number
 from lakecore.display import escape_for_display
+from lakecore.lakehouse import repair
 
 ACTIONS = ("rebuild-hint", "rollback", "drop-damaged")
 

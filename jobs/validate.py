@@ -63,7 +63,13 @@ from jobs.common import (
 )
 from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
-from lakecore.argparsing import ArgumentError, output_file, whole_number
+from lakecore.cli.argparsing import ArgumentError, output_file, whole_number
+from lakecore.cli.outputs import (
+    Output,
+    OutputKind,
+    refuse_foreign_target,
+    write_text_atomically,
+)
 from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionExpiredError
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import root_node_file_name
@@ -94,7 +100,6 @@ from lakecore.maintenance.validate import (
     run_subtree_works,
     unique_key_candidates,
 )
-from lakecore.outputs import Output, OutputKind, refuse_foreign_target
 from lakecore.storage import Storage
 from lakecore.tree import NodeStore
 from lakecore.units import plural
@@ -617,7 +622,7 @@ def _report(
         report.error = "; ".join(problems)
     report.details["html_report"] = None
     if ctx.args.report:
-        from jobs.expectations import render_html, write_html
+        from jobs.expectations import render_html
         from lakecore.units import format_bytes
 
         catalog_runs = sum(1 for r in checked if r.catalog_checked)
@@ -650,16 +655,18 @@ def _report(
             versions=report.details["versions"],
             violations_total=found.total,
         )
-        report.details["html_report"] = write_html(report_page(ctx.args.report), page)
+        report.details["html_report"] = write_text_atomically(
+            report_page(ctx.args.report), page, OutputKind.HTML_PAGE
+        )
     if getattr(ctx.args, "html", None):
         _health_page(ctx)
 
 
 def _health_page(ctx: JobContext) -> None:
     """``--html PATH``: the lakehouse health page with this validation's result on it."""
-    from lakecore.describe import describe
-    from lakecore.history import history
-    from lakecore.report.health import write_health_page
+    from lakecore.lakehouse.describe import describe
+    from lakecore.lakehouse.history import history
+    from lakecore.lakehouse.report.health import render_health_page
 
     report = ctx.report
     lh = Lakehouse.open(ctx.storage.root_uri, storage_options=ctx.storage.storage_options)
@@ -670,9 +677,8 @@ def _health_page(ctx: JobContext) -> None:
     reports_dir = ctx.args.reports_dir or (
         str(Path(ctx.args.report).parent) if ctx.args.report else None
     )
-    report.details["health_page"] = write_health_page(
-        ctx.args.html, data, entries, validation=report.as_dict(), reports_dir=reports_dir
-    )
+    page = render_health_page(data, entries, validation=report.as_dict(), reports_dir=reports_dir)
+    report.details["health_page"] = write_text_atomically(ctx.args.html, page, OutputKind.HTML_PAGE)
     report.summary.append(f"health page: {report.details['health_page']}")
 
 

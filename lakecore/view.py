@@ -69,7 +69,7 @@ from lakecore.versions import (
 if TYPE_CHECKING:
     from lakecore.lookup import LookupReader
 
-# In an exported copy's definition (``lakecore.export``). ``source_root`` is the one root a
+# In an exported copy's definition (``lakecore.lakehouse.export``). ``source_root`` is the one root a
 # minimal or partial copy may read through to; ``source`` (every mode) only says where the copy
 # came from. ``mode`` marks a definition as an exported copy's: such a lakehouse is read-only.
 EXPORT_SOURCE_PROPERTY = "lakecore.export.source_root"
@@ -511,7 +511,7 @@ def has_lakehouse(storage: Storage) -> bool:
 
 
 def external_roots_of(lakehouse_def: LakehouseDef) -> tuple[str, ...]:
-    """The source root an export copy may point into (``lakecore.export``); none otherwise."""
+    """The source root an export copy may point into (``lakecore.lakehouse.export``); none otherwise."""
     source = lakehouse_def.properties.get(EXPORT_SOURCE_PROPERTY)
     return (source,) if source else ()
 

@@ -1,10 +1,12 @@
 """The three tiers, checked from the source (docs/architecture.md).
 
-1. Format core: errors, locations, keys, defs, storage, node, tree, versions, commit, view, the
-   lookup codec and small shared helpers. It imports nothing above it.
-2. Engine-neutral catalog and maintenance: lakehouse, export, repair, fsck, maintenance/,
-   the lookup cache, integrations; then the command line on top. Never pyspark or jobs/.
-   ``lakecore.maintenance`` never imports the catalog API (``lakecore.lakehouse``).
+1. Format core (``lakecore`` and its packages not named below): errors, locations, keys,
+   defs, storage, node, tree, versions, commit, view, the lookup codec and its version cache,
+   units, display. It imports nothing above it.
+2. Engine-neutral catalog and maintenance, one package each: ``lakecore.lakehouse`` (the
+   catalog API and the operations on a lakehouse), ``lakecore.maintenance``,
+   ``lakecore.iceberg``; then the command line, ``lakecore.cli``, on top. Never pyspark or
+   jobs/. ``lakecore.maintenance`` never imports the catalog API (``lakecore.lakehouse``).
 3. Spark: jobs/.
 
 Every import counts, also one inside a function: a deferred import is still a dependency.
@@ -24,20 +26,9 @@ PACKAGES = ("lakecore", "jobs")
 TIERS: dict[str, float] = {
     "lakecore": 1,
     "lakecore.lakehouse": 2,
-    "lakecore.export": 2,
-    "lakecore.repair": 2,
-    "lakecore.fsck": 2,
-    "lakecore.treeinfo": 2,
-    "lakecore.history": 2,
-    "lakecore.describe": 2,
-    "lakecore.report": 2,
-    "lakecore.demo": 2,
     "lakecore.maintenance": 2,
-    "lakecore.lookup.cache": 2,
     "lakecore.iceberg": 2,
     "lakecore.cli": 2.5,
-    "lakecore.cliargs": 2.5,
-    "lakecore.lookup.cli": 2.5,
     "jobs": 3,
 }
 ENGINES = ("pyspark", "great_expectations", "py4j")

@@ -323,7 +323,7 @@ def test_two_exports_to_one_target_at_once_one_wins_and_the_other_says_so(
     """Two full exports to one target at once (a new-user trial): the loser failed with
     "AlreadyExistsError: file .../_000...arrow already exists" and left its own definition file
     beside the winner's. The winner is simulated inside the loser's copy, after its checks."""
-    from lakecore.export import copy_reachable_files
+    from lakecore.lakehouse.export import copy_reachable_files
 
     target = tmp_path / "copy"
     loser = Lakehouse.open(str(lake))
@@ -492,7 +492,11 @@ def test_a_settings_set_that_changes_nothing_commits_nothing(lake: Path) -> None
             ["version 3 has no maximum-version-age override"],
         ),
         (["--unset-property", "owner"], ExitCode.NOT_FOUND, ["'owner' is not set"]),
-        (["--property", "lakecore.export.mode=full"], ExitCode.BAD_INPUT, ["is reserved"]),
+        (
+            ["--property", "lakecore.export.mode=full"],
+            ExitCode.BAD_INPUT,
+            ["is reserved"],
+        ),
         (
             ["--property", "a=1", "--unset-property", "a"],
             ExitCode.BAD_INPUT,

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from lakecore.cli import build_parser, main
+from lakecore.cli.main import build_parser, main
 from lakecore.errors import ExitCode
-from lakecore.history import display_name, history
 from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.history import display_name, history
+from lakecore.lakehouse.treeinfo import to_dot
 from lakecore.storage import Storage
 from lakecore.tree import SHARED_CACHE
-from lakecore.treeinfo import to_dot
 from lakecore.units import format_bytes, format_seconds, format_time_millis, plural
 
 
@@ -250,7 +250,7 @@ def test_human_units() -> None:
 
 
 def test_storage_listing_is_the_one_in_describe(lake: Lakehouse) -> None:
-    from lakecore.describe import file_stats
+    from lakecore.lakehouse.describe import file_stats
 
     stats = file_stats(Storage(lake.uri))
     assert stats["by_kind"]["table_def"]["count"] >= 4 and stats["errors"] == []
@@ -311,7 +311,7 @@ def test_a_rollback_from_a_damaged_version_is_still_a_rollback_in_the_log(tmp_pa
         f"changes unknown: the tree of version {damaged_version} cannot be read (CorruptNodeFileError"
     ), entries[damaged_version].summary
     # Once drop-damaged has removed the damaged version, the rollback still names what it restored.
-    from lakecore import repair
+    from lakecore.lakehouse import repair
 
     assert repair.drop_damaged(lh.storage, apply=True).dropped_versions == [damaged_version]
     entry = {e.version: e for e in history(lh.storage)}[restored]

@@ -13,7 +13,7 @@ import pytest
 from lakecore.cli import main as cli_main
 from lakecore.display import escape_for_display
 from lakecore.lakehouse import Lakehouse
-from lakecore.report.html import esc
+from lakecore.lakehouse.report.html import esc
 
 REVERSED = "invoices\u202etxt.exe"
 

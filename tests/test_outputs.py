@@ -1,4 +1,4 @@
-"""Outputs never land on a file they do not own (lakecore/outputs.py).
+"""Outputs never land on a file they do not own (lakecore/cli/outputs.py).
 
 A report path inside the lakehouse once replaced the latest root file with a JSON report, from a
 dry run, and every command then failed with ``DamagedLakehouseError``. Each case below is
@@ -17,16 +17,16 @@ import pytest
 from jobs import gc as gc_job
 from jobs import validate as validate_job
 from lakecore.cli import main as cli_main
-from lakecore.errors import ExitCode, InvalidArgumentError
-from lakecore.lakehouse import Lakehouse
-from lakecore.locations import root_node_file_name
-from lakecore.outputs import (
-    GENERATOR_META,
+from lakecore.cli.outputs import (
     Output,
     OutputKind,
     check_outputs,
     write_text_atomically,
 )
+from lakecore.errors import ExitCode, InvalidArgumentError
+from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.report.html import GENERATOR_META
+from lakecore.locations import root_node_file_name
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -29,8 +29,8 @@ from lakecore.errors import (
     StorageError,
     StorageTimeoutError,
 )
-from lakecore.fsck import check_version
 from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.fsck import check_version
 from lakecore.storage import Storage
 from tests.jobs.test_gc import build_lake
 

@@ -1,6 +1,6 @@
 """Validating versions in pieces: the units behind the Spark ``validate`` job (no Spark here).
 
-The single-process reference is ``lakecore.fsck.check_version``; this module computes the same
+The single-process reference is ``lakecore.lakehouse.fsck.check_version``; this module computes the same
 violations with the work cut into subtrees, so that executors can do it:
 
 1. **plan** (driver, ``plan_version``): ``partition.cut_tree`` loads the top of the tree and
@@ -964,7 +964,7 @@ def validate_in_process(
 
 
 def validate_view(view: LakehouseView, *, target: int = 4, deep: bool = False) -> VersionResult:
-    """``validate_in_process`` for an opened version (compare: ``lakecore.fsck.check_version``)."""
+    """``validate_in_process`` for an opened version (compare: ``lakecore.lakehouse.fsck.check_version``)."""
     return validate_in_process(
         view.storage,
         view.version,

@@ -46,7 +46,7 @@ pytestmark = pytest.mark.timeout(2400)
 # Builds the two lakehouses with the project venv; prints their versions as JSON.
 BUILD = """
 import json, os, sys
-from lakecore.demo import build_sample
+from lakecore.lakehouse.demo import build_sample
 from lakecore.maintenance.reachable import reachable_from_root
 good, bad = sys.argv[1], sys.argv[2]
 g = build_sample(good, namespaces=2, tables_per_namespace=12)

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from lakecore.errors import AlreadyExistsError, NamespaceNotEmptyError, NotFoundError
-from lakecore.fsck import check_version
 from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.fsck import check_version
 
 NAMES = st.sampled_from(["a", "b", "sales", "ops", "x1", "é"])
 TABLES = st.sampled_from(["t1", "t2", "orders", "users", "ü"])

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from lakecore.errors import CommitConflictError
-from lakecore.fsck import check_version
 from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.fsck import check_version
 from lakecore.storage import Storage
 from lakecore.versions import latest_version, list_root_versions
 

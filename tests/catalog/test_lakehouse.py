@@ -18,8 +18,8 @@ from lakecore.errors import (
     UnsupportedFormatVersionError,
     VersionExpiredError,
 )
-from lakecore.fsck import check_version
 from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.fsck import check_version
 from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
 from lakecore.storage import Storage
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from lakecore.demo import leave_crashed_commit
 from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.demo import leave_crashed_commit
 from lakecore.versions import list_root_versions
 from tests.conftest import S3TestServer
 from tests.jobs.test_gc import assert_every_version_valid, build_lake

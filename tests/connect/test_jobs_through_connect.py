@@ -34,8 +34,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from lakecore.demo import leave_crashed_commit
 from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.demo import leave_crashed_commit
 from tests.conftest import S3TestServer
 from tests.jobs.test_gc import assert_every_version_valid, build_lake
 from tests.spark_cluster import PROJECT_PYTHON, REPO, free_port

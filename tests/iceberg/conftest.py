@@ -24,9 +24,9 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
 from lakecore import clear_caches
-from lakecore.fsck import check_version
 from lakecore.iceberg import LakecoreCatalog
 from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.fsck import check_version
 from lakecore.maintenance.validate import validate_view
 from tests.conftest import S3_TEST_REGION, S3TestServer
 

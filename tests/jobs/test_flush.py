@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from jobs.flush import main as flush_main
-from lakecore.fsck import check_version
 from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.fsck import check_version
+from lakecore.lakehouse.treeinfo import buffered_messages
 from lakecore.tree import items
-from lakecore.treeinfo import buffered_messages
 
 
 def _catalog(uri: str, options: dict[str, Any] | None = None, tables: int = 60) -> Lakehouse:

@@ -23,8 +23,8 @@ import pytest
 from jobs import common
 from jobs.gc import main as gc_main
 from lakecore.errors import CommitConflictError, LakecoreError
-from lakecore.fsck import check_version
 from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.fsck import check_version
 from lakecore.locations import (
     hash_directories,
     new_lakehouse_def_path,

@@ -11,7 +11,7 @@ import pytest
 
 import jobs.common
 from jobs.flush import main as flush_main
-from lakecore.argparsing import ArgumentError
+from lakecore.cli.argparsing import ArgumentError
 from lakecore.errors import ExitCode
 from lakecore.lakehouse import Lakehouse
 

@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from lakecore import repair
 from lakecore.errors import ExitCode, LakecoreError, StorageError
-from lakecore.fsck import check_version
-from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse import Lakehouse, repair
+from lakecore.lakehouse.fsck import check_version
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.expire import expire_in_process
 from lakecore.maintenance.gc import gc_in_process

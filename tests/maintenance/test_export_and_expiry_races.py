@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from lakecore import export as export_module
-from lakecore.errors import AlreadyExistsError, NotFoundError
+from lakecore.errors import AlreadyExistsError, NotFoundError, StorageError
 from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse import export as export_module
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance import expire
 from lakecore.maintenance.expire import ExpiryRefusedError, expire_in_process
@@ -37,7 +37,11 @@ def test_compaction_refuses_a_stale_hint_below_the_versions_it_expires(
     _commits(lh, "abc")  # versions 1..3
     lh.export_snapshot("keep3", version=3)  # version 4
     monkeypatch.setattr("lakecore.versions.write_hint", lambda storage, version: False)
-    monkeypatch.setattr(expire, "write_hint", lambda storage, version: False)
+
+    def refused(storage: Storage, version: int) -> None:
+        raise StorageError("could not write _latest_hint.txt: Permission denied")
+
+    monkeypatch.setattr(expire, "write_hint_or_raise", refused)
     _commits(lh, "defghi")  # versions 5..10, the hint left at 4 by the export's commit
     storage = Storage(str(tmp_path / "lake"))
     (tmp_path / "lake" / "_latest_hint.txt").write_text("3")
@@ -66,7 +70,7 @@ def test_an_export_pins_its_version_before_copying(
         )
         return copy(*args, **kwargs)
 
-    monkeypatch.setattr("lakecore.lakehouse.copy_snapshot", compaction_during_the_copy)
+    monkeypatch.setattr("lakecore.lakehouse.lakehouse.copy_snapshot", compaction_during_the_copy)
     lh.export_snapshot("snap", "minimal", target=str(tmp_path / "copy"), version=3)
     assert expired and 3 not in expired
     assert 3 in list_root_versions(Storage(str(tmp_path / "lake")))

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lakecore import repair
 from lakecore.errors import CorruptFileError
-from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse import Lakehouse, repair
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.expire import ExpiryRefusedError, expire_in_process
 from lakecore.maintenance.gc import GcRefusedError, gc_in_process

@@ -336,8 +336,8 @@ def check_chain(
     run ending at the latest version, and every version in ``versions`` (default: every
     retained one) passes ``check_version`` (deep: every definition file it reaches exists and
     decodes). Problems are collected, not raised."""
-    from lakecore.fsck import check_version
     from lakecore.lakehouse import Lakehouse
+    from lakecore.lakehouse.fsck import check_version
     from lakecore.versions import latest_version, list_root_versions
 
     clear_caches()

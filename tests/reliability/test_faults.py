@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-import lakecore.lakehouse as lakehouse_module
+import lakecore.lakehouse.lakehouse as lakehouse_module
 from jobs.flush import flush_still_valid
 from jobs.flush import flushed_root_plan as flush_plan
 from lakecore.defs import LakehouseDef
@@ -50,6 +50,7 @@ from lakecore.errors import (
     StorageTimeoutError,
 )
 from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.treeinfo import buffered_messages
 from lakecore.locations import (
     new_lakehouse_def_path,
     new_table_def_path,
@@ -61,7 +62,6 @@ from lakecore.maintenance.gc import gc_in_process
 from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree import FlushMode, FlushPolicy, NodeCache, NodeStore, TreeShape
-from lakecore.treeinfo import buffered_messages
 from lakecore.versions import latest_version, list_root_versions
 from tests.reliability.faulty_storage import (
     KINDS,

@@ -97,7 +97,14 @@ def test_demo_refuses_a_folder_it_did_not_make(tmp_path: Path) -> None:
     (mine / "sub" / "data.csv").write_text("1,2,3")
     before = listing(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "lakecore.demo", "--lakehouse", str(mine), "--no-pipeline"],
+        [
+            sys.executable,
+            "-m",
+            "jobs.demo",
+            "--lakehouse",
+            str(mine),
+            "--no-pipeline",
+        ],
         capture_output=True,
         text=True,
         env=_env(),
@@ -115,20 +122,34 @@ def test_demo_refuses_a_lakehouse_it_did_not_make_and_recreates_its_own(tmp_path
     assert cli("init", str(theirs)).returncode == 0
     before = listing(theirs)
     proc = subprocess.run(
-        [sys.executable, "-m", "lakecore.demo", "--lakehouse", str(theirs), "--no-pipeline"],
+        [
+            sys.executable,
+            "-m",
+            "jobs.demo",
+            "--lakehouse",
+            str(theirs),
+            "--no-pipeline",
+        ],
         capture_output=True,
         text=True,
         env=_env(),
         cwd=tmp_path,
         timeout=120,
     )
-    assert proc.returncode == ExitCode.BAD_INPUT and "lakecore.demo" in one_line(proc)
+    assert proc.returncode == ExitCode.BAD_INPUT and "no lakecore.demo property" in one_line(proc)
     assert listing(theirs) == before
 
     ours = tmp_path / "ours"
     for _ in range(2):  # the second run replaces the first run's lakehouse
         proc = subprocess.run(
-            [sys.executable, "-m", "lakecore.demo", "--lakehouse", str(ours), "--no-pipeline"],
+            [
+                sys.executable,
+                "-m",
+                "jobs.demo",
+                "--lakehouse",
+                str(ours),
+                "--no-pipeline",
+            ],
             capture_output=True,
             text=True,
             env=_env(),
@@ -146,7 +167,7 @@ def test_demo_refuses_a_lakehouse_it_did_not_make_and_recreates_its_own(tmp_path
     (ours / "keep-me.txt").write_text("mine now")
     before = listing(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "lakecore.demo", "--lakehouse", str(ours), "--remove"],
+        [sys.executable, "-m", "jobs.demo", "--lakehouse", str(ours), "--remove"],
         capture_output=True,
         text=True,
         env=_env(),

@@ -14,13 +14,10 @@ and then its empty folders: never a whole folder tree.
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
 from collections import Counter
 
 from lakecore import keys
-from lakecore.argparsing import OneLineArgumentParser
 from lakecore.defs import LakehouseDef
 from lakecore.errors import InvalidArgumentError, LakecoreError
 from lakecore.lakehouse import Lakehouse
@@ -82,7 +79,7 @@ def leave_crashed_commit(lh: Lakehouse) -> None:
 
 
 def describe(lh: Lakehouse) -> str:
-    from lakecore.treeinfo import describe_tree
+    from lakecore.lakehouse.treeinfo import describe_tree
 
     lines = [f"lakehouse {lh.lakehouse_def.name!r} at {lh.uri}, latest version {lh.version}"]
     versions = lh.versions()
@@ -169,51 +166,3 @@ def _is_demo_lakehouse(path: str, files: list[str]) -> bool:
         if definition.properties.get(DEMO_PROPERTY) == "true":
             return True
     return False
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = OneLineArgumentParser(
-        prog="python -m lakecore.demo", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument(
-        "--lakehouse",
-        default=os.path.abspath("demo-lakehouse"),
-        help="a new or empty folder, or an earlier demo's lakehouse (default ./demo-lakehouse)",
-    )
-    parser.add_argument(
-        "--no-pipeline", action="store_true", help="only build and describe the sample"
-    )
-    parser.add_argument(
-        "--remove",
-        action="store_true",
-        help="only remove an earlier demo's lakehouse (what `make clean` runs)",
-    )
-    try:
-        args = parser.parse_args(argv)
-        path = args.lakehouse.removeprefix("file://")
-        if "://" in path:
-            raise InvalidArgumentError(f"--lakehouse {args.lakehouse} must be a local folder")
-        path = os.path.abspath(path)
-        clear_demo_lakehouse(path)
-        if args.remove:
-            if os.path.isdir(path):
-                os.rmdir(path)  # empty now
-            print(f"removed the demo lakehouse at {path}" if path else "", flush=True)
-            return 0
-    except LakecoreError as exc:
-        print(f"lakecore demo: {' '.join(str(exc).split())}", file=sys.stderr)
-        return exc.exit_code
-    print(f"building a sample lakehouse at {path} ...", flush=True)
-    lh = build_sample(path)
-    print(describe(lh), flush=True)
-    if args.no_pipeline:
-        return 0
-    try:
-        pipeline = importlib.import_module("jobs.pipeline")
-    except ImportError:
-        return 0
-    return int(pipeline.run_pipeline(path))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

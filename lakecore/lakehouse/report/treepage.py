@@ -9,11 +9,10 @@ out.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from lakecore.report.html import banner, cards, esc, page, table, write_page
-from lakecore.treeinfo import TreeNode, key_label, range_label, tree_nodes
+from lakecore.lakehouse.report.html import banner, cards, esc, page, table
+from lakecore.lakehouse.treeinfo import TreeNode, key_label, range_label, tree_nodes
 from lakecore.view import LakehouseView
 
 KEYS_SHOWN = 40
@@ -108,8 +107,4 @@ def render_tree_page(view: LakehouseView, summary: dict[str, Any]) -> str:
     return page(f"lakecore tree: version {view.version}", body)
 
 
-def write_tree_page(path: str | Path, view: LakehouseView, summary: dict[str, Any]) -> str:
-    return write_page(path, render_tree_page(view, summary))
-
-
-__all__ = ["render_tree_page", "write_tree_page"]
+__all__ = ["render_tree_page"]

@@ -12,11 +12,11 @@ import time
 from typing import Any
 
 from lakecore.errors import InvalidLocationError, LakecoreError
-from lakecore.history import HistoryEntry
+from lakecore.lakehouse.history import HistoryEntry
+from lakecore.lakehouse.treeinfo import describe_tree
 from lakecore.locations import hash_directories
 from lakecore.maintenance.listing import ERROR_KEY, FOREIGN, list_directories, list_top
 from lakecore.storage import Storage
-from lakecore.treeinfo import describe_tree
 from lakecore.units import format_bytes, format_duration_millis, format_time_millis, plural
 from lakecore.versions import is_damage_in_version
 from lakecore.view import LakehouseView

@@ -1,6 +1,6 @@
 """What every ``lakecore`` command shares: the lakehouse it names and how it prints.
 
-The command modules (``lakecore.cli`` and ``lakecore.lookup.cli``) sit on this module; it knows
+The command modules (``lakecore.cli`` and ``lakecore.cli.lookup``) sit on this module; it knows
 nothing of the commands, so that no command module has to import another.
 
 - The lakehouse is ``-l/--lakehouse URI``, else ``$LAKECORE_LAKEHOUSE``.
@@ -36,8 +36,8 @@ def key_value(text: str) -> tuple[str, str]:
 def refuse_outputs_in_lakehouse(args: argparse.Namespace) -> None:
     """Before the command does any work: its output paths (``--html``; the lookup cache's
     folder, given or default) may not lie inside the lakehouse nor replace a file no lakecore
-    command wrote (``lakecore.outputs.check_outputs``). Raises InvalidArgumentError."""
-    from lakecore.outputs import Output, OutputKind, check_outputs
+    command wrote (``lakecore.cli.outputs.check_outputs``). Raises InvalidArgumentError."""
+    from lakecore.cli.outputs import Output, OutputKind, check_outputs
 
     outputs: list[Output] = []
     if getattr(args, "html", None):

@@ -45,13 +45,9 @@ from pathlib import Path
 from typing import Final
 
 from lakecore.errors import InvalidArgumentError
+from lakecore.lakehouse.report.html import GENERATOR_META, LEGACY_PAGE_MARK
 from lakecore.locations import normalize_root_uri, real_root_uri
 
-#: In the head of every page lakecore writes: the mark ``check_outputs`` knows its pages by.
-GENERATOR_META: Final = "<meta name='generator' content='lakecore'>"
-# Pages written before GENERATOR_META: the first rule of their one stylesheet
-# (lakecore/report/html.py), as no other page has it.
-_LEGACY_PAGE_MARK: Final = ":root { --ok: #17803d; --warn: #b26a00; --fail: #c0261f;"
 # A page's head, and so its mark, lies within its first bytes; a report is read whole up to this.
 _PAGE_HEAD_BYTES: Final = 16 * 1024
 _REPORT_MAX_BYTES: Final = 64 * 1024 * 1024
@@ -102,8 +98,8 @@ def refuse_foreign_target(output: Output) -> None:
     path = os.path.abspath(os.path.expanduser(output.path))
     try:
         info = os.lstat(path)
-    except FileNotFoundError:
-        return
+    except (FileNotFoundError, NotADirectoryError):
+        return  # nothing there to replace (a path under a file: the writer says so itself)
     except OSError as exc:
         raise InvalidArgumentError(
             f"{output.option} {output.path} cannot be checked: {exc.strerror or exc}"
@@ -188,7 +184,7 @@ def _written_by_lakecore(path: str, kind: OutputKind) -> bool:
         with open(path, "rb") as existing:
             if kind is OutputKind.HTML_PAGE:
                 head = existing.read(_PAGE_HEAD_BYTES).decode("utf-8", errors="replace")
-                return GENERATOR_META in head or _LEGACY_PAGE_MARK in head
+                return GENERATOR_META in head or LEGACY_PAGE_MARK in head
             data = existing.read(_REPORT_MAX_BYTES + 1)
     except OSError:
         return False

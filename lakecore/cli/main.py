@@ -14,8 +14,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lakecore.argparsing import OneLineArgumentParser, output_file
-from lakecore.cliargs import (
+from lakecore.cli import lookup as lookup_cli
+from lakecore.cli.argparsing import OneLineArgumentParser, output_file
+from lakecore.cli.args import (
     add_json_option,
     add_version_options,
     emit,
@@ -40,12 +41,11 @@ from lakecore.errors import (
     TreeStructureError,
     exit_code_help,
 )
-from lakecore.lookup import cli as lookup_cli
 from lakecore.maintenance.damage import damage_next_step, with_next_step
 from lakecore.units import plural
 
 if TYPE_CHECKING:
-    from lakecore.lakehouse import ExportMode
+    from lakecore.lakehouse.lakehouse import ExportMode
 
 EXIT_OK = ExitCode.OK
 EXIT_VIOLATIONS = ExitCode.VIOLATIONS
@@ -203,7 +203,7 @@ def cmd_namespace(args: argparse.Namespace) -> int:
 def cmd_table(args: argparse.Namespace) -> int:
     from google.protobuf.json_format import MessageToDict
 
-    from lakecore.history import display_name  # deferred: --help stays cheap
+    from lakecore.lakehouse.history import display_name  # deferred: --help stays cheap
 
     if args.action == "list":
         view = open_view(args)
@@ -289,7 +289,7 @@ def cmd_table(args: argparse.Namespace) -> int:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    from lakecore.history import history
+    from lakecore.lakehouse.history import history
     from lakecore.storage import Storage
     from lakecore.units import format_bytes, format_time_millis
     from lakecore.view import list_versions
@@ -371,7 +371,7 @@ def _history_text(entries: list[Any], now_millis: int) -> str:
 def cmd_history(args: argparse.Namespace) -> int:
     import time
 
-    from lakecore.history import history
+    from lakecore.lakehouse.history import history
     from lakecore.storage import Storage
 
     now = int(time.time() * 1000)
@@ -392,8 +392,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 def cmd_describe(args: argparse.Namespace) -> int:
     import time
 
-    from lakecore.describe import describe, describe_text
-    from lakecore.history import history
+    from lakecore.lakehouse.describe import describe, describe_text
+    from lakecore.lakehouse.history import history
 
     view = open_view(args)
     now = int(time.time() * 1000)
@@ -402,11 +402,11 @@ def cmd_describe(args: argparse.Namespace) -> int:
     # health page, are what an operator wants to see of a damaged lakehouse.
     data = describe(view, entries, now_millis=now, damaged_tree_ok=True)
     if args.html:
-        from lakecore.report.health import write_health_page
+        from lakecore.cli.outputs import OutputKind, write_text_atomically
+        from lakecore.lakehouse.report.health import render_health_page
 
-        data["html_report"] = write_health_page(
-            args.html, data, entries, reports_dir=args.reports_dir
-        )
+        page = render_health_page(data, entries, reports_dir=args.reports_dir)
+        data["html_report"] = write_text_atomically(args.html, page, OutputKind.HTML_PAGE)
     text = describe_text(data)
     if args.html:
         text += f"\nhealth page: {data['html_report']}"
@@ -446,7 +446,7 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
-    from lakecore.treeinfo import describe_tree, to_dot
+    from lakecore.lakehouse.treeinfo import describe_tree, to_dot
 
     view = open_view(args)
     summary = describe_tree(view)
@@ -454,9 +454,11 @@ def cmd_tree(args: argparse.Namespace) -> int:
         say(to_dot(view, summary, max_levels=args.max_levels))
         return EXIT_OK
     if args.html:
-        from lakecore.report.treepage import write_tree_page
+        from lakecore.cli.outputs import OutputKind, write_text_atomically
+        from lakecore.lakehouse.report.treepage import render_tree_page
 
-        summary["html_report"] = write_tree_page(args.html, view, summary)
+        page = render_tree_page(view, summary)
+        summary["html_report"] = write_text_atomically(args.html, page, OutputKind.HTML_PAGE)
     levels = "\n".join(
         f"  level {lvl['depth']}: {plural(lvl['nodes'], 'node')}, fan-out {lvl['fanout_min']}-{lvl['fanout_max']} "
         f"(avg {lvl['fanout_avg']:.1f}), keys {lvl['keys']}, buffer fill avg {lvl['buffer_fill_avg']:.1%} "
@@ -679,9 +681,9 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
 
 def cmd_fsck(args: argparse.Namespace) -> int:
-    from lakecore.fsck import check_version, unreadable_version
+    from lakecore.cli.progress import Progress
+    from lakecore.lakehouse.fsck import check_version, unreadable_version
     from lakecore.locations import root_node_file_name
-    from lakecore.progress import Progress
     from lakecore.storage import Storage
     from lakecore.view import open_version, root_file_versions
 
@@ -747,7 +749,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
-    from lakecore import repair
+    from lakecore.lakehouse import repair
     from lakecore.storage import Storage
 
     storage = Storage(lakehouse_uri(args), storage_options_of(args))
@@ -1267,7 +1269,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(
             f"unexpected {type(exc).__name__}: {' '.join(str(exc).split())}", ExitCode.FAILURE
         )
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from lakecore.cliargs import add_version_options, emit, open_view, resolve_version, say
+from lakecore.cli.args import add_version_options, emit, open_view, resolve_version, say
 from lakecore.errors import ExitCode, InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def _value(value: Any) -> str:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from lakecore.history import catalog_diff
+    from lakecore.lakehouse.history import catalog_diff
     from lakecore.lookup.cache import diff_versions
 
     cache = _cache(args)

@@ -44,7 +44,7 @@ from lakecore.errors import (
     NotFoundError,
     ReadOnlyLakehouseError,
 )
-from lakecore.export import CopyFiles, copy_snapshot, export_target
+from lakecore.lakehouse.export import CopyFiles, copy_snapshot, export_target
 from lakecore.locations import (
     new_lakehouse_def_path,
     new_namespace_def_path,
@@ -519,7 +519,7 @@ class Lakehouse(LakehouseView):
         )
         root_file = root_node_file_name(exported.version)
         target_uri = None if target_storage is None else target_storage.root_uri
-        # The pin first, the copy after (lakecore/export.py): a version compaction that plans
+        # The pin first, the copy after (lakecore/lakehouse/export.py): a version compaction that plans
         # from here on keeps the exported version; one that planned earlier re-reads the exports
         # before it deletes a root. One that had already passed that re-check may have deleted
         # the root meanwhile: then nothing is exported.

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from lakecore.display import escape_for_display
-from lakecore.outputs import GENERATOR_META, OutputKind, write_text_atomically
+
+#: In the head of every page: the mark by which the command line knows its own pages, and
+#: replaces one (``lakecore.cli.outputs``) where it would refuse another file.
+GENERATOR_META: Final = "<meta name='generator' content='lakecore'>"
+#: The first rule of ``STYLE``: the mark of the pages written before ``GENERATOR_META``.
+LEGACY_PAGE_MARK: Final = ":root { --ok: #17803d; --warn: #b26a00; --fail: #c0261f;"
 
 STYLE = """
 :root { --ok: #17803d; --warn: #b26a00; --fail: #c0261f; --muted: #667085; --line: #d0d5dd; }
@@ -129,9 +133,15 @@ def cards(items: Mapping[str, Any]) -> str:
     )
 
 
-def write_page(path: str | Path, text: str) -> str:
-    """Write a page atomically (``outputs.write_text_atomically``); returns the path written."""
-    return write_text_atomically(path, text, OutputKind.HTML_PAGE)
-
-
-__all__ = ["STYLE", "banner", "cards", "esc", "key_values", "page", "pill", "table", "write_page"]
+__all__ = [
+    "GENERATOR_META",
+    "LEGACY_PAGE_MARK",
+    "STYLE",
+    "banner",
+    "cards",
+    "esc",
+    "key_values",
+    "page",
+    "pill",
+    "table",
+]

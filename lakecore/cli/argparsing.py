@@ -170,7 +170,7 @@ def output_file(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError("an empty path")
     if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", text):
-        # Reports and pages are written on this machine (lakecore/outputs.py): a URI would make a
+        # Reports and pages are written on this machine (lakecore/cli/outputs.py): a URI would make a
         # folder named after its scheme in the working directory.
         raise argparse.ArgumentTypeError(
             f"{text} is a URI; this writes a file on this machine: give a local path"

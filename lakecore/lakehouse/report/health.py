@@ -1,7 +1,7 @@
 """The lakehouse health page: one self-contained HTML file.
 
 Written by ``lakecore describe --html PATH`` and by the validate job's ``--html PATH``. It
-shows what ``describe`` knows (``lakecore.describe``), the history (``lakecore.history``), the
+shows what ``describe`` knows (``lakecore.lakehouse.describe``), the history (``lakecore.lakehouse.history``), the
 validation result when there is one, and gc's last orphan count when a reports folder holds a gc
 report:
 
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from lakecore.errors import InvalidArgumentError
-from lakecore.history import HistoryEntry
-from lakecore.report.html import banner, cards, esc, page, pill, table, write_page
+from lakecore.lakehouse.history import HistoryEntry
+from lakecore.lakehouse.report.html import banner, cards, esc, page, pill, table
 from lakecore.units import format_bytes, format_duration_millis, format_time_millis, plural
 
 OPERATION_COLOURS = {
@@ -334,7 +334,7 @@ def render_health_page(
     validation: Mapping[str, Any] | None = None,
     reports_dir: str | Path | None = None,
 ) -> str:
-    """The page as a string (``data`` is ``lakecore.describe.describe``'s)."""
+    """The page as a string (``data`` is ``lakecore.lakehouse.describe.describe``'s)."""
     plt = _pyplot()
     reports = latest_reports(reports_dir)
     if validation is None:
@@ -509,18 +509,4 @@ def render_health_page(
     return page(f"lakecore health: {d['name']}", body)
 
 
-def write_health_page(
-    path: str | Path,
-    data: Mapping[str, Any],
-    entries: Sequence[HistoryEntry],
-    *,
-    validation: Mapping[str, Any] | None = None,
-    reports_dir: str | Path | None = None,
-) -> str:
-    """Render and write the page atomically; returns the path written."""
-    return write_page(
-        path, render_health_page(data, entries, validation=validation, reports_dir=reports_dir)
-    )
-
-
-__all__ = ["latest_reports", "render_health_page", "write_health_page"]
+__all__ = ["latest_reports", "render_health_page"]

@@ -82,7 +82,7 @@ def key_label(key: str | None, view: LakehouseView) -> str:
     if key is None:
         return ""
     from lakecore import keys as K
-    from lakecore.history import display_name
+    from lakecore.lakehouse.history import display_name
 
     try:
         parsed = K.parse_key(key, view.lakehouse_def)

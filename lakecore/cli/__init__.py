@@ -1,0 +1,15 @@
+"""The ``lakecore`` command: the top of tier 2, over the catalog and maintenance.
+
+- ``main``: the parser and the commands that read and change a lakehouse;
+- ``lookup``: the lookup-file and diff commands;
+- ``args``: what every command shares (the lakehouse it names, how it prints);
+- ``argparsing``: an argparse parser whose errors are one-line lakecore errors (the jobs use it
+  too);
+- ``outputs``: files a command writes (reports, pages) and the rule that keeps them out of the
+  lakehouse;
+- ``progress``: the one-line progress display on a terminal.
+"""
+
+from lakecore.cli.main import main
+
+__all__ = ["main"]

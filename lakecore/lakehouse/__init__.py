@@ -1,0 +1,38 @@
+"""The catalog API and the operations on a whole lakehouse (tier 2).
+
+- ``lakehouse``: ``Lakehouse`` (open, create, versions, settings, exports, rollback) and
+  ``Transaction`` (isolation levels, the commit of staged changes);
+- ``export``: snapshot export, its three modes;
+- ``repair``: rebuild the hint, roll forward past damage, drop damaged versions;
+- ``history``: what each version did, derived from its parent;
+- ``describe``, ``treeinfo``, ``report/``: one lakehouse at a glance, its tree, their pages;
+- ``fsck``: the invariant checker of one version;
+- ``demo``: the sample lakehouse of ``make demo``.
+
+``lakecore.maintenance`` never imports this package: it reads versions through
+``lakecore.view``.
+"""
+
+from lakecore.lakehouse.lakehouse import (
+    ExportInfo,
+    Lakehouse,
+    LakehouseView,
+    SettingsChange,
+    Transaction,
+    VersionInfo,
+    list_versions,
+    open_version,
+    read_lakehouse_def,
+)
+
+__all__ = [
+    "ExportInfo",
+    "Lakehouse",
+    "LakehouseView",
+    "SettingsChange",
+    "Transaction",
+    "VersionInfo",
+    "list_versions",
+    "open_version",
+    "read_lakehouse_def",
+]
