@@ -12,8 +12,10 @@ Rules:
   properties are the namespace definition's properties); an Iceberg table is a lakecore table
   with ``table_format = ICEBERG`` whose ``format_properties["metadata_location"]`` is the full
   URI of its current metadata file (``previous_metadata_location`` the one before). Its columns
-  mirror the Iceberg schema (``lakecore.iceberg.columns``). Namespaces are flat: an identifier
-  with more than one namespace level names nothing.
+  mirror the Iceberg schema (``lakecore.iceberg.columns``). Namespaces nest to any depth:
+  ``("a", "b")`` is the lakecore namespace ``a.b`` (``lakecore.namespaces``); creating one
+  creates its missing parents, ``list_namespaces(parent)`` gives the direct children, and a
+  namespace with children or tables cannot be dropped.
 * **Commits are optimistic.** ``commit_table`` applies the requirements and updates to the
   current metadata, writes a new metadata file, then commits a lakecore transaction that
   replaces the table's definition. Snapshot isolation makes that commit fail if any other
@@ -61,9 +63,12 @@ Rules:
   exported copy is read-only the same way. A read-only catalog's tables refuse a write before
   pyiceberg writes any data file for it.
 * **Errors** are pyiceberg's types carrying lakecore's message: not found is
-  ``NoSuchNamespaceError``/``NoSuchTableError``, already exists is
-  ``NamespaceAlreadyExistsError``/``TableAlreadyExistsError``, a bad name or location is
-  ``ValidationError``, a lost race ``CommitFailedException``. Storage failures and damaged files
+  ``NoSuchNamespaceError``/``NoSuchTableError`` (an empty namespace identifier, or a table
+  identifier without one, is ``NoSuchNamespaceError``, as pyiceberg's catalogs say), already
+  exists is ``NamespaceAlreadyExistsError``/``TableAlreadyExistsError``, a bad name or location
+  is ``ValidationError``, a lost race ``CommitFailedException``. Where pyiceberg's own suite
+  asserts a wording (``Table does not exist: ns.t``, ``Namespace ns is not empty``), the
+  message starts with it and lakecore's detail follows. Storage failures and damaged files
   outside a commit stay lakecore errors (``StorageError``, ``CorruptFileError``): pyiceberg has
   no type for them. Views are not supported: every view method raises ``NotImplementedError``.
 """
