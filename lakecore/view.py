@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from lakecore import keys as K
+from lakecore import namespaces as N
 from lakecore import tree
 from lakecore.defs import LakehouseDef, decode_namespace_def, decode_table_def, pb
 from lakecore.errors import (
@@ -80,8 +81,10 @@ EXPORT_ORIGIN_PROPERTY = "lakecore.export.source"
 # In a source's definition: what an export recorded besides its root (mode, target), per export
 # name: ``lakecore.exports.<name>.mode`` and ``lakecore.exports.<name>.target``.
 EXPORTS_PROPERTY_PREFIX = "lakecore.exports."
+# The Iceberg catalog's location registry (``lakecore.iceberg.roots``).
+ICEBERG_PROPERTY_PREFIX = "lakecore.iceberg."
 # Property keys lakecore writes itself; `init --property` and `settings set` refuse them.
-RESERVED_PROPERTY_PREFIXES = ("lakecore.export.", EXPORTS_PROPERTY_PREFIX)
+RESERVED_PROPERTY_PREFIXES = ("lakecore.export.", EXPORTS_PROPERTY_PREFIX, ICEBERG_PROPERTY_PREFIX)
 
 
 def _definition_cache_key(storage: Storage, location: str) -> tuple[str, str]:
@@ -456,6 +459,39 @@ class LakehouseView:
             K.parse_namespace_key(k, self.lakehouse_def)
             for k, _ in self.items(K.NAMESPACE_KEY_PREFIX)
         ]
+
+    def namespaces_starting_with(self, name_prefix: str, limit: int | None = None) -> list[str]:
+        """Names of the namespaces whose name starts with ``name_prefix`` (at most ``limit``,
+        in key order): one range of the namespace keys."""
+        names: list[str] = []
+        for key, _ in self.items(K.NAMESPACE_KEY_PREFIX + name_prefix):
+            if limit is not None and len(names) >= limit:
+                break
+            names.append(K.parse_namespace_key(key, self.lakehouse_def))
+        return names
+
+    def child_namespaces(self, parent: str | None = None) -> list[str]:
+        """The direct children of ``parent`` (None: the top-level namespaces), sorted: a
+        skip-scan of the parent's key range, one seek per child (``lakecore.namespaces``).
+
+        Raises:
+            NotFoundError: ``parent`` is given and does not exist.
+        """
+        # A parent with children but no key of its own: a lakehouse from before nesting may
+        # hold "a.b" without "a".
+        if parent is not None and not (
+            self.namespace_exists(parent) or self.has_child_namespaces(parent)
+        ):
+            raise NotFoundError(f"namespace {parent!r} does not exist at version {self.version}")
+        return N.skip_scan_children(parent, self._first_key, self.lakehouse_def)
+
+    def has_child_namespaces(self, ns: str) -> bool:
+        start, stop = N.key_range(ns)
+        return self._first_key(start, stop) is not None
+
+    def _first_key(self, start: str, stop: str | None) -> str | None:
+        first = next(tree.scan(self.store, self.root, start, stop), None)
+        return None if first is None else first[0]
 
     def list_tables(self, ns: str) -> list[str]:
         if not self.namespace_exists(ns):

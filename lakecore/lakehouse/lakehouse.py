@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from lakecore import keys as K
+from lakecore import namespaces as N
 from lakecore.commit import CommitOutcome, CommitPolicy, RootPlan, commit
 from lakecore.defs import (
     LakehouseDef,
@@ -581,6 +582,8 @@ class Transaction:
         self.ranges: dict[str, list[tuple[str, str]]] = {}
         self.guard_keys: dict[str, str | None] = {}
         self.guard_ranges: dict[str, list[tuple[str, str]]] = {}
+        self.definition_changes: dict[str, str | None] = {}
+        self._new_definition_path: str | None = None
         self.committed_version: int | None = None
         self.outcome: CommitOutcome | None = None
         self._closed = False
@@ -639,6 +642,16 @@ class Transaction:
             for k, _ in self._scan(K.NAMESPACE_KEY_PREFIX)
         ]
 
+    def namespaces_starting_with(self, name_prefix: str, limit: int | None = None) -> list[str]:
+        """Names of the namespaces whose name starts with ``name_prefix`` (at most ``limit``,
+        in key order). The range is guarded: a commit that creates or drops such a namespace
+        meanwhile makes this transaction conflict, so a decision taken on the answer holds."""
+        prefix = K.NAMESPACE_KEY_PREFIX + name_prefix
+        found = self._scan(prefix, record=False)
+        self.guard_ranges.setdefault(prefix, list(self.base_view.items(prefix)))
+        names = [K.parse_namespace_key(k, self.lakehouse_def) for k, _ in found]
+        return names if limit is None else names[:limit]
+
     def list_tables(self, ns: str) -> list[str]:
         self._require_namespace(ns, guard=False)
         return [
@@ -678,13 +691,46 @@ class Transaction:
             self.new_files[location] = data
         self.writes[key] = location
 
-    def create_namespace(self, ns: str, properties: Mapping[str, str] | None = None) -> None:
+    def create_namespace(
+        self, ns: str, properties: Mapping[str, str] | None = None, *, parents: bool = False
+    ) -> None:
+        """Create namespace ``ns`` (``a.b`` is ``b`` inside ``a``: ``lakecore.namespaces``).
+        With ``parents`` every missing ancestor is created too (with no properties); without,
+        a missing parent stays implied, as before namespaces nested.
+
+        Raises:
+            InvalidNameError: a level is empty, or the name breaks the name rule.
+            AlreadyExistsError: it exists.
+        """
         self._check_open()
+        N.check_new_name(ns, K.namespace_name_max_bytes(self.lakehouse_def))
         key = K.namespace_key(ns, self.lakehouse_def)
         if self._get(key) is not None:
             raise AlreadyExistsError(f"namespace {ns!r} already exists")
+        up = N.parent(ns)
+        if up is not None:
+            if self._get(K.namespace_key(up, self.lakehouse_def)) is not None:
+                # Guarded: a parent dropped meanwhile makes this commit conflict.
+                self._require_namespace(up, guard=True)
+            elif parents:
+                self.create_namespace(up, parents=True)
         definition = namespace_def(ns, properties)
         self._stage(key, new_namespace_def_path(ns), encode_def(definition))
+
+    def has_child_namespaces(self, ns: str) -> bool:
+        """Whether ``ns`` has a child namespace (as this transaction would commit)."""
+        return bool(self._child_namespaces_sample(ns, 1))
+
+    def _child_namespaces_sample(self, ns: str, limit: int) -> list[str]:
+        """Up to ``limit`` descendants of ``ns``, read lazily (never the whole range)."""
+        prefix = K.NAMESPACE_KEY_PREFIX + N.descendants_prefix(ns)
+        found = sorted(k for k, v in self.writes.items() if v is not None and k.startswith(prefix))
+        for key, _ in self.base_view.items(prefix):
+            if len(found) >= limit:
+                break
+            if key not in self.writes:  # a key this transaction deleted is gone
+                found.append(key)
+        return [K.parse_namespace_key(k, self.lakehouse_def) for k in found[:limit]]
 
     def update_namespace(
         self,
@@ -710,6 +756,15 @@ class Transaction:
     def drop_namespace(self, ns: str) -> None:
         self._check_open()
         key = self._require_namespace(ns, guard=False)
+        children_prefix = K.NAMESPACE_KEY_PREFIX + N.descendants_prefix(ns)
+        children = self._child_namespaces_sample(ns, 5)
+        if children:
+            raise NamespaceNotEmptyError(
+                f"namespace {ns!r} still holds namespace(s) ({', '.join(children)}"
+                f"{', ...' if len(children) >= 5 else ''}); drop them first"
+            )
+        # Guarded: a child created meanwhile makes this commit conflict.
+        self.guard_ranges.setdefault(children_prefix, [])
         prefix = K.table_key_prefix(ns, self.lakehouse_def)
         tables = self._scan(prefix)
         if tables:
@@ -799,6 +854,21 @@ class Transaction:
             raise NotFoundError(f"table {ns}.{table} does not exist")
         self._stage(key, None)
 
+    def definition_property(self, key: str) -> str | None:
+        """A lakehouse definition property as this transaction would commit it."""
+        if key in self.definition_changes:
+            return self.definition_changes[key]
+        return self.lakehouse_def.properties.get(key)
+
+    def set_definition_properties(self, changes: Mapping[str, str | None]) -> None:
+        """Set (``None``: remove) lakehouse definition properties in this commit, for lakecore's
+        own bookkeeping kept beside the keys (the Iceberg catalog's location registry). Such a
+        commit never lands on a version whose definition another commit changed after this
+        transaction's base: it conflicts instead, and the caller redoes it on the new
+        definition, so one writer's bookkeeping never overwrites another's."""
+        self._check_open()
+        self.definition_changes.update(changes)
+
     # -- commit ---------------------------------------------------------------------------------
 
     def abort(self) -> None:
@@ -821,7 +891,25 @@ class Transaction:
         writer = TreeWriter(self.lakehouse.store, TreeShape.of(self.lakehouse_def), base.node)
         for key in sorted(self.writes):
             writer.put(key, self.writes[key])
-        return RootPlan(writer.finish(), base.lakehouse_def_path)
+        return RootPlan(writer.finish(), self._definition_path(base))
+
+    def _definition_path(self, base: RootInfo) -> str:
+        """The base's definition, or a new one with ``definition_changes`` applied (written
+        once; ``_still_valid`` keeps every attempt on the same base definition)."""
+        if not self.definition_changes:
+            return base.lakehouse_def_path
+        if self._new_definition_path is None:
+            properties = dict(self.lakehouse_def.properties)
+            for key, value in self.definition_changes.items():
+                if value is None:
+                    properties.pop(key, None)
+                else:
+                    properties[key] = value
+            new_def = self.lakehouse_def.with_changes(properties=properties).validate()
+            path = new_lakehouse_def_path()
+            self.lakehouse.storage.write(path, new_def.to_bytes())
+            self._new_definition_path = path
+        return self._new_definition_path
 
     def _still_valid(self, latest: RootInfo) -> str | None:
         latest_def = read_lakehouse_def(self.lakehouse.storage, latest.lakehouse_def_path)
@@ -841,6 +929,8 @@ class Transaction:
             self.lakehouse_def.order,
         ):
             return "the lakehouse definition changed its key layout"
+        if self.definition_changes and latest.lakehouse_def_path != self.base.lakehouse_def_path:
+            return "the lakehouse definition this transaction changes was changed by another commit"
         base_values = {key: self.base_view.get(key) for key in self.writes}
         for key, before in base_values.items():
             if view.get(key) != before:
@@ -863,7 +953,7 @@ class Transaction:
         """Commit the staged changes; returns the new version (the base version if nothing changed)."""
         self._check_open()
         self._closed = True
-        if not self.writes:
+        if not self.writes and not self.definition_changes:
             self.committed_version = self.base.version
             return self.base.version
         if self.lakehouse.root_info.version != self.base.version:
