@@ -18,7 +18,14 @@ AIRFLOW_PY := $(AIRFLOW_VENV)/bin/python
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 AIRFLOW_SPEC := "apache-airflow>=3.3,<3.4" "apache-airflow-providers-apache-spark>=6.3,<7" "pytest>=8,<10" "pytest-timeout>=2.3"
 
-.PHONY: setup demo test test-airflow lint proto bench clean browser jvm-archive
+.PHONY: setup demo test test-quick test-setup test-airflow lint proto bench clean browser jvm-archive
+
+# The test tiers (docs/testing.md says what each leaves out and what it costs). make test is
+# what CI runs: everything not marked slow, on PYTEST_WORKERS workers (pytest-xdist; the tests
+# of the session's cluster and Connect server stay on one worker each). make test-quick is the
+# inner loop: the library, the CLI and the catalog, nothing that starts a JVM or a server.
+PYTEST_WORKERS ?= 2
+QUICK_MARKERS := not spark and not s3 and not cluster and not connect and not airflow and not reliability and not slow
 
 # pyiceberg's own catalog behaviour suite (tests/iceberg/behaviours/) runs from the sdist of the
 # pinned pyiceberg, fetched from the package index once and kept in build/. The module asks the
@@ -35,7 +42,9 @@ jvm-archive: $(STAMP)
 
 # One pip command for everything: moto[server] must be resolved together with s3fs, or pip
 # breaks aiobotocore's pin on botocore.
-$(STAMP): pyproject.toml
+# Reinstalled only when pyproject.toml or this file changed; pip's cache makes a reinstall
+# cheap (it downloads nothing it has).
+$(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(VENV_PY) -m pip install --quiet --upgrade pip setuptools wheel
 	$(VENV_PY) -m pip install --quiet -e ".[dev,s3,spark,iceberg,report,completion]"
@@ -69,9 +78,17 @@ $(PYICEBERG_SUITE): tests/iceberg/behaviours/pyiceberg_sdist.py | $(STAMP)
 	$(VENV_PY) -m tests.iceberg.behaviours.pyiceberg_sdist
 	touch $@
 
-test: $(STAMP) $(AIRFLOW_STAMP) browser jvm-archive $(PYICEBERG_SUITE)
-	$(VENV_PY) -m pytest -q
-	$(AIRFLOW_PY) -m pytest -q tests/airflow
+# The venvs, the browser, the class archive and pyiceberg's suite do not depend on each other
+# (but on .venv): built side by side, they take the time of the longest, not of the sum.
+test-setup: $(STAMP) $(AIRFLOW_STAMP) browser jvm-archive $(PYICEBERG_SUITE)
+
+test:
+	@$(MAKE) --no-print-directory -j4 test-setup
+	$(VENV_PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
+	LAKECORE_TEST_TIMES=build/test-times-airflow.json $(AIRFLOW_PY) -m pytest -q tests/airflow
+
+test-quick: $(STAMP) $(PYICEBERG_SUITE)
+	$(VENV_PY) -m pytest -q -n $(PYTEST_WORKERS) -m "$(QUICK_MARKERS)"
 
 test-airflow: $(STAMP) $(AIRFLOW_STAMP)
 	$(AIRFLOW_PY) -m pytest -q tests/airflow

@@ -15,10 +15,12 @@ Spark Connect: ``spark_connect`` runs one Spark Connect server (master ``local[2
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -31,6 +33,9 @@ import pytest
 
 from tests.spark_cluster import StandaloneCluster, cluster_session
 from tests.spark_connect import ConnectServer, connect_server_session
+
+# After every run: the slowest tests, the time per marker, and any new test over 30 s.
+pytest_plugins = ["tests.timing_report"]
 
 S3_TEST_BUCKET = "lakecore-test"
 S3_TEST_REGION = "us-east-1"
@@ -262,3 +267,80 @@ def fill_disk(disk: Path) -> Path:
         except OSError as exc:
             assert exc.errno == errno.ENOSPC
     return filler
+
+
+# -- the shared local SparkSession, and the markers that say what a test starts -----------------
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local[2] SparkSession for the whole session (per xdist worker), shared by every test
+    that runs a job in-process (``jobs.X.main(argv, spark=spark)``) or a DataFrame unit."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from jobs.driver_jvm import java_options
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        # The driver JVM as the jobs' own sessions start it (the quick JIT, the class archive).
+        .config("spark.driver.extraJavaOptions", java_options())
+        .appName("lakecore-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "4")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def run_job(spark: Any, tmp_path: Path) -> Callable[..., tuple[int, dict[str, Any]]]:
+    """Run a job's ``main(argv, spark=...)`` in-process; returns (exit code, JSON report)."""
+
+    def run(main: Callable[..., int], *argv: str) -> tuple[int, dict[str, Any]]:
+        report = tmp_path / f"report-{len(list(tmp_path.glob('report-*')))}.json"
+        code = main([*argv, "--report", str(report)], spark=spark)
+        data = json.loads(report.read_text()) if report.exists() else {}
+        return code, data
+
+    return run
+
+
+# A test that uses one of these fixtures starts what the marker names (pyproject.toml lists the
+# markers and what each costs): `pytest -m 'not cluster'` then leaves out whatever starts the
+# cluster, however the test reaches it. Tests that start a JVM through a subprocess
+# (spark-submit.sh, python -m jobs.X) carry the marker themselves.
+MARKER_OF_FIXTURE: dict[str, str] = {
+    "spark": "spark",
+    "run_job": "spark",
+    "s3_server": "s3",
+    "spark_cluster": "cluster",
+    "spark_connect": "connect",
+}
+
+
+# Under pytest-xdist (make test runs two workers) each worker starts the session fixtures it
+# needs: a SparkSession or moto costs a few seconds, the cluster and the Connect server much
+# more, so every test of one of those runs on one worker (``--dist loadgroup``).
+XDIST_GROUP_OF_FIXTURE: dict[str, str] = {"spark_cluster": "cluster", "spark_connect": "connect"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        for fixture, marker in MARKER_OF_FIXTURE.items():
+            if fixture in fixtures:
+                item.add_marker(marker)
+        if config.pluginmanager.hasplugin("xdist"):  # not in the Airflow venv
+            for fixture, group in XDIST_GROUP_OF_FIXTURE.items():
+                if fixture in fixtures:
+                    item.add_marker(pytest.mark.xdist_group(group))
+        if "tests/airflow/" in item.nodeid:
+            item.add_marker("airflow")

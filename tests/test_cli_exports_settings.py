@@ -536,6 +536,7 @@ def test_init_takes_durations_and_validates_as_settings_set(tmp_path: Path) -> N
 # -- an exported copy is read-only -----------------------------------------------------------------
 
 
+@pytest.mark.spark  # runs the jobs through spark-submit.sh on the copy
 @pytest.mark.parametrize("mode", ["minimal", "full"])
 def test_an_exported_copy_refuses_changes_and_keeps_serving_reads(
     lake: Path, tmp_path: Path, mode: str

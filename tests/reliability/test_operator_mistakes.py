@@ -316,6 +316,7 @@ def test_damaged_roots_are_listed_and_repaired(
     assert proc.returncode == 0, proc.stdout
 
 
+@pytest.mark.spark  # starts a driver JVM through spark-submit.sh
 def test_repair_through_spark_submit_after_a_truncated_root(tmp_path: Path) -> None:
     """What the trial ran: `truncate -s 100` on the newest root, then spark-submit.sh repair."""
     lake = tmp_path / "lake"
@@ -945,6 +946,7 @@ def test_ctrl_c_while_pyspark_launches_the_jvm_leaves_no_jvm(tmp_path: Path) -> 
     assert listing(lake) == before
 
 
+@pytest.mark.spark  # starts a driver JVM through spark-submit.sh
 def test_a_job_tells_spark_submit_sh_when_it_has_begun(tmp_path: Path) -> None:
     """The wrapper's traps leave a signal to a driver whose job has begun, even one that has
     ended by the time they look (it printed its line; the wrapper used to add "while Spark was
