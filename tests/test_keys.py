@@ -1,4 +1,4 @@
-"""Keys (FORMAT.md section 2): schema IDs, encoded names, object keys and their order."""
+"""Keys (docs/format.md#keys): schema IDs, encoded names, object keys and their order."""
 
 from __future__ import annotations
 

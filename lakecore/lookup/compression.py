@@ -1,7 +1,7 @@
 """Block compression of the sorted lookup file: codec ids, the 12.5% rule, the bodies, and the
 bound on what a body may declare.
 
-Byte layout of a stored block body (LOOKUP-FORMAT.md, "Compressed block body"; Paimon's
+Byte layout of a stored block body (docs/lookup-format.md#compression; Paimon's
 ``BlockCompressionType`` for the ids)::
 
     codec 0 (none):  the block bytes as they are

@@ -1,6 +1,6 @@
 """Writing a sorted lookup file: ``LookupWriter``.
 
-File layout written (LOOKUP-FORMAT.md, "File, in order")::
+File layout written (docs/lookup-format.md#file-layout)::
 
     data block 0, trailer 0, data block 1, trailer 1, ...   (block.py, compression.py)
     bloom bitset (optional, raw)                            (bloom.py)
