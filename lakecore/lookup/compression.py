@@ -19,7 +19,7 @@ The codec id itself is not part of the body: it is the first byte of the block t
 division) of the raw block, i.e. it must save more than 12.5%; otherwise the block is stored raw
 with codec 0, whatever codec the writer was asked for.
 
-**What a body may declare** (docs/format.md records the rule). The uncompressed length is read
+**What a body may declare** (docs/lookup-format.md#compression). The uncompressed length is read
 from the file, so it is believed only within two bounds, both checked before anything is
 allocated:
 
