@@ -30,7 +30,7 @@ CODE_SUFFIXES = (".py", ".proto", ".sh", ".toml", ".md")
 
 _FENCE = re.compile(r"^(```|~~~)")
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
-_LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")  # link text may wrap onto the next line
 _CITATION = re.compile(r"docs/([a-z0-9-]+\.md)((?:#[a-z0-9-]+)?)((?: and #[a-z0-9-]+)*)")
 
 
@@ -73,10 +73,10 @@ def anchors(path: Path) -> frozenset[str]:
 
 
 def _links(document: Path) -> list[str]:
+    prose = "\n".join(_prose_lines(document.read_text(encoding="utf-8")))
     return [
         target
-        for line in _prose_lines(document.read_text(encoding="utf-8"))
-        for target in _LINK.findall(line)
+        for target in _LINK.findall(prose)
         if not re.match(r"^[a-z][a-z0-9+.-]*:", target)  # http:, https:, mailto:
     ]
 
