@@ -164,3 +164,26 @@ def test_the_root_file_name_examples_are_what_the_code_computes() -> None:
     assert len(examples) >= 3
     for version, name in examples:
         assert root_node_file_name(int(version)) == name
+
+
+def test_the_definition_messages_are_the_ones_the_code_reads() -> None:
+    from lakecore.defs import pb
+
+    text = (REPO / "docs" / "format.md").read_text(encoding="utf-8")
+    block = text[text.index("```proto") : text.index("```", text.index("```proto") + 3)]
+    documented: dict[str, dict[str, int]] = {}
+    current = None
+    for line in block.splitlines():
+        header = re.match(r"^(message|enum) (\w+) \{", line)
+        if header:
+            current = header.group(2)
+            documented[current] = {}
+        for field, number in re.findall(r"(\w+) = (\d+);", line):
+            assert current is not None
+            documented[current][field] = int(number)
+    actual: dict[str, dict[str, int]] = {}
+    for message in pb.DESCRIPTOR.message_types_by_name.values():
+        actual[message.name] = {f.name: f.number for f in message.fields}
+    for enum in pb.DESCRIPTOR.enum_types_by_name.values():
+        actual[enum.name] = {v.name: v.number for v in enum.values}
+    assert documented == actual
