@@ -296,8 +296,8 @@ _OPTIMIZED_NAME_HEAD_BYTES: Final = OPTIMIZED_PREFIX_BITS - 4 * HASH_DIRECTORY_L
 
 
 def _new_def_path(kind: str, identifier: str) -> str:
-    """``{kind}-{identifier}-{uuid}.binpb``, optimized: the seed's definition file path, with
-    two write-side liberties (docs/format.md#file-names; readers never parse the identifier):
+    """``{kind}-{identifier}-{uuid}.binpb``, optimized: a definition file path, with two
+    write-side liberties (docs/format.md#file-names; readers never parse the identifier):
 
     - a ``\\`` in a name is written as ``-``: a stored path may not hold one
       (``check_relative_path``), and a name may (docs/format.md#object-names);
