@@ -1,4 +1,5 @@
-"""compact-versions: expire old versions (FORMAT.md section 7) and delete the files only they reach.
+"""compact-versions: expire old versions (docs/format.md#retention) and delete the files only
+they reach.
 
     ./spark-submit.sh compact-versions --lakehouse URI [--now TIME] [--dry-run]
                                      [--i-understand-expiry-risk]

@@ -1,7 +1,7 @@
 """The options of a driver JVM this machine starts: Spark's classes pre-parsed, the quick JIT only.
 
 A lakecore job's driver JVM lives seconds to minutes and, in local mode, is the executor too. Two
-start-up costs dominated a demo-sized job (measured in docs/scaling.md, "Fixed costs"):
+start-up costs dominated a demo-sized job (bench/results/2026-11-23-demo-jvm-options.json):
 
 - Class loading. The JVM loads about 12,000 classes from Spark's 250 jars before the first query
   answers; reading, verifying and parsing them cost about 3 s per run. A JDK dynamic class-data

@@ -2,7 +2,7 @@
 
 The validate job turns every node it checks into rows (``validate.node_rows``; the DataFrame
 holds the columns the suite reads: version, section, key, pvalue, pnode) and hands the Spark
-DataFrame here. The suite states FORMAT.md's row-level rules as expectations:
+DataFrame here. The suite states the row-level rules of docs/format.md#node-files as expectations:
 
     object-key-prefix      key-table and buffer keys start with B=== or C=== (so system keys
                            appear only in system rows)

@@ -9,9 +9,9 @@ A ``full`` export copies every file the version reaches, in parallel: the driver
 handles. The paths stay in a Spark DataFrame: the checks (a node reached by two walks, a path
 outside the source) are JVM aggregates, and the driver gets counts and a capped sample. Only when every file is there does the driver write the target's lakehouse definition
 and root (version 0, exclusive create) and then record the export in the source's definition
-(``exported_snapshots[NAME]``, FORMAT.md section 5), which pins the exported version against
-expiry. ``partial`` and ``minimal`` exports copy at most the internal nodes and run on the driver
-(``Lakehouse.export_snapshot``).
+(``exported_snapshots[NAME]``, docs/format.md#recording-an-export), which pins the exported
+version against expiry. ``partial`` and ``minimal`` exports copy at most the internal nodes and run
+on the driver (``Lakehouse.export_snapshot``).
 
 Nothing is written when the name is taken, the version does not exist, or the target already
 holds a lakehouse or files lakecore did not name (``lakecore.lakehouse.export.refuse_foreign_files``). A copy that fails part-way leaves files but no root at the target: it is not

@@ -1,4 +1,5 @@
-"""The commit protocol: write new files, then create root ``v+1`` exclusively (FORMAT.md section 5).
+"""The commit protocol: write new files, then create root ``v+1`` exclusively
+(docs/format.md#commit-protocol).
 
     1. the caller's plan writes every new non-root node and object definition
     2. root v+1 is created with an exclusive create; success commits

@@ -123,7 +123,7 @@ class CorruptFileError(LakecoreError):
 
 
 class CorruptNodeFileError(CorruptFileError):
-    """A node file breaks a rule of FORMAT.md section 3."""
+    """A node file breaks a rule of docs/format.md#node-files."""
 
 
 class DamagedLakehouseError(CorruptFileError):
@@ -148,7 +148,7 @@ class CorruptDefinitionError(CorruptFileError):
 
 
 class CorruptLookupFileError(CorruptFileError):
-    """A sorted lookup file breaks LOOKUP-FORMAT.md (bad checksum, footer, magic, ...)."""
+    """A sorted lookup file breaks docs/lookup-format.md (bad checksum, footer, magic, ...)."""
 
 
 class TreeStructureError(LakecoreError):

@@ -1,8 +1,9 @@
 """Look inside an Arrow IPC file's metadata without decoding any record batch body.
 
 Why: pyarrow decompresses a compressed record batch eagerly, and a compressed body of a few KB
-can declare (and expand to) any size. FORMAT.md section 3 says node files are uncompressed, so
-the node decoder asks this probe first and refuses a compressed batch before pyarrow touches it.
+can declare (and expand to) any size. docs/format.md#arrow-ipc-layout says node files are
+uncompressed, so the node decoder asks this probe first and refuses a compressed batch before
+pyarrow touches it.
 
 Byte layout read here (Arrow columnar format, IPC file)::
 

@@ -1,4 +1,4 @@
-"""Object names, encoded object keys, schema IDs and system keys (FORMAT.md section 2).
+"""Object names, encoded object keys, schema IDs and system keys (docs/format.md#keys).
 
 Key layout (``[sp]`` is the byte 0x20)::
 

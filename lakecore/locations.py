@@ -1,6 +1,6 @@
 """Locations: root URIs, stored paths, path optimization and every lakecore file name.
 
-Layout of a lakehouse root (FORMAT.md section 1)::
+Layout of a lakehouse root (docs/format.md#layout)::
 
     <root>/_lakehouse_def_<uuid4>.binpb                 lakehouse definition, not optimized
     <root>/_<32 bits of v, reversed>.arrow              root node of version v, not optimized
@@ -227,7 +227,7 @@ def external_root_for(location: str, external_roots: Iterable[str]) -> str | Non
 
 
 def optimize_path(original: str) -> str:
-    """The optimized storage path of an original file path (FORMAT.md section 1)."""
+    """The optimized storage path of an original file path (docs/format.md#path-optimization)."""
     name = original.replace("/", "-")
     hashed = mmh3.hash(name.encode("utf-8"), 0, signed=False)
     bits = format(hashed & ((1 << OPTIMIZED_PREFIX_BITS) - 1), f"0{OPTIMIZED_PREFIX_BITS}b")
@@ -296,11 +296,11 @@ _OPTIMIZED_NAME_HEAD_BYTES: Final = OPTIMIZED_PREFIX_BITS - 4 * HASH_DIRECTORY_L
 
 
 def _new_def_path(kind: str, identifier: str) -> str:
-    """``{kind}-{identifier}-{uuid}.binpb``, optimized: the seed's definition file path, with
-    two write-side liberties (recorded in docs/format.md; readers never parse the identifier):
+    """``{kind}-{identifier}-{uuid}.binpb``, optimized: a definition file path, with two
+    write-side liberties (docs/format.md#file-names; readers never parse the identifier):
 
     - a ``\\`` in a name is written as ``-``: a stored path may not hold one
-      (``check_relative_path``), and a name may (FORMAT.md section 2);
+      (``check_relative_path``), and a name may (docs/format.md#object-names);
     - the identifier is cut, at a character boundary, to keep the file name within
       ``FILE_NAME_SEGMENT_MAX_BYTES``: two names at the default limits (100 bytes each) made a
       259-byte name, which a local file system refuses ("File name too long")."""

@@ -1,4 +1,4 @@
-"""Namespaces of any depth (docs/format.md, "Nested namespaces").
+"""Namespaces of any depth (docs/format.md#nested-namespaces).
 
 A nested namespace is stored under the name of its levels joined with ``.`` (``a.b.c``): the
 namespace key is ``B===a.b.c`` padded, exactly as a flat name's, so files keep their bytes and
@@ -6,7 +6,8 @@ a lakehouse written before nesting reads the same (a name that held a ``.`` now 
 levels). Rules for a name being created (reading accepts any stored name):
 
 * every level is 1 or more bytes and holds no ``.`` (the separator);
-* the joined name obeys FORMAT.md's name rule, within ``namespace_name_max_size_bytes``;
+* the joined name obeys the name rule (docs/format.md#object-names), within
+  ``namespace_name_max_size_bytes``;
 * its parent need not exist (as in pyiceberg's SQL catalog, and as a lakehouse written before
   nesting may hold ``a.b`` without ``a``): a parent with no key of its own is *implied*, listed
   among its parent's children, with no properties and no tables. ``parents=True`` (the CLI's

@@ -1,4 +1,4 @@
-"""The in-memory node and its Arrow IPC codec (FORMAT.md section 3).
+"""The in-memory node and its Arrow IPC codec (docs/format.md#node-files).
 
 A node file is an Arrow IPC *file* (with footer) holding one uncompressed record batch with the
 schema ``key: utf8, pvalue: utf8, pnode: utf8`` (all nullable, in that order). Rows, top to
@@ -245,12 +245,12 @@ def _read_columns(
                 location, f"holds {batches} record batches; a node file has exactly one"
             )
         # Checked before get_batch, which would decompress: a compressed body of a few KB can
-        # expand to any size, and FORMAT.md section 3 says node files are uncompressed.
+        # expand to any size, and docs/format.md#arrow-ipc-layout says node files are uncompressed.
         if has_compressed_record_batch(data):
             raise CorruptNodeFileError(
                 location,
                 "its record batch is compressed; node files are uncompressed "
-                "(FORMAT.md section 3): rewrite it without IPC compression",
+                "(docs/format.md#arrow-ipc-layout): rewrite it without IPC compression",
             )
         batch = reader.get_batch(0)
         batch.validate(full=True)
@@ -273,7 +273,8 @@ def _check_child(location: str, row: int, child: str) -> str:
     try:
         if is_full_uri(child):
             # Allowed only in partial exports; the tree refuses to follow it unless told to.
-            # It must still be a qualified URI (FORMAT.md section 1): s3://b/../x is refused.
+            # It must still be a qualified URI (docs/format.md#qualified-uris): s3://b/../x is
+            # refused.
             normalize_root_uri(child)
             return child
         return check_relative_path(child)

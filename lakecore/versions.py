@@ -5,11 +5,11 @@ root (not optimized). Root ``v+1`` carries ``previous_root`` = root ``v``, and e
 carries ``lakehouse_def`` (the definition in force) and ``created_at_millis``. Roots are created
 with an exclusive create, so the chain has no gaps: ``v+1`` exists only if ``v`` did.
 
-Latest version (FORMAT.md section 5): read ``_latest_hint.txt`` (0 if missing or unreadable),
-then probe upward until a root is missing. If the starting root itself is missing (expired, or
-a hint gone stale), list the top-level root files and probe upward from the largest.
+Latest version (docs/format.md#latest-version): read ``_latest_hint.txt`` (0 if missing or
+unreadable), then probe upward until a root is missing. If the starting root itself is missing
+(expired, or a hint gone stale), list the top-level root files and probe upward from the largest.
 
-Retention (FORMAT.md section 7): a version is expired when it is not the latest, not among the
+Retention (docs/format.md#retention): a version is expired when it is not the latest, not among the
 newest ``minimum_versions_to_keep``, older than its maximum age (the per-version override, else
 the lakehouse's), and not the root of an exported snapshot.
 """
@@ -221,7 +221,8 @@ def no_lakehouse(storage: Storage) -> LakecoreError:
 
 
 def latest_version(storage: Storage) -> int:
-    """FORMAT.md section 5's latest-version discovery; NotFoundError if no root exists.
+    """The latest-version discovery of docs/format.md#latest-version; NotFoundError if no root
+    exists.
 
     Without a readable hint it lists the root files and probes up from the largest, rather than
     from version 0: the log may have gaps (``repair drop-damaged``, versions expired below an
@@ -380,7 +381,7 @@ def _versions_text(versions: list[int]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Retention arithmetic (FORMAT.md section 7)
+# Retention arithmetic (docs/format.md#retention)
 
 
 def maximum_age_millis(lakehouse_def: LakehouseDef, version: int) -> int:

@@ -1,9 +1,10 @@
 """The read-only view of one version: a root with its definition and exports, and its reads.
 
-This is the format core's one path for reading roots (FORMAT.md sections 5 and 6): the root
-file is decoded loosely, its lakehouse definition read, then the root decoded again strictly
-with the order the definition gives (the key table's length must match it). Everything that
-reads a version goes through here: the catalog API, maintenance, repair and the command line.
+This is the format core's one path for reading roots (docs/format.md#versions and
+#object-definitions): the root file is decoded loosely, its lakehouse definition read, then the root
+decoded again strictly with the order the definition gives (the key table's length must match it).
+Everything that reads a version goes through here: the catalog API, maintenance, repair and the
+command line.
 
 Rules:
 

@@ -191,7 +191,8 @@ def test_init_takes_the_place_as_every_command_does_or_as_its_argument(tmp_path:
 
 def test_names_at_the_limits_and_with_a_backslash_make_tables_on_local_disk(tmp_path: Path) -> None:
     # Both failed at create: a 259-byte file name ("File name too long", exit 4) and a path with
-    # a backslash ("not relative to the lakehouse root", exit 2); FORMAT.md allows both names.
+    # a backslash ("not relative to the lakehouse root", exit 2); docs/format.md#object-names
+    # allows both names.
     lake = tmp_path / "lake"
     assert main(["init", str(lake)]) == 0
     ns, long_table = "n" * 100, "t" * 100

@@ -1,4 +1,5 @@
-"""Object definitions (FORMAT.md section 6): wire format, defaults, validation, builders."""
+"""Object definitions (docs/format.md#object-definitions): wire format, defaults, validation,
+builders."""
 
 from __future__ import annotations
 
@@ -306,7 +307,7 @@ def test_is_immutable() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Field numbers of FORMAT.md section 6
+# Field numbers of docs/format.md#messages-and-field-numbers
 
 T = FieldDescriptor
 EXPECTED_FIELDS: dict[str, dict[str, tuple[int, int]]] = {

@@ -1,4 +1,4 @@
-"""Keys (FORMAT.md section 2): schema IDs, encoded names, object keys and their order."""
+"""Keys (docs/format.md#keys): schema IDs, encoded names, object keys and their order."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ from lakecore.keys import (
         (0, "A==="),
         (1, "B==="),
         (2, "C==="),
-        # The seed's "schema ID 4 is D===" contradicts its own alphabet (A=0 ... E=4).
+        # TrinityLake's "schema ID 4 is D===" contradicts its own alphabet (A=0 ... E=4):
+        # docs/format.md#where-the-sources-disagree.
         (4, "E==="),
         (25, "Z==="),
         (26, "a==="),

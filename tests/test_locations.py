@@ -1,4 +1,4 @@
-"""Locations (FORMAT.md section 1): path optimization, file names, root URIs, stored paths."""
+"""Locations (docs/format.md#locations): path optimization, file names, root URIs, stored paths."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from lakecore.locations import (
     version_from_root_node_file_name,
 )
 
-# FORMAT.md section 1, verbatim.
+# The worked examples of docs/format.md#path-optimization, verbatim.
 OPTIMIZATION_VECTORS = [
     (
         "node-6fcb514b-b878-4c9d-95b7-8dc3a7ce6fd8.arrow",

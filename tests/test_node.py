@@ -1,4 +1,4 @@
-"""The node file codec (FORMAT.md section 3): round trips, exact layout, strict decoding."""
+"""The node file codec (docs/format.md#node-files): round trips, exact layout, strict decoding."""
 
 from __future__ import annotations
 

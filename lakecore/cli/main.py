@@ -2,8 +2,9 @@
 """The ``lakecore`` command line.
 
 Every command prints a short human summary, or JSON with ``--json``. Errors are one line on
-stderr and an exit code: 0 ok, 1 check found violations, 2 bad arguments or input, 3 commit
-conflict, 4 anything else.
+stderr and an exit code. The codes are defined once, in ``lakecore.errors.ExitCode``, with the
+retry rule of each; ``lakecore --help`` prints them, and the README's "Exit codes" section
+explains each one.
 """
 
 from __future__ import annotations

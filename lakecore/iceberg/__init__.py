@@ -2,8 +2,9 @@
 
 Needs the ``iceberg`` extra (``pip install 'lakecore[iceberg]'``). The rules (what a table
 definition holds, how commits stay safe, where files may live, time travel, error types) are in
-``lakecore.iceberg.catalog``'s docstring and in docs/format.md. Engine-neutral: nothing here
-imports pyspark or ``jobs``; it uses the public ``Lakehouse``/``Transaction`` API only.
+``lakecore.iceberg.catalog``'s docstring and in docs/format.md#iceberg-tables. Engine-neutral:
+nothing here imports pyspark or ``jobs``; it uses the public ``Lakehouse``/``Transaction`` API
+only.
 """
 
 from __future__ import annotations

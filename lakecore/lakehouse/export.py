@@ -1,6 +1,6 @@
 """Snapshot export: copy one version to a target root as a lakehouse of its own.
 
-Modes (TrinityLake's transaction spec: an export may stop replicating at any level):
+Modes (docs/format.md#exported-copies: an export may stop replicating at any level):
 
     minimal   the root node only; its pointers become full URIs into the source
     partial   the root and every internal node; leaves and definitions stay in the source

@@ -1,6 +1,7 @@
 """Single-process checks of whole versions: the invariant checker plus catalog rules.
 
-``check_version`` runs the tree checker (FORMAT.md sections 3 and 4) over one version and, with
+``check_version`` runs the tree checker (docs/format.md#node-files and #the-tree) over one version
+and, with
 ``deep``, the catalog rules: every key parses under the lakehouse's limits, every definition file
 exists, decodes and carries the name its key says, and every table's namespace exists.
 """

@@ -4,7 +4,7 @@ Objects live in the tree under their encoded keys (``lakecore.keys``); each key'
 location of the object's definition file (``.binpb``). A change writes new definition files and
 new nodes and commits a new root (``lakecore.commit``).
 
-Isolation (FORMAT.md section 5), validated by value when a commit loses a race:
+Isolation (docs/format.md#isolation), validated by value when a commit loses a race:
 
 * ``snapshot``: every key the transaction wrote must hold, at the new latest version, the value
   it held at the transaction's base. Write skew is allowed.

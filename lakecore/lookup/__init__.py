@@ -2,7 +2,7 @@
 
 A lookup file is a write-once, sorted map from byte-string keys to byte-string values, read by
 point lookups (``get``, ``get_many``) and ordered scans (``items``). The byte layout is
-LOOKUP-FORMAT.md (in the shared folder); each module documents the part of it that it owns:
+docs/lookup-format.md; each module documents the part of it that it owns:
 
 - ``varint.py``: LEB128 lengths and offsets
 - ``block.py``: entries, aligned/unaligned tails, the CRC trailer, searching a block

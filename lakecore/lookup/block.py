@@ -1,6 +1,6 @@
 """Blocks of the lookup file: building them, their trailer, and searching a decoded block.
 
-Byte layout of a raw (uncompressed) block (LOOKUP-FORMAT.md, "Block")::
+Byte layout of a raw (uncompressed) block (docs/lookup-format.md#blocks)::
 
     entries, back to back, from byte 0:
         varint32 klen, key (klen bytes), varint32 vlen, value (vlen bytes)

@@ -1,6 +1,6 @@
 """The lookup file's bloom filter: sizing, building the bitset, and testing keys against it.
 
-Byte layout (LOOKUP-FORMAT.md, "Bloom filter"): the bitset is ``bytes`` raw bytes stored between
+Byte layout (docs/lookup-format.md#bloom-filter): the bitset is ``bytes`` raw bytes stored between
 the last data block and the index block, with no trailer and no checksum; bit ``b`` is bit
 ``b & 7`` (least significant first) of byte ``b >> 3``. The footer records its offset, its size
 in bytes and the expected entry count ``n`` it was sized for; the reader derives everything

@@ -1,7 +1,7 @@
 """Block compression of the sorted lookup file: codec ids, the 12.5% rule, the bodies, and the
 bound on what a body may declare.
 
-Byte layout of a stored block body (LOOKUP-FORMAT.md, "Compressed block body"; Paimon's
+Byte layout of a stored block body (docs/lookup-format.md#compression; Paimon's
 ``BlockCompressionType`` for the ids)::
 
     codec 0 (none):  the block bytes as they are
@@ -19,7 +19,7 @@ The codec id itself is not part of the body: it is the first byte of the block t
 division) of the raw block, i.e. it must save more than 12.5%; otherwise the block is stored raw
 with codec 0, whatever codec the writer was asked for.
 
-**What a body may declare** (docs/format.md records the rule). The uncompressed length is read
+**What a body may declare** (docs/lookup-format.md#compression). The uncompressed length is read
 from the file, so it is believed only within two bounds, both checked before anything is
 allocated:
 

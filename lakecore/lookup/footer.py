@@ -1,6 +1,6 @@
 """The 36-byte footer at the very end of a lookup file, and its consistency with the file size.
 
-Byte layout (LOOKUP-FORMAT.md, "Footer"), little-endian::
+Byte layout (docs/lookup-format.md#footer), little-endian::
 
     offset  size  field
          0     8  int64 bloomOffset             file offset of the bloom bitset

@@ -1,6 +1,6 @@
 """Block handles: where a block sits in the file. They are the values of the index block.
 
-Byte layout (LOOKUP-FORMAT.md, "Block handle")::
+Byte layout (docs/lookup-format.md#block-handles)::
 
     varint64 offset     file offset of the block's first stored byte
     varint32 size       stored size of the block, excluding its 5-byte trailer

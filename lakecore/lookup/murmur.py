@@ -1,6 +1,6 @@
 """Paimon's MurmurHash3 x86 32-bit variant (seed 42), the key hash of the lookup bloom filter.
 
-Definition (LOOKUP-FORMAT.md, "Bloom filter"), all arithmetic on unsigned 32-bit words::
+Definition (docs/lookup-format.md#bloom-filter), all arithmetic on unsigned 32-bit words::
 
     h = seed (42)
     for each 4-byte word w of the key, little-endian:   h = mixH1(h, mixK1(w))

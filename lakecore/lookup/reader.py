@@ -1,6 +1,6 @@
 """Reading a sorted lookup file: ``LookupReader``.
 
-Lookup procedure (LOOKUP-FORMAT.md, "Lookup"): bloom test (stop on negative); binary search of
+Lookup procedure (docs/lookup-format.md#lookup): bloom test (stop on negative); binary search of
 the index for the first data block whose last key is >= the key; read that one block (check its
 CRC-32, decompress, check its tail); binary search inside it; exact match or absent. At most one
 data block is read per key.

@@ -1,6 +1,6 @@
 """Unsigned LEB128 variable-length integers, the length prefixes of the sorted lookup file.
 
-Byte layout (LOOKUP-FORMAT.md, "varint")::
+Byte layout (docs/lookup-format.md#conventions)::
 
     7 bits of the value per byte, least significant group first;
     the high bit (0x80) of a byte is set when another byte follows.

@@ -1,6 +1,6 @@
 """Writing a sorted lookup file: ``LookupWriter``.
 
-File layout written (LOOKUP-FORMAT.md, "File, in order")::
+File layout written (docs/lookup-format.md#file-layout)::
 
     data block 0, trailer 0, data block 1, trailer 1, ...   (block.py, compression.py)
     bloom bitset (optional, raw)                            (bloom.py)
@@ -41,7 +41,7 @@ from lakecore.lookup.varint import MAX_INT32, VARINT32_MAX_BYTES
 #: that misses the block cache decompresses one whole block, and zstd alone takes 15-25 us for
 #: 64 KiB here, more than RocksDB's whole cold get; 8 KiB blocks bring a cold get to ~1.35x
 #: RocksDB's while the file stays smaller than its SST, at the cost of batched lookups
-#: (bench/bench_lookup.py; docs/format.md has the numbers).
+#: (bench/bench_lookup.py; docs/lookup-format.md#why-8-kib-blocks has the numbers).
 #: Paimon reads any block size.
 DEFAULT_BLOCK_SIZE: Final = 8 * 1024
 #: Write buffer of the temporary file; blocks are written whole, so this only batches syscalls.

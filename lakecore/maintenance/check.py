@@ -1,4 +1,5 @@
-"""The invariant checker: every rule of FORMAT.md sections 3 and 4, over a tree or a subtree.
+"""The invariant checker: every rule of docs/format.md#node-files and #the-tree, over a tree or
+a subtree.
 
 One checker serves ``lakecore fsck``, the Spark validate job (one call per subtree on the
 executors, plus one for the top of the tree on the driver) and the tests. It reports every

@@ -1,4 +1,4 @@
-"""Version expiry ("version compaction", FORMAT.md section 7): drop old versions and the files
+"""Version expiry ("version compaction", docs/format.md#retention): drop old versions and the files
 only they reach.
 
 A version is expired (``versions.expired_versions``, with the settings of the latest lakehouse

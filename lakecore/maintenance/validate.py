@@ -141,7 +141,7 @@ class NodeRows:
         return list(zip(*self.columns(), strict=True))
 
     def add_node(self, node: Node, location: str, depth: int, order: int) -> None:
-        """The rows of a node file as FORMAT.md section 3 lays them out: its system rows, the
+        """The rows of a node file as docs/format.md#node-files lays them out: its system rows, the
         key table of exactly ``order`` rows, then the buffer in the node's message order (the
         order ``encode_node`` writes; the decoder already refused any file whose rows break
         the layout). Row indexes count from 0 in each node."""

@@ -1,4 +1,4 @@
-"""The B-epsilon search tree map over node files (FORMAT.md section 4).
+"""The B-epsilon search tree map over node files (docs/format.md#the-tree).
 
 ``read`` resolves keys and ranges (merge-on-read), ``write`` applies messages copy-on-write
 with flushes, splits and merges, ``bulk`` builds a balanced tree from sorted items, and

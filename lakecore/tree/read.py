@@ -1,6 +1,6 @@
 """Merge-on-read: point lookups, ordered range and prefix scans, and the resolved map.
 
-Resolution rule (FORMAT.md section 4): walk from the root; at each node the newest buffer
+Resolution rule (docs/format.md#reading): walk from the root; at each node the newest buffer
 message for the key decides (a set gives its pvalue, a delete gives absent); else the node's
 key table decides; else descend into the child whose range holds the key. Messages higher up
 are newer, so the first decision on the way down is final. A point lookup therefore reads at

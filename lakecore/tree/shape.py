@@ -1,6 +1,6 @@
 """The numbers that shape a tree: order, node size budget, fill rules and depth bound.
 
-Fill rules (FORMAT.md section 4), for order ``N``:
+Fill rules (docs/format.md#shape), for order ``N``:
 
     every node              at most N children, at most N-1 keys
     root                    at least 2 children unless it is a leaf (an empty leaf is allowed)

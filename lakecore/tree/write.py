@@ -19,8 +19,8 @@ Writes are messages in the root's write buffer. When a node would exceed
 merge the two children around the key with the key itself pulled down between them, put the
 delete message into the merged node, and settle it. The key sinks one level at a time until it
 reaches a leaf and is removed there; every level re-splits and re-merges as needed. No message
-for the key can be below it (FORMAT.md: a message never sits below the node holding its key),
-so nothing is lost on the way down.
+for the key can be below it (docs/format.md#messages-and-where-they-sit: a message never sits
+below the node holding its key), so nothing is lost on the way down.
 
 Self-apply before any split or merge keeps that rule: a key only moves up (a separator) or
 down (a merge) after its own pending messages were applied, so it never ends up above its

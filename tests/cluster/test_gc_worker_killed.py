@@ -207,7 +207,8 @@ def test_worker_killed_in_the_middle_of_gc(
             assert not orphans & files(lake)
             if stage == "delete":
                 # The re-run of a lost delete task finds what the killed attempt already
-                # deleted gone and does not count it (docs/reliability.md): an undercount only.
+                # deleted gone and does not count it (docs/reliability.md#limits): an
+                # undercount only.
                 assert report["counts"]["orphans_deleted"] <= len(orphans), report["counts"]
             else:
                 assert report["counts"]["orphans_deleted"] == len(orphans), report["counts"]

@@ -33,7 +33,7 @@ def test_refuses_a_filter_without_bits() -> None:
 
 
 def test_probe_positions_by_hand() -> None:
-    # One key, k probes, bits set exactly where LOOKUP-FORMAT.md says.
+    # One key, k probes, bits set exactly where docs/lookup-format.md#bloom-filter says.
     key = b"hello world"
     size, n = 16, 3
     k = bloom_hash_count(n, size)

@@ -197,8 +197,9 @@ def test_bloom_bitset_is_read_in_range(tmp_path: Path) -> None:
 def _outcome_ok(path: str, data: bytes, mutated: set[int]) -> None:
     """Reading a mutated file gives CorruptLookupFileError or right answers, nothing else.
 
-    The bloom bitset and its footer fields carry no checksum (LOOKUP-FORMAT.md), so a change
-    there may turn a present key into None; it must never produce a wrong value.
+    The bloom bitset and its footer fields carry no checksum
+    (docs/lookup-format.md#trailer-and-checksum), so a change there may turn a present key into
+    None; it must never produce a wrong value.
     """
     fields = footer_fields(data) if len(data) >= 36 else None
     try:

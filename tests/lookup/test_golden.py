@@ -1,4 +1,4 @@
-"""Golden bytes: tiny files derived by hand from LOOKUP-FORMAT.md, not from the writer."""
+"""Golden bytes: tiny files derived by hand from docs/lookup-format.md, not from the writer."""
 
 from __future__ import annotations
 

@@ -430,7 +430,8 @@ def test_regression_compressed_node_file_is_refused_before_it_expands(codec: str
 
 
 def test_a_small_compressed_node_file_is_refused_too() -> None:
-    """Not only bombs: any compressed body breaks FORMAT.md section 3, whatever its size."""
+    """Not only bombs: any compressed body breaks docs/format.md#arrow-ipc-layout, whatever its
+    size."""
     with pytest.raises(CorruptNodeFileError, match=r"bomb\.arrow.*compressed"):
         decode_node(_compressed_node(10), "bomb.arrow", 4)
 
