@@ -5,9 +5,10 @@ root (not optimized). Root ``v+1`` carries ``previous_root`` = root ``v``, and e
 carries ``lakehouse_def`` (the definition in force) and ``created_at_millis``. Roots are created
 with an exclusive create, so the chain has no gaps: ``v+1`` exists only if ``v`` did.
 
-Latest version (docs/format.md#latest-version): read ``_latest_hint.txt`` (0 if missing or
-unreadable), then probe upward until a root is missing. If the starting root itself is missing
-(expired, or a hint gone stale), list the top-level root files and probe upward from the largest.
+Latest version (docs/format.md#latest-version): read ``_latest_hint.txt`` and probe upward from
+it until a root is missing. Without a hint that names an existing root (missing, unreadable, or
+naming an expired version), list the top-level root files and probe upward from the largest:
+never from 0, since the log may have gaps. A store that does not answer is no missing hint.
 
 Retention (docs/format.md#retention): a version is expired when it is not the latest, not among the
 newest ``minimum_versions_to_keep``, older than its maximum age (the per-version override, else

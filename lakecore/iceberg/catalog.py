@@ -46,7 +46,7 @@ Rules:
   default location names its table, and every other root is kept in a registry in the
   lakehouse definition, written in the same commit. Tables made by other means than this
   catalog (the lakehouse API, an older lakecore) are not held to the rule.
-* **Storage options*** **Storage options** for lakecore's own files: ``storage_options`` (a mapping, when the catalog
+* **Storage options** for lakecore's own files: ``storage_options`` (a mapping, when the catalog
   is built in Python), else ``lakecore.storage-options`` (a JSON object), else derived from
   pyiceberg's ``s3.*``/``client.*`` properties (endpoint, keys, session token, region). Iceberg
   data and metadata files go through pyiceberg's FileIO with the catalog's properties as usual.
