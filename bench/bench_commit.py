@@ -23,6 +23,10 @@ single-key writes with the same I/O a catalog commit does around the tree: write
 definition file, rewrite the path, create the root exclusively, write the hint. (The baseline
 does not read the current definition for updates; the catalog API does.)
 
+**Big transaction** (``--big-transaction N``, default 100k tables, 0 to skip): one transaction
+creating N tables against the same version built the bulk way, each in a fresh child process
+for its peak memory; see ``big_transaction.py``.
+
 Prints one JSON document on stdout and a table on stderr; ``--quick`` runs in under a minute.
 """
 
@@ -40,6 +44,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import _common as C
+import big_transaction
 from bench_tree import (
     CommitRecord,
     Lake,
@@ -448,13 +453,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--tmpdir", default=None, help="where the local lakehouse goes (default: system temp dir)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the local scratch directory")
+    parser.add_argument(
+        "--big-transaction",
+        type=int,
+        default=None,
+        help="tables created in one transaction, against the bulk baseline (default 100000; 0: skip)",
+    )
+    parser.add_argument("--big-rounds", type=int, default=None, help="default 2 (--quick: 1)")
     parser.add_argument("--quick", action="store_true", help="small counts, under a minute")
     args = parser.parse_args(argv)
     if args.quick:
         args.commits = args.commits or 40
         args.prepopulate = 2000 if args.prepopulate is None else args.prepopulate
+        args.big_transaction = 1000 if args.big_transaction is None else args.big_transaction
+        args.big_rounds = args.big_rounds or 1
     args.commits = args.commits or 300
     args.prepopulate = 100_000 if args.prepopulate is None else args.prepopulate
+    args.big_transaction = 100_000 if args.big_transaction is None else args.big_transaction
+    args.big_rounds = args.big_rounds or 2
     args.storage_list = [s.strip() for s in args.storages.split(",") if s.strip()]
     return args
 
@@ -471,6 +487,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "storages": args.storage_list,
             "seed": args.seed,
             "quick": args.quick,
+            "big_transaction_tables": args.big_transaction,
+            "big_transaction_rounds": args.big_rounds,
         },
         "environment": C.environment(),
         "notes": [
@@ -495,9 +513,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
         else:
             raise SystemExit(f"unknown storage {storage!r}; use local and/or s3")
+    if args.big_transaction:
+        doc["big_transaction"] = big_transaction.measure(
+            args.big_transaction, args.big_rounds, args.tmpdir
+        )
     doc["total_seconds"] = round(time.perf_counter() - started, 1)
     C.print_json(doc)
     print_tables(doc)
+    if args.big_transaction:
+        big_transaction.print_table(doc["big_transaction"])
     C.log(f"\ntotal {doc['total_seconds']} s")
     return 0
 
