@@ -84,10 +84,10 @@ from lakecore import clear_caches
 from lakecore.cli import main as cli_main
 from lakecore.errors import ExitCode
 from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.treeinfo import buffered_messages
 from lakecore.maintenance.expire import expire_in_process
 from lakecore.maintenance.gc import gc_in_process
 from lakecore.storage import Storage
-from lakecore.treeinfo import buffered_messages
 from lakecore.versions import list_root_versions
 from tests.conftest import S3TestServer, fill_disk
 from tests.jobs.test_gc import build_lake, plant_orphans
