@@ -85,6 +85,10 @@ EXPORTS_PROPERTY_PREFIX = "lakecore.exports."
 # The Iceberg catalog's location registry (``lakecore.iceberg.roots``).
 ICEBERG_PROPERTY_PREFIX = "lakecore.iceberg."
 # Property keys lakecore writes itself; `init --property` and `settings set` refuse them.
+# exported_snapshots entries a rollback records while it reads its target (Lakehouse.rollback):
+# a pin like an export's, which version compaction honours, taken back by the rollback's own
+# commit (docs/format.md#rollback). No export may be named so.
+ROLLBACK_PIN_PREFIX = "rollback:"
 RESERVED_PROPERTY_PREFIXES = ("lakecore.export.", EXPORTS_PROPERTY_PREFIX, ICEBERG_PROPERTY_PREFIX)
 
 
@@ -325,6 +329,23 @@ def with_export_recorded(
     return current.with_changes(
         exported_snapshots={**current.exported_snapshots, name: root_file}, properties=properties
     )
+
+
+def with_rollback_pin(current: LakehouseDef, name: str, root_file: str) -> LakehouseDef:
+    """``current`` with rollback pin ``name`` (``ROLLBACK_PIN_PREFIX``...) on ``root_file``."""
+    check_export_name_free(current, name)
+    return current.with_changes(exported_snapshots={**current.exported_snapshots, name: root_file})
+
+
+def without_export(current: LakehouseDef, name: str) -> LakehouseDef:
+    """``current`` without export (or rollback pin) ``name`` and its bookkeeping properties."""
+    snapshots = {k: v for k, v in current.exported_snapshots.items() if k != name}
+    bookkeeping = (
+        f"{EXPORTS_PROPERTY_PREFIX}{name}.mode",
+        f"{EXPORTS_PROPERTY_PREFIX}{name}.target",
+    )
+    properties = {k: v for k, v in current.properties.items() if k not in bookkeeping}
+    return current.with_changes(exported_snapshots=snapshots, properties=properties)
 
 
 def read_only_reason(lakehouse_def: LakehouseDef) -> str | None:

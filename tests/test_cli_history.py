@@ -35,7 +35,8 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
 def lake(tmp_path: Path) -> Lakehouse:
     """Versions: 0 create, 1-3 namespaces (one named a.b), 4-6 tables (two both print as a.b.c
     without quoting), 7 a table update (metadata_location, as an Iceberg commit), 8 a settings
-    change, 9 an export, 10 a drop, 11 a rollback to 9's content."""
+    change, 9 an export, 10 a drop, 11 and 12 a rollback to 9's content (its pin, then the
+    rolling forward)."""
     lh = Lakehouse.create(str(tmp_path / "lake"), name="hist", order=4)
     for ns in ("sales", "a.b", "a"):
         with lh.transaction() as tx:
@@ -73,22 +74,27 @@ def test_history_derives_each_version_from_its_parent(lake: Lakehouse) -> None:
     assert entries[8].operation == "definition" and "14d" in entries[8].summary
     assert entries[9].operation == "export" and "nightly" in entries[9].summary
     assert entries[10].summary == 'dropped table a."b.c"'
-    rollback = entries[11]
+    pin = entries[11]
+    assert pin.operation == "rollback-pin" and pin.summary.startswith(
+        "rollback to version 9 begins: pinned (rollback:"
+    )
+    rollback = entries[12]
     assert rollback.operation == "rollback" and rollback.restored_version == 9
     assert (
         rollback.summary
         == 'rollback from version 10 to the content of version 9; created table a."b.c"'
     )
     assert (
-        entries[11].state == "latest"
+        entries[12].state == "latest"
         and entries[8].state == "pinned"
         and entries[8].pinned_by == ["nightly"]
     )
     assert all(e.root_bytes and e.root_bytes > 0 for e in entries.values())
-    assert [e.version for e in history(lake.storage, limit=3)] == [11, 10, 9]
+    assert [e.version for e in history(lake.storage, limit=3)] == [12, 11, 10]
     # Far in the future every version is past 14 days: all but the kept and pinned ones are "expired".
     later = history(lake.storage, now_millis=lake.created_at_millis + 30 * 86_400_000)
-    assert {e.version for e in later if e.state == "expired"} == set(range(0, 8))
+    # 8 is pinned by the export; 10-12 are the newest three.
+    assert {e.version for e in later if e.state == "expired"} == {*range(0, 8), 9}
 
 
 def test_history_command_text_json_and_since(
@@ -97,23 +103,23 @@ def test_history_command_text_json_and_since(
     code, out, _ = _run(capsys, "-l", lake.uri, "history", "--limit", "5")
     assert (code == 0 and "rollback" in out and "KiB" in out) or " B " in out
     data = _json(capsys, "-l", lake.uri, "history", "--json")
-    assert [v["version"] for v in data["versions"]] == list(range(11, -1, -1))
+    assert [v["version"] for v in data["versions"]] == list(range(12, -1, -1))
     since = lake.at_version(10).created_at_millis
     data = _json(capsys, "-l", lake.uri, "history", "--since", str(since), "--json")
-    assert [v["version"] for v in data["versions"]] == [11, 10]
+    assert [v["version"] for v in data["versions"]] == [12, 11, 10]
     versions = _json(
         capsys, "-l", lake.uri, "versions", "--json", "--limit", "2"
     )  # --json after the command
-    assert [v["operation"] for v in versions] == ["rollback", "commit"]
+    assert [v["operation"] for v in versions] == ["rollback", "rollback-pin"]
 
 
 def test_describe_and_health_page(
     lake: Lakehouse, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = _json(capsys, "-l", lake.uri, "describe", "--json")
-    assert data["versions"]["latest"] == 11 and data["versions"]["pinned"] == [8]
+    assert data["versions"]["latest"] == 12 and data["versions"]["pinned"] == [8]
     assert data["definition"]["maximum_version_age_millis"] == 14 * 86_400_000
-    assert data["files"]["by_kind"]["root_node"]["count"] == 12 and data["tree"]["depth"] >= 1
+    assert data["files"]["by_kind"]["root_node"]["count"] == 13 and data["tree"]["depth"] >= 1
     code, out, _ = _run(capsys, "-l", lake.uri, "describe", "--html", str(tmp_path / "h.html"))
     assert code == 0 and "versions older than 14d expire" in out
     page = (tmp_path / "h.html").read_text()
@@ -145,7 +151,7 @@ def test_property_commands_as_of_and_lookup_by_name(
     code, out, _ = _run(
         capsys, "-l", lake.uri, "namespace", "set-properties", "sales", "owner=a", "tier=1"
     )
-    assert code == 0 and out.startswith("set properties of namespace 'sales' in version 12")
+    assert code == 0 and out.startswith("set properties of namespace 'sales' in version 13")
     code, out, _ = _run(capsys, "-l", lake.uri, "namespace", "unset-properties", "sales", "tier")
     assert code == 0 and lake.refresh().load_namespace("sales").properties == {"owner": "a"}
     code, out, _ = _run(capsys, "-l", lake.uri, "table", "set-properties", "a.b", "c", "k=v")
@@ -301,9 +307,10 @@ def test_a_rollback_from_a_damaged_version_is_still_a_rollback_in_the_log(tmp_pa
     entries = {e.version: e for e in history(lh.storage)}
     entry = entries[restored]
     assert entry.operation == "rollback"
+    # Its parent is its pin's version, which carries the damaged tree it was asked on.
     assert entry.summary.startswith(
         f"rollback from version {damaged_version} to the content of version "
-        f"{damaged_version - 1}; changes unknown: the tree of version {damaged_version} "
+        f"{damaged_version - 1}; changes unknown: the tree of version {damaged_version + 1} "
         "cannot be read (CorruptNodeFileError"
     )
     # The damaged version's own row names its own tree, not its parent's.
@@ -313,7 +320,8 @@ def test_a_rollback_from_a_damaged_version_is_still_a_rollback_in_the_log(tmp_pa
     # Once drop-damaged has removed the damaged version, the rollback still names what it restored.
     from lakecore.lakehouse import repair
 
-    assert repair.drop_damaged(lh.storage, apply=True).dropped_versions == [damaged_version]
+    dropped = repair.drop_damaged(lh.storage, apply=True).dropped_versions
+    assert dropped == [damaged_version, damaged_version + 1]  # and the pin's, which shared its tree
     entry = {e.version: e for e in history(lh.storage)}[restored]
     assert entry.operation == "rollback" and entry.restored_version == damaged_version - 1
     assert entry.summary == (

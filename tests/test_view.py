@@ -35,7 +35,8 @@ from lakecore.view import (
 
 @pytest.fixture
 def lake(tmp_path: Path) -> Lakehouse:
-    """Version 0 empty; 1: namespace sales; 2: tables; 3: a nested namespace; 4: a rollback."""
+    """Version 0 empty; 1: namespace sales; 2: tables; 3: a nested namespace; 4 and 5: a
+    rollback to version 2 (its pin, then the rolling forward)."""
     lh = Lakehouse.create(str(tmp_path / "lake"), name="view", order=4)
     with lh.transaction() as tx:
         tx.create_namespace("sales", properties={"owner": "a"})
@@ -59,10 +60,10 @@ def test_a_view_reads_its_version_and_nothing_newer(lake: Lakehouse) -> None:
     three = two.open_version(3)
     assert three.child_namespaces("sales") == ["sales.eu"]
     assert three.has_child_namespaces("sales") and not three.has_child_namespaces("sales.eu")
-    # Version 4 rolled forward to version 2's content: the nested namespace is gone again.
-    four = three.open_version(4)
-    assert four.list_namespaces() == ["sales"] and four.child_namespaces("sales") == []
-    assert dict(four.items()) == dict(two.items())
+    # Version 5 rolled forward to version 2's content: the nested namespace is gone again.
+    five = three.open_version(5)
+    assert five.list_namespaces() == ["sales"] and five.child_namespaces("sales") == []
+    assert dict(five.items()) == dict(two.items())
 
 
 def test_the_version_log_lists_every_root_and_marks_a_damaged_one(lake: Lakehouse) -> None:
@@ -70,10 +71,10 @@ def test_the_version_log_lists_every_root_and_marks_a_damaged_one(lake: Lakehous
     (root / root_node_file_name(3)).write_bytes(b"not an arrow file")
     clear_caches()
     log = sorted(list_versions(lake.storage), key=lambda v: v.version)  # it lists newest first
-    assert [v.version for v in log] == [0, 1, 2, 3, 4]
+    assert [v.version for v in log] == [0, 1, 2, 3, 4, 5]
     damaged = [v for v in log if not v.readable]
     assert [v.version for v in damaged] == [3] and damaged[0].error
-    assert log[4].rollback_from_version == 3  # rolled back from version 3 (to 2's content)
+    assert log[5].rollback_from_version == 3  # asked on version 3; version 4 is its pin
     assert all(v.created_at_millis for v in log if v.readable)
     with pytest.raises(CorruptFileError):
         open_version(lake.uri, 3)

@@ -34,7 +34,13 @@ from lakecore.errors import LakecoreError
 from lakecore.storage import Storage
 from lakecore.units import plural
 from lakecore.versions import expired_versions, export_pins
-from lakecore.view import LakehouseView, VersionInfo, list_versions, open_version
+from lakecore.view import (
+    ROLLBACK_PIN_PREFIX,
+    LakehouseView,
+    VersionInfo,
+    list_versions,
+    open_version,
+)
 
 # -- names -----------------------------------------------------------------------------------------
 
@@ -217,7 +223,7 @@ class HistoryEntry:
     version: int
     created_at_millis: int | None
     state: str
-    operation: str  # create | commit | flush | rollback | export | drop-export | definition | none | unknown | unreadable
+    operation: str  # create | commit | flush | rollback | rollback-pin | rollback-unpin | export | drop-export | definition | none | unknown | unreadable
     summary: str
     root_bytes: int | None = None
     pinned_by: list[str] = field(default_factory=list)
@@ -261,6 +267,11 @@ def _definition_summary(
     phrases = []
     operation = "definition"
     for name in added:
+        if name.startswith(ROLLBACK_PIN_PREFIX):
+            # The first of a rollback's two versions (Lakehouse.rollback).
+            operation = "rollback-pin"
+            phrases.append(f"rollback to version {pins_after.get(name)} begins: pinned ({name})")
+            continue
         operation = "export"
         mode = after.properties.get(f"lakecore.exports.{name}.mode")
         target = after.properties.get(f"lakecore.exports.{name}.target")
@@ -272,6 +283,12 @@ def _definition_summary(
             + (f" to {target}" if target else "")
         )
     for name in dropped:
+        if name.startswith(ROLLBACK_PIN_PREFIX):
+            # Released by the rollback's own commit (said as the rollback), or by a rollback
+            # that failed after pinning.
+            phrases.append(f"rollback pin {name} released")
+            operation = "rollback-unpin" if operation == "definition" else operation
+            continue
         operation = "drop-export" if not added else operation
         pinned = pins_before.get(name)
         phrases.append(
@@ -500,9 +517,11 @@ def _describe(
         and view.lakehouse_def != parent.lakehouse_def
     ):
         operation, summary, fields = _definition_summary(parent.lakehouse_def, view.lakehouse_def)
-        operations.append(operation)
-        phrases.append(summary)
         entry.definition_changes = fields
+        if not (operations == ["rollback"] and operation == "rollback-unpin"):
+            # A rollback's release of its own pin is part of the rollback, not a change of its own.
+            operations.append(operation)
+            phrases.append(summary)
     if not _same_tree(parent, view):
         # This version's own tree first (a damaged version names itself), then the parent's: a
         # damaged parent (what a repair rolls back from) leaves this version's own kind (a

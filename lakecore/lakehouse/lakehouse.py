@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -63,7 +64,7 @@ from lakecore.versions import (
     write_hint,
 )
 from lakecore.view import (
-    EXPORTS_PROPERTY_PREFIX,
+    ROLLBACK_PIN_PREFIX,
     ExportInfo,
     LakehouseView,
     VersionInfo,
@@ -76,6 +77,8 @@ from lakecore.view import (
     read_root_and_def,
     store_for,
     with_export_recorded,
+    with_rollback_pin,
+    without_export,
 )
 
 _LOG = logging.getLogger(__name__)
@@ -315,32 +318,80 @@ class Lakehouse(LakehouseView):
 
     def rollback_if_needed(self, to_version: int) -> tuple[int, bool]:
         """``rollback``, and whether it committed: a version whose tree is ``to_version``'s
-        already (the latest itself, or a later one that undid every change) gets no new version."""
-        self.require_writable("roll back")
-        target = read_version(self.storage, to_version, self.lakehouse_def.order)
-        base_version = self.version
+        already (the latest itself, or a later one that undid every change) gets no new version.
 
-        def plan(base: RootInfo) -> RootPlan:
-            if base.node.same_tree_as(target.node):
-                raise _Unchanged(base)
-            node = Node(
-                target.node.keys, target.node.values, target.node.children, target.node.buffer
-            )
-            return RootPlan(
-                node, base.lakehouse_def_path, rollback_from_root=root_node_file_name(base.version)
-            )
+        A rollback pins its target before it reads it, as an export does, and takes the pin back
+        in the commit that rolls forward: two versions. Version compaction may be expiring the
+        target meanwhile; it honours pins it sees before it deletes the target's root, and it
+        re-reads them after its last re-check, before it deletes any other file
+        (``maintenance.expire.recheck``). So either compaction sees the pin and keeps the
+        target's files, or it had deleted the target's root already and the read after the pin
+        fails (``VersionExpiredError``): the rolled-back version never names a deleted file."""
+        self.require_writable("roll back")
+        order = self.lakehouse_def.order
+        target = read_version(self.storage, to_version, order)  # its errors, before any commit
+        if self.root_info.node.same_tree_as(target.node):
+            return self.version, False
+        pin = f"{ROLLBACK_PIN_PREFIX}{uuid.uuid4().hex[:12]}"
+        root_file = root_node_file_name(to_version)
+        seen_version = self.version
 
         def still_valid(latest: RootInfo) -> str | None:
-            return f"version {latest.version} was committed after {base_version} while rolling back; rerun the rollback"
+            # A rollback discards what came after the version it was asked on: never more.
+            return (
+                f"version {latest.version} was committed after {seen_version} while rolling "
+                "back; rerun the rollback"
+            )
 
+        no_retry = CommitPolicy(max_retries=0)
+        self._update_definition(
+            lambda current: with_rollback_pin(current, pin, root_file),
+            still_valid=still_valid,
+            policy=no_retry,
+        )
         try:
-            return self.commit_plan(
-                plan, still_valid, policy=CommitPolicy(max_retries=0)
-            ).version, True
+            target = read_version(self.storage, to_version, order)  # after the pin: see above
+
+            def plan(base: RootInfo) -> RootPlan:
+                if base.node.same_tree_as(target.node):
+                    raise _Unchanged(base)
+                current = read_lakehouse_def(self.storage, base.lakehouse_def_path)
+                path = new_lakehouse_def_path()
+                self.storage.write(path, without_export(current, pin).to_bytes())
+                node = Node(
+                    target.node.keys, target.node.values, target.node.children, target.node.buffer
+                )
+                # The version the rollback was asked on, whose content the pin's version (the
+                # previous root) carries: where the operator rolled back from.
+                return RootPlan(node, path, rollback_from_root=root_node_file_name(seen_version))
+
+            return self.commit_plan(plan, still_valid, policy=no_retry).version, True
         except _Unchanged as unchanged:
-            if unchanged.base.version != self.version:
-                self.refresh()
+            self.refresh()
+            self._release_rollback_pin(pin, None)
             return unchanged.base.version, False
+        except BaseException as exc:
+            self._release_rollback_pin(pin, exc)
+            raise
+
+    def _release_rollback_pin(self, pin: str, failure: BaseException | None) -> None:
+        """Take back a rollback's pin after the rollback did not commit. A release that fails
+        too says what to run: the pin keeps the target from expiring until it is dropped."""
+        try:
+            self.update_definition(
+                lambda current: (
+                    without_export(current, pin) if pin in current.exported_snapshots else current
+                )
+            )
+        except LakecoreError as exc:
+            advice = (
+                f"the rollback's pin {pin!r} could not be taken back ({exc.one_line()}): run "
+                f"`lakecore -l {self.uri} export drop {pin}`"
+            )
+            if failure is None or not isinstance(failure, LakecoreError):
+                _LOG.warning("%s", advice)
+                return
+            raise LakecoreError(f"{failure.one_line()}; and {advice}") from failure
 
     def update_definition(self, change: Callable[[LakehouseDef], LakehouseDef]) -> int:
         """Commit a new lakehouse definition (same tree content); returns the new version.
@@ -351,9 +402,15 @@ class Lakehouse(LakehouseView):
         return self._update_definition(change)[0]
 
     def _update_definition(
-        self, change: Callable[[LakehouseDef], LakehouseDef]
+        self,
+        change: Callable[[LakehouseDef], LakehouseDef],
+        *,
+        still_valid: Callable[[RootInfo], str | None] = lambda latest: None,
+        policy: CommitPolicy | None = None,
     ) -> tuple[int, bool]:
-        """``update_definition``, and whether it committed."""
+        """``update_definition``, and whether it committed. By default a concurrent commit is
+        no conflict (``change`` is applied to the latest definition); ``still_valid`` and
+        ``policy`` say otherwise (a rollback's pin: its base is what the caller saw)."""
 
         def plan(base: RootInfo) -> RootPlan:
             current = read_lakehouse_def(self.storage, base.lakehouse_def_path)
@@ -379,7 +436,7 @@ class Lakehouse(LakehouseView):
             )
 
         try:
-            return self.commit_plan(plan, lambda latest: None).version, True
+            return self.commit_plan(plan, still_valid, policy=policy).version, True
         except _Unchanged as unchanged:
             if unchanged.base.version != self.version:
                 self.refresh()
@@ -466,17 +523,7 @@ class Lakehouse(LakehouseView):
                     f"there is no export named {name!r} in {self.uri} (exports: {known}); "
                     "see `lakecore export list`"
                 )
-            snapshots = {k: v for k, v in current.exported_snapshots.items() if k != name}
-            properties = {
-                k: v
-                for k, v in current.properties.items()
-                if k
-                not in (
-                    f"{EXPORTS_PROPERTY_PREFIX}{name}.mode",
-                    f"{EXPORTS_PROPERTY_PREFIX}{name}.target",
-                )
-            }
-            return current.with_changes(exported_snapshots=snapshots, properties=properties)
+            return without_export(current, name)
 
         self.require_writable(f"drop export {name!r}")
         return self.update_definition(change)
@@ -508,6 +555,11 @@ class Lakehouse(LakehouseView):
         if not name or any(ord(c) <= 0x20 or ord(c) == 0x7F for c in name):
             raise InvalidArgumentError(
                 f"export name {name!r} must be non-empty with no spaces or control characters"
+            )
+        if name.startswith(ROLLBACK_PIN_PREFIX):
+            raise InvalidArgumentError(
+                f"export name {name!r} starts with {ROLLBACK_PIN_PREFIX!r}, which names the pins "
+                "of rollbacks in progress; choose another name"
             )
         check_export_name_free(self.lakehouse_def, name)
         exported = (

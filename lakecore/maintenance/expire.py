@@ -36,12 +36,15 @@ retained set grown until closed), a superset of the latest's, so that no definit
 version still carries names a missing root. An export dropped (``Lakehouse.drop_export``) pins
 nothing once the versions whose definitions still name it expire too, in the same run.
 
-Known window: a commit that lands after step 3's re-check and before its deletes finish, and
-that revives files only an expired version reached (a rollback to a version being expired), is
-not protected. Nor is an export of an old version recorded in the same window (an export
-records its pin before it copies, and takes it back when it then finds the root gone; a root
-deleted just after that check is the window). Run compaction in a maintenance pool, not next to
-rollbacks or exports of old versions.
+Rollbacks and exports racing a compaction: only a rollback can bring back files that only
+expired versions reached (any other commit builds on the retained latest version), and an
+export copies them. Both pin their version before they read it (``Lakehouse.rollback``,
+``Lakehouse.export_snapshot``). A pin seen before step 2 keeps the version (``check_exports_
+unchanged``); after step 3's re-check, ``refuse_late_revivals`` reads the roots committed since
+and the latest pins, and refuses step 3's deletes (``ExpiryConflictError``, exit 3) when a
+rollback landed unwalked or a pin names an expired version. A rollback or export that pins
+later reads its version after its root is gone, and fails: none of them ever names a deleted
+file.
 """
 
 from __future__ import annotations
@@ -416,8 +419,11 @@ def recheck(
     covered: set[str] | frozenset[str] = frozenset(),
 ) -> NewVersionsReach:
     """Step 3's guard: what versions committed since the plan reach, beyond the retained set
-    (``covered``: the retained side's top nodes and subtree roots, known without asking)."""
-    return reach_new_versions(
+    (``covered``: the retained side's top nodes and subtree roots, known without asking).
+
+    Then the last look before any file goes (``refuse_late_revivals``): the roots committed
+    since the re-check's last round, and the pins of the latest definition."""
+    rechecked = reach_new_versions(
         storage,
         plan.latest,
         known_reachable,
@@ -425,6 +431,58 @@ def recheck(
         refused=ExpiryRefusedError,
         covered=covered,
     )
+    refuse_late_revivals(storage, plan, max([plan.latest, *rechecked.versions]))
+    return rechecked
+
+
+def refuse_late_revivals(storage: Storage, plan: ExpiryPlan, walked_through: int) -> None:
+    """After the re-check, before step 3's deletes: ``ExpiryConflictError`` when a version the
+    re-check did not walk may name a file only expired versions reached, or when a pin names
+    an expired version. Expired roots are deleted by now (step 2).
+
+    Only a rollback (a root with ``rollback_from_root``) can bring back files only expired
+    versions reached: any other commit builds on the latest version, which is retained. A
+    rollback pins its target before it reads it (``Lakehouse.rollback``), and takes the pin
+    back in the commit that rolls forward. So, with the latest version ``L`` read here: a
+    rollback that landed up to ``L`` but after the re-check's last round is among the roots
+    read here; one in flight has its pin in ``L``'s definition; and one that pins after ``L``
+    reads its target after that, when its root is gone, and fails. The same holds for an export
+    of an expired version, which pins before it copies."""
+    try:
+        latest = latest_version(storage)
+        for version in range(walked_through + 1, latest + 1):
+            root = load_root(storage, version, ExpiryRefusedError)
+            if root.info.rollback_from_root is not None:
+                raise ExpiryConflictError(
+                    f"version {version}, a rollback, landed after the re-check of new versions; "
+                    f"the expired roots ({_versions(plan.expired)}) are gone but no other file "
+                    "was deleted; run again"
+                )
+        pins = exports_of([load_root(storage, latest, ExpiryRefusedError)])
+    except ExpiryConflictError:
+        raise
+    except LakecoreError as exc:
+        raise ExpiryRefusedError(
+            f"cannot re-read the versions committed during the run: {exc.one_line()}; the "
+            f"expired roots are gone but no other file was deleted; run again"
+        ) from exc
+    expired = set(plan.expired)
+    revived = sorted(name for name, version in pins.items() if version in expired)
+    if revived:
+        named = ", ".join(f"{name!r} (version {pins[name]})" for name in revived)
+        raise ExpiryConflictError(
+            f"a rollback or an export in progress pins expired version(s): {named}; their roots "
+            "are gone but no other file was deleted, so what they read stays whole. Run again "
+            "once it has finished (a pin a rollback left when it failed: `lakecore export drop "
+            "NAME`)"
+        )
+
+
+def _versions(versions: Iterable[int]) -> str:
+    listed = sorted(versions)
+    if len(listed) > 6:
+        return f"{len(listed)} versions, {listed[0]}..{listed[-1]}"
+    return ", ".join(str(v) for v in listed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -517,5 +575,6 @@ __all__ = [
     "plan_reaches",
     "recheck",
     "refusal_for_damage",
+    "refuse_late_revivals",
     "unreadable_expired",
 ]

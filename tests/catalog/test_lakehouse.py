@@ -242,9 +242,12 @@ def test_rollback_rolls_forward(tmp_path: Path) -> None:
     with lh.transaction() as tx:
         tx.create_namespace("b")
     new = lh.rollback(to_version=1)
-    assert new == 3 and lh.list_namespaces() == ["a"]
+    # Two versions: the pin of version 1 (3), then the rolling forward that takes it back (4).
+    assert new == 4 and lh.list_namespaces() == ["a"]
     info = lh.versions()[0]
-    assert info.version == 3 and info.rollback_from_version == 2
+    assert info.version == 4 and info.rollback_from_version == 2  # asked on version 2
+    assert lh.at_version(3).lakehouse_def.exported_snapshots  # the pin
+    assert not lh.lakehouse_def.exported_snapshots
     assert lh.at_version(2).list_namespaces() == ["a", "b"]
 
 
@@ -253,11 +256,11 @@ def test_a_rollback_to_the_content_the_latest_has_commits_nothing(tmp_path: Path
     with lh.transaction() as tx:
         tx.create_namespace("a")
     assert lh.rollback_if_needed(to_version=1) == (1, False)
-    assert lh.rollback(to_version=0) == 2
-    # Version 2 has version 0's content now: rolling back to 0 again has nothing to do.
-    assert lh.rollback_if_needed(to_version=0) == (2, False)
-    assert Lakehouse.open(lh.uri).version == 2
-    assert lh.rollback_if_needed(to_version=1) == (3, True)
+    assert lh.rollback(to_version=0) == 3  # the pin (2), the rolling forward (3)
+    # Version 3 has version 0's content now: rolling back to 0 again has nothing to do.
+    assert lh.rollback_if_needed(to_version=0) == (3, False)
+    assert Lakehouse.open(lh.uri).version == 3
+    assert lh.rollback_if_needed(to_version=1) == (5, True)
     assert lh.list_namespaces() == ["a"]
 
 

@@ -234,7 +234,7 @@ def test_a_rollback_to_an_expired_version_during_the_run_keeps_its_files(lake: P
     rechecked = expire.recheck(
         storage, plan, lambda paths: paths & reachable, cache, kept_plan.covered
     )
-    assert rechecked.versions == [revived]
+    assert rechecked.versions == [revived - 1, revived]  # the rollback's pin, then the rollback
     assert rechecked.paths & candidates, "version 20 reached nothing only expired versions reach"
     storage.delete(sorted(candidates - rechecked.paths))
     assert_every_version_valid(storage.root_uri)

@@ -382,68 +382,131 @@ def test_two_gc_runs_beside_a_writer_keep_every_acknowledged_table(tmp_path: Pat
     assert _fsck_all_deep(uri) == latest.version + 1 == len(acknowledged) + 2
 
 
-# The trial: compact-versions racing 50 rollbacks, "clean". Not so in general: a rollback that
-# read its target before compaction deleted that version's root, and lands after compaction's
-# re-check of new versions, revives files compaction then deletes (the "known window" of
-# lakecore/maintenance/expire.py). Racing 300 rollbacks, as fast as they go, against
-# compaction (versions expire after 200 ms) left 1-2 retained versions dangling in 3 runs of 5.
-# Here that interleaving, step by step, so that it fails every time until the window is closed.
+# The trial: compact-versions racing 50 rollbacks, "clean". Not so before rollbacks pinned their
+# target: a rollback that read its target before compaction deleted that version's root, and
+# landed after compaction's re-check of new versions, revived files compaction then deleted.
+# Racing 300 rollbacks against compaction (versions expiring after 200 ms) left 1-2 retained
+# versions dangling in 3 runs of 5. A rollback now pins its target first and reads it after;
+# compaction reads the pins again after its re-check (maintenance.expire.refuse_late_revivals).
+# Both ways that can interleave, step by step.
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known window (lakecore/maintenance/expire.py): a rollback that lands after "
-    "compaction's re-check revives files compaction then deletes; issue 39's trial missed it",
-)
-def test_a_rollback_landing_after_compactions_recheck_keeps_its_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _compaction_planned(uri: str, lh: Lakehouse) -> tuple[Any, ...]:
+    """Step 0 of a compaction at a time past every age: its plan, both reaches, the files it
+    would delete, and the expired version whose files it would delete the most of."""
     from lakecore.maintenance import expire
     from lakecore.maintenance.reach import run_reach_tasks
     from lakecore.maintenance.reachable import reachable_from_root
     from lakecore.tree.store import NodeCache
 
-    uri = str(tmp_path / "lake")
-    lh = create_catalog(uri, order=4, node_file_max_size_bytes=4096, minimum_versions_to_keep=3)
-    for i in range(12):
-        with lh.transaction() as tx:
-            tx.create_table(NAMESPACE, f"t{i:02d}", properties={"i": str(i)})
-            if i >= 2:
-                tx.drop_table(NAMESPACE, f"t{i - 2:02d}")
     storage = Storage(uri)
-    # Compaction, step 0: the plan, both reaches and the difference, at a time past every age.
     plan = expire.plan_expiry(storage, int(time.time() * 1000) + 10 * DAY_MILLIS)
     cache = NodeCache()
     kept_plan, gone_plan, _ = expire.plan_reaches(storage, plan, 4, cache)
     kept = [*kept_plan.driver_paths.items(), *run_reach_tasks(storage, kept_plan.tasks)]
     gone = [*gone_plan.driver_paths.items(), *run_reach_tasks(storage, gone_plan.tasks)]
     candidates = {path for path, _ in expire.difference_in_memory(gone, kept).candidates}
-    # The rollback's target: the expired version that reaches most of what compaction deletes.
     reach = {v: reachable_from_root(lh.store, lh.at_version(v).root).files for v in plan.expired}
     target = max(plan.expired, key=lambda v: len(reach[v] & candidates))
     assert reach[target] & candidates, "no expired version reaches a file only it reaches"
     reachable = {path for path, _ in kept}
-    rechecked: list[set[str]] = []
-    real_commit_plan = Lakehouse.commit_plan
 
-    def commit_after_the_recheck(self: Lakehouse, *args: Any, **kwargs: Any) -> Any:
-        # The rollback has read its target; compaction's steps 1 and 2 and step 3's re-check
-        # run before it lands.
-        expire.ensure_hint(storage, plan)
-        expire.check_exports_unchanged(storage, plan)
-        expire.delete_expired_roots(storage, plan)
-        found = expire.recheck(
+    def recheck() -> Any:
+        return expire.recheck(
             storage, plan, lambda paths: paths & reachable, cache, kept_plan.covered
         )
-        rechecked.append(found.paths)
+
+    return storage, plan, candidates, target, recheck
+
+
+def _rolling_lake(uri: str) -> Lakehouse:
+    lh = create_catalog(uri, order=4, node_file_max_size_bytes=4096, minimum_versions_to_keep=3)
+    for i in range(12):
+        with lh.transaction() as tx:
+            tx.create_table(NAMESPACE, f"t{i:02d}", properties={"i": str(i)})
+            if i >= 2:
+                tx.drop_table(NAMESPACE, f"t{i - 2:02d}")
+    return lh
+
+
+def test_a_rollback_that_read_its_target_before_compaction_deleted_it_keeps_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compaction checks the pins, then the rollback pins and reads its target, then
+    compaction deletes the expired roots and re-checks: it finds the pin and deletes no file;
+    the rollback lands whole."""
+    from lakecore.maintenance import expire
+
+    uri = str(tmp_path / "lake")
+    lh = _rolling_lake(uri)
+    storage, plan, candidates, target, recheck = _compaction_planned(uri, lh)
+    expire.ensure_hint(storage, plan)
+    expire.check_exports_unchanged(storage, plan)  # before the rollback's pin
+    refused: list[Exception] = []
+    real_commit_plan = Lakehouse.commit_plan
+    commits = []
+
+    def compaction_before_the_rollback_lands(self: Lakehouse, *args: Any, **kwargs: Any) -> Any:
+        commits.append(1)
+        if len(commits) == 2:  # the rolling forward; the first commit is the pin
+            expire.delete_expired_roots(storage, plan)
+            with pytest.raises(expire.ExpiryConflictError, match="pins expired version") as caught:
+                recheck()
+            refused.append(caught.value)
         return real_commit_plan(self, *args, **kwargs)
 
-    monkeypatch.setattr(Lakehouse, "commit_plan", commit_after_the_recheck)
+    monkeypatch.setattr(Lakehouse, "commit_plan", compaction_before_the_rollback_lands)
     revived = Lakehouse.open(uri).rollback(to_version=target)
     monkeypatch.undo()
-    storage.delete(sorted(candidates - rechecked[0]), 1000)  # step 3's deletes
-    assert revived == plan.latest + 1
-    _fsck_all_deep(uri)  # the rolled-back version reaches only files that are there
+    assert refused and revived == plan.latest + 2  # the pin's version, then the rollback's
+    assert all(storage.exists(path) for path in candidates)  # step 3 never ran
+    clear_caches()
+    rolled = Lakehouse.open(uri)
+    assert not rolled.lakehouse_def.exported_snapshots  # the pin went with the rollback
+    _fsck_all_deep(uri)  # every retained version reaches only files that are there
+
+
+def test_a_rollback_whose_target_compaction_deleted_first_fails_and_takes_its_pin_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rollback pins after compaction checked the pins; compaction deletes the expired
+    roots before the rollback reads its target: the read finds the root gone, the rollback
+    fails with nothing rolled back and its pin taken back, and compaction's re-check then
+    deletes what only expired versions reached."""
+    from lakecore.errors import VersionExpiredError
+    from lakecore.maintenance import expire
+
+    uri = str(tmp_path / "lake")
+    lh = _rolling_lake(uri)
+    storage, plan, candidates, target, recheck = _compaction_planned(uri, lh)
+    expire.ensure_hint(storage, plan)
+    expire.check_exports_unchanged(storage, plan)
+    latest_before = Lakehouse.open(uri).version
+    real_commit_plan = Lakehouse.commit_plan
+    commits = []
+
+    def roots_deleted_after_the_pin(self: Lakehouse, *args: Any, **kwargs: Any) -> Any:
+        outcome = real_commit_plan(self, *args, **kwargs)
+        commits.append(1)
+        if len(commits) == 1:  # the pin has landed; the read of the target comes next
+            expire.delete_expired_roots(storage, plan)
+        return outcome
+
+    monkeypatch.setattr(Lakehouse, "commit_plan", roots_deleted_after_the_pin)
+    with pytest.raises(VersionExpiredError):
+        Lakehouse.open(uri).rollback(to_version=target)
+    monkeypatch.undo()
+    clear_caches()
+    after = Lakehouse.open(uri)
+    assert not after.lakehouse_def.exported_snapshots  # taken back
+    assert after.version == latest_before + 2  # the pin and its release; nothing rolled back
+    rechecked = recheck()
+    storage.delete(sorted(candidates - rechecked.paths), 1000)  # step 3
+    _fsck_all_deep(uri)
+    # A target already expired when the rollback starts: refused before anything is committed.
+    with pytest.raises(VersionExpiredError):
+        after.rollback(to_version=target)
+    assert Lakehouse.open(uri).version == after.version
 
 
 # -- hostile names and roots -------------------------------------------------------------------------

@@ -34,6 +34,8 @@ OPERATION_COLOURS = {
     "commit": "#1570ef",
     "flush": "#12b76a",
     "rollback": "#f04438",
+    "rollback-pin": "#fda29b",
+    "rollback-unpin": "#fda29b",
     "export": "#f79009",
     "drop-export": "#fdb022",
     "definition": "#9e77ed",
