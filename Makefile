@@ -33,8 +33,8 @@ jvm-archive: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV_PY) -m pip install --quiet --upgrade pip setuptools wheel
-	$(VENV_PY) -m pip install --quiet -e ".[dev,s3,spark,iceberg,report,completion]"
-	$(VENV_PY) -m pip install --quiet --only-binary atheris -e ".[dev,s3,spark,iceberg,report,completion,fuzz]" \
+	$(VENV_PY) -m pip install --quiet -e ".[dev,s3,spark,iceberg,server,report,completion]"
+	$(VENV_PY) -m pip install --quiet --only-binary atheris -e ".[dev,s3,spark,iceberg,server,report,completion,fuzz]" \
 	  || echo "note: atheris has no wheel for this machine; its fuzz test will be skipped"
 	touch $(STAMP)
 

@@ -41,6 +41,7 @@ from lakecore.errors import (
 from lakecore.humanize import plural
 from lakecore.lookup import cli as lookup_cli
 from lakecore.maintenance.damage import damage_next_step, with_next_step
+from lakecore.rest import cli as rest_cli
 
 if TYPE_CHECKING:
     from lakecore.lakehouse import ExportMode
@@ -1212,8 +1213,9 @@ def _add_settings_command(sub: Any) -> None:
 
 
 def _add_extra_commands(sub: Any) -> None:
-    """Commands that live in their own modules (lookup files, diffs)."""
+    """Commands that live in their own modules (lookup files, diffs, the REST server)."""
     lookup_cli.add_commands(sub, _sub)
+    rest_cli.add_commands(sub, _sub)
 
 
 def _wants_json(argv: Sequence[str]) -> bool:

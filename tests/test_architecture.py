@@ -35,6 +35,8 @@ TIERS: dict[str, float] = {
     "lakecore.maintenance": 2,
     "lakecore.lookup.cache": 2,
     "lakecore.iceberg": 2,
+    "lakecore.rest": 2,
+    "lakecore.rest.cli": 2.5,
     "lakecore.cli": 2.5,
     "lakecore.cliargs": 2.5,
     "lakecore.lookup.cli": 2.5,

@@ -62,7 +62,7 @@ import logging
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -1101,6 +1101,78 @@ class LakecoreCatalog(MetastoreCatalog):
             not_found=NoSuchNamespaceError,
             invalid=NoSuchNamespaceError,
         )
+
+    # -- multi-table transactions (the REST server's POST /v1/transactions/commit) ----------
+
+    def commit_tables(
+        self,
+        changes: Sequence[
+            tuple[str | Identifier, tuple[TableRequirement, ...], tuple[TableUpdate, ...]]
+        ],
+    ) -> list[CommitTableResponse]:
+        """Commit changes to several tables as one lakehouse version: all land or none does.
+
+        Every table's requirements are checked against its metadata at the latest version and
+        its updates applied, all before anything is written; then each changed table's new
+        metadata file is written and one lakehouse commit replaces all their definitions. A
+        commit that changed one of these tables meanwhile makes the lakehouse commit conflict:
+        nothing lands and the caller gets ``CommitFailedException`` to retry on fresh metadata
+        (the new metadata files stay unreferenced, like any losing writer's). Each table must
+        exist (a create goes through ``commit_table``) and be named once.
+
+        Raises:
+            NoSuchTableError: a table does not exist.
+            CommitFailedException: a requirement failed, or another commit changed a table.
+            CommitStateUnknownException: the lakehouse commit may or may not have landed.
+            ValidationError: a table named twice, or new metadata outside the warehouse.
+        """
+        self._refuse_read_only("commit_tables")
+        names = [self._table(identifier) for identifier, _, _ in changes]
+        repeated = sorted({f"{ns}.{name}" for ns, name in names if names.count((ns, name)) > 1})
+        if repeated:
+            raise ValidationError(
+                f"a transaction names each table once; named more than once: {', '.join(repeated)}"
+            )
+        with self._lock:
+            tx = self._lakehouse.refresh().transaction()
+            try:
+                staged_changes = []
+                for (ns, name), (_, requirements, updates) in zip(names, changes, strict=True):
+                    with _translated(invalid=NoSuchTableError):
+                        definition = tx.load_table(ns, name)
+                    current = self._table_from((ns, name), definition)
+                    staged = self._update_and_stage_table(
+                        current, (ns, name), requirements, updates
+                    )
+                    staged_changes.append((ns, name, current, staged))
+                for _, _, current, staged in staged_changes:
+                    if staged.metadata == current.metadata:
+                        continue
+                    self._check_metadata(staged.metadata, staged.metadata_location)
+                for ns, name, current, staged in staged_changes:
+                    if staged.metadata == current.metadata:
+                        continue
+                    self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+                    tx.update_table(
+                        ns,
+                        name,
+                        columns=columns_of(staged.metadata.schema()),
+                        format_properties={
+                            METADATA_LOCATION_PROPERTY: staged.metadata_location,
+                            PREVIOUS_METADATA_LOCATION_PROPERTY: current.metadata_location,
+                        },
+                    )
+            except BaseException:
+                tx.abort()
+                raise
+            with _translated(in_commit=True):
+                tx.commit()
+        return [
+            _response(current.metadata, current.metadata_location)
+            if staged.metadata == current.metadata
+            else _response(staged.metadata, staged.metadata_location)
+            for _, _, current, staged in staged_changes
+        ]
 
     # -- views: not supported -----------------------------------------------------------------
 
