@@ -204,48 +204,59 @@ def _basic_credentials(authorization: str | None) -> tuple[str, str] | None:
 
 
 class Observed:
-    """ASGI middleware: times each request, then logs and counts it once."""
+    """ASGI middleware: times each request, then logs and counts it once.
+
+    The request is recorded just before the last chunk of its answer goes out, so that a
+    client never sees an answer whose log line and counters are not written yet (a request
+    that ends without an answer, such as a client gone away, is recorded when it ends)."""
 
     def __init__(self, inner: ASGIApp, server: Server) -> None:
         self.inner = inner
         self.server = server
+
+    def record(self, scope: Scope, status: int, seconds: float) -> None:
+        state: dict[str, Any] = scope["state"]
+        operation = str(state.get("operation", "unmatched"))
+        self.server.metrics.observe(
+            operation,
+            scope["method"],
+            status,
+            seconds,
+            commit=operation in ("updateTable", "commitTransaction"),
+        )
+        log_request(
+            scope["method"], scope["path"], status, seconds, state.get("principal"), operation
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.inner(scope, receive, send)
             return
         started = time.perf_counter()
-        state: dict[str, Any] = scope.setdefault("state", {})
+        scope.setdefault("state", {})
         status = [500]
+        recorded = [False]
 
-        async def send_and_watch(message: Message) -> None:
+        async def send_and_record(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status[0] = int(message["status"])
+            elif (
+                message["type"] == "http.response.body"
+                and not message.get("more_body")
+                and not recorded[0]
+            ):
+                recorded[0] = True
+                self.record(scope, status[0], time.perf_counter() - started)
             await send(message)
 
         metrics = self.server.metrics
         metrics.in_flight.inc()
         try:
-            await self.inner(scope, receive, send_and_watch)
+            await self.inner(scope, receive, send_and_record)
         finally:
             metrics.in_flight.dec()
-            seconds = time.perf_counter() - started
-            operation = str(state.get("operation", "unmatched"))
-            metrics.observe(
-                operation,
-                scope["method"],
-                status[0],
-                seconds,
-                commit=operation in ("updateTable", "commitTransaction"),
-            )
-            log_request(
-                scope["method"],
-                scope["path"],
-                status[0],
-                seconds,
-                state.get("principal"),
-                operation,
-            )
+            if not recorded[0]:
+                self.record(scope, status[0], time.perf_counter() - started)
 
 
 def app(

@@ -13,21 +13,23 @@ Rules:
 * When the socket listens, one line goes to stdout: ``lakecore serve: listening on
   http://HOST:PORT (...)``, with the port actually bound (``--port 0`` picks a free one).
   The access log and errors go to stderr. SIGINT and SIGTERM stop it gracefully (uvicorn
-  finishes the requests in flight).
+  finishes the requests in flight), with exit code 0.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
+import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, Final
 
 import uvicorn
 
-from lakecore.errors import ExitCode, InvalidArgumentError
+from lakecore.errors import ExitCode, InvalidArgumentError, NoLakehouseError
 from lakecore.iceberg.catalog import LakecoreCatalog
 from lakecore.rest.app import app
 from lakecore.rest.auth import Authenticator, read_token_file
@@ -80,12 +82,18 @@ def catalog_for(
     extra: dict[str, Any] = dict(properties or options.properties)
     if options.warehouse:
         extra["warehouse"] = options.warehouse
-    return LakecoreCatalog(
-        CATALOG_NAME,
-        uri=options.lakehouse,
-        storage_options=options.storage_options or None,
-        **extra,
-    )
+    try:
+        return LakecoreCatalog(
+            CATALOG_NAME,
+            uri=options.lakehouse,
+            storage_options=options.storage_options or None,
+            **extra,
+        )
+    except NoLakehouseError:
+        raise NoLakehouseError(
+            f"there is no lakehouse at {options.lakehouse}: create one first with "
+            f"`lakecore -l {options.lakehouse} init`"
+        ) from None
 
 
 class AnnouncingServer(uvicorn.Server):
@@ -102,6 +110,15 @@ class AnnouncingServer(uvicorn.Server):
         host, port = self.servers[0].sockets[0].getsockname()[:2]
         shown = f"[{host}]" if ":" in str(host) else host
         print(f"lakecore serve: listening on http://{shown}:{port} ({self.note})", flush=True)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # uvicorn's own handler re-raises the signal once it has shut down, so a clean stop
+        # would end with "killed by SIGTERM"; a graceful stop is exit 0 here. A second SIGINT
+        # still forces the exit, as in uvicorn.
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        else:
+            self.should_exit = True
 
 
 def serve(options: ServeOptions) -> int:

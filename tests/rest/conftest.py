@@ -12,12 +12,12 @@ import pytest
 
 pytest.importorskip("starlette", reason="the [server] extra is not installed")
 
-from pyiceberg.catalog.rest import RestCatalog  # noqa: E402
+from pyiceberg.catalog.rest import RestCatalog
 
-from lakecore.iceberg import LakecoreCatalog  # noqa: E402
-from lakecore.lakehouse import Lakehouse  # noqa: E402
-from lakecore.rest.app import app  # noqa: E402
-from tests.rest.server import SessionServer  # noqa: E402
+from lakecore.iceberg import LakecoreCatalog
+from lakecore.lakehouse import Lakehouse
+from lakecore.rest.app import app
+from tests.rest.server import SessionServer
 
 
 @pytest.fixture(scope="session")

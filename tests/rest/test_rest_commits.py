@@ -57,9 +57,11 @@ def test_the_loser_of_a_race_gets_409_and_its_retry_lands(
     stale = alice.load_table("db.t")
     with bob.load_table("db.t").update_schema() as update:
         update.add_column("bobs", LongType())
-    with pytest.raises(CommitFailedException, match="current schema id has changed"):
-        with stale.update_schema() as update:
-            update.add_column("alices", LongType())
+    with (
+        pytest.raises(CommitFailedException, match="current schema id has changed"),
+        stale.update_schema() as update,
+    ):
+        update.add_column("alices", LongType())
     assert rest.catalog.load_table(("db", "t")).schema().find_field("bobs")
 
 
