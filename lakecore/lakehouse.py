@@ -581,6 +581,8 @@ class Transaction:
         self.ranges: dict[str, list[tuple[str, str]]] = {}
         self.guard_keys: dict[str, str | None] = {}
         self.guard_ranges: dict[str, list[tuple[str, str]]] = {}
+        self.definition_changes: dict[str, str | None] = {}
+        self._new_definition_path: str | None = None
         self.committed_version: int | None = None
         self.outcome: CommitOutcome | None = None
         self._closed = False
@@ -638,6 +640,16 @@ class Transaction:
             K.parse_namespace_key(k, self.lakehouse_def)
             for k, _ in self._scan(K.NAMESPACE_KEY_PREFIX)
         ]
+
+    def namespaces_starting_with(self, name_prefix: str, limit: int | None = None) -> list[str]:
+        """Names of the namespaces whose name starts with ``name_prefix`` (at most ``limit``,
+        in key order). The range is guarded: a commit that creates or drops such a namespace
+        meanwhile makes this transaction conflict, so a decision taken on the answer holds."""
+        prefix = K.NAMESPACE_KEY_PREFIX + name_prefix
+        found = self._scan(prefix, record=False)
+        self.guard_ranges.setdefault(prefix, list(self.base_view.items(prefix)))
+        names = [K.parse_namespace_key(k, self.lakehouse_def) for k, _ in found]
+        return names if limit is None else names[:limit]
 
     def list_tables(self, ns: str) -> list[str]:
         self._require_namespace(ns, guard=False)
@@ -799,6 +811,21 @@ class Transaction:
             raise NotFoundError(f"table {ns}.{table} does not exist")
         self._stage(key, None)
 
+    def definition_property(self, key: str) -> str | None:
+        """A lakehouse definition property as this transaction would commit it."""
+        if key in self.definition_changes:
+            return self.definition_changes[key]
+        return self.lakehouse_def.properties.get(key)
+
+    def set_definition_properties(self, changes: Mapping[str, str | None]) -> None:
+        """Set (``None``: remove) lakehouse definition properties in this commit, for lakecore's
+        own bookkeeping kept beside the keys (the Iceberg catalog's location registry). Such a
+        commit never lands on a version whose definition another commit changed after this
+        transaction's base: it conflicts instead, and the caller redoes it on the new
+        definition, so one writer's bookkeeping never overwrites another's."""
+        self._check_open()
+        self.definition_changes.update(changes)
+
     # -- commit ---------------------------------------------------------------------------------
 
     def abort(self) -> None:
@@ -821,7 +848,25 @@ class Transaction:
         writer = TreeWriter(self.lakehouse.store, TreeShape.of(self.lakehouse_def), base.node)
         for key in sorted(self.writes):
             writer.put(key, self.writes[key])
-        return RootPlan(writer.finish(), base.lakehouse_def_path)
+        return RootPlan(writer.finish(), self._definition_path(base))
+
+    def _definition_path(self, base: RootInfo) -> str:
+        """The base's definition, or a new one with ``definition_changes`` applied (written
+        once; ``_still_valid`` keeps every attempt on the same base definition)."""
+        if not self.definition_changes:
+            return base.lakehouse_def_path
+        if self._new_definition_path is None:
+            properties = dict(self.lakehouse_def.properties)
+            for key, value in self.definition_changes.items():
+                if value is None:
+                    properties.pop(key, None)
+                else:
+                    properties[key] = value
+            new_def = self.lakehouse_def.with_changes(properties=properties).validate()
+            path = new_lakehouse_def_path()
+            self.lakehouse.storage.write(path, new_def.to_bytes())
+            self._new_definition_path = path
+        return self._new_definition_path
 
     def _still_valid(self, latest: RootInfo) -> str | None:
         latest_def = read_lakehouse_def(self.lakehouse.storage, latest.lakehouse_def_path)
@@ -841,6 +886,8 @@ class Transaction:
             self.lakehouse_def.order,
         ):
             return "the lakehouse definition changed its key layout"
+        if self.definition_changes and latest.lakehouse_def_path != self.base.lakehouse_def_path:
+            return "the lakehouse definition this transaction changes was changed by another commit"
         base_values = {key: self.base_view.get(key) for key in self.writes}
         for key, before in base_values.items():
             if view.get(key) != before:
@@ -863,7 +910,7 @@ class Transaction:
         """Commit the staged changes; returns the new version (the base version if nothing changed)."""
         self._check_open()
         self._closed = True
-        if not self.writes:
+        if not self.writes and not self.definition_changes:
             self.committed_version = self.base.version
             return self.base.version
         if self.lakehouse.root_info.version != self.base.version:

@@ -80,8 +80,10 @@ EXPORT_ORIGIN_PROPERTY = "lakecore.export.source"
 # In a source's definition: what an export recorded besides its root (mode, target), per export
 # name: ``lakecore.exports.<name>.mode`` and ``lakecore.exports.<name>.target``.
 EXPORTS_PROPERTY_PREFIX = "lakecore.exports."
+# The Iceberg catalog's location registry (``lakecore.iceberg.roots``).
+ICEBERG_PROPERTY_PREFIX = "lakecore.iceberg."
 # Property keys lakecore writes itself; `init --property` and `settings set` refuse them.
-RESERVED_PROPERTY_PREFIXES = ("lakecore.export.", EXPORTS_PROPERTY_PREFIX)
+RESERVED_PROPERTY_PREFIXES = ("lakecore.export.", EXPORTS_PROPERTY_PREFIX, ICEBERG_PROPERTY_PREFIX)
 
 
 def _definition_cache_key(storage: Storage, location: str) -> tuple[str, str]:
@@ -456,6 +458,16 @@ class LakehouseView:
             K.parse_namespace_key(k, self.lakehouse_def)
             for k, _ in self.items(K.NAMESPACE_KEY_PREFIX)
         ]
+
+    def namespaces_starting_with(self, name_prefix: str, limit: int | None = None) -> list[str]:
+        """Names of the namespaces whose name starts with ``name_prefix`` (at most ``limit``,
+        in key order): one range of the namespace keys."""
+        names: list[str] = []
+        for key, _ in self.items(K.NAMESPACE_KEY_PREFIX + name_prefix):
+            if limit is not None and len(names) >= limit:
+                break
+            names.append(K.parse_namespace_key(key, self.lakehouse_def))
+        return names
 
     def list_tables(self, ns: str) -> list[str]:
         if not self.namespace_exists(ns):

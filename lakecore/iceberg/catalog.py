@@ -25,22 +25,36 @@ Rules:
   ``CommitStateUnknownException``: pyiceberg then keeps every file it wrote. The losing writer's
   metadata file is never referenced; it is left for an Iceberg orphan-file cleanup.
 * **Locations.** Every table location, every metadata file and every write path a table's
-  properties set (``write.data.path``, ``write.metadata.path``, ...) lies under the warehouse
-  (``ValidationError`` otherwise). A warehouse inside the lakehouse root must be a directory of
-  its own whose first path segment is not a lakecore name (no leading ``_`` or ``.``, not a
-  4-binary-digit hash directory): lakecore's gc lists only the root's top level and its hash
-  directories and deletes only files with lakecore's names, so Iceberg files are then never
-  listed, let alone deleted. Without ``warehouse`` it is ``<uri>/warehouse``. A table's default
-  location is ``<warehouse or namespace location>/<namespace>/<table>-<uuid>``: unique, so a
-  table created after a rename or a drop never shares a directory (and an orphan cleanup) with
-  the old one.
-* **Storage options** for lakecore's own files: ``storage_options`` (a mapping, when the catalog
+  properties set (``write.data.path``, ``write.metadata.path``, ...) lies strictly inside the
+  warehouse (``ValidationError`` otherwise), and so does a namespace's ``location`` property
+  (checked when it is set, since it is where that namespace's tables go by default). A warehouse
+  inside the lakehouse root must be a directory of its own whose first path segment is not a
+  lakecore name (no leading ``_`` or ``.``, not a 4-binary-digit hash directory): lakecore's gc
+  lists only the root's top level and its hash directories and deletes only files with
+  lakecore's names, so Iceberg files are then never listed, let alone deleted. Without
+  ``warehouse`` it is ``<uri>/warehouse``. A table's default location is
+  ``<warehouse or namespace location>/<namespace>/<table>-<uuid>``: unique, so a table created
+  after a rename or a drop never shares a directory (and an orphan cleanup) with the old one.
+* **No two tables share a folder** (``lakecore.iceberg.roots`` has the details). A table's
+  location and write paths (its *roots*) may not equal or contain the warehouse, a namespace's
+  folder (``<warehouse>/<namespace levels>`` or its ``location``) or a root of another live
+  table, nor lie inside another table's root. Checked at ``create_table`` (and a create
+  transaction, before any file is written), ``register_table``, ``rename_table`` and every
+  commit that changes a root. The tables a path could overlap are found without a scan: a
+  default location names its table, and every other root is kept in a registry in the
+  lakehouse definition, written in the same commit. Tables made by other means than this
+  catalog (the lakehouse API, an older lakecore) are not held to the rule.
+* **Storage options*** **Storage options** for lakecore's own files: ``storage_options`` (a mapping, when the catalog
   is built in Python), else ``lakecore.storage-options`` (a JSON object), else derived from
   pyiceberg's ``s3.*``/``client.*`` properties (endpoint, keys, session token, region). Iceberg
   data and metadata files go through pyiceberg's FileIO with the catalog's properties as usual.
 * **Purge** deletes only files under the table's own location and write paths, never what
-  its metadata merely names elsewhere (another table's files, lakecore's); a registered
-  (``EXTERNAL``) table is refused: ``drop_table`` forgets it and leaves its files.
+  its metadata merely names elsewhere (another table's files, lakecore's), and never a file the
+  current metadata of another live table names: the tables that could overlap the purged
+  table's roots (none when every table was made under the rule above; in a lakehouse from
+  before it, those the registry and the names find, see ``lakecore.iceberg.roots``) are read and
+  their files kept. A registered (``EXTERNAL``) table is refused: ``drop_table`` forgets it and
+  leaves its files.
 * **Time travel.** ``version=V`` or ``as_of=`` (epoch milliseconds or an ISO-8601 time; UTC when
   no zone is given) make a read-only catalog of that lakehouse version: every table loads at the
   metadata it had then, and every change raises ``ReadOnlyCatalogError``. A catalog over an
@@ -64,7 +78,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from pyiceberg.catalog import (
     LOCATION,
@@ -114,6 +128,20 @@ from lakecore.errors import (
     StorageError,
 )
 from lakecore.iceberg.columns import columns_of
+from lakecore.iceberg.roots import (
+    REGISTRY_FORMAT,
+    REGISTRY_MARKER_PROPERTY,
+    WRITE_PATH_PROPERTIES,
+    Registry,
+    contains,
+    default_located_ancestors,
+    namespace_location_key,
+    namespace_name_of_folder,
+    overlaps,
+    roots_key,
+    roots_property,
+    table_roots,
+)
 from lakecore.lakehouse import Lakehouse, LakehouseView, Transaction
 from lakecore.locations import normalize_root_uri
 
@@ -128,6 +156,17 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 _LOG = logging.getLogger(__name__)
 
+
+class _CatalogReader(Protocol):
+    """What the location checks read: a transaction (sees its own writes) or a version."""
+
+    def table_exists(self, ns: str, table: str) -> bool: ...
+    def load_table(self, ns: str, table: str) -> pb.TableDef: ...
+    def list_tables(self, ns: str) -> list[str]: ...
+    def list_namespaces(self) -> list[str]: ...
+    def namespaces_starting_with(self, name_prefix: str, limit: int | None = None) -> list[str]: ...
+
+
 #: format_properties key: full URI of the table's current Iceberg metadata file.
 METADATA_LOCATION_PROPERTY: Final = METADATA_LOCATION
 #: format_properties key: the metadata file the current one replaced (absent after create).
@@ -141,14 +180,6 @@ DEFAULT_WAREHOUSE_DIRECTORY: Final = "warehouse"
 # against the new state, so a rerun is what the caller asked for); commit_table never does:
 # pyiceberg must re-apply its changes to the new metadata itself.
 CATALOG_OP_ATTEMPTS: Final = 5
-# Table properties that place files: every one must lie under the warehouse, as the table's
-# location does (pyiceberg writes data under write.data.path when it is set).
-WRITE_PATH_PROPERTIES: Final = (
-    "write.data.path",
-    "write.metadata.path",
-    "write.object-storage.path",
-    "write.folder-storage.path",
-)
 _HASH_SEGMENT_RE: Final = re.compile(r"^[01]{4}$")
 _SCHEME_RE: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -566,7 +597,8 @@ class LakecoreCatalog(MetastoreCatalog):
     # -- locations ----------------------------------------------------------------------------
 
     def check_location(self, location: str, what: str) -> None:
-        """Refuse a location outside the warehouse or inside lakecore's own directories.
+        """Refuse a location outside the warehouse, the warehouse itself, or one inside
+        lakecore's own directories.
 
         Raises:
             ValidationError: with the reason.
@@ -574,7 +606,12 @@ class LakecoreCatalog(MetastoreCatalog):
         with _translated():
             normalized = normalize_location(location)
             _check_qualified(normalized, what)
-            if normalized != self.warehouse and not normalized.startswith(self.warehouse + "/"):
+            if normalized == self.warehouse:
+                raise InvalidLocationError(
+                    f"{what} {location} is the warehouse itself; a table's files go in a folder of "
+                    "their own inside it"
+                )
+            if not normalized.startswith(self.warehouse + "/"):
                 raise InvalidLocationError(
                     f"{what} {location} is outside the warehouse {self.warehouse}; tables of this catalog "
                     "keep their files under it"
@@ -602,6 +639,176 @@ class LakecoreCatalog(MetastoreCatalog):
         except ValidationError:
             return False
         return True
+
+    # -- the location rule (lakecore.iceberg.roots) -------------------------------------------
+
+    @staticmethod
+    def _named_roots(metadata: TableMetadata) -> list[tuple[str, str]]:
+        """(what, normalized root) for each root of the table."""
+        named = [("table location", metadata.location)]
+        named += [
+            (f"the table property {n}", str(metadata.properties[n]))
+            for n in WRITE_PATH_PROPERTIES
+            if metadata.properties.get(n)
+        ]
+        return [(what, normalize_location(root)) for what, root in named]
+
+    def _roots(self, metadata: TableMetadata) -> list[str]:
+        return sorted({root for _, root in self._named_roots(metadata)})
+
+    def _definition_roots(self, ns: str, name: str, definition: pb.TableDef) -> list[str]:
+        """The roots of a table from its current metadata (none for a non-Iceberg table)."""
+        metadata_location = definition.format_properties.get(METADATA_LOCATION_PROPERTY)
+        if definition.table_format != "ICEBERG" or not metadata_location:
+            return []
+        io = self._load_file_io(location=str(metadata_location))
+        metadata = FromInputFile.table_metadata(io.new_input(str(metadata_location)))
+        return sorted(
+            normalize_location(r) for r in table_roots(metadata.location, metadata.properties)
+        )
+
+    def _registry(self, tx: Transaction) -> Registry:
+        """The registry as ``tx`` would commit it."""
+        properties = dict(tx.lakehouse_def.properties)
+        for key, value in tx.definition_changes.items():
+            if value is None:
+                properties.pop(key, None)
+            else:
+                properties[key] = value
+        return Registry.of(properties)
+
+    def _ensure_registry(self, tx: Transaction) -> Registry:
+        """The registry, built in ``tx`` from every Iceberg table's metadata when the lakehouse
+        has none yet (one scan per lakehouse, committed with the change ``tx`` makes)."""
+        registry = self._registry(tx)
+        if registry.complete:
+            return registry
+        changes: dict[str, str | None] = {REGISTRY_MARKER_PROPERTY: REGISTRY_FORMAT}
+        for ns in tx.list_namespaces():
+            location = tx.load_namespace(ns).properties.get(LOCATION)
+            if location:
+                changes[namespace_location_key(ns)] = normalize_location(str(location))
+            for name in tx.list_tables(ns):
+                roots = self._definition_roots(ns, name, tx.load_table(ns, name))
+                changes.update(roots_property(self.warehouse, ns, name, roots))
+        tx.set_definition_properties(changes)
+        return self._registry(tx)
+
+    def _tables_overlapping(
+        self, reader: _CatalogReader, registry: Registry, path: str
+    ) -> dict[tuple[str, str], list[str]]:
+        """Every live table with a root overlapping ``path``, with its roots: the registry's,
+        the default-located tables at ``path`` and its ancestors, and the tables of every
+        namespace whose folder ``path`` contains (see lakecore.iceberg.roots)."""
+        candidates: dict[tuple[str, str], list[str] | None] = {
+            name: roots
+            for name, roots in registry.tables.items()
+            if any(overlaps(r, path) for r in roots)
+        }
+        for ns, name, _ in default_located_ancestors(self.warehouse, path):
+            candidates.setdefault((ns, name), None)
+        for ns in self._namespaces_in_folder(reader, registry, path):
+            for name in reader.list_tables(ns):
+                candidates.setdefault((ns, name), None)
+        found: dict[tuple[str, str], list[str]] = {}
+        for (ns, name), known in candidates.items():
+            try:
+                if not reader.table_exists(ns, name):
+                    continue
+                definition = reader.load_table(ns, name)
+            except InvalidArgumentError:  # a path segment that is no valid name names nothing
+                continue
+            roots = self._definition_roots(ns, name, definition) if known is None else known
+            # A registry entry lists only the roots the name does not give away.
+            if known is not None:
+                roots = sorted(set(roots) | set(self._definition_roots(ns, name, definition)))
+            if any(overlaps(r, path) for r in roots):
+                found[(ns, name)] = roots
+        return found
+
+    def _namespaces_in_folder(
+        self, reader: _CatalogReader, registry: Registry, path: str
+    ) -> list[str]:
+        """Namespaces whose folder equals ``path`` or lies inside it."""
+        found = set(registry.namespaces_with_folder_in(path))
+        if contains(path, self.warehouse):
+            found.update(reader.list_namespaces())
+            return sorted(found)
+        folder = namespace_name_of_folder(self.warehouse, path)
+        if folder:
+            try:
+                names = reader.namespaces_starting_with(folder)
+            except InvalidArgumentError:
+                names = []
+            found.update(n for n in names if n == folder or n.startswith(folder + "."))
+        return sorted(found)
+
+    def _check_roots(
+        self,
+        tx: Transaction,
+        ns: str,
+        name: str,
+        metadata: TableMetadata,
+        *,
+        also_not: tuple[str, str] | None = None,
+    ) -> None:
+        """The location rule for every root of table ``ns.name`` (see lakecore.iceberg.roots),
+        and the registry entry that records its roots, both in ``tx``.
+
+        Raises:
+            InvalidLocationError: a root breaks the rule (the message names the other party).
+        """
+        registry = self._ensure_registry(tx)
+        named = self._named_roots(metadata)
+        for what, root in named:
+            folders = self._namespaces_in_folder(tx, registry, root)
+            if folders:
+                raise InvalidLocationError(
+                    f"{what} {root} of table {ns}.{name} equals or contains the folder of namespace "
+                    f"{folders[0]!r}; a table "
+                    "needs a folder of its own (leave the location out for a default one)"
+                )
+            others = {
+                k: v
+                for k, v in self._tables_overlapping(tx, registry, root).items()
+                if k not in ((ns, name), also_not)
+            }
+            if others:
+                (other_ns, other_name), roots = next(iter(sorted(others.items())))
+                clash = next(r for r in roots if overlaps(r, root))
+                raise InvalidLocationError(
+                    f"{what} {root} of table {ns}.{name} overlaps {clash}, a folder of table "
+                    f"{other_ns}.{other_name}: tables never "
+                    "share a folder (a purge of one would delete the other's files); choose another location"
+                )
+        tx.set_definition_properties(
+            roots_property(self.warehouse, ns, name, [root for _, root in named])
+        )
+
+    def _precheck_roots(self, ns: str, name: str, metadata: TableMetadata) -> None:
+        """The rule, before any file is written (the commit checks again)."""
+        with self._lock, _translated():
+            tx = self._lakehouse.refresh().transaction()
+            try:
+                self._check_roots(tx, ns, name, metadata)
+            finally:
+                tx.abort()
+
+    def _files_named_by(self, table: Table) -> set[str]:
+        """Every file a table's current metadata names, normalized."""
+        io = table.io
+        metadata = table.metadata
+        manifests = [m for snapshot in metadata.snapshots for m in snapshot.manifests(io)]
+        named = {table.metadata_location}
+        named.update(log.metadata_file for log in metadata.metadata_log)
+        named.update(s.manifest_list for s in metadata.snapshots)
+        named.update(m.manifest_path for m in manifests)
+        named.update(
+            entry.data_file.file_path
+            for manifest in manifests
+            for entry in manifest.fetch_manifest_entry(io, discard_deleted=False)
+        )
+        return {normalize_location(p) for p in named}
 
     def _purgeable_roots(self, metadata: TableMetadata) -> list[str]:
         """Where a purge may delete: the table's location and its own write paths (each checked
@@ -705,6 +912,7 @@ class LakecoreCatalog(MetastoreCatalog):
         )
         self._check_metadata(staged.metadata, staged.metadata_location)
         self._refuse_taken_or_homeless(ns, name)
+        self._precheck_roots(ns, name, staged.metadata)
         self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
         self._commit_new_table(ns, name, staged.metadata, staged.metadata_location, "MANAGED")
         return self.load_table((ns, name))
@@ -722,9 +930,13 @@ class LakecoreCatalog(MetastoreCatalog):
         self._refuse_read_only("create_table_transaction")
         ns, name = self._table(identifier, ValidationError)
         self._refuse_taken_or_homeless(ns, name)
-        return super().create_table_transaction(
+        txn = super().create_table_transaction(
             (ns, name), schema, location, partition_spec, sort_order, properties
         )
+        # Before the caller writes any data file for it (its commit checks again).
+        self._check_metadata(txn.table_metadata, txn.table_metadata.location + "/metadata")
+        self._precheck_roots(ns, name, txn.table_metadata)
+        return txn
 
     def _refuse_taken_or_homeless(self, ns: str, name: str) -> None:
         """Fail before anything is written: a bad name, a missing namespace, a table that exists
@@ -747,6 +959,7 @@ class LakecoreCatalog(MetastoreCatalog):
                 table_type=table_type,
                 format_properties={METADATA_LOCATION_PROPERTY: metadata_location},
             )
+            self._check_roots(tx, ns, name, metadata)
 
         self._change("create_table", create, not_found=NoSuchNamespaceError)
 
@@ -770,6 +983,7 @@ class LakecoreCatalog(MetastoreCatalog):
         self._check_metadata(metadata, metadata_location)
 
         def register(tx: Transaction) -> None:
+            self._check_roots(tx, ns, name, metadata)
             columns = columns_of(metadata.schema())
             if overwrite and tx.table_exists(ns, name):
                 current = tx.load_table(ns, name).format_properties.get(METADATA_LOCATION_PROPERTY)
@@ -800,7 +1014,14 @@ class LakecoreCatalog(MetastoreCatalog):
         """
         self._refuse_read_only("drop_table")
         ns, name = self._table(identifier)
-        self._change("drop_table", lambda tx: tx.drop_table(ns, name), invalid=NoSuchTableError)
+        self._change("drop_table", lambda tx: self._drop(tx, ns, name), invalid=NoSuchTableError)
+
+    @staticmethod
+    def _drop(tx: Transaction, ns: str, name: str) -> None:
+        """Drop the table and its registry entry (lakecore.iceberg.roots) in ``tx``."""
+        tx.drop_table(ns, name)
+        if tx.definition_property(roots_key(ns, name)) is not None:
+            tx.set_definition_properties({roots_key(ns, name): None})
 
     def purge_table(self, identifier: str | Identifier) -> None:
         """Drop the table, then delete its data and metadata files.
@@ -830,27 +1051,53 @@ class LakecoreCatalog(MetastoreCatalog):
                 "and leaves its files"
             )
         table = self._table_from((ns, name), definition)
-        self.drop_table((ns, name))
         roots = self._purgeable_roots(table.metadata)
+
+        def drop(tx: Transaction) -> None:
+            self._ensure_registry(tx)  # a lakehouse from before the rule: find its overlaps
+            self._drop(tx, ns, name)
+
+        self._change("purge_table", drop, invalid=NoSuchTableError)
+        # The files any other table's current metadata names stay, whoever placed them; only
+        # the tables that could overlap this one's roots can name a file under them
+        # (lakecore.iceberg.roots), so only those are read.
+        view = self._lakehouse
+        registry = Registry.of(view.lakehouse_def.properties)
+        neighbours: dict[tuple[str, str], list[str]] = {}
+        for root in roots:
+            neighbours.update(self._tables_overlapping(view, registry, root))
+        protected: set[str] = set()
+        for other_ns, other_name in sorted(neighbours):
+            protected |= self._files_named_by(
+                self._table_from((other_ns, other_name), view.load_table(other_ns, other_name))
+            )
         io = table.io
-        manifests = [m for snapshot in table.metadata.snapshots for m in snapshot.manifests(io)]
+        metadata = table.metadata
+        manifests = [m for snapshot in metadata.snapshots for m in snapshot.manifests(io)]
         data_files = {
             entry.data_file.file_path
             for manifest in manifests
             for entry in manifest.fetch_manifest_entry(io, discard_deleted=False)
         }
         skipped: list[str] = []
+        shared: list[str] = []
 
         def ours(paths: set[str]) -> set[str]:
-            kept = {p for p in paths if self._may_purge(p, roots)}
-            skipped.extend(sorted(paths - kept))
+            kept = set()
+            for path in paths:
+                if not self._may_purge(path, roots):
+                    skipped.append(path)
+                elif normalize_location(path) in protected:
+                    shared.append(path)
+                else:
+                    kept.add(path)
             return kept
 
         delete_files(io, ours(data_files), "data")
         delete_files(io, ours({m.manifest_path for m in manifests}), MANIFEST)
-        delete_files(io, ours({s.manifest_list for s in table.metadata.snapshots}), MANIFEST_LIST)
+        delete_files(io, ours({s.manifest_list for s in metadata.snapshots}), MANIFEST_LIST)
         delete_files(
-            io, ours({log.metadata_file for log in table.metadata.metadata_log}), PREVIOUS_METADATA
+            io, ours({log.metadata_file for log in metadata.metadata_log}), PREVIOUS_METADATA
         )
         delete_files(io, ours({table.metadata_location}), METADATA)
         if skipped:
@@ -860,7 +1107,16 @@ class LakecoreCatalog(MetastoreCatalog):
                 name,
                 len(skipped),
                 roots,
-                ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""),
+                ", ".join(sorted(skipped)[:5]) + (" ..." if len(skipped) > 5 else ""),
+            )
+        if shared:
+            _LOG.warning(
+                "purge_table %s.%s left %d file(s) that table(s) %s still name: %s",
+                ns,
+                name,
+                len(shared),
+                ", ".join(f"{a}.{b}" for a, b in sorted(neighbours)),
+                ", ".join(sorted(shared)[:5]) + (" ..." if len(shared) > 5 else ""),
             )
 
     def rename_table(
@@ -903,7 +1159,10 @@ class LakecoreCatalog(MetastoreCatalog):
                     sort_keys=current.sort_keys,
                     unique_columns=current.unique_columns,
                 )
-            tx.drop_table(from_ns, from_name)
+            self._drop(tx, from_ns, from_name)
+            # The roots stay; under the new name the old default location is an explicit one.
+            moved = self._table_from((from_ns, from_name), current)
+            self._check_roots(tx, to_ns, to_name, moved.metadata, also_not=(from_ns, from_name))
 
         self._change("rename_table", rename)
         return self.load_table((to_ns, to_name))
@@ -973,6 +1232,13 @@ class LakecoreCatalog(MetastoreCatalog):
             tx.abort()
             return _response(current.metadata, current.metadata_location)
         self._check_metadata(staged.metadata, staged.metadata_location)
+        if current is None or self._roots(staged.metadata) != self._roots(current.metadata):
+            try:
+                with _translated():
+                    self._check_roots(tx, ns, name, staged.metadata)
+            except BaseException:
+                tx.abort()
+                raise
         self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
         columns = columns_of(staged.metadata.schema())
         with _translated(not_found=NoSuchNamespaceError, in_commit=True):
@@ -1024,11 +1290,21 @@ class LakecoreCatalog(MetastoreCatalog):
         self._refuse_read_only("create_namespace")
         ns = self._namespace(namespace, ValidationError)
         self._check_namespace_location(properties)
-        self._change(
-            "create_namespace",
-            lambda tx: tx.create_namespace(ns, dict(properties)),
-            exists=NamespaceAlreadyExistsError,
-        )
+
+        def create(tx: Transaction) -> None:
+            tx.create_namespace(ns, dict(properties))
+            self._register_namespace_location(tx, ns, properties.get(LOCATION))
+
+        self._change("create_namespace", create, exists=NamespaceAlreadyExistsError)
+
+    def _register_namespace_location(self, tx: Transaction, ns: str, location: Any) -> None:
+        """Record (or with None, forget) a namespace's own folder in the registry."""
+        key = namespace_location_key(ns)
+        if location:
+            self._ensure_registry(tx)
+            tx.set_definition_properties({key: normalize_location(str(location))})
+        elif tx.definition_property(key) is not None:
+            tx.set_definition_properties({key: None})
 
     def drop_namespace(self, namespace: str | Identifier) -> None:
         """Drop an empty namespace.
@@ -1039,9 +1315,14 @@ class LakecoreCatalog(MetastoreCatalog):
         """
         self._refuse_read_only("drop_namespace")
         ns = self._namespace(namespace)
+
+        def drop(tx: Transaction) -> None:
+            tx.drop_namespace(ns)
+            self._register_namespace_location(tx, ns, None)
+
         self._change(
             "drop_namespace",
-            lambda tx: tx.drop_namespace(ns),
+            drop,
             not_found=NoSuchNamespaceError,
             invalid=NoSuchNamespaceError,
         )
@@ -1093,6 +1374,8 @@ class LakecoreCatalog(MetastoreCatalog):
             current = dict(tx.load_namespace(ns).properties)
             summary, _ = self._get_updated_props_and_update_summary(current, removals, updates)
             tx.update_namespace(ns, dict(updates), remove_properties=removals or ())
+            if LOCATION in updates or LOCATION in (removals or ()):
+                self._register_namespace_location(tx, ns, updates.get(LOCATION))
             return summary
 
         return self._change(

@@ -29,15 +29,19 @@ def _files_under(path: Path) -> set[str]:
     return {str(p) for p in path.rglob("*") if p.is_file()}
 
 
-def test_purge_refuses_a_registered_table_and_keeps_the_table_it_shares_files_with(
-    tmp_path: Path,
-) -> None:
+def test_purge_refuses_a_registered_table(tmp_path: Path) -> None:
+    """A registered (EXTERNAL) table's files were not written for it. While the table they came
+    from lives, registering them is refused (two tables would share a folder); after it was
+    dropped (not purged) they may be registered, and purge still leaves them."""
     lake = local_lake(tmp_path)
     catalog = lake.catalog()
     catalog.create_namespace("ns")
     live = catalog.create_table("ns.t", SCHEMA)
     live.append(rows(range(5)))
     live = catalog.load_table("ns.t")
+    with pytest.raises(ValidationError, match=r"overlaps .*table ns\.t:"):
+        catalog.register_table("ns.snapshot_copy", live.metadata_location)
+    catalog.drop_table("ns.t")
     catalog.register_table("ns.snapshot_copy", live.metadata_location)
     before = _files_under(tmp_path / "lake" / "warehouse")
 
@@ -45,7 +49,9 @@ def test_purge_refuses_a_registered_table_and_keeps_the_table_it_shares_files_wi
         catalog.purge_table("ns.snapshot_copy")
     assert catalog.table_exists("ns.snapshot_copy")
     assert _files_under(tmp_path / "lake" / "warehouse") == before
-    assert sorted(catalog.load_table("ns.t").scan().to_arrow()["id"].to_pylist()) == list(range(5))
+    assert sorted(
+        catalog.load_table("ns.snapshot_copy").scan().to_arrow()["id"].to_pylist()
+    ) == list(range(5))
 
 
 def test_purge_deletes_only_under_the_tables_own_locations(tmp_path: Path) -> None:

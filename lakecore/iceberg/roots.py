@@ -1,0 +1,192 @@
+"""Where an Iceberg table's files may live, and how the catalog finds, without loading every
+table, the few tables whose files could share a folder with a given path.
+
+Terms. ``W`` is the catalog's warehouse. A table's *roots* are its location and each write path
+its properties set (``WRITE_PATH_PROPERTIES``). A namespace's *folder* is its default folder
+``W/<level 1>/.../<level n>`` and, when it sets one, its ``location`` property. Two paths
+*overlap* when they are equal or one lies inside the other.
+
+**The rule** (issue 39): every root of a table lies strictly inside ``W``, neither equals nor
+contains a namespace folder (lying inside one is what a default location does), and overlaps no
+root of another live table. Purge deletes only files under the purged table's own roots, so
+with the rule no purge can reach another table's folder.
+
+**Finding the tables a path could overlap** (at millions of tables, without a scan):
+
+* A table's default location is ``W/<namespace levels>/<table>-<32 hex digits>``: the path names
+  the table. The tables at a path's ancestors are found by reading each ancestor as
+  ``<namespace levels>/<table>-<uuid>`` and looking that table up: one lookup per level.
+  (``W/a.b/t-<uuid>``, the default folder of a flat namespace named ``a.b`` before namespaces
+  nested, reads the same way.)
+* Every other root (an explicit location, a write path, a location under a namespace's own
+  ``location``, a location kept through a rename) is in the **registry**, written in the same
+  commit that gives the table that root: the lakehouse definition property
+  ``lakecore.iceberg.roots <namespace> <table>`` holds the JSON list of that table's roots (the
+  space cannot occur in a name). Every namespace ``location`` is there too
+  (``lakecore.iceberg.namespace-location <namespace>``). Explicit roots are few, and the
+  definition is read by every open anyway.
+* A path equals or contains a default namespace folder exactly when its levels below ``W``,
+  joined with ``.``, name a namespace or a prefix of one: one range lookup of namespace keys.
+
+So the tables that could overlap a path ``P`` are: the registry's tables with a root
+overlapping ``P``; the default-located tables at ``P`` and its ancestors; and, only when ``P``
+contains a namespace folder (never true of a root the rule admitted, so only in a lakehouse made
+before the rule), every table of those namespaces.
+
+**Lakehouses made before the registry** may hold tables whose roots overlap in any way. The
+first catalog change on such a lakehouse (its definition has no ``lakecore.iceberg.roots-registry``
+property) reads every Iceberg table's metadata once and commits the registry, and the marker,
+with that change; from then on nothing is scanned.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from lakecore.view import ICEBERG_PROPERTY_PREFIX
+
+ROOTS_PROPERTY_PREFIX: Final = ICEBERG_PROPERTY_PREFIX + "roots "
+NAMESPACE_LOCATION_PROPERTY_PREFIX: Final = ICEBERG_PROPERTY_PREFIX + "namespace-location "
+REGISTRY_MARKER_PROPERTY: Final = ICEBERG_PROPERTY_PREFIX + "roots-registry"
+REGISTRY_FORMAT: Final = "1"
+# Table properties that place files: each is a root of the table.
+WRITE_PATH_PROPERTIES: Final = (
+    "write.data.path",
+    "write.metadata.path",
+    "write.object-storage.path",
+    "write.folder-storage.path",
+)
+_DEFAULT_SEGMENT_RE: Final = re.compile(r"^(.+)-[0-9a-f]{32}$")
+
+
+def overlaps(a: str, b: str) -> bool:
+    """Whether two normalized paths are equal or one lies inside the other."""
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
+
+
+def contains(outer: str, inner: str) -> bool:
+    """Whether ``inner`` equals ``outer`` or lies inside it."""
+    return inner == outer or inner.startswith(outer + "/")
+
+
+def levels_below(warehouse: str, path: str) -> list[str] | None:
+    """The path's segments below the warehouse; None when it is not strictly inside it."""
+    if not path.startswith(warehouse + "/"):
+        return None
+    return path[len(warehouse) + 1 :].split("/")
+
+
+def default_location(warehouse: str, namespace: list[str], table: str, uuid_hex: str) -> str:
+    """``W/<level 1>/.../<level n>/<table>-<uuid>``: unique, and it names its table."""
+    return "/".join([warehouse, *namespace, f"{table}-{uuid_hex}"])
+
+
+def named_by(warehouse: str, path: str) -> tuple[str, str] | None:
+    """The (namespace, table) whose default location ``path`` has the shape of, if any."""
+    levels = levels_below(warehouse, path)
+    if not levels or len(levels) < 2:
+        return None
+    match = _DEFAULT_SEGMENT_RE.match(levels[-1])
+    if match is None:
+        return None
+    return ".".join(levels[:-1]), match.group(1)
+
+
+def default_located_ancestors(warehouse: str, path: str) -> list[tuple[str, str, str]]:
+    """(namespace, table, ancestor) for each ancestor-or-self of ``path`` that has the shape of
+    a default location."""
+    levels = levels_below(warehouse, path) or []
+    found = []
+    for end in range(2, len(levels) + 1):
+        ancestor = "/".join([warehouse, *levels[:end]])
+        named = named_by(warehouse, ancestor)
+        if named is not None:
+            found.append((*named, ancestor))
+    return found
+
+
+def namespace_name_of_folder(warehouse: str, path: str) -> str | None:
+    """The namespace whose default folder ``path`` would be (levels joined with ``.``)."""
+    levels = levels_below(warehouse, path)
+    return None if not levels else ".".join(levels)
+
+
+def table_roots(location: str, properties: Mapping[str, str]) -> list[str]:
+    """The table's roots as given (normalize them before comparing)."""
+    return [location, *(str(properties[n]) for n in WRITE_PATH_PROPERTIES if properties.get(n))]
+
+
+def roots_key(namespace: str, table: str) -> str:
+    return f"{ROOTS_PROPERTY_PREFIX}{namespace} {table}"
+
+
+def namespace_location_key(namespace: str) -> str:
+    return f"{NAMESPACE_LOCATION_PROPERTY_PREFIX}{namespace}"
+
+
+@dataclass
+class Registry:
+    """The registry as read from a lakehouse definition's properties."""
+
+    complete: bool
+    tables: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    namespace_locations: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, properties: Mapping[str, str]) -> Registry:
+        registry = cls(complete=properties.get(REGISTRY_MARKER_PROPERTY) == REGISTRY_FORMAT)
+        for key, value in properties.items():
+            if key.startswith(ROOTS_PROPERTY_PREFIX):
+                namespace, _, table = key[len(ROOTS_PROPERTY_PREFIX) :].partition(" ")
+                registry.tables[(namespace, table)] = [str(r) for r in json.loads(value)]
+            elif key.startswith(NAMESPACE_LOCATION_PROPERTY_PREFIX):
+                registry.namespace_locations[key[len(NAMESPACE_LOCATION_PROPERTY_PREFIX) :]] = value
+        return registry
+
+    def tables_overlapping(self, path: str) -> list[tuple[str, str]]:
+        return [
+            name for name, roots in self.tables.items() if any(overlaps(r, path) for r in roots)
+        ]
+
+    def namespaces_with_folder_in(self, path: str) -> list[str]:
+        """Namespaces whose ``location`` equals ``path`` or lies inside it."""
+        return [ns for ns, loc in self.namespace_locations.items() if contains(path, loc)]
+
+
+def registered_roots(warehouse: str, namespace: str, table: str, roots: Iterable[str]) -> list[str]:
+    """The roots the registry must hold for the table: those its name does not give away."""
+    return sorted({r for r in roots if named_by(warehouse, r) != (namespace, table)})
+
+
+def roots_property(
+    warehouse: str, namespace: str, table: str, roots: Iterable[str]
+) -> dict[str, str | None]:
+    """The definition property change that records the table's roots (None: remove)."""
+    kept = registered_roots(warehouse, namespace, table, roots)
+    return {roots_key(namespace, table): json.dumps(kept) if kept else None}
+
+
+__all__ = [
+    "NAMESPACE_LOCATION_PROPERTY_PREFIX",
+    "REGISTRY_FORMAT",
+    "REGISTRY_MARKER_PROPERTY",
+    "ROOTS_PROPERTY_PREFIX",
+    "WRITE_PATH_PROPERTIES",
+    "Registry",
+    "contains",
+    "default_located_ancestors",
+    "default_location",
+    "levels_below",
+    "named_by",
+    "namespace_location_key",
+    "namespace_name_of_folder",
+    "overlaps",
+    "registered_roots",
+    "roots_key",
+    "roots_property",
+    "table_roots",
+]

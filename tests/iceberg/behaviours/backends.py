@@ -1,0 +1,47 @@
+"""The catalogs pyiceberg's behaviour suite runs against: one factory per backend.
+
+A factory is a generator: it gets the test's ``request``, the catalog name the suite expects
+("test_catalog") and the warehouse folder pyiceberg's fixture would give its own catalog,
+yields a fresh, empty catalog whose warehouse is that folder, and cleans up after the test.
+Anything a backend shares between tests (a server) comes from a session fixture it asks
+``request`` for; each test still gets a fresh catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import SqlCatalog
+
+from lakecore.iceberg import LakecoreCatalog
+
+Factory = Callable[[pytest.FixtureRequest, str, Path], Iterator[Catalog]]
+
+
+def sql_catalog(request: pytest.FixtureRequest, name: str, warehouse: Path) -> Iterator[Catalog]:
+    """pyiceberg's SqlCatalog on in-memory SQLite: the baseline, as pyiceberg's own fixture."""
+    catalog = SqlCatalog(name, uri="sqlite:///:memory:", warehouse=f"file://{warehouse}")
+    catalog.create_tables()
+    yield catalog
+    catalog.destroy_tables()
+
+
+def lakecore_catalog(
+    request: pytest.FixtureRequest, name: str, warehouse: Path
+) -> Iterator[Catalog]:
+    """A LakecoreCatalog in-process on a fresh lakehouse on local disk, beside the warehouse."""
+    root = request.getfixturevalue("tmp_path_factory").mktemp("lakehouse")
+    yield LakecoreCatalog(
+        name, uri=str(root), warehouse=f"file://{warehouse}", **{"lakecore.create": "true"}
+    )
+
+
+# Backend name -> factory. The name is the catalog fixtures' parameter (it shows in test ids)
+# and the key of allowed_failures.json.
+BACKENDS: dict[str, Factory] = {
+    "sql": sql_catalog,
+    "lakecore": lakecore_catalog,
+}
