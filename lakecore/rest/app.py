@@ -37,6 +37,7 @@ from lakecore.rest.auth import Authenticator, OAuthError, Principal
 from lakecore.rest.defaults import DEFAULT_MAX_BODY_BYTES
 from lakecore.rest.errors import RestError, bad_request, rest_error_of
 from lakecore.rest.metrics import CONTENT_TYPE, ServerMetrics
+from lakecore.rest.paging import Listings
 from lakecore.rest.routes import Call, Reply, Router, endpoints, json_reply
 from lakecore.rest.warehouses import Warehouses
 
@@ -60,6 +61,7 @@ class Server:
         self.router = Router()
         self.metrics = ServerMetrics()
         self.endpoints = endpoints(catalog)
+        self.listings = Listings()
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -130,6 +132,7 @@ class Server:
                 query=dict(request.query_params),
                 headers=request.headers,
                 body=body,
+                listings=self.listings,
             )
             reply: Reply = await run_in_threadpool(operation.handler, call)
         except Exception as exc:

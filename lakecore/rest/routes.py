@@ -12,10 +12,7 @@ Rules:
   namespace segment is split on the unit separator ``0x1F`` (``%1F``), the spec's default
   ``namespace-separator``; so is ``parent``.
 * Lists are paged only when the request carries ``pageToken`` (empty for the first page), as
-  the spec says: ``pageSize`` (default ``DEFAULT_PAGE_SIZE``) names per page, and an opaque
-  ``next-page-token`` (the last name returned, base64url) until the last page, whose
-  ``next-page-token`` is null. Without ``pageToken`` every name comes in one answer. Names are
-  sorted, so a page continues where the last ended even if names were added in between.
+  the spec says; ``lakecore.rest.paging`` has the rules.
 * ``loadTable``: ``snapshots=all`` (the default) or ``refs`` (only snapshots that a branch or
   tag references). Answers carry an ``ETag`` (of the metadata location and the snapshots
   mode) and a matching ``If-None-Match`` gets 304.
@@ -30,8 +27,6 @@ Rules:
 
 from __future__ import annotations
 
-import base64
-import bisect
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -65,11 +60,10 @@ from lakecore.rest.models import (
     ReportMetricsBody,
     UpdateNamespacePropertiesBody,
 )
+from lakecore.rest.paging import Listings
 from lakecore.rest.warehouses import Target
 
 NAMESPACE_SEPARATOR: Final = "\x1f"
-DEFAULT_PAGE_SIZE: Final = 1000
-MAX_PAGE_SIZE: Final = 100_000
 PREFIX: Final = "{prefix}"
 
 
@@ -83,6 +77,7 @@ class Call:
     query: Mapping[str, str]
     headers: Mapping[str, str]
     body: bytes
+    listings: Listings
 
 
 @dataclass
@@ -153,32 +148,6 @@ def table_of(call: Call) -> Identifier:
     return (*namespace_of(call.params["namespace"]), call.params["table"])
 
 
-def page(names: Sequence[str], query: Mapping[str, str]) -> tuple[list[str], str | None]:
-    """One page of sorted ``names`` and the next token (see the module docstring)."""
-    if "pageToken" not in query:
-        return list(names), None
-    raw_size = query.get("pageSize") or str(DEFAULT_PAGE_SIZE)
-    if not (raw_size.isascii() and raw_size.isdigit()) or not 1 <= int(raw_size) <= MAX_PAGE_SIZE:
-        raise bad_request(f"pageSize {raw_size!r} must be an integer from 1 to {MAX_PAGE_SIZE}")
-    size = int(raw_size)
-    token = query["pageToken"]
-    start = 0
-    if token:
-        try:
-            after = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("utf-8")
-        except ValueError:
-            raise bad_request(f"pageToken {token!r} was not issued by this server") from None
-        start = bisect.bisect_right(names, after)
-    chunk = list(names[start : start + size])
-    more = start + size < len(names)
-    next_token = (
-        base64.urlsafe_b64encode(chunk[-1].encode("utf-8")).rstrip(b"=").decode("ascii")
-        if more and chunk
-        else None
-    )
-    return chunk, next_token
-
-
 def etag_of(metadata_location: str | None, mode: str) -> str:
     digest = hashlib.sha256(f"{metadata_location}\0{mode}".encode()).hexdigest()[:32]
     return f'"{digest}"'
@@ -209,10 +178,15 @@ def table_reply(
 def list_namespaces(call: Call) -> Reply:
     parent_text = call.query.get("parent", "")
     parent: Identifier = namespace_of(parent_text) if parent_text else ()
-    found = call.target.catalog.list_namespaces(parent)
-    by_text = {NAMESPACE_SEPARATOR.join(ns): ns for ns in found}
-    names, token = page(sorted(by_text), call.query)
-    return json_reply({"namespaces": [list(by_text[n]) for n in names], "next-page-token": token})
+
+    def listed() -> list[str]:
+        found = call.target.catalog.list_namespaces(parent)
+        return [NAMESPACE_SEPARATOR.join(ns) for ns in found]
+
+    names, token = call.listings.page(listed, call.query)
+    return json_reply(
+        {"namespaces": [n.split(NAMESPACE_SEPARATOR) for n in names], "next-page-token": token}
+    )
 
 
 def create_namespace(call: Call) -> Reply:
@@ -263,8 +237,10 @@ def update_namespace_properties(call: Call) -> Reply:
 
 def list_tables(call: Call) -> Reply:
     namespace = namespace_of(call.params["namespace"])
-    names = sorted(identifier[-1] for identifier in call.target.catalog.list_tables(namespace))
-    chunk, token = page(names, call.query)
+    chunk, token = call.listings.page(
+        lambda: [identifier[-1] for identifier in call.target.catalog.list_tables(namespace)],
+        call.query,
+    )
     return json_reply(
         {
             "identifiers": [{"namespace": list(namespace), "name": n} for n in chunk],
@@ -494,7 +470,6 @@ class Router:
 
 
 __all__ = [
-    "DEFAULT_PAGE_SIZE",
     "NAMESPACE_SEPARATOR",
     "OPERATIONS",
     "Call",
@@ -506,5 +481,4 @@ __all__ = [
     "endpoints",
     "etag_of",
     "json_reply",
-    "page",
 ]

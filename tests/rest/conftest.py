@@ -3,7 +3,7 @@ fresh lakehouse with a ``LakecoreCatalog`` served through it (``rest``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,14 +17,12 @@ from pyiceberg.catalog.rest import RestCatalog
 from lakecore.iceberg import LakecoreCatalog
 from lakecore.lakehouse import Lakehouse
 from lakecore.rest.app import app
-from tests.rest.server import SessionServer
+from tests.rest.server import SessionServer, shared_server
 
 
 @pytest.fixture(scope="session")
-def session_server() -> Iterator[SessionServer]:
-    server = SessionServer()
-    yield server
-    server.stop()
+def session_server() -> SessionServer:
+    return shared_server()
 
 
 @dataclass

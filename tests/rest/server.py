@@ -4,11 +4,12 @@ Starting uvicorn costs tens of milliseconds and a thread; building ``app(catalog
 lakehouse costs a few. So the session runs one server (``SessionServer``) in a thread, and each
 test hands it a new app (``serve``): the next request reaches the new catalog. A test that needs
 two servers at once (two processes on one lakehouse) asks for ``serve_second``, a second
-listener on its own port.
+listener on its own port. ``shared_server()`` is the same for code that has no fixture for it.
 """
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
 from typing import Any
@@ -78,3 +79,19 @@ class SessionServer:
         self.first.stop()
         if self.second is not None:
             self.second.stop()
+
+
+_shared: SessionServer | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_server() -> SessionServer:
+    """The process's one ``SessionServer``, started on first use and stopped at exit: for test
+    code outside ``tests/rest`` (the behaviour suite's "rest" backend) that has no fixture of
+    its own for it."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = SessionServer()
+            atexit.register(_shared.stop)
+        return _shared

@@ -18,7 +18,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
 from lakecore.rest.app import app
-from lakecore.rest.routes import DEFAULT_PAGE_SIZE
+from lakecore.rest.paging import DEFAULT_PAGE_SIZE
 from tests.rest.conftest import Served
 
 SCHEMA_JSON: dict[str, Any] = {
@@ -147,12 +147,17 @@ def test_bodies_follow_the_spec_not_pyicebergs_client_models(rest: Served) -> No
     assert "metadata-location" not in staged.json()
     assert not rest.catalog.table_exists(("db", "staged"))
 
+    dropped = requests.post(
+        f"{v1}/namespaces/db/tables", json={"name": "src", "schema": SCHEMA_JSON}
+    )
+    src_location = dropped.json()["metadata-location"]
+    assert requests.delete(f"{v1}/namespaces/db/tables/src").status_code == 204
     register = requests.post(
         f"{v1}/namespaces/db/register",
-        json={"name": "again", "metadata-location": result["metadata-location"]},
+        json={"name": "again", "metadata-location": src_location},
     )
     assert register.status_code == 200, register.text
-    assert register.json()["metadata-location"] == result["metadata-location"]
+    assert register.json()["metadata-location"] == src_location
 
     commit = requests.post(
         f"{v1}/namespaces/db/tables/t",
@@ -235,7 +240,7 @@ def test_body_over_the_limit_is_413(rest: Served, serve_app: Any) -> None:
     assert not rest.catalog.namespace_exists("db")
 
 
-def test_list_tables_pages_only_when_asked(rest: Served) -> None:
+def test_list_tables_pages_only_when_asked(rest: Served, serve_app: Any) -> None:
     rest.catalog.create_namespace("db")
     names = [f"t{i:02d}" for i in range(7)]
     for name in reversed(names):
@@ -255,8 +260,24 @@ def test_list_tables_pages_only_when_asked(rest: Served) -> None:
         token = answer["next-page-token"]
         pages += 1
     assert seen == names and pages == 3
-    default = requests.get(url, params={"pageToken": ""}).json()
-    assert len(default["identifiers"]) == 7 <= DEFAULT_PAGE_SIZE
+    # A paged listing is one snapshot: a table created between pages is not in it ...
+    first = requests.get(url, params={"pageToken": "", "pageSize": "3"}).json()
+    rest.catalog.create_table(("db", "t03a"), SCHEMA)
+    rest_of_it = requests.get(url, params={"pageToken": first["next-page-token"], "pageSize": "10"})
+    assert [i["name"] for i in rest_of_it.json()["identifiers"]] == names[3:]
+    # ... and a token still works where its listing is not kept (another server process): the
+    # names are listed again and the page starts after the token's last name.
+    other_url = serve_app(app(rest.catalog)) + "/v1/namespaces/db/tables"
+    elsewhere = requests.get(
+        other_url, params={"pageToken": first["next-page-token"], "pageSize": "10"}
+    ).json()
+    assert [i["name"] for i in elsewhere["identifiers"]] == ["t03", "t03a", *names[4:]]
+    assert error_of(requests.get(other_url, params={"pageToken": "bm9wZQ"})) == (
+        400,
+        "BadRequestException",
+    )
+    default = requests.get(other_url, params={"pageToken": ""}).json()
+    assert len(default["identifiers"]) == 8 <= DEFAULT_PAGE_SIZE
     assert error_of(requests.get(url, params={"pageToken": "", "pageSize": "0"})) == (
         400,
         "BadRequestException",
