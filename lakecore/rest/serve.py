@@ -126,6 +126,8 @@ def serve(options: ServeOptions) -> int:
     authenticator = authenticator_for(options)
     catalog = catalog_for(options)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
+    # uvicorn's own start lines would repeat ours ("listening on ..."); its warnings stay.
+    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     # The access log is ours (lakecore.rest.accesslog); uvicorn's would repeat every line.
     config = uvicorn.Config(
         app(catalog, authenticator=authenticator, max_body_bytes=options.max_body_bytes),
