@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import random
 import sys
 import time
 import uuid
@@ -44,8 +45,14 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
+from lakecore import keys as K
+from lakecore.defs import encode_def, namespace_def, table_def
 from lakecore.iceberg import LakecoreCatalog
+from lakecore.iceberg.catalog import METADATA_LOCATION_PROPERTY
 from lakecore.lakehouse import Lakehouse
+from lakecore.locations import new_namespace_def_path, new_table_def_path, root_node_file_name
+from lakecore.tree import bulk_build
+from lakecore.versions import encode_root, write_hint
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -153,6 +160,165 @@ def run_storage(
     return out
 
 
+# ---------------------------------------------------------------------------------------------
+# Nested namespaces (issue 38): the same calls on a three-level layout and on a flat one.
+
+
+NESTED_GOAL_RATIO = 1.5
+NESTED_FANOUT = 10  # 10 x 10 x 10 leaf namespaces
+
+
+def _nested_layout(leaves: int) -> tuple[list[str], list[str]]:
+    """(every namespace, the namespaces that hold tables): three levels, ``leaves`` leaves."""
+    per = max(1, round(leaves ** (1 / 3)))
+    holders = [
+        f"d{a:02d}.s{b:02d}.l{c:02d}" for a in range(per) for b in range(per) for c in range(per)
+    ][:leaves]
+    parents = sorted({h.rsplit(".", 1)[0] for h in holders} | {h.split(".", 1)[0] for h in holders})
+    return sorted(parents + holders), holders
+
+
+def _build_layout(
+    uri: str, namespaces: list[str], holders: list[str], tables_per: int, metadata_location: str
+) -> tuple[Lakehouse, list[tuple[str, str]]]:
+    """A lakehouse whose version 1 holds every namespace and ``tables_per`` tables in each
+    holder, bulk-built. Definition files are written for the namespaces and for a sample of
+    tables (the ones the benchmark loads); the other keys are never read."""
+    lh = Lakehouse.create(uri)
+    storage, rng = lh.storage, random.Random(11)
+    items: list[tuple[str, str]] = []
+    for ns in namespaces:
+        path = new_namespace_def_path(ns)
+        storage.write(path, encode_def(namespace_def(ns, {})))
+        items.append((K.namespace_key(ns, lh.lakehouse_def), path))
+    sample: list[tuple[str, str]] = []
+    definition = encode_def(
+        table_def("t", format_properties={METADATA_LOCATION_PROPERTY: metadata_location})
+    )
+    for ns in holders:
+        chosen = rng.randrange(tables_per)
+        for j in range(tables_per):
+            table = f"t_{j:04d}"
+            if j == chosen:
+                path = new_table_def_path(ns, table)
+                storage.write(path, definition)
+                sample.append((ns, table))
+            else:
+                path = C.table_value(ns, table, rng)
+            items.append((K.table_key(ns, table, lh.lakehouse_def), path))
+    items.sort()
+    root = bulk_build(lh.store, lh.shape, items)
+    base = lh.root_info
+    storage.create_exclusive(
+        root_node_file_name(1),
+        encode_root(
+            root,
+            lh.lakehouse_def.order,
+            lakehouse_def_path=base.lakehouse_def_path,
+            previous_root=root_node_file_name(0),
+            created_at_millis=C.now_ms(),
+        ),
+    )
+    write_hint(storage, 1)
+    lh.refresh()
+    return lh, sample
+
+
+def run_nested(args: argparse.Namespace) -> dict[str, Any]:
+    """List a namespace's children, load a table and drop an empty namespace through
+    LakecoreCatalog, on ``--nested-tables`` tables in 1,000 namespaces three levels deep and on
+    the same tables in 1,000 flat namespaces, interleaved call by call."""
+    leaves = 1000 if args.nested_tables >= 1000 else max(1, args.nested_tables // 10)
+    tables_per = max(1, args.nested_tables // leaves)
+    all_nested, nested_holders = _nested_layout(leaves)
+    flat = [f"ns_{i:05d}" for i in range(leaves)]
+    C.log(f"== nested namespaces: {leaves * tables_per:,} tables in {leaves:,} namespaces")
+    out: dict[str, Any] = {
+        "tables": leaves * tables_per,
+        "namespaces_holding_tables": leaves,
+        "nested_namespaces_total": len(all_nested),
+        "calls": args.nested_calls,
+        "cpu_calibration": C.cpu_calibration(),
+    }
+    with C.temp_dir("bench_iceberg_nested_", args.tmpdir, keep=args.keep) as directory:
+        metadata = SqlCatalog("m", uri="sqlite:///:memory:", warehouse=f"file://{directory}/wh")
+        metadata.create_namespace("m")
+        metadata_location = metadata.create_table("m.t", SCHEMA).metadata_location
+        layouts: dict[str, tuple[LakecoreCatalog, list[tuple[str, str]], str, str]] = {}
+        for layout, namespaces, holders in (
+            ("nested", all_nested, nested_holders),
+            ("flat", flat, flat),
+        ):
+            started = time.perf_counter()
+            lh, sample = _build_layout(
+                f"{directory}/{layout}", namespaces, holders, tables_per, metadata_location
+            )
+            out[f"{layout}_build_seconds"] = round(time.perf_counter() - started, 1)
+            catalog = LakecoreCatalog(
+                layout, uri=f"{directory}/{layout}", warehouse=f"file://{directory}/wh"
+            )
+            # The namespace whose children are listed: one holding tables, with siblings all
+            # around it (a leaf of the nested layout, a namespace of the flat one): same answer.
+            listed = holders[len(holders) // 2]
+            # An empty namespace is created (unmeasured) and dropped (measured) beside it.
+            parent = listed.rsplit(".", 1)[0] if "." in listed else ""
+            layouts[layout] = (catalog, sample, listed, parent)
+            C.log(f"   {layout}: built in {out[f'{layout}_build_seconds']} s, version {lh.version}")
+        rng = random.Random(5)
+        samples: dict[str, dict[str, list[float]]] = {
+            op: {"nested": [], "flat": []}
+            for op in ("list_children", "load_table", "drop_empty_namespace")
+        }
+        mid_level: list[float] = []
+        for i in range(args.nested_calls):
+            order = ("nested", "flat") if i % 2 == 0 else ("flat", "nested")
+            for layout in order:
+                catalog, sample, listed, parent = layouts[layout]
+                ns, table = sample[rng.randrange(len(sample))]
+                with C.stopwatch() as t:
+                    assert catalog.list_namespaces(listed) == []
+                samples["list_children"][layout].append(t[0])
+                with C.stopwatch() as t:
+                    catalog.load_table((*ns.split("."), table))
+                samples["load_table"][layout].append(t[0])
+                empty = f"{parent}.empty{i:04d}" if parent else f"empty{i:04d}"
+                catalog.create_namespace(empty)
+                with C.stopwatch() as t:
+                    catalog.drop_namespace(empty)
+                samples["drop_empty_namespace"][layout].append(t[0])
+            nested_catalog = layouts["nested"][0]
+            with C.stopwatch() as t:
+                children = nested_catalog.list_namespaces(("d00",))
+            mid_level.append(t[0])
+            assert len(children) == min(NESTED_FANOUT, len(children)) and children
+    ops: dict[str, Any] = {}
+    for op, by_layout in samples.items():
+        nested_s = C.summarize(by_layout["nested"], 1000)
+        flat_s = C.summarize(by_layout["flat"], 1000)
+        ops[op] = {
+            "latency_ms": {"nested": nested_s, "flat": flat_s},
+            "median_nested_over_flat": C.ratio(nested_s["median"], flat_s["median"]),
+        }
+    out["operations"] = ops
+    out["list_children_of_a_top_level_namespace_ms"] = C.summarize(mid_level, 1000)
+    return out
+
+
+def nested_goals(result: dict[str, Any]) -> list[dict[str, Any]]:
+    goals = []
+    for op, values in result["operations"].items():
+        value = values["median_nested_over_flat"]
+        goals.append(
+            C.goal(
+                f"nested_{op}",
+                f"median nested/flat <= {NESTED_GOAL_RATIO}",
+                value,
+                value is not None and value <= NESTED_GOAL_RATIO,
+            )
+        )
+    return goals
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -166,6 +332,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--warmup", type=int, default=3, help="unmeasured commits first (default 3)"
     )
     parser.add_argument("--storages", default="local,s3", help="comma-separated: local, s3")
+    parser.add_argument(
+        "--nested-tables",
+        type=int,
+        default=None,
+        help="tables of the nested-namespace comparison (default 1,000,000; --quick 20,000; 0: skip)",
+    )
+    parser.add_argument(
+        "--nested-calls", type=int, default=30, help="calls per operation and layout (default 30)"
+    )
     parser.add_argument("--tmpdir", default=None)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument(
@@ -174,6 +349,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.commits is None:
         args.commits = 20 if args.quick else 150
+    if args.nested_tables is None:
+        args.nested_tables = 20_000 if args.quick else 1_000_000
     args.storage_list = [s.strip() for s in args.storages.split(",") if s.strip()]
     return args
 
@@ -274,6 +451,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 value is not None and value <= GOAL_RATIO,
             )
         )
+    if args.nested_tables > 0:
+        doc["nested_namespaces"] = run_nested(args)
+        doc["goals"].extend(nested_goals(doc["nested_namespaces"]))
     doc["total_seconds"] = round(time.perf_counter() - started, 1)
     C.print_json(doc)
     print_tables(doc)

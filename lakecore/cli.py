@@ -145,12 +145,14 @@ def _check_unset(kind: str, name: str, current: Any, keys: list[str]) -> None:
 def cmd_namespace(args: argparse.Namespace) -> int:
     if args.action == "list":
         view = open_view(args)
-        names = view.list_namespaces()
-        emit(
-            args,
-            "\n".join(names) if names else "(no namespaces)",
-            {"version": view.version, "namespaces": names},
+        # Every namespace by its full name (a.b.c); with --parent only its direct children.
+        names = (
+            view.list_namespaces() if args.parent is None else view.child_namespaces(args.parent)
         )
+        listing: dict[str, Any] = {"version": view.version, "namespaces": names}
+        if args.parent is not None:
+            listing["parent"] = args.parent
+        emit(args, "\n".join(names) if names else "(no namespaces)", listing)
         return EXIT_OK
     if args.action == "show":
         view = open_view(args)
@@ -168,7 +170,9 @@ def cmd_namespace(args: argparse.Namespace) -> int:
     data: dict[str, Any] = {}
     with lh.transaction() as tx:
         if args.action == "create":
-            tx.create_namespace(args.namespace, properties=dict(args.property or []))
+            tx.create_namespace(
+                args.namespace, properties=dict(args.property or []), parents=args.parents
+            )
         elif args.action == "drop":
             tx.drop_namespace(args.namespace)
         else:
@@ -908,8 +912,14 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         metavar="{create,drop,list,show,set-properties,unset-properties}",
     )
-    a = _sub(actions, "create", "create a namespace")
-    a.add_argument("namespace", help="the namespace name")
+    a = _sub(actions, "create", "create a namespace (a.b is b inside a)")
+    a.add_argument("namespace", help="the namespace name; levels joined with '.', e.g. sales.eu")
+    a.add_argument(
+        "--parents",
+        action="store_true",
+        help="create the missing parents too (with no properties), as mkdir -p; without it a "
+        "missing parent is only implied (listed, but holding no tables or properties)",
+    )
     a.add_argument(
         "--property",
         action="append",
@@ -917,9 +927,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a property (repeatable)",
     )
-    a = _sub(actions, "drop", "drop an empty namespace")
+    a = _sub(actions, "drop", "drop an empty namespace (no tables, no namespaces inside)")
     a.add_argument("namespace", help="the namespace name")
-    a = _sub(actions, "list", "the namespaces, sorted")
+    a = _sub(actions, "list", "every namespace by its full name, sorted; or a namespace's children")
+    a.add_argument(
+        "--parent",
+        metavar="NAMESPACE",
+        help="list only the direct children of NAMESPACE (e.g. sales for sales.eu, sales.us)",
+    )
     add_version_options(a)
     a = _sub(actions, "show", "a namespace and its properties")
     a.add_argument("namespace", help="the namespace name")

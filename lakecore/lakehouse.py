@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from lakecore import keys as K
+from lakecore import namespaces as N
 from lakecore.commit import CommitOutcome, CommitPolicy, RootPlan, commit
 from lakecore.defs import (
     LakehouseDef,
@@ -690,13 +691,46 @@ class Transaction:
             self.new_files[location] = data
         self.writes[key] = location
 
-    def create_namespace(self, ns: str, properties: Mapping[str, str] | None = None) -> None:
+    def create_namespace(
+        self, ns: str, properties: Mapping[str, str] | None = None, *, parents: bool = False
+    ) -> None:
+        """Create namespace ``ns`` (``a.b`` is ``b`` inside ``a``: ``lakecore.namespaces``).
+        With ``parents`` every missing ancestor is created too (with no properties); without,
+        a missing parent stays implied, as before namespaces nested.
+
+        Raises:
+            InvalidNameError: a level is empty, or the name breaks the name rule.
+            AlreadyExistsError: it exists.
+        """
         self._check_open()
+        N.check_new_name(ns, K.namespace_name_max_bytes(self.lakehouse_def))
         key = K.namespace_key(ns, self.lakehouse_def)
         if self._get(key) is not None:
             raise AlreadyExistsError(f"namespace {ns!r} already exists")
+        up = N.parent(ns)
+        if up is not None:
+            if self._get(K.namespace_key(up, self.lakehouse_def)) is not None:
+                # Guarded: a parent dropped meanwhile makes this commit conflict.
+                self._require_namespace(up, guard=True)
+            elif parents:
+                self.create_namespace(up, parents=True)
         definition = namespace_def(ns, properties)
         self._stage(key, new_namespace_def_path(ns), encode_def(definition))
+
+    def has_child_namespaces(self, ns: str) -> bool:
+        """Whether ``ns`` has a child namespace (as this transaction would commit)."""
+        return bool(self._child_namespaces_sample(ns, 1))
+
+    def _child_namespaces_sample(self, ns: str, limit: int) -> list[str]:
+        """Up to ``limit`` descendants of ``ns``, read lazily (never the whole range)."""
+        prefix = K.NAMESPACE_KEY_PREFIX + N.descendants_prefix(ns)
+        found = sorted(k for k, v in self.writes.items() if v is not None and k.startswith(prefix))
+        for key, _ in self.base_view.items(prefix):
+            if len(found) >= limit:
+                break
+            if key not in self.writes:  # a key this transaction deleted is gone
+                found.append(key)
+        return [K.parse_namespace_key(k, self.lakehouse_def) for k in found[:limit]]
 
     def update_namespace(
         self,
@@ -722,6 +756,15 @@ class Transaction:
     def drop_namespace(self, ns: str) -> None:
         self._check_open()
         key = self._require_namespace(ns, guard=False)
+        children_prefix = K.NAMESPACE_KEY_PREFIX + N.descendants_prefix(ns)
+        children = self._child_namespaces_sample(ns, 5)
+        if children:
+            raise NamespaceNotEmptyError(
+                f"namespace {ns!r} still holds namespace(s) ({', '.join(children)}"
+                f"{', ...' if len(children) >= 5 else ''}); drop them first"
+            )
+        # Guarded: a child created meanwhile makes this commit conflict.
+        self.guard_ranges.setdefault(children_prefix, [])
         prefix = K.table_key_prefix(ns, self.lakehouse_def)
         tables = self._scan(prefix)
         if tables:

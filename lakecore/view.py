@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from lakecore import keys as K
+from lakecore import namespaces as N
 from lakecore import tree
 from lakecore.defs import LakehouseDef, decode_namespace_def, decode_table_def, pb
 from lakecore.errors import (
@@ -468,6 +469,29 @@ class LakehouseView:
                 break
             names.append(K.parse_namespace_key(key, self.lakehouse_def))
         return names
+
+    def child_namespaces(self, parent: str | None = None) -> list[str]:
+        """The direct children of ``parent`` (None: the top-level namespaces), sorted: a
+        skip-scan of the parent's key range, one seek per child (``lakecore.namespaces``).
+
+        Raises:
+            NotFoundError: ``parent`` is given and does not exist.
+        """
+        # A parent with children but no key of its own: a lakehouse from before nesting may
+        # hold "a.b" without "a".
+        if parent is not None and not (
+            self.namespace_exists(parent) or self.has_child_namespaces(parent)
+        ):
+            raise NotFoundError(f"namespace {parent!r} does not exist at version {self.version}")
+        return N.skip_scan_children(parent, self._first_key, self.lakehouse_def)
+
+    def has_child_namespaces(self, ns: str) -> bool:
+        start, stop = N.key_range(ns)
+        return self._first_key(start, stop) is not None
+
+    def _first_key(self, start: str, stop: str | None) -> str | None:
+        first = next(tree.scan(self.store, self.root, start, stop), None)
+        return None if first is None else first[0]
 
     def list_tables(self, ns: str) -> list[str]:
         if not self.namespace_exists(ns):

@@ -12,8 +12,10 @@ Rules:
   properties are the namespace definition's properties); an Iceberg table is a lakecore table
   with ``table_format = ICEBERG`` whose ``format_properties["metadata_location"]`` is the full
   URI of its current metadata file (``previous_metadata_location`` the one before). Its columns
-  mirror the Iceberg schema (``lakecore.iceberg.columns``). Namespaces are flat: an identifier
-  with more than one namespace level names nothing.
+  mirror the Iceberg schema (``lakecore.iceberg.columns``). Namespaces nest to any depth:
+  ``("a", "b")`` is the lakecore namespace ``a.b`` (``lakecore.namespaces``); creating one
+  creates its missing parents, ``list_namespaces(parent)`` gives the direct children, and a
+  namespace with children or tables cannot be dropped.
 * **Commits are optimistic.** ``commit_table`` applies the requirements and updates to the
   current metadata, writes a new metadata file, then commits a lakecore transaction that
   replaces the table's definition. Snapshot isolation makes that commit fail if any other
@@ -61,9 +63,12 @@ Rules:
   exported copy is read-only the same way. A read-only catalog's tables refuse a write before
   pyiceberg writes any data file for it.
 * **Errors** are pyiceberg's types carrying lakecore's message: not found is
-  ``NoSuchNamespaceError``/``NoSuchTableError``, already exists is
-  ``NamespaceAlreadyExistsError``/``TableAlreadyExistsError``, a bad name or location is
-  ``ValidationError``, a lost race ``CommitFailedException``. Storage failures and damaged files
+  ``NoSuchNamespaceError``/``NoSuchTableError`` (an empty namespace identifier, or a table
+  identifier without one, is ``NoSuchNamespaceError``, as pyiceberg's catalogs say), already
+  exists is ``NamespaceAlreadyExistsError``/``TableAlreadyExistsError``, a bad name or location
+  is ``ValidationError``, a lost race ``CommitFailedException``. Where pyiceberg's own suite
+  asserts a wording (``Table does not exist: ns.t``, ``Namespace ns is not empty``), the
+  message starts with it and lakecore's detail follows. Storage failures and damaged files
   outside a commit stay lakecore errors (``StorageError``, ``CorruptFileError``): pyiceberg has
   no type for them. Views are not supported: every view method raises ``NotImplementedError``.
 """
@@ -114,6 +119,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 
+from lakecore import namespaces as NS
 from lakecore.defs import pb
 from lakecore.errors import (
     AlreadyExistsError,
@@ -142,6 +148,7 @@ from lakecore.iceberg.roots import (
     roots_property,
     table_roots,
 )
+from lakecore.keys import namespace_name_max_bytes
 from lakecore.lakehouse import Lakehouse, LakehouseView, Transaction
 from lakecore.locations import normalize_root_uri
 
@@ -399,9 +406,16 @@ def _translated(
     exists: type[Exception] = TableAlreadyExistsError,
     invalid: type[Exception] = ValidationError,
     in_commit: bool = False,
+    wording: str | None = None,
+    not_empty_wording: str | None = None,
 ) -> Iterator[None]:
     """Re-raise lakecore errors as pyiceberg's types with lakecore's message (the lakecore
-    error stays chained as ``__cause__``)."""
+    error stays chained as ``__cause__``). ``wording`` is pyiceberg's own text for a not-found
+    or not-empty error (``Table does not exist: ns.t``): lakecore's detail follows it."""
+
+    def text(exc: Exception) -> str:
+        return str(exc) if wording is None else f"{wording}: {exc}"
+
     try:
         yield
     except CommitStateUnknownError as exc:
@@ -409,15 +423,19 @@ def _translated(
     except CommitConflictError as exc:
         raise CommitFailedException(str(exc)) from exc
     except NamespaceNotEmptyError as exc:
-        raise IcebergNamespaceNotEmptyError(str(exc)) from exc
+        raise IcebergNamespaceNotEmptyError(
+            str(exc) if not_empty_wording is None else f"{not_empty_wording}: {exc}"
+        ) from exc
     except NotFoundError as exc:
-        raise not_found(str(exc)) from exc
+        raise not_found(text(exc)) from exc
     except AlreadyExistsError as exc:
         raise exists(str(exc)) from exc
     except ReadOnlyLakehouseError as exc:
         raise ReadOnlyCatalogError(str(exc)) from exc
     except InvalidArgumentError as exc:
-        raise invalid(str(exc)) from exc
+        raise invalid(
+            text(exc) if invalid in (NoSuchTableError, NoSuchNamespaceError) else str(exc)
+        ) from exc
     except StorageError as exc:
         if not in_commit:
             raise
@@ -430,12 +448,17 @@ def _translated(
         ) from exc
 
 
-def _require_iceberg(identifier: tuple[str, str], definition: pb.TableDef) -> str:
+def _ident(ns: str, name: str) -> Identifier:
+    """The pyiceberg identifier of a table: its namespace's levels, then its name."""
+    return (*NS.levels(ns), name)
+
+
+def _require_iceberg(identifier: Identifier, definition: pb.TableDef) -> str:
     """The table's metadata location; NoSuchIcebergTableError when it has none."""
     metadata_location = definition.format_properties.get(METADATA_LOCATION_PROPERTY)
     if definition.table_format != "ICEBERG" or not metadata_location:
         raise NoSuchIcebergTableError(
-            f"table {identifier[0]}.{identifier[1]} has no Iceberg metadata "
+            f"table {'.'.join(identifier)} has no Iceberg metadata "
             f"(format {definition.table_format or '-'}, no format property {METADATA_LOCATION_PROPERTY!r}); "
             "it was not created through an Iceberg catalog"
         )
@@ -577,22 +600,53 @@ class LakecoreCatalog(MetastoreCatalog):
     def _namespace(
         self, namespace: str | Identifier, err: type[Exception] = NoSuchNamespaceError
     ) -> str:
+        """The stored name of a namespace to read or change (its levels joined with ``.``,
+        ``lakecore.namespaces``). Reads take any stored name, including one from before
+        namespaces nested; a new name is checked by ``_new_namespace``.
+
+        Raises:
+            NoSuchNamespaceError: an empty identifier (pyiceberg's type for it).
+        """
         parts = Catalog.identifier_to_tuple(namespace)
-        if len(parts) != 1:
-            raise err(
-                f"namespace {'.'.join(parts)!r}: hierarchical namespaces are not supported by a lakehouse"
+        if not parts or not any(p.strip() for p in parts):
+            raise NoSuchNamespaceError(f"Empty namespace identifier: {namespace!r}")
+        return NS.join(parts)
+
+    def _new_namespace(self, namespace: str | Identifier) -> str:
+        """The stored name of a namespace to create.
+
+        Raises:
+            NoSuchNamespaceError: an empty identifier or an empty level.
+            ValidationError: a level holds ``.``, or the name breaks the name rule (too long,
+                a space or a control character).
+        """
+        parts = Catalog.identifier_to_tuple(namespace)
+        if not parts or any(not p.strip() for p in parts):
+            raise NoSuchNamespaceError(
+                f"Empty namespace identifier: {namespace!r} (every level needs a name)"
             )
-        return parts[0]
+        max_bytes = namespace_name_max_bytes(self._lakehouse.lakehouse_def)
+        try:
+            return NS.check_new_levels(parts, max_bytes)
+        except InvalidArgumentError as exc:
+            raise ValidationError(str(exc)) from exc
 
     def _table(
         self, identifier: str | Identifier, err: type[Exception] = NoSuchTableError
     ) -> tuple[str, str]:
+        """(namespace, table) of an identifier: every level but the last is the namespace.
+
+        Raises:
+            ``err``: the identifier has no namespace (NoSuchNamespaceError where a table is
+                to be made, NoSuchTableError where one is read).
+        """
         parts = Catalog.identifier_to_tuple(identifier)
-        if len(parts) != 2:
-            raise err(
-                f"table {'.'.join(parts)!r}: a table identifier is 'namespace.table' (flat namespaces only)"
-            )
-        return parts[0], parts[1]
+        if len(parts) < 2 or not all(p.strip() for p in parts[:-1]):
+            detail = f"table identifier {'.'.join(parts)!r} has no namespace"
+            if err is NoSuchTableError:
+                raise NoSuchTableError(f"Table does not exist: {'.'.join(parts)} ({detail})")
+            raise err(f"{detail}: a table identifier is 'namespace.table'")
+        return NS.join(parts[:-1]), parts[-1]
 
     # -- locations ----------------------------------------------------------------------------
 
@@ -835,12 +889,14 @@ class LakecoreCatalog(MetastoreCatalog):
         properties = self.load_namespace_properties(database_name)
         # As a full URI (a bare path in a namespace's location would be stored as one, and
         # metadata_location is a full URI by the format's rule).
-        base = normalize_location(properties.get(LOCATION) or f"{self.warehouse}/{database_name}")
+        # A nested namespace's folder nests too: <warehouse>/a/b for a.b.
+        folder = "/".join([self.warehouse, *NS.levels(database_name)])
+        base = normalize_location(properties.get(LOCATION) or folder)
         return f"{base}/{table_name}-{uuid.uuid4().hex}"
 
     # -- tables: reads ------------------------------------------------------------------------
 
-    def _table_from(self, identifier: tuple[str, str], definition: pb.TableDef) -> Table:
+    def _table_from(self, identifier: Identifier, definition: pb.TableDef) -> Table:
         metadata_location = _require_iceberg(identifier, definition)
         io = self._load_file_io(location=metadata_location)
         metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
@@ -861,9 +917,12 @@ class LakecoreCatalog(MetastoreCatalog):
                 metadata).
         """
         ns, table = self._table(identifier)
-        with self._lock, _translated(invalid=NoSuchTableError):
+        with (
+            self._lock,
+            _translated(invalid=NoSuchTableError, wording=f"Table does not exist: {ns}.{table}"),
+        ):
             definition = self._read().load_table(ns, table)
-        return self._table_from((ns, table), definition)
+        return self._table_from(_ident(ns, table), definition)
 
     def table_exists(self, identifier: str | Identifier) -> bool:
         """Whether the table exists (without reading its Iceberg metadata)."""
@@ -884,8 +943,15 @@ class LakecoreCatalog(MetastoreCatalog):
             NoSuchNamespaceError: no such namespace.
         """
         ns = self._namespace(namespace)
-        with self._lock, _translated(not_found=NoSuchNamespaceError, invalid=NoSuchNamespaceError):
-            return [(ns, table) for table in self._read().list_tables(ns)]
+        with (
+            self._lock,
+            _translated(
+                not_found=NoSuchNamespaceError,
+                invalid=NoSuchNamespaceError,
+                wording=f"Namespace does not exist: {ns}",
+            ),
+        ):
+            return [(*NS.levels(ns), table) for table in self._read().list_tables(ns)]
 
     # -- tables: changes ----------------------------------------------------------------------
 
@@ -906,16 +972,22 @@ class LakecoreCatalog(MetastoreCatalog):
             ValidationError: a bad name, or a location outside the warehouse.
         """
         self._refuse_read_only("create_table")
-        ns, name = self._table(identifier, ValidationError)
+        ns, name = self._table(identifier, NoSuchNamespaceError)
         staged = self._create_staged_table(
-            (ns, name), schema, location, partition_spec, sort_order, properties
+            # pyiceberg's staging takes (database, table): the namespace as its stored name.
+            (ns, name),
+            schema,
+            location,
+            partition_spec,
+            sort_order,
+            properties,
         )
         self._check_metadata(staged.metadata, staged.metadata_location)
         self._refuse_taken_or_homeless(ns, name)
         self._precheck_roots(ns, name, staged.metadata)
         self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
         self._commit_new_table(ns, name, staged.metadata, staged.metadata_location, "MANAGED")
-        return self.load_table((ns, name))
+        return self.load_table(_ident(ns, name))
 
     def create_table_transaction(
         self,
@@ -928,10 +1000,16 @@ class LakecoreCatalog(MetastoreCatalog):
     ) -> CreateTableTransaction:
         """A pyiceberg create-table transaction; its commit goes through ``commit_table``."""
         self._refuse_read_only("create_table_transaction")
-        ns, name = self._table(identifier, ValidationError)
+        ns, name = self._table(identifier, NoSuchNamespaceError)
         self._refuse_taken_or_homeless(ns, name)
         txn = super().create_table_transaction(
-            (ns, name), schema, location, partition_spec, sort_order, properties
+            # pyiceberg's staging takes (database, table): the namespace as its stored name.
+            (ns, name),
+            schema,
+            location,
+            partition_spec,
+            sort_order,
+            properties,
         )
         # Before the caller writes any data file for it (its commit checks again).
         self._check_metadata(txn.table_metadata, txn.table_metadata.location + "/metadata")
@@ -976,7 +1054,7 @@ class LakecoreCatalog(MetastoreCatalog):
             ValidationError: a bad name, or a metadata or table location outside the warehouse.
         """
         self._refuse_read_only("register_table")
-        ns, name = self._table(identifier, ValidationError)
+        ns, name = self._table(identifier, NoSuchNamespaceError)
         self.check_location(metadata_location, "metadata location")
         io = self._load_file_io(location=metadata_location)
         metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
@@ -1004,7 +1082,7 @@ class LakecoreCatalog(MetastoreCatalog):
                 )
 
         self._change("register_table", register, not_found=NoSuchNamespaceError)
-        return self.load_table((ns, name))
+        return self.load_table(_ident(ns, name))
 
     def drop_table(self, identifier: str | Identifier) -> None:
         """Remove the table from the lakehouse; its files stay (``purge_table`` deletes them).
@@ -1014,7 +1092,12 @@ class LakecoreCatalog(MetastoreCatalog):
         """
         self._refuse_read_only("drop_table")
         ns, name = self._table(identifier)
-        self._change("drop_table", lambda tx: self._drop(tx, ns, name), invalid=NoSuchTableError)
+        self._change(
+            "drop_table",
+            lambda tx: self._drop(tx, ns, name),
+            invalid=NoSuchTableError,
+            wording=f"Table does not exist: {ns}.{name}",
+        )
 
     @staticmethod
     def _drop(tx: Transaction, ns: str, name: str) -> None:
@@ -1042,7 +1125,10 @@ class LakecoreCatalog(MetastoreCatalog):
         """
         self._refuse_read_only("purge_table")
         ns, name = self._table(identifier)
-        with self._lock, _translated(invalid=NoSuchTableError):
+        with (
+            self._lock,
+            _translated(invalid=NoSuchTableError, wording=f"Table does not exist: {ns}.{name}"),
+        ):
             definition = self._lakehouse.refresh().load_table(ns, name)
         if definition.table_type == "EXTERNAL":
             raise ValidationError(
@@ -1050,7 +1136,7 @@ class LakecoreCatalog(MetastoreCatalog):
                 "to another table, so purge_table does not delete them; drop_table removes it from the lakehouse "
                 "and leaves its files"
             )
-        table = self._table_from((ns, name), definition)
+        table = self._table_from(_ident(ns, name), definition)
         roots = self._purgeable_roots(table.metadata)
 
         def drop(tx: Transaction) -> None:
@@ -1069,7 +1155,9 @@ class LakecoreCatalog(MetastoreCatalog):
         protected: set[str] = set()
         for other_ns, other_name in sorted(neighbours):
             protected |= self._files_named_by(
-                self._table_from((other_ns, other_name), view.load_table(other_ns, other_name))
+                self._table_from(
+                    _ident(other_ns, other_name), view.load_table(other_ns, other_name)
+                )
             )
         io = table.io
         metadata = table.metadata
@@ -1133,14 +1221,18 @@ class LakecoreCatalog(MetastoreCatalog):
         """
         self._refuse_read_only("rename_table")
         from_ns, from_name = self._table(from_identifier)
-        to_ns, to_name = self._table(to_identifier, ValidationError)
+        to_ns, to_name = self._table(to_identifier, NoSuchNamespaceError)
 
         def rename(tx: Transaction) -> None:
-            with _translated(not_found=NoSuchTableError, invalid=NoSuchTableError):
+            with _translated(
+                not_found=NoSuchTableError,
+                invalid=NoSuchTableError,
+                wording=f"Table does not exist: {from_ns}.{from_name}",
+            ):
                 current = tx.load_table(from_ns, from_name)
             # Refused before the commit: rename_table answers with the renamed Iceberg table,
             # which a table without Iceberg metadata cannot give.
-            _require_iceberg((from_ns, from_name), current)
+            _require_iceberg(_ident(from_ns, from_name), current)
             with _translated(not_found=NoSuchNamespaceError):
                 if not tx.namespace_exists(to_ns):
                     raise NotFoundError(f"namespace {to_ns!r} does not exist; create it first")
@@ -1161,11 +1253,11 @@ class LakecoreCatalog(MetastoreCatalog):
                 )
             self._drop(tx, from_ns, from_name)
             # The roots stay; under the new name the old default location is an explicit one.
-            moved = self._table_from((from_ns, from_name), current)
+            moved = self._table_from(_ident(from_ns, from_name), current)
             self._check_roots(tx, to_ns, to_name, moved.metadata, also_not=(from_ns, from_name))
 
         self._change("rename_table", rename)
-        return self.load_table((to_ns, to_name))
+        return self.load_table(_ident(to_ns, to_name))
 
     def commit_table(
         self,
@@ -1224,10 +1316,12 @@ class LakecoreCatalog(MetastoreCatalog):
         if definition is not None:
             if base_location == table.metadata_location:
                 # Metadata files are immutable: the caller's copy is the current one.
-                current = Table((ns, name), table.metadata, table.metadata_location, table.io, self)
+                current = Table(
+                    _ident(ns, name), table.metadata, table.metadata_location, table.io, self
+                )
             else:
-                current = self._table_from((ns, name), definition)
-        staged = self._update_and_stage_table(current, (ns, name), requirements, updates)
+                current = self._table_from(_ident(ns, name), definition)
+        staged = self._update_and_stage_table(current, _ident(ns, name), requirements, updates)
         if current is not None and staged.metadata == current.metadata:
             tx.abort()
             return _response(current.metadata, current.metadata_location)
@@ -1281,18 +1375,22 @@ class LakecoreCatalog(MetastoreCatalog):
     def create_namespace(
         self, namespace: str | Identifier, properties: Properties = EMPTY_DICT
     ) -> None:
-        """Create a namespace with ``properties``.
+        """Create a namespace with ``properties``; ``("a", "b")`` is ``b`` inside ``a``, and a
+        missing parent is created with it (empty), as pyiceberg's SQL catalog lets a child
+        exist without one.
 
         Raises:
             NamespaceAlreadyExistsError: it exists.
-            ValidationError: an invalid or hierarchical name.
+            NoSuchNamespaceError: an empty identifier or level.
+            ValidationError: a level holds ``.``, or the name is too long or holds a space or
+                a control character.
         """
         self._refuse_read_only("create_namespace")
-        ns = self._namespace(namespace, ValidationError)
+        ns = self._new_namespace(namespace)
         self._check_namespace_location(properties)
 
         def create(tx: Transaction) -> None:
-            tx.create_namespace(ns, dict(properties))
+            tx.create_namespace(ns, dict(properties), parents=True)
             self._register_namespace_location(tx, ns, properties.get(LOCATION))
 
         self._change("create_namespace", create, exists=NamespaceAlreadyExistsError)
@@ -1311,7 +1409,7 @@ class LakecoreCatalog(MetastoreCatalog):
 
         Raises:
             NoSuchNamespaceError: it does not exist.
-            NamespaceNotEmptyError: it still holds tables.
+            NamespaceNotEmptyError: it still holds tables or namespaces.
         """
         self._refuse_read_only("drop_namespace")
         ns = self._namespace(namespace)
@@ -1325,24 +1423,27 @@ class LakecoreCatalog(MetastoreCatalog):
             drop,
             not_found=NoSuchNamespaceError,
             invalid=NoSuchNamespaceError,
+            wording=f"Namespace {ns} does not exists",
+            not_empty_wording=f"Namespace {ns} is not empty",
         )
 
     def list_namespaces(self, namespace: str | Identifier = ()) -> list[Identifier]:
-        """Every namespace; namespaces are flat, so a namespace has none below it.
+        """The direct children of ``namespace`` (the top-level namespaces without one), sorted.
+        One seek per child, whatever lies deeper (``lakecore.namespaces``).
 
         Raises:
             NoSuchNamespaceError: ``namespace`` is given and does not exist.
         """
-        with self._lock, _translated(not_found=NoSuchNamespaceError, invalid=NoSuchNamespaceError):
-            view = self._read()
-            if namespace:
-                ns = self._namespace(namespace)
-                if not view.namespace_exists(ns):
-                    raise NotFoundError(
-                        f"namespace {ns!r} does not exist at version {view.version}"
-                    )
-                return []
-            return [(ns,) for ns in view.list_namespaces()]
+        parent = self._namespace(namespace) if namespace else None
+        with (
+            self._lock,
+            _translated(
+                not_found=NoSuchNamespaceError,
+                invalid=NoSuchNamespaceError,
+                wording=None if parent is None else f"Namespace does not exist: {parent}",
+            ),
+        ):
+            return [tuple(NS.levels(child)) for child in self._read().child_namespaces(parent)]
 
     def load_namespace_properties(self, namespace: str | Identifier) -> Properties:
         """The namespace's properties.
@@ -1351,7 +1452,14 @@ class LakecoreCatalog(MetastoreCatalog):
             NoSuchNamespaceError: it does not exist.
         """
         ns = self._namespace(namespace)
-        with self._lock, _translated(not_found=NoSuchNamespaceError, invalid=NoSuchNamespaceError):
+        with (
+            self._lock,
+            _translated(
+                not_found=NoSuchNamespaceError,
+                invalid=NoSuchNamespaceError,
+                wording=f"Namespace {ns} does not exists",
+            ),
+        ):
             return dict(self._read().load_namespace(ns).properties)
 
     def update_namespace_properties(
@@ -1383,6 +1491,7 @@ class LakecoreCatalog(MetastoreCatalog):
             update,
             not_found=NoSuchNamespaceError,
             invalid=NoSuchNamespaceError,
+            wording=f"Namespace {ns} does not exists",
         )
 
     # -- multi-table transactions (the REST server's POST /v1/transactions/commit) ----------

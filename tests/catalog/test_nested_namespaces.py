@@ -1,0 +1,183 @@
+"""Namespaces of any depth (issue 38): the lakehouse API, the command line and the Iceberg
+catalog; bad names refused naming the level, nothing written on a refusal; a lakehouse written
+before nesting reads the same and stays clean under fsck."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyiceberg.exceptions import (
+    NamespaceNotEmptyError as IcebergNamespaceNotEmptyError,
+)
+from pyiceberg.exceptions import (
+    NoSuchNamespaceError,
+    ValidationError,
+)
+
+from lakecore import keys as K
+from lakecore.cli import main as cli_main
+from lakecore.defs import encode_def, namespace_def
+from lakecore.errors import (
+    CommitConflictError,
+    InvalidNameError,
+    NamespaceNotEmptyError,
+    NotFoundError,
+)
+from lakecore.fsck import check_version
+from lakecore.iceberg import LakecoreCatalog
+from lakecore.lakehouse import Lakehouse
+from lakecore.locations import new_namespace_def_path
+from tests.iceberg.conftest import SCHEMA
+
+
+def _files(path: Path) -> set[Path]:
+    return {p for p in path.rglob("*") if p.is_file()}
+
+
+def test_children_are_listed_level_by_level(tmp_path: Path) -> None:
+    lh = Lakehouse.create(str(tmp_path / "lake"))
+    with lh.transaction() as tx:
+        for name in ("a", "a.b", "a.b.c", "a.b-x", "a.b!", "a.c", "a0", "b"):
+            tx.create_namespace(name)
+    assert lh.child_namespaces() == ["a", "a0", "b"]
+    assert lh.child_namespaces("a") == ["a.b", "a.b!", "a.b-x", "a.c"]
+    assert lh.child_namespaces("a.b") == ["a.b.c"]
+    assert lh.child_namespaces("a.b.c") == []
+    with pytest.raises(NotFoundError, match="'zz' does not exist"):
+        lh.child_namespaces("zz")
+    # Every namespace, by its full name, as before nesting.
+    assert lh.list_namespaces() == ["a", "a.b", "a.b!", "a.b-x", "a.b.c", "a.c", "a0", "b"]
+
+
+def test_a_missing_parent_is_implied_or_created(tmp_path: Path) -> None:
+    lh = Lakehouse.create(str(tmp_path / "lake"))
+    with lh.transaction() as tx:
+        tx.create_namespace("x.y")
+    assert not lh.namespace_exists("x") and lh.child_namespaces() == ["x"]
+    assert lh.child_namespaces("x") == ["x.y"]
+    with lh.transaction() as tx:
+        tx.create_namespace("p.q.r", {"k": "v"}, parents=True)
+    assert lh.namespace_exists("p") and lh.namespace_exists("p.q")
+    assert dict(lh.load_namespace("p.q").properties) == {}
+    assert dict(lh.load_namespace("p.q.r").properties) == {"k": "v"}
+
+
+def test_a_namespace_with_children_cannot_be_dropped(tmp_path: Path) -> None:
+    lh = Lakehouse.create(str(tmp_path / "lake"))
+    with lh.transaction() as tx:
+        tx.create_namespace("a.b", parents=True)
+    version = lh.version
+    with (
+        pytest.raises(NamespaceNotEmptyError, match=r"'a' still holds namespace\(s\) \(a\.b\)"),
+        lh.transaction() as tx,
+    ):
+        tx.drop_namespace("a")
+    assert lh.refresh().version == version  # nothing written
+    with lh.transaction() as tx:
+        tx.drop_namespace("a.b")
+        tx.drop_namespace("a")
+    assert lh.list_namespaces() == []
+
+
+def test_a_drop_conflicts_with_a_child_created_meanwhile(tmp_path: Path) -> None:
+    uri = str(tmp_path / "lake")
+    lh = Lakehouse.create(uri)
+    with lh.transaction() as tx:
+        tx.create_namespace("a")
+    dropper = Lakehouse.open(uri).transaction(max_retries=3)
+    dropper.drop_namespace("a")
+    with Lakehouse.open(uri).transaction() as tx:
+        tx.create_namespace("a.late")
+    with pytest.raises(CommitConflictError, match=r"range 'B===a\.'"):
+        dropper.commit()
+    assert Lakehouse.open(uri).child_namespaces("a") == ["a.late"]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("a..b", "level 2 is empty"),
+        (".a", "level 1 is empty"),
+        ("a.", "level 2 is empty"),
+        ("a.b c", "control characters, space and DEL"),
+        ("a." + "x" * 20, "is 22 bytes in UTF-8; the lakehouse allows at most 12"),
+    ],
+)
+def test_bad_names_are_refused_naming_the_part(tmp_path: Path, name: str, message: str) -> None:
+    lh = Lakehouse.create(str(tmp_path / "lake"), namespace_name_max_size_bytes=12)
+    before = _files(tmp_path / "lake")
+    with pytest.raises(InvalidNameError, match=message), lh.transaction() as tx:
+        tx.create_namespace(name, parents=True)
+    assert _files(tmp_path / "lake") == before
+
+
+def test_the_catalog_refuses_bad_levels_with_pyicebergs_types(tmp_path: Path) -> None:
+    Lakehouse.create(str(tmp_path / "lake"), namespace_name_max_size_bytes=12)
+    catalog = LakecoreCatalog("c", uri=str(tmp_path / "lake"))
+    before = _files(tmp_path / "lake")
+    with pytest.raises(ValidationError, match=r"level 'a\.b' holds '\.'"):
+        catalog.create_namespace(("a.b", "c"))
+    with pytest.raises(NoSuchNamespaceError, match="Empty namespace identifier"):
+        catalog.create_namespace(("a", ""))
+    with pytest.raises(ValidationError, match="at most 12"):
+        catalog.create_namespace(("abcdef", "ghijkl"))
+    with pytest.raises(NoSuchNamespaceError, match="Namespace does not exist: nope"):
+        catalog.list_namespaces("nope")
+    with pytest.raises(NoSuchNamespaceError, match="has no namespace"):
+        catalog.create_table("t", SCHEMA)
+    assert _files(tmp_path / "lake") == before
+    catalog.create_namespace(("abc", "def", "ghi"))  # parents created with it
+    assert catalog.list_namespaces() == [("abc",)]
+    assert catalog.list_namespaces("abc") == [("abc", "def")]
+    table = catalog.create_table(("abc", "def", "ghi", "t"), SCHEMA)
+    assert table.name() == ("abc", "def", "ghi", "t")
+    assert table.location().startswith(f"{catalog.warehouse}/abc/def/ghi/t-")
+    assert catalog.list_tables("abc.def.ghi") == [("abc", "def", "ghi", "t")]
+    with pytest.raises(IcebergNamespaceNotEmptyError, match=r"Namespace abc\.def is not empty"):
+        catalog.drop_namespace("abc.def")
+
+
+def test_the_cli_creates_lists_and_drops_nested_namespaces(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri = str(tmp_path / "lake")
+    Lakehouse.create(uri)
+    assert cli_main(["-l", uri, "namespace", "create", "sales.eu.de", "--parents"]) == 0
+    assert cli_main(["-l", uri, "namespace", "create", "sales.us"]) == 0
+    capsys.readouterr()
+    assert cli_main(["-l", uri, "--json", "namespace", "list", "--parent", "sales"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert listing["namespaces"] == ["sales.eu", "sales.us"] and listing["parent"] == "sales"
+    assert cli_main(["-l", uri, "namespace", "list"]) == 0
+    assert capsys.readouterr().out.split() == ["sales", "sales.eu", "sales.eu.de", "sales.us"]
+    assert cli_main(["-l", uri, "namespace", "drop", "sales.eu"]) == 2
+    assert "still holds namespace(s) (sales.eu.de)" in capsys.readouterr().err
+    assert cli_main(["-l", uri, "namespace", "create", "bad..name"]) == 2
+    assert "level 2 is empty" in capsys.readouterr().err
+    assert cli_main(["-l", uri, "namespace", "list", "--parent", "nope"]) == 5
+
+
+def test_a_lakehouse_from_before_nesting_reads_the_same(tmp_path: Path) -> None:
+    """Flat names holding '.', written as a lakehouse from before could have (a.b without a,
+    and a name with an empty level): the same keys, the same listing, fsck --all --deep clean."""
+    uri = str(tmp_path / "lake")
+    lh = Lakehouse.create(uri)
+    # The previous release wrote such names with no level rule: put the keys as it did.
+    old_style = ("a.b", "x..y", "plain")
+    with lh.transaction() as tx:
+        for name in old_style:
+            key = K.namespace_key(name, lh.lakehouse_def)
+            path = new_namespace_def_path(name)
+            tx.new_files[path] = encode_def(namespace_def(name, {}))
+            tx.writes[key] = path
+        tx.create_table("a.b", "t")
+    lh = Lakehouse.open(uri)
+    assert lh.list_namespaces() == ["a.b", "plain", "x..y"]
+    assert lh.list_tables("a.b") == ["t"]
+    assert lh.child_namespaces() == ["a", "plain", "x"]
+    assert lh.child_namespaces("a") == ["a.b"]
+    assert cli_main(["-l", uri, "fsck", "--all", "--deep"]) == 0
+    result = check_version(lh, deep=True)
+    assert result.ok, [str(v) for v in result.violations]
