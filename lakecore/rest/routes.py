@@ -191,8 +191,8 @@ def list_namespaces(call: Call) -> Reply:
 
 def create_namespace(call: Call) -> Reply:
     body: CreateNamespaceBody = parse_body(call, CreateNamespaceBody)
-    if not body.namespace or any(not level for level in body.namespace):
-        raise bad_request(f"namespace {body.namespace!r} is empty or has an empty level")
+    # An empty name or level is the catalog's to refuse, with its own error (LakecoreCatalog:
+    # NoSuchNamespaceError, 404 NoSuchNamespaceException), as a direct caller would get it.
     call.target.catalog.create_namespace(tuple(body.namespace), body.properties)
     return json_reply({"namespace": body.namespace, "properties": body.properties})
 
