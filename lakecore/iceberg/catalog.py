@@ -26,6 +26,8 @@ Rules:
   ambiguous root write (or any storage failure during the lakecore commit) is
   ``CommitStateUnknownException``: pyiceberg then keeps every file it wrote. The losing writer's
   metadata file is never referenced; it is left for an Iceberg orphan-file cleanup.
+  ``commit_tables`` commits changes to several tables as one lakehouse version, all or none
+  (the REST server's multi-table transactions).
 * **Locations.** Every table location, every metadata file and every write path a table's
   properties set (``write.data.path``, ``write.metadata.path``, ...) lies strictly inside the
   warehouse (``ValidationError`` otherwise), and so does a namespace's ``location`` property

@@ -382,3 +382,51 @@ def test_a_table_name_with_a_slash_and_a_nested_namespace_path(rest: Served) -> 
     nested = requests.get(f"{rest.url}/v1/namespaces/db%1Fsub/tables")
     assert nested.status_code == 404  # flat lakehouse: db.sub does not exist
     assert json.loads(nested.text)["error"]["type"] == "NoSuchNamespaceException"
+
+
+def test_nested_namespaces_through_the_unit_separator(rest: Served) -> None:
+    v1 = f"{rest.url}/v1"
+    for namespace in (["a"], ["a", "b"], ["a", "c"], ["a", "b", "d"]):
+        assert requests.post(f"{v1}/namespaces", json={"namespace": namespace}).ok
+    top = requests.get(f"{v1}/namespaces").json()["namespaces"]
+    assert top == [["a"]]
+    under_a = requests.get(f"{v1}/namespaces", params={"parent": "a"}).json()["namespaces"]
+    assert under_a == [["a", "b"], ["a", "c"]]
+    deep = requests.get(f"{v1}/namespaces", params={"parent": "a\x1fb"}).json()["namespaces"]
+    assert deep == [["a", "b", "d"]]
+    missing = requests.get(f"{v1}/namespaces", params={"parent": "a\x1fzz"})
+    assert error_of(missing) == (404, "NoSuchNamespaceException")
+    created = requests.post(
+        f"{v1}/namespaces/a%1Fb/tables", json={"name": "t", "schema": SCHEMA_JSON}
+    )
+    assert created.status_code == 200, created.text
+    assert rest.catalog.table_exists(("a", "b", "t"))
+    listed = requests.get(f"{v1}/namespaces/a%1Fb/tables").json()["identifiers"]
+    assert listed == [{"namespace": ["a", "b"], "name": "t"}]
+    client = rest.client()
+    assert client.load_table(("a", "b", "t")).name() == ("a", "b", "t")
+    assert client.list_namespaces(("a",)) == [("a", "b"), ("a", "c")]
+
+
+def test_error_mapping_of_storage_and_unknown_failures() -> None:
+    """Failures no client can provoke on purpose, mapped as the spec says."""
+    from pyiceberg.exceptions import CommitStateUnknownException
+
+    from lakecore.errors import StorageError
+    from lakecore.rest.errors import rest_error_of
+
+    unreachable = StorageError("could not reach s3://bucket: connection refused")
+    on_read = rest_error_of(unreachable, read=True)
+    assert (on_read.code, on_read.type) == (503, "ServiceUnavailableException")
+    assert on_read.headers == {"Retry-After": "1"}
+    on_write = rest_error_of(unreachable, read=False)
+    assert (on_write.code, on_write.headers) == (503, {})  # no retry hint for a write
+    on_commit = rest_error_of(unreachable, commit=True, read=False)
+    assert (on_commit.code, on_commit.type) == (500, "CommitStateUnknownException")
+    unknown = rest_error_of(CommitStateUnknownException("root write timed out"), commit=True)
+    assert (unknown.code, unknown.type) == (500, "CommitStateUnknownException")
+    bug = rest_error_of(KeyError("x"), commit=True)
+    assert (bug.code, bug.type) == (500, "CommitStateUnknownException")
+    assert "may or may not have landed" in bug.message
+    elsewhere = rest_error_of(KeyError("x"))
+    assert (elsewhere.code, elsewhere.type) == (500, "InternalServerError")
