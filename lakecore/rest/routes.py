@@ -21,6 +21,10 @@ Rules:
   it: a writer that lost a race fails its ``assert-ref-snapshot-id`` (409
   ``CommitFailedException``) and retries on fresh metadata, so no commit is lost. A request
   with ``assert-create`` commits a staged create (``createTable`` with ``stage-create``).
+* Answers are pyiceberg's REST models (``TableResponse``, ``CommitTableResponse``,
+  ``NamespaceResponse``, ``ListTablesResponse``, ...); ``GET /v1/config``'s answer is plain
+  JSON, as pyiceberg's ``ConfigResponse`` would write its endpoints as objects, not the spec's
+  ``"METHOD /path"`` strings.
 * A route is a *write* when it changes the catalog; writes need a read-write principal and a
   live prefix (403 otherwise).
 """
@@ -37,7 +41,14 @@ from urllib.parse import unquote
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from pyiceberg.catalog import Catalog
-from pyiceberg.catalog.rest import TableResponse
+from pyiceberg.catalog.rest import (
+    ListNamespaceResponse,
+    ListTableResponseEntry,
+    ListTablesResponse,
+    NamespaceResponse,
+    TableResponse,
+    UpdateNamespacePropertiesResponse,
+)
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.io import load_file_io
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
@@ -46,7 +57,7 @@ from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.metadata import TableMetadata, new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import AssertCreate
-from pyiceberg.typedef import Identifier
+from pyiceberg.typedef import IcebergBaseModel, Identifier
 
 from lakecore.rest.auth import Principal
 from lakecore.rest.errors import RestError, bad_request
@@ -113,8 +124,17 @@ class Operation:
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def json_reply(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Reply:
-    data = payload.model_dump_json() if isinstance(payload, BaseModel) else json.dumps(payload)
+def json_reply(
+    payload: Any, status: int = 200, headers: dict[str, str] | None = None, keep_nulls: bool = False
+) -> Reply:
+    """``payload`` (a pyiceberg model, or plain JSON data) as the body. pyiceberg's models leave
+    out null fields; ``keep_nulls`` keeps them (a last page's ``next-page-token`` is null)."""
+    if isinstance(payload, IcebergBaseModel):
+        data = payload.model_dump_json(exclude_none=not keep_nulls)
+    elif isinstance(payload, BaseModel):
+        data = payload.model_dump_json(by_alias=True, exclude_none=not keep_nulls)
+    else:
+        data = json.dumps(payload)
     return Reply(status, data.encode("utf-8"), headers or {})
 
 
@@ -184,9 +204,11 @@ def list_namespaces(call: Call) -> Reply:
         return [NAMESPACE_SEPARATOR.join(ns) for ns in found]
 
     names, token = call.listings.page(listed, call.query)
-    return json_reply(
-        {"namespaces": [n.split(NAMESPACE_SEPARATOR) for n in names], "next-page-token": token}
+    response = ListNamespaceResponse(
+        namespaces=[tuple(n.split(NAMESPACE_SEPARATOR)) for n in names],
+        next_page_token=token,  # type: ignore[call-arg]  # by field name, as pyiceberg does
     )
+    return json_reply(response, keep_nulls=True)
 
 
 def create_namespace(call: Call) -> Reply:
@@ -194,13 +216,15 @@ def create_namespace(call: Call) -> Reply:
     # An empty name or level is the catalog's to refuse, with its own error (LakecoreCatalog:
     # NoSuchNamespaceError, 404 NoSuchNamespaceException), as a direct caller would get it.
     call.target.catalog.create_namespace(tuple(body.namespace), body.properties)
-    return json_reply({"namespace": body.namespace, "properties": body.properties})
+    return json_reply(
+        NamespaceResponse(namespace=tuple(body.namespace), properties=body.properties)
+    )
 
 
 def load_namespace(call: Call) -> Reply:
     namespace = namespace_of(call.params["namespace"])
     properties = call.target.catalog.load_namespace_properties(namespace)
-    return json_reply({"namespace": list(namespace), "properties": dict(properties)})
+    return json_reply(NamespaceResponse(namespace=namespace, properties=dict(properties)))
 
 
 def namespace_exists(call: Call) -> Reply:
@@ -227,9 +251,10 @@ def update_namespace_properties(call: Call) -> Reply:
     summary = call.target.catalog.update_namespace_properties(
         namespace_of(call.params["namespace"]), set(body.removals), body.updates
     )
-    return json_reply(
-        {"updated": summary.updated, "removed": summary.removed, "missing": summary.missing or []}
+    response = UpdateNamespacePropertiesResponse(
+        updated=summary.updated, removed=summary.removed, missing=summary.missing or []
     )
+    return json_reply(response)
 
 
 # -- tables -------------------------------------------------------------------------------------
@@ -241,12 +266,11 @@ def list_tables(call: Call) -> Reply:
         lambda: [identifier[-1] for identifier in call.target.catalog.list_tables(namespace)],
         call.query,
     )
-    return json_reply(
-        {
-            "identifiers": [{"namespace": list(namespace), "name": n} for n in chunk],
-            "next-page-token": token,
-        }
+    response = ListTablesResponse(
+        identifiers=[ListTableResponseEntry(namespace=namespace, name=n) for n in chunk],
+        next_page_token=token,  # type: ignore[call-arg]  # by field name, as pyiceberg does
     )
+    return json_reply(response, keep_nulls=True)
 
 
 def create_table(call: Call) -> Reply:
