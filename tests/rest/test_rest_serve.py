@@ -17,6 +17,7 @@ from lakecore.errors import ExitCode
 from lakecore.lakehouse import Lakehouse
 
 LAKECORE = [sys.executable, "-m", "lakecore.cli"]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_serve_prints_its_url_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
@@ -73,3 +74,28 @@ def test_serve_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     )
     err = capsys.readouterr().err
     assert "there is no lakehouse" in err and "init" in err
+
+
+def test_without_the_server_extra_the_cli_works_and_serve_says_what_to_install(
+    tmp_path: Path,
+) -> None:
+    blocker = tmp_path / "blocker"
+    for name in ("starlette", "uvicorn", "prometheus_client"):
+        (blocker / name).mkdir(parents=True)
+        (blocker / name / "__init__.py").write_text(f"raise ImportError('{name} is blocked')\n")
+    lake = tmp_path / "lake"
+    Lakehouse.create(str(lake))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), str(REPO)])}
+    listed = subprocess.run(
+        [*LAKECORE, "-l", str(lake), "namespace", "list"], capture_output=True, text=True, env=env
+    )
+    assert listed.returncode == 0, listed.stderr
+    refused = subprocess.run(
+        [*LAKECORE, "-l", str(lake), "serve", "--allow-anonymous"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert refused.returncode == ExitCode.BAD_INPUT
+    assert "serve needs the [server] extra" in refused.stderr
+    assert "pip install 'lakecore[server]'" in refused.stderr
