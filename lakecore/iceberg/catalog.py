@@ -119,6 +119,7 @@ from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
+from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 
 from lakecore import namespaces as NS
@@ -1509,16 +1510,21 @@ class LakecoreCatalog(MetastoreCatalog):
         Every table's requirements are checked against its metadata at the latest version and
         its updates applied, all before anything is written; then each changed table's new
         metadata file is written and one lakehouse commit replaces all their definitions. A
-        commit that changed one of these tables meanwhile makes the lakehouse commit conflict:
-        nothing lands and the caller gets ``CommitFailedException`` to retry on fresh metadata
-        (the new metadata files stay unreferenced, like any losing writer's). Each table must
-        exist (a create goes through ``commit_table``) and be named once.
+        change whose requirements hold ``assert-create`` creates its table (a staged create
+        committed with the others, as DuckDB sends ``CREATE TABLE`` and ``INSERT`` in one
+        transaction). A commit that changed one of these tables meanwhile makes the lakehouse
+        commit conflict: nothing lands and the caller gets ``CommitFailedException`` to retry on
+        fresh metadata (the new metadata files stay unreferenced, like any losing writer's).
+        Each table is named once.
 
         Raises:
-            NoSuchTableError: a table does not exist.
-            CommitFailedException: a requirement failed, or another commit changed a table.
+            NoSuchTableError: a table to change does not exist.
+            NoSuchNamespaceError: the namespace of a table to create does not exist.
+            CommitFailedException: a requirement failed (``assert-create`` of a table that
+                exists too), or another commit changed a table.
             CommitStateUnknownException: the lakehouse commit may or may not have landed.
-            ValidationError: a table named twice, or new metadata outside the warehouse.
+            ValidationError: a table named twice, or new metadata outside the warehouse or in
+                another table's folder.
         """
         self._refuse_read_only("commit_tables")
         names = [self._table(identifier) for identifier, _, _ in changes]
@@ -1530,43 +1536,54 @@ class LakecoreCatalog(MetastoreCatalog):
         with self._lock:
             tx = self._lakehouse.refresh().transaction()
             try:
-                staged_changes = []
+                # (namespace, table, current or None for a create, staged) of each change, and
+                # the answer for each table in the caller's order.
+                to_write: list[tuple[str, str, Table | None, Table]] = []
+                answers: list[CommitTableResponse] = []
                 for (ns, name), (_, requirements, updates) in zip(names, changes, strict=True):
+                    current: Table | None = None
                     with _translated(invalid=NoSuchTableError):
-                        definition = tx.load_table(ns, name)
-                    current = self._table_from((ns, name), definition)
-                    staged = self._update_and_stage_table(
-                        current, (ns, name), requirements, updates
+                        exists = tx.table_exists(ns, name)
+                        if exists:
+                            current = self._table_from(_ident(ns, name), tx.load_table(ns, name))
+                    if not exists and not any(isinstance(r, AssertCreate) for r in requirements):
+                        raise NoSuchTableError(f"Table does not exist: {ns}.{name}")
+                    staged: Table = self._update_and_stage_table(
+                        current, _ident(ns, name), requirements, updates
                     )
-                    staged_changes.append((ns, name, current, staged))
-                for _, _, current, staged in staged_changes:
-                    if staged.metadata == current.metadata:
+                    if current is not None and staged.metadata == current.metadata:
+                        answers.append(_response(current.metadata, current.metadata_location))
                         continue
-                    self._check_metadata(staged.metadata, staged.metadata_location)
-                for ns, name, current, staged in staged_changes:
-                    if staged.metadata == current.metadata:
-                        continue
-                    self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
-                    tx.update_table(
-                        ns,
-                        name,
-                        columns=columns_of(staged.metadata.schema()),
-                        format_properties={
-                            METADATA_LOCATION_PROPERTY: staged.metadata_location,
-                            PREVIOUS_METADATA_LOCATION_PROPERTY: current.metadata_location,
-                        },
-                    )
+                    to_write.append((ns, name, current, staged))
+                    answers.append(_response(staged.metadata, staged.metadata_location))
+                for ns, name, base, new in to_write:
+                    self._check_metadata(new.metadata, new.metadata_location)
+                    if base is None or self._roots(new.metadata) != self._roots(base.metadata):
+                        with _translated():
+                            self._check_roots(tx, ns, name, new.metadata)
+                for ns, name, base, new in to_write:
+                    self._write_metadata(new.metadata, new.io, new.metadata_location)
+                    columns = columns_of(new.metadata.schema())
+                    location = {METADATA_LOCATION_PROPERTY: new.metadata_location}
+                    with _translated(not_found=NoSuchNamespaceError):
+                        if base is None:
+                            tx.create_table(ns, name, columns=columns, format_properties=location)
+                        else:
+                            tx.update_table(
+                                ns,
+                                name,
+                                columns=columns,
+                                format_properties={
+                                    **location,
+                                    PREVIOUS_METADATA_LOCATION_PROPERTY: base.metadata_location,
+                                },
+                            )
             except BaseException:
                 tx.abort()
                 raise
             with _translated(in_commit=True):
                 tx.commit()
-        return [
-            _response(current.metadata, current.metadata_location)
-            if staged.metadata == current.metadata
-            else _response(staged.metadata, staged.metadata_location)
-            for _, _, current, staged in staged_changes
-        ]
+        return answers
 
     # -- views: not supported -----------------------------------------------------------------
 

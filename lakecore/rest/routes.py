@@ -35,8 +35,9 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
-from urllib.parse import unquote
+from urllib.parse import unquote, urlparse
 
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
@@ -288,9 +289,20 @@ def create_table(call: Call) -> Reply:
         # Nothing is written: the metadata the table would start with; the client commits it
         # (with assert-create) through updateTable.
         staged = catalog.create_table_transaction(identifier, **arguments)
+        make_local_metadata_folder(staged.table_metadata.location)
         return table_reply(call, staged.table_metadata, None)
     table = catalog.create_table(identifier, **arguments)
     return table_reply(call, table.metadata, table.metadata_location)
+
+
+def make_local_metadata_folder(location: str) -> None:
+    """Make ``<location>/metadata`` of a staged table on a local file system. DuckDB (1.5)
+    writes a staged table's first manifest there without making the folder, which does not
+    exist until the create is committed, so ``BEGIN; CREATE TABLE; INSERT; COMMIT`` failed on
+    a local warehouse. Object stores have no folders: nothing to do there."""
+    parsed = urlparse(location)
+    if parsed.scheme in ("", "file") and parsed.path:
+        Path(unquote(parsed.path), "metadata").mkdir(parents=True, exist_ok=True)
 
 
 def load_table(call: Call) -> Reply:

@@ -161,6 +161,45 @@ def test_a_multi_table_transaction_lands_as_one_version_or_not_at_all(rest: Serv
     for name in tables:
         assert rest.catalog.load_table(("db", name)).properties["batch"] == "42"
 
+    # A transaction may create a table (assert-create) along with changing others.
+    create = {
+        "identifier": {"namespace": ["db"], "name": "new"},
+        "requirements": [{"type": "assert-create"}],
+        "updates": [
+            {"action": "assign-uuid", "uuid": "9c12d441-03fe-4693-9a96-a0705ddf69c1"},
+            {"action": "upgrade-format-version", "format-version": 2},
+            {
+                "action": "add-schema",
+                "schema": {
+                    "type": "struct",
+                    "schema-id": 0,
+                    "fields": [{"id": 1, "name": "x", "type": "long", "required": False}],
+                },
+            },
+            {"action": "set-current-schema", "schema-id": -1},
+            {"action": "add-spec", "spec": {"spec-id": 0, "fields": []}},
+            {"action": "set-default-spec", "spec-id": -1},
+            {"action": "add-sort-order", "sort-order": {"order-id": 0, "fields": []}},
+            {"action": "set-default-sort-order", "sort-order-id": -1},
+            {
+                "action": "set-location",
+                "location": f"{rest.catalog.warehouse}/db/new-in-a-transaction",
+            },
+        ],
+    }
+    change_a = transaction_body(rest, {"a": client.load_table("db.a")})["table-changes"][0]
+    created_with = requests.post(
+        f"{rest.url}/v1/transactions/commit", json={"table-changes": [create, change_a]}
+    )
+    assert created_with.status_code == 204, created_with.text
+    assert lakehouse.refresh().version == before + 2
+    assert rest.catalog.load_table(("db", "new")).schema().find_field("x")
+    again = requests.post(
+        f"{rest.url}/v1/transactions/commit",
+        json={"table-changes": [create]},
+    )
+    assert again.status_code == 409 and "already exists" in again.json()["error"]["message"]
+
     missing = requests.post(
         f"{rest.url}/v1/transactions/commit",
         json={"table-changes": [{"requirements": [], "updates": []}]},

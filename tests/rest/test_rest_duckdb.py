@@ -70,12 +70,22 @@ def test_duckdb_writes_and_reads_through_the_server(rest: Served, serve_app: Any
                 "SELECT id, kind, amount FROM lake.duck.events ORDER BY id",
                 "SELECT count(*), sum(id) FROM lake.shared.from_pyiceberg",
                 "SELECT name FROM lake.shared.from_pyiceberg WHERE id = 2",
+                # Staged creates and inserts of two tables in one DuckDB transaction.
+                "BEGIN TRANSACTION",
+                "CREATE TABLE lake.duck.a (id BIGINT)",
+                "INSERT INTO lake.duck.a VALUES (1), (2)",
+                "CREATE TABLE lake.duck.b (id BIGINT)",
+                "INSERT INTO lake.duck.b VALUES (3)",
+                "COMMIT",
+                "SELECT (SELECT sum(id) FROM lake.duck.a), (SELECT sum(id) FROM lake.duck.b)",
             ],
         }
     )
     assert results[4] == [["1", "click", "0.5"], ["2", "view", "1.25"], ["3", "click", "2.0"]]
     assert results[5] == [["3", "6"]]
     assert results[6] == [["b"]]
+    assert results[-1] == [["3", "3"]]
+    assert pyiceberg.list_tables("duck") == [("duck", "a"), ("duck", "b"), ("duck", "events")]
 
     from_duckdb = pyiceberg.load_table("duck.events").scan().to_arrow().sort_by("id")
     assert from_duckdb.column("id").to_pylist() == [1, 2, 3]
