@@ -16,6 +16,13 @@ export SPARK_LOCAL_IP := 127.0.0.1
 AIRFLOW_VENV := .venv-airflow
 AIRFLOW_PY := $(AIRFLOW_VENV)/bin/python
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
+# DuckDB, the REST server's DuckDB client in tests/rest/test_rest_duckdb.py, gets a venv of its
+# own too: its pinned version and extension wheels stay out of .venv. The extensions come from
+# the package index and are loaded from their wheel paths (no download at run time). About 10 s.
+DUCKDB_VENV := .venv-duckdb
+DUCKDB_PY := $(DUCKDB_VENV)/bin/python
+DUCKDB_STAMP := $(DUCKDB_VENV)/.installed
+DUCKDB_SPEC := "duckdb==1.5.5" "duckdb-extension-iceberg==1.5.5" "duckdb-extension-httpfs==1.5.5" "duckdb-extension-avro==1.5.5"
 AIRFLOW_SPEC := "apache-airflow>=3.3,<3.4" "apache-airflow-providers-apache-spark>=6.3,<7" "pytest>=8,<10" "pytest-timeout>=2.3"
 
 .PHONY: setup demo test test-quick test-setup test-airflow lint proto bench clean browser jvm-archive
@@ -47,8 +54,8 @@ jvm-archive: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(VENV_PY) -m pip install --quiet --upgrade pip setuptools wheel
-	$(VENV_PY) -m pip install --quiet -e ".[dev,s3,spark,iceberg,report,completion]"
-	$(VENV_PY) -m pip install --quiet --only-binary atheris -e ".[dev,s3,spark,iceberg,report,completion,fuzz]" \
+	$(VENV_PY) -m pip install --quiet -e ".[dev,s3,spark,iceberg,server,report,completion]"
+	$(VENV_PY) -m pip install --quiet --only-binary atheris -e ".[dev,s3,spark,iceberg,server,report,completion,fuzz]" \
 	  || echo "note: atheris has no wheel for this machine; its fuzz test will be skipped"
 	touch $(STAMP)
 
@@ -60,6 +67,11 @@ $(AIRFLOW_STAMP): Makefile
 	$(AIRFLOW_PY) -m pip install --quiet --upgrade pip setuptools wheel
 	$(AIRFLOW_PY) -m pip install --quiet $(AIRFLOW_SPEC)
 	touch $(AIRFLOW_STAMP)
+
+$(DUCKDB_STAMP): Makefile
+	$(PYTHON) -m venv $(DUCKDB_VENV)
+	$(DUCKDB_PY) -m pip install --quiet $(DUCKDB_SPEC)
+	touch $(DUCKDB_STAMP)
 
 demo: $(STAMP) jvm-archive
 	$(VENV_PY) -m jobs.demo --lakehouse "$(DEMO_LAKE)"
@@ -80,7 +92,7 @@ $(PYICEBERG_SUITE): tests/iceberg/behaviours/pyiceberg_sdist.py | $(STAMP)
 
 # The venvs, the browser, the class archive and pyiceberg's suite do not depend on each other
 # (but on .venv): built side by side, they take the time of the longest, not of the sum.
-test-setup: $(STAMP) $(AIRFLOW_STAMP) browser jvm-archive $(PYICEBERG_SUITE)
+test-setup: $(STAMP) $(AIRFLOW_STAMP) $(DUCKDB_STAMP) browser jvm-archive $(PYICEBERG_SUITE)
 
 test:
 	@$(MAKE) --no-print-directory -j4 test-setup
@@ -108,4 +120,4 @@ bench: $(STAMP)
 # other files, and `make clean` must never delete what the demo did not make.
 clean:
 	if [ -x $(VENV_PY) ]; then $(VENV_PY) -m jobs.demo --remove --lakehouse "$(DEMO_LAKE)"; fi
-	rm -rf $(VENV) $(AIRFLOW_VENV) demo-reports build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(AIRFLOW_VENV) $(DUCKDB_VENV) demo-reports build .pytest_cache .mypy_cache .ruff_cache

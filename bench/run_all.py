@@ -11,7 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-BENCHMARKS = ["bench_tree.py", "bench_commit.py", "bench_lookup.py", "bench_iceberg.py"]
+BENCHMARKS = [
+    "bench_tree.py",
+    "bench_commit.py",
+    "bench_lookup.py",
+    "bench_iceberg.py",
+    "bench_rest.py",
+]
 
 
 def main() -> int:

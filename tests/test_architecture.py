@@ -28,6 +28,7 @@ TIERS: dict[str, float] = {
     "lakecore.lakehouse": 2,
     "lakecore.maintenance": 2,
     "lakecore.iceberg": 2,
+    "lakecore.rest": 2,
     "lakecore.cli": 2.5,
     "jobs": 3,
 }

@@ -26,6 +26,8 @@ Rules:
   ambiguous root write (or any storage failure during the lakecore commit) is
   ``CommitStateUnknownException``: pyiceberg then keeps every file it wrote. The losing writer's
   metadata file is never referenced; it is left for an Iceberg orphan-file cleanup.
+  ``commit_tables`` commits changes to several tables as one lakehouse version, all or none
+  (the REST server's multi-table transactions).
 * **Locations.** Every table location, every metadata file and every write path a table's
   properties set (``write.data.path``, ``write.metadata.path``, ...) lies strictly inside the
   warehouse (``ValidationError`` otherwise), and so does a namespace's ``location`` property
@@ -81,7 +83,7 @@ import logging
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
@@ -117,6 +119,7 @@ from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
+from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 
 from lakecore import namespaces as NS
@@ -1493,6 +1496,94 @@ class LakecoreCatalog(MetastoreCatalog):
             invalid=NoSuchNamespaceError,
             wording=f"Namespace {ns} does not exists",
         )
+
+    # -- multi-table transactions (the REST server's POST /v1/transactions/commit) ----------
+
+    def commit_tables(
+        self,
+        changes: Sequence[
+            tuple[str | Identifier, tuple[TableRequirement, ...], tuple[TableUpdate, ...]]
+        ],
+    ) -> list[CommitTableResponse]:
+        """Commit changes to several tables as one lakehouse version: all land or none does.
+
+        Every table's requirements are checked against its metadata at the latest version and
+        its updates applied, all before anything is written; then each changed table's new
+        metadata file is written and one lakehouse commit replaces all their definitions. A
+        change whose requirements hold ``assert-create`` creates its table (a staged create
+        committed with the others, as DuckDB sends ``CREATE TABLE`` and ``INSERT`` in one
+        transaction). A commit that changed one of these tables meanwhile makes the lakehouse
+        commit conflict: nothing lands and the caller gets ``CommitFailedException`` to retry on
+        fresh metadata (the new metadata files stay unreferenced, like any losing writer's).
+        Each table is named once.
+
+        Raises:
+            NoSuchTableError: a table to change does not exist.
+            NoSuchNamespaceError: the namespace of a table to create does not exist.
+            CommitFailedException: a requirement failed (``assert-create`` of a table that
+                exists too), or another commit changed a table.
+            CommitStateUnknownException: the lakehouse commit may or may not have landed.
+            ValidationError: a table named twice, or new metadata outside the warehouse or in
+                another table's folder.
+        """
+        self._refuse_read_only("commit_tables")
+        names = [self._table(identifier) for identifier, _, _ in changes]
+        repeated = sorted({f"{ns}.{name}" for ns, name in names if names.count((ns, name)) > 1})
+        if repeated:
+            raise ValidationError(
+                f"a transaction names each table once; named more than once: {', '.join(repeated)}"
+            )
+        with self._lock:
+            tx = self._lakehouse.refresh().transaction()
+            try:
+                # (namespace, table, current or None for a create, staged) of each change, and
+                # the answer for each table in the caller's order.
+                to_write: list[tuple[str, str, Table | None, Table]] = []
+                answers: list[CommitTableResponse] = []
+                for (ns, name), (_, requirements, updates) in zip(names, changes, strict=True):
+                    current: Table | None = None
+                    with _translated(invalid=NoSuchTableError):
+                        exists = tx.table_exists(ns, name)
+                        if exists:
+                            current = self._table_from(_ident(ns, name), tx.load_table(ns, name))
+                    if not exists and not any(isinstance(r, AssertCreate) for r in requirements):
+                        raise NoSuchTableError(f"Table does not exist: {ns}.{name}")
+                    staged: Table = self._update_and_stage_table(
+                        current, _ident(ns, name), requirements, updates
+                    )
+                    if current is not None and staged.metadata == current.metadata:
+                        answers.append(_response(current.metadata, current.metadata_location))
+                        continue
+                    to_write.append((ns, name, current, staged))
+                    answers.append(_response(staged.metadata, staged.metadata_location))
+                for ns, name, base, new in to_write:
+                    self._check_metadata(new.metadata, new.metadata_location)
+                    if base is None or self._roots(new.metadata) != self._roots(base.metadata):
+                        with _translated():
+                            self._check_roots(tx, ns, name, new.metadata)
+                for ns, name, base, new in to_write:
+                    self._write_metadata(new.metadata, new.io, new.metadata_location)
+                    columns = columns_of(new.metadata.schema())
+                    location = {METADATA_LOCATION_PROPERTY: new.metadata_location}
+                    with _translated(not_found=NoSuchNamespaceError):
+                        if base is None:
+                            tx.create_table(ns, name, columns=columns, format_properties=location)
+                        else:
+                            tx.update_table(
+                                ns,
+                                name,
+                                columns=columns,
+                                format_properties={
+                                    **location,
+                                    PREVIOUS_METADATA_LOCATION_PROPERTY: base.metadata_location,
+                                },
+                            )
+            except BaseException:
+                tx.abort()
+                raise
+            with _translated(in_commit=True):
+                tx.commit()
+        return answers
 
     # -- views: not supported -----------------------------------------------------------------
 

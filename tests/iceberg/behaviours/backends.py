@@ -39,9 +39,26 @@ def lakecore_catalog(
     )
 
 
+def rest_catalog(request: pytest.FixtureRequest, name: str, warehouse: Path) -> Iterator[Catalog]:
+    """pyiceberg's RestCatalog pointed at lakecore's REST server (``lakecore.rest``) serving a
+    LakecoreCatalog on a fresh lakehouse, as ``lakecore_catalog`` makes it. One uvicorn server
+    per session (``tests/rest/server.py``) gets a new app for every test: a fresh server per
+    test in all but its socket."""
+    from pyiceberg.catalog.rest import RestCatalog
+
+    from lakecore.rest.app import app
+    from tests.rest.server import shared_server
+
+    served = next(lakecore_catalog(request, name, warehouse))
+    client = RestCatalog(name, uri=shared_server().serve(app(served)))
+    yield client
+    client.close()
+
+
 # Backend name -> factory. The name is the catalog fixtures' parameter (it shows in test ids)
 # and the key of allowed_failures.json.
 BACKENDS: dict[str, Factory] = {
     "sql": sql_catalog,
     "lakecore": lakecore_catalog,
+    "rest": rest_catalog,
 }

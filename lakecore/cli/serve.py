@@ -1,0 +1,97 @@
+"""The ``lakecore serve`` command: its options, and the call into ``lakecore.rest.serve``.
+
+Rules: ``add_commands(sub, subcommand)`` registers the command with the main parser (as
+``lakecore.cli.lookup`` does); importing this module imports neither Starlette nor uvicorn, so
+``lakecore --help`` works without the ``[server]`` extra, and ``serve`` without it is one line
+naming the install command (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from lakecore.cli.args import key_value, lakehouse_uri, storage_options_of
+from lakecore.errors import InvalidArgumentError
+from lakecore.rest.defaults import DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
+
+
+def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -> None:
+    p = subcommand(
+        sub,
+        "serve",
+        "serve the lakehouse as an Iceberg REST catalog (Spark, Trino, DuckDB, pyiceberg)",
+        description="Serve the lakehouse over the Iceberg REST Catalog API until interrupted. "
+        "Prints one line with its URL when it listens; logs one line per request to stderr. "
+        "Needs the [server] extra.",
+    )
+    p.add_argument(
+        "--warehouse",
+        metavar="URI",
+        help="where tables keep their files (default <lakehouse>/warehouse)",
+    )
+    p.add_argument(
+        "--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})"
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)",
+    )
+    p.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="bearer tokens: lines 'NAME read-only|read-write SECRET'; clients send a SECRET as "
+        "token, or NAME:SECRET as OAuth2 credential",
+    )
+    p.add_argument(
+        "--allow-anonymous",
+        action="store_true",
+        help="requests without a token may read and write (only with a loopback --host)",
+    )
+    p.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        metavar="N",
+        help=f"refuse larger request bodies with 413 (default {DEFAULT_MAX_BODY_BYTES})",
+    )
+    p.add_argument(
+        "--property",
+        action="append",
+        type=key_value,
+        metavar="KEY=VALUE",
+        help="a catalog property for pyiceberg's FileIO, e.g. s3.endpoint=http://... (repeatable)",
+    )
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from lakecore.rest.serve import ServeOptions, serve
+    except ImportError as exc:
+        raise InvalidArgumentError(
+            f"serve needs the [server] extra ({exc.name or exc} is missing): "
+            "pip install 'lakecore[server]'"
+        ) from None
+    if args.port < 0 or args.port > 65535:
+        raise InvalidArgumentError(f"--port {args.port} is not a port number (0-65535)")
+    if args.max_body_bytes < 1:
+        raise InvalidArgumentError(f"--max-body-bytes {args.max_body_bytes} must be positive")
+    options = ServeOptions(
+        lakehouse=lakehouse_uri(args),
+        warehouse=args.warehouse,
+        host=args.host,
+        port=args.port,
+        token_file=args.token_file,
+        allow_anonymous=args.allow_anonymous,
+        max_body_bytes=args.max_body_bytes,
+        storage_options=storage_options_of(args),
+        properties=dict(args.property or []),
+    )
+    return serve(options)
+
+
+__all__ = ["add_commands", "cmd_serve"]

@@ -1,0 +1,68 @@
+"""Prometheus metrics of the REST catalog server, served at ``GET /metrics``.
+
+Rules:
+
+* Each ``app()`` has its own registry (several servers in one process, as in the tests, do not
+  share counters), so the process-wide default registry is never touched.
+* Label values are bounded: ``operation`` is the spec's ``operationId`` (``loadTable``, ...) or
+  one of ``config``, ``oauthTokens``, ``healthz``, ``metrics``, ``unmatched``; never a path, a
+  namespace or a table name, so a catalog of a million tables does not make a million series.
+* ``lakecore_rest_requests_total{operation,method,status}``: every answered request.
+* ``lakecore_rest_request_seconds{operation}``: a latency histogram, buckets from 1 ms to 10 s.
+* ``lakecore_rest_commit_conflicts_total{operation}``: commits answered 409 (a lost race or a
+  failed requirement; the client retries).
+* ``lakecore_rest_requests_in_flight``: requests being handled now.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
+
+
+class ServerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "lakecore_rest_requests",
+            "Requests answered, by operation, method and status",
+            ("operation", "method", "status"),
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "lakecore_rest_request_seconds",
+            "Time to answer a request, by operation",
+            ("operation",),
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.commit_conflicts = Counter(
+            "lakecore_rest_commit_conflicts",
+            "Commits answered 409 (lost race or failed requirement), by operation",
+            ("operation",),
+            registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            "lakecore_rest_requests_in_flight",
+            "Requests being handled now",
+            registry=self.registry,
+        )
+
+    def observe(
+        self, operation: str, method: str, status: int, seconds: float, commit: bool
+    ) -> None:
+        self.requests.labels(operation, method, str(status)).inc()
+        self.latency.labels(operation).observe(seconds)
+        if commit and status == 409:
+            self.commit_conflicts.labels(operation).inc()
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+__all__ = ["CONTENT_TYPE", "ServerMetrics"]

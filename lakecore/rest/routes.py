@@ -1,0 +1,520 @@
+"""The Iceberg REST catalog's routes over any pyiceberg ``Catalog``.
+
+Rules:
+
+* Every route of ``OPERATIONS`` is served under ``/v1/{prefix}/...`` and, for the live catalog
+  (no prefix), ``/v1/...``; ``ENDPOINTS`` lists them for ``GET /v1/config`` exactly as served
+  (``POST /v1/{prefix}/transactions/commit`` only for a catalog with ``commit_tables``, such as
+  ``LakecoreCatalog``). Views, scan planning, credentials vending and remote signing are not
+  served and not listed.
+* Paths are matched on the raw (still percent-encoded) path, segment by segment, and each
+  segment is decoded on its own: a table name holding ``/`` (sent as ``%2F``) stays one name. A
+  namespace segment is split on the unit separator ``0x1F`` (``%1F``), the spec's default
+  ``namespace-separator``; so is ``parent``.
+* Lists are paged only when the request carries ``pageToken`` (empty for the first page), as
+  the spec says; ``lakecore.rest.paging`` has the rules.
+* ``loadTable``: ``snapshots=all`` (the default) or ``refs`` (only snapshots that a branch or
+  tag references). Answers carry an ``ETag`` (of the metadata location and the snapshots
+  mode) and a matching ``If-None-Match`` gets 304.
+* ``updateTable`` loads the table's current metadata and hands it with the request's
+  requirements and updates to ``Catalog.commit_table``, which checks the requirements against
+  it: a writer that lost a race fails its ``assert-ref-snapshot-id`` (409
+  ``CommitFailedException``) and retries on fresh metadata, so no commit is lost. A request
+  with ``assert-create`` commits a staged create (``createTable`` with ``stage-create``).
+* Answers are pyiceberg's REST models (``TableResponse``, ``CommitTableResponse``,
+  ``NamespaceResponse``, ``ListTablesResponse``, ...); ``GET /v1/config``'s answer is plain
+  JSON, as pyiceberg's ``ConfigResponse`` would write its endpoints as objects, not the spec's
+  ``"METHOD /path"`` strings.
+* A route is a *write* when it changes the catalog; writes need a read-write principal and a
+  live prefix (403 otherwise).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import unquote, urlparse
+
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.rest import (
+    ListNamespaceResponse,
+    ListTableResponseEntry,
+    ListTablesResponse,
+    NamespaceResponse,
+    TableResponse,
+    UpdateNamespacePropertiesResponse,
+)
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.io import load_file_io
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+from pyiceberg.schema import Schema
+from pyiceberg.table import CommitTableResponse, Table
+from pyiceberg.table.metadata import TableMetadata, new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+from pyiceberg.table.update import AssertCreate
+from pyiceberg.typedef import IcebergBaseModel, Identifier
+
+from lakecore.rest.auth import Principal
+from lakecore.rest.errors import RestError, bad_request
+from lakecore.rest.models import (
+    CommitTableBody,
+    CommitTransactionBody,
+    CreateNamespaceBody,
+    CreateTableBody,
+    RegisterTableBody,
+    RenameTableBody,
+    ReportMetricsBody,
+    UpdateNamespacePropertiesBody,
+)
+from lakecore.rest.paging import Listings
+from lakecore.rest.warehouses import Target
+
+NAMESPACE_SEPARATOR: Final = "\x1f"
+PREFIX: Final = "{prefix}"
+
+
+@dataclass
+class Call:
+    """One request, as a route handler sees it."""
+
+    target: Target
+    principal: Principal
+    params: dict[str, str]
+    query: Mapping[str, str]
+    headers: Mapping[str, str]
+    body: bytes
+    listings: Listings
+
+
+@dataclass
+class Reply:
+    status: int
+    body: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Handler = Callable[[Call], Reply]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A route of the spec: its ``operationId``, method, path template and handler."""
+
+    name: str
+    method: str
+    path: str
+    handler: Handler
+    write: bool = False
+    commit: bool = False
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        return tuple(self.path.strip("/").split("/"))
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def json_reply(
+    payload: Any, status: int = 200, headers: dict[str, str] | None = None, keep_nulls: bool = False
+) -> Reply:
+    """``payload`` (a pyiceberg model, or plain JSON data) as the body. pyiceberg's models leave
+    out null fields; ``keep_nulls`` keeps them (a last page's ``next-page-token`` is null)."""
+    if isinstance(payload, IcebergBaseModel):
+        data = payload.model_dump_json(exclude_none=not keep_nulls)
+    elif isinstance(payload, BaseModel):
+        data = payload.model_dump_json(by_alias=True, exclude_none=not keep_nulls)
+    else:
+        data = json.dumps(payload)
+    return Reply(status, data.encode("utf-8"), headers or {})
+
+
+def parse_body(call: Call, model: type[Any]) -> Any:
+    """The body as ``model``. Raises RestError 400 for malformed JSON or a wrong shape."""
+    if not call.body:
+        raise bad_request("the request needs a JSON body")
+    try:
+        document = json.loads(call.body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise bad_request(f"malformed JSON body: {exc}") from None
+    try:
+        return model.model_validate(document)
+    except PydanticValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise bad_request(
+            f"invalid {model.__name__.removesuffix('Body')} request: {problems}"
+        ) from None
+
+
+def namespace_of(text: str) -> Identifier:
+    parts = tuple(text.split(NAMESPACE_SEPARATOR))
+    if any(not p for p in parts):
+        raise bad_request(f"namespace {text!r} has an empty level")
+    return parts
+
+
+def table_of(call: Call) -> Identifier:
+    return (*namespace_of(call.params["namespace"]), call.params["table"])
+
+
+def etag_of(metadata_location: str | None, mode: str) -> str:
+    digest = hashlib.sha256(f"{metadata_location}\0{mode}".encode()).hexdigest()[:32]
+    return f'"{digest}"'
+
+
+def only_referenced_snapshots(metadata: TableMetadata) -> TableMetadata:
+    referenced = {ref.snapshot_id for ref in metadata.refs.values()}
+    return metadata.model_copy(
+        update={"snapshots": [s for s in metadata.snapshots if s.snapshot_id in referenced]}
+    )
+
+
+def table_reply(
+    call: Call, metadata: TableMetadata, metadata_location: str | None, mode: str = "all"
+) -> Reply:
+    etag = etag_of(metadata_location, mode)
+    if metadata_location is not None and call.headers.get("if-none-match") == etag:
+        return Reply(304, None, {"ETag": etag})
+    if mode == "refs":
+        metadata = only_referenced_snapshots(metadata)
+    response = TableResponse(metadata_location=metadata_location, metadata=metadata, config={})  # type: ignore[call-arg]
+    return json_reply(response, headers={"ETag": etag})
+
+
+# -- namespaces ---------------------------------------------------------------------------------
+
+
+def list_namespaces(call: Call) -> Reply:
+    parent_text = call.query.get("parent", "")
+    parent: Identifier = namespace_of(parent_text) if parent_text else ()
+
+    def listed() -> list[str]:
+        found = call.target.catalog.list_namespaces(parent)
+        return [NAMESPACE_SEPARATOR.join(ns) for ns in found]
+
+    names, token = call.listings.page(listed, call.query)
+    response = ListNamespaceResponse(
+        namespaces=[tuple(n.split(NAMESPACE_SEPARATOR)) for n in names],
+        next_page_token=token,  # type: ignore[call-arg]  # by field name, as pyiceberg does
+    )
+    return json_reply(response, keep_nulls=True)
+
+
+def create_namespace(call: Call) -> Reply:
+    body: CreateNamespaceBody = parse_body(call, CreateNamespaceBody)
+    # An empty name or level is the catalog's to refuse, with its own error (LakecoreCatalog:
+    # NoSuchNamespaceError, 404 NoSuchNamespaceException), as a direct caller would get it.
+    call.target.catalog.create_namespace(tuple(body.namespace), body.properties)
+    return json_reply(
+        NamespaceResponse(namespace=tuple(body.namespace), properties=body.properties)
+    )
+
+
+def load_namespace(call: Call) -> Reply:
+    namespace = namespace_of(call.params["namespace"])
+    properties = call.target.catalog.load_namespace_properties(namespace)
+    return json_reply(NamespaceResponse(namespace=namespace, properties=dict(properties)))
+
+
+def namespace_exists(call: Call) -> Reply:
+    namespace = namespace_of(call.params["namespace"])
+    if call.target.catalog.namespace_exists(namespace):
+        return Reply(204)
+    return Reply(404)
+
+
+def drop_namespace(call: Call) -> Reply:
+    call.target.catalog.drop_namespace(namespace_of(call.params["namespace"]))
+    return Reply(204)
+
+
+def update_namespace_properties(call: Call) -> Reply:
+    body: UpdateNamespacePropertiesBody = parse_body(call, UpdateNamespacePropertiesBody)
+    overlap = set(body.removals) & set(body.updates)
+    if overlap:
+        raise RestError(
+            422,
+            "UnprocessableEntityException",
+            f"properties {', '.join(sorted(overlap))} are both removed and updated",
+        )
+    summary = call.target.catalog.update_namespace_properties(
+        namespace_of(call.params["namespace"]), set(body.removals), body.updates
+    )
+    response = UpdateNamespacePropertiesResponse(
+        updated=summary.updated, removed=summary.removed, missing=summary.missing or []
+    )
+    return json_reply(response)
+
+
+# -- tables -------------------------------------------------------------------------------------
+
+
+def list_tables(call: Call) -> Reply:
+    namespace = namespace_of(call.params["namespace"])
+    chunk, token = call.listings.page(
+        lambda: [identifier[-1] for identifier in call.target.catalog.list_tables(namespace)],
+        call.query,
+    )
+    response = ListTablesResponse(
+        identifiers=[ListTableResponseEntry(namespace=namespace, name=n) for n in chunk],
+        next_page_token=token,  # type: ignore[call-arg]  # by field name, as pyiceberg does
+    )
+    return json_reply(response, keep_nulls=True)
+
+
+def create_table(call: Call) -> Reply:
+    body: CreateTableBody = parse_body(call, CreateTableBody)
+    identifier = (*namespace_of(call.params["namespace"]), body.name)
+    catalog = call.target.catalog
+    arguments: dict[str, Any] = {
+        "schema": body.table_schema,
+        "location": body.location.rstrip("/") if body.location else None,
+        "partition_spec": body.partition_spec or UNPARTITIONED_PARTITION_SPEC,
+        "sort_order": body.write_order or UNSORTED_SORT_ORDER,
+        "properties": body.properties,
+    }
+    if body.stage_create:
+        # Nothing is written: the metadata the table would start with; the client commits it
+        # (with assert-create) through updateTable.
+        staged = catalog.create_table_transaction(identifier, **arguments)
+        make_local_metadata_folder(staged.table_metadata.location)
+        return table_reply(call, staged.table_metadata, None)
+    table = catalog.create_table(identifier, **arguments)
+    return table_reply(call, table.metadata, table.metadata_location)
+
+
+def make_local_metadata_folder(location: str) -> None:
+    """Make ``<location>/metadata`` of a staged table on a local file system. DuckDB (1.5)
+    writes a staged table's first manifest there without making the folder, which does not
+    exist until the create is committed, so ``BEGIN; CREATE TABLE; INSERT; COMMIT`` failed on
+    a local warehouse. Object stores have no folders: nothing to do there."""
+    parsed = urlparse(location)
+    if parsed.scheme in ("", "file") and parsed.path:
+        Path(unquote(parsed.path), "metadata").mkdir(parents=True, exist_ok=True)
+
+
+def load_table(call: Call) -> Reply:
+    mode = call.query.get("snapshots") or "all"
+    if mode not in ("all", "refs"):
+        raise bad_request(f"snapshots={mode!r}: use all or refs")
+    table = call.target.catalog.load_table(table_of(call))
+    return table_reply(call, table.metadata, table.metadata_location, mode)
+
+
+def table_exists(call: Call) -> Reply:
+    return Reply(204 if call.target.catalog.table_exists(table_of(call)) else 404)
+
+
+def placeholder_table(catalog: Catalog, identifier: Identifier) -> Table:
+    """What ``commit_table`` is handed for a staged create: a table named ``identifier`` that
+    does not exist yet (catalogs then build its metadata from the updates alone)."""
+    metadata = new_table_metadata(
+        Schema(), UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, location="", properties={}
+    )
+    return Table(identifier, metadata, "", load_file_io(dict(catalog.properties)), catalog)
+
+
+def commit_one(
+    catalog: Catalog, identifier: Identifier, change: CommitTableBody
+) -> CommitTableResponse:
+    if any(isinstance(r, AssertCreate) for r in change.requirements):
+        table = placeholder_table(catalog, identifier)
+    else:
+        table = catalog.load_table(identifier)
+    return catalog.commit_table(table, change.requirements, change.updates)
+
+
+def update_table(call: Call) -> Reply:
+    body: CommitTableBody = parse_body(call, CommitTableBody)
+    identifier = table_of(call)
+    if body.identifier is not None and (
+        (*body.identifier.namespace.root, body.identifier.name) != identifier
+    ):
+        raise bad_request(
+            f"the body's identifier {'.'.join((*body.identifier.namespace.root, body.identifier.name))} "
+            f"is not the table of the path, {'.'.join(identifier)}"
+        )
+    response = commit_one(call.target.catalog, identifier, body)
+    return json_reply(response, headers={"ETag": etag_of(response.metadata_location, "all")})
+
+
+def drop_table(call: Call) -> Reply:
+    purge = call.query.get("purgeRequested", "false").lower()
+    if purge not in ("true", "false"):
+        raise bad_request(f"purgeRequested={purge!r}: use true or false")
+    if purge == "true":
+        call.target.catalog.purge_table(table_of(call))
+    else:
+        call.target.catalog.drop_table(table_of(call))
+    return Reply(204)
+
+
+def register_table(call: Call) -> Reply:
+    body: RegisterTableBody = parse_body(call, RegisterTableBody)
+    identifier = (*namespace_of(call.params["namespace"]), body.name)
+    table = call.target.catalog.register_table(
+        identifier, body.metadata_location, overwrite=body.overwrite
+    )
+    return table_reply(call, table.metadata, table.metadata_location)
+
+
+def rename_table(call: Call) -> Reply:
+    body: RenameTableBody = parse_body(call, RenameTableBody)
+    source = (*body.source.namespace.root, body.source.name)
+    destination = (*body.destination.namespace.root, body.destination.name)
+    call.target.catalog.rename_table(source, destination)
+    return Reply(204)
+
+
+def report_metrics(call: Call) -> Reply:
+    parse_body(call, ReportMetricsBody)
+    identifier = table_of(call)
+    if not call.target.catalog.table_exists(identifier):
+        raise NoSuchTableError(f"Table does not exist: {'.'.join(identifier)}")
+    return Reply(204)
+
+
+def commit_transaction(call: Call) -> Reply:
+    body: CommitTransactionBody = parse_body(call, CommitTransactionBody)
+    commit_tables = getattr(call.target.catalog, "commit_tables", None)
+    if commit_tables is None:
+        raise RestError(
+            406,
+            "UnsupportedOperationException",
+            f"multi-table transactions need a catalog that commits several tables atomically; "
+            f"this server's catalog is a {type(call.target.catalog).__name__}",
+        )
+    changes = []
+    for change in body.table_changes:
+        assert change.identifier is not None  # CommitTransactionBody checked it
+        identifier = (*change.identifier.namespace.root, change.identifier.name)
+        changes.append((identifier, change.requirements, change.updates))
+    commit_tables(changes)
+    return Reply(204)
+
+
+# -- the table of routes ------------------------------------------------------------------------
+
+NS: Final = "/v1/{prefix}/namespaces"
+TABLE: Final = NS + "/{namespace}/tables/{table}"
+OPERATIONS: Final[tuple[Operation, ...]] = (
+    Operation("listNamespaces", "GET", NS, list_namespaces),
+    Operation("createNamespace", "POST", NS, create_namespace, write=True),
+    Operation("loadNamespaceMetadata", "GET", NS + "/{namespace}", load_namespace),
+    Operation("namespaceExists", "HEAD", NS + "/{namespace}", namespace_exists),
+    Operation("dropNamespace", "DELETE", NS + "/{namespace}", drop_namespace, write=True),
+    Operation(
+        "updateProperties",
+        "POST",
+        NS + "/{namespace}/properties",
+        update_namespace_properties,
+        write=True,
+    ),
+    Operation("listTables", "GET", NS + "/{namespace}/tables", list_tables),
+    Operation("createTable", "POST", NS + "/{namespace}/tables", create_table, write=True),
+    Operation("loadTable", "GET", TABLE, load_table),
+    Operation("tableExists", "HEAD", TABLE, table_exists),
+    Operation("updateTable", "POST", TABLE, update_table, write=True, commit=True),
+    Operation("dropTable", "DELETE", TABLE, drop_table, write=True),
+    Operation("registerTable", "POST", NS + "/{namespace}/register", register_table, write=True),
+    Operation("reportMetrics", "POST", TABLE + "/metrics", report_metrics),
+    Operation("renameTable", "POST", "/v1/{prefix}/tables/rename", rename_table, write=True),
+    Operation(
+        "commitTransaction",
+        "POST",
+        "/v1/{prefix}/transactions/commit",
+        commit_transaction,
+        write=True,
+        commit=True,
+    ),
+)
+
+
+def endpoints(catalog: Catalog) -> list[str]:
+    """The ``endpoints`` of ``GET /v1/config``: exactly what this catalog is served with."""
+    return [
+        op.endpoint
+        for op in OPERATIONS
+        if op.name != "commitTransaction" or hasattr(catalog, "commit_tables")
+    ]
+
+
+@dataclass(frozen=True)
+class Match:
+    operation: Operation
+    prefix: str | None
+    params: dict[str, str]
+
+
+class Router:
+    """Matches raw paths to operations (see the module docstring)."""
+
+    def __init__(self, operations: Sequence[Operation] = OPERATIONS) -> None:
+        # Unprefixed forms first: /v1/namespaces/x is namespace x, never prefix "namespaces".
+        self._patterns: list[tuple[tuple[str, ...], Operation, bool]] = []
+        for op in operations:
+            segments = op.segments
+            self._patterns.append((tuple(s for s in segments if s != PREFIX), op, False))
+        for op in operations:
+            self._patterns.append((op.segments, op, True))
+
+    def match(self, raw_path: str, method: str) -> Match | None:
+        """The operation for ``method`` at ``raw_path``.
+
+        Raises:
+            RestError: 405 when the path exists for other methods only.
+        """
+        segments = raw_path.strip("/").split("/")
+        allowed: list[str] = []
+        for pattern, op, prefixed in self._patterns:
+            if len(pattern) != len(segments):
+                continue
+            params: dict[str, str] = {}
+            for want, got in zip(pattern, segments, strict=True):
+                if want.startswith("{"):
+                    if not got:
+                        break
+                    params[want[1:-1]] = unquote(got)
+                elif want != got:
+                    break
+            else:
+                if op.method != method:
+                    allowed.append(op.method)
+                    continue
+                prefix = params.pop("prefix", None) if prefixed else None
+                return Match(op, prefix, params)
+        if allowed:
+            raise RestError(
+                405,
+                "MethodNotAllowedException",
+                f"{method} is not served at {raw_path}; allowed: {', '.join(sorted(set(allowed)))}",
+                {"Allow": ", ".join(sorted(set(allowed)))},
+            )
+        return None
+
+
+__all__ = [
+    "NAMESPACE_SEPARATOR",
+    "OPERATIONS",
+    "Call",
+    "Handler",
+    "Match",
+    "Operation",
+    "Reply",
+    "Router",
+    "endpoints",
+    "etag_of",
+    "json_reply",
+]

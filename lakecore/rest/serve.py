@@ -1,0 +1,155 @@
+"""``lakecore -l LAKEHOUSE serve``: run the REST catalog server over a lakehouse with uvicorn.
+
+Rules:
+
+* The catalog is a ``LakecoreCatalog`` named ``CATALOG_NAME`` over the lakehouse (which must
+  exist), with ``--warehouse`` as its warehouse (default ``<lakehouse>/warehouse``),
+  ``--storage-option`` for the lakehouse's own files and ``--property KEY=VALUE`` catalog
+  properties for pyiceberg's FileIO (``s3.endpoint``, ...).
+* Who may call: ``--token-file`` (see ``lakecore.rest.auth``), or ``--allow-anonymous``, which
+  is refused unless ``--host`` is a loopback address (127.0.0.0/8, ::1, localhost). Without
+  either the server does not start: a catalog open to anyone who can reach the port is never
+  the default.
+* When the socket listens, one line goes to stdout: ``lakecore serve: listening on
+  http://HOST:PORT (...)``, with the port actually bound (``--port 0`` picks a free one).
+  The access log and errors go to stderr. SIGINT and SIGTERM stop it gracefully (uvicorn
+  finishes the requests in flight), with exit code 0.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import signal
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, Final
+
+import uvicorn
+
+from lakecore.errors import ExitCode, InvalidArgumentError, NoLakehouseError
+from lakecore.iceberg.catalog import LakecoreCatalog
+from lakecore.rest.app import app
+from lakecore.rest.auth import Authenticator, read_token_file
+from lakecore.rest.defaults import DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
+
+CATALOG_NAME: Final = "lakecore"
+
+
+@dataclass
+class ServeOptions:
+    lakehouse: str
+    warehouse: str | None = None
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    token_file: str | None = None
+    allow_anonymous: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def authenticator_for(options: ServeOptions) -> Authenticator:
+    """Raises: InvalidArgumentError: no way to authenticate, or anonymous off loopback."""
+    if options.allow_anonymous and not is_loopback(options.host):
+        raise InvalidArgumentError(
+            f"--allow-anonymous is only for a loopback --host (127.0.0.1, ::1, localhost), not "
+            f"{options.host}; give --token-file for a server others can reach"
+        )
+    if options.token_file is None and not options.allow_anonymous:
+        raise InvalidArgumentError(
+            "serve needs --token-file FILE (lines 'NAME read-only|read-write SECRET'), or "
+            "--allow-anonymous on a loopback --host for local use"
+        )
+    entries = read_token_file(options.token_file) if options.token_file else []
+    return Authenticator(entries, allow_anonymous=options.allow_anonymous)
+
+
+def catalog_for(
+    options: ServeOptions, properties: Mapping[str, str] | None = None
+) -> LakecoreCatalog:
+    extra: dict[str, Any] = dict(properties or options.properties)
+    if options.warehouse:
+        extra["warehouse"] = options.warehouse
+    try:
+        return LakecoreCatalog(
+            CATALOG_NAME,
+            uri=options.lakehouse,
+            storage_options=options.storage_options or None,
+            **extra,
+        )
+    except NoLakehouseError:
+        raise NoLakehouseError(
+            f"there is no lakehouse at {options.lakehouse}: create one first with "
+            f"`lakecore -l {options.lakehouse} init`"
+        ) from None
+
+
+class AnnouncingServer(uvicorn.Server):
+    """A uvicorn server that prints one line with its URL once it listens."""
+
+    def __init__(self, config: uvicorn.Config, note: str) -> None:
+        super().__init__(config)
+        self.note = note
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        if self.should_exit:
+            return  # the bind failed; uvicorn has logged why
+        host, port = self.servers[0].sockets[0].getsockname()[:2]
+        shown = f"[{host}]" if ":" in str(host) else host
+        print(f"lakecore serve: listening on http://{shown}:{port} ({self.note})", flush=True)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # uvicorn's own handler re-raises the signal once it has shut down, so a clean stop
+        # would end with "killed by SIGTERM"; a graceful stop is exit 0 here. A second SIGINT
+        # still forces the exit, as in uvicorn.
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        else:
+            self.should_exit = True
+
+
+def serve(options: ServeOptions) -> int:
+    """Run until interrupted. Raises InvalidArgumentError for unusable options."""
+    authenticator = authenticator_for(options)
+    catalog = catalog_for(options)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
+    # uvicorn's own start lines would repeat ours ("listening on ..."); its warnings stay.
+    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+    # The access log is ours (lakecore.rest.accesslog); uvicorn's would repeat every line.
+    config = uvicorn.Config(
+        app(catalog, authenticator=authenticator, max_body_bytes=options.max_body_bytes),
+        host=options.host.strip("[]"),
+        port=options.port,
+        access_log=False,
+        log_config=None,
+        lifespan="off",
+    )
+    who = "anonymous allowed" if options.allow_anonymous else f"tokens from {options.token_file}"
+    note = f"lakehouse {catalog.lakehouse.storage.root_uri}, warehouse {catalog.warehouse}, {who}"
+    server = AnnouncingServer(config, note)
+    server.run()
+    return ExitCode.OK if server.started else ExitCode.FAILURE
+
+
+__all__ = [
+    "CATALOG_NAME",
+    "AnnouncingServer",
+    "ServeOptions",
+    "authenticator_for",
+    "catalog_for",
+    "is_loopback",
+    "serve",
+]

@@ -1,0 +1,101 @@
+"""``lakecore -l LAKEHOUSE serve`` as a user runs it: a process that prints its URL once it
+listens, answers, and stops on SIGTERM; and one-line refusals of unsafe or broken options."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from lakecore.cli import main
+from lakecore.errors import ExitCode
+from lakecore.lakehouse import Lakehouse
+
+LAKECORE = [sys.executable, "-m", "lakecore.cli"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_serve_prints_its_url_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    Lakehouse.create(str(lake))
+    tokens = tmp_path / "tokens"
+    tokens.write_text("ops read-write 0123456789abcdef0123\n")
+    process = subprocess.Popen(
+        [*LAKECORE, "-l", str(lake), "serve", "--port", "0", "--token-file", str(tokens)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        assert line.startswith("lakecore serve: listening on http://127.0.0.1:"), line
+        assert f"tokens from {tokens}" in line and "warehouse file://" in line
+        url = line.split()[4]
+        headers = {"Authorization": "Bearer 0123456789abcdef0123"}
+        assert requests.post(
+            f"{url}/v1/namespaces", json={"namespace": ["db"]}, headers=headers, timeout=10
+        ).ok
+        assert requests.get(f"{url}/healthz", timeout=10).text == "ok\n"
+        assert Lakehouse.open(str(lake)).namespace_exists("db")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+        assert process.stderr is not None
+        log = process.stderr.read()
+        assert "POST /v1/namespaces 200" in log and "principal=ops" in log
+        assert "0123456789abcdef0123" not in log
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_serve_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lake = tmp_path / "lake"
+    Lakehouse.create(str(lake))
+    cases = [
+        (["serve", "--allow-anonymous", "--host", "0.0.0.0"], "only for a loopback --host", 2),
+        (["serve"], "serve needs --token-file FILE", 2),
+        (["serve", "--token-file", str(tmp_path / "none")], "cannot read the token file", 2),
+        (["serve", "--allow-anonymous", "--port", "70000"], "is not a port number", 2),
+    ]
+    for argv, message, code in cases:
+        assert main(["-l", str(lake), *argv]) == code, argv
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+    assert main(["-l", str(tmp_path / "nolake"), "serve", "--allow-anonymous"]) == (
+        ExitCode.NOT_FOUND
+    )
+    err = capsys.readouterr().err
+    assert "there is no lakehouse" in err and "init" in err
+
+
+def test_without_the_server_extra_the_cli_works_and_serve_says_what_to_install(
+    tmp_path: Path,
+) -> None:
+    blocker = tmp_path / "blocker"
+    for name in ("starlette", "uvicorn", "prometheus_client"):
+        (blocker / name).mkdir(parents=True)
+        (blocker / name / "__init__.py").write_text(f"raise ImportError('{name} is blocked')\n")
+    lake = tmp_path / "lake"
+    Lakehouse.create(str(lake))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), str(REPO)])}
+    listed = subprocess.run(
+        [*LAKECORE, "-l", str(lake), "namespace", "list"], capture_output=True, text=True, env=env
+    )
+    assert listed.returncode == 0, listed.stderr
+    refused = subprocess.run(
+        [*LAKECORE, "-l", str(lake), "serve", "--allow-anonymous"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert refused.returncode == ExitCode.BAD_INPUT
+    assert "serve needs the [server] extra" in refused.stderr
+    assert "pip install 'lakecore[server]'" in refused.stderr
