@@ -116,8 +116,13 @@ proto: $(STAMP)
 bench: $(STAMP)
 	$(VENV_PY) bench/run_all.py
 
-# The demo lakehouse goes through the demo's own remover: DEMO_LAKE may name a folder that holds
-# other files, and `make clean` must never delete what the demo did not make.
+# `make clean` never deletes what make or the demo did not make: the demo lakehouse and the
+# demo's reports go through the demo's own remover (DEMO_LAKE may name a folder that holds other
+# files; only reports lakecore wrote are removed), and of build/ only what the targets above
+# write (anything else there, and build/ itself then, stays).
+BUILT := build/jvm build/pyiceberg-0.12.0 build/pyiceberg-0.12.0.tar.gz build/lakecore-venv-*.tar.gz \
+	build/pack-venv-* build/pack-tmp-* build/.pack.lock build/lib build/bdist.* build/test-times*.json
 clean:
 	if [ -x $(VENV_PY) ]; then $(VENV_PY) -m jobs.demo --remove --lakehouse "$(DEMO_LAKE)"; fi
-	rm -rf $(VENV) $(AIRFLOW_VENV) $(DUCKDB_VENV) demo-reports build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(AIRFLOW_VENV) $(DUCKDB_VENV) $(BUILT) .pytest_cache .mypy_cache .ruff_cache
+	rmdir build 2>/dev/null || true

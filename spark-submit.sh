@@ -176,16 +176,24 @@ ignoring_ctrl_c() {  # "$@": a short step before the JVM (a second or less); a C
 # LAKECORE_LOG_DIR=- keeps Spark's output on the terminal. The newest SPARK_LOGS_KEPT logs stay.
 SPARK_LOGS_KEPT=100
 spark_log=""
-open_spark_log() {  # sets spark_log (empty: Spark's output stays on the terminal)
-    local dir="${LAKECORE_LOG_DIR:-${XDG_STATE_HOME:-${HOME:-/tmp}/.local/state}/lakecore/logs}"
-    if [[ "$dir" == - ]]; then return 0; fi
+spark_log_dir=""
+plan_spark_log() {  # names the log (spark_log, LAKECORE_SPARK_LOG) before the job's argument
+    # check, which refuses one inside the lakehouse like any output of the job's
+    spark_log_dir="${LAKECORE_LOG_DIR:-${XDG_STATE_HOME:-${HOME:-/tmp}/.local/state}/lakecore/logs}"
+    if [[ "$spark_log_dir" == - ]]; then return 0; fi
+    spark_log="$spark_log_dir/lakecore-$job-$(date -u +%Y%m%dT%H%M%SZ)-$$.log"
+    export LAKECORE_SPARK_LOG="$spark_log"
+}
+open_spark_log() {  # makes the planned log (spark_log empty: Spark's output stays on the terminal)
+    local dir="$spark_log_dir"
+    if [[ -z "$spark_log" ]]; then return 0; fi
     if ! mkdir -p "$dir" 2>/dev/null || [[ ! -w "$dir" ]]; then
         echo "$PROG: note: cannot write Spark's log in $dir (LAKECORE_LOG_DIR); it stays on the terminal" >&2
+        spark_log=""
+        unset LAKECORE_SPARK_LOG
         return 0
     fi
-    spark_log="$dir/lakecore-$job-$(date -u +%Y%m%dT%H%M%SZ)-$$.log"
     : >"$spark_log"
-    export LAKECORE_SPARK_LOG="$spark_log"
     # Only names of this form are ours to remove.
     find "$dir" -maxdepth 1 -type f -name 'lakecore-*-*Z-*.log' -printf '%T@ %p\n' 2>/dev/null \
         | sort -rn | tail -n +$((SPARK_LOGS_KEPT + 1)) | cut -d' ' -f2- | xargs -r rm -f --
@@ -392,6 +400,7 @@ fi
 # --help and argument errors answer before the JVM starts (about 4 s): the job's own parser runs
 # in plain Python first (LAKECORE_PARSE_ONLY=1 makes run_job stop right after parsing). Skipped
 # when this machine has no .venv (a cluster submit from elsewhere).
+plan_spark_log
 preflight_py="$ROOT/.venv/bin/python"
 if [[ -x "$preflight_py" ]]; then
     for arg in "$@"; do

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
 import shlex
+import shutil
 import sys
 import threading
 import time
@@ -28,9 +30,21 @@ from typing import Any
 
 from jobs.startup import take_dispositions_before_startup
 from lakecore.cli.argparsing import ArgumentError, OneLineArgumentParser, output_file, whole_number
-from lakecore.cli.outputs import Output, OutputKind, check_outputs, write_text_atomically
+from lakecore.cli.outputs import (
+    Output,
+    OutputKind,
+    check_outputs,
+    refuse_foreign_target,
+    write_text_atomically,
+)
 from lakecore.display import escape_for_display
-from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError, exit_code_help
+from lakecore.errors import (
+    CommitConflictError,
+    ExitCode,
+    InvalidArgumentError,
+    LakecoreError,
+    exit_code_help,
+)
 from lakecore.maintenance.damage import with_next_step
 from lakecore.maintenance.settings import MaintenanceSettings
 from lakecore.storage import Storage, parse_storage_options
@@ -165,7 +179,14 @@ def job_outputs(args: argparse.Namespace) -> list[Output]:
                 )
             )
         if getattr(args, "writes_report_page", False):
-            outputs.append(Output("--report's page", report_page(report), OutputKind.HTML_PAGE))
+            outputs.append(
+                Output(
+                    "the validation's own page",
+                    report_page(report),
+                    OutputKind.HTML_PAGE,
+                    beside=f"beside --report {report}",
+                )
+            )
     if getattr(args, "html", None):
         outputs.append(Output("--html", args.html, OutputKind.HTML_PAGE))
     return outputs
@@ -174,11 +195,52 @@ def job_outputs(args: argparse.Namespace) -> list[Output]:
 def _outputs_outside_lakehouse(args: argparse.Namespace) -> str | None:
     """Refuse, as the command line is read, an output inside the lakehouse or onto a file no
     lakecore command wrote (``lakecore.cli.outputs.check_outputs``)."""
+    outputs = job_outputs(args)
+    spark_log = os.environ.get(SPARK_LOG_VARIABLE)
+    if spark_log and os.environ.get(PARSE_ONLY_VARIABLE) == "1":
+        # spark-submit.sh names the log file it is about to open (LAKECORE_LOG_DIR): checked
+        # before it exists, like the job's own outputs.
+        outputs.append(Output("LAKECORE_LOG_DIR's log", spark_log, OutputKind.LOG_FILE))
     try:
-        check_outputs(job_outputs(args), args.lakehouse)
+        # An export's target is a lakehouse being made: nothing else may land in it either.
+        check_outputs(outputs, args.lakehouse, getattr(args, "target", None))
     except InvalidArgumentError as exc:
         return str(exc)
     return None
+
+
+def write_full_list(frame: Any, target: str) -> None:
+    """``--full-list``: write ``frame`` as a Parquet dataset at ``target``, whole or not at all.
+
+    Spark writes into a fresh folder beside it, which is then put in place by renames: two runs
+    given one report (a job started twice) each publish a whole dataset, the last one wins,
+    where two overwrites of one folder left one without its part files. What was at
+    ``target`` is checked again first (a file no lakecore command wrote is never replaced)."""
+    fresh = f"{target}.{uuid.uuid4().hex}.tmp"
+    frame.write.parquet(fresh)
+    try:
+        for _ in range(5):  # a racing run may put its own in place between two renames
+            old = None
+            if os.path.lexists(target):
+                refuse_foreign_target(Output("--full-list", target, OutputKind.PARQUET_DATASET))
+                old = f"{target}.{uuid.uuid4().hex}.old"
+                with contextlib.suppress(FileNotFoundError):  # the racing run moved it first
+                    os.rename(target, old)
+            try:
+                os.rename(fresh, target)
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+                continue
+            if old is not None and os.path.isdir(old):
+                shutil.rmtree(old)  # the dataset it replaced: Spark's files only (checked)
+            return
+        raise CommitConflictError(
+            f"--full-list {target}: other runs kept putting their list there; run again"
+        )
+    finally:
+        if os.path.isdir(fresh):
+            shutil.rmtree(fresh)
 
 
 def report_page(report_path: str) -> str:
@@ -1191,19 +1253,25 @@ def _mark_interrupted(report: JobReport, interrupted: Interruption, ctx: JobCont
 def _write_the_report(report: JobReport, path: str) -> None:
     """``write_report``; a failure there (the path was checked as the command line was read,
     but disks fill and folders go) is the job's failure, exit 4, and its line says what the job
-    had done, so that a commit is never hidden behind a missing report."""
+    had done, so that a commit is never hidden behind a missing report. A file no lakecore
+    command wrote that appeared at the path while the job ran is left alone (exit 2)."""
     try:
         write_report(report, path)
-    except OSError as exc:
+    except (OSError, InvalidArgumentError) as exc:
         done = (
             f"version {report.new_version} was committed"
             if report.new_version is not None and report.new_version != report.base_version
             else "nothing was committed"
         )
-        failure = f"the report could not be written to {path} ({exc.strerror or exc}); {done}, see the summary above"
+        cause = exc.strerror or exc if isinstance(exc, OSError) else exc
+        failure = (
+            f"the report could not be written to {path} ({cause}); {done}, see the summary above"
+        )
         report.error = f"{report.error}; {failure}" if report.error else failure
         if report.exit_code == EXIT_OK:
-            report.exit_code = EXIT_FAILURE
+            report.exit_code = (
+                exc.exit_code if isinstance(exc, InvalidArgumentError) else EXIT_FAILURE
+            )
 
 
 def write_report(report: JobReport, path: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from jobs.pipeline import run_pipeline
+from jobs.pipeline import remove_demo_reports, reports_dir, run_pipeline
 from lakecore.cli.argparsing import OneLineArgumentParser
 from lakecore.errors import InvalidArgumentError, LakecoreError
 from lakecore.lakehouse.demo import build_sample, clear_demo_lakehouse, describe
@@ -38,11 +38,26 @@ def main(argv: list[str] | None = None) -> int:
         if "://" in path:
             raise InvalidArgumentError(f"--lakehouse {args.lakehouse} must be a local folder")
         path = os.path.abspath(path)
+        reports = str(reports_dir(path))
+        if path == reports or path.startswith(reports + "/") or reports.startswith(path + "/"):
+            raise InvalidArgumentError(
+                f"--lakehouse {path} and the demo's reports folder {reports} would overlap; give "
+                "the lakehouse a folder of its own"
+            )
+        existed = os.path.isdir(path) and bool(os.listdir(path))
         clear_demo_lakehouse(path)
         if args.remove:
             if os.path.isdir(path):
                 os.rmdir(path)  # empty now
-            print(f"removed the demo lakehouse at {path}" if path else "", flush=True)
+            print(
+                f"removed the demo lakehouse at {path}"
+                if existed
+                else f"no demo lakehouse at {path}",
+                flush=True,
+            )
+            removed = remove_demo_reports()
+            if removed:
+                print(f"removed {len(removed)} demo report(s) from {reports}", flush=True)
             return 0
     except LakecoreError as exc:
         print(f"lakecore demo: {' '.join(str(exc).split())}", file=sys.stderr)

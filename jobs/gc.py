@@ -61,6 +61,7 @@ from jobs.common import (
     parse_duration_seconds,
     parse_time_millis,
     run_job,
+    write_full_list,
 )
 from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
@@ -72,7 +73,6 @@ from jobs.spark_units import (
     reach_frame,
     sample_paths,
 )
-from lakecore.cli.outputs import Output, OutputKind, refuse_foreign_target
 from lakecore.errors import LakecoreError, UnsafeOptionError
 from lakecore.locations import hash_directory_prefixes
 from lakecore.maintenance.clock import Clocks, machine_clock_millis, read_clocks
@@ -554,11 +554,12 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         )
     if args.full_list:
         target = full_list_dataset(args.report, ORPHANS_DATASET)
-        # Checked as the command line was read; again now, as overwrite deletes what is there.
-        refuse_foreign_target(Output("--full-list", target, OutputKind.PARQUET_DATASET))
-        orphan_frame.select(
-            "path", "size", "mtime_millis", "kind", F.col("old").alias("old_enough")
-        ).write.mode("overwrite").parquet(target)
+        write_full_list(
+            orphan_frame.select(
+                "path", "size", "mtime_millis", "kind", F.col("old").alias("old_enough")
+            ),
+            target,
+        )
         report.details["orphans_dataset"] = target
 
     # -- recheck versions that landed meanwhile --------------------------------------------

@@ -20,6 +20,7 @@ if __package__ in (None, ""):  # run as a file: the repo root must be importable
 
     _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
 
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -122,6 +123,31 @@ def demo_spark_session() -> Any:
     return spark
 
 
+def remove_demo_reports() -> list[str]:
+    """Delete the reports and pages the pipeline writes (by their names, and only what a
+    lakecore command wrote: ``cli.outputs``), then the reports folder if that left it empty.
+    Returns the paths deleted. Anything else there stays (``make clean``)."""
+    from lakecore.cli.outputs import Output, OutputKind, refuse_foreign_target
+    from lakecore.errors import InvalidArgumentError
+
+    folder = reports_dir("")
+    removed: list[str] = []
+    for step in pipeline_steps(""):
+        for suffix, kind in ((".json", OutputKind.JSON_REPORT), (".html", OutputKind.HTML_PAGE)):
+            path = folder / f"{step.report_name}{suffix}"
+            if not path.is_file() or path.is_symlink():
+                continue
+            try:
+                refuse_foreign_target(Output("a demo report", str(path), kind))
+            except InvalidArgumentError:
+                continue  # not a report of ours: leave it
+            path.unlink()
+            removed.append(str(path))
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only when empty
+    return removed
+
+
 def run_pipeline(path: str, *, spark: Any = None) -> int:
     """Run the demo's maintenance steps on the lakehouse at ``path``; 0 when every step that
     ran succeeded, else the first failed step's exit code."""
@@ -150,9 +176,10 @@ def run_pipeline(path: str, *, spark: Any = None) -> int:
             code = int(main(argv, spark=session))
             if code != 0:
                 failed = (step.label, code)
+                see = f"see {report}" if report.exists() else "its line above says why"
                 print(
                     f"  step {number} ({step.label}) failed with exit code {code}; stopping here "
-                    f"(see {report})",
+                    f"({see})",
                     flush=True,
                 )
                 break

@@ -60,14 +60,13 @@ from jobs.common import (
     full_list_dataset,
     report_page,
     run_job,
+    write_full_list,
 )
 from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
 from lakecore.cli.argparsing import ArgumentError, output_file, whole_number
 from lakecore.cli.outputs import (
-    Output,
     OutputKind,
-    refuse_foreign_target,
     write_text_atomically,
 )
 from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionExpiredError
@@ -146,24 +145,8 @@ def _parser() -> Any:
         help="where the other jobs' JSON reports are, for gc's last orphan count on the "
         "health page (default: the folder of --report)",
     )
-    parser.add_check(_pages_apart)
     parser.set_defaults(writes_report_page=True)  # beside --report: job_outputs checks it
     return parser
-
-
-def _pages_apart(args: Any) -> str | None:
-    """The validation's own page goes beside --report (REPORT with .html): --html must not be
-    that file, or the health page would silently replace it."""
-    if (
-        args.html
-        and args.report
-        and Path(args.html).resolve() == Path(report_page(args.report)).resolve()
-    ):
-        return (
-            f"--html {args.html} is where the validation's own page goes (beside --report {args.report}); "
-            "give the health page another name"
-        )
-    return None
 
 
 def _versions_to_check(storage: Storage, args: Any) -> tuple[int, list[int]]:
@@ -355,9 +338,7 @@ def _write_full_list(ctx: JobContext, checked_versions: list[VersionResult], che
             )
         )
     target = full_list_dataset(ctx.args.report, VIOLATIONS_DATASET)
-    # Checked as the command line was read; again now, as overwrite deletes what is there.
-    refuse_foreign_target(Output("--full-list", target, OutputKind.PARQUET_DATASET))
-    frame.write.mode("overwrite").parquet(target)
+    write_full_list(frame, target)
     return target
 
 

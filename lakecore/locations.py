@@ -137,6 +137,8 @@ def normalize_root_uri(uri: str) -> str:
     scheme, rest = match.group(1).lower(), match.group(2)
     if scheme == "s3a" or scheme == "s3n":
         scheme = "s3"
+    if scheme == "local":  # fsspec's other name for this machine's file system
+        scheme = "file"
     if scheme == "file":
         if not rest.startswith("/"):
             raise InvalidLocationError(

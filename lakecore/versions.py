@@ -18,6 +18,7 @@ the lakehouse's), and not the root of an exported snapshot.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -198,8 +199,9 @@ def refuse_a_file_as_root(storage: Storage) -> None:
     lakehouse here" (exit 5) would send the operator to ``lakecore init``."""
     blocking = storage.file_in_the_way()
     if blocking is not None:
+        what = "a file" if os.path.isfile(blocking) else "a device, a pipe or a socket"
         raise InvalidArgumentError(
-            f"file://{blocking} is a file, not a folder: a lakehouse root is a folder; check the path"
+            f"file://{blocking} is {what}, not a folder: a lakehouse root is a folder; check the path"
             + (
                 ""
                 if blocking == storage.root_uri.removeprefix("file://").rstrip("/")

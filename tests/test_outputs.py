@@ -81,7 +81,7 @@ def test_links_are_resolved_on_both_sides(
 
 def test_a_dataset_folder_that_holds_the_lakehouse_is_refused(lake: Path) -> None:
     # Spark's overwrite deletes the dataset folder first: one above the root would take it.
-    assert "inside" in refused(lake.parent, OutputKind.PARQUET_DATASET, lake)
+    assert "holds the lakehouse root" in refused(lake.parent, OutputKind.PARQUET_DATASET, lake)
 
 
 def test_outside_the_root_and_other_stores_pass(lake: Path, tmp_path: Path) -> None:
@@ -130,14 +130,166 @@ def test_links_devices_and_folders_are_refused(tmp_path: Path) -> None:
     assert "is a folder" in refused(tmp_path, OutputKind.HTML_PAGE, None)
 
 
+PART = "part-00000-1b2c3d4e-0000-4000-8000-00000000abcd-c000.snappy.parquet"
+
+
 def test_a_dataset_folder_must_hold_only_what_spark_writes(tmp_path: Path) -> None:
     dataset = tmp_path / "r.json.orphans.parquet"
     dataset.mkdir()
-    for name in ("part-00000-a.snappy.parquet", ".part-00000-a.snappy.parquet.crc", "_SUCCESS"):
+    for name in (PART, f".{PART}.crc", "_SUCCESS", "._SUCCESS.crc"):
         (dataset / name).write_bytes(b"x")
     check_outputs([Output("--full-list", str(dataset), OutputKind.PARQUET_DATASET)], None)
     (dataset / "thesis.tex").write_text("years of work")
     assert "'thesis.tex'" in refused(dataset, OutputKind.PARQUET_DATASET, None)
+    (dataset / "thesis.tex").unlink()
+    # The trial: a '_temporary' folder holding a whole lakehouse, a user's 'part-0001.csv' and
+    # a link named like a part file were all deleted by a dry run's overwrite.
+    for name, make in (
+        ("_temporary", lambda p: p.mkdir()),
+        ("part-0001.csv", lambda p: p.write_text("a,b")),
+        ("part-00001-x.snappy.parquet", lambda p: p.symlink_to(tmp_path)),
+    ):
+        entry = dataset / name
+        make(entry)
+        assert repr(name) in refused(dataset, OutputKind.PARQUET_DATASET, None), name
+        if entry.is_dir() and not entry.is_symlink():
+            entry.rmdir()
+        else:
+            entry.unlink()
+
+
+def test_a_lakehouse_the_command_does_not_name_is_protected_too(
+    lake: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "other"
+    Lakehouse.create(str(other), name="other")
+    target = latest_root(other)
+    before = target.read_bytes()
+    code = cli_main(["-l", str(lake), "describe", "--html", str(target)])
+    assert code == ExitCode.BAD_INPUT
+    assert f"is inside the lakehouse at {other}" in capsys.readouterr().err
+    assert target.read_bytes() == before
+    assert "inside the lakehouse" in refused(
+        other / "0010" / "x.json", OutputKind.JSON_REPORT, None
+    )
+
+
+def test_two_outputs_of_one_command_may_not_be_one_file(
+    lake: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The trial: validate --report x.html (its own page is x.html too) ran a full validation,
+    then failed with a traceback and exit 1; now refused up front, exit 2."""
+    out = tmp_path / "out"
+    for argv in (
+        ["--report", str(out / "same.html")],
+        ["--report", str(out / "b.json"), "--html", str(out / "b.json")],
+        [
+            "--report",
+            str(out / "q.json"),
+            "--full-list",
+            "--html",
+            str(out / "q.json.violations.parquet"),
+        ],
+    ):
+        assert validate_job.main(["--lakehouse", str(lake), *argv]) == ExitCode.BAD_INPUT, argv
+        err = capsys.readouterr().err
+        assert "are the same file" in err or "where the validation's own page goes" in err, err
+    assert not out.exists()
+
+
+def test_outputs_stay_out_of_an_export_target(
+    lake: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobs import export as export_job
+
+    target = tmp_path / "copy"
+    argv = ["--lakehouse", str(lake), "--name", "e", "--mode", "full", "--target", str(target)]
+    assert export_job.main([*argv, "--report", str(target / "_latest_hint.txt")]) == 2
+    assert "is inside the lakehouse root" in capsys.readouterr().err and not target.exists()
+
+
+def test_a_tilde_is_read_and_written_the_same(
+    lake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--html=~/x is not expanded by the shell: the check read it as $HOME/x and the writer
+    wrote ./~/x (replacing a file there)."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    (work / "~").mkdir(parents=True)
+    (work / "~" / "health.html").write_text("precious")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    assert cli_main(["-l", str(lake), "tree", "--html=~/health.html"]) == 0
+    assert GENERATOR_META in (home / "health.html").read_text()
+    assert (work / "~" / "health.html").read_text() == "precious"
+
+
+def test_a_log_file_planned_inside_the_lakehouse_is_refused(
+    lake: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """LAKECORE_LOG_DIR set to the root: spark-submit.sh wrote Spark's log into it, and gc
+    then counted it as a foreign file. The wrapper names the log before the argument check."""
+    monkeypatch.setenv("LAKECORE_PARSE_ONLY", "1")
+    monkeypatch.setenv("LAKECORE_SPARK_LOG", str(lake / "lakecore-gc-20261128T000000Z-1.log"))
+    assert gc_job.main(["--lakehouse", str(lake), "--dry-run"]) == ExitCode.BAD_INPUT
+    assert "LAKECORE_LOG_DIR's log" in capsys.readouterr().err
+    assert not list(lake.glob("*.log"))
+
+
+def test_a_report_that_appeared_while_the_job_ran_is_left_alone(
+    lake: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The last-moment check raised past the report writer: a traceback and exit 1 after the
+    job's work. Now one line, exit 2, and the file keeps its bytes."""
+    from jobs.common import base_parser, run_job
+
+    report = tmp_path / "r.json"
+
+    def body(ctx: object) -> None:
+        report.write_text("someone else's notes")
+
+    parser = base_parser("gc", "a stub job")
+    code = run_job(
+        "gc", parser, body, ["--lakehouse", str(lake), "--report", str(report)], spark=object()
+    )
+    err = capsys.readouterr().err
+    assert code == ExitCode.BAD_INPUT and err.count("\n") == 1
+    assert "the report could not be written" in err and "not a lakecore JSON report" in err
+    assert report.read_text() == "someone else's notes"
+
+
+def test_two_runs_writing_one_full_list_each_publish_a_whole_one(tmp_path: Path) -> None:
+    """Two gc runs with one --report --full-list: Spark's overwrite of one folder left a
+    dataset with a _SUCCESS and no part file, and one run failed with a raw Py4JJavaError."""
+    import threading
+    import time as time_module
+
+    from jobs.common import write_full_list
+
+    class Frame:  # what write_full_list asks of a DataFrame: .write.parquet(path)
+        def __init__(self, tag: str) -> None:
+            self.tag = tag
+            self.write = self
+
+        def parquet(self, path: str) -> None:
+            folder = Path(path)
+            folder.mkdir()
+            time_module.sleep(0.05)  # the two writes overlap
+            (folder / PART.replace("0000abcd", f"0000{self.tag}")).write_text(self.tag)
+            (folder / "_SUCCESS").touch()
+
+    target = tmp_path / "r.json.orphans.parquet"
+    threads = [
+        threading.Thread(target=write_full_list, args=(Frame(t), str(target)))
+        for t in ("aaaa", "bbbb")
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    parts = sorted(p.name for p in target.iterdir())
+    assert len(parts) == 2 and "_SUCCESS" in parts  # one run's whole dataset
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]  # no temporary left
 
 
 def test_the_writer_checks_again_before_it_replaces(tmp_path: Path) -> None:
@@ -229,3 +381,89 @@ def test_spark_submit_refuses_it_before_the_jvm_starts(lake: Path) -> None:
     assert "inside the lakehouse root" in done.stderr
     assert "SparkContext" not in done.stdout + done.stderr  # no JVM was started
     assert root_file.read_bytes() == before
+
+
+def test_an_export_never_writes_through_a_link_in_its_target(
+    lake: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A target holding a link to one of the source's hash folders: the export rewrote the
+    source's files through it. The local store never writes through a link below its root."""
+    hashed = sorted(p for p in lake.iterdir() if p.is_dir())
+    target = tmp_path / "copy"
+    target.mkdir()
+    for folder in hashed:
+        (target / folder.name).symlink_to(folder)
+
+    def stamps() -> dict[Path, int]:  # the files the links expose (the export's record and
+        # its withdrawal are commits of the source, at its top)
+        return {p: p.stat().st_mtime_ns for f in hashed for p in f.rglob("*") if p.is_file()}
+
+    before = stamps()
+    code = cli_main(["-l", str(lake), "export", "e", "--mode", "full", "--target", str(target)])
+    assert code == ExitCode.BAD_INPUT
+    assert "holds a symbolic link" in capsys.readouterr().err
+    # Below the top, where the target check does not look, the store refuses the write.
+    a_file = next(p for f in hashed for p in f.rglob("*") if p.is_file())
+    first, second = a_file.relative_to(lake).parts[:2]
+    (tmp_path / "copy2" / first).mkdir(parents=True)
+    (tmp_path / "copy2" / first / second).symlink_to(lake / first / second)
+    argv = ["-l", str(lake), "export", "f", "--mode", "full", "--target", str(tmp_path / "copy2")]
+    assert cli_main(argv) == ExitCode.FAILURE
+    assert "reached through a symbolic link below the root" in capsys.readouterr().err
+    assert stamps() == before
+    assert stamps() == before
+
+
+def test_an_export_to_a_device_is_refused_before_anything_is_committed(
+    lake: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--target /dev/null committed the export's record and its withdrawal (two versions) and
+    failed with exit 4, which the DAGs retry: two more versions every retry."""
+    version = Lakehouse.open(str(lake)).version
+    code = cli_main(["-l", str(lake), "export", "e", "--mode", "full", "--target", "/dev/null"])
+    assert code == ExitCode.BAD_INPUT
+    assert "not a folder" in capsys.readouterr().err
+    assert Lakehouse.open(str(lake)).version == version
+
+
+def test_the_lookup_cache_never_writes_through_a_link(
+    lake: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lakecore.lookup.cache import VersionCache
+
+    cache = tmp_path / "cache"
+    view = Lakehouse.open(str(lake))
+    store_folder = VersionCache(cache).path_for(view).parent
+    cache.mkdir()
+    store_folder.symlink_to(lake)  # the store's folder name is in the command's own output
+    argv = ["-l", str(lake), "lookup", "build", "--cache-dir", str(cache)]
+    assert cli_main(argv) == ExitCode.BAD_INPUT
+    assert "is a symbolic link" in capsys.readouterr().err
+    assert not list(lake.glob("*.lookup"))
+
+
+def test_the_demo_removes_only_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """make clean ran rm -rf demo-reports (a user's lakehouse and notes there went too), and the
+    demo's remover took a lakehouse whose operator had unset the demo's mark."""
+    from jobs import demo
+    from jobs.pipeline import pipeline_steps
+    from lakecore.lakehouse.demo import DEMO_PROPERTY
+
+    monkeypatch.chdir(tmp_path)
+    reports = tmp_path / "demo-reports"
+    reports.mkdir()
+    (reports / "notes.txt").write_text("mine")
+    ours = reports / f"{pipeline_steps('')[0].report_name}.json"
+    ours.write_text(json.dumps({"job": "flush", "lakehouse": "x", "status": "ok", "exit_code": 0}))
+    sample = tmp_path / "demo-lakehouse"
+    assert demo.main(["--lakehouse", str(sample), "--no-pipeline"]) == 0
+    taken = Lakehouse.open(str(sample))
+    taken.update_settings(unset_properties=[DEMO_PROPERTY])  # the operator takes it over
+    assert demo.main(["--lakehouse", str(sample), "--remove"]) == ExitCode.BAD_INPUT
+    assert Lakehouse.open(str(sample)).version == taken.version
+    taken.update_settings(set_properties={DEMO_PROPERTY: "true"})
+    assert demo.main(["--lakehouse", str(sample), "--remove"]) == 0
+    assert not sample.exists() and not ours.exists()
+    assert (reports / "notes.txt").read_text() == "mine"
+    # The reports folder as the lakehouse: refused before anything is built.
+    assert demo.main(["--lakehouse", str(reports), "--no-pipeline"]) == ExitCode.BAD_INPUT

@@ -87,7 +87,14 @@ class OneLineArgumentParser(argparse.ArgumentParser):
             # Either way the first unknown option is the likely cause: name it and its nearest.
             # (Extras left by a command's own parser reach its parent, which knows none of the
             # command's options to name instead.)
-            message = self._unknown_option() or message
+            unknown = self._unknown_option()
+            if unknown is not None:
+                message = unknown
+            elif message.startswith("the following arguments are required"):
+                # Which words go where: 'table show sales.orders' left 'table' missing, and the
+                # usage line shows the namespace and the table are two words.
+                usage = " ".join(self.format_usage().split()).removeprefix("usage: ")
+                message = f"{message} (usage: {usage})"
         elif message.endswith(": expected one argument"):
             message = self._value_like_an_option(message)
         elif ": invalid choice: " in message:
@@ -191,7 +198,7 @@ def output_file(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{text} cannot be created: no permission to write in {ancestor}"
         )
-    return text
+    return os.path.expanduser(text)  # what the check reads is what the writer writes
 
 
 def whole_number(minimum: int) -> Callable[[str], int]:

@@ -46,12 +46,14 @@ def refuse_outputs_in_lakehouse(args: argparse.Namespace) -> None:
         from lakecore.lookup.cache import default_cache_folder
 
         if args.cache_dir:
+            args.cache_dir = os.path.expanduser(args.cache_dir)  # checked as it is used
             outputs.append(Output("--cache-dir", args.cache_dir, OutputKind.CACHE_FOLDER))
         else:
             folder = str(default_cache_folder())
             outputs.append(Output("the lookup cache folder", folder, OutputKind.CACHE_FOLDER))
     lakehouse = getattr(args, "lakehouse", None) or os.environ.get("LAKECORE_LAKEHOUSE")
-    check_outputs(outputs, lakehouse)
+    # An export's target is a lakehouse being made: nothing else may land in it either.
+    check_outputs(outputs, lakehouse, getattr(args, "target", None))
 
 
 def storage_options_of(args: argparse.Namespace) -> dict[str, Any]:

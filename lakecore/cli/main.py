@@ -800,11 +800,18 @@ def _version_text() -> str:
 
 
 def _sub(actions: Any, name: str, help_text: str, **kwargs: Any) -> argparse.ArgumentParser:
-    """A subcommand with ``--json`` of its own."""
+    """A subcommand with ``--json`` and ``-l/--lakehouse`` of its own: ``lakecore versions -l
+    lake`` was 'unrecognized arguments: -l lake' (the global options went first only)."""
     p: argparse.ArgumentParser = actions.add_parser(
         name, help=help_text, description=kwargs.pop("description", help_text), **kwargs
     )
     add_json_option(p)
+    p.add_argument(
+        "-l",
+        "--lakehouse",
+        default=argparse.SUPPRESS,
+        help="lakehouse root URI (or LAKECORE_LAKEHOUSE); before the command or after it",
+    )
     return p
 
 

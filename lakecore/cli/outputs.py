@@ -2,15 +2,18 @@
 
 Two rules keep an output from landing on something that is not the command's own:
 
-- **Never inside the lakehouse.** Every output path a command or job accepts (``--report``,
-  ``--html``, the Parquet full list and the page beside a report, ``--cache-dir``) is checked
-  before any work with ``check_outputs``: its real path (every link resolved, the missing tail
-  of a path that does not exist yet included) may not be the lakehouse root, lie inside it, or,
-  for a folder, contain it. A report written over the latest root file once turned a lakehouse
-  into ``DamagedLakehouseError`` from a dry run. Outputs are local files (a URI is refused as
-  the command line is read, ``argparsing.output_file``), so a lakehouse on an object store
-  cannot hold one; the check compares URIs all the same, so a bucket prefix would be caught
-  the day an output may be a URI.
+- **Never inside a lakehouse.** Every output path a command or job accepts (``--report``,
+  ``--html``, the Parquet full list and the page beside a report, ``--cache-dir``, Spark's log
+  file) is checked before any work with ``check_outputs``: its real path (every link resolved,
+  the missing tail of a path that does not exist yet included) may not be a root the command
+  names (the lakehouse, an export's target), lie inside one, or, for a folder, hold one. Nor may
+  it lie in any other lakehouse on this disk: a folder above it that holds ``_latest_hint.txt``
+  or version 0's root file is a lakehouse root. A report written over the latest root file once
+  turned a lakehouse into ``DamagedLakehouseError`` from a dry run. Outputs are local files (a
+  URI is refused as the command line is read, ``argparsing.output_file``), so a lakehouse on an
+  object store cannot hold one.
+- **One file, one output.** Two outputs of one command may not be the same file (``--report
+  x.html`` is also validate's own page), nor one inside the other.
 - **Only onto what a command wrote.** An existing target is replaced only when it is empty or
   is what a lakecore command writes there: a JSON report of a job (an object with ``job``,
   ``lakehouse``, ``status`` and ``exit_code``), a lakecore HTML page (the ``generator`` meta of
@@ -52,10 +55,12 @@ from lakecore.locations import normalize_root_uri, real_root_uri
 _PAGE_HEAD_BYTES: Final = 16 * 1024
 _REPORT_MAX_BYTES: Final = 64 * 1024 * 1024
 _REPORT_KEYS: Final = frozenset({"job", "lakehouse", "status", "exit_code"})
-# What Spark's Parquet writer leaves in a dataset folder (part files, their checksums, the
-# committers' markers and scratch).
-_DATASET_ENTRY: Final = re.compile(
-    r"\.?(part-.*|_SUCCESS(\.crc)?|_committed_.*|_started_.*|_temporary|_metadata|_common_metadata)"
+# What Spark's Parquet writer leaves in a dataset folder: part files and their checksums, the
+# committers' markers. Regular files only: a folder or a link among them is not Spark's. (A
+# ``_temporary`` folder is a write that did not finish: refused, for a person to look at.)
+_DATASET_FILE: Final = re.compile(
+    r"\.?part-[0-9]+-[0-9a-f-]+(?:-c[0-9]+)?\.[a-z0-9.]*parquet(?:\.crc)?"
+    r"|\._SUCCESS\.crc|_SUCCESS|_committed_[0-9]+|_started_[0-9]+"
 )
 
 
@@ -66,6 +71,7 @@ class OutputKind(enum.Enum):
     HTML_PAGE = "HTML page"
     PARQUET_DATASET = "Parquet dataset folder"
     CACHE_FOLDER = "cache folder"
+    LOG_FILE = "log file"  # always a new name (spark-submit.sh's): never replaces anything
 
 
 @dataclass(frozen=True)
@@ -75,21 +81,57 @@ class Output:
     option: str
     path: str
     kind: OutputKind
+    # For a file the command names itself (validate's page beside the report): where it goes.
+    beside: str | None = None
 
 
-def check_outputs(outputs: Iterable[Output], lakehouse: str | None) -> None:
-    """Refuse (``InvalidArgumentError``, exit 2) any of ``outputs`` that lies inside the
-    lakehouse ``lakehouse`` (a root URI or path; None when the command names none) or that would
-    replace something a lakecore command did not write. See the module doc."""
-    root = _local_root(lakehouse) if lakehouse else None
+def check_outputs(outputs: Iterable[Output], *lakehouses: str | None) -> None:
+    """Refuse (``InvalidArgumentError``, exit 2) any of ``outputs`` that lies inside one of
+    ``lakehouses`` (root URIs or paths the command names; None for none) or any other lakehouse,
+    that is another output's file, or that would replace something a lakecore command did not
+    write. See the module doc."""
+    roots = [root for root in (_local_root(given) for given in lakehouses if given) if root]
+    seen: dict[str, Output] = {}
     for output in outputs:
-        real = os.path.realpath(os.path.abspath(os.path.expanduser(output.path)))
-        if root is not None and _overlaps(real, root, output.kind):
+        real = output_real_path(output.path)
+        for root in roots:
+            if _overlaps(real, root, output.kind):
+                where = "holds" if real != root and root.startswith(real + "/") else "is inside"
+                raise InvalidArgumentError(
+                    f"{output.option} {output.path} {where} the lakehouse root {root} (as {real}): "
+                    "a command never writes into a lakehouse; give a path outside it"
+                )
+        other = _lakehouse_holding(real)
+        if other is not None:
             raise InvalidArgumentError(
-                f"{output.option} {output.path} is inside the lakehouse root {root} "
-                f"(as {real}): a command never writes into the lakehouse; give a path outside it"
+                f"{output.option} {output.path} is inside the lakehouse at {other} (as {real}): a "
+                "command never writes into a lakehouse; give a path outside it"
             )
+        for earlier_real, earlier in seen.items():
+            if (
+                real == earlier_real
+                or real.startswith(earlier_real + "/")
+                or (earlier_real.startswith(real + "/"))
+            ):
+                named, given = (earlier, output) if earlier.beside else (output, earlier)
+                if named.beside:
+                    raise InvalidArgumentError(
+                        f"{given.option} {given.path} is where {named.option} goes "
+                        f"({named.beside}); give {given.option} another path"
+                    )
+                raise InvalidArgumentError(
+                    f"{output.option} {output.path} and {earlier.option} {earlier.path} are the "
+                    "same file (or one holds the other): the command writes both; give each its "
+                    "own path"
+                )
+        seen[real] = output
         refuse_foreign_target(output)
+
+
+def output_real_path(path: str) -> str:
+    """Where an output path lands: ``~`` expanded (as the writer expands it), made absolute,
+    every link resolved (the missing tail of a path that does not exist yet kept)."""
+    return os.path.realpath(os.path.abspath(os.path.expanduser(path)))
 
 
 def refuse_foreign_target(output: Output) -> None:
@@ -105,26 +147,30 @@ def refuse_foreign_target(output: Output) -> None:
             f"{output.option} {output.path} cannot be checked: {exc.strerror or exc}"
         ) from None
     where = f"{output.option} {output.path}"
+    if output.kind is OutputKind.CACHE_FOLDER:
+        # The cache writes and evicts only names of its own inside (lakecore.lookup.cache), and
+        # never through a link below it: a link to a folder, checked where it leads, is fine.
+        if not os.path.isdir(path):
+            raise InvalidArgumentError(f"{where} is not a folder; name a folder for the cache")
+        return
+    if output.kind is OutputKind.LOG_FILE:
+        raise InvalidArgumentError(f"{where} exists already; a log file is always a new one")
     if stat.S_ISLNK(info.st_mode):
         raise InvalidArgumentError(
             f"{where} is a symbolic link (to {os.readlink(path)}); name the file itself"
         )
-    if output.kind is OutputKind.CACHE_FOLDER:
-        # The cache writes and evicts only names of its own inside (lakecore.lookup.cache).
-        if not stat.S_ISDIR(info.st_mode):
-            raise InvalidArgumentError(f"{where} is not a folder; name a folder for the cache")
-        return
     if output.kind is OutputKind.PARQUET_DATASET:
         if not stat.S_ISDIR(info.st_mode):
             raise InvalidArgumentError(
                 f"{where} exists and is not a Parquet dataset folder; move it or name a new report"
             )
-        foreign = sorted(name for name in os.listdir(path) if not _DATASET_ENTRY.fullmatch(name))
-        if foreign:
-            raise InvalidArgumentError(
-                f"{where} holds files a Parquet dataset does not ({foreign[0]!r}); "
-                "writing the list would delete them: move them or name a new report"
-            )
+        for entry in sorted(os.scandir(path), key=lambda e: e.name):
+            if not (entry.is_file(follow_symlinks=False) and _DATASET_FILE.fullmatch(entry.name)):
+                what = "a folder" if entry.is_dir(follow_symlinks=False) else "a file"
+                raise InvalidArgumentError(
+                    f"{where} holds {what} a Parquet list of lakecore's does not ({entry.name!r}); "
+                    "writing the list would delete it: move it or name a new report"
+                )
         return
     if not stat.S_ISREG(info.st_mode):
         kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
@@ -141,7 +187,7 @@ def write_text_atomically(path: str | Path, text: str, kind: OutputKind | None =
     """Write ``text`` (UTF-8) to ``path`` as described above; returns the path written. With
     ``kind``, an existing target is checked once more first (``refuse_foreign_target``).
     OSError as the file system raises it."""
-    target = Path(path)
+    target = Path(os.path.expanduser(path))  # as check_outputs read it
     if kind is not None:
         refuse_foreign_target(Output("the output", str(target), kind))
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -171,11 +217,29 @@ def _local_root(lakehouse: str) -> str | None:
     return uri.removeprefix("file://").rstrip("/") or "/"
 
 
+# Files every lakecore lakehouse root holds, one or the other: the hint (written at creation and
+# by every commit) and the first version's root (gone only once compaction expired it).
+_LAKEHOUSE_MARKS: Final = ("_latest_hint.txt", "_" + "0" * 32 + ".arrow")
+
+
+def _lakehouse_holding(real: str) -> str | None:
+    """The root of the lakehouse on this disk that ``real`` (a path) lies in or is, if any: the
+    nearest folder at or above it holding one of ``_LAKEHOUSE_MARKS``. A stat per level."""
+    folder = real if os.path.isdir(real) else os.path.dirname(real)
+    while True:
+        if any(os.path.isfile(os.path.join(folder, mark)) for mark in _LAKEHOUSE_MARKS):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
 def _overlaps(real: str, root: str, kind: OutputKind) -> bool:
     inside = real == root or real.startswith(root.rstrip("/") + "/")
     # A folder output holding the root would hold the lakehouse: a dataset written with
     # Spark's overwrite deletes the folder first.
-    holds = kind in (OutputKind.PARQUET_DATASET,) and root.startswith(real.rstrip("/") + "/")
+    holds = kind is OutputKind.PARQUET_DATASET and root.startswith(real.rstrip("/") + "/")
     return inside or holds
 
 

@@ -18,7 +18,6 @@ import os
 from collections import Counter
 
 from lakecore import keys
-from lakecore.defs import LakehouseDef
 from lakecore.errors import InvalidArgumentError, LakecoreError
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import FileKind, classify_path
@@ -140,7 +139,7 @@ def clear_demo_lakehouse(path: str) -> None:
             f"{path} holds files the demo did not make (e.g. {foreign[0]}); give --lakehouse a new or "
             "empty folder (nothing was touched)"
         )
-    if not _is_demo_lakehouse(path, files):
+    if not _is_demo_lakehouse(path):
         raise InvalidArgumentError(
             f"{path} is a lakehouse the demo did not make (no {DEMO_PROPERTY} property); give "
             "--lakehouse a new or empty folder (nothing was touched)"
@@ -152,17 +151,13 @@ def clear_demo_lakehouse(path: str) -> None:
             os.rmdir(dirpath)  # empty by now: only lakehouse files were in it
 
 
-def _is_demo_lakehouse(path: str, files: list[str]) -> bool:
-    """True when a readable lakehouse definition in ``path`` carries the demo's mark."""
-    for rel in files:
-        classified = classify_path(rel)
-        if classified is None or classified.kind is not FileKind.LAKEHOUSE_DEF:
-            continue
-        try:
-            with open(os.path.join(path, rel), "rb") as f:
-                definition = LakehouseDef.from_bytes(f.read(), rel)
-        except (OSError, LakecoreError):
-            continue
-        if definition.properties.get(DEMO_PROPERTY) == "true":
-            return True
-    return False
+def _is_demo_lakehouse(path: str) -> bool:
+    """True when the definition of the lakehouse's latest version carries the demo's mark. An
+    operator who unset the mark took the lakehouse over: an older definition that still carries
+    it does not count. A lakehouse whose latest version cannot be read is not the demo's either:
+    nothing is deleted that cannot be told apart."""
+    try:
+        latest = Lakehouse.open(path)
+    except LakecoreError:
+        return False
+    return latest.lakehouse_def.properties.get(DEMO_PROPERTY) == "true"

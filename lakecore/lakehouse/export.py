@@ -25,6 +25,7 @@ record; so does a version found expired once the record has landed.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -118,6 +119,18 @@ def export_target(
             "(links resolved); export to a folder outside it"
         )
     refuse_a_file_as_root(target_storage)  # a target that is a file, or under one
+    if target_storage.scheme == "file":
+        # A link among the target's folders would take the copy's files wherever it leads (the
+        # source's own hash folders, once). The store refuses to write through one anyway; say so
+        # before anything is recorded.
+        folder = target_storage.root_uri.removeprefix("file://")
+        if os.path.isdir(folder):
+            links = sorted(e.name for e in os.scandir(folder) if e.is_symlink())
+            if links:
+                raise AlreadyExistsError(
+                    f"the export target {target_storage.root_uri} holds a symbolic link "
+                    f"({links[0]}); export to an empty or new folder"
+                )
     if has_lakehouse(target_storage):
         raise AlreadyExistsError(
             f"a lakehouse already exists at the export target {target_storage.root_uri}"

@@ -87,6 +87,14 @@ class VersionCache:
         """The lookup file of ``view``'s version, built on first use."""
         path = self.path_for(view)
         with self._lock:
+            if path.parent.is_symlink():
+                # The cache writes only below its folder: a link in its place (to a lakehouse,
+                # say) would take the lookup files there.
+                raise InvalidArgumentError(
+                    f"lookup cache folder {path.parent} is a symbolic link (to "
+                    f"{os.readlink(path.parent)}); the cache writes only into folders of its own: "
+                    "remove the link"
+                )
             if path.exists():
                 self.stats.hits += 1
                 os.utime(path)  # last use, for LRU

@@ -143,7 +143,9 @@ class Storage:
     def file_in_the_way(self) -> str | None:
         """For a local root: the path of a file that is the root or one of its folders (a
         mistyped path), else None. No lakehouse can be there, and saying "no lakehouse" or
-        failing to write into it would point the operator elsewhere."""
+        failing to write into it would point the operator elsewhere. Anything that is not a
+        folder counts (a device such as /dev/null, a FIFO): an export there committed its
+        record and then failed on its first write."""
         if self._scheme != LOCAL_SCHEME:
             return None
         path = self._root_path.rstrip("/")
@@ -152,7 +154,7 @@ class Storage:
             if parent == path:
                 return None
             path = parent
-        return path if path and os.path.isfile(path) else None
+        return path if path and not os.path.isdir(path) else None
 
     def local_root_is_missing(self) -> bool:
         """True for a local root whose folder does not exist: a mistyped path, most likely."""

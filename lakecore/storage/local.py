@@ -18,7 +18,7 @@ Rules:
 - **Plain writes are atomic too.** ``write`` (new uuid-named files, the latest-version hint)
   goes through a temporary file and ``os.replace``, so a reader never sees a torn file.
   ``durable=False`` skips the fsyncs; ``sync`` is then one ``syncfs`` for all of them.
-- **Symlinks below the root lead nowhere.** A listing neither follows nor reports a symlink,
+- **Symlinks below the root lead nowhere.** A write never goes through one; a listing neither follows nor reports a symlink,
   and it lists nothing through a directory below the root that is one (or lies under one); a
   delete skips a file whose directory is reached through one. A hash directory linked to
   another lakehouse's (a "cheap clone") would otherwise have its files listed as orphans of
@@ -51,6 +51,7 @@ class LocalBackend:
         self.pid = os.getpid()
         self._root_dir = root_dir  # absolute, ends in '/'
         self._real_root: str | None = None  # its realpath, found on first use
+        self._writable_dirs: set[str] = set()  # folders below the root checked for links
 
     def _abs(self, rel: str) -> str:
         return self._root_dir + rel
@@ -101,6 +102,16 @@ class LocalBackend:
         """Write ``data`` to a fresh (fsynced) temp file next to ``rel``; return (tmp, dir)."""
         rel_dir = rel.rsplit("/", 1)[0] if "/" in rel else ""
         abs_dir = self._root_dir + rel_dir
+        if rel_dir and rel_dir not in self._writable_dirs:
+            # Never through a link below the root (a hash folder linked to another lakehouse's:
+            # an export target holding one wrote into its source). Once per folder.
+            if not self._below_root_without_links(rel_dir + "/"):
+                raise StorageError(
+                    f"{self._root_dir}{rel_dir} is reached through a symbolic link below the root "
+                    "(it leads to another folder): lakecore writes only into the root's own "
+                    "folders; remove the link"
+                )
+            self._writable_dirs.add(rel_dir)
         os.makedirs(abs_dir, exist_ok=True)
         tmp = self._abs(new_temp_path(rel_dir))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
