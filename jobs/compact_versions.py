@@ -45,16 +45,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from jobs.common import (
-    EXIT_FAILURE,
-    SAMPLE_LIMIT,
-    JobContext,
-    base_parser,
-    checked_option,
-    parse_time_millis,
-    run_job,
-)
+from jobs.arguments import base_parser, checked_option, parse_time_millis
+from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
+from jobs.run import run_job
 from jobs.spark_units import (
     deletable_only,
     delete_frame,
@@ -64,7 +58,7 @@ from jobs.spark_units import (
     sample_paths,
     unreached_only,
 )
-from lakecore.errors import UnsafeOptionError
+from lakecore.errors import ExitCode, UnsafeOptionError
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.clock import Clocks, machine_clock_millis, read_clocks
 from lakecore.maintenance.damage import DAMAGED_MARK
@@ -82,6 +76,7 @@ from lakecore.maintenance.expire import (
     unreadable_expired,
 )
 from lakecore.maintenance.listing import ERROR_KEY
+from lakecore.maintenance.samples import SAMPLE_LIMIT
 from lakecore.tree.store import NodeCache
 from lakecore.units import format_bytes, format_time_millis, plural
 
@@ -336,7 +331,7 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
     if deleted.errors or deleted.refused:
         report.sample("delete_errors", deleted.errors + deleted.refused)
         report.status = "failed"
-        report.exit_code = EXIT_FAILURE
+        report.exit_code = ExitCode.FAILURE
         report.error = (
             f"the expired roots are gone, but {len(deleted.errors)} delete batches failed and "
             f"{len(deleted.refused)} paths were refused; what is left is orphaned and gc removes "

@@ -39,8 +39,10 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-from jobs.common import JobContext, base_parser, run_job, storage_options
+from jobs.arguments import base_parser, storage_options
+from jobs.context import JobContext
 from jobs.frames import Columns, driver_rows, fan_out
+from jobs.run import run_job
 from jobs.spark_units import sample_paths
 from lakecore.cli.argparsing import ArgumentError, whole_number
 from lakecore.errors import (

@@ -42,11 +42,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.common import EXIT_CONFLICT, JobContext, JobReport, base_parser, checked_option, run_job
+from jobs.arguments import base_parser, checked_option
+from jobs.context import JobContext
 from jobs.frames import collect_objects, fan_out_objects
+from jobs.run import run_job
 from lakecore.cli.argparsing import ArgumentError
+from lakecore.cli.job_report import JobReport
 from lakecore.commit import RootPlan
-from lakecore.errors import CommitConflictError
+from lakecore.errors import CommitConflictError, ExitCode
 from lakecore.lakehouse import Lakehouse
 from lakecore.maintenance.flush import (
     FlushTask,
@@ -217,7 +220,7 @@ def _body(ctx: JobContext) -> None:
             report.details.setdefault("redos", []).append(str(exc))
             if attempt == max_redos:
                 report.status = "conflict"
-                report.exit_code = EXIT_CONFLICT
+                report.exit_code = ExitCode.CONFLICT
                 report.error = f"CommitConflictError: gave up after {attempt + 1} attempts: {exc}"
                 _report_writes(report, written, lost)
                 return

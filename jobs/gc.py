@@ -25,7 +25,7 @@ The design (what is live, what may be deleted, why the grace period) is in
 With --full-list (and --report), every orphan goes to a Parquet dataset beside the report
 (REPORT.orphans.parquet: path, size, mtime_millis, kind, old_enough).
 
-Exit codes as in ``jobs.common``; a retained root or node that cannot be read is exit 6 with
+Exit codes as in ``lakecore.errors.ExitCode``; a retained root or node that cannot be read is exit 6 with
 nothing deleted when its bytes are damaged (the line names the damaged versions and the repair),
 exit 4 when the read failed (storage; a rerun may succeed); an unsafe grace period is exit 2.
 """
@@ -50,20 +50,18 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from jobs.common import (
-    EXIT_FAILURE,
-    JobContext,
+from jobs.arguments import (
     add_full_list_option,
     base_parser,
     checked_option,
     full_list_dataset,
-    load_settings,
     parse_duration_seconds,
     parse_time_millis,
-    run_job,
 )
+from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
+from jobs.run import run_job
 from jobs.spark_units import (
     REACH,
     delete_frame,
@@ -73,7 +71,7 @@ from jobs.spark_units import (
     sample_paths,
 )
 from lakecore.cli.outputs import Output, OutputKind, refuse_foreign_target
-from lakecore.errors import LakecoreError, UnsafeOptionError
+from lakecore.errors import ExitCode, LakecoreError, UnsafeOptionError
 from lakecore.locations import hash_directory_prefixes
 from lakecore.maintenance.clock import Clocks, machine_clock_millis, read_clocks
 from lakecore.maintenance.damage import DAMAGED_MARK, may_be_damage
@@ -100,6 +98,7 @@ from lakecore.maintenance.reach import (
     reach_task_columns,
 )
 from lakecore.maintenance.roots import read_retained
+from lakecore.maintenance.settings import load_settings
 from lakecore.maintenance.side_by_side import side_by_side
 from lakecore.storage import Storage, request_pool
 from lakecore.tree.store import PREFETCH_THREADS, NodeCache
@@ -652,7 +651,7 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
         report.sample("delete_refused", deleted.refused)
         report.sample("delete_errors", deleted.errors)
         report.status = "failed"
-        report.exit_code = EXIT_FAILURE
+        report.exit_code = ExitCode.FAILURE
         report.error = (
             f"{len(deleted.errors)} delete batches failed and {len(deleted.refused)} paths were "
             f"refused; {deleted.deleted} files were deleted. E.g. {(deleted.errors + deleted.refused)[0]}"

@@ -38,7 +38,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from jobs.common import JobContext, base_parser, run_job
+from jobs.arguments import base_parser
+from jobs.context import JobContext
+from jobs.run import run_job
 from lakecore.cli.argparsing import ArgumentError, whole_number
 from lakecore.display import escape_for_display
 from lakecore.lakehouse import repair

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from jobs.common import SAMPLE_LIMIT, JobContext
+from jobs.context import JobContext
 from jobs.frames import PAYLOAD, Columns, collect_objects, driver_rows, fan_out_columns
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import ERROR_KEY, is_deletable, kind_of
 from lakecore.maintenance.reach import ReachPlan, ReachTask, reach_task_columns
+from lakecore.maintenance.samples import SAMPLE_LIMIT
 from lakecore.storage import Storage
 
 REACH: Final = Columns((("path", "string"), ("size", "bigint")))

@@ -52,17 +52,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from jobs.common import (
-    EXIT_VIOLATIONS,
-    JobContext,
-    add_full_list_option,
-    base_parser,
-    full_list_dataset,
-    report_page,
-    run_job,
-)
+from jobs.arguments import add_full_list_option, base_parser, full_list_dataset, report_page
+from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
+from jobs.run import run_job
 from lakecore.cli.argparsing import ArgumentError, output_file, whole_number
 from lakecore.cli.outputs import (
     Output,
@@ -70,7 +64,13 @@ from lakecore.cli.outputs import (
     refuse_foreign_target,
     write_text_atomically,
 )
-from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionExpiredError
+from lakecore.errors import (
+    ExitCode,
+    LakecoreError,
+    NotFoundError,
+    StorageError,
+    VersionExpiredError,
+)
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.check import (
@@ -591,7 +591,7 @@ def _report(
         report.summary.append(f"v{version} {v}")
     if bad_versions or expectations_failed:
         report.status = "failed"
-        report.exit_code = EXIT_VIOLATIONS
+        report.exit_code = ExitCode.VIOLATIONS
         problems = []
         if bad_versions:
             problems.append(

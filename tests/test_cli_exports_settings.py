@@ -150,7 +150,7 @@ def test_bad_durations_are_refused(text: str) -> None:
 
 
 def test_plain_numbers_only_where_the_unit_is_named() -> None:
-    from jobs.common import parse_duration_seconds
+    from jobs.arguments import parse_duration_seconds
 
     assert parse_duration_millis("90", plain_unit="s") == 90_000
     assert parse_duration_seconds("90") == 90.0 and parse_duration_seconds("3d") == 3 * 86400.0

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,10 @@ from typing import Any
 
 from lakecore.errors import InvalidArgumentError
 from lakecore.units import parse_duration_millis
+
+# The project's configuration folder: the checkout's conf/, or $LAKECORE_CONF_DIR (spark-submit.sh
+# points it at the copy it ships to a cluster).
+CONF_DIR = Path(os.environ.get("LAKECORE_CONF_DIR", Path(__file__).resolve().parents[2] / "conf"))
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,16 @@ class MaintenanceSettings:
             raise InvalidArgumentError(f"{source}: {'; '.join(problems)}")
 
 
+def load_settings(env: str) -> MaintenanceSettings:
+    """The settings of environment ``env``: ``CONF_DIR/maintenance-<env>.json``."""
+    path = CONF_DIR / f"maintenance-{env}.json"
+    if not path.exists():
+        raise InvalidArgumentError(
+            f"no maintenance settings for environment {env!r} (expected {path})"
+        )
+    return MaintenanceSettings.load(path)
+
+
 def _typed(name: str, value: Any, kind: type, source: str) -> Any:
     """``value`` as ``kind`` (ints are accepted where floats are wanted), else an error."""
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
@@ -109,4 +124,4 @@ def _typed(name: str, value: Any, kind: type, source: str) -> Any:
     raise InvalidArgumentError(f"{source}: setting {name} must be a {kind.__name__}, not {value!r}")
 
 
-__all__ = ["MaintenanceSettings"]
+__all__ = ["CONF_DIR", "MaintenanceSettings", "load_settings"]

@@ -443,11 +443,11 @@ spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
 
 def where(batches):
     import pyarrow as pa
-    import jobs.common
+    import jobs.run
     import lakecore
     for batch in batches:
         yield pa.RecordBatch.from_pydict({"lakecore": [lakecore.__file__] * batch.num_rows,
-                                          "jobs": [jobs.common.__file__] * batch.num_rows,
+                                          "jobs": [jobs.run.__file__] * batch.num_rows,
                                           "python": [sys.executable] * batch.num_rows})
 
 rows = spark.range(0, 8, numPartitions=2).mapInArrow(where, "lakecore string, jobs string, python string")

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from jobs import common
 from jobs.gc import main as gc_main
 from lakecore.errors import CommitConflictError, LakecoreError
 from lakecore.lakehouse import Lakehouse
@@ -35,6 +34,7 @@ from lakecore.locations import (
     root_node_file_name,
 )
 from lakecore.maintenance import listing, reach, roots, tally
+from lakecore.maintenance import settings as maintenance_settings
 from lakecore.maintenance.gc import gc_in_process
 from lakecore.maintenance.listing import kind_of
 from lakecore.storage import Storage
@@ -172,10 +172,12 @@ def listing_mode(
     if request.param == "hash-directories":
         conf = tmp_path / "conf"
         conf.mkdir()
-        settings = json.loads((common.CONF_DIR / "maintenance-local.json").read_text())
+        settings = json.loads(
+            (maintenance_settings.CONF_DIR / "maintenance-local.json").read_text()
+        )
         settings["gc_flat_listing_max_files"] = 0
         (conf / "maintenance-local.json").write_text(json.dumps(settings))
-        monkeypatch.setattr(common, "CONF_DIR", conf)
+        monkeypatch.setattr(maintenance_settings, "CONF_DIR", conf)
     return str(request.param)
 
 
@@ -528,7 +530,7 @@ def test_unsafe_or_bad_options_exit_2(
     conf = tmp_path / "conf"
     conf.mkdir()
     (conf / "maintenance-slow.json").write_text(json.dumps({"commit_timeout_seconds": 7200}))
-    monkeypatch.setattr(common, "CONF_DIR", conf)
+    monkeypatch.setattr(maintenance_settings, "CONF_DIR", conf)
     capsys.readouterr()
     code, report = run_job(gc_main, *gc_args(uri, "--env", "slow", "--older-than", "90m"))
     err = capsys.readouterr().err

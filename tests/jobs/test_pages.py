@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from jobs import validate
-from jobs.common import JobReport, write_report
 from lakecore.cli import main as cli
+from lakecore.cli.job_report import JobReport, write_report
 from lakecore.lakehouse import Lakehouse
 from tests.browser import find_browser, render
 

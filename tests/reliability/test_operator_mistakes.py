@@ -817,13 +817,13 @@ def test_ctrl_c_while_spark_starts_stops_it(tmp_path: Path) -> None:
 
 
 # A job run as ``python -m jobs.JOB`` imports for about 0.4 s before its handler is in place.
-# This runs the job the same way, and sends the signal from inside the import of jobs.common, so
+# This runs the job the same way, and sends the signal from inside the import of jobs.run, so
 # that it lands in those imports every time.
 _SIGNAL_WHILE_IMPORTING = """
 import importlib.abc, os, runpy, signal, sys
 class SignalOnImport(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name == "jobs.common":
+        if name == "jobs.run":
             os.kill(os.getpid(), signal.{sig})
         return None
 sys.meta_path.insert(0, SignalOnImport())

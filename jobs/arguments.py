@@ -1,0 +1,185 @@
+"""A job's command line: the options every job shares, and the checks made as it is read.
+
+Rules:
+- Every job takes ``--lakehouse``, ``--storage-option``, ``--report``, ``--env`` (its
+  maintenance settings), where Spark runs (``--master`` or ``--remote``) and ``--parallelism``
+  (``base_parser``).
+- A bad value or a bad combination is refused as the command line is read (an argparse ``type``,
+  ``checked_option``, or a parser check), so that spark-submit.sh's check refuses it in one
+  line before the JVM starts (``jobs.wrapper``), not after a second of Spark startup.
+- Outputs (the report, the Parquet full list and the page beside it, ``--html``) never land
+  inside the lakehouse nor on a file no lakecore command wrote (``lakecore.cli.outputs``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jobs.session import REMOTE_VARIABLE
+from jobs.wrapper import under_the_wrapper
+from lakecore.cli.argparsing import ArgumentError, OneLineArgumentParser, output_file, whole_number
+from lakecore.cli.outputs import Output, OutputKind, check_outputs
+from lakecore.errors import InvalidArgumentError, LakecoreError, exit_code_help
+from lakecore.storage import parse_storage_options
+
+
+def invocation(job: str) -> str:
+    """How the operator started the job, for its usage and error lines: ``spark-submit.sh gc``
+    under the wrapper (it sets the variables of its argument check and of its run),
+    ``python -m jobs.gc`` when run as a module, else ``spark-submit jobs/gc.py`` (a plain
+    spark-submit of the file, or anything else that runs it as a script)."""
+    if under_the_wrapper():
+        return f"spark-submit.sh {job}"
+    module = f"jobs.{job.replace('-', '_')}"
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if main_spec is not None and main_spec.name == module:
+        return f"python -m {module}"
+    return f"spark-submit jobs/{job.replace('-', '_')}.py"
+
+
+def base_parser(job: str, description: str) -> OneLineArgumentParser:
+    parser = OneLineArgumentParser(
+        prog=invocation(job),
+        description=description,
+        epilog=exit_code_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--lakehouse", required=True, help="lakehouse root URI")
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="fsspec storage option (endpoint_url=... for S3-compatible servers)",
+    )
+    parser.add_argument("--report", type=output_file, help="write the JSON report here")
+    parser.add_argument(
+        "--env",
+        default=os.environ.get("LAKECORE_ENV", "local"),
+        help="maintenance settings: conf/maintenance-<env>.json",
+    )
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--master",
+        default=None,
+        help="Spark master; overrides spark-submit's --master (default: the master spark-submit "
+        "was given, e.g. $SPARK_MASTER with spark-submit.sh; without one local[*])",
+    )
+    where.add_argument(
+        "--remote",
+        default=None,
+        metavar="sc://HOST:PORT",
+        help=f"run on this Spark Connect endpoint instead of a local JVM (default: ${REMOTE_VARIABLE} "
+        "when set); the endpoint's Python must have lakecore's dependencies",
+    )
+    parser.add_argument(
+        "--parallelism",
+        type=whole_number(1),
+        default=None,
+        help="subtree tasks to aim for (default: 4 per executor core)",
+    )
+    parser.add_check(_outputs_outside_lakehouse)
+    return parser
+
+
+def add_full_list_option(parser: OneLineArgumentParser, item: str, dataset: str) -> None:
+    """``--full-list``: every ``item`` (orphan, violation) to a Parquet dataset
+    beside the JSON report (``full_list_dataset``), where the report itself lists a capped
+    sample; it needs ``--report``, refused as the command line is read."""
+    parser.add_argument(
+        "--full-list",
+        action="store_true",
+        help=f"also write every {item} to a Parquet dataset beside --report (REPORT.{dataset}.parquet)",
+    )
+    parser.set_defaults(full_list_dataset_name=dataset)  # for job_outputs' check
+    parser.add_check(
+        lambda args: (
+            "--full-list writes beside the JSON report: give --report PATH too"
+            if args.full_list and not args.report
+            else None
+        )
+    )
+
+
+def job_outputs(args: argparse.Namespace) -> list[Output]:
+    """Every file and folder the job will write, from its options: the report, the Parquet full
+    list beside it, validate's own page beside it (``report_page``) and its health page."""
+    outputs: list[Output] = []
+    report = getattr(args, "report", None)
+    if report:
+        outputs.append(Output("--report", report, OutputKind.JSON_REPORT))
+        dataset = getattr(args, "full_list_dataset_name", None)
+        if getattr(args, "full_list", False) and dataset:
+            outputs.append(
+                Output(
+                    "--full-list", full_list_dataset(report, dataset), OutputKind.PARQUET_DATASET
+                )
+            )
+        if getattr(args, "writes_report_page", False):
+            outputs.append(Output("--report's page", report_page(report), OutputKind.HTML_PAGE))
+    if getattr(args, "html", None):
+        outputs.append(Output("--html", args.html, OutputKind.HTML_PAGE))
+    return outputs
+
+
+def _outputs_outside_lakehouse(args: argparse.Namespace) -> str | None:
+    """Refuse, as the command line is read, an output inside the lakehouse or onto a file no
+    lakecore command wrote (``lakecore.cli.outputs.check_outputs``)."""
+    try:
+        check_outputs(job_outputs(args), args.lakehouse)
+    except InvalidArgumentError as exc:
+        return str(exc)
+    return None
+
+
+def report_page(report_path: str) -> str:
+    """Where validate writes its own page: beside the report, ``REPORT`` with ``.html``."""
+    return str(Path(report_path).with_suffix(".html"))
+
+
+def full_list_dataset(report_path: str, dataset: str) -> str:
+    """Where ``--full-list`` writes: beside the report, ``REPORT.<dataset>.parquet`` (absolute)."""
+    return os.path.abspath(report_path) + f".{dataset}.parquet"
+
+
+def storage_options(args: argparse.Namespace) -> dict[str, Any]:
+    return parse_storage_options(args.storage_option)
+
+
+def parse_duration_seconds(text: str) -> float:
+    """``90s``, ``15m``, ``6h``, ``3d``, ``250ms`` or plain seconds (``lakecore.units``)."""
+    from lakecore.units import parse_duration_millis
+
+    return parse_duration_millis(text, what="duration", plain_unit="s") / 1000
+
+
+def checked_option(parse: Callable[[str], Any]) -> Callable[[str], str]:
+    """An argparse ``type`` that checks a value with ``parse`` as the command line is read, so
+    that spark-submit.sh's check refuses it before the JVM starts (one line, exit 2), and keeps
+    the text for the job."""
+
+    def check(text: str) -> str:
+        try:
+            parse(text)
+        except LakecoreError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    check.__name__ = parse.__name__  # argparse names the type in some of its messages
+    return check
+
+
+def parse_time_millis(text: str) -> int:
+    """``--now`` as epoch millis or an ISO-8601 timestamp (Airflow's ``data_interval_end``):
+    ``lakecore.units.parse_time_millis``, refused as a bad argument."""
+    from lakecore.units import parse_time_millis as parse_time
+
+    try:
+        return parse_time(text, what="--now")
+    except InvalidArgumentError as exc:
+        raise ArgumentError(str(exc)) from None
