@@ -17,15 +17,53 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from jobs.session import REMOTE_VARIABLE
 from jobs.wrapper import under_the_wrapper
 from lakecore.cli.argparsing import ArgumentError, OneLineArgumentParser, output_file, whole_number
+from lakecore.cli.args import storage_options_of
 from lakecore.cli.outputs import Output, OutputKind, check_outputs
 from lakecore.errors import InvalidArgumentError, LakecoreError, exit_code_help
+from lakecore.maintenance.settings import MaintenanceSettings, load_settings
 from lakecore.storage import parse_storage_options
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """The options every job takes, typed, and the settings of its ``--env``: built once from
+    the command line (``from_args``), before the job opens anything."""
+
+    lakehouse: str
+    storage_options: dict[str, Any]
+    report: str | None
+    env: str
+    settings: MaintenanceSettings
+    master: str | None
+    # The Spark Connect endpoint: --remote, else $SPARK_REMOTE, unless --master names a master.
+    remote: str | None
+    parallelism: int | None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> JobOptions:
+        """Raises InvalidArgumentError (bad storage options, no settings for ``--env``)."""
+        storage_options = storage_options_of(args)
+        settings = load_settings(args.env)
+        remote = None if args.master else (args.remote or os.environ.get(REMOTE_VARIABLE) or None)
+        return cls(
+            lakehouse=args.lakehouse,
+            storage_options=storage_options,
+            report=args.report,
+            env=args.env,
+            settings=settings,
+            master=args.master,
+            remote=remote,
+            parallelism=args.parallelism,
+        )
 
 
 def invocation(job: str) -> str:

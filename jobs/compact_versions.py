@@ -48,7 +48,7 @@ from typing import Any
 from jobs.arguments import base_parser, checked_option, parse_time_millis
 from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
-from jobs.run import run_job
+from jobs.run import run_untyped_job
 from jobs.spark_units import (
     deletable_only,
     delete_frame,
@@ -350,7 +350,7 @@ def _already_gone_note(roots: list[int], files: DeleteOutcome) -> str:
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
-    return run_job("compact-versions", _parser(), _body, argv, spark=spark)
+    return run_untyped_job("compact-versions", _parser(), _body, argv, spark=spark)
 
 
 if __name__ == "__main__":

@@ -14,19 +14,16 @@ Rules:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import os
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from jobs.arguments import storage_options
+from jobs.arguments import JobOptions
 from jobs.progress import StageProgress
 from jobs.session import (
     CACHE_COMPRESSED,
-    REMOTE_VARIABLE,
     SESSION_START_GRACE_SECONDS,
     SHUFFLE_PARTITIONS,
     SPARK_DEFAULT_CACHE_COMPRESSED,
@@ -38,8 +35,12 @@ from jobs.session import (
     stop_python_workers,
 )
 from lakecore.cli.job_report import JobReport
-from lakecore.maintenance.settings import load_settings
 from lakecore.storage import Storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+T = TypeVar("T")
 
 
 class JobContext:
@@ -51,21 +52,24 @@ class JobContext:
     how the endpoint splits a range (its default parallelism)."""
 
     def __init__(
-        self, job: str, args: argparse.Namespace, report: JobReport, spark: Any = None
+        self,
+        job: str,
+        options: JobOptions,
+        report: JobReport,
+        spark: SparkSession | None = None,
     ) -> None:
         self.job = job
-        self.args = args
+        self.options = options
         self.report = report
         # The stage that began and has not ended, and what an interruption there leaves behind
         # (``stage``'s ``if_interrupted``); the interrupted job's line says it.
         self.unfinished_stage: tuple[str, str | None] | None = None
-        self.storage = Storage(args.lakehouse, storage_options(args))
-        self.settings = load_settings(args.env)
-        self.remote: str | None = (
-            getattr(args, "remote", None) or os.environ.get(REMOTE_VARIABLE) or None
-        )
-        if getattr(args, "master", None):
-            self.remote = None  # an explicit --master wins over the environment's endpoint
+        self.storage = Storage(options.lakehouse, options.storage_options)
+        self.settings = options.settings
+        self.remote = options.remote
+        # The result the run is filling (``track``): rendered even when the run stops part-way.
+        self.tracked: object | None = None
+        self.args: Any = None  # transitional: the parsed arguments of a job not yet typed
         self._spark = spark
         # True once this job starts making its own SparkSession: one interrupted while it starts
         # (the JVM launching, a Connect client retrying an endpoint) is this job's to abandon.
@@ -76,11 +80,12 @@ class JobContext:
         self._borrowed_settings: dict[str, str] = {}  # to restore on a caller's session
 
     @property
-    def spark(self) -> Any:
+    def spark(self) -> SparkSession:
+        """The job's session (a Spark Connect client's has the same interface)."""
         if self._spark is None:
             self.owns_spark = True
             self._spark = made_beside_the_main_thread(
-                lambda: spark_session(f"lakecore {self.job}", self.args.master, self.remote),
+                lambda: spark_session(f"lakecore {self.job}", self.options.master, self.remote),
                 grace_seconds=0 if self.remote else SESSION_START_GRACE_SECONDS,
             )
         if not self._session_tuned:
@@ -110,6 +115,13 @@ class JobContext:
                 self._spark.conf.set(key, value)
         self._borrowed_settings.clear()
 
+    def track(self, result: T) -> T:
+        """Hand the run's result to the context as the run begins filling it, and return it:
+        ``run_job`` renders it when the run stops part-way (an interruption, a refusal), so
+        that the report keeps what the run had found and done."""
+        self.tracked = result
+        return result
+
     @property
     def connect(self) -> bool:
         return is_connect(self.spark)
@@ -130,8 +142,8 @@ class JobContext:
 
     @property
     def parallelism(self) -> int:
-        if self.args.parallelism:
-            return int(self.args.parallelism)
+        if self.options.parallelism:
+            return self.options.parallelism
         return max(1, self.default_parallelism * self.settings.subtree_tasks_per_core)
 
     @contextlib.contextmanager
@@ -162,6 +174,18 @@ class JobContext:
                 self.report.durations_seconds.get(name, 0.0) + time.monotonic() - started, 3
             )
 
+    @contextlib.contextmanager
+    def driver_step(self, name: str) -> Iterator[None]:
+        """A step on the driver alone, timed in the report like a stage, without starting Spark
+        (repair needs none)."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.report.durations_seconds[name] = round(
+                self.report.durations_seconds.get(name, 0.0) + time.monotonic() - started, 3
+            )
+
     def cancel(self) -> None:
         """Stop this job's Spark work (an interruption): its tag through Connect, its job group
         on a classic session."""
@@ -185,11 +209,11 @@ class JobContext:
             # The tasks the cancel kills (or whose workers are stopped), and the cache blocks
             # they leave unfinished, are the job's own doing: no log line for each between the
             # command line and the job's one line. A caller's session keeps its logging.
-            jvm = sc._jvm
+            jvm: Any = sc._jvm  # py4j's view of the JVM: untyped
             jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
                 "org.apache.spark", jvm.org.apache.logging.log4j.Level.OFF
             )
-            if is_local_master(sc.master):
+            if is_local_master(sc.master or ""):
                 jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
         if jvm_pid is not None:
             stop_python_workers(jvm_pid)

@@ -42,7 +42,7 @@ from typing import Any, Final
 from jobs.arguments import base_parser, storage_options
 from jobs.context import JobContext
 from jobs.frames import Columns, driver_rows, fan_out
-from jobs.run import run_job
+from jobs.run import run_untyped_job
 from jobs.spark_units import sample_paths
 from lakecore.cli.argparsing import ArgumentError, whole_number
 from lakecore.errors import (
@@ -296,7 +296,7 @@ def _body(ctx: JobContext) -> None:
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
-    return run_job("export", _parser(), _body, argv, spark=spark)
+    return run_untyped_job("export", _parser(), _body, argv, spark=spark)
 
 
 if __name__ == "__main__":

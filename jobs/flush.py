@@ -45,7 +45,7 @@ from typing import Any
 from jobs.arguments import base_parser, checked_option
 from jobs.context import JobContext
 from jobs.frames import collect_objects, fan_out_objects
-from jobs.run import run_job
+from jobs.run import run_untyped_job
 from lakecore.cli.argparsing import ArgumentError
 from lakecore.cli.job_report import JobReport
 from lakecore.commit import RootPlan
@@ -340,7 +340,7 @@ def flush_still_valid(base: RootInfo) -> Any:
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
-    return run_job("flush", _parser(), _body, argv, spark=spark)
+    return run_untyped_job("flush", _parser(), _body, argv, spark=spark)
 
 
 if __name__ == "__main__":

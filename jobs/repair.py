@@ -40,7 +40,7 @@ from typing import Any
 
 from jobs.arguments import base_parser
 from jobs.context import JobContext
-from jobs.run import run_job
+from jobs.run import run_untyped_job
 from lakecore.cli.argparsing import ArgumentError, whole_number
 from lakecore.display import escape_for_display
 from lakecore.lakehouse import repair
@@ -125,7 +125,7 @@ def _body(ctx: JobContext) -> None:
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
-    return run_job("repair", _parser(), _body, argv, spark=spark)
+    return run_untyped_job("repair", _parser(), _body, argv, spark=spark)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,9 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar, cast
 
+from jobs.arguments import JobOptions
 from jobs.context import JobContext
 from jobs.signals import Interruption, JobInterrupted, stop_on_signals
 from jobs.wrapper import parse_only, say_the_error, say_the_job_began
@@ -26,16 +27,27 @@ from lakecore.maintenance.damage import with_next_step
 from lakecore.versions import no_lakehouse, refuse_a_file_as_root
 from lakecore.view import refuse_unsupported_format
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+Options = TypeVar("Options")
+Result = TypeVar("Result")
+
 
 def run_job(
     job: str,
-    parser: argparse.ArgumentParser,
-    body: Callable[[JobContext], None],
-    argv: Sequence[str] | None = None,
     *,
-    spark: Any = None,
+    parser: argparse.ArgumentParser,
+    options: Callable[[argparse.Namespace, JobOptions], Options],
+    run: Callable[[Options, JobContext], Result],
+    render: Callable[[Result, JobReport], None],
+    argv: Sequence[str] | None = None,
+    spark: SparkSession | None = None,
 ) -> int:
-    """Parse, run ``body``, report. Returns the exit code (the entrypoint calls sys.exit).
+    """Parse the command line into the job's options (``options``, with the ``JobOptions``
+    every job takes), ``run`` them, ``render`` the result into the report, print and write the
+    report. Returns the exit code (the entrypoint calls sys.exit). A run that stops part-way
+    has the result it was filling rendered (``JobContext.track``), then its failure said.
 
     SIGINT and SIGTERM stop the job where it is: a commit is one exclusive create, so it has
     either landed whole (``new_version`` says so) or not at all; deletions already made were
@@ -49,6 +61,7 @@ def run_job(
     report = JobReport(job, lakehouse, spark_log=spark_log)
     args: argparse.Namespace | None = None
     ctx: JobContext | None = None
+    rendered = False
     interrupted = Interruption()
     # A signal stops the job's Spark work at once (``Interruption``): on a thread, since the
     # main thread may be waiting in py4j for the very action to cancel.
@@ -57,9 +70,9 @@ def run_job(
         say_the_job_began()
         try:
             args = parser.parse_args(raw)
-            context = JobContext(
-                job, args, report, spark
-            )  # storage options and settings: no I/O yet
+            common = JobOptions.from_args(args)  # storage options and settings: no I/O yet
+            typed = options(args, common)
+            context = JobContext(job, common, report, spark)
             # A local stat: a mistyped path is refused with the command line (one line, no JVM).
             refuse_a_file_as_root(context.storage)
             if context.storage.local_root_is_missing():  # every job needs a lakehouse there
@@ -72,14 +85,17 @@ def run_job(
             report.lakehouse = ctx.storage.root_uri
             refuse_unsupported_format(ctx.storage)
             try:
-                body(ctx)
+                render(run(typed, ctx), report)
+                rendered = True
             finally:
                 interrupted.body_ended = True  # a signal from here on is too late to stop anything
         except JobInterrupted:
+            rendered = rendered or _render_what_was_done(ctx, render, report)
             _mark_interrupted(report, interrupted, ctx)
             if ctx is not None and ctx.remote:
                 ctx.cancel()  # the endpoint got no signal: stop what this job started there
         except LakecoreError as exc:
+            rendered = rendered or _render_what_was_done(ctx, render, report)
             if interrupted:  # the error is the interruption's echo (a cancelled Spark job)
                 _mark_interrupted(report, interrupted, ctx)
             else:
@@ -91,6 +107,7 @@ def run_job(
         except Exception as exc:
             from jobs.executor_errors import error_from_executor
 
+            rendered = rendered or _render_what_was_done(ctx, render, report)
             if interrupted:
                 _mark_interrupted(report, interrupted, ctx)
             elif (from_executor := error_from_executor(exc)) is not None:
@@ -138,6 +155,48 @@ def run_job(
         sys.stderr.flush()
         os._exit(report.exit_code)
     return report.exit_code
+
+
+def run_untyped_job(
+    job: str,
+    parser: argparse.ArgumentParser,
+    body: Callable[[JobContext], None],
+    argv: Sequence[str] | None = None,
+    *,
+    spark: SparkSession | None = None,
+) -> int:
+    """Transitional, until every job has typed options and a renderer: a body that reads
+    ``ctx.args`` and writes ``ctx.report`` itself."""
+
+    def run(args: argparse.Namespace, ctx: JobContext) -> None:
+        ctx.args = args
+        body(ctx)
+
+    return run_job(
+        job,
+        parser=parser,
+        options=lambda args, _common: args,
+        run=run,
+        render=lambda _result, _report: None,
+        argv=argv,
+        spark=spark,
+    )
+
+
+def _render_what_was_done(
+    ctx: JobContext | None, render: Callable[[Result, JobReport], None], report: JobReport
+) -> bool:
+    """Render the result a run that stopped part-way was filling, if it began one; True when
+    rendered. A renderer that fails on it leaves the report as it was: the run's own failure is
+    the line to say."""
+    if ctx is None or ctx.tracked is None:
+        return False
+    try:
+        render(cast(Result, ctx.tracked), report)
+    except Exception:
+        if os.environ.get("LAKECORE_DEBUG"):
+            traceback.print_exc()
+    return True
 
 
 def _mark_interrupted(report: JobReport, interrupted: Interruption, ctx: JobContext | None) -> None:

@@ -26,10 +26,15 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from lakecore.cli.argparsing import ArgumentError
 from lakecore.maintenance.settings import CONF_DIR
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+T = TypeVar("T")
 
 # Spark's own variable for a Spark Connect endpoint (sc://host:port), honoured like --remote.
 REMOTE_VARIABLE = "SPARK_REMOTE"
@@ -46,7 +51,9 @@ CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 SPARK_DEFAULT_CACHE_COMPRESSED = "true"
 
 
-def spark_session(app_name: str, master: str | None = None, remote: str | None = None) -> Any:
+def spark_session(
+    app_name: str, master: str | None = None, remote: str | None = None
+) -> SparkSession:
     """The job's SparkSession: a Spark Connect session when ``remote`` (``--remote``,
     ``$SPARK_REMOTE``) names an endpoint, else a classic one on the master spark-submit was
     given (``--master``, the properties file), ``master`` when the job's own ``--master`` names
@@ -90,8 +97,8 @@ SESSION_START_GRACE_SECONDS = 15.0
 
 
 def made_beside_the_main_thread(
-    make: Callable[[], Any], grace_seconds: float = SESSION_START_GRACE_SECONDS
-) -> Any:
+    make: Callable[[], T], grace_seconds: float = SESSION_START_GRACE_SECONDS
+) -> T:
     """``make()`` (a SparkSession) on a helper thread, waited for on this one.
 
     Why: a classic SparkContext made on the main thread installs its own SIGINT handler (cancel
@@ -131,7 +138,7 @@ def made_beside_the_main_thread(
         raise
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["session"]
+    return cast(T, outcome["session"])
 
 
 def stop_a_jvm_still_launching() -> None:
@@ -206,7 +213,7 @@ def stop_python_workers(jvm_pid: int) -> int:
     return killed
 
 
-def connect_session(app_name: str, remote: str) -> Any:
+def connect_session(app_name: str, remote: str) -> SparkSession:
     """A Spark Connect session on ``remote`` (no local JVM). The first request proves the
     endpoint answers, so that a wrong address is one line here, not a gRPC trace later."""
     if not remote.startswith("sc://"):
@@ -250,7 +257,7 @@ CONNECT_PROBE_RETRIES: dict[str, Any] = {
 }
 
 
-def _probe_endpoint(spark: Any) -> None:
+def _probe_endpoint(spark: SparkSession) -> None:
     """The first request of a fresh Connect session, with short retries: the server's Spark
     version, one unary call (a query would also leave release calls behind on failure, which
     retry on their own threads with the default policy)."""
@@ -270,7 +277,7 @@ def _probe_endpoint(spark: Any) -> None:
         client.set_retry_policies(policies)
 
 
-def is_connect(spark: Any) -> bool:
+def is_connect(spark: SparkSession) -> bool:
     """True for a Spark Connect session (it has no SparkContext and no RDDs)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 

@@ -56,7 +56,7 @@ from jobs.arguments import add_full_list_option, base_parser, full_list_dataset,
 from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
-from jobs.run import run_job
+from jobs.run import run_untyped_job
 from lakecore.cli.argparsing import ArgumentError, output_file, whole_number
 from lakecore.cli.outputs import (
     Output,
@@ -683,7 +683,7 @@ def _health_page(ctx: JobContext) -> None:
 
 
 def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
-    return run_job("validate", _parser(), _body, argv, spark=spark)
+    return run_untyped_job("validate", _parser(), _body, argv, spark=spark)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from lakecore.errors import InvalidArgumentError
 from lakecore.units import parse_duration_millis
@@ -105,6 +105,10 @@ class MaintenanceSettings:
             raise InvalidArgumentError(f"{source}: {'; '.join(problems)}")
 
 
+# Every default in one place: the signatures and help texts that name a default read it here.
+DEFAULT_SETTINGS: Final = MaintenanceSettings()
+
+
 def load_settings(env: str) -> MaintenanceSettings:
     """The settings of environment ``env``: ``CONF_DIR/maintenance-<env>.json``."""
     path = CONF_DIR / f"maintenance-{env}.json"
@@ -124,4 +128,4 @@ def _typed(name: str, value: Any, kind: type, source: str) -> Any:
     raise InvalidArgumentError(f"{source}: setting {name} must be a {kind.__name__}, not {value!r}")
 
 
-__all__ = ["CONF_DIR", "MaintenanceSettings", "load_settings"]
+__all__ = ["CONF_DIR", "DEFAULT_SETTINGS", "MaintenanceSettings", "load_settings"]

@@ -343,12 +343,12 @@ class Runner:
 
         dry, gc = ran["gc-dry-run"].report, ran["gc"].report
         assert (
-            dry["counts"]["would_delete"] >= 2
+            dry["counts"]["orphans_to_delete"] >= 2
         )  # at least the crashed commit's node and definition
         assert (
             gc["counts"]["orphans_deleted"]
             == gc["counts"]["orphans_to_delete"]
-            == dry["counts"]["would_delete"]
+            == dry["counts"]["orphans_to_delete"]
         )
         assert gc["samples"]["deleted"] == dry["samples"]["would_delete"]
 

@@ -635,6 +635,8 @@ def test_a_borrowed_session_gets_its_settings_back(
 
 
 def test_in_process_gc_matches_the_job(lake: Path, run_job: RunJob) -> None:
+    """gc_in_process and the job return one result type, which one renderer turns into the
+    report; a dry run reports the same keys as a run."""
     storage = Storage(str(lake))
     orphans = plant_orphans(storage)
     foreign = plant_foreign(storage)
@@ -642,23 +644,20 @@ def test_in_process_gc_matches_the_job(lake: Path, run_job: RunJob) -> None:
     result = gc_in_process(storage, now_millis=now, grace_millis=0, dry_run=True)
     assert {f.path for f in result.would_delete} == orphans
     assert set(result.seen.foreign) == foreign
-    code, report = run_job(
-        gc_main,
-        *gc_args(
-            storage.root_uri,
-            "--older-than",
-            "0s",
-            "--i-understand-grace-risk",
-            "--dry-run",
-            "--now",
-            str(now),
-        ),
+    flags = ("--older-than", "0s", "--i-understand-grace-risk", "--now", str(now))
+    code, dry = run_job(gc_main, *gc_args(storage.root_uri, *flags, "--dry-run"))
+    assert code == 0, dry.get("error")
+    assert set(dry["samples"]["would_delete"]) == orphans
+    assert dry["counts"]["reachable_files"] == result.seen.reachable
+    assert (
+        dry["counts"]["orphans_to_delete"] == len(orphans) and dry["counts"]["orphans_deleted"] == 0
     )
-    assert code == 0, report.get("error")
-    assert set(report["samples"]["would_delete"]) == orphans
-    assert report["counts"]["reachable_files"] == result.seen.reachable
-    result = gc_in_process(storage, now_millis=now, grace_millis=0)
-    assert result.deleted.deleted == len(orphans) and not orphans & files(lake)
+
+    code, done = run_job(gc_main, *gc_args(storage.root_uri, *flags))
+    assert code == 0, done.get("error")
+    for section in ("counts", "bytes", "samples", "details"):
+        assert set(done[section]) == set(dry[section]), section
+    assert done["counts"]["orphans_deleted"] == len(orphans) and not orphans & files(lake)
 
 
 def test_recheck_rescues_the_files_of_a_version_committed_after_the_listing(lake: Path) -> None:

@@ -84,8 +84,8 @@ def test_validate_report_health_and_tree_pages_in_a_browser(tmp_path: Path, spar
         status="noop",
         base_version=lh.version,
         dry_run=True,
-        counts={"orphans_found": 3, "would_delete": 2, "orphans_deleted": 0},
-        bytes={"would_free": 8192},
+        counts={"orphans_found": 3, "orphans_to_delete": 2, "orphans_deleted": 0},
+        bytes={"orphan_bytes_to_delete": 8192},
     )
     write_report(gc_report, str(reports / "gc.json"))
     missing = _delete_a_leaf(lh)
