@@ -47,6 +47,10 @@ class JobReport:
     error: str | None = None
     # Where Spark's own output went (spark-submit.sh's log file), or None: on the terminal.
     spark_log: str | None = None
+    # Counts and bytes the JSON holds for its readers (the same keys in every run) that the
+    # terminal's summary leaves out: a dry run's zero deletes ("bytes freed 0 B" was read as
+    # what the run would free).
+    unprinted: set[str] = field(default_factory=set)
 
     def sample(self, name: str, paths: Iterator[str] | Sequence[str] | set[str]) -> None:
         items = (
@@ -124,16 +128,15 @@ def print_summary(report: JobReport) -> None:
         _say(f"  {line}")
     if report.status == "noop" and report.details.get("noop_reason") and not report.summary:
         _say(f"  nothing to do: {report.details['noop_reason']}; nothing committed")
-    if report.counts:
-        _say(
-            "  "
-            + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sorted(report.counts.items()))
-        )
-    if report.bytes:
+    counts = {k: v for k, v in report.counts.items() if k not in report.unprinted}
+    if counts:
+        _say("  " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sorted(counts.items())))
+    sizes = {k: v for k, v in report.bytes.items() if k not in report.unprinted}
+    if sizes:
         _say(
             "  "
             + ", ".join(
-                f"{k.replace('_', ' ')} {format_bytes(v)}" for k, v in sorted(report.bytes.items())
+                f"{k.replace('_', ' ')} {format_bytes(v)}" for k, v in sorted(sizes.items())
             )
         )
     total = report.durations_seconds.get("total")

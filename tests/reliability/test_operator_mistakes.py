@@ -1208,7 +1208,7 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
                 "99999999999999999999",
                 "--dry-run",
             ],
-            "argument --now: --now 99999999999999999999 is after the year 9999 as epoch milliseconds",
+            "argument --now: the time 99999999999999999999 is after the year 9999 as epoch milliseconds",
         ),
         # A mistyped year in --now: it expired every version the settings let go, minutes-old
         # ones too, and time travel to them was lost (found by a new-user trial). A dry run may.
