@@ -196,17 +196,16 @@ def parse_duration_seconds(text: str) -> float:
     return parse_duration_millis(text, what="duration", plain_unit="s") / 1000
 
 
-def checked_option(parse: Callable[[str], Any]) -> Callable[[str], str]:
-    """An argparse ``type`` that checks a value with ``parse`` as the command line is read, so
-    that spark-submit.sh's check refuses it before the JVM starts (one line, exit 2), and keeps
-    the text for the job."""
+def checked_option(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse ``type`` from ``parse`` (which raises a ``LakecoreError`` on a bad value):
+    the value is checked and typed as the command line is read, so that spark-submit.sh's check
+    refuses it before the JVM starts (one line, exit 2)."""
 
-    def check(text: str) -> str:
+    def check(text: str) -> T:
         try:
-            parse(text)
+            return parse(text)
         except LakecoreError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
-        return text
 
     check.__name__ = parse.__name__  # argparse names the type in some of its messages
     return check

@@ -394,6 +394,7 @@ def test_a_flush_that_lost_the_race_commits_nothing_and_counts_its_redo(
     """Two flushes at once: the loser redoes its plan on the winner's version, finds nothing
     to do, and says so; its report counts the redo."""
     import jobs.flush as flush_job
+    import lakecore.lakehouse.flush as flush_loop  # where the job's flush plans
 
     lake = tmp_path / "lake"
     lh = Lakehouse.create(
@@ -409,7 +410,7 @@ def test_a_flush_that_lost_the_race_commits_nothing_and_counts_its_redo(
         with lh.transaction() as tx:
             tx.create_namespace(f"n{i:02d}")
     base = lh.version
-    real_plan = flush_job.plan_flush
+    real_plan = flush_loop.plan_flush
     raced: list[int] = []
 
     def plan_then_lose_the_race(*args: Any, **kwargs: Any) -> Any:
@@ -423,11 +424,11 @@ def test_a_flush_that_lost_the_race_commits_nothing_and_counts_its_redo(
         return run
 
     report_path = tmp_path / "loser.json"
-    flush_job.plan_flush = plan_then_lose_the_race  # type: ignore[assignment]
+    flush_loop.plan_flush = plan_then_lose_the_race  # type: ignore[assignment]
     try:
         code = flush_job.main(["--lakehouse", str(lake), "--report", str(report_path)], spark=spark)
     finally:
-        flush_job.plan_flush = real_plan  # type: ignore[assignment]
+        flush_loop.plan_flush = real_plan  # type: ignore[assignment]
     loser_summary = capsys.readouterr().out.split("lakecore flush [noop]")[-1]
     report = json.loads(report_path.read_text())
     assert code == 0 and report["status"] == "noop", report
