@@ -37,8 +37,8 @@ from lakecore.maintenance.validate import (
     plan_version,
     run_subtree_work,
     unique_key_candidates,
-    validate_view,
 )
+from lakecore.maintenance.validate_run import validate_view
 from lakecore.node import Node, decode_node, encode_node
 from lakecore.tree import SHARED_CACHE, TreeShape, TreeWriter
 from lakecore.view import LakehouseView
