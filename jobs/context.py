@@ -69,7 +69,6 @@ class JobContext:
         self.remote = options.remote
         # The result the run is filling (``track``): rendered even when the run stops part-way.
         self.tracked: object | None = None
-        self.args: Any = None  # transitional: the parsed arguments of a job not yet typed
         self._spark = spark
         # True once this job starts making its own SparkSession: one interrupted while it starts
         # (the JVM launching, a Connect client retrying an endpoint) is this job's to abandon.

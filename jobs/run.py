@@ -1,9 +1,12 @@
-"""``run_job``: parse, run the job's body, report, exit.
+"""``run_job``: parse, run, render, report, exit.
 
-Every job's ``main`` is ``run_job``: it reads the command line (a bad one is one line, exit 2),
-opens the lakehouse's storage and settings (no I/O but a local stat), runs the body, prints the
-summary, writes the JSON report (``--report``), and returns the exit code from
-``lakecore.errors.ExitCode``. Errors are one line on stderr (``jobs.wrapper.say_the_error``).
+Every job is its arguments, an options dataclass, one ``run_X(options, job)`` that returns the
+same result type as its engine-neutral ``X_in_process``, and a renderer, the only place its
+report keys are written. Every job's ``main`` is ``run_job``: it reads the command line (a bad
+one is one line, exit 2) into the options, opens the lakehouse's storage and settings (no I/O
+but a local stat), runs, renders the result, prints the summary, writes the JSON report
+(``--report``), and returns the exit code from ``lakecore.errors.ExitCode``. Errors are one line
+on stderr (``jobs.wrapper.say_the_error``).
 """
 
 from __future__ import annotations
@@ -155,32 +158,6 @@ def run_job(
         sys.stderr.flush()
         os._exit(report.exit_code)
     return report.exit_code
-
-
-def run_untyped_job(
-    job: str,
-    parser: argparse.ArgumentParser,
-    body: Callable[[JobContext], None],
-    argv: Sequence[str] | None = None,
-    *,
-    spark: SparkSession | None = None,
-) -> int:
-    """Transitional, until every job has typed options and a renderer: a body that reads
-    ``ctx.args`` and writes ``ctx.report`` itself."""
-
-    def run(args: argparse.Namespace, ctx: JobContext) -> None:
-        ctx.args = args
-        body(ctx)
-
-    return run_job(
-        job,
-        parser=parser,
-        options=lambda args, _common: args,
-        run=run,
-        render=lambda _result, _report: None,
-        argv=argv,
-        spark=spark,
-    )
 
 
 def _render_what_was_done(
