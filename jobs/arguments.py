@@ -23,12 +23,11 @@ from typing import Any, TypeVar
 
 from jobs.session import REMOTE_VARIABLE
 from jobs.wrapper import under_the_wrapper
-from lakecore.cli.argparsing import ArgumentError, OneLineArgumentParser, output_file, whole_number
+from lakecore.cli.argparsing import OneLineArgumentParser, output_file, whole_number
 from lakecore.cli.args import storage_options_of
 from lakecore.cli.outputs import Output, OutputKind, check_outputs
 from lakecore.errors import InvalidArgumentError, LakecoreError, exit_code_help
 from lakecore.maintenance.settings import MaintenanceSettings, load_settings
-from lakecore.storage import parse_storage_options
 
 T = TypeVar("T")
 
@@ -185,17 +184,6 @@ def full_list_dataset(report_path: str, dataset: str) -> str:
     return os.path.abspath(report_path) + f".{dataset}.parquet"
 
 
-def storage_options(args: argparse.Namespace) -> dict[str, Any]:
-    return parse_storage_options(args.storage_option)
-
-
-def parse_duration_seconds(text: str) -> float:
-    """``90s``, ``15m``, ``6h``, ``3d``, ``250ms`` or plain seconds (``lakecore.units``)."""
-    from lakecore.units import parse_duration_millis
-
-    return parse_duration_millis(text, what="duration", plain_unit="s") / 1000
-
-
 def checked_option(parse: Callable[[str], T]) -> Callable[[str], T]:
     """An argparse ``type`` from ``parse`` (which raises a ``LakecoreError`` on a bad value):
     the value is checked and typed as the command line is read, so that spark-submit.sh's check
@@ -209,14 +197,3 @@ def checked_option(parse: Callable[[str], T]) -> Callable[[str], T]:
 
     check.__name__ = parse.__name__  # argparse names the type in some of its messages
     return check
-
-
-def parse_time_millis(text: str) -> int:
-    """``--now`` as epoch millis or an ISO-8601 timestamp (Airflow's ``data_interval_end``):
-    ``lakecore.units.parse_time_millis``, refused as a bad argument."""
-    from lakecore.units import parse_time_millis as parse_time
-
-    try:
-        return parse_time(text, what="--now")
-    except InvalidArgumentError as exc:
-        raise ArgumentError(str(exc)) from None

@@ -11,9 +11,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.signals import JobInterrupted
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
 
 
 def progress_enabled(stream: Any = None) -> bool:
@@ -37,7 +40,7 @@ class StageProgress:
         job: str,
         name: str,
         description: str,
-        sc: Any = None,
+        sc: SparkContext | None = None,
         group: str | None = None,
         stream: Any = None,
     ) -> None:
