@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakecore.cli import lookup as lookup_cli
+from lakecore.cli import maintenance as maintenance_cli
 from lakecore.cli.argparsing import OneLineArgumentParser, output_file
 from lakecore.cli.args import (
     add_json_option,
@@ -1215,8 +1216,9 @@ def _add_settings_command(sub: Any) -> None:
 
 
 def _add_extra_commands(sub: Any) -> None:
-    """Commands that live in their own modules (lookup files, diffs)."""
+    """Commands that live in their own modules (lookup files, diffs; gc and compact-versions)."""
     lookup_cli.add_commands(sub, _sub)
+    maintenance_cli.add_commands(sub, _sub)
 
 
 def _wants_json(argv: Sequence[str]) -> bool:
