@@ -1167,8 +1167,8 @@ def checks(
                         C.goal(
                             f"{where} r{r} gc --dry-run finds the old orphans",
                             str(old),
-                            counts.get("would_delete"),
-                            counts.get("would_delete") == old,
+                            counts.get("orphans_to_delete"),
+                            counts.get("orphans_to_delete") == old,
                         )
                     )
                 if "flush" in run:

@@ -42,20 +42,15 @@ if __name__ == "__main__":  # a Ctrl-C during the imports below: one line, not a
 
     quiet_until_the_job_begins("compact-versions")
 
+import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
-from jobs.common import (
-    EXIT_FAILURE,
-    SAMPLE_LIMIT,
-    JobContext,
-    base_parser,
-    checked_option,
-    parse_time_millis,
-    run_job,
-)
+from jobs.arguments import JobOptions, base_parser
+from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
+from jobs.run import run_job
 from jobs.spark_units import (
     deletable_only,
     delete_frame,
@@ -65,15 +60,22 @@ from jobs.spark_units import (
     sample_paths,
     unreached_only,
 )
-from lakecore.errors import UnsafeOptionError
-from lakecore.locations import root_node_file_name
-from lakecore.maintenance.clock import Clocks, machine_clock_millis, read_clocks
+from lakecore.cli.argparsing import OneLineArgumentParser
+from lakecore.cli.compact_versions import (
+    add_compact_versions_arguments,
+    compact_versions_options,
+    render_compact_versions,
+)
+from lakecore.maintenance.clock import read_clocks
 from lakecore.maintenance.damage import DAMAGED_MARK
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.expire import (
+    ExpiryDifference,
+    ExpiryOptions,
     ExpiryRefusedError,
-    check_expiry_now,
+    ExpiryResult,
     check_exports_unchanged,
+    check_options,
     delete_expired_roots,
     ensure_hint,
     plan_expiry,
@@ -83,128 +85,80 @@ from lakecore.maintenance.expire import (
     unreadable_expired,
 )
 from lakecore.maintenance.listing import ERROR_KEY
+from lakecore.maintenance.samples import SAMPLE_LIMIT, capped
 from lakecore.tree.store import NodeCache
-from lakecore.units import format_bytes, format_time_millis, plural
+from lakecore.units import plural
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 
-def _parser() -> Any:
+def _parser() -> OneLineArgumentParser:
     parser = base_parser("compact-versions", __doc__.splitlines()[0])
-    parser.add_argument(
-        "--now",
-        default=None,
-        type=checked_option(parse_time_millis),
-        help="the time version ages are measured at: epoch millis or ISO-8601 (default: the earlier "
-        "of this machine's clock and the store's; pass a fixed time so that retries decide the same)",
-    )
-    parser.add_argument(
-        "--dry-run", action="store_true", help="report what would expire; change nothing"
-    )
-    parser.add_argument(
-        "--i-understand-expiry-risk",
-        action="store_true",
-        help="allow a --now more than 5 min ahead of this machine's or the store's clock: versions "
-        "expire before their age, and time travel to them is lost for good (a dry run needs no permission)",
-    )
-    # Judged as the command line is read: spark-submit.sh refuses before the JVM starts.
-    parser.add_check(_now_is_safe)
+    add_compact_versions_arguments(parser)  # --now, --dry-run, --i-understand-expiry-risk
     return parser
 
 
-def _now_is_safe(args: Any) -> str | None:
-    """The refusal of a --now in the future for a run that would expire versions, or None.
-    Before the JVM starts: this machine's clock alone (the job checks the store's too)."""
-    if args.now is None or args.dry_run:
-        return None
-    try:
-        check_expiry_now(
-            parse_time_millis(args.now),
-            Clocks(machine_clock_millis()),
-            override=args.i_understand_expiry_risk,
-        )
-    except UnsafeOptionError as exc:
-        return str(exc)
-    return None
+def compact_versions_job_options(args: argparse.Namespace, common: JobOptions) -> ExpiryOptions:
+    return compact_versions_options(args, common.settings)
 
 
-def _body(ctx: JobContext) -> None:
-    cached: list[Any] = []
+def run_compact_versions(options: ExpiryOptions, job: JobContext) -> ExpiryResult:
+    """Version expiry on executors, in the steps of the module doc; returns the ``ExpiryResult``
+    that ``expire_in_process`` returns, with capped samples where that one has full lists."""
+    cached: list[DataFrame] = []
     try:
         with executor_errors():
-            _compact(ctx, cached)
+            return _compact(options, job, cached)
     finally:
         for frame in cached:
             frame.unpersist()
 
 
-def _compact(ctx: JobContext, cached: list[Any]) -> None:
+def _compact(options: ExpiryOptions, job: JobContext, cached: list[DataFrame]) -> ExpiryResult:
     from pyspark.sql import functions as F
     from pyspark.storagelevel import StorageLevel
 
-    args, report, storage = ctx.args, ctx.report, ctx.storage
+    storage = job.storage
     # Versions are aged by their writers' commit timestamps. A driver whose clock runs ahead
     # would see them older than they are, so "now" is the earlier of this machine's clock and
     # the store's, as gc's is (lakecore.maintenance.clock).
     clocks = read_clocks(storage)
-    now = parse_time_millis(args.now) if args.now is not None else clocks.now_millis
-    allowed = check_expiry_now(now, clocks, override=args.dry_run or args.i_understand_expiry_risk)
-    batch_size = ctx.settings.gc_delete_batch_size
-    report.dry_run = args.dry_run
-    report.details.update({"now_millis": now, "clocks": clocks.as_details()})
-    clock_note = clocks.note(aged="versions" if args.now is None else None)
-    if clock_note is not None:
-        report.summary.append(clock_note)
-    if allowed is not None and args.dry_run and not args.i_understand_expiry_risk:
-        report.summary.append(
-            f"{allowed}: a run without --dry-run refuses it unless --i-understand-expiry-risk"
+    now, refused_ahead = check_options(options, clocks)
+    result = job.track(
+        ExpiryResult(
+            now_millis=now,
+            dry_run=options.dry_run,
+            clocks=clocks,
+            now_given=options.now_millis is not None,
+            refused_ahead=refused_ahead,
         )
-
-    with ctx.stage("plan", "read every root and decide which versions expire (driver)"):
-        plan = plan_expiry(storage, now)
-    definition = plan.lakehouse_def
-    report.base_version = plan.latest
-    report.details.update(
-        {
-            "expired_versions": plan.expired,
-            "retained_versions": plan.retained,
-            "exported_snapshots": dict(sorted(plan.pinned.items())),
-            "maximum_version_age_millis": definition.maximum_version_age_millis,
-            "minimum_versions_to_keep": definition.minimum_versions_to_keep,
-        }
     )
-    report.counts["versions_before"] = len(plan.roots)
-    # Past retention is the plan; expired is what this run did (a failed run or a dry run
-    # expired none, and its summary must not say otherwise).
-    report.counts["versions_past_retention"] = len(plan.expired)
-    report.counts["expired_versions"] = 0
-    report.counts["root_files_deleted"] = 0
-    report.counts["files_deleted"] = 0
-    report.bytes["bytes_freed"] = 0
+    with job.stage("plan", "read every root and decide which versions expire (driver)"):
+        plan = plan_expiry(storage, now)
+    result.plan = plan
     if not plan.expired:
-        if not args.dry_run:
-            with ctx.stage("hint", "point the hint at the latest version (driver)"):
-                ensure_hint(storage, plan)
-        report.status = "noop"
-        report.details["noop_reason"] = "no version is past its retention"
-        report.summary.append(
-            f"nothing to expire at {format_time_millis(now)}: {plural(len(plan.roots), 'version')} retained"
-        )
-        return
+        if not options.dry_run:
+            with job.stage("hint", "point the hint at the latest version (driver)"):
+                result.hint = ensure_hint(storage, plan)
+        result.end_without_deleting()
+        return result
 
-    with ctx.stage("cut", "cut the retained and the expired trees (driver)"):
+    with job.stage("cut", "cut the retained and the expired trees (driver)"):
         cache = NodeCache()
-        kept_plan, gone_plan, tolerated = plan_reaches(storage, plan, ctx.parallelism, cache)
-    report.counts["retained_subtree_tasks"] = len(kept_plan.tasks)
-    report.counts["expired_subtree_tasks"] = len(gone_plan.tasks)
-    report.counts["expired_subtrees_shared_with_retained"] = gone_plan.skipped_tasks
-    with ctx.stage(
+        kept_plan, gone_plan, tolerated = plan_reaches(storage, plan, job.parallelism, cache)
+    result.retained_subtree_tasks = len(kept_plan.tasks)
+    result.expired_subtree_tasks = len(gone_plan.tasks)
+    result.expired_subtrees_shared = gone_plan.skipped_tasks
+    with job.stage(
         "reach-diff",
         f"walk {len(kept_plan.tasks) + len(gone_plan.tasks)} subtrees; "
         "reach(expired) minus reach(retained + exports)",
     ):
-        kept = reach_frame(ctx, storage, kept_plan).persist(
+        kept = reach_frame(job, storage, kept_plan).persist(
             StorageLevel.MEMORY_AND_DISK
         )  # for the recheck
-        gone = reach_frame(ctx, storage, gone_plan).persist(StorageLevel.MEMORY_AND_DISK)
+        gone = reach_frame(job, storage, gone_plan).persist(StorageLevel.MEMORY_AND_DISK)
         cached.extend([kept, gone])
         retained_errors = [row[0] for row in reach_errors(kept).limit(3).collect()]
         if retained_errors:
@@ -233,130 +187,72 @@ def _compact(ctx: JobContext, cached: list[Any]) -> None:
             F.count(F.lit(1)), F.sum(F.when(F.col("size") >= 0, F.col("size")))
         ).collect()[0]
         candidate_count, known_candidate_bytes = int(totals[0]), int(totals[1] or 0)
-    warnings = tolerated + expired_errors
-    if warnings:
-        # Parts of expired versions could not be walked: their files stay, as orphans for gc.
-        report.sample("expired_walk_problems", warnings)
     # Expired versions whose tree (or a part of it) cannot be read still expire: the retained
     # side is complete, so knowing less of the expired side only deletes less. What lies below
     # the unreadable parts stays, and gc removes it once nothing retained reaches it.
-    unreadable = unreadable_expired(plan, gone_plan)
-    report.counts["unreadable_versions_expired"] = len(unreadable)
-    report.counts["unreadable_expired_subtrees"] = len(expired_errors)  # capped at the sample limit
-    report.details["unreadable_versions_expired"] = unreadable
-    parts = (
-        [f"{plural(len(unreadable), 'expired version')} ({', '.join(map(str, unreadable))})"]
-        if unreadable
-        else []
-    ) + (
-        [plural(len(expired_errors), "subtree") + " of expired versions"] if expired_errors else []
+    result.difference = ExpiryDifference(
+        expired_reach=expired_reach,
+        candidates=candidate_count,
+        candidate_sample=sample_paths(candidates),
+        candidate_node_bytes=known_candidate_bytes,
+        walk_problems=capped(tolerated + expired_errors),
+        unreadable_subtrees=len(expired_errors),
+        unreadable_versions=unreadable_expired(plan, gone_plan),
     )
-    unreadable_note = (
-        (
-            f"; {' and '.join(parts)} could not be read: only root files go there, and the files below are left "
-            "to gc, which removes those no retained version reaches"
-        )
-        if parts
-        else ""
-    )
-    report.counts["files_reached_by_expired_versions"] = expired_reach
-    report.counts["files_only_expired_versions_reach"] = candidate_count
-    staying = (
-        f"{plural(len(plan.retained), 'version')} {'stays' if len(plan.retained) == 1 else 'stay'}"
-    )
-    report.sample("would_delete_roots", [root_node_file_name(v) for v in plan.expired])
-    report.sample("would_delete", sample_paths(candidates))
-    if args.dry_run:
-        # What the run would free, as far as a dry run knows: the roots' and the node files'
-        # sizes, not the definitions' (a dry run reads no file it does not need).
-        del report.bytes["bytes_freed"]
-        report.bytes["would_free_at_least"] = known_candidate_bytes + sum(
-            plan.roots[v].info.size for v in plan.expired if v in plan.roots
-        )
-        report.summary.append(
-            f"would expire {plural(len(plan.expired), 'version')} ({plan.expired[0]}..{plan.expired[-1]}) and "
-            f"delete {plural(candidate_count, 'file')} only they reach, freeing at least "
-            f"{format_bytes(report.bytes['would_free_at_least'])} (root and node files; definition files' sizes "
-            f"are read when they are deleted); {staying}{unreadable_note}"
-        )
-        return
+    if options.dry_run:
+        result.end_without_deleting()
+        return result
 
-    with ctx.stage("hint", "point the hint at the latest version (driver)"):
-        report.details["hint"] = ensure_hint(storage, plan)
+    with job.stage("hint", "point the hint at the latest version (driver)"):
+        result.hint = ensure_hint(storage, plan)
     expired_roots = plural(len(plan.expired), "expired root file")
-    with ctx.stage(
+    with job.stage(
         "roots",
         f"delete {len(plan.expired)} expired root files, oldest first (driver)",
         if_interrupted=f"some of the {expired_roots} may be deleted already, oldest first (expired "
         "versions only); run compact-versions again to finish, and gc deletes the files only they reached",
     ):
         check_exports_unchanged(storage, plan)
-        roots = delete_expired_roots(storage, plan)
-    report.counts["root_files_deleted"] = len(roots.deleted)
-    report.counts["expired_versions"] = len(roots.deleted)
-    # Expired, but deleted by another run racing this one: not this run's to count.
-    report.counts["root_files_already_gone"] = len(roots.already_gone)
-    report.sample("deleted_roots", [root_node_file_name(v) for v in roots.deleted])
-    with ctx.stage(
+        result.roots = delete_expired_roots(storage, plan)
+    with job.stage(
         "recheck",
         "walk versions committed since the plan (driver)",
         if_interrupted=f"the {expired_roots} are deleted; the files only those versions reached are "
         "orphans now, which gc deletes",
     ):
-        rechecked = recheck(storage, plan, membership_in(ctx, kept), cache, kept_plan.covered)
-    report.details["versions_rechecked"] = rechecked.versions
+        rechecked = recheck(storage, plan, membership_in(job, kept), cache, kept_plan.covered)
     files = candidates
     if rechecked.paths:
-        rescued = ctx.spark.createDataFrame(
+        rescued = job.spark.createDataFrame(
             [(p,) for p in sorted(rechecked.paths)], schema="path string"
         )
         files = candidates.join(rescued, "path", "left_anti")
     to_delete = files.count() if rechecked.paths else candidate_count
-    report.counts["files_kept_for_new_versions"] = candidate_count - to_delete
+    result.kept_for_new_versions = candidate_count - to_delete
+    result.rechecked = rechecked
     deleted = DeleteOutcome()
     if to_delete:
-        with ctx.stage(
+        with job.stage(
             "delete",
             f"delete {to_delete} files only expired versions reached",
             if_interrupted=f"the {expired_roots} are deleted, and some of the {plural(to_delete, 'file')} "
             "only those versions reached may be deleted already; the rest are orphans now, which gc deletes",
         ):
-            deleted = delete_frame(ctx, storage, files, batch_size)
-    report.new_version = rechecked.versions[-1] if rechecked.versions else None
-    report.counts["files_deleted"] = deleted.deleted
-    report.counts["files_already_gone"] = deleted.already_gone
-    report.bytes["root_bytes_freed"] = roots.bytes_freed
-    report.bytes["file_bytes_freed"] = deleted.bytes_freed
-    report.bytes["bytes_freed"] = roots.bytes_freed + deleted.bytes_freed
-    report.sample("deleted", deleted.deleted_paths)
-    report.summary.append(
-        f"expired {plural(len(roots.deleted), 'version')} ({plan.expired[0]}..{plan.expired[-1]}), deleted "
-        f"{plural(deleted.deleted, 'file')} only they reached, freed {format_bytes(report.bytes['bytes_freed'])}; "
-        f"{staying}{unreadable_note}{_already_gone_note(roots.already_gone, deleted)}"
+            deleted = delete_frame(job, storage, files, options.delete_batch_size)
+    result.files = deleted
+    return result
+
+
+def main(argv: Sequence[str] | None = None, *, spark: SparkSession | None = None) -> int:
+    return run_job(
+        "compact-versions",
+        parser=_parser(),
+        options=compact_versions_job_options,
+        run=run_compact_versions,
+        render=render_compact_versions,
+        argv=argv,
+        spark=spark,
     )
-    if deleted.errors or deleted.refused:
-        report.sample("delete_errors", deleted.errors + deleted.refused)
-        report.status = "failed"
-        report.exit_code = EXIT_FAILURE
-        report.error = (
-            f"the expired roots are gone, but {len(deleted.errors)} delete batches failed and "
-            f"{len(deleted.refused)} paths were refused; what is left is orphaned and gc removes "
-            f"it. E.g. {(deleted.errors + deleted.refused)[0]}"
-        )
-
-
-def _already_gone_note(roots: list[int], files: DeleteOutcome) -> str:
-    """What a racing run deleted first: left out of this run's counts, and said so."""
-    if not roots and not files.already_gone:
-        return ""
-    return (
-        f"; {plural(len(roots), 'expired root file')} and {plural(files.already_gone, 'other file')} were "
-        "already gone (another run deleted them)"
-    )
-
-
-def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
-    return run_job("compact-versions", _parser(), _body, argv, spark=spark)
 
 
 if __name__ == "__main__":

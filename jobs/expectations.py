@@ -45,10 +45,13 @@ import operator
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from lakecore import keys as K
 from lakecore.maintenance.validate import UniqueCandidates
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
 
 PARTIAL_UNEXPECTED: Final = 5
 _UUID: Final = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
@@ -160,13 +163,13 @@ def _specs() -> list[Spec]:
 UNIQUE_CANDIDATES_MAX: Final = 256
 
 
-def _is_table_key_row() -> Any:
+def _is_table_key_row() -> Column:
     from pyspark.sql import functions as F
 
     return (F.col("section") == "key_table") & F.col("key").isNotNull()
 
 
-def _unique_candidate(candidates: UniqueCandidates | None) -> Any:
+def _unique_candidate(candidates: UniqueCandidates | None) -> Column:
     """Whether a row is one unique-keys must judge: a key-table key among the candidates, or
     every key-table key without them."""
     from pyspark.sql import functions as F
@@ -182,11 +185,11 @@ def _unique_candidate(candidates: UniqueCandidates | None) -> Any:
 
 
 def with_derived_columns(
-    df: Any,
+    df: DataFrame,
     namespace_name_max_bytes: int,
     table_name_max_bytes: int,
     unique_candidates: UniqueCandidates | None = None,
-) -> Any:
+) -> DataFrame:
     """The node-row DataFrame plus the derived columns the suite checks. ``unique_candidates``
     narrows unique-keys' column to the rows where the rule can fail; None names every key-table
     key."""
@@ -302,7 +305,7 @@ def import_great_expectations() -> Any:
 
 
 def run_expectations(
-    rows: Any,
+    rows: DataFrame,
     *,
     row_count: int,
     namespace_name_max_bytes: int,
@@ -348,7 +351,9 @@ class _Suite:
         self._batch_definition = asset.add_batch_definition_whole_dataframe("all_node_rows")
         self._runs = 0
 
-    def run(self, df: Any, specs: Sequence[Spec], result_format: dict[str, Any]) -> dict[str, Any]:
+    def run(
+        self, df: DataFrame, specs: Sequence[Spec], result_format: dict[str, Any]
+    ) -> dict[str, Any]:
         """GE's validation result of each spec, by spec name (absent: not evaluated)."""
         self._runs += 1
         name = f"lakecore_node_rows_{self._runs}"
@@ -368,7 +373,7 @@ class _Suite:
         return by_name
 
 
-def _validate(gx: Any, df: Any, row_count: int, partial_unexpected: int) -> dict[str, Any]:
+def _validate(gx: Any, df: DataFrame, row_count: int, partial_unexpected: int) -> dict[str, Any]:
     specs = _specs()
     suite = _Suite(gx)
     first = suite.run(df, specs, {"result_format": "BOOLEAN_ONLY"})

@@ -37,18 +37,20 @@ if __name__ == "__main__":  # a Ctrl-C during the imports below: one line, not a
 import argparse
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, cast
 
-from jobs.common import JobContext, base_parser, run_job, storage_options
+from jobs.arguments import JobOptions, base_parser
+from jobs.context import JobContext
 from jobs.frames import Columns, driver_rows, fan_out
+from jobs.run import run_job
 from jobs.spark_units import sample_paths
-from lakecore.cli.argparsing import ArgumentError, whole_number
-from lakecore.errors import (
-    LakecoreError,
-    TreeStructureError,
-)
+from lakecore.cli.argparsing import OneLineArgumentParser, whole_number
+from lakecore.cli.args import storage_options_of
+from lakecore.cli.job_report import JobReport
+from lakecore.errors import LakecoreError, TreeStructureError
 from lakecore.lakehouse import Lakehouse
-from lakecore.lakehouse.export import CopyFiles
+from lakecore.lakehouse.export import CopyFiles, ExportResult
 from lakecore.locations import is_full_uri
 from lakecore.maintenance.partition import SubtreeTask, cut_tree
 from lakecore.maintenance.reachable import Reachable
@@ -56,14 +58,19 @@ from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree import NodeStore, TreeShape
 from lakecore.units import format_bytes, plural
-from lakecore.versions import RootInfo, read_version
+from lakecore.versions import read_version
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakecore.lakehouse.lakehouse import ExportMode
 
 # Files copied per executor task: large enough to amortise task overhead, small enough that a
 # lakehouse of a few thousand files still spreads over every core.
 DEFAULT_BATCH_SIZE = 64
 
 
-def _parser() -> Any:
+def _parser() -> OneLineArgumentParser:
     parser = base_parser("export", __doc__.splitlines()[0])
     parser.add_argument(
         "--name", required=True, help="the export's name, recorded in the source's definition"
@@ -101,6 +108,31 @@ def _parser() -> Any:
     return parser
 
 
+@dataclass(frozen=True)
+class ExportOptions:
+    name: str
+    mode: ExportMode
+    target: str
+    version: int | None  # None: the latest
+    target_storage_options: dict[str, Any] | None  # None: the source's
+    batch_size: int  # full mode: files copied per executor task
+
+
+def export_options(args: argparse.Namespace, _common: JobOptions) -> ExportOptions:
+    return ExportOptions(
+        name=args.name,
+        mode=cast("ExportMode", args.mode),  # argparse's choices
+        target=args.target,
+        version=args.version,
+        target_storage_options=(
+            storage_options_of(argparse.Namespace(storage_option=args.target_storage_option))
+            if args.target_storage_option
+            else None
+        ),
+        batch_size=args.batch_size,
+    )
+
+
 # What a version reaches: one row per file and walk (each subtree's walk, and the top the driver
 # walked, yield a file at most once), so a node met by two walks is a path with two rows.
 EXPORT_REACH: Final = Columns((("path", "string"), ("node", "boolean"), ("foreign", "boolean")))
@@ -115,13 +147,13 @@ def _reach_rows(part: Reachable) -> Iterator[tuple[str, bool, bool]]:
 
 
 def _reach(
-    ctx: JobContext,
+    job: JobContext,
     source: Storage,
     order: int,
     external: tuple[str, ...],
     tasks: list[SubtreeTask],
     top: Reachable,
-) -> Any:
+) -> DataFrame:
     """The reach DataFrame: the subtrees walked on executors, the top from the driver."""
 
     def walk(items: list[SubtreeTask]) -> Iterator[tuple[str, bool, bool]]:
@@ -132,15 +164,13 @@ def _reach(
         for task in items:
             yield from _reach_rows(reachable_from_subtree(store, task.location, task.depth))
 
-    driver = driver_rows(ctx.spark, list(_reach_rows(top)), EXPORT_REACH)
+    driver = driver_rows(job.spark, list(_reach_rows(top)), EXPORT_REACH)
     if not tasks:
         return driver
-    return fan_out(ctx.spark, tasks, walk, EXPORT_REACH, ctx.parallelism).unionByName(driver)
+    return fan_out(job.spark, tasks, walk, EXPORT_REACH, job.parallelism).unionByName(driver)
 
 
-def _copy(
-    ctx: JobContext, source: Storage, target: Storage, files: Any, batches: int
-) -> tuple[int, int]:
+def _copy(source: Storage, target: Storage, files: DataFrame, batches: int) -> tuple[int, int]:
     """Copy the files of a ``path`` DataFrame, a partition per batch; (files, bytes) copied."""
     from pyspark.sql import functions as F
 
@@ -165,19 +195,17 @@ def _copy(
     return int(totals[0] or 0), int(totals[1] or 0)
 
 
-def _distributed_copy(ctx: JobContext, exported_root: RootInfo, batch_size: int) -> CopyFiles:
+def _distributed_copy(job: JobContext, result: ExportResult, batch_size: int) -> CopyFiles:
     """A ``lakecore.lakehouse.export.CopyFiles`` that lists and copies on executors. The paths stay in
     Spark: the driver gets the counts, one offending path when there is one, and a sample."""
     from pyspark.sql import functions as F
     from pyspark.storagelevel import StorageLevel
 
-    report = ctx.report
-
     def copy_files(source: Storage, target: Storage, store: NodeStore, root: Node) -> None:
-        exported = exported_root.path
-        with ctx.stage("cut", "cut the exported tree into subtrees (driver)"):
+        exported = result.exported_root
+        with job.stage("cut", "cut the exported tree into subtrees (driver)"):
             cut = cut_tree(
-                store, root, exported, ctx.parallelism, TreeShape(store.order, 1).max_depth
+                store, root, exported, job.parallelism, TreeShape(store.order, 1).max_depth
             )
         top = Reachable()
         for location, node, _depth in cut.top:
@@ -185,10 +213,10 @@ def _distributed_copy(ctx: JobContext, exported_root: RootInfo, batch_size: int)
                 top.nodes.add(location)
             top.values.update(node.values)
             top.values.update(v for v in node.buffer.values() if v is not None)
-        report.counts["subtree_tasks"] = len(cut.subtrees)
+        result.subtree_tasks = len(cut.subtrees)
         # One row per file: how many walks met it. Every check and count is then one query.
         files = (
-            _reach(ctx, source, store.order, store.external_roots, cut.subtrees, top)
+            _reach(job, source, store.order, store.external_roots, cut.subtrees, top)
             .groupBy("path")
             .agg(
                 F.count(F.lit(1)).alias("walks"),
@@ -198,7 +226,7 @@ def _distributed_copy(ctx: JobContext, exported_root: RootInfo, batch_size: int)
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
         try:
-            with ctx.stage("reachable", f"list the files {len(cut.subtrees)} subtrees reach"):
+            with job.stage("reachable", f"list the files {len(cut.subtrees)} subtrees reach"):
                 shared_node = F.col("node") & (F.col("walks") > 1)
                 facts = files.agg(
                     F.min(F.when(shared_node, F.col("path"))),
@@ -211,90 +239,121 @@ def _distributed_copy(ctx: JobContext, exported_root: RootInfo, batch_size: int)
                 raise TreeStructureError(shared, "node is reached from two subtrees of one version")
             if foreign is not None:
                 raise LakecoreError(
-                    f"version {exported_root.version} points outside {source.root_uri} "
+                    f"version {result.exported_version} points outside {source.root_uri} "
                     f"(e.g. {foreign}): it is itself an export; make a full export from its source instead"
                 )
             total = nodes + definitions
-            report.counts["reachable_node_files"] = nodes
-            report.counts["reachable_definition_files"] = definitions
+            result.reachable_node_files, result.reachable_definition_files = nodes, definitions
             batches = -(-total // batch_size)
-            report.counts["copy_tasks"] = batches
-            with ctx.stage(
+            result.copy_tasks = batches
+            with job.stage(
                 "copy",
                 f"copy {total} files in {batches} batches to {target.root_uri}",
                 if_interrupted=f"the copy at {target.root_uri} is partial (no root file yet: nothing reads "
                 "it as a lakehouse), and the export's record in the source, made before the copy, was taken "
                 "back; run the export again, which overwrites what is there",
             ):
-                copied, size = _copy(ctx, source, target, files, batches) if batches else (0, 0)
-            report.counts["files_copied"] = copied
-            report.bytes["bytes_copied"] = size
+                copied, size = _copy(source, target, files, batches) if batches else (0, 0)
+            result.files_copied, result.bytes_copied = copied, size
             if copied != total:
                 raise LakecoreError(f"copied {copied} of {total} files; rerun the export")
-            report.sample("copied_files", sample_paths(files))
+            result.copied_sample = sample_paths(files)
         finally:
             files.unpersist()
 
     return copy_files
 
 
-def _body(ctx: JobContext) -> None:
-    args = ctx.args
-    report = ctx.report
-    if args.batch_size < 1:
-        raise ArgumentError(f"--batch-size {args.batch_size} must be at least 1")
-    target_options = (
-        storage_options(argparse.Namespace(storage_option=args.target_storage_option))
-        if args.target_storage_option
-        else None
-    )
-    lh = Lakehouse.open(ctx.storage.root_uri, storage_options=ctx.storage.storage_options)
-    report.base_version = lh.version
+def run_export(options: ExportOptions, job: JobContext) -> ExportResult:
+    """``Lakehouse.export_snapshot`` (the export's checks, its record, partial and minimal
+    copies), with a full export's files listed and copied on executors."""
+    lh = Lakehouse.open(job.storage.root_uri, storage_options=job.storage.storage_options)
     exported = (
         lh.root_info
-        if args.version is None
-        else read_version(lh.storage, args.version, lh.lakehouse_def.order)
+        if options.version is None
+        else read_version(lh.storage, options.version, lh.lakehouse_def.order)
     )
-    report.details.update(
-        {
-            "name": args.name,
-            "mode": args.mode,
-            "target": args.target,
-            "exported_version": exported.version,
-            "exported_root": exported.path,
-        }
+    result = job.track(
+        ExportResult(
+            name=options.name,
+            mode=options.mode,
+            target=options.target,
+            source_version=lh.version,
+            exported_version=exported.version,
+            exported_root=exported.path,
+        )
     )
     # The export's own checks (read-only copy, name, target) and its record are the library's;
     # the job only brings a copy of a full export's files that runs on executors.
-    copy_files = _distributed_copy(ctx, exported, args.batch_size) if args.mode == "full" else None
-    with ctx.stage("export", f"{args.mode} export of version {exported.version}"):
-        report.new_version = lh.export_snapshot(
-            args.name,
-            args.mode,
-            target=args.target,
-            target_storage_options=target_options,
+    copy_files = (
+        _distributed_copy(job, result, options.batch_size) if options.mode == "full" else None
+    )
+    with job.stage("export", f"{options.mode} export of version {exported.version}"):
+        result.recorded_version = lh.export_snapshot(
+            options.name,
+            options.mode,
+            target=options.target,
+            target_storage_options=options.target_storage_options,
             version=exported.version,
             copy_files=copy_files,
         )
-    recorded = {export.name: export for export in lh.list_exports()}.get(args.name)
-    report.details["target"] = (
-        recorded.target if recorded is not None and recorded.target else args.target
+    recorded = {export.name: export for export in lh.list_exports()}.get(options.name)
+    result.recorded_target = (
+        recorded.target if recorded is not None and recorded.target else options.target
     )
-    if args.mode == "full":
+    return result
+
+
+def render_export(result: ExportResult, report: JobReport) -> None:
+    """``result`` into ``report``: the only place export's report keys are written."""
+    report.base_version = result.source_version
+    report.details.update(
+        {
+            "name": result.name,
+            "mode": result.mode,
+            "target": result.recorded_target or result.target,
+            "exported_version": result.exported_version,
+            "exported_root": result.exported_root,
+        }
+    )
+    if result.subtree_tasks is not None:
+        report.counts["subtree_tasks"] = result.subtree_tasks
+    if result.reachable_node_files is not None and result.reachable_definition_files is not None:
+        report.counts["reachable_node_files"] = result.reachable_node_files
+        report.counts["reachable_definition_files"] = result.reachable_definition_files
+    if result.copy_tasks is not None:
+        report.counts["copy_tasks"] = result.copy_tasks
+    if result.files_copied is not None:
+        report.counts["files_copied"] = result.files_copied
+        report.bytes["bytes_copied"] = result.bytes_copied
+    if result.copied_sample is not None:
+        report.sample("copied_files", result.copied_sample)
+    if result.recorded_version is None:
+        return
+    report.new_version = result.recorded_version
+    if result.mode == "full":
         report.summary.append(
-            f"full export {args.name!r} of version {exported.version}: {plural(report.counts['files_copied'], 'file')} "
-            f"({format_bytes(report.bytes['bytes_copied'])}) copied to {report.details['target']}; recorded in version "
-            f"{report.new_version}"
+            f"full export {result.name!r} of version {result.exported_version}: "
+            f"{plural(result.files_copied or 0, 'file')} ({format_bytes(result.bytes_copied)}) "
+            f"copied to {report.details['target']}; recorded in version {result.recorded_version}"
         )
     else:
         report.summary.append(
-            f"{args.mode} export {args.name!r} of version {exported.version} to {args.target}; "
-            f"recorded in version {report.new_version}"
+            f"{result.mode} export {result.name!r} of version {result.exported_version} to "
+            f"{result.target}; recorded in version {result.recorded_version}"
         )
 
 
-def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
-    return run_job("export", _parser(), _body, argv, spark=spark)
+def main(argv: Sequence[str] | None = None, *, spark: SparkSession | None = None) -> int:
+    return run_job(
+        "export",
+        parser=_parser(),
+        options=export_options,
+        run=run_export,
+        render=render_export,
+        argv=argv,
+        spark=spark,
+    )
 
 
 if __name__ == "__main__":

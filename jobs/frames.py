@@ -25,7 +25,10 @@ import itertools
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 Task = TypeVar("Task")
 
@@ -118,12 +121,12 @@ def slices_for(tasks: int, parallelism: int) -> int:
 
 
 def fan_out(
-    spark: Any,
+    spark: SparkSession,
     tasks: Sequence[Task],
     work: Callable[[list[Task]], Iterable[Sequence[Any]]],
     columns: Columns,
     parallelism: int,
-) -> Any:
+) -> DataFrame:
     """A DataFrame of what ``work`` yields for every partition's tasks (rows in ``columns``'
     order). Lazy, like any DataFrame: nothing runs until it is collected, counted or joined."""
 
@@ -134,12 +137,12 @@ def fan_out(
 
 
 def fan_out_columns(
-    spark: Any,
+    spark: SparkSession,
     tasks: Sequence[Task],
     work: Callable[[list[Task]], Iterable[Sequence[Sequence[Any] | None]]],
     columns: Columns,
     parallelism: int,
-) -> Any:
+) -> DataFrame:
     """``fan_out`` for work that yields its results as columns (``Columns.batch_of``): a
     million results cost about a second less than as rows, which must be turned back into
     columns for Arrow."""
@@ -154,12 +157,12 @@ def fan_out_columns(
 
 
 def _fan_out_batches(
-    spark: Any,
+    spark: SparkSession,
     tasks: Sequence[Task],
     batches: Callable[[list[Task]], Iterator[Any]],
     columns: Columns,
     parallelism: int,
-) -> Any:
+) -> DataFrame:
     task_list = list(tasks)
 
     def run(index_batches: Iterator[Any]) -> Iterator[Any]:
@@ -177,11 +180,11 @@ def _fan_out_batches(
 
 
 def fan_out_objects(
-    spark: Any,
+    spark: SparkSession,
     tasks: Sequence[Task],
     work: Callable[[list[Task]], Iterable[Any]],
     parallelism: int,
-) -> Any:
+) -> DataFrame:
     """``fan_out`` for results the driver assembles: every object ``work`` yields, pickled
     into one ``payload`` row (``collect_objects`` brings them back)."""
 
@@ -192,11 +195,11 @@ def fan_out_objects(
     return fan_out(spark, tasks, pickled, PAYLOAD, parallelism)
 
 
-def collect_objects(frame: Any) -> list[Any]:
+def collect_objects(frame: DataFrame) -> list[Any]:
     """The objects of a ``PAYLOAD`` DataFrame, unpickled on the driver."""
     return [pickle.loads(row[0]) for row in frame.select("payload").collect()]
 
 
-def driver_rows(spark: Any, rows: Sequence[Sequence[Any]], columns: Columns) -> Any:
+def driver_rows(spark: SparkSession, rows: Sequence[Sequence[Any]], columns: Columns) -> DataFrame:
     """A DataFrame of rows the driver holds (the top of a tree, the top-level listing)."""
     return spark.createDataFrame([tuple(row) for row in rows], schema=columns.ddl)

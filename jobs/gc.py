@@ -25,7 +25,7 @@ The design (what is live, what may be deleted, why the grace period) is in
 With --full-list (and --report), every orphan goes to a Parquet dataset beside the report
 (REPORT.orphans.parquet: path, size, mtime_millis, kind, old_enough).
 
-Exit codes as in ``jobs.common``; a retained root or node that cannot be read is exit 6 with
+Exit codes as in ``lakecore.errors.ExitCode``; a retained root or node that cannot be read is exit 6 with
 nothing deleted when its bytes are damaged (the line names the damaged versions and the repair),
 exit 4 when the read failed (storage; a rerun may succeed); an unsafe grace period is exit 2.
 """
@@ -46,25 +46,23 @@ if __name__ == "__main__":  # a Ctrl-C during the imports below: one line, not a
 
     quiet_until_the_job_begins("gc")
 
+import argparse
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from jobs.common import (
-    EXIT_FAILURE,
-    JobContext,
+from jobs.arguments import (
+    JobOptions,
     add_full_list_option,
     base_parser,
-    checked_option,
     full_list_dataset,
-    load_settings,
-    parse_duration_seconds,
-    parse_time_millis,
-    run_job,
     write_full_list,
 )
+from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
+from jobs.run import run_job
 from jobs.spark_units import (
     REACH,
     delete_frame,
@@ -73,12 +71,13 @@ from jobs.spark_units import (
     reach_frame,
     sample_paths,
 )
-from lakecore.errors import LakecoreError, UnsafeOptionError
+from lakecore.cli.argparsing import OneLineArgumentParser
+from lakecore.cli.gc import add_gc_arguments, gc_options, render_gc
 from lakecore.locations import hash_directory_prefixes
-from lakecore.maintenance.clock import Clocks, machine_clock_millis, read_clocks
+from lakecore.maintenance.clock import read_clocks
 from lakecore.maintenance.damage import DAMAGED_MARK, may_be_damage
 from lakecore.maintenance.delete import DeleteOutcome
-from lakecore.maintenance.gc import check_grace, refusal_for_damage
+from lakecore.maintenance.gc import GcFound, GcOptions, GcResult, check_options, refusal_for_damage
 from lakecore.maintenance.listing import (
     DELETABLE_KIND_NAMES,
     ERROR_KEY,
@@ -100,13 +99,15 @@ from lakecore.maintenance.reach import (
     reach_task_columns,
 )
 from lakecore.maintenance.roots import read_retained
+from lakecore.maintenance.samples import capped
 from lakecore.maintenance.side_by_side import side_by_side
 from lakecore.storage import Storage, request_pool
 from lakecore.tree.store import PREFETCH_THREADS, NodeCache
-from lakecore.units import format_seconds, plural
+from lakecore.units import plural
 
-# Retained versions listed in the report; beyond this only the count and the range.
-VERSIONS_IN_REPORT = 1000
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row, SparkSession
+
 # Up to this many orphans, their paths, sizes and ages come to the driver in one query, which
 # then answers the samples, the re-check's membership and the totals itself (a few hundred
 # bytes each in Python: tens of MiB at most); beyond, those stay Spark queries.
@@ -115,58 +116,26 @@ KNOWN_ORPHANS_ON_DRIVER = 100_000
 ORPHANS_DATASET = "orphans"
 
 
-def _parser() -> Any:
+def _parser() -> OneLineArgumentParser:
     parser = base_parser("gc", __doc__.splitlines()[0])
-    parser.add_argument(
-        "--older-than",
-        default=None,
-        type=checked_option(parse_duration_seconds),
-        help="delete only orphans last modified longer ago than this (90s, 15m, 6h, 3d); "
-        "default: gc_older_than in the settings, else 3d. Must exceed the longest commit (at least "
-        "one hour, or the commit timeout if longer, unless --i-understand-grace-risk); a plain number is seconds",
-    )
-    parser.add_argument(
-        "--now",
-        default=None,
-        type=checked_option(parse_time_millis),
-        help="the time the grace period counts back from: epoch millis or ISO-8601 "
-        "(default: the earlier of this machine's clock and the store's)",
-    )
-    parser.add_argument("--dry-run", action="store_true", help="report the orphans; delete nothing")
+    add_gc_arguments(parser)  # --older-than, --now, --dry-run, --i-understand-grace-risk
     add_full_list_option(parser, "orphan", ORPHANS_DATASET)
-    parser.add_argument(
-        "--i-understand-grace-risk",
-        action="store_true",
-        help="allow a grace period under one hour (or under the commit timeout), or a --now more than "
-        "5 min ahead of this machine's or the store's clock: files of a commit in flight may be deleted",
-    )
-    # The grace period's safety needs only the command line and the local settings file, so it
-    # is judged as the command line is read: spark-submit.sh then refuses before the JVM starts.
-    parser.add_check(_grace_is_safe)
     return parser
 
 
-def _grace_is_safe(args: Any) -> str | None:
-    """``check_grace``'s refusal of the options given, or None; None too when the settings
-    cannot be read (the job then says so itself, with its report)."""
-    try:
-        settings = load_settings(args.env)
-        grace_seconds = parse_duration_seconds(args.older_than or settings.gc_older_than)
-        # Before the JVM starts: this machine's clock alone (the job checks the store's too).
-        clocks = Clocks(machine_clock_millis())
-        check_grace(
-            grace_seconds,
-            commit_timeout_seconds=settings.commit_timeout_seconds,
-            now_millis=parse_time_millis(args.now) if args.now is not None else clocks.now_millis,
-            clocks=clocks,
-            override=args.i_understand_grace_risk,
-            given=args.older_than,
-        )
-    except UnsafeOptionError as exc:
-        return str(exc)
-    except LakecoreError:
-        return None
-    return None
+@dataclass(frozen=True)
+class GcJobOptions:
+    """gc's options (``GcOptions``, as ``lakecore gc`` takes them) and the job's own output."""
+
+    gc: GcOptions
+    full_list_dataset: str | None  # --full-list: every orphan to this Parquet dataset
+
+
+def gc_job_options(args: argparse.Namespace, common: JobOptions) -> GcJobOptions:
+    return GcJobOptions(
+        gc_options(args, common.settings),
+        full_list_dataset(args.report, ORPHANS_DATASET) if args.full_list else None,
+    )
 
 
 LISTING = Columns(
@@ -189,8 +158,13 @@ LISTED_OR_REACHED = Columns((*LISTING.fields, ("reached", "boolean")))
 
 
 def _listing_and_reach(
-    ctx: JobContext, storage: Storage, top: list[ListedFile], plan: ReachPlan, cached: list[Any]
-) -> tuple[Any, Any, str]:
+    job: JobContext,
+    storage: Storage,
+    top: list[ListedFile],
+    plan: ReachPlan,
+    cached: list[DataFrame],
+    result: GcResult,
+) -> tuple[DataFrame, DataFrame, str]:
     """DataFrames of every listed file and of every file the plan reaches, and how the
     lakehouse was listed.
 
@@ -205,39 +179,39 @@ def _listing_and_reach(
       not for the sum. On local[1] the two used to run one after the other. Their rows come as
       one persisted frame (in ``cached``), filled before the join reads it on each side.
     """
-    top_rows = driver_rows(ctx.spark, top, LISTING)
-    most = ctx.settings.gc_flat_listing_max_files
+    top_rows = driver_rows(job.spark, top, LISTING)
+    most = job.settings.gc_flat_listing_max_files
     # Every task reaches at least one file: a lower bound on the lakehouse's size.
     plan_size = len(plan.driver_paths) + len(plan.tasks)
     flat = list_small_root(storage, most) if plan_size <= most else None
     if flat is not None:
         return (
-            top_rows.unionByName(driver_rows(ctx.spark, flat, LISTING)),
-            reach_frame(ctx, storage, plan),
+            top_rows.unionByName(driver_rows(job.spark, flat, LISTING)),
+            reach_frame(job, storage, plan),
             "flat",
         )
-    threads = ctx.settings.gc_list_threads_per_task
+    threads = job.settings.gc_list_threads_per_task
     if not storage.waits_on_network:
-        tasks = ctx.parallelism
+        tasks = job.parallelism
         directories = hash_directory_prefixes(listing_levels(tasks))
-        ctx.report.details["listing_directories"] = len(directories)
+        result.listing_directories = len(directories)
 
         def list_dirs(items: list[str]) -> Iterator[tuple[list[Any], ...]]:
             return (
                 listed.columns() for listed in list_directories_columns(storage, items, threads)
             )
 
-        listed = fan_out_columns(ctx.spark, directories, list_dirs, LISTING, tasks)
-        return listed.unionByName(top_rows), reach_frame(ctx, storage, plan), "hash-directories"
+        listed = fan_out_columns(job.spark, directories, list_dirs, LISTING, tasks)
+        return listed.unionByName(top_rows), reach_frame(job, storage, plan), "hash-directories"
 
     from pyspark.sql import functions as F
     from pyspark.storagelevel import StorageLevel
 
     # A task per core, each with its requests in flight: every task needs directories enough
     # for its threads, and more tasks would only split them thinner.
-    tasks = ctx.default_parallelism
+    tasks = job.default_parallelism
     directories = hash_directory_prefixes(listing_levels(tasks * threads))
-    ctx.report.details["listing_directories"] = len(directories)
+    result.listing_directories = len(directories)
 
     def list_and_walk(items: list[tuple[str, Any]]) -> Iterator[tuple[list[Any] | None, ...]]:
         to_list = [item for kind, item in items if kind == _LIST]
@@ -256,7 +230,7 @@ def _listing_and_reach(
         return side_by_side([listed, reached])
 
     both = fan_out_columns(
-        ctx.spark, _shares(directories, plan.tasks), list_and_walk, LISTED_OR_REACHED, tasks
+        job.spark, _shares(directories, plan.tasks), list_and_walk, LISTED_OR_REACHED, tasks
     ).persist(StorageLevel.MEMORY_AND_DISK)
     cached.append(both)
     # Filled before the join reads it: the join's two sides are two stages that both scan
@@ -266,7 +240,7 @@ def _listing_and_reach(
     # cluster on moto: 1,667 requests for gc where local[2] makes 1,217, and 1.5x its time).
     both.count()
     listing = both.where(~F.col("reached")).select(*LISTING.names).unionByName(top_rows)
-    reach = both.where(F.col("reached")).select(*REACH.names).unionByName(driver_reach(ctx, plan))
+    reach = both.where(F.col("reached")).select(*REACH.names).unionByName(driver_reach(job, plan))
     return listing, reach, "hash-directories, walked alongside"
 
 
@@ -286,8 +260,8 @@ def _shares(directories: list[str], walks: list[ReachTask]) -> list[tuple[str, A
 
 
 def judge_listing(
-    storage: Storage, listing: Any, reach: Any, cutoff: int, cached: list[Any]
-) -> Any:
+    storage: Storage, listing: DataFrame, reach: DataFrame, cutoff: int, cached: list[DataFrame]
+) -> DataFrame:
     """The full outer join of the listing and the reach, one row per listed or reached file,
     with what gc makes of it: ``reached``, ``orphan`` (listed, deletable, unreached), ``old``
     (modified before the cutoff) and ``error`` (a hash directory that could not be listed, a
@@ -383,7 +357,7 @@ def judge_listing(
     )
 
 
-def missing_paths(reach: Any, judged: Any) -> list[str]:
+def missing_paths(reach: DataFrame, judged: DataFrame) -> list[str]:
     """The first paths, in order, of files a retained version reaches that the listing did not
     find (``judge_listing`` knows them by hash only). It walks the reach again: a dangling
     definition is damage, rare enough to pay a second walk for its name."""
@@ -399,76 +373,57 @@ def missing_paths(reach: Any, judged: Any) -> list[str]:
     )
 
 
-def _body(ctx: JobContext) -> None:
-    cached: list[Any] = []
+def run_gc(options: GcJobOptions, job: JobContext) -> GcResult:
+    """gc on executors, in the stages of the module doc; returns the ``GcResult`` that
+    ``gc_in_process`` returns, with capped samples where that one has full lists."""
+    cached: list[DataFrame] = []
     try:
         with executor_errors():
-            _gc(ctx, cached)
+            return _gc(options, job, cached)
     finally:
         for frame in cached:
             frame.unpersist()
 
 
-def _gc(ctx: JobContext, cached: list[Any]) -> None:
+def _gc(options: GcJobOptions, job: JobContext, cached: list[DataFrame]) -> GcResult:
     from pyspark.sql import functions as F
-    from pyspark.storagelevel import StorageLevel
 
-    args, report, storage = ctx.args, ctx.report, ctx.storage
-    grace_seconds = parse_duration_seconds(args.older_than or ctx.settings.gc_older_than)
+    storage, gc = job.storage, options.gc
     clocks = read_clocks(storage)  # files are aged by the earlier of this machine's and the store's
-    now = parse_time_millis(args.now) if args.now is not None else clocks.now_millis
-    check_grace(
-        grace_seconds,
-        commit_timeout_seconds=ctx.settings.commit_timeout_seconds,
-        now_millis=now,
-        clocks=clocks,
-        override=args.i_understand_grace_risk,
-        given=args.older_than,
+    now = check_options(gc, clocks)
+    result = job.track(
+        GcResult(
+            now_millis=now,
+            grace_millis=gc.grace_millis,
+            dry_run=gc.dry_run,
+            clocks=clocks,
+            now_given=gc.now_millis is not None,
+            delete_batch_size=gc.delete_batch_size,
+        )
     )
-    batch_size = ctx.settings.gc_delete_batch_size
-    cutoff = now - int(grace_seconds * 1000)
-    report.dry_run = args.dry_run
-    report.details.update(
-        {
-            "now_millis": now,
-            "grace_seconds": grace_seconds,
-            "cutoff_millis": cutoff,
-            "delete_batch_size": batch_size,
-            "clocks": clocks.as_details(),
-        }
-    )
-    clock_note = clocks.note(aged="files" if args.now is None else None)
-    if clock_note is not None:
-        report.summary.append(clock_note)
 
     # -- list the top, read what is retained, cut the trees (driver) ------------------------
-    with ctx.stage("retained", "list the top level and read every retained root (driver)"):
+    with job.stage("retained", "list the top level and read every retained root (driver)"):
         top = list_top(storage)  # first: a root committed after this is handled by the recheck
         retained = read_retained(storage, top)
-    report.base_version = retained.latest
-    versions = retained.versions
-    report.counts["retained_versions"] = len(versions)
-    report.details["retained_versions"] = versions[:VERSIONS_IN_REPORT]
-    report.details["retained_version_range"] = [versions[0], versions[-1]]
-    report.details["exported_snapshots"] = dict(sorted(retained.exports.items()))
-    with ctx.stage("plan", f"cut the trees of {len(versions)} retained versions (driver)"):
+    result.retained = retained
+    with job.stage("plan", f"cut the trees of {len(retained.versions)} retained versions (driver)"):
         cache = NodeCache()
         try:
-            plan = plan_reach(storage, retained.roots.values(), ctx.parallelism, cache=cache)
+            plan = plan_reach(storage, retained.roots.values(), job.parallelism, cache=cache)
         except GcRefusedError as exc:
             raise refusal_for_damage(storage, retained, exc, damaged=may_be_damage(exc)) from exc
-    report.counts["subtree_tasks"] = len(plan.tasks)
-    report.counts["subtree_tasks_shared_by_versions"] = plan.shared_tasks
+    result.subtree_tasks, result.subtree_tasks_shared = len(plan.tasks), plan.shared_tasks
 
     # -- one pass: list, walk the subtrees, join in the JVM, aggregate ----------------------
-    with ctx.stage(
+    with job.stage(
         "list-reach-anti-join", f"list the lakehouse, walk {len(plan.tasks)} subtrees, anti-join"
     ):
         # The judged rows are kept (the listing and the reach are each computed once, into
         # them; on an object store the listing-and-walk rows are kept too): every count below,
         # the samples, the re-check's membership questions and the deletes read these caches.
-        listing, reach, how = _listing_and_reach(ctx, storage, top, plan, cached)
-        judged = judge_listing(storage, listing, reach, cutoff, cached)
+        listing, reach, how = _listing_and_reach(job, storage, top, plan, cached, result)
+        judged = judge_listing(storage, listing, reach, result.cutoff_millis, cached)
         groups = (
             judged.groupBy("kind", "reached", "orphan", "old", "error")
             .agg(
@@ -493,175 +448,154 @@ def _gc(ctx: JobContext, cached: list[Any]) -> None:
                 > 0
             )
             raise refusal_for_damage(storage, retained, refusal, damaged=damaged)
-    report.details["listing"] = how
-    listed_by_kind: dict[str, int] = {}
-    bytes_listed = unsized = reachable = missing = orphans = orphan_bytes = too_young = 0
-    for row in groups:
-        kind, files, size = row["kind"], int(row["files"]), int(row["bytes"] or 0)
-        if row["error"]:
-            continue
-        if row["reached"]:
-            reachable += files
-        if kind is None:
-            missing += files  # reached, not listed
-            continue
-        listed_by_kind[kind] = listed_by_kind.get(kind, 0) + files
-        bytes_listed += size
-        unsized += int(row["unsized"])
-        if row["orphan"]:
-            orphans += files
-            orphan_bytes += size
-            if not row["old"]:
-                too_young += files
-    report.counts["files_listed"] = sum(listed_by_kind.values())
-    report.bytes["listed_bytes"] = bytes_listed
-    if unsized:
-        # A local listing reads no sizes (``judge_listing``): reached definitions are left out of
-        # listed_bytes, and counted here.
-        report.counts["files_listed_unsized"] = unsized
-    report.details["listed_by_kind"] = dict(sorted(listed_by_kind.items()))
-    report.counts["foreign_files"] = listed_by_kind.get(FOREIGN, 0)
-    report.sample(
-        "foreign",
-        sample_paths(judged.where(F.col("kind") == FOREIGN))
-        if report.counts["foreign_files"]
-        else [],
+    result.listing = how
+    found = _found(groups)
+    found.foreign_sample = (
+        sample_paths(judged.where(F.col("kind") == FOREIGN)) if found.foreign else []
     )
-    report.counts["reachable_files"] = reachable
-    if missing:
-        # Reachable but not there: a dangling definition (fsck reports it). gc deletes nothing
-        # because of it, but says so.
-        report.counts["reachable_missing"] = missing
-        report.sample("reachable_missing", missing_paths(reach, judged))
+    if found.missing:
+        found.missing_sample = missing_paths(reach, judged)
     orphan_frame = judged.where(F.col("orphan"))
-    report.counts["orphans_found"] = orphans
-    report.bytes["orphan_bytes"] = orphan_bytes
-    report.counts["skipped_too_young"] = too_young
     # A few orphans (the usual case) come to the driver in one query, which then answers the
     # samples, the re-check's "is it an orphan" and the totals itself: four Spark jobs fewer,
     # each a fixed cost (tens of milliseconds on local[1], more on a cluster).
     known: list[tuple[str, int, bool]] | None = None
-    if 0 < orphans <= KNOWN_ORPHANS_ON_DRIVER:
+    if 0 < found.orphans <= KNOWN_ORPHANS_ON_DRIVER:
         known = sorted(
             (row[0], int(row[1] or 0), bool(row[2]))
             for row in orphan_frame.select("path", "size", "old").collect()
         )
     if known is not None:
-        report.sample("too_young", [path for path, _, old in known if not old])
-    else:
-        report.sample(
-            "too_young", sample_paths(orphan_frame.where(~F.col("old"))) if too_young else []
-        )
-    if args.full_list:
-        target = full_list_dataset(args.report, ORPHANS_DATASET)
+        found.too_young_sample = capped(path for path, _, old in known if not old)
+    elif found.too_young:
+        found.too_young_sample = sample_paths(orphan_frame.where(~F.col("old")))
+    result.found = found
+    if options.full_list_dataset is not None:
+        target = options.full_list_dataset
         write_full_list(
             orphan_frame.select(
                 "path", "size", "mtime_millis", "kind", F.col("old").alias("old_enough")
             ),
             target,
         )
-        report.details["orphans_dataset"] = target
+        result.orphans_dataset = target
 
     # -- recheck versions that landed meanwhile --------------------------------------------
-    old_orphans = orphans - too_young
+    deletable = _recheck_and_choose(job, storage, result, plan, cache, judged, known, cached)
+
+    # -- delete ----------------------------------------------------------------------------
+    deleted = DeleteOutcome()
+    if not gc.dry_run and result.to_delete:
+        with job.stage(
+            "delete",
+            f"delete {result.to_delete} orphans in batches of {gc.delete_batch_size}",
+            if_interrupted=f"some of the {plural(result.to_delete, 'old orphan')} may be deleted already (orphans "
+            "only: no file a retained version reaches); run gc again to finish, or with --dry-run to "
+            "see what is left",
+        ):
+            deleted = delete_frame(job, storage, deletable, gc.delete_batch_size)
+    result.deleted = deleted
+    return result
+
+
+def _found(groups: list[Row]) -> GcFound:
+    """The listing's verdict from the judged rows' groups: the counts and bytes (samples are
+    filled in by the caller)."""
+    found = GcFound(
+        listed_by_kind={},
+        listed_bytes=0,
+        reachable=0,
+        orphans=0,
+        orphan_bytes=0,
+        too_young=0,
+        too_young_sample=[],
+        foreign_sample=[],
+    )
+    for row in groups:
+        kind, files, size = row["kind"], int(row["files"]), int(row["bytes"] or 0)
+        if row["error"]:
+            continue
+        if row["reached"]:
+            found.reachable += files
+        if kind is None:
+            found.missing += files  # reached, not listed
+            continue
+        found.listed_by_kind[kind] = found.listed_by_kind.get(kind, 0) + files
+        found.listed_bytes += size
+        found.unsized += int(row["unsized"])
+        if row["orphan"]:
+            found.orphans += files
+            found.orphan_bytes += size
+            if not row["old"]:
+                found.too_young += files
+    found.listed_by_kind = dict(sorted(found.listed_by_kind.items()))
+    return found
+
+
+def _recheck_and_choose(
+    job: JobContext,
+    storage: Storage,
+    result: GcResult,
+    plan: ReachPlan,
+    cache: NodeCache,
+    judged: DataFrame,
+    known: list[tuple[str, int, bool]] | None,
+    cached: list[DataFrame],
+) -> DataFrame:
+    """Walk the versions committed since the listing, take what they reach out of the old
+    orphans, and fill in what is left to delete; returns those orphans as a frame."""
+    from pyspark.sql import functions as F
+    from pyspark.storagelevel import StorageLevel
+
+    assert result.found is not None and result.retained is not None
+    old_orphans = result.found.orphans - result.found.too_young
     rechecked = NewVersionsReach()
     if old_orphans:  # nothing old enough to delete: nothing to protect
         # Known orphans need no membership question; a huge set is not worth the driver's memory.
         unreached = {path for path, _, _ in known} if known is not None else set()
-        with ctx.stage("recheck", "walk versions committed since the listing (driver)"):
+        with job.stage("recheck", "walk versions committed since the listing (driver)"):
             rechecked = reach_new_versions(
                 storage,
-                retained.latest,
-                membership_in(ctx, judged.where(F.col("reached"))),
+                result.retained.latest,
+                membership_in(job, judged.where(F.col("reached"))),
                 cache=cache,
                 covered=plan.covered,
                 unreached=unreached,
             )
-    deletable = orphan_frame.where(F.col("old"))
+    deletable = judged.where(F.col("orphan") & F.col("old"))
     if rechecked.paths:
-        rescued = ctx.spark.createDataFrame(
+        rescued = job.spark.createDataFrame(
             [(p,) for p in sorted(rechecked.paths)], schema="path string"
         )
         deletable = deletable.join(rescued, "path", "left_anti")
-    deletable_sample: list[str] | None = None
     if known is not None:
         to_delete_known = [
             (path, size) for path, size, old in known if old and path not in rechecked.paths
         ]
-        to_delete, bytes_to_delete = len(to_delete_known), sum(size for _, size in to_delete_known)
-        deletable_sample = [path for path, _ in to_delete_known]
+        result.to_delete = len(to_delete_known)
+        result.bytes_to_delete = sum(size for _, size in to_delete_known)
+        result.to_delete_sample = capped(path for path, _ in to_delete_known)
     elif old_orphans:
         deletable = deletable.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(deletable)
         totals = deletable.agg(F.count(F.lit(1)), F.sum("size")).collect()[0]
-        to_delete, bytes_to_delete = int(totals[0]), int(totals[1] or 0)
-    else:
-        to_delete = bytes_to_delete = 0
-    report.details["versions_rechecked"] = rechecked.versions
-    report.counts["recheck_nodes_read"] = rechecked.nodes_read
-    report.counts["orphans_rescued_by_new_versions"] = old_orphans - to_delete
-    if rechecked.versions:
-        report.new_version = rechecked.versions[-1]
-    report.counts["would_delete" if args.dry_run else "orphans_to_delete"] = to_delete
-    report.bytes["would_free" if args.dry_run else "orphan_bytes_to_delete"] = bytes_to_delete
-    if deletable_sample is not None:
-        report.sample("would_delete", deletable_sample)
-    else:
-        report.sample("would_delete", sample_paths(deletable) if to_delete else [])
+        result.to_delete, result.bytes_to_delete = int(totals[0]), int(totals[1] or 0)
+        result.to_delete_sample = sample_paths(deletable) if result.to_delete else []
+    result.rescued = old_orphans - result.to_delete
+    result.rechecked = rechecked
+    return deletable
 
-    # -- delete ----------------------------------------------------------------------------
-    deleted = DeleteOutcome()
-    if not args.dry_run and to_delete:
-        with ctx.stage(
-            "delete",
-            f"delete {to_delete} orphans in batches of {batch_size}",
-            if_interrupted=f"some of the {plural(to_delete, 'old orphan')} may be deleted already (orphans "
-            "only: no file a retained version reaches); run gc again to finish, or with --dry-run to "
-            "see what is left",
-        ):
-            deleted = delete_frame(ctx, storage, deletable, batch_size)
-    report.counts["orphans_deleted"] = deleted.deleted
-    # Deleted by a run racing this one between the listing and the delete: not counted above.
-    report.counts["orphans_already_gone"] = deleted.already_gone
-    report.bytes["freed_bytes"] = deleted.bytes_freed
-    report.sample("deleted", deleted.deleted_paths)
-    verb = "would delete" if args.dry_run else "deleted"
-    report.summary.append(
-        f"{plural(len(versions), 'retained version')}, {plural(report.counts['files_listed'], 'file')} listed, "
-        f"{report.counts['reachable_files']:,} reachable{f' ({missing:,} missing)' if missing else ''}, "
-        f"{plural(orphans, 'orphan')} ({too_young:,} younger than the grace period of {format_seconds(grace_seconds)}), "
-        f"{verb} {to_delete if args.dry_run else deleted.deleted:,}"
-        f"{f' ({deleted.already_gone} already gone: another run deleted them)' if deleted.already_gone else ''}, "
-        f"{plural(report.counts['foreign_files'], 'foreign file')} left alone"
+
+def main(argv: Sequence[str] | None = None, *, spark: SparkSession | None = None) -> int:
+    return run_job(
+        "gc",
+        parser=_parser(),
+        options=gc_job_options,
+        run=run_gc,
+        render=render_gc,
+        argv=argv,
+        spark=spark,
     )
-    if missing:
-        # Damage, though not gc's to repair: its own line, not a count among the others.
-        example = (report.samples.get("reachable_missing") or ["?"])[0]
-        report.summary.append(
-            f"{plural(missing, 'file')} that retained versions reach {'is' if missing == 1 else 'are'} missing "
-            f"(e.g. {example}); gc deleted nothing because of {'it' if missing == 1 else 'them'}, but the lakehouse "
-            f"is damaged: `lakecore -l {storage.root_uri} fsck --all --deep` names the versions"
-        )
-    if not to_delete:  # a dry run too, as compact-versions says of a dry run with nothing to expire
-        report.status = "noop"
-        report.details["noop_reason"] = (
-            f"no orphan is older than the grace period ({too_young:,} younger {'one waits' if too_young == 1 else 'ones wait'})"
-            if too_young
-            else "no orphans"
-        )
-    if deleted.refused or deleted.errors:
-        report.sample("delete_refused", deleted.refused)
-        report.sample("delete_errors", deleted.errors)
-        report.status = "failed"
-        report.exit_code = EXIT_FAILURE
-        report.error = (
-            f"{len(deleted.errors)} delete batches failed and {len(deleted.refused)} paths were "
-            f"refused; {deleted.deleted} files were deleted. E.g. {(deleted.errors + deleted.refused)[0]}"
-        )
-
-
-def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
-    return run_job("gc", _parser(), _body, argv, spark=spark)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DAY_MILLIS = 24 * 3600 * 1000
@@ -91,7 +94,7 @@ def _expiring_now(path: str) -> str:
     return str(int(time.time() * 1000) + max_age + DAY_MILLIS)
 
 
-def demo_spark_session() -> Any:
+def demo_spark_session() -> SparkSession:
     """local[2], no UI, Spark's own logging kept to warnings (conf/log4j2.properties)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -148,14 +151,14 @@ def remove_demo_reports() -> list[str]:
     return removed
 
 
-def run_pipeline(path: str, *, spark: Any = None) -> int:
+def run_pipeline(path: str, *, spark: SparkSession | None = None) -> int:
     """Run the demo's maintenance steps on the lakehouse at ``path``; 0 when every step that
     ran succeeded, else the first failed step's exit code."""
     reports = reports_dir(path)
     reports.mkdir(parents=True, exist_ok=True)
     print(f"\nmaintenance pipeline on {path} (reports in {reports})", flush=True)
     own_session = spark is None
-    session = demo_spark_session() if own_session else spark
+    session = demo_spark_session() if spark is None else spark
     started = time.monotonic()
     done: list[str] = []
     skipped: list[str] = []

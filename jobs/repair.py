@@ -33,20 +33,28 @@ if __name__ == "__main__":  # a Ctrl-C during the imports below: one line, not a
 
     quiet_until_the_job_begins("repair")
 
+import argparse
 import sys
-import time
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from jobs.common import JobContext, base_parser, run_job
-from lakecore.cli.argparsing import ArgumentError, whole_number
+from jobs.arguments import JobOptions, base_parser
+from jobs.context import JobContext
+from jobs.run import run_job
+from lakecore.cli.argparsing import OneLineArgumentParser, whole_number
+from lakecore.cli.job_report import JobReport
 from lakecore.display import escape_for_display
 from lakecore.lakehouse import repair
+from lakecore.lakehouse.repair import RepairOutcome
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 ACTIONS = ("rebuild-hint", "rollback", "drop-damaged")
 
 
-def _parser() -> Any:
+def _parser() -> OneLineArgumentParser:
     parser = base_parser("repair", __doc__.splitlines()[0])
     parser.add_argument("action", choices=ACTIONS, help="what to repair")
     target = parser.add_mutually_exclusive_group()
@@ -64,7 +72,30 @@ def _parser() -> Any:
     parser.add_argument(
         "--yes", action="store_true", help="carry out the plan (without it, only print it)"
     )
+    parser.add_check(_target_fits_the_action)
     return parser
+
+
+def _target_fits_the_action(args: argparse.Namespace) -> str | None:
+    """A rollback needs its target; the other actions take none."""
+    named = args.to_version is not None or args.to_last_valid
+    if args.action != "rollback" and named:
+        return "--to-version and --to-last-valid only apply to rollback"
+    if args.action == "rollback" and not named:
+        return "rollback needs --to-version V or --to-last-valid"
+    return None
+
+
+@dataclass(frozen=True)
+class RepairOptions:
+    action: str  # one of ACTIONS
+    to_version: int | None  # rollback
+    to_last_valid: bool  # rollback
+    apply: bool  # --yes: carry the plan out
+
+
+def repair_options(args: argparse.Namespace, _common: JobOptions) -> RepairOptions:
+    return RepairOptions(args.action, args.to_version, args.to_last_valid, args.yes)
 
 
 def _say(line: str) -> None:
@@ -72,31 +103,45 @@ def _say(line: str) -> None:
     print(escape_for_display(f"lakecore repair: {line}"), flush=True)
 
 
-def _body(ctx: JobContext) -> None:
-    args = ctx.args
-    report = ctx.report
-    report.details["action"] = args.action
-    started = time.monotonic()
-    if args.action != "rollback" and (args.to_version is not None or args.to_last_valid):
-        raise ArgumentError("--to-version and --to-last-valid only apply to rollback")
-    if args.action == "rebuild-hint":
-        outcome = repair.rebuild_hint(ctx.storage, apply=args.yes, say=_say)
-    elif args.action == "drop-damaged":
-        outcome = repair.drop_damaged(ctx.storage, apply=args.yes, say=_say)
+def run_repair(options: RepairOptions, job: JobContext) -> RepairedOutcome:
+    """``lakecore.lakehouse.repair`` (as ``lakecore repair`` runs it), on the driver alone: no
+    Spark session is started."""
+    result = job.track(RepairedOutcome(options.action))
+    with job.driver_step("repair"):
+        if options.action == "rebuild-hint":
+            outcome = repair.rebuild_hint(job.storage, apply=options.apply, say=_say)
+        elif options.action == "drop-damaged":
+            outcome = repair.drop_damaged(job.storage, apply=options.apply, say=_say)
+        else:
+            outcome = repair.rollback(
+                job.storage,
+                to_version=options.to_version,
+                to_last_valid=options.to_last_valid,
+                apply=options.apply,
+                say=_say,
+            )
+    result.outcome = outcome
+    return result
+
+
+@dataclass
+class RepairedOutcome:
+    """The repair's outcome (``lakecore repair``'s; None until it is done) and its action."""
+
+    action: str
+    outcome: RepairOutcome | None = None
+
+
+def render_repair(result: RepairedOutcome, report: JobReport) -> None:
+    """``result`` into ``report``: the only place repair's report keys are written."""
+    action, outcome = result.action, result.outcome
+    report.details["action"] = action
+    if outcome is None:
+        return
+    if action == "drop-damaged":
         report.details["dropped_versions"] = outcome.dropped_versions
         report.counts["damaged_versions"] = len(outcome.damaged_versions)
         report.counts["dropped_versions"] = len(outcome.dropped_versions)
-    else:
-        if args.to_version is None and not args.to_last_valid:
-            raise ArgumentError("rollback needs --to-version V or --to-last-valid")
-        outcome = repair.rollback(
-            ctx.storage,
-            to_version=args.to_version,
-            to_last_valid=args.to_last_valid,
-            apply=args.yes,
-            say=_say,
-        )
-    report.durations_seconds["repair"] = round(time.monotonic() - started, 3)
     report.base_version = outcome.highest_version
     report.new_version = outcome.new_version
     report.status = outcome.status
@@ -112,7 +157,7 @@ def _body(ctx: JobContext) -> None:
             "latest_version": details["highest_version"],
         }
     )
-    if args.action == "rollback":
+    if action == "rollback":
         report.counts["versions_checked"] = outcome.versions_checked
         report.counts["invalid_versions"] = len(outcome.damaged_versions)
     if outcome.new_version is not None:
@@ -122,8 +167,16 @@ def _body(ctx: JobContext) -> None:
         report.exit_code = outcome.exit_code
 
 
-def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
-    return run_job("repair", _parser(), _body, argv, spark=spark)
+def main(argv: Sequence[str] | None = None, *, spark: SparkSession | None = None) -> int:
+    return run_job(
+        "repair",
+        parser=_parser(),
+        options=repair_options,
+        run=run_repair,
+        render=render_repair,
+        argv=argv,
+        spark=spark,
+    )
 
 
 if __name__ == "__main__":

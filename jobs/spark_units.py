@@ -8,41 +8,46 @@ DataFrame (``jobs.frames``), so it runs through Spark Connect as well.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Final
 
-from jobs.common import SAMPLE_LIMIT, JobContext
+from jobs.context import JobContext
 from jobs.frames import PAYLOAD, Columns, collect_objects, driver_rows, fan_out_columns
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import ERROR_KEY, is_deletable, kind_of
 from lakecore.maintenance.reach import ReachPlan, ReachTask, reach_task_columns
+from lakecore.maintenance.samples import SAMPLE_LIMIT
 from lakecore.storage import Storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 REACH: Final = Columns((("path", "string"), ("size", "bigint")))
 # A membership question this long is joined against the reach; a shorter one is a filter.
 _JOIN_QUESTIONS_OVER: Final = 2000
 
 
-def reach_frame(ctx: JobContext, storage: Storage, plan: ReachPlan) -> Any:
+def reach_frame(job: JobContext, storage: Storage, plan: ReachPlan) -> DataFrame:
     """DataFrame of (path, size) reached: executors' subtree walks plus the driver's own paths.
     A subtree that cannot be walked is a row whose path starts with ``ERROR_KEY``."""
     tasks: list[ReachTask] = plan.tasks
 
-    def walk(items: list[ReachTask]) -> Any:
+    def walk(items: list[ReachTask]) -> Iterator[tuple[list[str], list[int]]]:
         return reach_task_columns(storage, items)
 
-    driver = driver_reach(ctx, plan)
+    driver = driver_reach(job, plan)
     if not tasks:
         return driver
-    return fan_out_columns(ctx.spark, tasks, walk, REACH, ctx.parallelism).unionByName(driver)
+    return fan_out_columns(job.spark, tasks, walk, REACH, job.parallelism).unionByName(driver)
 
 
-def driver_reach(ctx: JobContext, plan: ReachPlan) -> Any:
+def driver_reach(job: JobContext, plan: ReachPlan) -> DataFrame:
     """DataFrame of (path, size) the driver reached itself: the retained roots, their
     definitions and the top of each tree."""
-    return driver_rows(ctx.spark, sorted(plan.driver_paths.items()), REACH)
+    return driver_rows(job.spark, sorted(plan.driver_paths.items()), REACH)
 
 
-def reach_errors(reach: Any) -> Any:
+def reach_errors(reach: DataFrame) -> DataFrame:
     """The error rows of a reach frame, as one ``reason`` column."""
     from pyspark.sql import functions as F
 
@@ -51,7 +56,7 @@ def reach_errors(reach: Any) -> Any:
     )
 
 
-def unreached_only(frame: Any, reach: Any) -> Any:
+def unreached_only(frame: DataFrame, reach: DataFrame) -> DataFrame:
     """The rows of ``frame`` (a ``path`` column) whose path ``reach`` does not reach (its error
     rows left out), by a left anti join on a 64-bit hash of the path, as gc's join is: the reach
     crosses the shuffle and fills the join's hash table as longs, not as path strings (200k
@@ -69,13 +74,13 @@ def unreached_only(frame: Any, reach: Any) -> Any:
     )
 
 
-def sample_paths(frame: Any) -> list[str]:
+def sample_paths(frame: DataFrame) -> list[str]:
     """The first ``SAMPLE_LIMIT`` paths of a DataFrame with a ``path`` column, in order (the
     report's capped samples: only these reach the driver)."""
     return [row[0] for row in frame.select("path").orderBy("path").limit(SAMPLE_LIMIT).collect()]
 
 
-def membership_in(ctx: JobContext, reach: Any) -> Any:
+def membership_in(job: JobContext, reach: DataFrame) -> Callable[[set[str]], set[str]]:
     """A batch membership test against a (persisted) reach frame, for the re-check: one Spark
     job per question (a frontier of node paths)."""
     from pyspark.sql import functions as F
@@ -86,7 +91,7 @@ def membership_in(ctx: JobContext, reach: Any) -> Any:
         if not asked:
             return set()
         if len(asked) > _JOIN_QUESTIONS_OVER:
-            question = ctx.spark.createDataFrame(
+            question = job.spark.createDataFrame(
                 [(p,) for p in sorted(asked)], schema="path string"
             )
             found = paths.join(question, "path", "left_semi")
@@ -97,7 +102,9 @@ def membership_in(ctx: JobContext, reach: Any) -> Any:
     return known
 
 
-def delete_frame(ctx: JobContext, storage: Storage, files: Any, batch_size: int) -> DeleteOutcome:
+def delete_frame(
+    job: JobContext, storage: Storage, files: DataFrame, batch_size: int
+) -> DeleteOutcome:
     """Delete the files of a (path, size) DataFrame on executors, ``delete_files`` a batch at a
     time. Only counts, capped samples and errors come back to the driver."""
 
@@ -117,7 +124,7 @@ def delete_frame(ctx: JobContext, storage: Storage, files: Any, batch_size: int)
 
     frame = (
         files.select("path", "size")
-        .repartition(max(1, ctx.parallelism))
+        .repartition(max(1, job.parallelism))
         .mapInArrow(run, PAYLOAD.ddl)
     )
     total = DeleteOutcome()
@@ -127,7 +134,7 @@ def delete_frame(ctx: JobContext, storage: Storage, files: Any, batch_size: int)
     return total
 
 
-def deletable_only(frame: Any) -> Any:
+def deletable_only(frame: DataFrame) -> DataFrame:
     """The rows of a (path, size) DataFrame whose names lakecore may delete (node files,
     definitions, temp files; ``listing.is_deletable``), classified on the executors."""
 

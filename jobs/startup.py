@@ -3,7 +3,7 @@
 Rules:
 - Run as ``python -m jobs.JOB`` (local Spark, ``--remote``), a job spends about 0.4 s importing
   pyspark, pyarrow and lakecore before ``run_job`` installs the handler that stops a job
-  cleanly (``jobs.common``). Until now a Ctrl-C there printed a KeyboardInterrupt traceback
+  cleanly (``jobs.signals``). Until now a Ctrl-C there printed a KeyboardInterrupt traceback
   through the import machinery, and a SIGTERM ended the process with 143 and no word.
 - ``quiet_until_the_job_begins`` is called by each job file, as ``__main__`` only, right after
   the path fix and before its imports. From then on SIGINT and SIGTERM end the process at once

@@ -46,40 +46,39 @@ if __name__ == "__main__":  # a Ctrl-C during the imports below: one line, not a
 
     quiet_until_the_job_begins("validate")
 
+import argparse
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from jobs.common import (
-    EXIT_VIOLATIONS,
-    JobContext,
+from jobs.arguments import (
+    JobOptions,
     add_full_list_option,
     base_parser,
     full_list_dataset,
     report_page,
-    run_job,
     write_full_list,
 )
+from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
-from lakecore.cli.argparsing import ArgumentError, output_file, whole_number
-from lakecore.cli.outputs import (
-    OutputKind,
-    write_text_atomically,
+from jobs.run import run_job
+from jobs.validate_report import ValidateJobResult, ValidateOptions, render_validate
+from lakecore.cli.argparsing import OneLineArgumentParser, output_file, whole_number
+from lakecore.errors import (
+    LakecoreError,
+    NotFoundError,
+    StorageError,
+    VersionExpiredError,
 )
-from lakecore.errors import LakecoreError, NotFoundError, StorageError, VersionExpiredError
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.check import (
-    DAMAGE_RULES,
     UNREADABLE_ROOT,
     CheckReport,
     Violation,
-    add_counts,
 )
-from lakecore.maintenance.damage import next_step
 from lakecore.maintenance.validate import (
     CATALOG_SCOPE,
     ROW_COLUMNS,
@@ -99,18 +98,25 @@ from lakecore.maintenance.validate import (
     run_subtree_works,
     unique_key_candidates,
 )
+from lakecore.maintenance.validate_run import (
+    VIOLATIONS_LIMIT,
+    Violations,
+    violations_of,
+)
 from lakecore.storage import Storage
 from lakecore.tree import NodeStore
 from lakecore.units import plural
 from lakecore.versions import latest_version, list_root_versions
 from lakecore.view import external_roots_of
 
-VIOLATIONS_LIMIT = 200
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
 # Node rows per partition of the suite's input at least (see ``_rows_dataframe``).
 ROWS_PER_SUITE_PARTITION = 250_000
 
 
-def _parser() -> Any:
+def _parser() -> OneLineArgumentParser:
     parser = base_parser("validate", __doc__.splitlines()[0])
     which = parser.add_mutually_exclusive_group()
     which.add_argument(
@@ -149,17 +155,33 @@ def _parser() -> Any:
     return parser
 
 
-def _versions_to_check(storage: Storage, args: Any) -> tuple[int, list[int]]:
+def validate_options(args: argparse.Namespace, common: JobOptions) -> ValidateOptions:
+    report = common.report
+    return ValidateOptions(
+        version=args.version,
+        all_retained=args.all_retained,
+        deep=args.deep,
+        expectations=common.settings.validate_ge_enabled and not args.no_expectations,
+        full_list_dataset=full_list_dataset(report, VIOLATIONS_DATASET)
+        if args.full_list and report
+        else None,
+        report_page=report_page(report) if report else None,
+        health_page=args.html,
+        reports_dir=args.reports_dir or (str(Path(report).parent) if report else None),
+        lakehouse=common.lakehouse,
+        storage_options=common.storage_options,
+    )
+
+
+def _versions_to_check(storage: Storage, options: ValidateOptions) -> tuple[int, list[int]]:
     latest = latest_version(storage)
-    if args.version is not None:
-        if args.version < 0:
-            raise ArgumentError(f"--version {args.version} must be >= 0")
-        if args.version > latest:
+    if options.version is not None:
+        if options.version > latest:
             raise NotFoundError(
-                f"version {args.version} does not exist yet; the latest is {latest}"
+                f"version {options.version} does not exist yet; the latest is {latest}"
             )
-        return latest, [args.version]
-    if not args.all_retained:
+        return latest, [options.version]
+    if not options.all_retained:
         return latest, [latest]
     present = set(list_root_versions(storage))
     present.add(latest)
@@ -212,7 +234,9 @@ def _suite_columns(rows: Sequence[Any]) -> list[Any]:
     return [rows[index] for index in _SUITE_ROW_INDEXES]
 
 
-def _run_subtrees(ctx: JobContext, works: list[SubtreeWork]) -> tuple[list[SubtreeResult], Any]:
+def _run_subtrees(
+    job: JobContext, works: list[SubtreeWork]
+) -> tuple[list[SubtreeResult], DataFrame | None]:
     """Run the subtree checks in one pass; returns the results (without rows) and the persisted
     DataFrame that also holds every node row (None without subtrees)."""
     if not works:
@@ -222,9 +246,9 @@ def _run_subtrees(ctx: JobContext, works: list[SubtreeWork]) -> tuple[list[Subtr
     from pyspark.sql import functions as F
     from pyspark.storagelevel import StorageLevel
 
-    storage = ctx.storage
+    storage = job.storage
 
-    def check(items: list[SubtreeWork]) -> Any:
+    def check(items: list[SubtreeWork]) -> Iterator[tuple[Any, ...]]:
         for result in run_subtree_works(storage, items):
             payload = pickle.dumps(
                 result.without_rows().counted_only(), protocol=pickle.HIGHEST_PROTOCOL
@@ -244,7 +268,7 @@ def _run_subtrees(ctx: JobContext, works: list[SubtreeWork]) -> tuple[list[Subtr
             for version in result.versions:
                 yield (None, [version] * len(result.rows), *rows)
 
-    checked = fan_out_columns(ctx.spark, works, check, CHECKED, ctx.parallelism).persist(
+    checked = fan_out_columns(job.spark, works, check, CHECKED, job.parallelism).persist(
         StorageLevel.MEMORY_AND_DISK
     )
     results = [
@@ -254,7 +278,7 @@ def _run_subtrees(ctx: JobContext, works: list[SubtreeWork]) -> tuple[list[Subtr
     return results, checked
 
 
-def _executor_violations(checked: Any, catalog_checked: Sequence[int]) -> Any:
+def _executor_violations(checked: DataFrame, catalog_checked: Sequence[int]) -> DataFrame:
     """The violations the subtree tasks found, as rows (``VIOLATIONS``): the tree's, and the
     catalog's of the versions whose catalog was checked (a version's catalog violations count
     only when its whole tree is clean, which only the driver knows)."""
@@ -277,47 +301,28 @@ def _executor_violations(checked: Any, catalog_checked: Sequence[int]) -> Any:
     )
 
 
-@dataclass
-class Violations:
-    """Every checked version's violations, as the report gives them: the total, the counts by
-    rule, and the first ``VIOLATIONS_LIMIT`` in order (version, newest first; then location,
-    rule and detail)."""
-
-    total: int
-    by_rule: dict[str, int]
-    listed: list[tuple[int, Violation]]
-
-
-def _violations(ctx: JobContext, checked_versions: list[VersionResult], checked: Any) -> Violations:
+def _violations(checked_versions: list[VersionResult], checked: DataFrame | None) -> Violations:
     """The listing from the driver's own violations (the top of each tree, the combine) and,
     only when the subtrees found any, a capped sample of theirs: one query that keeps the
     first few per partition (Spark's take-ordered), never the whole list."""
     from pyspark.sql import functions as F
 
-    by_rule: dict[str, int] = {}
-    for result in checked_versions:
-        add_counts(by_rule, result.violations_by_rule())
-    position = {result.version: i for i, result in enumerate(checked_versions)}
-    found: list[tuple[int, Violation]] = [
-        (r.version, v) for r in checked_versions for v in r.violations
-    ]
+    sample: list[tuple[int, Violation]] = []
     if checked is not None and any(result.unlisted for result in checked_versions):
         catalog_checked = [r.version for r in checked_versions if r.catalog_checked]
-        sample = (
-            _executor_violations(checked, catalog_checked)
+        sample = [
+            (int(row["version"]), Violation(row["location"], row["rule"], row["detail"]))
+            for row in _executor_violations(checked, catalog_checked)
             .orderBy(F.col("version").desc(), "location", "rule", "detail")
             .limit(VIOLATIONS_LIMIT)
             .collect()
-        )
-        found.extend(
-            (int(row["version"]), Violation(row["location"], row["rule"], row["detail"]))
-            for row in sample
-        )
-    found.sort(key=lambda item: (position[item[0]], item[1].location, item[1].rule, item[1].detail))
-    return Violations(sum(by_rule.values()), by_rule, found[:VIOLATIONS_LIMIT])
+        ]
+    return violations_of(checked_versions, sample, limit=VIOLATIONS_LIMIT)
 
 
-def _write_full_list(ctx: JobContext, checked_versions: list[VersionResult], checked: Any) -> str:
+def _write_full_list(
+    job: JobContext, checked_versions: list[VersionResult], checked: DataFrame | None, target: str
+) -> str:
     """--full-list: every violation, the driver's and the subtrees', to REPORT.violations.parquet
     (version, scope, rule, location, detail); written even when there are none, so that a
     dataset beside a report always belongs to it."""
@@ -330,21 +335,23 @@ def _write_full_list(ctx: JobContext, checked_versions: list[VersionResult], che
         )
         for v in listed
     ]
-    frame = driver_rows(ctx.spark, own, VIOLATIONS)
+    frame = driver_rows(job.spark, own, VIOLATIONS)
     if checked is not None:
         frame = frame.unionByName(
             _executor_violations(
                 checked, [r.version for r in checked_versions if r.catalog_checked]
             )
         )
-    target = full_list_dataset(ctx.args.report, VIOLATIONS_DATASET)
     write_full_list(frame, target)
     return target
 
 
 def _rows_dataframe(
-    ctx: JobContext, plans: list[VersionPlan], checked: Any, results: list[SubtreeResult]
-) -> tuple[Any, int, UniqueCandidates | None]:
+    job: JobContext,
+    plans: list[VersionPlan],
+    checked: DataFrame | None,
+    results: list[SubtreeResult],
+) -> tuple[DataFrame, int, UniqueCandidates | None]:
     """Every node row of the checked versions, how many there are, and where unique-keys can
     fail: the tops' rows from the driver, the subtrees' from the check's persisted DataFrame
     (counted, and their keys spanned, by the subtree tasks)."""
@@ -368,7 +375,7 @@ def _rows_dataframe(
                     # Each top key a span of its own: the tops' keys spread over every task's
                     # range, so one span of them all would overlap every task.
                     spans.append((plan.version, KeySpan(key, key)))
-    rows = driver_rows(ctx.spark, top_rows, NODE_ROWS)
+    rows = driver_rows(job.spark, top_rows, NODE_ROWS)
     if checked is not None:
         node_rows_only = F.col("payload").isNull() & ~F.col("section").isin(
             list(VIOLATION_SECTIONS.values())
@@ -378,30 +385,28 @@ def _rows_dataframe(
     # The suite runs about 8 queries over these rows, each a task per partition: a small
     # lakehouse's rows in the check's 10 partitions cost more in tasks than in rows (a demo's
     # suite 4.4 s, 3.4 s in 2 partitions). Never fewer partitions than cores.
-    partitions = max(ctx.default_parallelism, -(-row_count // ROWS_PER_SUITE_PARTITION))
+    partitions = max(job.default_parallelism, -(-row_count // ROWS_PER_SUITE_PARTITION))
     return rows.coalesce(partitions), row_count, unique_key_candidates(spans, UNIQUE_CANDIDATES_MAX)
 
 
-def _body(ctx: JobContext) -> None:
-    args = ctx.args
-    report = ctx.report
-    expectations_on = ctx.settings.validate_ge_enabled and not args.no_expectations
-    storage = ctx.storage
-    latest, versions = _versions_to_check(storage, args)
+def run_validate(options: ValidateOptions, job: JobContext) -> ValidateJobResult:
+    """The versions checked in the stages of the module doc; returns a ``ValidateResult`` (as
+    ``validate_in_process`` does for one version) that keeps its options for the pages."""
+    storage = job.storage
+    expectations_on = options.expectations
+    latest, versions = _versions_to_check(storage, options)
     if expectations_on:
         from jobs.expectations import start_importing_great_expectations
 
         start_importing_great_expectations()  # meanwhile the session starts and the trees are checked
-    report.base_version = latest
-    report.details["deep"] = bool(args.deep)
-    report.details["expectations_enabled"] = expectations_on
+    result = job.track(ValidateJobResult(latest, options.deep, expectations_on, options=options))
 
     finished: dict[int, VersionResult] = {}
     plans: list[VersionPlan] = []
     skipped: list[str] = []
     stores: dict[tuple[str, ...], NodeStore] = {}
-    target = ctx.parallelism
-    with ctx.stage(
+    target = job.parallelism
+    with job.stage(
         "plan", f"plan {plural(len(versions), 'version')} and check the top of each tree (driver)"
     ):
         for version in versions:
@@ -410,7 +415,7 @@ def _body(ctx: JobContext) -> None:
                     storage.root_uri, storage_options=storage.storage_options, version=version
                 )
             except VersionExpiredError as exc:
-                if args.all_retained:  # expired while the job ran: no longer retained
+                if options.all_retained:  # expired while the job ran: no longer retained
                     skipped.append(f"version {version}: {' '.join(str(exc).split())}")
                     continue
                 raise
@@ -434,46 +439,46 @@ def _body(ctx: JobContext) -> None:
                     lh.lakehouse_def,
                     store,
                     target,
-                    deep=args.deep,
+                    deep=options.deep,
                 )
             )
-    works = merge_work(plans, deep=args.deep, rows=expectations_on)
-    report.counts["subtree_tasks"] = len(works)
+    works = merge_work(plans, deep=options.deep, rows=expectations_on)
+    result.subtree_tasks = len(works)
     checked = None
     # An executor that cannot read the store (no credentials, no route) fails the job with that
     # StorageError (exit 4, retried), never with violations: it judged no file.
     try:
         with (
-            ctx.stage(
+            job.stage(
                 "check",
                 f"check {plural(len(works), 'subtree')} of {plural(len(plans), 'version')}"
-                f"{' with catalog checks' if args.deep else ''}",
+                f"{' with catalog checks' if options.deep else ''}",
             ),
             executor_errors(),
         ):
-            results, checked = _run_subtrees(ctx, works)
+            results, checked = _run_subtrees(job, works)
         # The queries below read the check's cached rows; a lost cache block is computed again.
         with (
-            ctx.stage("combine", "combine the subtree results per version (driver)"),
+            job.stage("combine", "combine the subtree results per version (driver)"),
             executor_errors(),
         ):
             by_version: dict[int, list[SubtreeResult]] = {}
-            for result in results:
-                for version in result.versions:
-                    by_version.setdefault(version, []).append(result)
+            for subtree in results:
+                for version in subtree.versions:
+                    by_version.setdefault(version, []).append(subtree)
             for plan in plans:
                 finished[plan.version] = combine_version(
-                    plan, by_version.get(plan.version, []), deep=args.deep
+                    plan, by_version.get(plan.version, []), deep=options.deep
                 )
             checked_versions = [finished[v] for v in versions if v in finished]
-            violations = _violations(ctx, checked_versions, checked)
-        if args.full_list:
+            violations = _violations(checked_versions, checked)
+        if options.full_list_dataset is not None:
             with (
-                ctx.stage("full-list", "write every violation beside the report"),
+                job.stage("full-list", "write every violation beside the report"),
                 executor_errors(),
             ):
-                report.details["violations_dataset"] = _write_full_list(
-                    ctx, checked_versions, checked
+                result.violations_dataset = _write_full_list(
+                    job, checked_versions, checked, options.full_list_dataset
                 )
         expectations: dict[str, Any] | None = None
         if expectations_on and plans:
@@ -481,10 +486,10 @@ def _body(ctx: JobContext) -> None:
 
             lakehouse_def = plans[0].lakehouse_def
             with (
-                ctx.stage("expectations", "great-expectations suite over every node row"),
+                job.stage("expectations", "great-expectations suite over every node row"),
                 executor_errors(),
             ):
-                rows, row_count, unique_candidates = _rows_dataframe(ctx, plans, checked, results)
+                rows, row_count, unique_candidates = _rows_dataframe(job, plans, checked, results)
                 expectations = run_expectations(
                     rows,
                     row_count=row_count,
@@ -495,176 +500,25 @@ def _body(ctx: JobContext) -> None:
     finally:
         if checked is not None:
             checked.unpersist()
-    _report(ctx, checked_versions, violations, plans, expectations, skipped)
+    # The verdicts, all at once: a report has them only when the whole validation ran.
+    result.versions = checked_versions
+    result.cut_fallbacks = {p.version: p.cut_fallback for p in plans if p.cut_fallback}
+    result.skipped = skipped
+    result.expectations = expectations
+    result.violations = violations
+    return result
 
 
-def _report(
-    ctx: JobContext,
-    checked: list[VersionResult],
-    found: Violations,
-    plans: list[VersionPlan],
-    expectations: dict[str, Any] | None,
-    skipped: list[str],
-) -> None:
-    report = ctx.report
-    report.counts["versions_checked"] = len(checked)
-    report.counts["nodes_checked"] = sum(r.report.nodes_checked for r in checked)
-    report.counts["keys"] = sum(r.report.keys_seen for r in checked)
-    report.counts["messages"] = sum(r.report.messages_seen for r in checked)
-    report.counts["violations"] = found.total
-    report.bytes["node_bytes_checked"] = sum(r.report.bytes_checked for r in checked)
-    rules = dict(sorted(found.by_rule.items()))
-    listed = [{"version": version, **v.as_dict()} for version, v in found.listed]
-    report.details["violations"] = listed
-    report.details["violations_by_rule"] = rules
-    report.details["violations_truncated"] = found.total > len(listed)
-    report.details["versions"] = [
-        {
-            "version": r.version,
-            "ok": r.ok,
-            "nodes": r.report.nodes_checked,
-            "keys": r.report.keys_seen,
-            "messages": r.report.messages_seen,
-            "bytes": r.report.bytes_checked,
-            "violations": r.violation_count,
-            "subtree_tasks": r.subtree_tasks,
-            "catalog_checked": r.catalog_checked,
-            "catalog_keys": r.catalog_keys,
-        }
-        for r in checked
-    ]
-    fallbacks = {p.version: p.cut_fallback for p in plans if p.cut_fallback}
-    if fallbacks:
-        report.details["cut_fallbacks"] = fallbacks
-    if skipped:
-        report.details["skipped"] = skipped
-    report.details["expectations"] = expectations
-    expectations_failed = expectations is not None and not expectations["success"]
-    bad_versions = [r.version for r in checked if not r.ok]
-    report.summary.append(
-        f"checked {plural(len(checked), 'version')}, {plural(report.counts['nodes_checked'], 'node')}, "
-        f"{plural(report.counts['keys'], 'key')}: "
-        + (
-            "clean"
-            if not bad_versions
-            else f"{plural(found.total, 'violation')} in {plural(len(bad_versions), 'version')}"
-        )
+def main(argv: Sequence[str] | None = None, *, spark: SparkSession | None = None) -> int:
+    return run_job(
+        "validate",
+        parser=_parser(),
+        options=validate_options,
+        run=run_validate,
+        render=render_validate,
+        argv=argv,
+        spark=spark,
     )
-    if expectations is not None:
-        failed = [e["name"] for e in expectations["expectations"] if not e["success"]]
-        report.summary.append(
-            f"expectations: {expectations['successful']}/{expectations['evaluated']} succeeded"
-            + (f"; failed: {', '.join(failed)}" if failed else "")
-        )
-    # --deep reads the catalog only where the tree is clean (as fsck does): say so where it did not.
-    not_deep = [r.version for r in checked if report.details["deep"] and not r.catalog_checked]
-    catalog_skipped = (
-        (
-            f"catalog checks (--deep) skipped for {plural(len(not_deep), 'version')} whose tree has "
-            "violations; run --deep again once the tree is mended"
-        )
-        if not_deep
-        else None
-    )
-    if catalog_skipped:
-        report.summary.append(catalog_skipped)
-    for version, v in found.listed[:10]:
-        report.summary.append(f"v{version} {v}")
-    if bad_versions or expectations_failed:
-        report.status = "failed"
-        report.exit_code = EXIT_VIOLATIONS
-        problems = []
-        if bad_versions:
-            problems.append(
-                f"{plural(found.total, 'violation')} in {plural(len(bad_versions), 'version')} "
-                f"({', '.join(f'{rule} {n}' for rule, n in sorted(rules.items()))})"
-            )
-        if expectations_failed and expectations is not None:
-            failed_names = [e["name"] for e in expectations["expectations"] if not e["success"]]
-            problems.append(f"expectations failed: {', '.join(failed_names)}")
-        if catalog_skipped:
-            problems.append(
-                f"catalog checks skipped for {plural(len(not_deep), 'version')} (the tree first)"
-            )
-        damage_rules = {r.version: DAMAGE_RULES & set(r.violations_by_rule()) for r in checked}
-        damaged = [version for version, rules_broken in damage_rules.items() if rules_broken]
-        if damaged:
-            # The one line a scheduler shows must say what to do about damage, as the other jobs'
-            # do; what that is depends on whether the latest version is among the damaged.
-            latest = report.base_version if report.base_version is not None else max(damaged)
-            problems.append(
-                next_step(
-                    ctx.storage.root_uri,
-                    damaged,
-                    latest,
-                    roots_damaged=all(UNREADABLE_ROOT in damage_rules[v] for v in damaged),
-                )
-            )
-        report.error = "; ".join(problems)
-    report.details["html_report"] = None
-    if ctx.args.report:
-        from jobs.expectations import render_html
-        from lakecore.units import format_bytes
-
-        catalog_runs = sum(1 for r in checked if r.catalog_checked)
-        summary = {
-            "lakehouse": report.lakehouse,
-            "status": report.status,
-            "latest version": report.base_version,
-            "versions checked": ", ".join(str(r.version) for r in checked),
-            "deep": report.details["deep"],
-            "catalog checks": (
-                f"run on {catalog_runs} of {len(checked)} versions"
-                if report.details["deep"]
-                else "not requested (--deep)"
-            )
-            + (
-                " (skipped where the tree has violations)"
-                if report.details["deep"] and catalog_runs < len(checked)
-                else ""
-            ),
-            **{k.replace("_", " "): v for k, v in sorted(report.counts.items())},
-            "node bytes checked": f"{report.bytes['node_bytes_checked']} ({format_bytes(report.bytes['node_bytes_checked'])})",
-        }
-        page = render_html(
-            f"lakecore validate: {report.lakehouse}",
-            summary,
-            expectations,
-            listed,
-            status=report.status,
-            error=report.error,
-            versions=report.details["versions"],
-            violations_total=found.total,
-        )
-        report.details["html_report"] = write_text_atomically(
-            report_page(ctx.args.report), page, OutputKind.HTML_PAGE
-        )
-    if getattr(ctx.args, "html", None):
-        _health_page(ctx)
-
-
-def _health_page(ctx: JobContext) -> None:
-    """``--html PATH``: the lakehouse health page with this validation's result on it."""
-    from lakecore.lakehouse.describe import describe
-    from lakecore.lakehouse.history import history
-    from lakecore.lakehouse.report.health import render_health_page
-
-    report = ctx.report
-    lh = Lakehouse.open(ctx.storage.root_uri, storage_options=ctx.storage.storage_options)
-    entries = history(ctx.storage)
-    data = describe(
-        lh, entries, damaged_tree_ok=True
-    )  # a damaged lakehouse is when the page is needed
-    reports_dir = ctx.args.reports_dir or (
-        str(Path(ctx.args.report).parent) if ctx.args.report else None
-    )
-    page = render_health_page(data, entries, validation=report.as_dict(), reports_dir=reports_dir)
-    report.details["health_page"] = write_text_atomically(ctx.args.html, page, OutputKind.HTML_PAGE)
-    report.summary.append(f"health page: {report.details['health_page']}")
-
-
-def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
-    return run_job("validate", _parser(), _body, argv, spark=spark)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,6 @@ MAX_VERSION = (1 << ROOT_VERSION_BITS) - 1
 # 20 bits give 2^20 prefixes spread over 4096 three-level directories: enough to spread S3
 # request load and to keep any one local directory listing small.
 OPTIMIZED_PREFIX_BITS = 20
-HASH_DIRECTORY_COUNT = 1 << 12
 HASH_DIRECTORY_LEVELS = 3
 
 LATEST_HINT_FILE_NAME = "_latest_hint.txt"

@@ -150,11 +150,12 @@ def test_bad_durations_are_refused(text: str) -> None:
 
 
 def test_plain_numbers_only_where_the_unit_is_named() -> None:
-    from jobs.common import parse_duration_seconds
+    from lakecore.cli.args import duration_millis
 
     assert parse_duration_millis("90", plain_unit="s") == 90_000
-    assert parse_duration_seconds("90") == 90.0 and parse_duration_seconds("3d") == 3 * 86400.0
-    assert parse_duration_seconds("250ms") == 0.25
+    older_than = duration_millis("duration", plain_unit="s")  # gc's --older-than
+    assert older_than("90") == 90_000 and older_than("3d") == 3 * 86_400_000
+    assert older_than("250ms") == 250
     assert [
         format_duration_millis(m) for m in (0, 7 * DAY_MILLIS, 5_400_000, 1500, 36 * 3_600_000)
     ] == ["0s", "7d", "90m", "1500ms", "36h"]

@@ -241,16 +241,22 @@ def test_a_report_that_appeared_while_the_job_ran_is_left_alone(
 ) -> None:
     """The last-moment check raised past the report writer: a traceback and exit 1 after the
     job's work. Now one line, exit 2, and the file keeps its bytes."""
-    from jobs.common import base_parser, run_job
+    from jobs.arguments import JobOptions, base_parser
+    from jobs.run import run_job
 
     report = tmp_path / "r.json"
 
-    def body(ctx: object) -> None:
+    def run(options: JobOptions, ctx: object) -> None:
         report.write_text("someone else's notes")
 
-    parser = base_parser("gc", "a stub job")
     code = run_job(
-        "gc", parser, body, ["--lakehouse", str(lake), "--report", str(report)], spark=object()
+        "gc",
+        parser=base_parser("gc", "a stub job"),
+        options=lambda args, common: common,
+        run=run,
+        render=lambda result, job_report: None,
+        argv=["--lakehouse", str(lake), "--report", str(report)],
+        spark=object(),  # type: ignore[arg-type]  # the stub run asks nothing of it
     )
     err = capsys.readouterr().err
     assert code == ExitCode.BAD_INPUT and err.count("\n") == 1
@@ -264,7 +270,7 @@ def test_two_runs_writing_one_full_list_each_publish_a_whole_one(tmp_path: Path)
     import threading
     import time as time_module
 
-    from jobs.common import write_full_list
+    from jobs.arguments import write_full_list
 
     class Frame:  # what write_full_list asks of a DataFrame: .write.parquet(path)
         def __init__(self, tag: str) -> None:

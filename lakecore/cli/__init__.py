@@ -2,6 +2,9 @@
 
 - ``main``: the parser and the commands that read and change a lakehouse;
 - ``lookup``: the lookup-file and diff commands;
+- ``maintenance``: ``gc`` and ``compact-versions`` in one process (a small lakehouse), with
+  ``gc`` and ``compact_versions``: their options, checks and report, which the Spark jobs share;
+- ``job_report``: a maintenance run's report (JSON and summary), the jobs' and these commands';
 - ``args``: what every command shares (the lakehouse it names, how it prints);
 - ``argparsing``: an argparse parser whose errors are one-line lakecore errors (the jobs use it
   too);

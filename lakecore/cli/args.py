@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lakecore.display import escape_for_display
@@ -90,6 +91,23 @@ def time_millis(text: str) -> int:
         return parse_time_millis(text, what="the time")
     except InvalidArgumentError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def duration_millis(what: str, *, plain_unit: str | None = None) -> Callable[[str], int]:
+    """An argparse type: a duration (``7d``, ``12h``, ``90m``, ``30s``, ``250ms``; a plain number
+    only with ``plain_unit``) as milliseconds. ``what`` names the value in the message, after
+    argparse's own name of the option."""
+
+    def parse(text: str) -> int:
+        from lakecore.units import parse_duration_millis
+
+        try:
+            return parse_duration_millis(text, what=what, plain_unit=plain_unit)
+        except InvalidArgumentError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = "duration"  # argparse names the type in some of its messages
+    return parse
 
 
 def add_version_options(parser: argparse.ArgumentParser, what: str = "read") -> None:
@@ -171,6 +189,7 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 __all__ = [
     "add_json_option",
     "add_version_options",
+    "duration_millis",
     "emit",
     "emit_error",
     "key_value",

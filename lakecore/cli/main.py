@@ -16,11 +16,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lakecore.cli import lookup as lookup_cli
+from lakecore.cli import maintenance as maintenance_cli
 from lakecore.cli import serve as serve_cli
 from lakecore.cli.argparsing import OneLineArgumentParser, output_file
 from lakecore.cli.args import (
     add_json_option,
     add_version_options,
+    duration_millis,
     emit,
     emit_error,
     key_value,
@@ -48,9 +50,6 @@ from lakecore.units import plural
 
 if TYPE_CHECKING:
     from lakecore.lakehouse.lakehouse import ExportMode
-
-EXIT_OK = ExitCode.OK
-EXIT_VIOLATIONS = ExitCode.VIOLATIONS
 
 
 def _column(text: str) -> dict[str, Any]:
@@ -116,7 +115,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         f"created lakehouse {d.name!r} at {lh.uri} (version 0, order {d.order})",
         {"uri": lh.uri, "version": lh.version, "name": d.name, "order": d.order},
     )
-    return EXIT_OK
+    return ExitCode.OK
 
 
 PAST_TENSE = {
@@ -156,7 +155,7 @@ def cmd_namespace(args: argparse.Namespace) -> int:
         if args.parent is not None:
             listing["parent"] = args.parent
         emit(args, "\n".join(names) if names else "(no namespaces)", listing)
-        return EXIT_OK
+        return ExitCode.OK
     if args.action == "show":
         view = open_view(args)
         definition = view.load_namespace(args.namespace)
@@ -167,7 +166,7 @@ def cmd_namespace(args: argparse.Namespace) -> int:
             + "".join(f"  {k} = {v}\n" for k, v in sorted(props.items())).rstrip(),
             {"version": view.version, "name": definition.name, "properties": props},
         )
-        return EXIT_OK
+        return ExitCode.OK
     lh = open_lakehouse(args)
     before = lh.version
     data: dict[str, Any] = {}
@@ -203,7 +202,7 @@ def cmd_namespace(args: argparse.Namespace) -> int:
             **data,
         },
     )
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_table(args: argparse.Namespace) -> int:
@@ -219,7 +218,7 @@ def cmd_table(args: argparse.Namespace) -> int:
             "\n".join(names) if names else "(no tables)",
             {"version": view.version, "tables": names},
         )
-        return EXIT_OK
+        return ExitCode.OK
     if args.action == "show":
         view = open_view(args)
         definition = view.load_table(args.namespace, args.table)
@@ -241,7 +240,7 @@ def cmd_table(args: argparse.Namespace) -> int:
                 "format_properties": dict(definition.format_properties),
             },
         )
-        return EXIT_OK
+        return ExitCode.OK
     if args.action == "create" and not args.column:
         raise InvalidArgumentError(
             f"table create {args.namespace} {args.table}: give at least one --column ID:NAME:TYPE (e.g. 1:id:INT8)"
@@ -291,7 +290,7 @@ def cmd_table(args: argparse.Namespace) -> int:
             **changed,
         },
     )
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
@@ -348,7 +347,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
             )
         data.append(item)
     emit(args, "\n".join(lines), data)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _history_text(entries: list[Any], now_millis: int) -> str:
@@ -392,7 +391,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         _history_text(entries, now),
         {"now_millis": now, "versions": [e.as_dict() for e in entries]},
     )
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
@@ -425,7 +424,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
             error=True,
         )
         return ExitCode.DAMAGED
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_get(args: argparse.Namespace) -> int:
@@ -448,7 +447,7 @@ def cmd_get(args: argparse.Namespace) -> int:
         value if value is not None else "(absent)",
         {"version": view.version, "key": key, "pvalue": value},
     )
-    return EXIT_OK if value is not None else ExitCode.NOT_FOUND
+    return ExitCode.OK if value is not None else ExitCode.NOT_FOUND
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
@@ -458,7 +457,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
     summary = describe_tree(view)
     if args.dot:
         say(to_dot(view, summary, max_levels=args.max_levels))
-        return EXIT_OK
+        return ExitCode.OK
     if args.html:
         from lakecore.cli.outputs import OutputKind, write_text_atomically
         from lakecore.lakehouse.report.treepage import render_tree_page
@@ -478,7 +477,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
     if args.html:
         text += f"\ntree page: {summary['html_report']}"
     emit(args, text, summary)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
@@ -502,7 +501,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
             "committed": committed,
         },
     )
-    return EXIT_OK
+    return ExitCode.OK
 
 
 EXPORT_ACTIONS = ("create", "list", "drop")
@@ -556,7 +555,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             "\n".join(lines) if lines else "(no exports)",
             {"version": lh.version, "exports": [e.__dict__ for e in exports]},
         )
-        return EXIT_OK
+        return ExitCode.OK
     assert name is not None
     if action == "drop":
         pinned = {e.name: e.version for e in lh.list_exports()}.get(name)
@@ -567,7 +566,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             "(version expiry and gc may now collect it)",
             {"version": version, "name": name, "action": "drop", "unpinned_version": pinned},
         )
-        return EXIT_OK
+        return ExitCode.OK
     mode: ExportMode = args.mode or "minimal"
     version = lh.export_snapshot(name, mode=mode, target=args.target, version=resolve_version(args))
     emit(
@@ -575,22 +574,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         f"exported snapshot {name!r} ({mode}); recorded in version {version}",
         {"version": version, "name": name, "mode": mode, "target": args.target},
     )
-    return EXIT_OK
+    return ExitCode.OK
 
 
 # -- settings ------------------------------------------------------------------------------------
-
-
-def _duration_millis(what: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        from lakecore.units import parse_duration_millis
-
-        try:
-            return parse_duration_millis(text, what=what)
-        except InvalidArgumentError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return parse
 
 
 def _version_duration(text: str) -> tuple[int, int]:
@@ -598,9 +585,7 @@ def _version_duration(text: str) -> tuple[int, int]:
     version, sep, duration = text.partition("=")
     if not sep or not version.strip().isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not VERSION=DURATION, e.g. 12=30d")
-    return int(version), _duration_millis(f"the age override of version {version.strip()}")(
-        duration
-    )
+    return int(version), duration_millis(f"the age override of version {version.strip()}")(duration)
 
 
 def _version_number(text: str) -> int:
@@ -646,7 +631,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
     if args.action == "show":
         data = _settings_data(lh)
         emit(args, _settings_text(data), data)
-        return EXIT_OK
+        return ExitCode.OK
     age = (
         args.maximum_version_age
         if args.maximum_version_age is not None
@@ -683,7 +668,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
             f"settings unchanged: they already hold; nothing committed (version {change.version})"
         )
     emit(args, head + "\n" + _settings_text(data), data)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_fsck(args: argparse.Namespace) -> int:
@@ -751,7 +736,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
             "ok": not bad,
         },
     )
-    return EXIT_OK if not bad else EXIT_VIOLATIONS
+    return ExitCode.OK if not bad else ExitCode.VIOLATIONS
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
@@ -784,7 +769,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
         say(f"lakecore: {outcome.error}", error=True)
         return outcome.exit_code
     emit(args, "\n".join(outcome.summary) or outcome.status, outcome.as_dict())
-    return EXIT_OK
+    return ExitCode.OK
 
 
 # -- parser ----------------------------------------------------------------------------------------
@@ -1178,7 +1163,7 @@ def cmd_completion(args: argparse.Namespace) -> int:
             "shell completion needs argcomplete: pip install 'lakecore[completion]' (make setup installs it)"
         ) from None
     print(argcomplete.shellcode(["lakecore"], shell=args.shell))  # type: ignore[attr-defined]
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _add_age_options(p: argparse.ArgumentParser) -> None:
@@ -1188,7 +1173,7 @@ def _add_age_options(p: argparse.ArgumentParser) -> None:
         "--maximum-version-age",
         dest="maximum_version_age",
         metavar="DURATION",
-        type=_duration_millis("--maximum-version-age"),
+        type=duration_millis("--maximum-version-age"),
         help="how long versions are retained, e.g. 7d, 12h, 90m, 30s, 250ms",
     )
     ages.add_argument(
@@ -1240,8 +1225,10 @@ def _add_settings_command(sub: Any) -> None:
 
 
 def _add_extra_commands(sub: Any) -> None:
-    """Commands that live in their own modules (lookup files, diffs, the REST server)."""
+    """Commands that live in their own modules (lookup files, diffs; gc and compact-versions;
+    the REST server)."""
     lookup_cli.add_commands(sub, _sub)
+    maintenance_cli.add_commands(sub, _sub)
     serve_cli.add_commands(sub, _sub)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakecore.errors import AlreadyExistsError, LakecoreError
@@ -49,6 +50,28 @@ if TYPE_CHECKING:
 # Copies every file a root reaches from the source to the target (a full export's bulk work);
 # the Spark export job passes one that computes the set and copies on executors.
 CopyFiles = Callable[[Storage, Storage, NodeStore, Node], None]
+
+
+@dataclass
+class ExportResult:
+    """What an export did, for its report (the Spark job fills it; ``Lakehouse.export_snapshot``
+    is the export in one process). Filled step by step: a field is None until its step ran."""
+
+    name: str
+    mode: str
+    target: str  # as given; ``recorded_target`` once the export is recorded
+    source_version: int  # the source's latest version when the export began
+    exported_version: int
+    exported_root: str
+    subtree_tasks: int | None = None  # a full export's copy, cut into subtrees
+    reachable_node_files: int | None = None
+    reachable_definition_files: int | None = None
+    copy_tasks: int | None = None
+    files_copied: int | None = None
+    bytes_copied: int = 0
+    copied_sample: list[str] | None = None
+    recorded_version: int | None = None  # the source's version that records the export
+    recorded_target: str | None = None
 
 
 def copy_reachable_files(source: Storage, target: Storage, store: NodeStore, root: Node) -> None:

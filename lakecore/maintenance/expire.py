@@ -63,14 +63,10 @@ from lakecore.errors import (
     UnsafeOptionError,
 )
 from lakecore.locations import root_node_file_name
-from lakecore.maintenance.clock import Clocks, ahead_of_clock
+from lakecore.maintenance.clock import Clocks, ahead_of_clock, read_clocks
 from lakecore.maintenance.damage import explain_damage, is_damage_reason, may_be_damage
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import (
-    error_reason,
-    is_deletable,
-    is_error,
-    kind_of,
     list_top,
     root_version_of,
 )
@@ -82,6 +78,9 @@ from lakecore.maintenance.reach import (
     run_reach_tasks,
 )
 from lakecore.maintenance.roots import LoadedRoot, exports_of, load_root, load_roots
+from lakecore.maintenance.samples import capped
+from lakecore.maintenance.settings import DEFAULT_SETTINGS
+from lakecore.maintenance.tally import ExpiryTally, difference_in_memory
 from lakecore.storage import Storage
 from lakecore.tree.store import NodeCache
 from lakecore.versions import expired_versions, latest_version, read_hint, write_hint_or_raise
@@ -125,6 +124,24 @@ def check_expiry_now(now_millis: int, clocks: Clocks, *, override: bool) -> str 
         f"{ahead}: versions would expire before their age, and time travel to them is lost for good. "
         "Check the date; see what it would do with --dry-run, or pass --i-understand-expiry-risk to do it anyway"
     )
+
+
+@dataclass(frozen=True)
+class ExpiryOptions:
+    """What a version expiry run (compact-versions) is asked to do, typed."""
+
+    now_millis: int | None = None  # None: the earlier of this machine's clock and the store's
+    dry_run: bool = False
+    override_now: bool = False  # --i-understand-expiry-risk
+    delete_batch_size: int = DEFAULT_SETTINGS.gc_delete_batch_size
+
+
+def check_options(options: ExpiryOptions, clocks: Clocks) -> tuple[int, str | None]:
+    """``check_expiry_now`` of ``options`` against ``clocks`` (a dry run needs no permission);
+    returns the run's ``now`` and, for a dry run of a ``--now`` a real run would refuse, why."""
+    now = options.now_millis if options.now_millis is not None else clocks.now_millis
+    allowed = check_expiry_now(now, clocks, override=options.dry_run or options.override_now)
+    return now, (allowed if options.dry_run and not options.override_now else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,67 +281,6 @@ def refusal_for_damage(
     retained = {v: plan.roots[v] for v in plan.retained}
     explained = explain_damage(storage, retained, ExpiryDamagedError, "version compaction")
     return refusal if explained is None else explained
-
-
-# ---------------------------------------------------------------------------------------------
-# The set difference: reach(expired) minus reach(retained + exports)
-
-
-@dataclass
-class ExpiryTally:
-    """One partition's judgement (merged on the driver)."""
-
-    candidates: list[tuple[str, int]] = field(default_factory=list)  # (path, size or UNKNOWN_SIZE)
-    expired_reach: int = 0
-    shared: int = 0  # reached by both sides: kept
-    retained_errors: list[str] = field(default_factory=list)
-    expired_errors: list[str] = field(default_factory=list)
-    sample_limit: int = 50
-
-    def merge(self, other: ExpiryTally) -> ExpiryTally:
-        self.candidates.extend(other.candidates)
-        self.expired_reach += other.expired_reach
-        self.shared += other.shared
-        self.retained_errors = (self.retained_errors + other.retained_errors)[: self.sample_limit]
-        self.expired_errors = (self.expired_errors + other.expired_errors)[: self.sample_limit]
-        return self
-
-
-def difference(
-    groups: Iterable[tuple[str, tuple[Iterable[int], Iterable[int]]]], sample_limit: int = 50
-) -> ExpiryTally:
-    """Judge each path from its expired-side and retained-side reach records (a cogroup's
-    output, expired first): a deletable file that only the expired side reaches is a
-    candidate. Root files are left to step 2, and everything not named by lakecore's rules is
-    never a candidate."""
-    out = ExpiryTally(sample_limit=sample_limit)
-    for path, (gone_iter, kept_iter) in groups:
-        gone = list(gone_iter)
-        kept = any(True for _ in kept_iter)
-        if is_error(path):
-            bucket = out.retained_errors if kept else out.expired_errors
-            if len(bucket) < sample_limit:
-                bucket.append(error_reason(path))
-            continue
-        if not gone:
-            continue
-        out.expired_reach += 1
-        if kept:
-            out.shared += 1
-        elif is_deletable(kind_of(path)):
-            out.candidates.append((path, max(gone)))
-    return out
-
-
-def difference_in_memory(
-    gone: Iterable[tuple[str, int]], kept: Iterable[tuple[str, int]], sample_limit: int = 50
-) -> ExpiryTally:
-    by_path: dict[str, tuple[list[int], list[int]]] = {}
-    for path, size in gone:
-        by_path.setdefault(path, ([], []))[0].append(size)
-    for path, size in kept:
-        by_path.setdefault(path, ([], []))[1].append(size)
-    return difference(sorted(by_path.items()), sample_limit)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -490,17 +446,59 @@ def _versions(versions: Iterable[int]) -> str:
 
 
 @dataclass
+class ExpiryDifference:
+    """reach(expired) minus reach(retained + exports), as the report counts it."""
+
+    expired_reach: int  # files the expired versions reach
+    candidates: int  # ... of them deletable, and reached by no retained version or export
+    candidate_sample: list[str]
+    candidate_node_bytes: int  # the node files' sizes (the walk read them; definitions' not)
+    walk_problems: list[str]  # parts of expired versions that could not be walked (a sample)
+    unreadable_subtrees: int  # subtrees of expired versions that could not be read (capped)
+    unreadable_versions: list[int]  # expired, root file only (``unreadable_expired``)
+
+
+@dataclass
 class ExpiryResult:
-    plan: ExpiryPlan
-    tally: ExpiryTally
-    tolerated: list[str]
-    roots: RootDeletion
-    rechecked: NewVersionsReach
-    files: DeleteOutcome
+    """What a version expiry run saw and did, filled step by step: a field is None until its
+    step has run, so that a run stopped part-way reports what it had done. At the end
+    ``roots``, ``rechecked`` and ``files`` are set, empty for a dry run.
+
+    The Spark job and ``expire_in_process`` fill the same fields, and the report is made from
+    those alone. The in-process run also keeps the whole difference (``tally``), which the
+    tests compare with the job."""
+
+    now_millis: int
     dry_run: bool
-    unreadable: list[int] = field(
-        default_factory=list
-    )  # expired, root file only (``unreadable_expired``)
+    clocks: Clocks
+    now_given: bool  # --now: versions were aged by it, not by a clock
+    # A dry run's --now that a real run would refuse (ahead of the clocks), and why.
+    refused_ahead: str | None = None
+    plan: ExpiryPlan | None = None
+    retained_subtree_tasks: int | None = None
+    expired_subtree_tasks: int = 0
+    expired_subtrees_shared: int = 0  # expired subtrees a retained version has too: skipped
+    difference: ExpiryDifference | None = None
+    hint: int | None = None  # the version the hint names after step 1
+    roots: RootDeletion | None = None
+    rechecked: NewVersionsReach | None = None
+    kept_for_new_versions: int = 0  # candidates that versions committed since the plan reach
+    files: DeleteOutcome | None = None
+    # The in-process run's whole difference (a test oracle):
+    tally: ExpiryTally | None = None
+
+    def end_without_deleting(self) -> None:
+        """The end of a run that deletes nothing (a dry run, or nothing to expire)."""
+        self.roots, self.rechecked, self.files = RootDeletion(), NewVersionsReach(), DeleteOutcome()
+
+    @property
+    def bytes_to_free_at_least(self) -> int:
+        """What the run frees, as far as is known before deleting: the expired roots' and the
+        node files' sizes (a definition's size is read when it is deleted)."""
+        if self.plan is None or self.difference is None:
+            return 0
+        roots = sum(self.plan.roots[v].info.size for v in self.plan.expired if v in self.plan.roots)
+        return roots + self.difference.candidate_node_bytes
 
 
 def expire_in_process(
@@ -508,23 +506,31 @@ def expire_in_process(
     *,
     now_millis: int,
     dry_run: bool = False,
-    batch_size: int = 1000,
+    batch_size: int = DEFAULT_SETTINGS.gc_delete_batch_size,
     target_tasks: int = 8,
+    clocks: Clocks | None = None,
+    now_given: bool = True,
 ) -> ExpiryResult:
-    """Version expiry without Spark: the same steps, with the sets held in memory."""
-    plan = plan_expiry(storage, now_millis)
-    empty = ExpiryResult(
-        plan, ExpiryTally(), [], RootDeletion(), NewVersionsReach(), DeleteOutcome(), dry_run
+    """Version expiry without Spark: the same steps, with the sets held in memory. The caller
+    judges ``now_millis`` first (``check_options``; ``run_expire_in_process`` does both). Used
+    by ``lakecore compact-versions``, and by the tests as the oracle of the Spark job."""
+    result = ExpiryResult(
+        now_millis, dry_run, clocks if clocks is not None else Clocks(now_millis), now_given
     )
+    result.plan = plan = plan_expiry(storage, now_millis)
     if not plan.expired:
         if not dry_run:
-            ensure_hint(storage, plan)
-        return empty
+            result.hint = ensure_hint(storage, plan)
+        result.end_without_deleting()
+        return result
     cache = NodeCache()
     kept_plan, gone_plan, tolerated = plan_reaches(storage, plan, target_tasks, cache)
+    result.retained_subtree_tasks = len(kept_plan.tasks)
+    result.expired_subtree_tasks = len(gone_plan.tasks)
+    result.expired_subtrees_shared = gone_plan.skipped_tasks
     kept = list(kept_plan.driver_paths.items()) + list(run_reach_tasks(storage, kept_plan.tasks))
     gone = list(gone_plan.driver_paths.items()) + list(run_reach_tasks(storage, gone_plan.tasks))
-    tally = difference_in_memory(gone, kept)
+    result.tally = tally = difference_in_memory(gone, kept)
     if tally.retained_errors:
         refusal = ExpiryRefusedError(
             f"a retained version cannot be walked: {tally.retained_errors[0]}; nothing was deleted"
@@ -532,19 +538,19 @@ def expire_in_process(
         raise refusal_for_damage(
             storage, plan, refusal, damaged=any(map(is_damage_reason, tally.retained_errors))
         )
-    result = ExpiryResult(
-        plan,
-        tally,
-        tolerated + tally.expired_errors,
-        RootDeletion(),
-        NewVersionsReach(),
-        DeleteOutcome(),
-        dry_run,
-        unreadable_expired(plan, gone_plan),
+    result.difference = ExpiryDifference(
+        expired_reach=tally.expired_reach,
+        candidates=len(tally.candidates),
+        candidate_sample=capped(p for p, _ in tally.candidates),
+        candidate_node_bytes=sum(size for _, size in tally.candidates if size >= 0),
+        walk_problems=capped(tolerated + tally.expired_errors),
+        unreadable_subtrees=len(tally.expired_errors),
+        unreadable_versions=unreadable_expired(plan, gone_plan),
     )
     if dry_run:
+        result.end_without_deleting()
         return result
-    ensure_hint(storage, plan)
+    result.hint = ensure_hint(storage, plan)
     check_exports_unchanged(storage, plan)
     result.roots = delete_expired_roots(storage, plan)
     reachable = {p for p, _ in kept}
@@ -552,23 +558,55 @@ def expire_in_process(
         storage, plan, lambda paths: paths & reachable, cache, kept_plan.covered
     )
     files = [(p, s) for p, s in sorted(tally.candidates) if p not in result.rechecked.paths]
+    result.kept_for_new_versions = len(tally.candidates) - len(files)
+    deleted = DeleteOutcome()
     for batch in chunks(files, batch_size):
-        result.files.add(delete_files(storage, batch, batch_size))
+        deleted.add(delete_files(storage, batch, batch_size))
+    result.files = deleted
+    return result
+
+
+def _nothing_deleted(result: ExpiryResult) -> None:
+    """The end of a run that deletes nothing (a dry run, or nothing to expire)."""
+    result.roots, result.rechecked, result.files = (
+        RootDeletion(),
+        NewVersionsReach(),
+        DeleteOutcome(),
+    )
+
+
+def run_expire_in_process(
+    storage: Storage, options: ExpiryOptions, *, target_tasks: int = 8
+) -> ExpiryResult:
+    """``lakecore compact-versions``: the clocks read, ``now`` judged against them
+    (``check_options``), then ``expire_in_process``."""
+    clocks = read_clocks(storage)
+    now, refused_ahead = check_options(options, clocks)
+    result = expire_in_process(
+        storage,
+        now_millis=now,
+        dry_run=options.dry_run,
+        batch_size=options.delete_batch_size,
+        target_tasks=target_tasks,
+        clocks=clocks,
+        now_given=options.now_millis is not None,
+    )
+    result.refused_ahead = refused_ahead
     return result
 
 
 __all__ = [
     "ExpiryConflictError",
     "ExpiryDamagedError",
+    "ExpiryDifference",
+    "ExpiryOptions",
     "ExpiryPlan",
     "ExpiryRefusedError",
     "ExpiryResult",
-    "ExpiryTally",
     "check_expiry_now",
     "check_exports_unchanged",
+    "check_options",
     "delete_expired_roots",
-    "difference",
-    "difference_in_memory",
     "ensure_hint",
     "expire_in_process",
     "plan_expiry",
@@ -576,5 +614,6 @@ __all__ = [
     "recheck",
     "refusal_for_damage",
     "refuse_late_revivals",
+    "run_expire_in_process",
     "unreadable_expired",
 ]

@@ -12,8 +12,10 @@
    underfull subtree roots with a sibling, split top nodes that gained too many keys, grow or
    shrink the root) and write the top nodes. The driver alone writes the new root.
 
-The same three steps run in one process for the command line and the tests
-(``flush_in_process``), so Spark only distributes them.
+A flush of a lakehouse commits the new root, and redoes its work when another commit got in
+the way (``lakecore.lakehouse.flush.flush_lakehouse``, with the tasks run here or on Spark
+executors): its options are ``FlushOptions``, its result ``FlushResult``. The three steps alone
+run in one process in ``flush_in_process``, the tests' oracle of the distributed steps.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakecore.maintenance.settings import DEFAULT_SETTINGS
 from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree.shape import TreeShape
@@ -36,6 +39,49 @@ from lakecore.tree.write import (
     WNode,
     flush_node,
 )
+
+
+@dataclass(frozen=True)
+class FlushOptions:
+    """What a flush of a lakehouse is asked to do, typed."""
+
+    mode: str = "full"  # full: every buffer; threshold: the buffers fuller than ``fill``
+    fill: float = DEFAULT_SETTINGS.flush_fill
+    max_redos: int = DEFAULT_SETTINGS.flush_max_redos  # after a conflicting commit
+
+    @property
+    def policy(self) -> FlushPolicy:
+        return policy_from(self.mode, self.fill)
+
+
+@dataclass
+class FlushResult:
+    """What a flush of a lakehouse did, filled attempt by attempt; ``ended`` says how it ended
+    (None: it stopped part-way). ``base_version`` and the root-message counts are those of the
+    version the last attempt flushed; node files written by attempts that were not committed
+    are in no version (``not_committed``), for gc to delete."""
+
+    options: FlushOptions
+    planned_from: list[int] = field(default_factory=list)  # the version each attempt flushed
+    subtree_tasks: int | None = None  # the last attempt's
+    messages_sent: int = 0  # root-buffer messages handed to the subtree tasks (last attempt)
+    tree_events: dict[str, int] | None = None  # the last attempt's flush, by event
+    redos: int = 0  # attempts after the first (a conflicting commit landed)
+    conflicts: list[str] = field(default_factory=list)  # why each redo
+    written: IOStats = field(default_factory=IOStats)  # every node file this flush wrote
+    not_committed: IOStats = field(default_factory=IOStats)  # ... and those in no version
+    ended: str | None = None  # "committed", "noop" or "conflict" (gave up)
+    noop_reason: str | None = None
+    root_messages_before: int = 0
+    root_messages_flushed: int = 0  # in the flushed root, before later commits' went on top
+    root_messages_after: int = 0
+    root_messages_from_later_commits: int = 0
+    new_version: int | None = None
+    commit_retries: int = 0  # rebases inside the commit plus whole redos
+
+    @property
+    def base_version(self) -> int | None:
+        return self.planned_from[-1] if self.planned_from else None
 
 
 @dataclass(frozen=True)
@@ -173,7 +219,9 @@ def flush_in_process(
     target_tasks: int = 8,
     run_tasks: Callable[[list[FlushTask]], list[FlushTaskResult]] | None = None,
 ) -> tuple[Node, FlushRun, list[FlushTaskResult]]:
-    """Plan, run every task (here, or with ``run_tasks``), assemble. Returns the new root content."""
+    """Plan, run every task (here, or with ``run_tasks``), assemble. Returns the new root content.
+    A test oracle: the three steps of the distributed flush in one process, without a commit
+    (``lakecore.lakehouse.flush.flush_lakehouse`` is the flush of a lakehouse)."""
     run = plan_flush(store, shape, root, policy, target_tasks)
     if run_tasks is None:
         results = [run_flush_task(store.storage, shape, task, store) for task in run.tasks]

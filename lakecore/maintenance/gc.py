@@ -2,8 +2,9 @@
 
 The units here are engine-neutral: the Spark job (``jobs/gc.py``) runs the listing, the
 reachability walk and the deletes on executors and keeps the big sets distributed;
-``gc_in_process`` composes the same units with plain Python sets for the CLI, the tests and
-small lakes.
+``gc_in_process`` composes the same units with plain Python sets (``lakecore gc`` on a small
+lakehouse, and the tests' oracle). Both take ``GcOptions`` and return a ``GcResult``, which
+``lakecore.cli.gc.render_gc`` turns into the report.
 
 What is live
     Every retained version (every root file at the top of the root), every exported snapshot
@@ -54,19 +55,16 @@ Why a grace period
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
-from lakecore.errors import (
-    UnsafeOptionError,
-)
-from lakecore.locations import (
-    hash_directory_prefixes,
-)
-from lakecore.maintenance.clock import Clocks, ahead_of_clock
+from lakecore.errors import UnsafeOptionError
+from lakecore.locations import hash_directory_prefixes
+from lakecore.maintenance.clock import Clocks, ahead_of_clock, read_clocks
 from lakecore.maintenance.damage import explain_damage, is_damage_reason, may_be_damage
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import (
+    FOREIGN,
     GcDamagedError,
     GcRefusedError,
     ListedFile,
@@ -82,10 +80,12 @@ from lakecore.maintenance.reach import (
     run_reach_tasks,
 )
 from lakecore.maintenance.roots import Retained, read_retained
+from lakecore.maintenance.samples import capped
+from lakecore.maintenance.settings import DEFAULT_SETTINGS, MaintenanceSettings
 from lakecore.maintenance.tally import Tally, select_by_age, tally_in_memory
 from lakecore.storage import Storage
 from lakecore.tree.store import NodeCache
-from lakecore.units import format_seconds
+from lakecore.units import format_duration_millis, format_seconds, parse_duration_millis
 
 # Shorter than any sane commit: below it gc could delete the files of a commit in flight.
 MIN_GRACE_SECONDS: Final = 3600
@@ -95,6 +95,47 @@ MIN_GRACE_SECONDS: Final = 3600
 # Options
 
 
+@dataclass(frozen=True)
+class GcOptions:
+    """What a gc run is asked to do, typed. ``from_settings`` fills what the command line
+    leaves out from the environment's settings (``MaintenanceSettings``)."""
+
+    grace_millis: int
+    now_millis: int | None = None  # None: the earlier of this machine's clock and the store's
+    dry_run: bool = False
+    override_grace: bool = False  # --i-understand-grace-risk
+    commit_timeout_seconds: float = DEFAULT_SETTINGS.commit_timeout_seconds
+    delete_batch_size: int = DEFAULT_SETTINGS.gc_delete_batch_size
+    list_threads_per_task: int = DEFAULT_SETTINGS.gc_list_threads_per_task
+    flat_listing_max_files: int = DEFAULT_SETTINGS.gc_flat_listing_max_files
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: MaintenanceSettings,
+        *,
+        older_than_millis: int | None = None,
+        now_millis: int | None = None,
+        dry_run: bool = False,
+        override_grace: bool = False,
+    ) -> GcOptions:
+        grace = (
+            older_than_millis
+            if older_than_millis is not None
+            else parse_duration_millis(settings.gc_older_than, what="gc_older_than", plain_unit="s")
+        )
+        return cls(
+            grace_millis=grace,
+            now_millis=now_millis,
+            dry_run=dry_run,
+            override_grace=override_grace,
+            commit_timeout_seconds=settings.commit_timeout_seconds,
+            delete_batch_size=settings.gc_delete_batch_size,
+            list_threads_per_task=settings.gc_list_threads_per_task,
+            flat_listing_max_files=settings.gc_flat_listing_max_files,
+        )
+
+
 def check_grace(
     grace_seconds: float,
     *,
@@ -102,14 +143,12 @@ def check_grace(
     now_millis: int,
     clocks: Clocks,
     override: bool,
-    given: str | None = None,
 ) -> None:
     """Refuse a grace period (or a ``--now`` ahead of the earlier of ``clocks``, which shortens
-    it) that could delete the files of a commit in flight, unless ``override``. ``given``: the
-    grace period as the operator wrote it, for the message."""
-    said = given if given is not None else format_seconds(grace_seconds)
+    it) that could delete the files of a commit in flight, unless ``override``."""
+    said = format_duration_millis(round(abs(grace_seconds) * 1000))
     if grace_seconds < 0:
-        raise UnsafeOptionError(f"--older-than {said} is negative")
+        raise UnsafeOptionError(f"--older-than -{said} is negative")
     if override:
         return
     floor = max(float(MIN_GRACE_SECONDS), float(commit_timeout_seconds))
@@ -126,6 +165,20 @@ def check_grace(
         )
 
 
+def check_options(options: GcOptions, clocks: Clocks) -> int:
+    """``check_grace`` of ``options`` against ``clocks``; returns the run's ``now``: the one
+    given, else the earlier of the clocks (files are aged by it)."""
+    now = options.now_millis if options.now_millis is not None else clocks.now_millis
+    check_grace(
+        options.grace_millis / 1000,
+        commit_timeout_seconds=options.commit_timeout_seconds,
+        now_millis=now,
+        clocks=clocks,
+        override=options.override_grace,
+    )
+    return now
+
+
 def refusal_for_damage(
     storage: Storage, retained: Retained, refusal: GcRefusedError, *, damaged: bool
 ) -> GcRefusedError:
@@ -139,19 +192,78 @@ def refusal_for_damage(
 
 
 # ---------------------------------------------------------------------------------------------
-# The whole of gc in one process
+# The result
+
+
+@dataclass
+class GcFound:
+    """The listing judged against the reach: what the report counts, with capped samples."""
+
+    listed_by_kind: dict[str, int]
+    listed_bytes: int
+    reachable: int
+    orphans: int
+    orphan_bytes: int
+    too_young: int  # orphans not older than the grace period
+    too_young_sample: list[str]
+    foreign_sample: list[str]
+    missing: int = 0  # reached, not listed: a dangling definition (damage, not gc's to repair)
+    missing_sample: list[str] = field(default_factory=list)
+    # Listed files whose size the listing did not read (a local listing stats only orphans):
+    # left out of ``listed_bytes``.
+    unsized: int = 0
+
+    @property
+    def files_listed(self) -> int:
+        return sum(self.listed_by_kind.values())
+
+    @property
+    def foreign(self) -> int:
+        return self.listed_by_kind.get(FOREIGN, 0)
 
 
 @dataclass
 class GcResult:
-    """What a gc run saw and did (single-process runs; the job fills a JobReport instead)."""
+    """What a gc run saw and did, filled stage by stage: a field is None until its stage has
+    run, so that a run stopped part-way (an interruption, a refusal) reports what it had found.
 
-    retained: Retained
-    seen: Tally
-    too_young: list[ListedFile]
-    would_delete: list[ListedFile]
-    rechecked: NewVersionsReach
-    deleted: DeleteOutcome
+    The Spark job and ``gc_in_process`` fill the same fields, and the report is made from those
+    alone. The in-process run also keeps its full lists (``seen``, ``too_young``,
+    ``would_delete``, every path in ``deleted``), which the tests compare with the job."""
+
+    now_millis: int
+    grace_millis: int
+    dry_run: bool
+    clocks: Clocks
+    now_given: bool  # --now: files were aged by it, not by a clock
+    delete_batch_size: int
+    retained: Retained | None = None
+    subtree_tasks: int | None = None
+    subtree_tasks_shared: int = 0  # subtree tasks that more than one retained version has
+    listing_directories: int | None = None  # directories listed one by one (none: flat)
+    listing: str | None = None  # how the lakehouse was listed
+    found: GcFound | None = None
+    orphans_dataset: str | None = None  # --full-list's Parquet dataset
+    # Set once the orphans to delete are chosen (after the re-check):
+    rechecked: NewVersionsReach | None = None
+    to_delete: int = 0
+    bytes_to_delete: int = 0
+    to_delete_sample: list[str] = field(default_factory=list)
+    rescued: int = 0  # old orphans that versions committed since the listing reach
+    deleted: DeleteOutcome | None = None  # set when the run has ended (empty for a dry run)
+    # The in-process run's full lists (test oracles):
+    seen: Tally | None = None
+    too_young: list[ListedFile] = field(default_factory=list)
+    would_delete: list[ListedFile] = field(default_factory=list)
+
+    @property
+    def cutoff_millis(self) -> int:
+        """Orphans modified before this are old enough to delete."""
+        return self.now_millis - self.grace_millis
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole of gc in one process
 
 
 def gc_in_process(
@@ -160,21 +272,36 @@ def gc_in_process(
     now_millis: int,
     grace_millis: int,
     dry_run: bool = False,
-    batch_size: int = 1000,
+    batch_size: int = DEFAULT_SETTINGS.gc_delete_batch_size,
     target_tasks: int = 8,
-    list_threads: int = 8,
-    flat_listing_max_files: int = 10000,
+    list_threads: int = DEFAULT_SETTINGS.gc_list_threads_per_task,
+    flat_listing_max_files: int = DEFAULT_SETTINGS.gc_flat_listing_max_files,
+    clocks: Clocks | None = None,
+    now_given: bool = True,
 ) -> GcResult:
     """gc without Spark: the same units, with the sets held in memory. The caller checks the
-    grace period (``check_grace``) first, and takes ``now_millis`` from ``read_clocks(storage)``
-    (the earlier of this machine's clock and the store's) unless it has a fixed time to give."""
+    grace period first (``check_options``; ``run_gc_in_process`` does both), and takes
+    ``now_millis`` from ``read_clocks(storage)`` (the earlier of this machine's clock and the
+    store's) unless it has a fixed time to give. Used by ``lakecore gc``, and by the tests as
+    the oracle of the Spark job."""
+    result = GcResult(
+        now_millis,
+        grace_millis,
+        dry_run,
+        clocks if clocks is not None else Clocks(now_millis),
+        now_given,
+        batch_size,
+    )
     top = list_top(storage)
-    retained = read_retained(storage, top)
+    result.retained = retained = read_retained(storage, top)
     hashed = list_small_root(storage, flat_listing_max_files)
+    result.listing = "flat"
     if hashed is None:
         directories = hash_directory_prefixes(
             listing_levels(list_threads if storage.waits_on_network else 1)
         )
+        result.listing_directories = len(directories)
+        result.listing = "hash-directories"
         hashed = list(list_directories(storage, directories, list_threads))
     listing = list(top) + hashed
     cache = NodeCache()
@@ -182,8 +309,9 @@ def gc_in_process(
         plan = plan_reach(storage, retained.roots.values(), target_tasks, cache=cache)
     except GcRefusedError as exc:
         raise refusal_for_damage(storage, retained, exc, damaged=may_be_damage(exc)) from exc
+    result.subtree_tasks, result.subtree_tasks_shared = len(plan.tasks), plan.shared_tasks
     reach = list(plan.driver_paths.items()) + list(run_reach_tasks(storage, plan.tasks))
-    seen = tally_in_memory(listing, reach)
+    result.seen = seen = tally_in_memory(listing, reach)
     if seen.error_count:
         refusal = GcRefusedError(
             f"a retained version cannot be walked or the root listed: {seen.errors[0]}"
@@ -192,7 +320,20 @@ def gc_in_process(
             storage, retained, refusal, damaged=any(map(is_damage_reason, seen.errors))
         )
     reachable = {path for path, _ in reach}
-    selection = select_by_age(seen.orphans, now_millis - grace_millis)
+    selection = select_by_age(seen.orphans, result.cutoff_millis)
+    result.too_young = selection.too_young
+    result.found = GcFound(
+        listed_by_kind={kind: n for kind, (n, _) in sorted(seen.listed_by_kind.items())},
+        listed_bytes=seen.bytes_listed,
+        reachable=seen.reachable,
+        orphans=len(seen.orphans),
+        orphan_bytes=sum(f.size for f in seen.orphans),
+        too_young=len(selection.too_young),
+        too_young_sample=capped(f.path for f in selection.too_young),
+        foreign_sample=capped(seen.foreign),
+        missing=seen.missing,
+        missing_sample=capped(seen.missing_sample),
+    )
     rechecked = NewVersionsReach()
     if selection.old:  # nothing to delete: nothing to protect
         rechecked = reach_new_versions(
@@ -203,9 +344,34 @@ def gc_in_process(
             covered=plan.covered,
             unreached={f.path for f in seen.orphans},
         )
-    would_delete = [f for f in selection.old if f.path not in rechecked.paths]
+    result.rechecked = rechecked
+    result.would_delete = [f for f in selection.old if f.path not in rechecked.paths]
+    result.to_delete = len(result.would_delete)
+    result.bytes_to_delete = sum(f.size for f in result.would_delete)
+    result.to_delete_sample = capped(f.path for f in result.would_delete)
+    result.rescued = len(selection.old) - result.to_delete
     deleted = DeleteOutcome()
     if not dry_run:
-        for batch in chunks([(f.path, f.size) for f in would_delete], batch_size):
+        for batch in chunks([(f.path, f.size) for f in result.would_delete], batch_size):
             deleted.add(delete_files(storage, batch, batch_size))
-    return GcResult(retained, seen, selection.too_young, would_delete, rechecked, deleted)
+    result.deleted = deleted
+    return result
+
+
+def run_gc_in_process(storage: Storage, options: GcOptions, *, target_tasks: int = 8) -> GcResult:
+    """``lakecore gc``: the clocks read, the options checked against them (``check_options``),
+    then ``gc_in_process``."""
+    clocks = read_clocks(storage)
+    now = check_options(options, clocks)
+    return gc_in_process(
+        storage,
+        now_millis=now,
+        grace_millis=options.grace_millis,
+        dry_run=options.dry_run,
+        batch_size=options.delete_batch_size,
+        target_tasks=target_tasks,
+        list_threads=options.list_threads_per_task,
+        flat_listing_max_files=options.flat_listing_max_files,
+        clocks=clocks,
+        now_given=options.now_millis is not None,
+    )

@@ -8,7 +8,7 @@ a mistyped key would otherwise be silently ignored and its default used.
     subtree_tasks_per_core    subtree tasks to aim for per executor core
     commit_timeout_seconds    the longest a commit may take; gc's grace period must exceed it
     gc_older_than             gc's default grace period (a duration: 90s, 15m, 6h, 3d)
-    gc_delete_batch_size      files per delete request (S3 takes at most 1,000)
+    gc_delete_batch_size      files per delete request (S3 takes at most S3_MAX_DELETE_BATCH)
     gc_list_threads_per_task  concurrent listing requests per listing task
     gc_flat_listing_max_files a lakehouse with at most this many files is listed in one flat
                               paged listing (a request per 1,000 files on S3) instead of one
@@ -22,13 +22,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from lakecore.errors import InvalidArgumentError
+from lakecore.storage import S3_MAX_DELETE_BATCH
 from lakecore.units import parse_duration_millis
+
+# The project's configuration folder: the checkout's conf/, or $LAKECORE_CONF_DIR (spark-submit.sh
+# points it at the copy it ships to a cluster).
+CONF_DIR = Path(os.environ.get("LAKECORE_CONF_DIR", Path(__file__).resolve().parents[2] / "conf"))
 
 
 @dataclass(frozen=True)
@@ -37,7 +43,7 @@ class MaintenanceSettings:
     subtree_tasks_per_core: int = 4
     commit_timeout_seconds: float = 600.0
     gc_older_than: str = "3d"
-    gc_delete_batch_size: int = 1000
+    gc_delete_batch_size: int = S3_MAX_DELETE_BATCH
     gc_list_threads_per_task: int = 8
     gc_flat_listing_max_files: int = 10000
     flush_fill: float = 0.5
@@ -80,9 +86,10 @@ class MaintenanceSettings:
             problems.append("subtree_tasks_per_core must be at least 1")
         if self.commit_timeout_seconds < 0:
             problems.append("commit_timeout_seconds must not be negative")
-        if not 1 <= self.gc_delete_batch_size <= 1000:
+        if not 1 <= self.gc_delete_batch_size <= S3_MAX_DELETE_BATCH:
             problems.append(
-                "gc_delete_batch_size must be 1..1000 (S3 deletes at most 1,000 keys a request)"
+                f"gc_delete_batch_size must be 1..{S3_MAX_DELETE_BATCH} (S3 deletes at most "
+                f"{S3_MAX_DELETE_BATCH:,} keys a request)"
             )
         if self.gc_list_threads_per_task < 1:
             problems.append("gc_list_threads_per_task must be at least 1")
@@ -100,6 +107,20 @@ class MaintenanceSettings:
             raise InvalidArgumentError(f"{source}: {'; '.join(problems)}")
 
 
+# Every default in one place: the signatures and help texts that name a default read it here.
+DEFAULT_SETTINGS: Final = MaintenanceSettings()
+
+
+def load_settings(env: str) -> MaintenanceSettings:
+    """The settings of environment ``env``: ``CONF_DIR/maintenance-<env>.json``."""
+    path = CONF_DIR / f"maintenance-{env}.json"
+    if not path.exists():
+        raise InvalidArgumentError(
+            f"no maintenance settings for environment {env!r} (expected {path})"
+        )
+    return MaintenanceSettings.load(path)
+
+
 def _typed(name: str, value: Any, kind: type, source: str) -> Any:
     """``value`` as ``kind`` (ints are accepted where floats are wanted), else an error."""
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
@@ -109,4 +130,4 @@ def _typed(name: str, value: Any, kind: type, source: str) -> Any:
     raise InvalidArgumentError(f"{source}: setting {name} must be a {kind.__name__}, not {value!r}")
 
 
-__all__ = ["MaintenanceSettings"]
+__all__ = ["CONF_DIR", "DEFAULT_SETTINGS", "MaintenanceSettings", "load_settings"]

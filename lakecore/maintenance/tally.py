@@ -1,9 +1,13 @@
-"""The anti-join of maintenance: listed files against reachable paths, one path at a time.
+"""The anti-joins of maintenance, judged one path at a time.
 
-``tally`` judges each path from its listing entries and its reach records (a cogroup in Spark,
-dicts in one process): listed and deletable but not reached is an orphan; reached but not
+``tally`` (gc) judges each path from its listing entries and its reach records (a cogroup in
+Spark, dicts in one process): listed and deletable but not reached is an orphan; reached but not
 listed is missing; listed under a foreign name is left alone. Orphans are then selected by age
-(``select_by_age``): only those older than the grace period may go."""
+(``select_by_age``): only those older than the grace period may go.
+
+``difference`` (version expiry) judges each path from what the expired versions and what the
+retained versions and exports reach: a deletable file only the expired side reaches is a
+candidate to delete."""
 
 from __future__ import annotations
 
@@ -17,7 +21,9 @@ from lakecore.maintenance.listing import (
     error_reason,
     is_deletable,
     is_error,
+    kind_of,
 )
+from lakecore.maintenance.samples import SAMPLE_LIMIT
 
 # ---------------------------------------------------------------------------------------------
 # The anti-join: listed files against reachable paths, one key at a time
@@ -35,7 +41,7 @@ class Tally:
     missing_sample: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # a sample
     error_count: int = 0
-    sample_limit: int = 50
+    sample_limit: int = SAMPLE_LIMIT
 
     @property
     def files_listed(self) -> int:
@@ -66,7 +72,8 @@ class Tally:
 
 
 def tally(
-    groups: Iterable[tuple[str, tuple[Iterable[ListedFile], Iterable[int]]]], sample_limit: int = 50
+    groups: Iterable[tuple[str, tuple[Iterable[ListedFile], Iterable[int]]]],
+    sample_limit: int = SAMPLE_LIMIT,
 ) -> Tally:
     """Judge each path from its listing entries and its reach records (a cogroup's output):
     a listed deletable file that nothing reaches is an orphan; a reached path that is not
@@ -101,7 +108,9 @@ def tally(
 
 
 def tally_in_memory(
-    listing: Iterable[ListedFile], reach: Iterable[tuple[str, int]], sample_limit: int = 50
+    listing: Iterable[ListedFile],
+    reach: Iterable[tuple[str, int]],
+    sample_limit: int = SAMPLE_LIMIT,
 ) -> Tally:
     """``tally`` over in-memory collections (what a cogroup does, with dicts)."""
     listed: dict[str, list[ListedFile]] = {}
@@ -112,6 +121,70 @@ def tally_in_memory(
         reached.setdefault(path, []).append(size)
     keys = sorted(listed.keys() | reached.keys())
     return tally(((k, (listed.get(k, []), reached.get(k, []))) for k in keys), sample_limit)
+
+
+# ---------------------------------------------------------------------------------------------
+# Version expiry's difference: reach(expired) minus reach(retained + exports)
+
+
+@dataclass
+class ExpiryTally:
+    """One partition's judgement (merged on the driver)."""
+
+    candidates: list[tuple[str, int]] = field(default_factory=list)  # (path, size or UNKNOWN_SIZE)
+    expired_reach: int = 0
+    shared: int = 0  # reached by both sides: kept
+    retained_errors: list[str] = field(default_factory=list)
+    expired_errors: list[str] = field(default_factory=list)
+    sample_limit: int = SAMPLE_LIMIT
+
+    def merge(self, other: ExpiryTally) -> ExpiryTally:
+        self.candidates.extend(other.candidates)
+        self.expired_reach += other.expired_reach
+        self.shared += other.shared
+        self.retained_errors = (self.retained_errors + other.retained_errors)[: self.sample_limit]
+        self.expired_errors = (self.expired_errors + other.expired_errors)[: self.sample_limit]
+        return self
+
+
+def difference(
+    groups: Iterable[tuple[str, tuple[Iterable[int], Iterable[int]]]],
+    sample_limit: int = SAMPLE_LIMIT,
+) -> ExpiryTally:
+    """Judge each path from its expired-side and retained-side reach records (a cogroup's
+    output, expired first): a deletable file that only the expired side reaches is a
+    candidate. Root files are left to step 2, and everything not named by lakecore's rules is
+    never a candidate."""
+    out = ExpiryTally(sample_limit=sample_limit)
+    for path, (gone_iter, kept_iter) in groups:
+        gone = list(gone_iter)
+        kept = any(True for _ in kept_iter)
+        if is_error(path):
+            bucket = out.retained_errors if kept else out.expired_errors
+            if len(bucket) < sample_limit:
+                bucket.append(error_reason(path))
+            continue
+        if not gone:
+            continue
+        out.expired_reach += 1
+        if kept:
+            out.shared += 1
+        elif is_deletable(kind_of(path)):
+            out.candidates.append((path, max(gone)))
+    return out
+
+
+def difference_in_memory(
+    gone: Iterable[tuple[str, int]],
+    kept: Iterable[tuple[str, int]],
+    sample_limit: int = SAMPLE_LIMIT,
+) -> ExpiryTally:
+    by_path: dict[str, tuple[list[int], list[int]]] = {}
+    for path, size in gone:
+        by_path.setdefault(path, ([], []))[0].append(size)
+    for path, size in kept:
+        by_path.setdefault(path, ([], []))[1].append(size)
+    return difference(sorted(by_path.items()), sample_limit)
 
 
 # ---------------------------------------------------------------------------------------------

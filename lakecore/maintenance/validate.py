@@ -1,7 +1,8 @@
 """Validating versions in pieces: the units behind the Spark ``validate`` job (no Spark here).
 
 The single-process reference is ``lakecore.lakehouse.fsck.check_version``; this module computes the same
-violations with the work cut into subtrees, so that executors can do it:
+violations with the work cut into subtrees, so that executors can do it (the same steps in one
+process, and a validation's result, are ``lakecore.maintenance.validate_run``):
 
 1. **plan** (driver, ``plan_version``): ``partition.cut_tree`` loads the top of the tree and
    hands out the level below as ``SubtreeTask``\\ s. The top is then checked by the one invariant
@@ -81,7 +82,7 @@ from lakecore.tree.shape import TreeShape
 from lakecore.tree.store import NodeCache, NodeStore
 
 if TYPE_CHECKING:
-    from lakecore.view import LakehouseView
+    pass
 
 # A validation's own node cache: big enough that the row walk after a subtree check reads
 # every node from memory, small enough for an executor.
@@ -940,44 +941,6 @@ def combine_version(
     return outcome
 
 
-def validate_in_process(
-    storage: Storage,
-    version: int,
-    root: Node,
-    root_location: str,
-    root_size: int | None,
-    lakehouse_def: LakehouseDef,
-    *,
-    external_roots: Sequence[str] = (),
-    target: int = 4,
-    deep: bool = False,
-) -> VersionResult:
-    """Plan, run every subtree and combine, in this process (the reference for the job)."""
-    store = fresh_store(storage, lakehouse_def.order, external_roots)
-    plan = plan_version(
-        storage, version, root, root_location, root_size, lakehouse_def, store, target, deep=deep
-    )
-    results = [
-        run_subtree_work(storage, work, store) for work in merge_work([plan], deep=deep, rows=False)
-    ]
-    return combine_version(plan, results, deep=deep)
-
-
-def validate_view(view: LakehouseView, *, target: int = 4, deep: bool = False) -> VersionResult:
-    """``validate_in_process`` for an opened version (compare: ``lakecore.lakehouse.fsck.check_version``)."""
-    return validate_in_process(
-        view.storage,
-        view.version,
-        view.root,
-        view.root_info.path,
-        view.root_info.size,
-        view.lakehouse_def,
-        external_roots=view.store.external_roots,
-        target=target,
-        deep=deep,
-    )
-
-
 __all__ = [
     "CATALOG_SCOPE",
     "ROW_COLUMNS",
@@ -1010,6 +973,4 @@ __all__ = [
     "run_subtree_works",
     "subtree_node_rows",
     "unique_key_candidates",
-    "validate_in_process",
-    "validate_view",
 ]

@@ -37,7 +37,7 @@ from lakecore.storage.clients import abandon, cached_client
 from lakecore.storage.generic import MEMORY_SCHEME, open_fsspec
 from lakecore.storage.local import LocalBackend
 from lakecore.storage.options import checked_options, timeout_seconds
-from lakecore.storage.s3 import open_s3, s3_endpoint
+from lakecore.storage.s3 import S3_MAX_DELETE_BATCH, open_s3, s3_endpoint
 from lakecore.storage.translate import raise_translated
 
 LOCAL_SCHEME = "file"
@@ -333,7 +333,7 @@ class Storage:
     def delete(
         self,
         paths: Iterable[str],
-        batch_size: int = 1000,
+        batch_size: int = S3_MAX_DELETE_BATCH,
         deleted: builtins.list[str] | None = None,
     ) -> int:
         """Delete files in batches; missing files are ignored. Returns how many were deleted,

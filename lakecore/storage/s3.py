@@ -63,7 +63,8 @@ from lakecore.storage.backend import (
 from lakecore.storage.options import timeout_seconds, without_lakecore_options
 from lakecore.storage.translate import find_client_error
 
-# S3's DeleteObjects accepts at most 1000 keys per request.
+# S3's DeleteObjects accepts at most 1000 keys per request: the one definition of that limit
+# (the settings' gc_delete_batch_size and Storage.delete's default read it).
 S3_MAX_DELETE_BATCH = 1000
 # S3 answers 409 ConditionalRequestConflict when another conditional write to the same key is
 # in flight; AWS documents that the request should be retried. A few quick tries suffice: the

@@ -343,12 +343,12 @@ class Runner:
 
         dry, gc = ran["gc-dry-run"].report, ran["gc"].report
         assert (
-            dry["counts"]["would_delete"] >= 2
+            dry["counts"]["orphans_to_delete"] >= 2
         )  # at least the crashed commit's node and definition
         assert (
             gc["counts"]["orphans_deleted"]
             == gc["counts"]["orphans_to_delete"]
-            == dry["counts"]["would_delete"]
+            == dry["counts"]["orphans_to_delete"]
         )
         assert gc["samples"]["deleted"] == dry["samples"]["would_delete"]
 
@@ -443,11 +443,11 @@ spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
 
 def where(batches):
     import pyarrow as pa
-    import jobs.common
+    import jobs.run
     import lakecore
     for batch in batches:
         yield pa.RecordBatch.from_pydict({"lakecore": [lakecore.__file__] * batch.num_rows,
-                                          "jobs": [jobs.common.__file__] * batch.num_rows,
+                                          "jobs": [jobs.run.__file__] * batch.num_rows,
                                           "python": [sys.executable] * batch.num_rows})
 
 rows = spark.range(0, 8, numPartitions=2).mapInArrow(where, "lakecore string, jobs string, python string")

@@ -27,7 +27,7 @@ from lakecore import clear_caches
 from lakecore.iceberg import LakecoreCatalog
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.fsck import check_version
-from lakecore.maintenance.validate import validate_view
+from lakecore.maintenance.validate_run import validate_view
 from tests.conftest import S3_TEST_REGION, S3TestServer
 
 CATALOG_IMPL = "lakecore.iceberg.LakecoreCatalog"

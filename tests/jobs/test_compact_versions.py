@@ -15,13 +15,12 @@ from typing import Any
 
 import pytest
 
-import jobs.compact_versions
 from jobs.compact_versions import main as compact_main
 from jobs.gc import main as gc_main
 from lakecore.errors import StorageError, VersionExpiredError
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import root_node_file_name, version_from_root_node_file_name
-from lakecore.maintenance import expire
+from lakecore.maintenance import expire, tally
 from lakecore.maintenance.expire import expire_in_process
 from lakecore.maintenance.reach import run_reach_tasks
 from lakecore.storage import Storage
@@ -96,7 +95,10 @@ def root_deletions(monkeypatch: pytest.MonkeyPatch, fail_after: int | None = Non
 
 
 def test_compaction_keeps_the_newest_versions_and_the_export(
-    lake: Path, run_job: RunJob, monkeypatch: pytest.MonkeyPatch
+    lake: Path,
+    run_job: RunJob,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     uri = Storage(str(lake)).root_uri
     latest = max(list_root_versions(Storage(uri)))
@@ -114,9 +116,12 @@ def test_compaction_keeps_the_newest_versions_and_the_export(
     would_delete = set(report["samples"]["would_delete"])
     assert would_delete and report["counts"]["files_deleted"] == 0
     # What it would free, as far as a dry run knows: the root and node files (the walk read
-    # them), not the definitions; and no "bytes freed 0 B" (a new-user trial read that).
-    assert "bytes_freed" not in report["bytes"]
-    would_free = report["bytes"]["would_free_at_least"]
+    # them), not the definitions. Its report has a run's keys, its deletes zero; but no "bytes
+    # freed 0 B" on the terminal (a new-user trial read that as what the run would free).
+    assert report["bytes"]["bytes_freed"] == 0 and report["counts"]["files_already_gone"] == 0
+    terminal = capsys.readouterr().out
+    assert "bytes to free at least" in terminal and "bytes freed" not in terminal
+    would_free = report["bytes"]["bytes_to_free_at_least"]
     assert (
         "freeing at least " in report["summary"][-1]
         and "definition files' sizes" in report["summary"][-1]
@@ -126,6 +131,7 @@ def test_compaction_keeps_the_newest_versions_and_the_export(
         "ahead of this machine's clock: a run without --dry-run refuses it" in report["summary"][0]
     )
     sizes = {rel: (lake / rel).stat().st_size for rel in before}
+    dry = report
 
     deleted_roots = root_deletions(monkeypatch)
     code, report = run_job(compact_main, *args(lake, "--now", FUTURE, "--i-understand-expiry-risk"))
@@ -141,6 +147,10 @@ def test_compaction_keeps_the_newest_versions_and_the_export(
     )
     assert set(report["samples"]["deleted"]) == would_delete
     assert report["bytes"]["bytes_freed"] > report["bytes"]["root_bytes_freed"] > 0
+    # A dry run reports the keys a run does (docs/report-keys.md).
+    for section in ("counts", "bytes", "samples", "details"):
+        assert set(report[section]) == set(dry[section]), section
+    assert report["bytes"]["bytes_to_free_at_least"] == would_free
     gone = before - files(lake)
     assert would_free == sum(sizes[rel] for rel in gone if rel.endswith(".arrow")) > 0
     assert report["bytes"]["bytes_freed"] == sum(sizes[rel] for rel in gone) > would_free
@@ -224,7 +234,7 @@ def test_a_rollback_to_an_expired_version_during_the_run_keeps_its_files(lake: P
     kept_plan, gone_plan, _ = expire.plan_reaches(storage, plan, 4, cache)
     kept = list(kept_plan.driver_paths.items()) + list(run_reach_tasks(storage, kept_plan.tasks))
     gone = list(gone_plan.driver_paths.items()) + list(run_reach_tasks(storage, gone_plan.tasks))
-    candidates = {p for p, _ in expire.difference_in_memory(gone, kept).candidates}
+    candidates = {p for p, _ in tally.difference_in_memory(gone, kept).candidates}
     lh = Lakehouse.open(storage.root_uri)
     revived = lh.rollback(to_version=20)  # reads root 20 before step 2 deletes it
     expire.ensure_hint(storage, plan)
@@ -342,6 +352,7 @@ def test_on_s3_a_driver_clock_ahead_of_the_stores_expires_no_version_before_its_
     # Versions committed a moment ago by writers whose clocks agree with the store's; a maximum
     # age of 1 h, and a driver whose clock runs 3 h ahead. By the driver's clock alone every
     # version but the latest was 3 h old and expired, with its time travel, for good.
+    import lakecore.cli.compact_versions
     import lakecore.maintenance.clock
 
     lake = f"s3://{s3_server.bucket}/{uuid.uuid4()}/lake"
@@ -355,8 +366,9 @@ def test_on_s3_a_driver_clock_ahead_of_the_stores_expires_no_version_before_its_
     monkeypatch.setattr(
         lakecore.maintenance.clock, "machine_clock_millis", lambda: real_clock() + ahead_millis
     )
+    # ... and for the check of --now as the command line is read.
     monkeypatch.setattr(
-        jobs.compact_versions, "machine_clock_millis", lambda: real_clock() + ahead_millis
+        lakecore.cli.compact_versions, "machine_clock_millis", lambda: real_clock() + ahead_millis
     )
 
     code, report = run_job(compact_main, *args(lake, *s3_server.job_args()))

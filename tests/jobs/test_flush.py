@@ -123,7 +123,7 @@ def test_commits_that_land_before_the_flush_commits_are_counted(
     messages go on top of the flushed root. The report used to say 'root buffer N -> N' in
     its summary and 'root messages after 0' in its counts; both now describe the version
     committed, and the messages that came from the other commits."""
-    import jobs.flush as flush_job
+    import lakecore.lakehouse.flush as flush_job  # where the job's flush plans
 
     lh = _catalog(str(tmp_path / "lake"), tables=20)
     # An empty root buffer first, so that the other commits' few messages fit in the root (a

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from jobs import common
 from jobs.gc import main as gc_main
+from lakecore.cli import main as lakecore_main
 from lakecore.errors import CommitConflictError, LakecoreError
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.fsck import check_version
@@ -35,6 +35,7 @@ from lakecore.locations import (
     root_node_file_name,
 )
 from lakecore.maintenance import listing, reach, roots, tally
+from lakecore.maintenance import settings as maintenance_settings
 from lakecore.maintenance.gc import gc_in_process
 from lakecore.maintenance.listing import kind_of
 from lakecore.storage import Storage
@@ -172,10 +173,12 @@ def listing_mode(
     if request.param == "hash-directories":
         conf = tmp_path / "conf"
         conf.mkdir()
-        settings = json.loads((common.CONF_DIR / "maintenance-local.json").read_text())
+        settings = json.loads(
+            (maintenance_settings.CONF_DIR / "maintenance-local.json").read_text()
+        )
         settings["gc_flat_listing_max_files"] = 0
         (conf / "maintenance-local.json").write_text(json.dumps(settings))
-        monkeypatch.setattr(common, "CONF_DIR", conf)
+        monkeypatch.setattr(maintenance_settings, "CONF_DIR", conf)
     return str(request.param)
 
 
@@ -528,7 +531,7 @@ def test_unsafe_or_bad_options_exit_2(
     conf = tmp_path / "conf"
     conf.mkdir()
     (conf / "maintenance-slow.json").write_text(json.dumps({"commit_timeout_seconds": 7200}))
-    monkeypatch.setattr(common, "CONF_DIR", conf)
+    monkeypatch.setattr(maintenance_settings, "CONF_DIR", conf)
     capsys.readouterr()
     code, report = run_job(gc_main, *gc_args(uri, "--env", "slow", "--older-than", "90m"))
     err = capsys.readouterr().err
@@ -632,7 +635,9 @@ def test_a_borrowed_session_gets_its_settings_back(
         spark.conf.set(key, before)
 
 
-def test_in_process_gc_matches_the_job(lake: Path, run_job: RunJob) -> None:
+def test_in_process_gc_matches_the_job(lake: Path, run_job: RunJob, tmp_path: Path) -> None:
+    """gc_in_process (``lakecore gc``) and the job return one result type, which one renderer
+    turns into the report: both report the same, and a dry run the same keys as a run."""
     storage = Storage(str(lake))
     orphans = plant_orphans(storage)
     foreign = plant_foreign(storage)
@@ -640,23 +645,40 @@ def test_in_process_gc_matches_the_job(lake: Path, run_job: RunJob) -> None:
     result = gc_in_process(storage, now_millis=now, grace_millis=0, dry_run=True)
     assert {f.path for f in result.would_delete} == orphans
     assert set(result.seen.foreign) == foreign
-    code, report = run_job(
-        gc_main,
-        *gc_args(
-            storage.root_uri,
-            "--older-than",
-            "0s",
-            "--i-understand-grace-risk",
-            "--dry-run",
-            "--now",
-            str(now),
-        ),
+    flags = ("--older-than", "0s", "--i-understand-grace-risk", "--now", str(now))
+    code, dry = run_job(gc_main, *gc_args(storage.root_uri, *flags, "--dry-run"))
+    assert code == 0, dry.get("error")
+    assert set(dry["samples"]["would_delete"]) == orphans
+    assert dry["counts"]["reachable_files"] == result.seen.reachable
+    assert (
+        dry["counts"]["orphans_to_delete"] == len(orphans) and dry["counts"]["orphans_deleted"] == 0
     )
-    assert code == 0, report.get("error")
-    assert set(report["samples"]["would_delete"]) == orphans
-    assert report["counts"]["reachable_files"] == result.seen.reachable
-    result = gc_in_process(storage, now_millis=now, grace_millis=0)
-    assert result.deleted.deleted == len(orphans) and not orphans & files(lake)
+
+    cli_report = tmp_path / "lakecore-gc.json"
+    argv = ["-l", storage.root_uri, "gc", *flags, "--dry-run", "--report", str(cli_report)]
+    assert lakecore_main(argv) == 0
+    ours = json.loads(cli_report.read_text())
+    assert ours["status"] == dry["status"] and ours["summary"] == dry["summary"]
+    # The job's local listing reads no size of a reached definition (it counts them apart), and
+    # its subtree tasks follow its parallelism; everything else is the same.
+    apart = {
+        "files_listed_unsized",
+        "listed_bytes",
+        "subtree_tasks",
+        "subtree_tasks_shared_by_versions",
+    }
+    for section in ("counts", "bytes", "samples"):
+        assert {k: v for k, v in ours[section].items() if k not in apart} == {
+            k: v for k, v in dry[section].items() if k not in apart
+        }, section
+    spark_only = {"shuffle_partitions", "cache_compressed"}
+    assert set(ours["details"]) == set(dry["details"]) - spark_only
+
+    code, done = run_job(gc_main, *gc_args(storage.root_uri, *flags))
+    assert code == 0, done.get("error")
+    for section in ("counts", "bytes", "samples", "details"):
+        assert set(done[section]) == set(dry[section]), section
+    assert done["counts"]["orphans_deleted"] == len(orphans) and not orphans & files(lake)
 
 
 def test_recheck_rescues_the_files_of_a_version_committed_after_the_listing(lake: Path) -> None:

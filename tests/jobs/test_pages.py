@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from jobs import validate
-from jobs.common import JobReport, write_report
 from lakecore.cli import main as cli
+from lakecore.cli.job_report import JobReport, write_report
 from lakecore.lakehouse import Lakehouse
 from tests.browser import find_browser, render
 
@@ -84,8 +84,8 @@ def test_validate_report_health_and_tree_pages_in_a_browser(tmp_path: Path, spar
         status="noop",
         base_version=lh.version,
         dry_run=True,
-        counts={"orphans_found": 3, "would_delete": 2, "orphans_deleted": 0},
-        bytes={"would_free": 8192},
+        counts={"orphans_found": 3, "orphans_to_delete": 2, "orphans_deleted": 0},
+        bytes={"orphan_bytes_to_delete": 8192},
     )
     write_report(gc_report, str(reports / "gc.json"))
     missing = _delete_a_leaf(lh)

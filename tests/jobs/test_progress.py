@@ -1,4 +1,4 @@
-"""The stage progress line's task counts (``jobs.common.StageProgress``)."""
+"""The stage progress line's task counts (``jobs.progress.StageProgress``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from jobs.common import JobInterrupted, StageProgress
+from jobs.progress import StageProgress
+from jobs.signals import JobInterrupted
 
 pytestmark = pytest.mark.spark
 

@@ -37,8 +37,8 @@ from lakecore.maintenance.validate import (
     plan_version,
     run_subtree_work,
     unique_key_candidates,
-    validate_view,
 )
+from lakecore.maintenance.validate_run import validate_view
 from lakecore.node import Node, decode_node, encode_node
 from lakecore.tree import SHARED_CACHE, TreeShape, TreeWriter
 from lakecore.view import LakehouseView
@@ -461,15 +461,15 @@ def test_settings_can_turn_expectations_off(
 ) -> None:
     import json
 
-    import jobs.common
+    from lakecore.maintenance import settings as maintenance_settings
 
     conf = tmp_path / "conf"
     conf.mkdir()
-    settings = json.loads((jobs.common.CONF_DIR / "maintenance-local.json").read_text())
+    settings = json.loads((maintenance_settings.CONF_DIR / "maintenance-local.json").read_text())
     (conf / "maintenance-nogx.json").write_text(
         json.dumps({**settings, "validate_ge_enabled": False})
     )
-    monkeypatch.setattr(jobs.common, "CONF_DIR", conf)
+    monkeypatch.setattr(maintenance_settings, "CONF_DIR", conf)
     code, data = run_job(main, "--lakehouse", str(lake), "--env", "nogx")
     assert code == 0, data
     assert (

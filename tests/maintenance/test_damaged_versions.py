@@ -215,7 +215,8 @@ def test_expiry_expires_unreadable_versions_by_their_root_file_and_gc_collects_t
     SHARED_CACHE.clear()
     result = expire_in_process(storage, now_millis=_now() + FAR_FUTURE)
     assert set(repaired.reached_by) <= set(result.roots.deleted)
-    assert result.unreadable == repaired.reached_by
+    assert result.difference is not None
+    assert result.difference.unreadable_versions == repaired.reached_by
     assert (repaired.path / repaired.lost).exists(), (
         "expiry must leave an unreadable version's files to gc"
     )

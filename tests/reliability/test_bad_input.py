@@ -4,7 +4,7 @@ and nothing half-written.
 Inputs: invalid object names, invalid URIs, missing lakehouses, foreign files in the root (at
 the top, in hash directories, look-alikes with a wrong hash prefix, a garbage hint), and a
 lakehouse definition with ``major_version = 1`` (written as protobuf directly). Exit codes
-(README, ``lakecore.cli``, ``jobs.common``): 2 bad arguments, names, URIs or an unsupported
+(README, ``lakecore.cli``, ``jobs.run``): 2 bad arguments, names, URIs or an unsupported
 format version; 4 a missing lakehouse. Foreign files are no error: commands work, fsck is
 clean, gc leaves them alone.
 

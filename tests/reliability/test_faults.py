@@ -40,8 +40,6 @@ from typing import Any
 import pytest
 
 import lakecore.lakehouse.lakehouse as lakehouse_module
-from jobs.flush import flush_still_valid
-from jobs.flush import flushed_root_plan as flush_plan
 from lakecore.defs import LakehouseDef
 from lakecore.errors import (
     CommitStateUnknownError,
@@ -50,6 +48,8 @@ from lakecore.errors import (
     StorageTimeoutError,
 )
 from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.flush import flush_still_valid
+from lakecore.lakehouse.flush import flushed_root_plan as flush_plan
 from lakecore.lakehouse.treeinfo import buffered_messages
 from lakecore.locations import (
     new_lakehouse_def_path,
@@ -525,7 +525,7 @@ class FlushRun:
 
 
 def _flush_run(uri: str, faults: list[Fault]) -> FlushRun:
-    """flush_in_process + the flush job's commit (jobs.flush.flushed_root_plan / flush_still_valid)."""
+    """flush_in_process + the flush job's commit (lakecore.lakehouse.flush.flushed_root_plan / flush_still_valid)."""
     clear_caches()
     storage = FaultyStorage(uri, faults=faults)
     try:

@@ -395,6 +395,7 @@ def test_a_flush_that_lost_the_race_commits_nothing_and_counts_its_redo(
     """Two flushes at once: the loser redoes its plan on the winner's version, finds nothing
     to do, and says so; its report counts the redo."""
     import jobs.flush as flush_job
+    import lakecore.lakehouse.flush as flush_loop  # where the job's flush plans
 
     lake = tmp_path / "lake"
     lh = Lakehouse.create(
@@ -410,7 +411,7 @@ def test_a_flush_that_lost_the_race_commits_nothing_and_counts_its_redo(
         with lh.transaction() as tx:
             tx.create_namespace(f"n{i:02d}")
     base = lh.version
-    real_plan = flush_job.plan_flush
+    real_plan = flush_loop.plan_flush
     raced: list[int] = []
 
     def plan_then_lose_the_race(*args: Any, **kwargs: Any) -> Any:
@@ -424,11 +425,11 @@ def test_a_flush_that_lost_the_race_commits_nothing_and_counts_its_redo(
         return run
 
     report_path = tmp_path / "loser.json"
-    flush_job.plan_flush = plan_then_lose_the_race  # type: ignore[assignment]
+    flush_loop.plan_flush = plan_then_lose_the_race  # type: ignore[assignment]
     try:
         code = flush_job.main(["--lakehouse", str(lake), "--report", str(report_path)], spark=spark)
     finally:
-        flush_job.plan_flush = real_plan  # type: ignore[assignment]
+        flush_loop.plan_flush = real_plan  # type: ignore[assignment]
     loser_summary = capsys.readouterr().out.split("lakecore flush [noop]")[-1]
     report = json.loads(report_path.read_text())
     assert code == 0 and report["status"] == "noop", report
@@ -818,13 +819,13 @@ def test_ctrl_c_while_spark_starts_stops_it(tmp_path: Path) -> None:
 
 
 # A job run as ``python -m jobs.JOB`` imports for about 0.4 s before its handler is in place.
-# This runs the job the same way, and sends the signal from inside the import of jobs.common, so
+# This runs the job the same way, and sends the signal from inside the import of jobs.run, so
 # that it lands in those imports every time.
 _SIGNAL_WHILE_IMPORTING = """
 import importlib.abc, os, runpy, signal, sys
 class SignalOnImport(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name == "jobs.common":
+        if name == "jobs.run":
             os.kill(os.getpid(), signal.{sig})
         return None
 sys.meta_path.insert(0, SignalOnImport())
@@ -1210,7 +1211,7 @@ def test_a_mistyped_job_option_is_named_before_spark_starts(tmp_path: Path) -> N
                 "99999999999999999999",
                 "--dry-run",
             ],
-            "argument --now: --now 99999999999999999999 is after the year 9999 as epoch milliseconds",
+            "argument --now: the time 99999999999999999999 is after the year 9999 as epoch milliseconds",
         ),
         # A mistyped year in --now: it expired every version the settings let go, minutes-old
         # ones too, and time travel to them was lost (found by a new-user trial). A dry run may.

@@ -4,7 +4,7 @@ Each writer (a spawned process) commits ``n_tx`` transactions: even ones create 
 ones increment the ``counter`` table's property ``n`` (read, +1, write: a lost update would show
 as an increment that does not read its predecessor). A maintenance process runs alongside until
 the writers are done: a full flush committed the way the flush job commits it
-(``jobs.flush.flushed_root_plan`` / ``flush_still_valid``), and in the slow variants also gc (in-process, with
+(``lakecore.lakehouse.flush.flushed_root_plan`` / ``flush_still_valid``), and in the slow variants also gc (in-process, with
 the override flag: a 30 s grace, and in a separate variant grace 0 as with ``--older-than 0s
 --i-understand-grace-risk``) and version compaction (``lakecore.maintenance.expire``, the
 compact-versions job's steps in one process) with versions expiring after 3 s. Then:

@@ -133,8 +133,8 @@ def maintenance_loop(
     the writers can wait for it rather than finish before the first flush. Past the stop, a
     loop with no flush commit yet flushes on, alone, for up to ``FLUSH_DRAIN_SECONDS``. Writes a
     JSON report of what it did."""
-    from jobs.flush import flush_still_valid
-    from jobs.flush import flushed_root_plan as flush_plan
+    from lakecore.lakehouse.flush import flush_still_valid
+    from lakecore.lakehouse.flush import flushed_root_plan as flush_plan
     from lakecore.maintenance.flush import flush_in_process
     from lakecore.storage import Storage
     from lakecore.tree import FlushMode, FlushPolicy, TreeShape

@@ -265,7 +265,11 @@ def _gc_section(gc: Mapping[str, Any] | None) -> tuple[str | None, list[str]]:
         ("status", gc.get("status")),
         ("base version", gc.get("base_version")),
         ("orphans found", orphans),
-        ("would delete (older than the grace period)", counts.get("would_delete")),
+        (
+            "to delete (older than the grace period)",
+            # "would_delete" in the reports of dry runs before the keys were made stable.
+            counts.get("orphans_to_delete", counts.get("would_delete")),
+        ),
         ("orphans deleted", deleted),
         ("freed", format_bytes(freed) if isinstance(freed, int) else None),
         ("dry run", gc.get("dry_run")),

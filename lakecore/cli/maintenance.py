@@ -1,0 +1,136 @@
+"""``lakecore gc`` and ``lakecore compact-versions``: maintenance of a small lakehouse in one
+process.
+
+They run the engine-neutral units the Spark jobs distribute (``gc_in_process``,
+``expire_in_process``) with the jobs' options, safety checks, report and exit codes
+(``lakecore.cli.gc``, ``lakecore.cli.compact_versions``): the grace period and a ``--now``
+ahead of the clocks are refused as the command line is read, ``--dry-run`` changes nothing,
+``--report PATH`` writes the job's JSON report, and the summary is the job's. Everything is
+held in this process's memory (every listed file, every reached path), so these suit a
+lakehouse of up to some hundred thousand files; the Spark jobs (``spark-submit.sh gc``,
+``spark-submit.sh compact-versions``) are for large ones.
+
+A run that fails (a refusal: damage, an unreadable root) is one line on stderr and its exit
+code, as every command's; with ``--report`` the report is written first, status ``failed``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+from lakecore.cli.argparsing import OneLineArgumentParser, output_file
+from lakecore.cli.args import emit, lakehouse_uri, say, storage_options_of
+from lakecore.cli.compact_versions import (
+    add_compact_versions_arguments,
+    compact_versions_options,
+    render_compact_versions,
+)
+from lakecore.cli.gc import add_gc_arguments, gc_options, render_gc
+from lakecore.cli.job_report import JobReport, print_summary, write_report_or_fail
+from lakecore.cli.outputs import Output, OutputKind, check_outputs
+from lakecore.errors import LakecoreError
+from lakecore.maintenance.damage import with_next_step
+from lakecore.maintenance.expire import run_expire_in_process
+from lakecore.maintenance.gc import run_gc_in_process
+from lakecore.maintenance.settings import load_settings
+from lakecore.storage import Storage
+
+Result = TypeVar("Result")
+
+SMALL = (
+    "in this process, for a small lakehouse (everything it lists is held in memory); "
+    "the Spark job, spark-submit.sh {job}, is for large ones"
+)
+
+
+def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -> None:
+    """The ``gc`` and ``compact-versions`` commands; ``subcommand(sub, name, help, ...)`` makes
+    a subparser with the command line's shared options (``--json``)."""
+    p = subcommand(
+        sub,
+        "gc",
+        "delete orphan files: the files no retained version or export reaches",
+        description="gc: delete the lakecore files no retained version or export reaches, "
+        "older than the grace period; " + SMALL.format(job="gc"),
+    )
+    _common_options(p)
+    add_gc_arguments(cast(OneLineArgumentParser, p))
+    p.set_defaults(func=cmd_gc)
+    p = subcommand(
+        sub,
+        "compact-versions",
+        "expire old versions and delete the files only they reach",
+        description="compact-versions: expire the versions past the lakehouse's retention and "
+        "delete the files only they reach; " + SMALL.format(job="compact-versions"),
+    )
+    _common_options(p)
+    add_compact_versions_arguments(cast(OneLineArgumentParser, p))
+    p.set_defaults(func=cmd_compact_versions)
+
+
+def _common_options(p: argparse.ArgumentParser) -> None:
+    """What the jobs take besides their own options, where it applies in one process."""
+    p.add_argument(
+        "--env",
+        default=os.environ.get("LAKECORE_ENV", "local"),
+        help="maintenance settings: conf/maintenance-<env>.json, as the jobs read them",
+    )
+    p.add_argument(
+        "--report", type=output_file, metavar="PATH", help="write the job's JSON report here"
+    )
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    options = gc_options(args, load_settings(args.env))
+    return _run(args, "gc", lambda storage: run_gc_in_process(storage, options), render_gc)
+
+
+def cmd_compact_versions(args: argparse.Namespace) -> int:
+    options = compact_versions_options(args, load_settings(args.env))
+    return _run(
+        args,
+        "compact-versions",
+        lambda storage: run_expire_in_process(storage, options),
+        render_compact_versions,
+    )
+
+
+def _run(
+    args: argparse.Namespace,
+    job: str,
+    run: Callable[[Storage], Result],
+    render: Callable[[Result, JobReport], None],
+) -> int:
+    """Run, render and print the report as the job does; write it with ``--report``."""
+    uri = lakehouse_uri(args)
+    if args.report:
+        check_outputs([Output("--report", args.report, OutputKind.JSON_REPORT)], uri)
+    storage = Storage(uri, storage_options_of(args))
+    report = JobReport(job, storage.root_uri)
+    started = time.monotonic()
+    try:
+        render(run(storage), report)
+    except LakecoreError as exc:
+        if args.report:
+            report.status, report.exit_code = "failed", exc.exit_code
+            report.error = with_next_step(exc, storage.root_uri)
+            report.durations_seconds["total"] = round(time.monotonic() - started, 3)
+            write_report_or_fail(report, args.report)
+        raise
+    report.durations_seconds["total"] = round(time.monotonic() - started, 3)
+    if args.report:
+        write_report_or_fail(report, args.report)
+    if getattr(args, "json", False):
+        emit(args, "", report.as_dict())
+    else:
+        print_summary(report)
+    if report.error:  # failed deletes, an unwritable report: after the summary, its one line
+        say(f"lakecore: {report.error}", error=True)
+    return report.exit_code
+
+
+__all__ = ["add_commands", "cmd_compact_versions", "cmd_gc"]
