@@ -1,6 +1,6 @@
 """The great-expectations suite over the rows of every node file, and its HTML report.
 
-The validate job turns every node it checks into rows (``validate.node_rows``; the DataFrame
+The validate job turns every node it checks into rows (``lakecore.maintenance.node_rows``; the DataFrame
 holds the columns the suite reads: version, section, key, pvalue, pnode) and hands the Spark
 DataFrame here. The suite states the row-level rules of docs/format.md#node-files as expectations:
 
@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from lakecore import keys as K
-from lakecore.maintenance.validate import UniqueCandidates
+from lakecore.maintenance.node_rows import UniqueCandidates
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -79,24 +79,26 @@ from lakecore.maintenance.check import (
     CheckReport,
     Violation,
 )
-from lakecore.maintenance.validate import (
-    CATALOG_SCOPE,
+from lakecore.maintenance.node_rows import (
     ROW_COLUMNS,
     SECTION_KEY_TABLE,
-    TREE_SCOPE,
     KeySpan,
+    UniqueCandidates,
+    node_rows,
+    unique_key_candidates,
+)
+from lakecore.maintenance.validate import (
+    CATALOG_SCOPE,
+    TREE_SCOPE,
     SubtreeResult,
     SubtreeWork,
-    UniqueCandidates,
     VersionPlan,
     VersionResult,
     combine_version,
     fresh_store,
     merge_work,
-    node_rows,
     plan_version,
     run_subtree_works,
-    unique_key_candidates,
 )
 from lakecore.maintenance.validate_run import (
     VIOLATIONS_LIMIT,

@@ -48,6 +48,6 @@ def unreadable_version(version: int, error: str) -> VersionCheck:
 def check_catalog(view: LakehouseView) -> list[Violation]:
     """The catalog rules over a version's whole resolved map (the same per-key checks the
     validate job runs on executors)."""
-    from lakecore.maintenance.validate import catalog_violations
+    from lakecore.maintenance.catalog_check import catalog_violations
 
     return catalog_violations(view.items(), view.lakehouse_def, view.read_location)

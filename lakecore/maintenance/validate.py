@@ -1,8 +1,9 @@
 """Validating versions in pieces: the units behind the Spark ``validate`` job (no Spark here).
 
-The single-process reference is ``lakecore.lakehouse.fsck.check_version``; this module computes the same
-violations with the work cut into subtrees, so that executors can do it (the same steps in one
-process, and a validation's result, are ``lakecore.maintenance.validate_run``):
+The single-process reference is ``lakecore.lakehouse.fsck.check_version``; this module computes
+the same violations with the work cut into subtrees, so that executors can do it (the same steps
+in one process, and a validation's result, are ``lakecore.maintenance.validate_run``; the node
+rows for the expectation suite are ``node_rows``, the deep catalog checks ``catalog_check``):
 
 1. **plan** (driver, ``plan_version``): ``partition.cut_tree`` loads the top of the tree and
    hands out the level below as ``SubtreeTask``\\ s. The top is then checked by the one invariant
@@ -56,16 +57,22 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from lakecore import keys as K
-from lakecore.defs import LakehouseDef, decode_namespace_def, decode_table_def
-from lakecore.errors import InvalidLocationError, LakecoreError, StorageError
-from lakecore.locations import check_relative_path, external_root_for, is_full_uri
+from lakecore.defs import LakehouseDef
+from lakecore.errors import LakecoreError, StorageError
+from lakecore.maintenance.catalog_check import (
+    TABLES_PER_NAMESPACE_LIMIT,
+    CatalogPart,
+    EntryCheck,
+    check_catalog_items,
+    location_reader,
+    namespace_violations,
+)
 from lakecore.maintenance.check import (
     CheckReport,
     TreeChecker,
@@ -74,8 +81,9 @@ from lakecore.maintenance.check import (
     add_counts,
     count_rules,
 )
+from lakecore.maintenance.node_rows import KeySpan, NodeRows, subtree_node_rows
 from lakecore.maintenance.partition import SubtreeTask, TreeCut, cut_tree, with_stores_reading_ahead
-from lakecore.node import Node, system_rows
+from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree import prefix_upper_bound, scan, scan_prefix
 from lakecore.tree.shape import TreeShape
@@ -87,201 +95,12 @@ if TYPE_CHECKING:
 # A validation's own node cache: big enough that the row walk after a subtree check reads
 # every node from memory, small enough for an executor.
 VALIDATE_CACHE_BYTES: Final = 64 << 20
-# Orphan-table candidates an executor sends back per namespace (the namespace check runs on
-# the driver, which only learns which namespaces are missing once every part is in).
-TABLES_PER_NAMESPACE_LIMIT: Final = 1000
-
-SECTION_SYSTEM: Final = "system"
-SECTION_KEY_TABLE: Final = "key_table"
-SECTION_BUFFER: Final = "buffer"
-SECTIONS: Final = (SECTION_SYSTEM, SECTION_KEY_TABLE, SECTION_BUFFER)
-ROW_COLUMNS: Final = ("node_path", "depth", "section", "row_index", "key", "pvalue", "pnode")
 # Whose rule a violation breaks: the invariant checker's, or the deep catalog checks'.
 TREE_SCOPE: Final = "tree"
 CATALOG_SCOPE: Final = "catalog"
 
-NodeRow = tuple[str, int, str, int, str | None, str | None, str | None]
 Message = tuple[str, str | None]
 Overlay = tuple[Message, ...]
-
-
-# -- rows ------------------------------------------------------------------------------------------
-
-
-class NodeRows:
-    """Node rows as columns, in ``ROW_COLUMNS`` order: the form the expectation suite's
-    DataFrame is built from. A million rows cost about a second less than as tuples, which
-    Arrow would take apart into columns again."""
-
-    __slots__ = ("depths", "keys", "node_paths", "pnodes", "pvalues", "row_indexes", "sections")
-
-    def __init__(self) -> None:
-        self.node_paths: list[str] = []
-        self.depths: list[int] = []
-        self.sections: list[str] = []
-        self.row_indexes: list[int] = []
-        self.keys: list[str | None] = []
-        self.pvalues: list[str | None] = []
-        self.pnodes: list[str | None] = []
-
-    def __len__(self) -> int:
-        return len(self.node_paths)
-
-    def columns(self) -> tuple[list[Any], ...]:
-        return (
-            self.node_paths,
-            self.depths,
-            self.sections,
-            self.row_indexes,
-            self.keys,
-            self.pvalues,
-            self.pnodes,
-        )
-
-    def rows(self) -> list[NodeRow]:
-        return list(zip(*self.columns(), strict=True))
-
-    def add_node(self, node: Node, location: str, depth: int, order: int) -> None:
-        """The rows of a node file as docs/format.md#node-files lays them out: its system rows, the
-        key table of exactly ``order`` rows, then the buffer in the node's message order (the
-        order ``encode_node`` writes; the decoder already refused any file whose rows break
-        the layout). Row indexes count from 0 in each node."""
-        system = system_rows(node)
-        children = node.children
-        key_count = len(node.keys)
-        padding = max(0, order - 1 - key_count)
-        buffered = len(node.buffer)
-        table = 1 + key_count + padding
-        total = len(system) + table + buffered
-        self.node_paths.extend(itertools.repeat(location, total))
-        self.depths.extend(itertools.repeat(depth, total))
-        self.sections.extend(itertools.repeat(SECTION_SYSTEM, len(system)))
-        self.sections.extend(itertools.repeat(SECTION_KEY_TABLE, table))
-        self.sections.extend(itertools.repeat(SECTION_BUFFER, buffered))
-        self.row_indexes.extend(range(total))
-        self.keys.extend(key for key, _ in system)
-        self.keys.append(None)
-        self.keys.extend(node.keys)
-        self.keys.extend(itertools.repeat(None, padding))
-        self.keys.extend(node.buffer)
-        self.pvalues.extend(value for _, value in system)
-        self.pvalues.append(None)
-        self.pvalues.extend(node.values)
-        self.pvalues.extend(itertools.repeat(None, padding))
-        self.pvalues.extend(node.buffer.values())
-        self.pnodes.extend(itertools.repeat(None, len(system)))
-        if children:
-            self.pnodes.extend(children[: 1 + key_count])
-        else:
-            self.pnodes.extend(itertools.repeat(None, 1 + key_count))
-        self.pnodes.extend(itertools.repeat(None, padding + buffered))
-
-    def key_span(self) -> KeySpan:
-        """Where these rows' key-table keys lie (``KeySpan``)."""
-        return key_span(
-            [
-                key
-                for section, key in zip(self.sections, self.keys, strict=True)
-                if section == SECTION_KEY_TABLE and key is not None
-            ]
-        )
-
-
-@dataclass(frozen=True)
-class KeySpan:
-    """Where some key-table keys lie, for the unique-keys expectation's candidates
-    (``unique_key_candidates``): the least and the greatest, and every key among them that
-    occurs more than once. A key in two key tables of a version is repeated within one span or
-    lies in two spans whose ranges overlap; nothing else can break the rule."""
-
-    low: str | None = None
-    high: str | None = None
-    repeated: tuple[str, ...] = ()
-
-
-def key_span(keys: Sequence[str]) -> KeySpan:
-    """The ``KeySpan`` of these keys (one set and a min and max over them: about 0.2 s per
-    million keys of a subtree task)."""
-    if not keys:
-        return KeySpan()
-    repeated: tuple[str, ...] = ()
-    if len(set(keys)) != len(keys):
-        seen: set[str] = set()
-        again: set[str] = set()
-        for key in keys:
-            (again if key in seen else seen).add(key)
-        repeated = tuple(sorted(again))
-    return KeySpan(min(keys), max(keys), repeated)
-
-
-@dataclass(frozen=True)
-class UniqueCandidates:
-    """The only (version, key) pairs where the unique-keys rule can fail: keys in the
-    overlapping part of two spans of a version (``ranges``: version, low, high, inclusive) and
-    keys repeated within one span (``keys``: version, key). Both are empty for a sound tree,
-    whose subtrees hold disjoint key ranges."""
-
-    ranges: tuple[tuple[int, str, str], ...] = ()
-    keys: tuple[tuple[int, str], ...] = ()
-
-
-def unique_key_candidates(
-    spans: Iterable[tuple[int, KeySpan]], limit: int
-) -> UniqueCandidates | None:
-    """The candidates of these (version, span) pairs, or None when there are more than
-    ``limit`` ranges and keys together (a tree broken that widely: judge every key).
-
-    Per version, the spans sorted by their least key, with the greatest key seen so far: a
-    span that starts at or below it overlaps an earlier one, and every key it shares with any
-    earlier span lies between its own least key and the smaller of its greatest and that
-    running greatest."""
-    by_version: dict[int, list[KeySpan]] = {}
-    for version, span in spans:
-        by_version.setdefault(version, []).append(span)
-    ranges: list[tuple[int, str, str]] = []
-    keys: list[tuple[int, str]] = []
-    for version, version_spans in sorted(by_version.items()):
-        keys.extend((version, key) for span in version_spans for key in span.repeated)
-        reach: str | None = None
-        for low, high in sorted(
-            (s.low, s.high) for s in version_spans if s.low is not None and s.high is not None
-        ):
-            if reach is not None and low <= reach:
-                ranges.append((version, low, min(high, reach)))
-            reach = high if reach is None else max(reach, high)
-        if len(ranges) + len(keys) > limit:
-            return None
-    return UniqueCandidates(tuple(ranges), tuple(keys))
-
-
-def node_rows(node: Node, location: str, depth: int, order: int) -> list[NodeRow]:
-    """The rows of one node file, one tuple per row: (node path, depth, section, row index,
-    key, pvalue, pnode); see ``NodeRows.add_node``."""
-    rows = NodeRows()
-    rows.add_node(node, location, depth, order)
-    return rows.rows()
-
-
-def subtree_node_rows(store: NodeStore, task: SubtreeTask, max_depth: int) -> NodeRows:
-    """Rows of every node of a subtree that can be loaded (a walk, not a check: whatever it
-    cannot load or would enter twice, the checker has already reported)."""
-    rows = NodeRows()
-    seen: set[str] = set()
-    stack: list[tuple[str, int]] = [(task.location, task.depth)]
-    while stack:
-        location, depth = stack.pop()
-        if location in seen or location in task.ancestors or depth > max_depth:
-            continue
-        seen.add(location)
-        try:
-            node = store.load(location)
-        except StorageError:
-            raise  # the store failed, not the file: no verdict (see check.py)
-        except LakecoreError:
-            continue
-        rows.add_node(node, location, depth, store.order)
-        stack.extend((child, depth + 1) for child in reversed(node.children))
-    return rows
 
 
 # -- reading definitions ---------------------------------------------------------------------------
@@ -292,189 +111,6 @@ def fresh_store(storage: Storage, order: int, external_roots: Iterable[str] = ()
     return NodeStore(
         storage, order, cache=NodeCache(VALIDATE_CACHE_BYTES), external_roots=external_roots
     )
-
-
-def location_reader(storage: Storage, external_roots: Sequence[str]) -> Callable[[str], bytes]:
-    """``LakehouseView.read_location`` without a view: a path under the root, or a full URI
-    under an allowed export source; anything else is refused."""
-    roots = tuple(external_roots)
-
-    def read(location: str) -> bytes:
-        if is_full_uri(location):
-            root = external_root_for(location, roots)
-            if root is not None:
-                return Storage(root, storage.storage_options).read(location[len(root) :])
-            raise InvalidLocationError(
-                f"location {location!r} is outside the lakehouse {storage.root_uri}; refusing to read it"
-            )
-        return storage.read(check_relative_path(location))
-
-    return read
-
-
-# -- deep catalog checks ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EntryCheck:
-    """What one (key, location) pair of the catalog says: violations, and the namespace or
-    table it defines (only when its definition decodes, as in fsck)."""
-
-    violations: tuple[Violation, ...] = ()
-    namespace: str | None = None
-    table: tuple[str, str, str] | None = None  # (namespace, table, location)
-
-
-def check_catalog_entry(
-    key: str, location: str, lakehouse_def: Any, read: Callable[[str], bytes]
-) -> EntryCheck:
-    """The per-key part of fsck's ``check_catalog``: the key parses under the lakehouse's
-    limits, its definition exists, decodes and carries the name the key says."""
-    try:
-        parsed = K.parse_key(key, lakehouse_def)
-    except LakecoreError as exc:
-        return EntryCheck((Violation(key, "key-shape", str(exc)),))
-    try:
-        data = read(location)
-    except StorageError:
-        raise  # the store failed, not the file: no verdict (see check.py)
-    except LakecoreError as exc:
-        # Named as the catalog names it: the key itself is padded to the names' full width
-        # ("'C===ns1' then 100 spaces, then 't1'").
-        what = (
-            f"namespace {parsed.namespace!r}"
-            if parsed.table is None
-            else f"table {parsed.namespace}.{parsed.table}"
-        )
-        return EntryCheck((Violation(location, "definition-missing", f"{what}: {exc}"),))
-    namespace: str | None = None
-    table: tuple[str, str, str] | None = None
-    try:
-        if parsed.table is None:
-            name = decode_namespace_def(data, location).name
-            namespace = parsed.namespace
-            expected = parsed.namespace
-        else:
-            name = decode_table_def(data, location).name
-            table = (parsed.namespace, parsed.table, location)
-            expected = parsed.table
-    except LakecoreError as exc:
-        return EntryCheck((Violation(location, "definition-corrupt", str(exc)),))
-    violations: tuple[Violation, ...] = ()
-    if name != expected:
-        violations = (
-            Violation(
-                location,
-                "definition-name",
-                f"key names {expected!r} but the definition says {name!r}",
-            ),
-        )
-    return EntryCheck(violations, namespace, table)
-
-
-@dataclass
-class CatalogPart:
-    """The deep checks of one part of a version's resolved map."""
-
-    violations: list[Violation] = field(default_factory=list)
-    # Counted, not listed, by rule (see ``CheckReport.unlisted``).
-    unlisted: dict[str, int] = field(default_factory=dict)
-    namespaces: set[str] = field(default_factory=set)
-    # namespace -> (table, location) of its tables, at most TABLES_PER_NAMESPACE_LIMIT
-    tables: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    table_counts: dict[str, int] = field(default_factory=dict)
-    keys_checked: int = 0
-    # Namespaces the driver saw keys of in this version: their tables are only counted, not
-    # listed, so a deep check sends the driver counts instead of every (table, location).
-    # Listed again on the driver only in the rare case such a namespace turns out broken.
-    keyed_namespaces: frozenset[str] = frozenset()
-
-    def add(self, entry: EntryCheck) -> None:
-        self.keys_checked += 1
-        self.violations.extend(entry.violations)
-        if entry.namespace is not None:
-            self.namespaces.add(entry.namespace)
-        if entry.table is not None:
-            ns, table, location = entry.table
-            self.table_counts[ns] = self.table_counts.get(ns, 0) + 1
-            if ns in self.keyed_namespaces:
-                return
-            listed = self.tables.setdefault(ns, [])
-            if len(listed) < TABLES_PER_NAMESPACE_LIMIT:
-                listed.append((table, location))
-
-    def merge(self, other: CatalogPart) -> None:
-        self.violations.extend(other.violations)
-        add_counts(self.unlisted, other.unlisted)
-        self.namespaces |= other.namespaces
-        self.keys_checked += other.keys_checked
-        for ns, count in other.table_counts.items():
-            self.table_counts[ns] = self.table_counts.get(ns, 0) + count
-        for ns, listed in other.tables.items():
-            self.tables.setdefault(ns, []).extend(listed)
-
-
-def check_catalog_items(
-    items: Iterable[tuple[str, str]],
-    lakehouse_def: Any,
-    read: Callable[[str], bytes],
-    memo: dict[tuple[str, str], EntryCheck] | None = None,
-    keyed_namespaces: frozenset[str] = frozenset(),
-) -> CatalogPart:
-    """Per-key deep checks of resolved (key, location) pairs. ``memo`` shares the checks of
-    pairs seen before (definition files are immutable); the tables of ``keyed_namespaces`` are
-    counted, not listed (see ``CatalogPart``)."""
-    part = CatalogPart(keyed_namespaces=keyed_namespaces)
-    for key, location in items:
-        entry = memo.get((key, location)) if memo is not None else None
-        if entry is None:
-            entry = check_catalog_entry(key, location, lakehouse_def, read)
-            if memo is not None:
-                memo[(key, location)] = entry
-        part.add(entry)
-    return part
-
-
-def namespace_violations(
-    parts: Iterable[CatalogPart], list_tables: Callable[[str], list[tuple[str, str]]] | None = None
-) -> list[Violation]:
-    """Every table's namespace exists: run once all parts of a version are in. A namespace with
-    a key whose definition is broken had its tables counted but not listed by the parts;
-    ``list_tables`` (namespace -> its first (table, location) pairs) lists them then."""
-    total = CatalogPart()
-    for part in parts:
-        total.merge(part)
-    out: list[Violation] = []
-    for ns in sorted(total.table_counts):
-        if ns in total.namespaces:
-            continue
-        listed = total.tables.get(ns, [])
-        if not listed and list_tables is not None:
-            listed = list_tables(ns)[:TABLES_PER_NAMESPACE_LIMIT]
-        for table, location in listed:
-            out.append(
-                Violation(
-                    location, "table-namespace", f"table {ns}.{table} has no namespace {ns!r}"
-                )
-            )
-        missing = total.table_counts[ns] - len(listed)
-        if missing > 0:
-            out.append(
-                Violation(
-                    K.NAMESPACE_KEY_PREFIX + ns,
-                    "table-namespace",
-                    f"{missing} more tables of namespace {ns!r} have no namespace",
-                )
-            )
-    return out
-
-
-def catalog_violations(
-    items: Iterable[tuple[str, str]], lakehouse_def: Any, read: Callable[[str], bytes]
-) -> list[Violation]:
-    """fsck's ``check_catalog`` over a whole resolved map, in one process."""
-    part = check_catalog_items(items, lakehouse_def, read)
-    return part.violations + namespace_violations([part])
 
 
 # -- plan (driver) ---------------------------------------------------------------------------------
@@ -943,34 +579,16 @@ def combine_version(
 
 __all__ = [
     "CATALOG_SCOPE",
-    "ROW_COLUMNS",
-    "SECTIONS",
-    "SECTION_KEY_TABLE",
     "TREE_SCOPE",
-    "CatalogPart",
-    "EntryCheck",
-    "KeySpan",
-    "NodeRow",
-    "NodeRows",
     "SubtreeResult",
     "SubtreeWork",
-    "UniqueCandidates",
     "VersionPlan",
     "VersionResult",
-    "catalog_violations",
-    "check_catalog_entry",
-    "check_catalog_items",
     "combine_version",
     "fresh_store",
-    "key_span",
-    "location_reader",
     "merge_work",
-    "namespace_violations",
-    "node_rows",
     "plan_version",
     "resolve_top",
     "run_subtree_work",
     "run_subtree_works",
-    "subtree_node_rows",
-    "unique_key_candidates",
 ]

@@ -22,21 +22,23 @@ from lakecore.defs import encode_def, table_def
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.fsck import check_version
 from lakecore.locations import root_node_file_name
-from lakecore.maintenance.reachable import reachable_from_root
-from lakecore.maintenance.validate import (
+from lakecore.maintenance.node_rows import (
     SECTION_BUFFER,
     SECTION_KEY_TABLE,
     SECTION_SYSTEM,
-    TREE_SCOPE,
     UniqueCandidates,
+    key_span,
+    node_rows,
+    unique_key_candidates,
+)
+from lakecore.maintenance.reachable import reachable_from_root
+from lakecore.maintenance.validate import (
+    TREE_SCOPE,
     combine_version,
     fresh_store,
-    key_span,
     merge_work,
-    node_rows,
     plan_version,
     run_subtree_work,
-    unique_key_candidates,
 )
 from lakecore.maintenance.validate_run import validate_view
 from lakecore.node import Node, decode_node, encode_node
