@@ -73,7 +73,7 @@ of their ``VmHWM``).
 **gc baseline** on ``local``, in the parent, after every configuration's round (same lakehouse
 state as gc saw): ``find <root> -type f``, sort, and a linear diff of the sorted listing against
 the sorted reachable set (``listing_diff``), where the reachable set (``reach``) is computed in
-one process with ``lakecore.maintenance.reachable``: ``reachable_from_root`` of the latest
+one process with ``lakecore.maintenance.tree_files``: ``reachable_from_root`` of the latest
 version (the whole tree) and, for every other retained root, its own values plus
 ``reachable_from_subtree`` of each child not already reached (versions share almost every
 subtree: a node file is immutable, so a known node's subtree is known), plus the root files,
@@ -141,8 +141,8 @@ from lakecore.locations import (
     root_node_file_name,
 )
 from lakecore.maintenance.listing import list_directories, listing_levels
-from lakecore.maintenance.reachable import Reachable, reachable_from_root, reachable_from_subtree
 from lakecore.maintenance.settings import MaintenanceSettings
+from lakecore.maintenance.tree_files import Reachable, reachable_from_root, reachable_from_subtree
 from lakecore.storage import Storage
 from lakecore.tree import NodeCache, NodeStore, bulk_build
 from lakecore.versions import encode_root, list_root_versions, read_root, write_hint

@@ -62,7 +62,7 @@ import pyarrow as pa
 from lakecore import keys as K
 from lakecore.defs import LakehouseDef
 from lakecore.locations import new_lakehouse_def_path, root_node_file_name
-from lakecore.maintenance.check import TreeChecker
+from lakecore.maintenance.tree_check import TreeChecker
 from lakecore.node import Node, encoded_size
 from lakecore.storage import Storage
 from lakecore.tree import NodeCache, NodeStore, TreeShape, TreeWriter, bulk_build, get, items

@@ -53,7 +53,7 @@ from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.export import CopyFiles, ExportResult
 from lakecore.locations import is_full_uri
 from lakecore.maintenance.partition import SubtreeTask, cut_tree
-from lakecore.maintenance.reachable import Reachable
+from lakecore.maintenance.tree_files import Reachable
 from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree import NodeStore, TreeShape
@@ -157,7 +157,7 @@ def _reach(
     """The reach DataFrame: the subtrees walked on executors, the top from the driver."""
 
     def walk(items: list[SubtreeTask]) -> Iterator[tuple[str, bool, bool]]:
-        from lakecore.maintenance.reachable import reachable_from_subtree
+        from lakecore.maintenance.tree_files import reachable_from_subtree
         from lakecore.tree import NodeStore
 
         store = NodeStore(source, order, external_roots=external)

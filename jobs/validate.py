@@ -5,7 +5,7 @@
 
 Checks the latest version by default, ``--version V`` one version, ``--all-retained`` every
 retained version (the unbroken run of root files that ends at the latest). The same rules as
-``lakecore fsck`` (``lakecore.maintenance.check.TreeChecker``), computed in pieces
+``lakecore fsck`` (``lakecore.maintenance.tree_check.TreeChecker``), computed in pieces
 (``lakecore.maintenance.validate``):
 
     plan        (driver) cut each version's tree, check its top, resolve the top's keys
@@ -74,11 +74,6 @@ from lakecore.errors import (
 )
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import root_node_file_name
-from lakecore.maintenance.check import (
-    UNREADABLE_ROOT,
-    CheckReport,
-    Violation,
-)
 from lakecore.maintenance.node_rows import (
     ROW_COLUMNS,
     SECTION_KEY_TABLE,
@@ -86,6 +81,11 @@ from lakecore.maintenance.node_rows import (
     UniqueCandidates,
     node_rows,
     unique_key_candidates,
+)
+from lakecore.maintenance.tree_check import (
+    UNREADABLE_ROOT,
+    CheckReport,
+    Violation,
 )
 from lakecore.maintenance.validate import (
     CATALOG_SCOPE,

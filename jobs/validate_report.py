@@ -16,8 +16,8 @@ from lakecore.cli.job_report import JobReport
 from lakecore.cli.outputs import OutputKind, write_text_atomically
 from lakecore.errors import ExitCode
 from lakecore.lakehouse import Lakehouse
-from lakecore.maintenance.check import DAMAGE_RULES, UNREADABLE_ROOT
 from lakecore.maintenance.damage import next_step
+from lakecore.maintenance.tree_check import DAMAGE_RULES, UNREADABLE_ROOT
 from lakecore.maintenance.validate_run import ValidateResult
 from lakecore.units import plural
 

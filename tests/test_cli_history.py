@@ -267,7 +267,7 @@ def _lake_with_a_damaged_latest_node(path: Path) -> tuple[Lakehouse, int]:
     it and that version."""
     from lakecore import clear_caches
     from lakecore.locations import is_full_uri
-    from lakecore.maintenance.reachable import reachable_from_root
+    from lakecore.maintenance.tree_files import reachable_from_root
 
     # Small node files: a commit that overflows the root pushes messages down into new nodes.
     lh = Lakehouse.create(

@@ -30,7 +30,7 @@ from lakecore.errors import (
     StorageTimeoutError,
 )
 from lakecore.lakehouse import Lakehouse
-from lakecore.lakehouse.fsck import check_version
+from lakecore.lakehouse.version_check import check_version
 from lakecore.storage import Storage
 from tests.jobs.test_gc import build_lake
 

@@ -673,7 +673,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
 def cmd_fsck(args: argparse.Namespace) -> int:
     from lakecore.cli.progress import Progress
-    from lakecore.lakehouse.fsck import check_version, unreadable_version
+    from lakecore.lakehouse.version_check import check_version, unreadable_version
     from lakecore.locations import root_node_file_name
     from lakecore.storage import Storage
     from lakecore.view import open_version, root_file_versions

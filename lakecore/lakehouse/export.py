@@ -38,7 +38,7 @@ from lakecore.locations import (
     root_contains,
     root_node_file_name,
 )
-from lakecore.maintenance.reachable import reachable_from_root
+from lakecore.maintenance.tree_files import reachable_from_root
 from lakecore.node import Node, encode_node, encoded_size
 from lakecore.storage import Storage
 from lakecore.tree.store import NodeStore, absolute_location

@@ -20,7 +20,7 @@ from lakecore import keys as K
 from lakecore.defs import decode_namespace_def, decode_table_def
 from lakecore.errors import InvalidLocationError, LakecoreError, StorageError
 from lakecore.locations import check_relative_path, external_root_for, is_full_uri
-from lakecore.maintenance.check import Violation, add_counts
+from lakecore.maintenance.tree_check import Violation, add_counts
 from lakecore.storage import Storage
 
 # Orphan-table candidates an executor sends back per namespace (the namespace check runs on

@@ -34,7 +34,7 @@ from lakecore.errors import (
     in_cause_chain,
     is_damage,
 )
-from lakecore.maintenance.reachable import reachable_from_root
+from lakecore.maintenance.tree_files import reachable_from_root
 from lakecore.storage import Storage
 from lakecore.tree.store import NodeCache, NodeStore
 from lakecore.versions import RootInfo, export_pins, is_damage_in_version

@@ -30,7 +30,7 @@ Steps
        deletes what it can *prove* unreachable.
     3. reach: the driver cuts each retained tree into subtrees (``partition.cut_tree``) and
        de-duplicates subtree locations across versions (consecutive versions share almost every
-       subtree); executors walk the subtrees (``reachable.reachable_from_subtree``); the
+       subtree); executors walk the subtrees (``tree_files.reachable_from_subtree``); the
        driver adds the root files, definitions, top nodes and their values.
     4. orphans = deletable listed files minus reachable paths (``tally`` judges each path from
        its listing entries and its reach records: a cogroup in Spark, dicts in one process);

@@ -2,7 +2,7 @@
 
 The driver cuts each retained tree into subtrees (``partition.cut_tree``) and de-duplicates
 subtree locations across versions (consecutive versions share almost every subtree); workers
-walk the subtrees (``reachable.reachable_from_subtree``) and stream ``(path, size)`` records;
+walk the subtrees (``tree_files.reachable_from_subtree``) and stream ``(path, size)`` records;
 the driver adds the root files, definitions, top nodes and their values.
 
 A value that escapes the lakehouse (a forged full URI outside the allowed export source, or a
@@ -30,8 +30,8 @@ from lakecore.locations import (
 from lakecore.maintenance.damage import mark_damage
 from lakecore.maintenance.listing import ERROR_KEY, UNKNOWN_SIZE, GcRefusedError
 from lakecore.maintenance.partition import Placement, TreeCut, cut_tree, with_stores_reading_ahead
-from lakecore.maintenance.reachable import reachable_from_subtree
 from lakecore.maintenance.roots import LoadedRoot, is_forged_pointer, load_root
+from lakecore.maintenance.tree_files import reachable_from_subtree
 from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree.shape import TreeShape

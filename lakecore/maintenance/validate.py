@@ -1,6 +1,6 @@
 """Validating versions in pieces: the units behind the Spark ``validate`` job (no Spark here).
 
-The single-process reference is ``lakecore.lakehouse.fsck.check_version``; this module computes
+The single-process reference is ``lakecore.lakehouse.version_check.check_version``; this module computes
 the same violations with the work cut into subtrees, so that executors can do it (the same steps
 in one process, and a validation's result, are ``lakecore.maintenance.validate_run``; the node
 rows for the expectation suite are ``node_rows``, the deep catalog checks ``catalog_check``):
@@ -73,7 +73,9 @@ from lakecore.maintenance.catalog_check import (
     location_reader,
     namespace_violations,
 )
-from lakecore.maintenance.check import (
+from lakecore.maintenance.node_rows import KeySpan, NodeRows, subtree_node_rows
+from lakecore.maintenance.partition import SubtreeTask, TreeCut, cut_tree, with_stores_reading_ahead
+from lakecore.maintenance.tree_check import (
     CheckReport,
     TreeChecker,
     VersionCheck,
@@ -81,8 +83,6 @@ from lakecore.maintenance.check import (
     add_counts,
     count_rules,
 )
-from lakecore.maintenance.node_rows import KeySpan, NodeRows, subtree_node_rows
-from lakecore.maintenance.partition import SubtreeTask, TreeCut, cut_tree, with_stores_reading_ahead
 from lakecore.node import Node
 from lakecore.storage import Storage
 from lakecore.tree import prefix_upper_bound, scan, scan_prefix

@@ -8,7 +8,7 @@ violations as a report lists them (``Violations``: the total, the counts by rule
 ``VIOLATIONS_LIMIT``, newest version first, then by location, rule and detail).
 
 ``validate_in_process`` and ``validate_view`` are test oracles: the tests compare them with
-fsck (``lakecore.lakehouse.fsck.check_version``) and with the job.
+fsck (``lakecore.lakehouse.version_check.check_version``) and with the job.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from lakecore.defs import LakehouseDef
-from lakecore.maintenance.check import Violation, add_counts
+from lakecore.maintenance.tree_check import Violation, add_counts
 from lakecore.maintenance.validate import (
     VersionResult,
     combine_version,
@@ -121,7 +121,7 @@ def validate_in_process(
 
 def validate_view(view: LakehouseView, *, target: int = 4, deep: bool = False) -> VersionResult:
     """The verdict of ``validate_in_process`` for an opened version (compare:
-    ``lakecore.lakehouse.fsck.check_version``). A test oracle."""
+    ``lakecore.lakehouse.version_check.check_version``). A test oracle."""
     return validate_in_process(
         view.storage,
         view.version,

@@ -47,7 +47,7 @@ pytestmark = pytest.mark.timeout(2400)
 BUILD = """
 import json, os, sys
 from lakecore.lakehouse.demo import build_sample
-from lakecore.maintenance.reachable import reachable_from_root
+from lakecore.maintenance.tree_files import reachable_from_root
 good, bad = sys.argv[1], sys.argv[2]
 g = build_sample(good, namespaces=2, tables_per_namespace=12)
 b = build_sample(bad, namespaces=2, tables_per_namespace=60)

@@ -10,7 +10,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from lakecore.errors import AlreadyExistsError, NamespaceNotEmptyError, NotFoundError
 from lakecore.lakehouse import Lakehouse
-from lakecore.lakehouse.fsck import check_version
+from lakecore.lakehouse.version_check import check_version
 
 NAMES = st.sampled_from(["a", "b", "sales", "ops", "x1", "é"])
 TABLES = st.sampled_from(["t1", "t2", "orders", "users", "ü"])

@@ -12,7 +12,7 @@ import pytest
 
 from lakecore.errors import CommitConflictError
 from lakecore.lakehouse import Lakehouse
-from lakecore.lakehouse.fsck import check_version
+from lakecore.lakehouse.version_check import check_version
 from lakecore.storage import Storage
 from lakecore.versions import latest_version, list_root_versions
 

@@ -19,7 +19,7 @@ from lakecore.errors import (
     VersionExpiredError,
 )
 from lakecore.lakehouse import Lakehouse
-from lakecore.lakehouse.fsck import check_version
+from lakecore.lakehouse.version_check import check_version
 from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
 from lakecore.storage import Storage
 

@@ -27,7 +27,7 @@ from lakecore.errors import (
 )
 from lakecore.iceberg import LakecoreCatalog
 from lakecore.lakehouse import Lakehouse
-from lakecore.lakehouse.fsck import check_version
+from lakecore.lakehouse.version_check import check_version
 from lakecore.locations import new_namespace_def_path
 from tests.iceberg.conftest import SCHEMA
 

@@ -26,7 +26,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 from lakecore import clear_caches
 from lakecore.iceberg import LakecoreCatalog
 from lakecore.lakehouse import Lakehouse
-from lakecore.lakehouse.fsck import check_version
+from lakecore.lakehouse.version_check import check_version
 from lakecore.maintenance.validate_run import validate_view
 from tests.conftest import S3_TEST_REGION, S3TestServer
 

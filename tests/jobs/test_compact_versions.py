@@ -254,7 +254,7 @@ def test_a_rollback_to_an_expired_version_during_the_run_keeps_its_files(lake: P
 def _truncate_a_node_only(lake: Path, versions: range, not_in: list[int]) -> str:
     """Truncate (``truncate -s 100``) a node file that some of ``versions`` reach and none of
     ``not_in`` does; returns it."""
-    from lakecore.maintenance.reachable import reachable_from_root
+    from lakecore.maintenance.tree_files import reachable_from_root
     from lakecore.tree import SHARED_CACHE
 
     SHARED_CACHE.clear()

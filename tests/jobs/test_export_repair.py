@@ -13,9 +13,9 @@ import pytest
 from jobs.export import main as export_main
 from jobs.repair import main as repair_main
 from lakecore.lakehouse import Lakehouse
-from lakecore.lakehouse.fsck import check_version
+from lakecore.lakehouse.version_check import check_version
 from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
-from lakecore.maintenance.reachable import reachable_from_root
+from lakecore.maintenance.tree_files import reachable_from_root
 from lakecore.tree import SHARED_CACHE
 from lakecore.versions import read_hint
 

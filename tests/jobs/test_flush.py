@@ -12,8 +12,8 @@ import pytest
 
 from jobs.flush import main as flush_main
 from lakecore.lakehouse import Lakehouse
-from lakecore.lakehouse.fsck import check_version
 from lakecore.lakehouse.treeinfo import buffered_messages
+from lakecore.lakehouse.version_check import check_version
 from lakecore.tree import items
 
 

@@ -24,7 +24,7 @@ from jobs.gc import main as gc_main
 from lakecore.cli import main as lakecore_main
 from lakecore.errors import CommitConflictError, LakecoreError
 from lakecore.lakehouse import Lakehouse
-from lakecore.lakehouse.fsck import check_version
+from lakecore.lakehouse.version_check import check_version
 from lakecore.locations import (
     hash_directories,
     new_lakehouse_def_path,

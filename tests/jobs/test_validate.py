@@ -1,4 +1,4 @@
-"""The validate job against real local[2] Spark, and its units against ``lakecore.lakehouse.fsck``.
+"""The validate job against real local[2] Spark, and its units against ``lakecore.lakehouse.version_check``.
 
 One small-node lakehouse (order 4, 8 KiB nodes: a three-level tree with ~18 nodes) is built
 once per module with the catalog API; every test that damages it works on its own copy.
@@ -20,7 +20,7 @@ from lakecore import keys as K
 from lakecore.commit import RootPlan
 from lakecore.defs import encode_def, table_def
 from lakecore.lakehouse import Lakehouse
-from lakecore.lakehouse.fsck import check_version
+from lakecore.lakehouse.version_check import check_version
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.node_rows import (
     SECTION_BUFFER,
@@ -31,7 +31,7 @@ from lakecore.maintenance.node_rows import (
     node_rows,
     unique_key_candidates,
 )
-from lakecore.maintenance.reachable import reachable_from_root
+from lakecore.maintenance.tree_files import reachable_from_root
 from lakecore.maintenance.validate import (
     TREE_SCOPE,
     combine_version,

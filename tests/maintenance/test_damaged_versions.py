@@ -17,11 +17,11 @@ import pytest
 
 from lakecore.errors import ExitCode, LakecoreError, StorageError
 from lakecore.lakehouse import Lakehouse, repair
-from lakecore.lakehouse.fsck import check_version
+from lakecore.lakehouse.version_check import check_version
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.expire import expire_in_process
 from lakecore.maintenance.gc import gc_in_process
-from lakecore.maintenance.reachable import reachable_from_root
+from lakecore.maintenance.tree_files import reachable_from_root
 from lakecore.storage import Storage
 from lakecore.tree import SHARED_CACHE
 from lakecore.versions import list_root_versions

@@ -12,8 +12,8 @@ from lakecore.lakehouse import Lakehouse
 from lakecore.maintenance.listing import ERROR_KEY, list_top
 from lakecore.maintenance.partition import cut_tree
 from lakecore.maintenance.reach import plan_reach, run_reach_tasks
-from lakecore.maintenance.reachable import reachable_from_root
 from lakecore.maintenance.roots import LoadedRoot, read_retained
+from lakecore.maintenance.tree_files import reachable_from_root
 from lakecore.storage import Storage
 from lakecore.tree.shape import TreeShape
 from lakecore.tree.store import NodeCache, NodeStore

@@ -337,7 +337,7 @@ def check_chain(
     retained one) passes ``check_version`` (deep: every definition file it reaches exists and
     decodes). Problems are collected, not raised."""
     from lakecore.lakehouse import Lakehouse
-    from lakecore.lakehouse.fsck import check_version
+    from lakecore.lakehouse.version_check import check_version
     from lakecore.versions import latest_version, list_root_versions
 
     clear_caches()

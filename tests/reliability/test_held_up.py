@@ -396,7 +396,7 @@ def _compaction_planned(uri: str, lh: Lakehouse) -> tuple[Any, ...]:
     would delete, and the expired version whose files it would delete the most of."""
     from lakecore.maintenance import expire
     from lakecore.maintenance.reach import run_reach_tasks
-    from lakecore.maintenance.reachable import reachable_from_root
+    from lakecore.maintenance.tree_files import reachable_from_root
     from lakecore.tree.store import NodeCache
 
     storage = Storage(uri)

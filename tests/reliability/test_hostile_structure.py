@@ -42,7 +42,7 @@ from lakecore import keys as K
 from lakecore.defs import encode_def, table_def
 from lakecore.errors import LakecoreError
 from lakecore.lakehouse import Lakehouse
-from lakecore.lakehouse.fsck import check_version
+from lakecore.lakehouse.version_check import check_version
 from lakecore.locations import new_node_file_path, root_node_file_name
 from lakecore.maintenance.gc import gc_in_process
 from lakecore.node import Node, encode_node

@@ -34,8 +34,8 @@ from typing import Any
 import pytest
 
 from lakecore.lakehouse import Lakehouse
-from lakecore.lakehouse.fsck import check_version
 from lakecore.lakehouse.treeinfo import buffered_messages
+from lakecore.lakehouse.version_check import check_version
 from lakecore.locations import root_node_file_name
 from lakecore.maintenance.gc import gc_in_process
 from lakecore.storage import Storage

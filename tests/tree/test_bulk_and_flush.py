@@ -7,7 +7,7 @@ import random
 import pytest
 
 from lakecore.errors import InvalidArgumentError, TreeStructureError
-from lakecore.maintenance.check import TreeChecker
+from lakecore.maintenance.tree_check import TreeChecker
 from lakecore.node import Node
 from lakecore.tree import (
     FlushMode,

@@ -6,8 +6,8 @@ import pickle
 
 import pytest
 
-from lakecore.maintenance.check import TreeChecker
 from lakecore.maintenance.flush import FlushTask, flush_in_process, run_flush_task
+from lakecore.maintenance.tree_check import TreeChecker
 from lakecore.tree import FlushMode, FlushPolicy, items
 from tests.tree.conftest import buffered_messages, random_tree
 

@@ -12,9 +12,9 @@ import pytest
 from lakecore.errors import NotFoundError
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import new_node_file_path
-from lakecore.maintenance.check import TreeChecker
 from lakecore.maintenance.flush import flush_in_process, plan_flush
-from lakecore.maintenance.reachable import reachable_from_root, reachable_from_subtree
+from lakecore.maintenance.tree_check import TreeChecker
+from lakecore.maintenance.tree_files import reachable_from_root, reachable_from_subtree
 from lakecore.maintenance.validate import (
     fresh_store,
     merge_work,

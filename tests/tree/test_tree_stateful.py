@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from lakecore.maintenance.check import TreeChecker
+from lakecore.maintenance.tree_check import TreeChecker
 from lakecore.node import Node
 from lakecore.tree import (
     FlushMode,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakecore.locations import root_node_file_name
-from lakecore.maintenance.check import (
+from lakecore.maintenance.tree_check import (
     UNREADABLE_ROOT,
     CheckReport,
     TreeChecker,
