@@ -1115,17 +1115,16 @@ class LakecoreCatalog(MetastoreCatalog):
         if recorded is not None and recorded != self.warehouse:
             self._ensure_registry(tx)  # refuses: the lakehouse's warehouse is another
         adopted = current is not None and not _checked(definition)
-        if (
-            current is None
-            or adopted
-            or self._roots(staged.metadata) != self._roots(current.metadata)
-        ):
+        roots = self._roots(staged.metadata)
+        if current is None or adopted or roots != self._roots(current.metadata):
             self._check_roots(tx, ns, name, staged.metadata)
         recorded_refs = tx.definition_property(refs_key(ns, name))
         known = json.loads(recorded_refs) if recorded_refs else []
-        finder = ReferenceFinder(
-            self.warehouse, self._roots(staged.metadata), normalize_location, known
-        )
+        finder = ReferenceFinder(self.warehouse, roots, normalize_location, known)
+        if current is not None:
+            # A root given up (a write path moved elsewhere) still holds files the metadata
+            # names, now outside the table's roots: another table may take the folder later.
+            finder.add_folders(self._roots(current.metadata))
         if adopted:
             folders = finder.named_by_table(staged.io, staged.metadata, staged.metadata_location)
         else:

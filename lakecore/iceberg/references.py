@@ -18,6 +18,8 @@ Rules:
   were read when they were added.
 * **A whole table** (``named_by_table``: a register, the registry's first build, a table last
   changed by code that does not check) has every snapshot read.
+* **A root given up** (a write path moved elsewhere) is a reference folder from then on: the
+  files written there are still named, and the folder is free for another table to take.
 """
 
 from __future__ import annotations
@@ -63,6 +65,15 @@ class ReferenceFinder:
         for path in paths:
             folder = self._foreign(path)
             if folder is not None:
+                self.folders.add(folder)
+
+    def add_folders(self, folders: Iterable[str]) -> None:
+        """Record whole folders the table names files in (normalized), where they are
+        references: inside the warehouse and under none of the roots."""
+        for folder in folders:
+            if folder.startswith(self.warehouse + "/") and not any(
+                contains(root, folder) for root in self.roots
+            ):
                 self.folders.add(folder)
 
     def _recorded_before(self, path: str) -> bool:

@@ -188,6 +188,25 @@ def test_a_later_table_over_a_referenced_folder_keeps_the_file(tmp_path: Path) -
     assert _ids(catalog, "ns.a") == list(range(4))
 
 
+def test_a_folder_a_table_moved_its_writes_away_from_stays_protected(tmp_path: Path) -> None:
+    """t writes to one folder, then moves write.data.path elsewhere: the old folder is no root
+    of any table any more, so u may take it and name t's files there; u's purge must keep them."""
+    catalog = local_lake(tmp_path).catalog()
+    catalog.create_namespace("ns")
+    area = f"file://{tmp_path}/lake/warehouse/area"
+    t = catalog.create_table("ns.t", SCHEMA, properties={"write.data.path": f"{area}/x"})
+    t.append(rows(range(3)))
+    t_files = _data_files(catalog.load_table("ns.t"))
+    assert all(p.startswith(f"{area}/x/") for p in t_files)
+    t.transaction().set_properties({"write.data.path": f"{area}/y"}).commit_transaction()
+    u = catalog.create_table("ns.u", SCHEMA, location=f"{area}/x")
+    u.add_files(t_files)
+
+    catalog.purge_table("ns.u")
+    assert all(_exists(p) for p in t_files)
+    assert _ids(catalog, "ns.t") == [0, 1, 2]
+
+
 def test_only_a_new_reference_folder_changes_the_lakehouse_definition(tmp_path: Path) -> None:
     """An append writes under the table's own folder: its commit reads two small files and
     leaves the definition alone (so it never conflicts with another table's commit). A file
