@@ -1125,15 +1125,28 @@ class LakecoreCatalog(MetastoreCatalog):
             # A root given up (a write path moved elsewhere) still holds files the metadata
             # names, now outside the table's roots: another table may take the folder later.
             finder.add_folders(self._roots(current.metadata))
-        if adopted:
-            folders = finder.named_by_table(staged.io, staged.metadata, staged.metadata_location)
-        else:
-            folders = finder.added_by_commit(
-                staged.io,
-                None if current is None else current.metadata,
-                staged.metadata,
-                staged.metadata_location,
-            )
+        try:
+            if adopted:
+                folders = finder.named_by_table(
+                    staged.io, staged.metadata, staged.metadata_location
+                )
+            else:
+                folders = finder.added_by_commit(
+                    staged.io,
+                    None if current is None else current.metadata,
+                    staged.metadata,
+                    staged.metadata_location,
+                )
+        except FileNotFoundError as exc:
+            raise InvalidArgumentError(
+                f"the commit to table {ns}.{name} names a manifest list or manifest that does not "
+                f"exist ({exc.filename or exc}); write the snapshot's files before committing it"
+            ) from exc
+        except OSError as exc:
+            raise StorageError(
+                f"could not read the files the commit to table {ns}.{name} adds, to record where "
+                f"they lie ({type(exc).__name__}: {exc}); retry the commit"
+            ) from exc
         if all(any(contains(k, f) for k in known) for f in folders):
             return
         known = self._ensure_registry(tx).refs.get((ns, name), [])

@@ -26,8 +26,9 @@ from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.serializers import ToOutputFile
 from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.metadata import new_table_metadata
+from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
-from pyiceberg.table.update import TableRequirement, TableUpdate
+from pyiceberg.table.update import AddSnapshotUpdate, TableRequirement, TableUpdate
 
 from lakecore.errors import CorruptFileError, InvalidArgumentError
 from lakecore.iceberg import (
@@ -475,3 +476,24 @@ def test_a_table_without_iceberg_metadata_points_at_drop_table(tmp_path: Path) -
         catalog.load_table("ns.plain")
     catalog.purge_table("ns.plain")  # it has no files: purging it is dropping it
     assert catalog.list_tables("ns") == []
+
+
+def test_a_commit_naming_a_manifest_list_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+    """The catalog reads what a commit adds; a snapshot whose files were never written is a
+    ValidationError naming the file, and nothing lands."""
+    lake = local_lake(tmp_path)
+    catalog = lake.catalog()
+    catalog.create_namespace("ns")
+    table = catalog.create_table("ns.t", SCHEMA)
+    version = lake.open().version
+    ghost = Snapshot(  # type: ignore[call-arg]
+        snapshot_id=1,
+        sequence_number=1,
+        timestamp_ms=1_700_000_000_000,
+        manifest_list=f"{table.location()}/metadata/snap-never-written.avro",
+        summary=Summary(Operation.APPEND),
+        schema_id=0,
+    )
+    with pytest.raises(ValidationError, match=r"does not exist .*snap-never-written\.avro"):
+        catalog.commit_table(table, (), (AddSnapshotUpdate(snapshot=ghost),))
+    assert lake.open().version == version
