@@ -17,6 +17,8 @@ warehouse belongs to one lakehouse:
   write path not of the default shape, a namespace's folder) is checked for a marker at each
   level between ``W`` and itself (``claimed_between``): a table never goes inside another
   lakehouse's warehouse, whichever claimed first.
+* A marker the store refuses to let this lakehouse read (access scoped to a prefix below it)
+  counts as absent.
 * A lakehouse that shared its warehouse before the claim existed (an older lakecore) is not
   detected; neither is a file another catalog's table names (``add_files`` across
   lakehouses): purge protects the files of this lakehouse's tables only.
@@ -34,6 +36,7 @@ from lakecore.errors import (
     CorruptFileError,
     InvalidLocationError,
     NotFoundError,
+    StorageRefusedError,
 )
 from lakecore.storage import Storage
 
@@ -69,6 +72,11 @@ def _read_claim(storage: Storage, relative: str, folder: str) -> Claim | None:
     except NotFoundError:
         return None
     except InvalidLocationError:  # a segment no stored path may hold: no marker can be there
+        return None
+    except StorageRefusedError:
+        # Access scoped to a prefix (an IAM policy on s3://bucket/team/*) refuses a read
+        # above it, and S3 answers 403 for a missing key without s3:ListBucket. Refusing the
+        # claim would make the catalog unusable there; the check is then as blind as before.
         return None
     try:
         lakehouse = json.loads(data)["lakehouse"]
