@@ -79,16 +79,18 @@ Rules:
   forgets it and leaves its files. A table without Iceberg metadata is dropped: it has none.
 * **What is not guaranteed.** The guarantee covers what this release's catalog wrote, and what
   the registry's one scan read when it was built (the first change on a lakehouse from before
-  it). A client of an older lakecore that writes after that (a create at a location of its
-  choosing, ``add_files``, a ``register_table(overwrite=True)``) records nothing, and no
-  lookup can find what it wrote: a later purge may delete files its tables name. Every
-  definition this catalog writes carries ``CHECKED_PROPERTY``; a table an older client changed
-  since then shows it (its stamp no longer matches), and its purge is refused and its next
-  commit here reads all its metadata again, but a table an older client made from scratch
-  shows nothing. Once every client runs this release, ``rebuild_location_registry()`` reads
-  every table once and makes the registry whole again. Not covered either: a lakehouse that
-  shared its warehouse with another before the claim existed, and files that a table of
-  another catalog or lakehouse names (its own purge is not this catalog's).
+  it). A client of an older lakecore that writes after that records nothing. Part of what it
+  writes shows, by property lookups alone: a table it placed at a folder of its choosing (that
+  folder is neither of the table's name's shape nor in the registry), and a table it changed
+  after this catalog did (the definition's ``CHECKED_PROPERTY`` stamp names another metadata
+  file). Such a table's purge is refused, and its next commit here records it whole (its
+  folders, and the references of every file it names). What does not show: files it made a
+  table name that lie in another table's folders (``add_files``, ``register_table``), which
+  that other table's purge then deletes. Once every client runs this release,
+  ``rebuild_location_registry()`` reads every table once and makes the registry whole again.
+  Not covered either: a lakehouse that shared its warehouse with another before the claim
+  existed, and files that a table of another catalog or lakehouse names (its own purge is not
+  this catalog's).
 * **Time travel.** ``version=V`` or ``as_of=`` (epoch milliseconds or an ISO-8601 time; UTC when
   no zone is given) make a read-only catalog of that lakehouse version: every table loads at the
   metadata it had then, and every change raises ``ReadOnlyCatalogError``. A catalog over an
@@ -187,6 +189,7 @@ from lakecore.iceberg.roots import (
     reduce_folders,
     refs_key,
     refs_property,
+    registered_roots,
     roots_key,
     roots_property,
     table_roots,
@@ -1080,6 +1083,27 @@ class LakecoreCatalog(MetastoreCatalog):
                 )
             self._refuse_claimed(folder, f"{what} {folder} of namespace {ns!r}")
 
+    def _written_around_registry(
+        self,
+        ns: str,
+        name: str,
+        definition: pb.TableDef | None,
+        metadata: TableMetadata,
+        definition_property: Callable[[str], str | None],
+    ) -> bool:
+        """Whether code that does not keep the registry (a client of an older lakecore) changed
+        the table since this catalog checked it: its stamp (``CHECKED_PROPERTY``) names another
+        metadata file, or, with a complete registry, it has a root that neither its name gives
+        away nor the registry records (every root this catalog, or the registry's build, saw is
+        recorded). Property lookups only, no read."""
+        if not _checked(definition):
+            return True
+        if definition_property(REGISTRY_MARKER_PROPERTY) != REGISTRY_FORMAT:
+            return False  # the build that comes with the next change reads the table as it is
+        recorded = definition_property(roots_key(ns, name))
+        known = set(json.loads(recorded)) if recorded else set()
+        return not set(registered_roots(self.warehouse, ns, name, self._roots(metadata))) <= known
+
     def _precheck_roots(self, ns: str, name: str, metadata: TableMetadata) -> None:
         """The rule, before any file is written (the commit checks again)."""
         with self._lock, _translated():
@@ -1100,11 +1124,12 @@ class LakecoreCatalog(MetastoreCatalog):
     ) -> None:
         """What a commit of ``staged`` over ``current`` (None: a create) checks and records in
         ``tx``: the lakehouse's warehouse is this catalog's; the location rule when the roots
-        change, or when other code changed the table since this catalog checked it; and the
-        reference folders (lakecore.iceberg.references) of the files the commit adds (of every
-        file the table names in the second case). The registry changes only for a folder not
-        yet recorded: an append that writes under the table's own roots changes no
-        definition, and so never conflicts with another table's commit.
+        change; and the reference folders (lakecore.iceberg.references) of the files the commit
+        adds. A table other code wrote around the registry (``_written_around_registry``) is
+        recorded whole, as the registry's build records a table: its roots, and the references
+        of every file it names. The registry changes only for something not yet recorded: an
+        append that writes under the table's own roots changes no definition, and so never
+        conflicts with another table's commit.
 
         Raises:
             InvalidLocationError: a root breaks the rule, or the warehouse is not this
@@ -1114,10 +1139,17 @@ class LakecoreCatalog(MetastoreCatalog):
         recorded = tx.definition_property(WAREHOUSE_PROPERTY)
         if recorded is not None and recorded != self.warehouse:
             self._ensure_registry(tx)  # refuses: the lakehouse's warehouse is another
-        adopted = current is not None and not _checked(definition)
+        adopted = current is not None and self._written_around_registry(
+            ns, name, definition, current.metadata, tx.definition_property
+        )
         roots = self._roots(staged.metadata)
-        if current is None or adopted or roots != self._roots(current.metadata):
+        if current is None or roots != self._roots(current.metadata):
             self._check_roots(tx, ns, name, staged.metadata)
+        elif adopted:
+            # Recorded as the registry's build records a table: the folders it already has are
+            # not judged (it cannot move), only what this commit changes is.
+            self._ensure_registry(tx)
+            tx.set_definition_properties(roots_property(self.warehouse, ns, name, roots))
         recorded_refs = tx.definition_property(refs_key(ns, name))
         known = json.loads(recorded_refs) if recorded_refs else []
         finder = ReferenceFinder(self.warehouse, roots, normalize_location, known)
@@ -1440,14 +1472,15 @@ class LakecoreCatalog(MetastoreCatalog):
 
         Refused: a table registered with ``register_table`` (``EXTERNAL``), whose files were not
         written for it and may be another table's (``drop_table`` forgets it and leaves them);
-        and a table that other code (a client of an older lakecore) changed after this catalog
-        last checked it, which may name files no registry entry records. A table without
+        and a table that other code (a client of an older lakecore) wrote around the location
+        registry (placed at a folder the registry does not know, or changed after this catalog
+        checked it), which may name files no registry entry records. A table without
         Iceberg metadata (made through the lakehouse API) is dropped: it has no files. Older
         lakehouse versions that still name the table can no longer be scanned.
 
         Raises:
             NoSuchTableError: no such table.
-            ValidationError: the table is EXTERNAL, or was changed by unchecked code.
+            ValidationError: the table is EXTERNAL, or was written around the registry.
         """
         self._refuse_read_only("purge_table")
         ns, name = self._table(identifier)
@@ -1468,14 +1501,17 @@ class LakecoreCatalog(MetastoreCatalog):
                 "purge_table %s.%s: it had no Iceberg metadata, so no file to delete", ns, name
             )
             return
-        if not _checked(definition):
-            raise ValidationError(
-                f"table {ns}.{name} was changed by other code (a client of an older lakecore) after this catalog "
-                "last checked it, so the location registry may not know its folders or the files it names: "
-                "purge_table deletes nothing; once every client runs this release, rebuild_location_registry() "
-                "reads every table once and makes it purgeable, or drop_table removes it and leaves its files"
-            )
         table = self._table_from(_ident(ns, name), definition)
+        if self._written_around_registry(
+            ns, name, definition, table.metadata, self._lakehouse.lakehouse_def.properties.get
+        ):
+            raise ValidationError(
+                f"table {ns}.{name} was written by other code (a client of an older lakecore) around the "
+                "location registry, which may then not know its folders, the files it names, or other tables "
+                "that code made: purge_table deletes nothing; once every client runs this release, "
+                "rebuild_location_registry() reads every table once and makes it purgeable, or drop_table "
+                "removes it and leaves its files"
+            )
         roots = self._purgeable_roots(table.metadata)
 
         def drop(tx: Transaction) -> None:

@@ -371,7 +371,7 @@ def test_a_table_an_older_client_changed_is_not_purged_until_checked_again(tmp_p
     _older(lake).load_table("ns.t").add_files(b_files)
     assert refs_key("ns", "t") not in lake.open().lakehouse_def.properties
 
-    with pytest.raises(ValidationError, match=r"changed by other code .*rebuild_location_registry"):
+    with pytest.raises(ValidationError, match=r"written by other code .*rebuild_location_registry"):
         catalog.purge_table("ns.t")
     catalog.rebuild_location_registry()
     assert refs_key("ns", "t") in lake.open().lakehouse_def.properties
@@ -400,7 +400,8 @@ def test_the_next_checked_commit_records_what_an_older_client_referenced(tmp_pat
 def test_a_rebuild_finds_the_tables_an_older_client_made(tmp_path: Path) -> None:
     """The trial's case: after the registry was built an older client made ns.a at a location
     of its choosing and pointed a MANAGED ns.x at ns.a's metadata; purging ns.x deleted all of
-    ns.a's files. The rebuild, once every client is upgraded, records both."""
+    ns.a's files. ns.x's folder is neither of its name's shape nor in the registry: its purge is
+    refused. The rebuild, once every client is upgraded, records both."""
     lake = local_lake(tmp_path)
     catalog = lake.catalog()
     catalog.create_namespace("ns")
@@ -420,6 +421,9 @@ def test_a_rebuild_finds_the_tables_an_older_client_made(tmp_path: Path) -> None
         )
     a_files = _data_files(catalog.load_table("ns.a"))
 
+    with pytest.raises(ValidationError, match=r"written by other code .*around the location"):
+        catalog.purge_table("ns.x")
+    assert all(_exists(p) for p in a_files)
     catalog.rebuild_location_registry()
     catalog.purge_table("ns.x")
     assert all(_exists(p) for p in a_files)
