@@ -17,7 +17,10 @@ changed tree nodes and a root file (plus the hint), after reading the latest roo
 
 Reported per storage and workload: latency n/median/p90/p99/mean (ms) of each catalog, commits
 per second (1 / mean latency: one writer, back to back), and ``ratios.median_lakecore_over_sql``
-and ``p90_lakecore_over_sql``. ``cpu_calibration.effective_cores`` (bench_jobs' calibration, 2.0
+and ``p90_lakecore_over_sql``. Per storage also ``reference_read``: the read every lakecore
+commit makes for the location registry (``lakecore.iceberg.references``: the new snapshot's
+manifest list and the manifest it added), timed on the append table's last snapshots as each
+commit read them, and its share of lakecore's median append. ``cpu_calibration.effective_cores`` (bench_jobs' calibration, 2.0
 on an idle 2-core machine) is measured before each storage. Goal: lakecore's median append
 latency within 1.5x of SqlCatalog's on each storage. moto runs inside this process, so its CPU
 time is part of the S3 latencies of both catalogs.
@@ -47,8 +50,9 @@ from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
 from lakecore import keys as K
 from lakecore.defs import encode_def, namespace_def, table_def
-from lakecore.iceberg import LakecoreCatalog
+from lakecore.iceberg import LakecoreCatalog, normalize_location
 from lakecore.iceberg.catalog import METADATA_LOCATION_PROPERTY
+from lakecore.iceberg.references import ReferenceFinder
 from lakecore.lakehouse import Lakehouse
 from lakecore.locations import new_namespace_def_path, new_table_def_path, root_node_file_name
 from lakecore.tree import bulk_build
@@ -157,7 +161,36 @@ def run_storage(
     lakehouse = catalogs["lakecore"]
     assert isinstance(lakehouse, LakecoreCatalog)
     out["lakehouse_versions"] = lakehouse.lakehouse.refresh().version
+    out["reference_read"] = reference_read(lakehouse, min(args.commits, 50))
+    append_median = out["workloads"]["append"]["latency_ms"]["lakecore"]["median"]
+    out["reference_read"]["share_of_median_append"] = C.ratio(
+        out["reference_read"]["latency_ms"]["median"], append_median
+    )
+    C.log(
+        f"   reference read per commit: median {out['reference_read']['latency_ms']['median']:.2f} ms"
+        f" ({out['reference_read']['share_of_median_append']} of lakecore's median append)"
+    )
     return out
+
+
+def reference_read(catalog: LakecoreCatalog, snapshots: int) -> dict[str, Any]:
+    """The location registry's read in each commit, as the commits of the append workload made
+    it: for each of the table's last ``snapshots`` snapshots, what a commit adding it over its
+    parent reads (its manifest list and the manifest it added)."""
+    table = catalog.load_table("bench_append.events")
+    metadata = table.metadata
+    samples = []
+    for index in range(len(metadata.snapshots) - snapshots, len(metadata.snapshots)):
+        base = metadata.model_copy(update={"snapshots": metadata.snapshots[:index]})
+        new = metadata.model_copy(update={"snapshots": metadata.snapshots[: index + 1]})
+        finder = ReferenceFinder(
+            catalog.warehouse, [normalize_location(table.location())], normalize_location
+        )
+        t0 = time.perf_counter()
+        found = finder.added_by_commit(table.io, base, new, table.metadata_location)
+        samples.append(time.perf_counter() - t0)
+        assert not found, found  # an append's files lie under its table's own folder
+    return {"latency_ms": C.summarize(samples, 1000.0)}
 
 
 # ---------------------------------------------------------------------------------------------

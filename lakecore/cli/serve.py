@@ -29,7 +29,8 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
     p.add_argument(
         "--warehouse",
         metavar="URI",
-        help="where tables keep their files (default <lakehouse>/warehouse)",
+        help="where tables keep their files (default: the lakehouse's recorded warehouse, or "
+        "<lakehouse>/warehouse before its first Iceberg change)",
     )
     p.add_argument(
         "--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})"

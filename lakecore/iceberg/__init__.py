@@ -15,6 +15,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("lakecore.iceberg needs pyiceberg: pip install 'lakecore[iceberg]'") from exc
 
 from lakecore.iceberg.catalog import (
+    CHECKED_PROPERTY,
     METADATA_LOCATION_PROPERTY,
     PREVIOUS_METADATA_LOCATION_PROPERTY,
     LakecoreCatalog,
@@ -25,6 +26,7 @@ from lakecore.iceberg.catalog import (
 from lakecore.iceberg.columns import ICEBERG_TYPE_PROPERTY, columns_of
 
 __all__ = [
+    "CHECKED_PROPERTY",
     "ICEBERG_TYPE_PROPERTY",
     "METADATA_LOCATION_PROPERTY",
     "PREVIOUS_METADATA_LOCATION_PROPERTY",

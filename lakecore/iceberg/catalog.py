@@ -35,30 +35,62 @@ Rules:
   inside the lakehouse root must be a directory of its own whose first path segment is not a
   lakecore name (no leading ``_`` or ``.``, not a 4-binary-digit hash directory): lakecore's gc
   lists only the root's top level and its hash directories and deletes only files with
-  lakecore's names, so Iceberg files are then never listed, let alone deleted. Without
-  ``warehouse`` it is ``<uri>/warehouse``. A table's default location is
+  lakecore's names, so Iceberg files are then never listed, let alone deleted. A table's
+  default location is
   ``<warehouse or namespace location>/<namespace>/<table>-<uuid>``: unique, so a table created
   after a rename or a drop never shares a directory (and an orphan cleanup) with the old one.
+* **One warehouse per lakehouse, one lakehouse per warehouse** (``lakecore.iceberg.warehouse``).
+  The first change a catalog makes records its warehouse in the lakehouse definition and
+  claims the folder with a marker file, ``<warehouse>/.lakecore-warehouse.json``. From then on
+  a catalog given another ``warehouse`` is refused when it opens (without the property it takes
+  the recorded one; before the record it is ``<uri>/warehouse``), a second lakehouse cannot
+  claim the folder or a folder inside it (its first change is refused), and no table or
+  namespace folder is placed inside another lakehouse's warehouse (a warehouse that holds
+  another's can be claimed, since finding the other would take a listing of all of it, but its
+  tables keep out of the one inside).
 * **No two tables share a folder** (``lakecore.iceberg.roots`` has the details). A table's
   location and write paths (its *roots*) may not equal or contain the warehouse, a namespace's
   folder (``<warehouse>/<namespace levels>`` or its ``location``) or a root of another live
-  table, nor lie inside another table's root. Checked at ``create_table`` (and a create
-  transaction, before any file is written), ``register_table``, ``rename_table`` and every
-  commit that changes a root. The tables a path could overlap are found without a scan: a
-  default location names its table, and every other root is kept in a registry in the
-  lakehouse definition, written in the same commit. Tables made by other means than this
-  catalog (the lakehouse API, an older lakecore) are not held to the rule.
+  table, nor lie inside another table's root; and a namespace's folder may not equal or lie
+  inside a table's root. Checked at ``create_table`` (and a create transaction, before any
+  file is written), ``register_table``, ``rename_table``, ``create_namespace``, every
+  namespace ``location`` change and every commit that changes a root. The tables a path could
+  overlap are found without a scan: a default location names its table, and every other root
+  is kept in a registry in the lakehouse definition, written in the same commit.
+* **References.** A table's metadata may name files outside its roots (``add_files``). Each
+  commit reads what it added (its manifest list and its new manifests: two small reads for an
+  append) and records, in the registry, the folders inside the warehouse but outside the
+  table's roots where it names files (``lakecore.iceberg.references``); only a folder not yet
+  recorded changes the definition. ``register_table`` reads every manifest once to the same
+  end. The lakehouse API refuses to set ``metadata_location`` (or any ``lakecore.*`` format
+  property) itself: a table pointed at Iceberg metadata around the catalog would escape the
+  registry.
 * **Storage options** for lakecore's own files: ``storage_options`` (a mapping, when the catalog
   is built in Python), else ``lakecore.storage-options`` (a JSON object), else derived from
   pyiceberg's ``s3.*``/``client.*`` properties (endpoint, keys, session token, region). Iceberg
   data and metadata files go through pyiceberg's FileIO with the catalog's properties as usual.
 * **Purge** deletes only files under the table's own location and write paths, never what
   its metadata merely names elsewhere (another table's files, lakecore's), and never a file the
-  current metadata of another live table names: the tables that could overlap the purged
-  table's roots (none when every table was made under the rule above; in a lakehouse from
-  before it, those the registry and the names find, see ``lakecore.iceberg.roots``) are read and
-  their files kept. A registered (``EXTERNAL``) table is refused: ``drop_table`` forgets it and
-  leaves its files.
+  current metadata of another live table names: the tables whose roots overlap the purged
+  table's (none when every table was made under the rule above; in a lakehouse from before it,
+  those the registry and the names find) and the tables the registry says name files in them
+  are read, and their files kept. A registered (``EXTERNAL``) table is refused
+  (``register_table`` with ``overwrite`` makes the table ``EXTERNAL`` too): ``drop_table``
+  forgets it and leaves its files. A table without Iceberg metadata is dropped: it has none.
+* **What is not guaranteed.** The guarantee covers what this release's catalog wrote, and what
+  the registry's one scan read when it was built (the first change on a lakehouse from before
+  it). A client of an older lakecore that writes after that records nothing. Part of what it
+  writes shows, by property lookups alone: a table it placed at a folder of its choosing (that
+  folder is neither of the table's name's shape nor in the registry), and a table it changed
+  after this catalog did (the definition's ``CHECKED_PROPERTY`` stamp names another metadata
+  file). Such a table's purge is refused, and its next commit here records it whole (its
+  folders, and the references of every file it names). What does not show: files it made a
+  table name that lie in another table's folders (``add_files``, ``register_table``), which
+  that other table's purge then deletes. Once every client runs this release,
+  ``rebuild_location_registry()`` reads every table once and makes the registry whole again.
+  Not covered either: a lakehouse that shared its warehouse with another before the claim
+  existed, and files that a table of another catalog or lakehouse names (its own purge is not
+  this catalog's).
 * **Time travel.** ``version=V`` or ``as_of=`` (epoch milliseconds or an ISO-8601 time; UTC when
   no zone is given) make a read-only catalog of that lakehouse version: every table loads at the
   metadata it had then, and every change raises ``ReadOnlyCatalogError``. A catalog over an
@@ -84,6 +116,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
@@ -128,6 +161,7 @@ from lakecore.errors import (
     AlreadyExistsError,
     CommitConflictError,
     CommitStateUnknownError,
+    CorruptFileError,
     InvalidArgumentError,
     InvalidLocationError,
     NamespaceNotEmptyError,
@@ -137,26 +171,37 @@ from lakecore.errors import (
     StorageError,
 )
 from lakecore.iceberg.columns import columns_of
+from lakecore.iceberg.references import ReferenceFinder
 from lakecore.iceberg.roots import (
+    MAX_REFERENCE_FOLDERS,
     REGISTRY_FORMAT,
     REGISTRY_MARKER_PROPERTY,
+    WAREHOUSE_PROPERTY,
     WRITE_PATH_PROPERTIES,
     Registry,
     contains,
     default_located_ancestors,
+    is_registry_key,
+    named_by,
     namespace_location_key,
     namespace_name_of_folder,
     overlaps,
+    reduce_folders,
+    refs_key,
+    refs_property,
+    registered_roots,
     roots_key,
     roots_property,
     table_roots,
 )
+from lakecore.iceberg.warehouse import claim_warehouse, claimed_between
 from lakecore.keys import namespace_name_max_bytes
 from lakecore.lakehouse import Lakehouse, LakehouseView, Transaction
 from lakecore.locations import normalize_root_uri
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyiceberg.io import FileIO
     from pyiceberg.table import CreateTableTransaction
     from pyiceberg.table import Transaction as IcebergTransaction
     from pyiceberg.table.update import TableRequirement, TableUpdate
@@ -181,6 +226,10 @@ class _CatalogReader(Protocol):
 METADATA_LOCATION_PROPERTY: Final = METADATA_LOCATION
 #: format_properties key: the metadata file the current one replaced (absent after create).
 PREVIOUS_METADATA_LOCATION_PROPERTY: Final = PREVIOUS_METADATA_LOCATION
+#: format_properties key: the metadata location this catalog checked and recorded in the
+#: registry when it wrote the definition; another value means that other code changed the
+#: table since (see the module docstring, "What is not guaranteed").
+CHECKED_PROPERTY: Final = "lakecore.checked-metadata-location"
 STORAGE_OPTIONS_PROPERTY: Final = "lakecore.storage-options"
 CREATE_PROPERTY: Final = "lakecore.create"
 VERSION_PROPERTY: Final = "version"
@@ -190,6 +239,8 @@ DEFAULT_WAREHOUSE_DIRECTORY: Final = "warehouse"
 # against the new state, so a rerun is what the caller asked for); commit_table never does:
 # pyiceberg must re-apply its changes to the new metadata itself.
 CATALOG_OP_ATTEMPTS: Final = 5
+# Threads reading tables' metadata and manifests when the registry is built.
+REGISTRY_BUILD_THREADS: Final = 8
 _HASH_SEGMENT_RE: Final = re.compile(r"^[01]{4}$")
 _SCHEME_RE: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -462,10 +513,45 @@ def _require_iceberg(identifier: Identifier, definition: pb.TableDef) -> str:
     if definition.table_format != "ICEBERG" or not metadata_location:
         raise NoSuchIcebergTableError(
             f"table {'.'.join(identifier)} has no Iceberg metadata "
-            f"(format {definition.table_format or '-'}, no format property {METADATA_LOCATION_PROPERTY!r}); "
-            "it was not created through an Iceberg catalog"
+            f"(format {definition.table_format or '-'}, no format property {METADATA_LOCATION_PROPERTY!r}): "
+            "it was made through the lakehouse API or `lakecore table create`, not an Iceberg catalog; "
+            "drop_table (or purge_table) removes it"
         )
     return str(metadata_location)
+
+
+def _read_metadata(io: FileIO, identifier: str, metadata_location: str) -> TableMetadata:
+    """A table's current metadata; a file that is missing or unreadable is one line naming the
+    table and the way out."""
+    try:
+        return FromInputFile.table_metadata(io.new_input(metadata_location))
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+        raise CorruptFileError(
+            metadata_location,
+            f"the Iceberg metadata file of table {identifier} cannot be read "
+            f"({type(exc).__name__}: {reason}); restore the file, or drop the table (drop_table "
+            "reads no metadata and deletes no file)",
+        ) from exc
+
+
+def _pointer(metadata_location: str, previous: str | None = None) -> dict[str, str]:
+    """The format properties a catalog write sets: the metadata location, the one it replaced,
+    and the stamp that this catalog checked it."""
+    pointer = {METADATA_LOCATION_PROPERTY: metadata_location, CHECKED_PROPERTY: metadata_location}
+    if previous:
+        pointer[PREVIOUS_METADATA_LOCATION_PROPERTY] = previous
+    return pointer
+
+
+def _checked(definition: pb.TableDef | None) -> bool:
+    """Whether this catalog checked the table's current metadata (see ``CHECKED_PROPERTY``):
+    a definition it wrote and no other code changed since, or one that holds no stamp (from
+    before the stamp, which the registry's build read)."""
+    if definition is None:
+        return True
+    stamp = definition.format_properties.get(CHECKED_PROPERTY)
+    return stamp is None or stamp == definition.format_properties.get(METADATA_LOCATION_PROPERTY)
 
 
 def _response(metadata: TableMetadata, metadata_location: str) -> CommitTableResponse:
@@ -518,13 +604,29 @@ class LakecoreCatalog(MetastoreCatalog):
             elif as_of is not None:
                 self._view = self._lakehouse.as_of(_as_of_millis(as_of))
             root = self._lakehouse.storage.root_uri
-            warehouse = properties.get(WAREHOUSE_LOCATION) or root + DEFAULT_WAREHOUSE_DIRECTORY
-            self.warehouse = normalize_location(str(warehouse))
+            self._storage_options = options
+            self.warehouse = self._warehouse_of(properties.get(WAREHOUSE_LOCATION))
             _check_qualified(self.warehouse, "the warehouse")
             _refuse_lakecore_directory(self.warehouse, root, "the warehouse")
         except InvalidArgumentError as exc:
             raise ValidationError(str(exc)) from exc
         self.properties[WAREHOUSE_LOCATION] = self.warehouse
+
+    def _warehouse_of(self, given: Any) -> str:
+        """The lakehouse's recorded warehouse, or the one given (default ``<uri>/warehouse``)
+        until a first change records it; a warehouse given that differs from the recorded one
+        is refused: every Iceberg table of a lakehouse lives in its one warehouse."""
+        recorded = Registry.of(self._lakehouse.lakehouse_def.properties).warehouse
+        if recorded is None:
+            root = self._lakehouse.storage.root_uri
+            return normalize_location(str(given or root + DEFAULT_WAREHOUSE_DIRECTORY))
+        if given and normalize_location(str(given)) != recorded:
+            raise InvalidLocationError(
+                f"the warehouse {given} is not this lakehouse's: its Iceberg tables live in "
+                f"{recorded} (recorded at its first catalog change); give warehouse={recorded} or "
+                "leave the property out"
+            )
+        return recorded
 
     @staticmethod
     def _open(uri: str, options: dict[str, Any] | None, create: bool) -> Lakehouse:
@@ -713,16 +815,28 @@ class LakecoreCatalog(MetastoreCatalog):
     def _roots(self, metadata: TableMetadata) -> list[str]:
         return sorted({root for _, root in self._named_roots(metadata)})
 
-    def _definition_roots(self, ns: str, name: str, definition: pb.TableDef) -> list[str]:
-        """The roots of a table from its current metadata (none for a non-Iceberg table)."""
+    def _metadata_of(self, ns: str, name: str, definition: pb.TableDef) -> TableMetadata | None:
+        """A table's current metadata (None for a table without Iceberg metadata)."""
         metadata_location = definition.format_properties.get(METADATA_LOCATION_PROPERTY)
         if definition.table_format != "ICEBERG" or not metadata_location:
-            return []
+            return None
         io = self._load_file_io(location=str(metadata_location))
-        metadata = FromInputFile.table_metadata(io.new_input(str(metadata_location)))
+        return _read_metadata(io, f"{ns}.{name}", str(metadata_location))
+
+    def _definition_roots(self, ns: str, name: str, definition: pb.TableDef) -> list[str]:
+        """The roots of a table from its current metadata (none for a non-Iceberg table)."""
+        metadata = self._metadata_of(ns, name, definition)
+        if metadata is None:
+            return []
         return sorted(
             normalize_location(r) for r in table_roots(metadata.location, metadata.properties)
         )
+
+    def _table_references(self, metadata: TableMetadata, metadata_location: str) -> set[str]:
+        """The reference folders of everything a table's metadata names (reads every manifest)."""
+        io = self._load_file_io(metadata.properties, metadata_location)
+        finder = ReferenceFinder(self.warehouse, self._roots(metadata), normalize_location)
+        return finder.named_by_table(io, metadata, metadata_location)
 
     def _registry(self, tx: Transaction) -> Registry:
         """The registry as ``tx`` would commit it."""
@@ -734,22 +848,86 @@ class LakecoreCatalog(MetastoreCatalog):
                 properties[key] = value
         return Registry.of(properties)
 
+    def _lakehouse_uri(self) -> str:
+        return normalize_location(self._lakehouse.storage.root_uri)
+
     def _ensure_registry(self, tx: Transaction) -> Registry:
-        """The registry, built in ``tx`` from every Iceberg table's metadata when the lakehouse
-        has none yet (one scan per lakehouse, committed with the change ``tx`` makes)."""
+        """The registry, built in ``tx`` from every Iceberg table's metadata and manifests when
+        the lakehouse has none of this format yet (one scan per lakehouse, committed with the
+        change ``tx`` makes, which also claims the warehouse).
+
+        Raises:
+            InvalidLocationError: the lakehouse's warehouse is not this catalog's, or another
+                lakehouse owns it, or a table lies outside it.
+            CorruptFileError: a table's metadata cannot be read.
+        """
         registry = self._registry(tx)
-        if registry.complete:
-            return registry
-        changes: dict[str, str | None] = {REGISTRY_MARKER_PROPERTY: REGISTRY_FORMAT}
+        if not registry.complete:
+            self._build_registry(tx)
+            return self._registry(tx)
+        if registry.warehouse != self.warehouse:
+            raise InvalidLocationError(
+                f"this catalog's warehouse {self.warehouse} is not the lakehouse's: its Iceberg "
+                f"tables live in {registry.warehouse}; reopen the catalog with "
+                f"warehouse={registry.warehouse} or without the property"
+            )
+        return registry
+
+    def _build_registry(self, tx: Transaction, *, restamp: bool = False) -> None:
+        """Write the whole registry in ``tx`` from every table's metadata and manifests,
+        replacing any older one, and claim the warehouse. With ``restamp`` a table whose
+        definition another writer changed after this catalog checked it is stamped checked
+        again (its current state is what the registry now holds)."""
+        claim_warehouse(self.warehouse, self._lakehouse_uri(), self._storage_options)
+        changes: dict[str, str | None] = {
+            key: None for key in tx.lakehouse_def.properties if is_registry_key(key)
+        }
+        changes[REGISTRY_MARKER_PROPERTY] = REGISTRY_FORMAT
+        changes[WAREHOUSE_PROPERTY] = self.warehouse
+        tables: list[tuple[str, str, pb.TableDef]] = []
         for ns in tx.list_namespaces():
             location = tx.load_namespace(ns).properties.get(LOCATION)
             if location:
                 changes[namespace_location_key(ns)] = normalize_location(str(location))
-            for name in tx.list_tables(ns):
-                roots = self._definition_roots(ns, name, tx.load_table(ns, name))
-                changes.update(roots_property(self.warehouse, ns, name, roots))
-        tx.set_definition_properties(changes)
-        return self._registry(tx)
+            tables += [(ns, name, tx.load_table(ns, name)) for name in tx.list_tables(ns)]
+
+        def scan(item: tuple[str, str, pb.TableDef]) -> tuple[list[str], set[str]] | None:
+            ns, name, definition = item
+            metadata = self._metadata_of(ns, name, definition)
+            if metadata is None:
+                return None
+            location = str(definition.format_properties[METADATA_LOCATION_PROPERTY])
+            return self._roots(metadata), self._table_references(metadata, location)
+
+        with ThreadPoolExecutor(REGISTRY_BUILD_THREADS) as pool:
+            scanned = list(pool.map(scan, tables))
+        for (ns, name, definition), found in zip(tables, scanned, strict=True):
+            if found is None:
+                continue
+            roots, references = found
+            outside = [r for r in roots if not r.startswith(self.warehouse + "/")]
+            if outside:
+                raise InvalidLocationError(
+                    f"table {ns}.{name} keeps files in {outside[0]}, outside the warehouse "
+                    f"{self.warehouse} this catalog was given: all of a lakehouse's Iceberg tables "
+                    "live in its one warehouse; open the catalog with a warehouse that holds every "
+                    "table's folders"
+                )
+            changes.update(roots_property(self.warehouse, ns, name, roots))
+            changes.update(
+                refs_property(
+                    ns, name, reduce_folders(self.warehouse, references, MAX_REFERENCE_FOLDERS)
+                )
+            )
+            current = str(definition.format_properties[METADATA_LOCATION_PROPERTY])
+            stamp = definition.format_properties.get(CHECKED_PROPERTY)
+            if restamp and stamp is not None and stamp != current:
+                tx.update_table(
+                    ns, name, format_properties={CHECKED_PROPERTY: current}, checked_by_catalog=True
+                )
+        tx.set_definition_properties(
+            {k: v for k, v in changes.items() if v is not None or k in tx.lakehouse_def.properties}
+        )
 
     def _tables_overlapping(
         self, reader: _CatalogReader, registry: Registry, path: str
@@ -767,6 +945,18 @@ class LakecoreCatalog(MetastoreCatalog):
         for ns in self._namespaces_in_folder(reader, registry, path):
             for name in reader.list_tables(ns):
                 candidates.setdefault((ns, name), None)
+        return self._live_with_roots(
+            reader, candidates, lambda roots: any(overlaps(r, path) for r in roots)
+        )
+
+    def _live_with_roots(
+        self,
+        reader: _CatalogReader,
+        candidates: Mapping[tuple[str, str], list[str] | None],
+        keep: Callable[[list[str]], bool],
+    ) -> dict[tuple[str, str], list[str]]:
+        """The candidates that exist, with their roots (the registry's, which list only roots
+        the name does not give away, joined with the metadata's), where ``keep(roots)``."""
         found: dict[tuple[str, str], list[str]] = {}
         for (ns, name), known in candidates.items():
             try:
@@ -775,13 +965,26 @@ class LakecoreCatalog(MetastoreCatalog):
                 definition = reader.load_table(ns, name)
             except InvalidArgumentError:  # a path segment that is no valid name names nothing
                 continue
-            roots = self._definition_roots(ns, name, definition) if known is None else known
-            # A registry entry lists only the roots the name does not give away.
-            if known is not None:
-                roots = sorted(set(roots) | set(self._definition_roots(ns, name, definition)))
-            if any(overlaps(r, path) for r in roots):
+            roots = sorted(set(known or []) | set(self._definition_roots(ns, name, definition)))
+            if keep(roots):
                 found[(ns, name)] = roots
         return found
+
+    def _tables_holding(
+        self, reader: _CatalogReader, registry: Registry, folder: str
+    ) -> dict[tuple[str, str], list[str]]:
+        """Every live table with a root that equals or contains ``folder``: the registry's and
+        the default-located tables at ``folder`` and its ancestors (no scan)."""
+        candidates: dict[tuple[str, str], list[str] | None] = {
+            name: roots
+            for name, roots in registry.tables.items()
+            if any(contains(r, folder) for r in roots)
+        }
+        for ns, name, _ in default_located_ancestors(self.warehouse, folder):
+            candidates.setdefault((ns, name), None)
+        return self._live_with_roots(
+            reader, candidates, lambda roots: any(contains(r, folder) for r in roots)
+        )
 
     def _namespaces_in_folder(
         self, reader: _CatalogReader, registry: Registry, path: str
@@ -818,6 +1021,9 @@ class LakecoreCatalog(MetastoreCatalog):
         registry = self._ensure_registry(tx)
         named = self._named_roots(metadata)
         for what, root in named:
+            if named_by(self.warehouse, root) != (ns, name):
+                # Placed explicitly: it may lie in a folder another lakehouse claimed.
+                self._refuse_claimed(root, f"{what} {root} of table {ns}.{name}")
             folders = self._namespaces_in_folder(tx, registry, root)
             if folders:
                 raise InvalidLocationError(
@@ -842,6 +1048,62 @@ class LakecoreCatalog(MetastoreCatalog):
             roots_property(self.warehouse, ns, name, [root for _, root in named])
         )
 
+    def _refuse_claimed(self, folder: str, what: str) -> None:
+        """Refuse a folder inside another lakehouse's warehouse (lakecore.iceberg.warehouse)."""
+        claim = claimed_between(
+            self.warehouse, folder, self._lakehouse_uri(), self._storage_options
+        )
+        if claim is not None:
+            raise InvalidLocationError(
+                f"{what} lies in {claim.folder}, the Iceberg warehouse of the lakehouse at "
+                f"{claim.lakehouse}: a table never keeps files in another lakehouse's warehouse; "
+                "choose another location"
+            )
+
+    def _check_namespace_folder(self, tx: Transaction, ns: str, folder: str, what: str) -> None:
+        """A namespace's folder is where its tables go: it may not equal or lie inside a table's
+        root (that table's purge would then reach the namespace's tables), nor another
+        lakehouse's warehouse.
+
+        Raises:
+            ValidationError: it does (pyiceberg's type already: a namespace operation maps
+                lakecore's invalid-argument errors to NoSuchNamespaceError, for bad names).
+        """
+        with _translated():
+            registry = self._ensure_registry(tx)
+            holders = self._tables_holding(tx, registry, folder)
+            if holders:
+                (other_ns, other_name), roots = next(iter(sorted(holders.items())))
+                clash = next(r for r in roots if contains(r, folder))
+                where = "is" if clash == folder else f"lies inside {clash},"
+                raise InvalidLocationError(
+                    f"{what} {folder} of namespace {ns!r} {where} a folder of table "
+                    f"{other_ns}.{other_name}: a namespace's tables never go inside another "
+                    "table's folder; choose another location"
+                )
+            self._refuse_claimed(folder, f"{what} {folder} of namespace {ns!r}")
+
+    def _written_around_registry(
+        self,
+        ns: str,
+        name: str,
+        definition: pb.TableDef | None,
+        metadata: TableMetadata,
+        definition_property: Callable[[str], str | None],
+    ) -> bool:
+        """Whether code that does not keep the registry (a client of an older lakecore) changed
+        the table since this catalog checked it: its stamp (``CHECKED_PROPERTY``) names another
+        metadata file, or, with a complete registry, it has a root that neither its name gives
+        away nor the registry records (every root this catalog, or the registry's build, saw is
+        recorded). Property lookups only, no read."""
+        if not _checked(definition):
+            return True
+        if definition_property(REGISTRY_MARKER_PROPERTY) != REGISTRY_FORMAT:
+            return False  # the build that comes with the next change reads the table as it is
+        recorded = definition_property(roots_key(ns, name))
+        known = set(json.loads(recorded)) if recorded else set()
+        return not set(registered_roots(self.warehouse, ns, name, self._roots(metadata))) <= known
+
     def _precheck_roots(self, ns: str, name: str, metadata: TableMetadata) -> None:
         """The rule, before any file is written (the commit checks again)."""
         with self._lock, _translated():
@@ -850,6 +1112,78 @@ class LakecoreCatalog(MetastoreCatalog):
                 self._check_roots(tx, ns, name, metadata)
             finally:
                 tx.abort()
+
+    def _check_change(
+        self,
+        tx: Transaction,
+        ns: str,
+        name: str,
+        definition: pb.TableDef | None,
+        current: Table | None,
+        staged: Table,
+    ) -> None:
+        """What a commit of ``staged`` over ``current`` (None: a create) checks and records in
+        ``tx``: the lakehouse's warehouse is this catalog's; the location rule when the roots
+        change; and the reference folders (lakecore.iceberg.references) of the files the commit
+        adds. A table other code wrote around the registry (``_written_around_registry``) is
+        recorded whole, as the registry's build records a table: its roots, and the references
+        of every file it names. The registry changes only for something not yet recorded: an
+        append that writes under the table's own roots changes no definition, and so never
+        conflicts with another table's commit.
+
+        Raises:
+            InvalidLocationError: a root breaks the rule, or the warehouse is not this
+                catalog's.
+        """
+        # Three property lookups, not the whole registry: this runs for every commit.
+        recorded = tx.definition_property(WAREHOUSE_PROPERTY)
+        if recorded is not None and recorded != self.warehouse:
+            self._ensure_registry(tx)  # refuses: the lakehouse's warehouse is another
+        adopted = current is not None and self._written_around_registry(
+            ns, name, definition, current.metadata, tx.definition_property
+        )
+        roots = self._roots(staged.metadata)
+        if current is None or roots != self._roots(current.metadata):
+            self._check_roots(tx, ns, name, staged.metadata)
+        elif adopted:
+            # Recorded as the registry's build records a table: the folders it already has are
+            # not judged (it cannot move), only what this commit changes is.
+            self._ensure_registry(tx)
+            tx.set_definition_properties(roots_property(self.warehouse, ns, name, roots))
+        recorded_refs = tx.definition_property(refs_key(ns, name))
+        known = json.loads(recorded_refs) if recorded_refs else []
+        finder = ReferenceFinder(self.warehouse, roots, normalize_location, known)
+        if current is not None:
+            # A root given up (a write path moved elsewhere) still holds files the metadata
+            # names, now outside the table's roots: another table may take the folder later.
+            finder.add_folders(self._roots(current.metadata))
+        try:
+            if adopted:
+                folders = finder.named_by_table(
+                    staged.io, staged.metadata, staged.metadata_location
+                )
+            else:
+                folders = finder.added_by_commit(
+                    staged.io,
+                    None if current is None else current.metadata,
+                    staged.metadata,
+                    staged.metadata_location,
+                )
+        except FileNotFoundError as exc:
+            raise InvalidArgumentError(
+                f"the commit to table {ns}.{name} names a manifest list or manifest that does not "
+                f"exist ({exc.filename or exc}); write the snapshot's files before committing it"
+            ) from exc
+        except OSError as exc:
+            raise StorageError(
+                f"could not read the files the commit to table {ns}.{name} adds, to record where "
+                f"they lie ({type(exc).__name__}: {exc}); retry the commit"
+            ) from exc
+        if all(any(contains(k, f) for k in known) for f in folders):
+            return
+        known = self._ensure_registry(tx).refs.get((ns, name), [])
+        merged = reduce_folders(self.warehouse, [*known, *folders], MAX_REFERENCE_FOLDERS)
+        tx.set_definition_properties(refs_property(ns, name, merged))
 
     def _files_named_by(self, table: Table) -> set[str]:
         """Every file a table's current metadata names, normalized."""
@@ -902,7 +1236,7 @@ class LakecoreCatalog(MetastoreCatalog):
     def _table_from(self, identifier: Identifier, definition: pb.TableDef) -> Table:
         metadata_location = _require_iceberg(identifier, definition)
         io = self._load_file_io(location=metadata_location)
-        metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
+        metadata = _read_metadata(io, ".".join(identifier), metadata_location)
         table_class = Table if self._read_only_why("change a table") is None else ReadOnlyTable
         return table_class(
             identifier=identifier,
@@ -1038,7 +1372,8 @@ class LakecoreCatalog(MetastoreCatalog):
                 name,
                 columns=columns_of(metadata.schema()),
                 table_type=table_type,
-                format_properties={METADATA_LOCATION_PROPERTY: metadata_location},
+                format_properties=_pointer(metadata_location),
+                checked_by_catalog=True,
             )
             self._check_roots(tx, ns, name, metadata)
 
@@ -1049,7 +1384,10 @@ class LakecoreCatalog(MetastoreCatalog):
     ) -> Table:
         """Register an existing metadata file (under the warehouse) as a table.
 
-        With ``overwrite`` an existing table is pointed at ``metadata_location`` instead.
+        With ``overwrite`` an existing table is pointed at ``metadata_location`` instead. Either
+        way the table is ``EXTERNAL``: its files were not written for it, so ``purge_table``
+        refuses it. Every manifest the metadata names is read once, to record where it names
+        files outside its own folders (``lakecore.iceberg.references``).
 
         Raises:
             NoSuchNamespaceError: the namespace does not exist.
@@ -1060,20 +1398,29 @@ class LakecoreCatalog(MetastoreCatalog):
         ns, name = self._table(identifier, NoSuchNamespaceError)
         self.check_location(metadata_location, "metadata location")
         io = self._load_file_io(location=metadata_location)
-        metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
+        metadata = _read_metadata(io, f"{ns}.{name}", metadata_location)
         self._check_metadata(metadata, metadata_location)
+        references = self._table_references(metadata, metadata_location)
 
         def register(tx: Transaction) -> None:
             self._check_roots(tx, ns, name, metadata)
+            tx.set_definition_properties(
+                refs_property(
+                    ns, name, reduce_folders(self.warehouse, references, MAX_REFERENCE_FOLDERS)
+                )
+            )
             columns = columns_of(metadata.schema())
             if overwrite and tx.table_exists(ns, name):
                 current = tx.load_table(ns, name).format_properties.get(METADATA_LOCATION_PROPERTY)
-                previous = {PREVIOUS_METADATA_LOCATION_PROPERTY: current} if current else {}
+                # EXTERNAL, as a new registration is: pointing a MANAGED table at files
+                # written for another would have let purge_table delete them.
                 tx.update_table(
                     ns,
                     name,
                     columns=columns,
-                    format_properties={METADATA_LOCATION_PROPERTY: metadata_location, **previous},
+                    table_type="EXTERNAL",
+                    format_properties=_pointer(metadata_location, current),
+                    checked_by_catalog=True,
                 )
             else:
                 tx.create_table(
@@ -1081,7 +1428,8 @@ class LakecoreCatalog(MetastoreCatalog):
                     name,
                     columns=columns,
                     table_type="EXTERNAL",
-                    format_properties={METADATA_LOCATION_PROPERTY: metadata_location},
+                    format_properties=_pointer(metadata_location),
+                    checked_by_catalog=True,
                 )
 
         self._change("register_table", register, not_found=NoSuchNamespaceError)
@@ -1104,10 +1452,11 @@ class LakecoreCatalog(MetastoreCatalog):
 
     @staticmethod
     def _drop(tx: Transaction, ns: str, name: str) -> None:
-        """Drop the table and its registry entry (lakecore.iceberg.roots) in ``tx``."""
+        """Drop the table and its registry entries (lakecore.iceberg.roots) in ``tx``."""
         tx.drop_table(ns, name)
-        if tx.definition_property(roots_key(ns, name)) is not None:
-            tx.set_definition_properties({roots_key(ns, name): None})
+        for key in (roots_key(ns, name), refs_key(ns, name)):
+            if tx.definition_property(key) is not None:
+                tx.set_definition_properties({key: None})
 
     def purge_table(self, identifier: str | Identifier) -> None:
         """Drop the table, then delete its data and metadata files.
@@ -1117,14 +1466,21 @@ class LakecoreCatalog(MetastoreCatalog):
         directories. A metadata file can name any path (its ``metadata-log``, its manifests),
         and pyiceberg's purge deletes whatever it names: a crafted or registered file could have
         taken another table's files, or the lakehouse's own root files, with it. Other paths are
-        left and logged. A table registered with ``register_table`` (``EXTERNAL``) is refused:
-        its files were not written for it and may be another table's; ``drop_table`` forgets it
-        and leaves them. Older lakehouse versions that still name the table can no longer be
-        scanned.
+        left and logged. Of those, a file that another live table's current metadata names is
+        kept too: the tables whose folders overlap the purged table's, or that name files in
+        them (the registry's references), are read (``lakecore.iceberg.roots``).
+
+        Refused: a table registered with ``register_table`` (``EXTERNAL``), whose files were not
+        written for it and may be another table's (``drop_table`` forgets it and leaves them);
+        and a table that other code (a client of an older lakecore) wrote around the location
+        registry (placed at a folder the registry does not know, or changed after this catalog
+        checked it), which may name files no registry entry records. A table without
+        Iceberg metadata (made through the lakehouse API) is dropped: it has no files. Older
+        lakehouse versions that still name the table can no longer be scanned.
 
         Raises:
             NoSuchTableError: no such table.
-            ValidationError: the table is EXTERNAL.
+            ValidationError: the table is EXTERNAL, or was written around the registry.
         """
         self._refuse_read_only("purge_table")
         ns, name = self._table(identifier)
@@ -1139,7 +1495,23 @@ class LakecoreCatalog(MetastoreCatalog):
                 "to another table, so purge_table does not delete them; drop_table removes it from the lakehouse "
                 "and leaves its files"
             )
+        if not definition.format_properties.get(METADATA_LOCATION_PROPERTY):
+            self.drop_table(_ident(ns, name))
+            _LOG.info(
+                "purge_table %s.%s: it had no Iceberg metadata, so no file to delete", ns, name
+            )
+            return
         table = self._table_from(_ident(ns, name), definition)
+        if self._written_around_registry(
+            ns, name, definition, table.metadata, self._lakehouse.lakehouse_def.properties.get
+        ):
+            raise ValidationError(
+                f"table {ns}.{name} was written by other code (a client of an older lakecore) around the "
+                "location registry, which may then not know its folders, the files it names, or other tables "
+                "that code made: purge_table deletes nothing; once every client runs this release, "
+                "rebuild_location_registry() reads every table once and makes it purgeable, or drop_table "
+                "removes it and leaves its files"
+            )
         roots = self._purgeable_roots(table.metadata)
 
         def drop(tx: Transaction) -> None:
@@ -1148,13 +1520,16 @@ class LakecoreCatalog(MetastoreCatalog):
 
         self._change("purge_table", drop, invalid=NoSuchTableError)
         # The files any other table's current metadata names stay, whoever placed them; only
-        # the tables that could overlap this one's roots can name a file under them
-        # (lakecore.iceberg.roots), so only those are read.
+        # the tables whose roots overlap this one's, or that the registry says name files in
+        # them, can name a file under them (lakecore.iceberg.roots), so only those are read.
         view = self._lakehouse
         registry = Registry.of(view.lakehouse_def.properties)
-        neighbours: dict[tuple[str, str], list[str]] = {}
+        neighbours: set[tuple[str, str]] = set()
         for root in roots:
             neighbours.update(self._tables_overlapping(view, registry, root))
+            neighbours.update(
+                other for other in registry.tables_referencing(root) if view.table_exists(*other)
+            )
         protected: set[str] = set()
         for other_ns, other_name in sorted(neighbours):
             protected |= self._files_named_by(
@@ -1253,8 +1628,12 @@ class LakecoreCatalog(MetastoreCatalog):
                     primary_key=current.primary_key,
                     sort_keys=current.sort_keys,
                     unique_columns=current.unique_columns,
+                    checked_by_catalog=True,
                 )
+            references = tx.definition_property(refs_key(from_ns, from_name))
             self._drop(tx, from_ns, from_name)
+            if references is not None:
+                tx.set_definition_properties({refs_key(to_ns, to_name): references})
             # The roots stay; under the new name the old default location is an explicit one.
             moved = self._table_from(_ident(from_ns, from_name), current)
             self._check_roots(tx, to_ns, to_name, moved.metadata, also_not=(from_ns, from_name))
@@ -1329,13 +1708,12 @@ class LakecoreCatalog(MetastoreCatalog):
             tx.abort()
             return _response(current.metadata, current.metadata_location)
         self._check_metadata(staged.metadata, staged.metadata_location)
-        if current is None or self._roots(staged.metadata) != self._roots(current.metadata):
-            try:
-                with _translated():
-                    self._check_roots(tx, ns, name, staged.metadata)
-            except BaseException:
-                tx.abort()
-                raise
+        try:
+            with _translated():
+                self._check_change(tx, ns, name, definition, current, staged)
+        except BaseException:
+            tx.abort()
+            raise
         self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
         columns = columns_of(staged.metadata.schema())
         with _translated(not_found=NoSuchNamespaceError, in_commit=True):
@@ -1345,17 +1723,18 @@ class LakecoreCatalog(MetastoreCatalog):
                         ns,
                         name,
                         columns=columns,
-                        format_properties={METADATA_LOCATION_PROPERTY: staged.metadata_location},
+                        format_properties=_pointer(staged.metadata_location),
+                        checked_by_catalog=True,
                     )
                 else:
                     tx.update_table(
                         ns,
                         name,
                         columns=columns,
-                        format_properties={
-                            METADATA_LOCATION_PROPERTY: staged.metadata_location,
-                            PREVIOUS_METADATA_LOCATION_PROPERTY: current.metadata_location,
-                        },
+                        format_properties=_pointer(
+                            staged.metadata_location, current.metadata_location
+                        ),
+                        checked_by_catalog=True,
                     )
             except BaseException:
                 tx.abort()
@@ -1394,6 +1773,8 @@ class LakecoreCatalog(MetastoreCatalog):
 
         def create(tx: Transaction) -> None:
             tx.create_namespace(ns, dict(properties), parents=True)
+            default_folder = "/".join([self.warehouse, *NS.levels(ns)])
+            self._check_namespace_folder(tx, ns, default_folder, "the folder")
             self._register_namespace_location(tx, ns, properties.get(LOCATION))
 
         self._change("create_namespace", create, exists=NamespaceAlreadyExistsError)
@@ -1402,8 +1783,9 @@ class LakecoreCatalog(MetastoreCatalog):
         """Record (or with None, forget) a namespace's own folder in the registry."""
         key = namespace_location_key(ns)
         if location:
-            self._ensure_registry(tx)
-            tx.set_definition_properties({key: normalize_location(str(location))})
+            folder = normalize_location(str(location))
+            self._check_namespace_folder(tx, ns, folder, "the location")
+            tx.set_definition_properties({key: folder})
         elif tx.definition_property(key) is not None:
             tx.set_definition_properties({key: None})
 
@@ -1536,16 +1918,18 @@ class LakecoreCatalog(MetastoreCatalog):
         with self._lock:
             tx = self._lakehouse.refresh().transaction()
             try:
-                # (namespace, table, current or None for a create, staged) of each change, and
-                # the answer for each table in the caller's order.
-                to_write: list[tuple[str, str, Table | None, Table]] = []
+                # (namespace, table, definition and current or None for a create, staged) of
+                # each change, and the answer for each table in the caller's order.
+                to_write: list[tuple[str, str, pb.TableDef | None, Table | None, Table]] = []
                 answers: list[CommitTableResponse] = []
                 for (ns, name), (_, requirements, updates) in zip(names, changes, strict=True):
                     current: Table | None = None
+                    definition: pb.TableDef | None = None
                     with _translated(invalid=NoSuchTableError):
                         exists = tx.table_exists(ns, name)
                         if exists:
-                            current = self._table_from(_ident(ns, name), tx.load_table(ns, name))
+                            definition = tx.load_table(ns, name)
+                            current = self._table_from(_ident(ns, name), definition)
                     if not exists and not any(isinstance(r, AssertCreate) for r in requirements):
                         raise NoSuchTableError(f"Table does not exist: {ns}.{name}")
                     staged: Table = self._update_and_stage_table(
@@ -1554,29 +1938,33 @@ class LakecoreCatalog(MetastoreCatalog):
                     if current is not None and staged.metadata == current.metadata:
                         answers.append(_response(current.metadata, current.metadata_location))
                         continue
-                    to_write.append((ns, name, current, staged))
+                    to_write.append((ns, name, definition, current, staged))
                     answers.append(_response(staged.metadata, staged.metadata_location))
-                for ns, name, base, new in to_write:
+                for ns, name, definition, base, new in to_write:
                     self._check_metadata(new.metadata, new.metadata_location)
-                    if base is None or self._roots(new.metadata) != self._roots(base.metadata):
-                        with _translated():
-                            self._check_roots(tx, ns, name, new.metadata)
-                for ns, name, base, new in to_write:
+                    with _translated():
+                        self._check_change(tx, ns, name, definition, base, new)
+                for ns, name, _, base, new in to_write:
                     self._write_metadata(new.metadata, new.io, new.metadata_location)
                     columns = columns_of(new.metadata.schema())
-                    location = {METADATA_LOCATION_PROPERTY: new.metadata_location}
                     with _translated(not_found=NoSuchNamespaceError):
                         if base is None:
-                            tx.create_table(ns, name, columns=columns, format_properties=location)
+                            tx.create_table(
+                                ns,
+                                name,
+                                columns=columns,
+                                format_properties=_pointer(new.metadata_location),
+                                checked_by_catalog=True,
+                            )
                         else:
                             tx.update_table(
                                 ns,
                                 name,
                                 columns=columns,
-                                format_properties={
-                                    **location,
-                                    PREVIOUS_METADATA_LOCATION_PROPERTY: base.metadata_location,
-                                },
+                                format_properties=_pointer(
+                                    new.metadata_location, base.metadata_location
+                                ),
+                                checked_by_catalog=True,
                             )
             except BaseException:
                 tx.abort()
@@ -1584,6 +1972,26 @@ class LakecoreCatalog(MetastoreCatalog):
             with _translated(in_commit=True):
                 tx.commit()
         return answers
+
+    # -- the location registry ----------------------------------------------------------------
+
+    def rebuild_location_registry(self) -> None:
+        """Read every Iceberg table's metadata and manifests once and rewrite the location
+        registry (``lakecore.iceberg.roots``) from them, in one commit.
+
+        For a lakehouse that clients of an older lakecore wrote to after its registry was
+        built: what they created, placed or referenced is not recorded, and a purge could
+        delete files their tables name. Run it once every client runs this release. Tables
+        such a client changed after this catalog checked them (which ``purge_table`` refuses)
+        become purgeable again. Costs one read of every table's metadata and manifests.
+
+        Raises:
+            InvalidLocationError: a table lies outside the warehouse, or another lakehouse
+                owns the warehouse.
+            CorruptFileError: a table's metadata cannot be read.
+        """
+        self._refuse_read_only("rebuild_location_registry")
+        self._change("rebuild_location_registry", lambda tx: self._build_registry(tx, restamp=True))
 
     # -- views: not supported -----------------------------------------------------------------
 
@@ -1620,6 +2028,7 @@ class LakecoreCatalog(MetastoreCatalog):
 
 
 __all__ = [
+    "CHECKED_PROPERTY",
     "METADATA_LOCATION_PROPERTY",
     "PREVIOUS_METADATA_LOCATION_PROPERTY",
     "LakecoreCatalog",

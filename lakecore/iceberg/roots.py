@@ -33,10 +33,26 @@ overlapping ``P``; the default-located tables at ``P`` and its ancestors; and, o
 contains a namespace folder (never true of a root the rule admitted, so only in a lakehouse made
 before the rule), every table of those namespaces.
 
-**Lakehouses made before the registry** may hold tables whose roots overlap in any way. The
-first catalog change on such a lakehouse (its definition has no ``lakecore.iceberg.roots-registry``
-property) reads every Iceberg table's metadata once and commits the registry, and the marker,
-with that change; from then on nothing is scanned.
+**References.** A table's metadata may also name files outside its own roots (``add_files``
+of another table's files, a registered copy). Purge keeps every file another live table's
+current metadata names, so it must find the tables that name files under the purged table's
+roots. The registry holds, per table, the folders inside ``W`` but outside the table's own roots
+in which its metadata names a file (``lakecore.iceberg.refs <namespace> <table>``: a JSON list,
+at most ``MAX_REFERENCE_FOLDERS``; a longer list is coarsened to common ancestors, which only
+makes more purges read the table). Each commit adds the folders of the files its new snapshots
+name (``lakecore.iceberg.references``); nothing is ever taken out while the table lives, so the
+list only over-approximates. Files outside ``W`` need no entry: no root of this lakehouse can
+hold them.
+
+**The warehouse** is recorded too (``lakecore.iceberg.warehouse``): all of a lakehouse's tables
+live in one warehouse, and a catalog given another one is refused (the module
+``lakecore.iceberg.warehouse`` claims the folder against other lakehouses).
+
+**Lakehouses made before the registry** (or before its format ``REGISTRY_FORMAT``) may hold
+tables whose roots overlap in any way, and tables that name other tables' files. The first
+catalog change on such a lakehouse (its definition has no ``lakecore.iceberg.roots-registry``
+property of this format) reads every Iceberg table's metadata and manifests once and commits
+the registry, and the marker, with that change; from then on nothing is scanned.
 """
 
 from __future__ import annotations
@@ -51,8 +67,13 @@ from lakecore.view import ICEBERG_PROPERTY_PREFIX
 
 ROOTS_PROPERTY_PREFIX: Final = ICEBERG_PROPERTY_PREFIX + "roots "
 NAMESPACE_LOCATION_PROPERTY_PREFIX: Final = ICEBERG_PROPERTY_PREFIX + "namespace-location "
+REFS_PROPERTY_PREFIX: Final = ICEBERG_PROPERTY_PREFIX + "refs "
+WAREHOUSE_PROPERTY: Final = ICEBERG_PROPERTY_PREFIX + "warehouse"
 REGISTRY_MARKER_PROPERTY: Final = ICEBERG_PROPERTY_PREFIX + "roots-registry"
-REGISTRY_FORMAT: Final = "1"
+# 2: references and the warehouse recorded too (1 had roots and namespace locations only).
+REGISTRY_FORMAT: Final = "2"
+# The registry is read by every open: a table's reference list stays short.
+MAX_REFERENCE_FOLDERS: Final = 16
 # Table properties that place files: each is a root of the table.
 WRITE_PATH_PROPERTIES: Final = (
     "write.data.path",
@@ -124,8 +145,54 @@ def roots_key(namespace: str, table: str) -> str:
     return f"{ROOTS_PROPERTY_PREFIX}{namespace} {table}"
 
 
+def refs_key(namespace: str, table: str) -> str:
+    return f"{REFS_PROPERTY_PREFIX}{namespace} {table}"
+
+
 def namespace_location_key(namespace: str) -> str:
     return f"{NAMESPACE_LOCATION_PROPERTY_PREFIX}{namespace}"
+
+
+def is_registry_key(key: str) -> bool:
+    """Whether a definition property belongs to the registry (rebuilt as a whole)."""
+    return key.startswith(
+        (ROOTS_PROPERTY_PREFIX, REFS_PROPERTY_PREFIX, NAMESPACE_LOCATION_PROPERTY_PREFIX)
+    ) or key in (REGISTRY_MARKER_PROPERTY, WAREHOUSE_PROPERTY)
+
+
+def parent_folder(path: str) -> str:
+    """The folder a file lies in."""
+    return path.rsplit("/", 1)[0]
+
+
+def reduce_folders(warehouse: str, folders: Iterable[str], limit: int) -> list[str]:
+    """The folders without those inside another, sorted, at most ``limit`` of them: while there
+    are more, the largest group of siblings is replaced by their parent (a lone folder by its
+    parent when no two are siblings), never going above the warehouse. Coarser folders only
+    over-approximate where a table names files."""
+    kept = _outermost(folders)
+    while len(kept) > limit and kept != [warehouse]:
+        siblings: dict[str, list[str]] = {}
+        for folder in kept:
+            if folder != warehouse:
+                siblings.setdefault(parent_folder(folder), []).append(folder)
+        parent, members = max(
+            siblings.items(), key=lambda item: (len(item[1]), item[0].count("/"), item[0])
+        )
+        if len(members) == 1:  # no two siblings: lift the deepest folder one level
+            deepest = max(kept, key=lambda f: (f.count("/"), f))
+            parent, members = parent_folder(deepest), [deepest]
+        kept = _outermost([f for f in kept if f not in members] + [parent])
+    return kept
+
+
+def _outermost(folders: Iterable[str]) -> list[str]:
+    """The folders that lie inside no other of them, sorted."""
+    kept: list[str] = []
+    for folder in sorted(set(folders)):
+        if not any(contains(k, folder) for k in kept):
+            kept.append(folder)
+    return kept
 
 
 @dataclass
@@ -135,14 +202,22 @@ class Registry:
     complete: bool
     tables: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     namespace_locations: dict[str, str] = field(default_factory=dict)
+    refs: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    warehouse: str | None = None
 
     @classmethod
     def of(cls, properties: Mapping[str, str]) -> Registry:
-        registry = cls(complete=properties.get(REGISTRY_MARKER_PROPERTY) == REGISTRY_FORMAT)
+        registry = cls(
+            complete=properties.get(REGISTRY_MARKER_PROPERTY) == REGISTRY_FORMAT,
+            warehouse=properties.get(WAREHOUSE_PROPERTY),
+        )
         for key, value in properties.items():
             if key.startswith(ROOTS_PROPERTY_PREFIX):
                 namespace, _, table = key[len(ROOTS_PROPERTY_PREFIX) :].partition(" ")
                 registry.tables[(namespace, table)] = [str(r) for r in json.loads(value)]
+            elif key.startswith(REFS_PROPERTY_PREFIX):
+                namespace, _, table = key[len(REFS_PROPERTY_PREFIX) :].partition(" ")
+                registry.refs[(namespace, table)] = [str(r) for r in json.loads(value)]
             elif key.startswith(NAMESPACE_LOCATION_PROPERTY_PREFIX):
                 registry.namespace_locations[key[len(NAMESPACE_LOCATION_PROPERTY_PREFIX) :]] = value
         return registry
@@ -150,6 +225,12 @@ class Registry:
     def tables_overlapping(self, path: str) -> list[tuple[str, str]]:
         return [
             name for name, roots in self.tables.items() if any(overlaps(r, path) for r in roots)
+        ]
+
+    def tables_referencing(self, path: str) -> list[tuple[str, str]]:
+        """Tables whose metadata may name a file in a folder overlapping ``path``."""
+        return [
+            name for name, folders in self.refs.items() if any(overlaps(f, path) for f in folders)
         ]
 
     def namespaces_with_folder_in(self, path: str) -> list[str]:
@@ -170,21 +251,35 @@ def roots_property(
     return {roots_key(namespace, table): json.dumps(kept) if kept else None}
 
 
+def refs_property(namespace: str, table: str, folders: Iterable[str]) -> dict[str, str | None]:
+    """The definition property change that records the table's reference folders."""
+    kept = sorted(set(folders))
+    return {refs_key(namespace, table): json.dumps(kept) if kept else None}
+
+
 __all__ = [
+    "MAX_REFERENCE_FOLDERS",
     "NAMESPACE_LOCATION_PROPERTY_PREFIX",
+    "REFS_PROPERTY_PREFIX",
     "REGISTRY_FORMAT",
     "REGISTRY_MARKER_PROPERTY",
     "ROOTS_PROPERTY_PREFIX",
+    "WAREHOUSE_PROPERTY",
     "WRITE_PATH_PROPERTIES",
     "Registry",
     "contains",
     "default_located_ancestors",
     "default_location",
+    "is_registry_key",
     "levels_below",
     "named_by",
     "namespace_location_key",
     "namespace_name_of_folder",
     "overlaps",
+    "parent_folder",
+    "reduce_folders",
+    "refs_key",
+    "refs_property",
     "registered_roots",
     "roots_key",
     "roots_property",

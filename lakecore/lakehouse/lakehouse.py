@@ -86,6 +86,25 @@ _LOG = logging.getLogger(__name__)
 Isolation = Literal["snapshot", "serializable"]
 ExportMode = Literal["minimal", "partial", "full"]
 
+# Table format properties only the Iceberg catalog (lakecore.iceberg) sets: the full URI of a
+# table's Iceberg metadata, and lakecore's own bookkeeping. A table pointed at Iceberg metadata
+# around the catalog escapes the location registry that keeps a purge of one table from deleting
+# the files another names (docs/format.md#iceberg-tables).
+CATALOG_FORMAT_PROPERTIES = ("metadata_location",)
+CATALOG_FORMAT_PROPERTY_PREFIX = "lakecore."
+
+
+def _refuse_catalog_format_properties(
+    ns: str, table: str, format_properties: Mapping[str, str] | None
+) -> None:
+    for key in format_properties or {}:
+        if key in CATALOG_FORMAT_PROPERTIES or key.startswith(CATALOG_FORMAT_PROPERTY_PREFIX):
+            raise InvalidArgumentError(
+                f"table {ns}.{table}: the format property {key!r} is set by the Iceberg catalog only "
+                "(it checks that no two tables share a folder, so a purge never deletes another "
+                "table's files); make the table with LakecoreCatalog.create_table or register_table"
+            )
+
 
 def _now_millis() -> int:
     return int(time.time() * 1000)
@@ -842,8 +861,20 @@ class Transaction:
         primary_key: Iterable[int] = (),
         sort_keys: Iterable[int] = (),
         unique_columns: Iterable[int] = (),
+        checked_by_catalog: bool = False,
     ) -> None:
+        """Create table ``ns.table``. The format properties ``CATALOG_FORMAT_PROPERTIES`` (and
+        ``lakecore.*``) are refused unless ``checked_by_catalog``: only the Iceberg catalog,
+        which checks where the table's files live, passes it.
+
+        Raises:
+            AlreadyExistsError: it exists.
+            NotFoundError: its namespace does not exist.
+            InvalidArgumentError: a catalog-only format property, or a bad definition.
+        """
         self._check_open()
+        if not checked_by_catalog:
+            _refuse_catalog_format_properties(ns, table, format_properties)
         key = K.table_key(ns, table, self.lakehouse_def)
         self._require_namespace(ns, guard=True)
         if self._get(key) is not None:
@@ -871,10 +902,15 @@ class Transaction:
         remove_properties: Iterable[str] = (),
         columns: Iterable[Mapping[str, Any] | pb.Column] | None = None,
         format_properties: Mapping[str, str] | None = None,
+        table_type: str | None = None,
+        checked_by_catalog: bool = False,
     ) -> None:
         """Merge ``properties`` (and ``format_properties``) into the table's, drop
-        ``remove_properties``, and replace the schema when ``columns`` is given."""
+        ``remove_properties``, replace the schema when ``columns`` is given and the type when
+        ``table_type`` is. Catalog-only format properties as in ``create_table``."""
         self._check_open()
+        if not checked_by_catalog:
+            _refuse_catalog_format_properties(ns, table, format_properties)
         current = self.load_table(ns, table)
         removed = set(remove_properties)
         merged_properties = {k: v for k, v in current.properties.items() if k not in removed}
@@ -884,7 +920,7 @@ class Transaction:
         definition = table_def(
             table,
             columns=list(current.schema.columns) if columns is None else columns,
-            table_type=current.table_type or "MANAGED",
+            table_type=table_type or current.table_type or "MANAGED",
             table_format=current.table_format or "ICEBERG",
             properties=merged_properties,
             format_properties=merged_format,

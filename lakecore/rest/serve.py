@@ -3,7 +3,8 @@
 Rules:
 
 * The catalog is a ``LakecoreCatalog`` named ``CATALOG_NAME`` over the lakehouse (which must
-  exist), with ``--warehouse`` as its warehouse (default ``<lakehouse>/warehouse``),
+  exist), with ``--warehouse`` as its warehouse (default: the one the lakehouse recorded,
+  ``<lakehouse>/warehouse`` before that),
   ``--storage-option`` for the lakehouse's own files and ``--property KEY=VALUE`` catalog
   properties for pyiceberg's FileIO (``s3.endpoint``, ...).
 * Who may call: ``--token-file`` (see ``lakecore.rest.auth``), or ``--allow-anonymous``, which

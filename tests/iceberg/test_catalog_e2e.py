@@ -15,7 +15,11 @@ from pyiceberg.io import load_file_io
 from pyiceberg.types import DoubleType
 
 from lakecore.cli import main as cli_main
-from lakecore.iceberg import METADATA_LOCATION_PROPERTY, PREVIOUS_METADATA_LOCATION_PROPERTY
+from lakecore.iceberg import (
+    CHECKED_PROPERTY,
+    METADATA_LOCATION_PROPERTY,
+    PREVIOUS_METADATA_LOCATION_PROPERTY,
+)
 from tests.conftest import S3TestServer
 from tests.iceberg.conftest import SCHEMA, SPEC, IcebergLake, local_lake, rows, s3_lake
 
@@ -155,7 +159,11 @@ def test_cli_table_show_prints_format_properties(
     assert "format properties:" in human and table.metadata_location in human
     assert cli_main(["-l", lake.uri, "--json", "table", "show", "ns", "t"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert shown["format_properties"] == {METADATA_LOCATION_PROPERTY: table.metadata_location}
+    # The metadata and the stamp that the catalog checked that metadata (lakecore.iceberg).
+    assert shown["format_properties"] == {
+        METADATA_LOCATION_PROPERTY: table.metadata_location,
+        CHECKED_PROPERTY: table.metadata_location,
+    }
 
 
 @pytest.mark.s3

@@ -121,8 +121,12 @@ def _legacy_table(catalog: LakecoreCatalog, name: str, location: str) -> None:
     metadata_location = f"{location}/metadata/00000-legacy-{name}.metadata.json"
     ToOutputFile.table_metadata(metadata, PyArrowFileIO().new_output(metadata_location))
     with catalog.lakehouse.refresh().transaction() as tx:
+        # What an older release's catalog wrote: the pointer, with no registry entry.
         tx.create_table(
-            "ns", name, format_properties={METADATA_LOCATION_PROPERTY: metadata_location}
+            "ns",
+            name,
+            format_properties={METADATA_LOCATION_PROPERTY: metadata_location},
+            checked_by_catalog=True,
         )
 
 

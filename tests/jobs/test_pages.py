@@ -48,6 +48,7 @@ def _lake(path: Path) -> Lakehouse:
             "t00",
             properties={"tier": "gold"},
             format_properties={"metadata_location": "m2.json"},
+            checked_by_catalog=True,  # as the Iceberg catalog sets it
         )
     lh.export_snapshot("nightly")
     before = lh.version

@@ -17,6 +17,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 
 from lakecore.iceberg import LakecoreCatalog
+from lakecore.iceberg.warehouse import MARKER_NAME
 
 Factory = Callable[[pytest.FixtureRequest, str, Path], Iterator[Catalog]]
 
@@ -32,11 +33,15 @@ def sql_catalog(request: pytest.FixtureRequest, name: str, warehouse: Path) -> I
 def lakecore_catalog(
     request: pytest.FixtureRequest, name: str, warehouse: Path
 ) -> Iterator[Catalog]:
-    """A LakecoreCatalog in-process on a fresh lakehouse on local disk, beside the warehouse."""
+    """A LakecoreCatalog in-process on a fresh lakehouse on local disk, beside the warehouse.
+    The suite's ``warehouse`` folder is one for the whole session, and each test's lakehouse
+    claims it (lakecore.iceberg.warehouse): the lakehouse is thrown away after the test, and
+    its claim with it, as an operator deleting a lakehouse deletes its marker."""
     root = request.getfixturevalue("tmp_path_factory").mktemp("lakehouse")
     yield LakecoreCatalog(
         name, uri=str(root), warehouse=f"file://{warehouse}", **{"lakecore.create": "true"}
     )
+    (warehouse / MARKER_NAME).unlink(missing_ok=True)
 
 
 def rest_catalog(request: pytest.FixtureRequest, name: str, warehouse: Path) -> Iterator[Catalog]:
@@ -49,10 +54,12 @@ def rest_catalog(request: pytest.FixtureRequest, name: str, warehouse: Path) -> 
     from lakecore.rest.app import app
     from tests.rest.server import shared_server
 
-    served = next(lakecore_catalog(request, name, warehouse))
+    lakecore = lakecore_catalog(request, name, warehouse)
+    served = next(lakecore)
     client = RestCatalog(name, uri=shared_server().serve(app(served)))
     yield client
     client.close()
+    next(lakecore, None)  # its teardown
 
 
 # Backend name -> factory. The name is the catalog fixtures' parameter (it shows in test ids)
