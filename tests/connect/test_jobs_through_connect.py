@@ -467,7 +467,7 @@ def test_the_servers_python_workers_import_this_checkout(spark_connect: ConnectS
     assert done.returncode == 0, done.stderr[-3000:]
     (row,) = json.loads(done.stdout.strip().splitlines()[-1])
     assert row["lakecore"] == str(REPO / "lakecore" / "__init__.py")
-    assert row["jobs"] == str(REPO / "jobs" / "common.py")
+    assert row["jobs"] == str(REPO / "jobs" / "run.py")
     assert Path(row["python"]).parent == PROJECT_PYTHON.parent
     assert spark_connect.application()["name"] == "Spark Connect server"
 
