@@ -29,6 +29,10 @@ from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
 from lakecore.storage import Storage
 from tests.conftest import SilentEndpoint
 
+# Every test here runs real processes (the lakecore CLI, spark-submit.sh): the marker keeps the
+# whole file out of make test-quick, as the other reliability suites are.
+pytestmark = pytest.mark.reliability
+
 REPO = Path(__file__).resolve().parents[2]
 SPARK_SUBMIT = REPO / "spark-submit.sh"
 COLUMN = ["--column", "1:id:INT8"]
