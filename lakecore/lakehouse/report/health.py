@@ -26,7 +26,7 @@ from typing import Any
 
 from lakecore.errors import InvalidArgumentError
 from lakecore.lakehouse.history import HistoryEntry
-from lakecore.lakehouse.report.html import banner, cards, esc, page, pill, table
+from lakecore.lakehouse.report.html import banner, cards, esc, page, pill, table, tree_levels_table
 from lakecore.units import format_bytes, format_duration_millis, format_time_millis, plural
 
 OPERATION_COLOURS = {
@@ -437,32 +437,7 @@ def render_health_page(
             f"{esc(damaged)}</p>"
         )
     else:
-        body.append(
-            table(
-                [
-                    "level",
-                    "nodes",
-                    "fan-out (min-max, avg)",
-                    "keys",
-                    "buffered",
-                    "buffer fill avg",
-                    "max",
-                ],
-                [
-                    (
-                        lvl["depth"],
-                        lvl["nodes"],
-                        f"{lvl['fanout_min']}-{lvl['fanout_max']}, {lvl['fanout_avg']:.1f}",
-                        lvl["keys"],
-                        lvl["messages"],
-                        f"{lvl['buffer_fill_avg']:.0%}",
-                        f"{lvl['buffer_fill_max']:.0%}",
-                    )
-                    for lvl in tree["levels"]
-                ],
-                numeric=(1, 3, 4, 5, 6),
-            )
-        )
+        body.append(tree_levels_table(tree["levels"]))
     body.append("<h2>gc</h2>")
     body.extend(gc_parts)
     if data.get("exports"):

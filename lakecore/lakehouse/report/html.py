@@ -116,6 +116,27 @@ def table(
     return "".join(out)
 
 
+def tree_levels_table(levels: Iterable[Mapping[str, Any]]) -> str:
+    """The tree's levels (``lakecore tree --json``'s ``levels``), one row each: the same table on
+    the tree page and on the health page."""
+    return table(
+        ["level", "nodes", "fan-out (min-max, avg)", "keys", "buffered", "buffer fill avg", "max"],
+        [
+            (
+                level["depth"],
+                level["nodes"],
+                f"{level['fanout_min']}-{level['fanout_max']}, {level['fanout_avg']:.1f}",
+                level["keys"],
+                level["messages"],
+                f"{level['buffer_fill_avg']:.0%}",
+                f"{level['buffer_fill_max']:.0%}",
+            )
+            for level in levels
+        ],
+        numeric=(1, 3, 4, 5, 6),
+    )
+
+
 def key_values(items: Mapping[str, Any]) -> str:
     return table(["", ""], [(k, v) for k, v in items.items()]).replace(
         "<tr><th class=''></th><th class=''></th></tr>", ""
@@ -144,4 +165,5 @@ __all__ = [
     "page",
     "pill",
     "table",
+    "tree_levels_table",
 ]

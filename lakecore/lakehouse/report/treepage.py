@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakecore.lakehouse.report.html import banner, cards, esc, page, table
+from lakecore.lakehouse.report.html import banner, cards, esc, page, tree_levels_table
 from lakecore.lakehouse.treeinfo import TreeNode, key_label, range_label, tree_nodes
 from lakecore.view import LakehouseView
 
@@ -77,30 +77,7 @@ def render_tree_page(view: LakehouseView, summary: dict[str, Any]) -> str:
                 "order": summary["order"],
             }
         ),
-        table(
-            [
-                "level",
-                "nodes",
-                "fan-out (min-max, avg)",
-                "keys",
-                "buffered",
-                "buffer fill avg",
-                "max",
-            ],
-            [
-                (
-                    lvl["depth"],
-                    lvl["nodes"],
-                    f"{lvl['fanout_min']}-{lvl['fanout_max']}, {lvl['fanout_avg']:.1f}",
-                    lvl["keys"],
-                    lvl["messages"],
-                    f"{lvl['buffer_fill_avg']:.0%}",
-                    f"{lvl['buffer_fill_max']:.0%}",
-                )
-                for lvl in summary["levels"]
-            ],
-            numeric=(1, 3, 4),
-        ),
+        tree_levels_table(summary["levels"]),
         "<h2>Nodes <span class='muted'>(click a line to open or close it)</span></h2>",
         *out,
     ]
