@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyiceberg.exceptions import (
@@ -22,6 +23,7 @@ from lakecore.defs import encode_def, namespace_def
 from lakecore.errors import (
     CommitConflictError,
     InvalidNameError,
+    LakecoreError,
     NamespaceNotEmptyError,
     NotFoundError,
 )
@@ -137,6 +139,142 @@ def test_the_catalog_refuses_bad_levels_with_pyicebergs_types(tmp_path: Path) ->
     assert catalog.list_tables("abc.def.ghi") == [("abc", "def", "ghi", "t")]
     with pytest.raises(IcebergNamespaceNotEmptyError, match=r"Namespace abc\.def is not empty"):
         catalog.drop_namespace("abc.def")
+
+
+# Each bad input of issue 38 through the Iceberg catalog: (call, pyiceberg's type, the message
+# naming the offending part). The lakehouse: abc.def.ghi with a table t, names of at most 16 bytes.
+BAD_NESTED_INPUT: list[tuple[str, Any, type[Exception], str]] = [
+    # A level that is empty or holds the separator.
+    (
+        "empty level, string",
+        lambda c: c.create_namespace("abc..x"),
+        NoSuchNamespaceError,
+        r"'abc\.\.x' \(level 2 of 3 is empty",
+    ),
+    (
+        "empty level, tuple",
+        lambda c: c.create_namespace(("abc", "")),
+        NoSuchNamespaceError,
+        r"\('abc', ''\) \(level 2 of 2 is empty",
+    ),
+    (
+        "blank level",
+        lambda c: c.create_namespace(("abc", " ", "x")),
+        NoSuchNamespaceError,
+        r"level 2 of 3 is empty",
+    ),
+    (
+        "level holds '.'",
+        lambda c: c.create_namespace(("abc", "d.e")),
+        ValidationError,
+        r"level 'd\.e' holds '\.'.*\('d', 'e'\)",
+    ),
+    # Too long once joined, though each level is short.
+    (
+        "too long joined",
+        lambda c: c.create_namespace(("abc", "def", "ghijklmno")),
+        ValidationError,
+        r"'abc\.def\.ghijklmno' is 17 bytes in UTF-8; the lakehouse allows at most 16",
+    ),
+    (
+        "too long joined, table",
+        lambda c: c.create_table(("abc", "def", "ghijklmno", "t"), SCHEMA),
+        NoSuchNamespaceError,
+        r"'abc\.def\.ghijklmno' is 17 bytes",
+    ),
+    # A parent that does not exist where one is required.
+    (
+        "list children of a missing namespace",
+        lambda c: c.list_namespaces(("abc", "nope")),
+        NoSuchNamespaceError,
+        r"Namespace does not exist: abc\.nope",
+    ),
+    (
+        "list tables of a missing namespace",
+        lambda c: c.list_tables(("abc", "nope")),
+        NoSuchNamespaceError,
+        r"Namespace does not exist: abc\.nope",
+    ),
+    (
+        "table in a missing namespace",
+        lambda c: c.create_table(("abc", "nope", "t"), SCHEMA),
+        NoSuchNamespaceError,
+        r"'abc\.nope' does not exist",
+    ),
+    (
+        "table in a missing deeper namespace",
+        lambda c: c.create_table(("abc", "def", "ghi", "jk", "t"), SCHEMA),
+        NoSuchNamespaceError,
+        r"'abc\.def\.ghi\.jk' does not exist",
+    ),
+    (
+        "rename into a missing namespace",
+        lambda c: c.rename_table(("abc", "def", "ghi", "t"), ("abc", "nope", "t")),
+        NoSuchNamespaceError,
+        r"'abc\.nope' does not exist",
+    ),
+    (
+        "properties of a missing namespace",
+        lambda c: c.load_namespace_properties(("abc", "x")),
+        NoSuchNamespaceError,
+        r"Namespace abc\.x does not exists",
+    ),
+    (
+        "update a missing namespace",
+        lambda c: c.update_namespace_properties(("abc", "x"), updates={"k": "v"}),
+        NoSuchNamespaceError,
+        r"Namespace abc\.x does not exists",
+    ),
+    (
+        "drop a missing namespace",
+        lambda c: c.drop_namespace(("abc", "x")),
+        NoSuchNamespaceError,
+        r"Namespace abc\.x does not exists",
+    ),
+    # A namespace that has children is dropped only once empty.
+    (
+        "drop a namespace with a child namespace",
+        lambda c: c.drop_namespace(("abc", "def")),
+        IcebergNamespaceNotEmptyError,
+        r"Namespace abc\.def is not empty: .*still holds namespace\(s\) \(abc\.def\.ghi\)",
+    ),
+    (
+        "drop a namespace with a deeper child",
+        lambda c: c.drop_namespace("abc"),
+        IcebergNamespaceNotEmptyError,
+        r"Namespace abc is not empty: .*\(abc\.def, abc\.def\.ghi\)",
+    ),
+    (
+        "drop a namespace with a table",
+        lambda c: c.drop_namespace("abc.def.ghi"),
+        IcebergNamespaceNotEmptyError,
+        r"Namespace abc\.def\.ghi is not empty: .*still holds 1 table\(s\) \(t",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [pytest.param(*case[1:], id=case[0]) for case in BAD_NESTED_INPUT],
+)
+def test_each_bad_nested_input_is_refused_naming_it_and_writes_nothing(
+    tmp_path: Path, call: Any, error: type[Exception], message: str
+) -> None:
+    uri = str(tmp_path / "lake")
+    Lakehouse.create(uri, namespace_name_max_size_bytes=16)
+    catalog = LakecoreCatalog("c", uri=uri, warehouse=f"file://{tmp_path}/wh")
+    catalog.create_namespace(("abc", "def", "ghi"))
+    catalog.create_table(("abc", "def", "ghi", "t"), SCHEMA)
+    version = catalog.lakehouse.refresh().version
+    before = _files(tmp_path)
+    with pytest.raises(error, match=message) as refused:
+        call(catalog)
+    if isinstance(refused.value.__cause__, LakecoreError):  # lakecore's detail is kept
+        assert str(refused.value).endswith(str(refused.value.__cause__))
+    assert _files(tmp_path) == before  # nothing written: no root, definition or metadata file
+    assert Lakehouse.open(uri).version == version
+    assert catalog.list_namespaces(("abc", "def")) == [("abc", "def", "ghi")]
+    assert catalog.list_tables(("abc", "def", "ghi")) == [("abc", "def", "ghi", "t")]
 
 
 def test_the_cli_creates_lists_and_drops_nested_namespaces(
