@@ -5,6 +5,7 @@ before nesting reads the same and stays clean under fsck."""
 from __future__ import annotations
 
 import json
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -319,3 +320,72 @@ def test_a_lakehouse_from_before_nesting_reads_the_same(tmp_path: Path) -> None:
     assert cli_main(["-l", uri, "fsck", "--all", "--deep"]) == 0
     result = check_version(lh, deep=True)
     assert result.ok, [str(v) for v in result.violations]
+
+
+PREVIOUS_RELEASE = Path(__file__).resolve().parents[1] / "fixtures" / "lakehouse-0b64641.tar.gz"
+
+
+def test_a_lakehouse_the_previous_release_made_opens_unchanged(tmp_path: Path) -> None:
+    """The lakehouse in tests/fixtures/lakehouse-0b64641.tar.gz was written by the CLI of
+    0b64641, the last commit before namespaces nested (tests/fixtures/make_lakehouse_0b64641.sh):
+    16 versions with flat names holding '.', one with an empty level, and a rollback. Every
+    version reads as that release wrote it, reading writes nothing, fsck --all --deep is clean,
+    and a nested change on top keeps it clean."""
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    with tarfile.open(PREVIOUS_RELEASE) as tar:
+        tar.extractall(lake, filter="data")
+    uri = str(lake)
+    written = {p: p.read_bytes() for p in _files(lake)}
+
+    assert cli_main(["-l", uri, "fsck", "--all", "--deep"]) == 0
+    lh = Lakehouse.open(uri)
+    versions = lh.versions()
+    assert [v.version for v in versions] == list(range(15, -1, -1))
+    assert versions[0].rollback_from_version == 14 and all(v.error is None for v in versions)
+    for info in versions:
+        result = check_version(lh.at_version(info.version), deep=True)
+        assert result.ok, (info.version, [str(v) for v in result.violations])
+
+    names = ["archive.2024", "plain", "sales", "sales.eu", "sales.eu.de", "x..y"]
+    assert lh.list_namespaces() == names
+    assert lh.child_namespaces() == ["archive", "plain", "sales", "x"]
+    assert lh.child_namespaces("sales") == ["sales.eu"]
+    assert lh.child_namespaces("sales.eu") == ["sales.eu.de"]
+    assert lh.child_namespaces("archive") == ["archive.2024"]  # 'archive' is implied
+    assert not lh.namespace_exists("archive")
+    assert lh.child_namespaces("x") == []  # 'x..y' has an empty level: no child of 'x'
+    tables = {ns: lh.list_tables(ns) for ns in names}
+    assert tables == {
+        "archive.2024": ["events"],
+        "plain": ["scratch"],
+        "sales": ["orders"],
+        "sales.eu": ["orders"],
+        "sales.eu.de": [],
+        "x..y": ["t"],
+    }
+    assert dict(lh.load_namespace("sales").properties) == {"owner": "alice"}
+    assert dict(lh.load_namespace("sales.eu").properties) == {"region": "eu"}
+    orders = lh.load_table("sales", "orders")
+    assert dict(orders.properties) == {"k": "w", "owner": "bob"}
+    assert [(c.id, c.name, c.nullable) for c in orders.schema.columns] == [
+        (1, "id", False),
+        (2, "amount", True),
+    ]
+    # Time travel: the scratch table and plain's note, before and after the rollback to 12.
+    assert lh.at_version(9).list_namespaces() == names
+    assert lh.at_version(9).list_tables("x..y") == []
+    assert lh.at_version(13).list_tables("plain") == []
+    assert dict(lh.at_version(14).load_namespace("plain").properties) == {"note": "kept"}
+    assert dict(lh.load_namespace("plain").properties) == {}
+    assert {p: p.read_bytes() for p in _files(lake)} == written  # reading wrote nothing
+
+    with lh.transaction() as tx:
+        tx.create_namespace("sales.eu.fr")
+    assert lh.child_namespaces("sales.eu") == ["sales.eu.de", "sales.eu.fr"]
+    with (
+        pytest.raises(NamespaceNotEmptyError, match=r"sales\.eu\.de, sales\.eu\.fr"),
+        lh.transaction() as tx,
+    ):
+        tx.drop_namespace("sales.eu")
+    assert cli_main(["-l", uri, "fsck", "--all", "--deep"]) == 0
