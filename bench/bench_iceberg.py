@@ -212,12 +212,22 @@ def _nested_layout(leaves: int) -> tuple[list[str], list[str]]:
 
 
 def _build_layout(
-    uri: str, namespaces: list[str], holders: list[str], tables_per: int, metadata_location: str
+    uri: str, warehouse: str, namespaces: list[str], holders: list[str], tables_per: int
 ) -> tuple[Lakehouse, list[tuple[str, str]]]:
-    """A lakehouse whose version 1 holds every namespace and ``tables_per`` tables in each
+    """A lakehouse whose latest version holds every namespace and ``tables_per`` tables in each
     holder, bulk-built. Definition files are written for the namespaces and for a sample of
-    tables (the ones the benchmark loads); the other keys are never read."""
-    lh = Lakehouse.create(uri)
+    tables (the ones the benchmark loads, all pointing at one real metadata file); the other
+    keys are never read.
+
+    First the layout's catalog makes one table: its first change builds the location registry
+    (docs/format.md#location-registry) while the lakehouse is empty, and claims the warehouse,
+    as on a lakehouse the catalog has managed from the start. Without it the first measured
+    change would build the registry from every table's definition and metadata."""
+    Lakehouse.create(uri)
+    setup = LakecoreCatalog("setup", uri=uri, warehouse=warehouse)
+    setup.create_namespace("m")
+    metadata_location = setup.create_table("m.t", SCHEMA).metadata_location
+    lh = setup.lakehouse.refresh()
     storage, rng = lh.storage, random.Random(11)
     items: list[tuple[str, str]] = []
     for ns in namespaces:
@@ -241,18 +251,19 @@ def _build_layout(
             items.append((K.table_key(ns, table, lh.lakehouse_def), path))
     items.sort()
     root = bulk_build(lh.store, lh.shape, items)
-    base = lh.root_info
+    # The bulk version replaces the tree (m and m.t, default-located, leave no registry entry).
+    base, version = lh.root_info, lh.version + 1
     storage.create_exclusive(
-        root_node_file_name(1),
+        root_node_file_name(version),
         encode_root(
             root,
             lh.lakehouse_def.order,
             lakehouse_def_path=base.lakehouse_def_path,
-            previous_root=root_node_file_name(0),
+            previous_root=root_node_file_name(version - 1),
             created_at_millis=C.now_ms(),
         ),
     )
-    write_hint(storage, 1)
+    write_hint(storage, version)
     lh.refresh()
     return lh, sample
 
@@ -274,22 +285,19 @@ def run_nested(args: argparse.Namespace) -> dict[str, Any]:
         "cpu_calibration": C.cpu_calibration(),
     }
     with C.temp_dir("bench_iceberg_nested_", args.tmpdir, keep=args.keep) as directory:
-        metadata = SqlCatalog("m", uri="sqlite:///:memory:", warehouse=f"file://{directory}/wh")
-        metadata.create_namespace("m")
-        metadata_location = metadata.create_table("m.t", SCHEMA).metadata_location
         layouts: dict[str, tuple[LakecoreCatalog, list[tuple[str, str]], str, str]] = {}
         for layout, namespaces, holders in (
             ("nested", all_nested, nested_holders),
             ("flat", flat, flat),
         ):
             started = time.perf_counter()
+            # One warehouse per lakehouse (each claims its own).
+            warehouse = f"file://{directory}/wh-{layout}"
             lh, sample = _build_layout(
-                f"{directory}/{layout}", namespaces, holders, tables_per, metadata_location
+                f"{directory}/{layout}", warehouse, namespaces, holders, tables_per
             )
             out[f"{layout}_build_seconds"] = round(time.perf_counter() - started, 1)
-            catalog = LakecoreCatalog(
-                layout, uri=f"{directory}/{layout}", warehouse=f"file://{directory}/wh"
-            )
+            catalog = LakecoreCatalog(layout, uri=f"{directory}/{layout}", warehouse=warehouse)
             # The namespace whose children are listed: one holding tables, with siblings all
             # around it (a leaf of the nested layout, a namespace of the flat one): same answer.
             listed = holders[len(holders) // 2]

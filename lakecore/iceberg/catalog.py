@@ -726,9 +726,11 @@ class LakecoreCatalog(MetastoreCatalog):
                 a space or a control character).
         """
         parts = Catalog.identifier_to_tuple(namespace)
-        if not parts or any(not p.strip() for p in parts):
+        blank = [i + 1 for i, p in enumerate(parts) if not p.strip()]
+        if not parts or blank:
+            which = f"level {blank[0]} of {len(parts)} is empty; " if len(parts) > 1 else ""
             raise NoSuchNamespaceError(
-                f"Empty namespace identifier: {namespace!r} (every level needs a name)"
+                f"Empty namespace identifier: {namespace!r} ({which}every level needs a name)"
             )
         max_bytes = namespace_name_max_bytes(self._lakehouse.lakehouse_def)
         try:

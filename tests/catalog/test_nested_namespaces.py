@@ -5,7 +5,9 @@ before nesting reads the same and stays clean under fsck."""
 from __future__ import annotations
 
 import json
+import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyiceberg.exceptions import (
@@ -22,6 +24,7 @@ from lakecore.defs import encode_def, namespace_def
 from lakecore.errors import (
     CommitConflictError,
     InvalidNameError,
+    LakecoreError,
     NamespaceNotEmptyError,
     NotFoundError,
 )
@@ -139,6 +142,142 @@ def test_the_catalog_refuses_bad_levels_with_pyicebergs_types(tmp_path: Path) ->
         catalog.drop_namespace("abc.def")
 
 
+# Each bad input of issue 38 through the Iceberg catalog: (call, pyiceberg's type, the message
+# naming the offending part). The lakehouse: abc.def.ghi with a table t, names of at most 16 bytes.
+BAD_NESTED_INPUT: list[tuple[str, Any, type[Exception], str]] = [
+    # A level that is empty or holds the separator.
+    (
+        "empty level, string",
+        lambda c: c.create_namespace("abc..x"),
+        NoSuchNamespaceError,
+        r"'abc\.\.x' \(level 2 of 3 is empty",
+    ),
+    (
+        "empty level, tuple",
+        lambda c: c.create_namespace(("abc", "")),
+        NoSuchNamespaceError,
+        r"\('abc', ''\) \(level 2 of 2 is empty",
+    ),
+    (
+        "blank level",
+        lambda c: c.create_namespace(("abc", " ", "x")),
+        NoSuchNamespaceError,
+        r"level 2 of 3 is empty",
+    ),
+    (
+        "level holds '.'",
+        lambda c: c.create_namespace(("abc", "d.e")),
+        ValidationError,
+        r"level 'd\.e' holds '\.'.*\('d', 'e'\)",
+    ),
+    # Too long once joined, though each level is short.
+    (
+        "too long joined",
+        lambda c: c.create_namespace(("abc", "def", "ghijklmno")),
+        ValidationError,
+        r"'abc\.def\.ghijklmno' is 17 bytes in UTF-8; the lakehouse allows at most 16",
+    ),
+    (
+        "too long joined, table",
+        lambda c: c.create_table(("abc", "def", "ghijklmno", "t"), SCHEMA),
+        NoSuchNamespaceError,
+        r"'abc\.def\.ghijklmno' is 17 bytes",
+    ),
+    # A parent that does not exist where one is required.
+    (
+        "list children of a missing namespace",
+        lambda c: c.list_namespaces(("abc", "nope")),
+        NoSuchNamespaceError,
+        r"Namespace does not exist: abc\.nope",
+    ),
+    (
+        "list tables of a missing namespace",
+        lambda c: c.list_tables(("abc", "nope")),
+        NoSuchNamespaceError,
+        r"Namespace does not exist: abc\.nope",
+    ),
+    (
+        "table in a missing namespace",
+        lambda c: c.create_table(("abc", "nope", "t"), SCHEMA),
+        NoSuchNamespaceError,
+        r"'abc\.nope' does not exist",
+    ),
+    (
+        "table in a missing deeper namespace",
+        lambda c: c.create_table(("abc", "def", "ghi", "jk", "t"), SCHEMA),
+        NoSuchNamespaceError,
+        r"'abc\.def\.ghi\.jk' does not exist",
+    ),
+    (
+        "rename into a missing namespace",
+        lambda c: c.rename_table(("abc", "def", "ghi", "t"), ("abc", "nope", "t")),
+        NoSuchNamespaceError,
+        r"'abc\.nope' does not exist",
+    ),
+    (
+        "properties of a missing namespace",
+        lambda c: c.load_namespace_properties(("abc", "x")),
+        NoSuchNamespaceError,
+        r"Namespace abc\.x does not exists",
+    ),
+    (
+        "update a missing namespace",
+        lambda c: c.update_namespace_properties(("abc", "x"), updates={"k": "v"}),
+        NoSuchNamespaceError,
+        r"Namespace abc\.x does not exists",
+    ),
+    (
+        "drop a missing namespace",
+        lambda c: c.drop_namespace(("abc", "x")),
+        NoSuchNamespaceError,
+        r"Namespace abc\.x does not exists",
+    ),
+    # A namespace that has children is dropped only once empty.
+    (
+        "drop a namespace with a child namespace",
+        lambda c: c.drop_namespace(("abc", "def")),
+        IcebergNamespaceNotEmptyError,
+        r"Namespace abc\.def is not empty: .*still holds namespace\(s\) \(abc\.def\.ghi\)",
+    ),
+    (
+        "drop a namespace with a deeper child",
+        lambda c: c.drop_namespace("abc"),
+        IcebergNamespaceNotEmptyError,
+        r"Namespace abc is not empty: .*\(abc\.def, abc\.def\.ghi\)",
+    ),
+    (
+        "drop a namespace with a table",
+        lambda c: c.drop_namespace("abc.def.ghi"),
+        IcebergNamespaceNotEmptyError,
+        r"Namespace abc\.def\.ghi is not empty: .*still holds 1 table\(s\) \(t",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [pytest.param(*case[1:], id=case[0]) for case in BAD_NESTED_INPUT],
+)
+def test_each_bad_nested_input_is_refused_naming_it_and_writes_nothing(
+    tmp_path: Path, call: Any, error: type[Exception], message: str
+) -> None:
+    uri = str(tmp_path / "lake")
+    Lakehouse.create(uri, namespace_name_max_size_bytes=16)
+    catalog = LakecoreCatalog("c", uri=uri, warehouse=f"file://{tmp_path}/wh")
+    catalog.create_namespace(("abc", "def", "ghi"))
+    catalog.create_table(("abc", "def", "ghi", "t"), SCHEMA)
+    version = catalog.lakehouse.refresh().version
+    before = _files(tmp_path)
+    with pytest.raises(error, match=message) as refused:
+        call(catalog)
+    if isinstance(refused.value.__cause__, LakecoreError):  # lakecore's detail is kept
+        assert str(refused.value).endswith(str(refused.value.__cause__))
+    assert _files(tmp_path) == before  # nothing written: no root, definition or metadata file
+    assert Lakehouse.open(uri).version == version
+    assert catalog.list_namespaces(("abc", "def")) == [("abc", "def", "ghi")]
+    assert catalog.list_tables(("abc", "def", "ghi")) == [("abc", "def", "ghi", "t")]
+
+
 def test_the_cli_creates_lists_and_drops_nested_namespaces(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -181,3 +320,72 @@ def test_a_lakehouse_from_before_nesting_reads_the_same(tmp_path: Path) -> None:
     assert cli_main(["-l", uri, "fsck", "--all", "--deep"]) == 0
     result = check_version(lh, deep=True)
     assert result.ok, [str(v) for v in result.violations]
+
+
+PREVIOUS_RELEASE = Path(__file__).resolve().parents[1] / "fixtures" / "lakehouse-0b64641.tar.gz"
+
+
+def test_a_lakehouse_the_previous_release_made_opens_unchanged(tmp_path: Path) -> None:
+    """The lakehouse in tests/fixtures/lakehouse-0b64641.tar.gz was written by the CLI of
+    0b64641, the last commit before namespaces nested (tests/fixtures/make_lakehouse_0b64641.sh):
+    16 versions with flat names holding '.', one with an empty level, and a rollback. Every
+    version reads as that release wrote it, reading writes nothing, fsck --all --deep is clean,
+    and a nested change on top keeps it clean."""
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    with tarfile.open(PREVIOUS_RELEASE) as tar:
+        tar.extractall(lake, filter="data")
+    uri = str(lake)
+    written = {p: p.read_bytes() for p in _files(lake)}
+
+    assert cli_main(["-l", uri, "fsck", "--all", "--deep"]) == 0
+    lh = Lakehouse.open(uri)
+    versions = lh.versions()
+    assert [v.version for v in versions] == list(range(15, -1, -1))
+    assert versions[0].rollback_from_version == 14 and all(v.error is None for v in versions)
+    for info in versions:
+        result = check_version(lh.at_version(info.version), deep=True)
+        assert result.ok, (info.version, [str(v) for v in result.violations])
+
+    names = ["archive.2024", "plain", "sales", "sales.eu", "sales.eu.de", "x..y"]
+    assert lh.list_namespaces() == names
+    assert lh.child_namespaces() == ["archive", "plain", "sales", "x"]
+    assert lh.child_namespaces("sales") == ["sales.eu"]
+    assert lh.child_namespaces("sales.eu") == ["sales.eu.de"]
+    assert lh.child_namespaces("archive") == ["archive.2024"]  # 'archive' is implied
+    assert not lh.namespace_exists("archive")
+    assert lh.child_namespaces("x") == []  # 'x..y' has an empty level: no child of 'x'
+    tables = {ns: lh.list_tables(ns) for ns in names}
+    assert tables == {
+        "archive.2024": ["events"],
+        "plain": ["scratch"],
+        "sales": ["orders"],
+        "sales.eu": ["orders"],
+        "sales.eu.de": [],
+        "x..y": ["t"],
+    }
+    assert dict(lh.load_namespace("sales").properties) == {"owner": "alice"}
+    assert dict(lh.load_namespace("sales.eu").properties) == {"region": "eu"}
+    orders = lh.load_table("sales", "orders")
+    assert dict(orders.properties) == {"k": "w", "owner": "bob"}
+    assert [(c.id, c.name, c.nullable) for c in orders.schema.columns] == [
+        (1, "id", False),
+        (2, "amount", True),
+    ]
+    # Time travel: the scratch table and plain's note, before and after the rollback to 12.
+    assert lh.at_version(9).list_namespaces() == names
+    assert lh.at_version(9).list_tables("x..y") == []
+    assert lh.at_version(13).list_tables("plain") == []
+    assert dict(lh.at_version(14).load_namespace("plain").properties) == {"note": "kept"}
+    assert dict(lh.load_namespace("plain").properties) == {}
+    assert {p: p.read_bytes() for p in _files(lake)} == written  # reading wrote nothing
+
+    with lh.transaction() as tx:
+        tx.create_namespace("sales.eu.fr")
+    assert lh.child_namespaces("sales.eu") == ["sales.eu.de", "sales.eu.fr"]
+    with (
+        pytest.raises(NamespaceNotEmptyError, match=r"sales\.eu\.de, sales\.eu\.fr"),
+        lh.transaction() as tx,
+    ):
+        tx.drop_namespace("sales.eu")
+    assert cli_main(["-l", uri, "fsck", "--all", "--deep"]) == 0
