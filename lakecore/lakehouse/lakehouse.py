@@ -1,14 +1,13 @@
-"""The catalog API: a lakehouse of namespaces and tables, its versions, settings and exports.
+"""The catalog API: ``Lakehouse``, one lakehouse at its latest version, and its operations.
 
 Objects live in the tree under their encoded keys (``lakecore.keys``); each key's pvalue is the
-location of the object's definition file (``.binpb``). ``Lakehouse`` is one lakehouse at its
-latest version: opening and creating it, time travel, and the changes of the whole lakehouse
-(rollback, definition and settings changes, exports), each committed through ``commit_plan``,
-where an exported copy refuses every commit. Changes to namespaces and tables are staged in a
-``Transaction`` (``lakecore.lakehouse.transaction``, which states the isolation levels).
-
-This module holds that one concept, the lakehouse object and its whole-lakehouse operations;
-reading a version is ``lakecore.view``, exporting ``lakecore.lakehouse.export``.
+location of the object's definition file (``.binpb``). ``Lakehouse`` opens and creates a
+lakehouse, travels in time, and makes the changes of the whole lakehouse (rollback, definition
+and settings changes, exports), each committed through ``commit_plan``, where an exported copy
+refuses every commit. Namespace and table changes are staged in a ``Transaction``
+(``lakecore.lakehouse.transaction``, with the isolation levels). This module holds that one
+concept, the lakehouse object; reading a version is ``lakecore.view``, exporting
+``lakecore.lakehouse.export``.
 """
 
 from __future__ import annotations
@@ -29,6 +28,15 @@ from lakecore.errors import (
     NotFoundError,
     ReadOnlyLakehouseError,
 )
+from lakecore.export_records import (
+    ROLLBACK_PIN_PREFIX,
+    ExportInfo,
+    check_export_name_free,
+    check_user_properties,
+    with_export_recorded,
+    with_rollback_pin,
+    without_export,
+)
 from lakecore.lakehouse.export import CopyFiles, copy_snapshot, export_target
 from lakecore.lakehouse.transaction import Isolation, Transaction
 from lakecore.locations import new_lakehouse_def_path, root_node_file_name
@@ -43,21 +51,14 @@ from lakecore.versions import (
     write_hint,
 )
 from lakecore.view import (
-    ROLLBACK_PIN_PREFIX,
-    ExportInfo,
     LakehouseView,
     VersionInfo,
-    check_export_name_free,
-    check_user_properties,
     has_lakehouse,
     list_versions,
     open_version,
     read_lakehouse_def,
     read_root_and_def,
     store_for,
-    with_export_recorded,
-    with_rollback_pin,
-    without_export,
 )
 
 _LOG = logging.getLogger(__name__)

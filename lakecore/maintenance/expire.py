@@ -235,7 +235,7 @@ def _refuse_on_export_copy(
 ) -> None:
     """An exported copy is a read-only snapshot: its versions never expire. (A copy holds only
     its version 0, the latest, unless commits reached it before copies refused them.)"""
-    from lakecore.view import read_only_reason
+    from lakecore.export_records import read_only_reason
 
     reason = read_only_reason(lakehouse_def)
     if reason is not None and expired:
