@@ -28,6 +28,11 @@ With --full-list (and --report), every orphan goes to a Parquet dataset beside t
 Exit codes as in ``lakecore.errors.ExitCode``; a retained root or node that cannot be read is exit 6 with
 nothing deleted when its bytes are damaged (the line names the damaged versions and the repair),
 exit 4 when the read failed (storage; a rerun may succeed); an unsafe grace period is exit 2.
+
+This module holds one concept, the gc job's Spark pipeline, and stays one file: its stages pass
+each other DataFrames that stay cached until the run ends (the listing and reach, the judged
+orphans), so the job reads top to bottom as the stages above; the DataFrame units it shares
+with compact-versions are ``jobs.spark_units``, the design is ``lakecore.maintenance.gc``.
 """
 
 from __future__ import annotations

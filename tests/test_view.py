@@ -15,21 +15,23 @@ from lakecore.errors import (
     InvalidArgumentError,
     UnsupportedFormatVersionError,
 )
-from lakecore.lakehouse import Lakehouse
-from lakecore.locations import root_node_file_name
-from lakecore.storage import Storage
-from lakecore.view import (
+from lakecore.export_records import (
     EXPORT_MODE_PROPERTY,
     check_export_name_free,
     check_user_properties,
     export_infos,
+    read_only_reason,
+    with_export_recorded,
+)
+from lakecore.lakehouse import Lakehouse
+from lakecore.locations import root_node_file_name
+from lakecore.storage import Storage
+from lakecore.view import (
     has_lakehouse,
     list_versions,
     open_version,
     read_lakehouse_def,
-    read_only_reason,
     refuse_unsupported_format,
-    with_export_recorded,
 )
 
 

@@ -1,6 +1,12 @@
 """The ``lakecore`` command: the top of tier 2, over the catalog and maintenance.
 
-- ``main``: the parser and the commands that read and change a lakehouse;
+- ``main``: the parser, assembled from the command modules, and dispatch (errors to exit
+  codes);
+- ``objects``: ``init``, ``namespace`` and ``table``;
+- ``reading``: ``versions``, ``history``, ``describe``, ``get`` and ``tree``;
+- ``snapshots``: ``rollback`` and ``export``;
+- ``recovery``: ``fsck`` and ``repair``;
+- ``settings``: ``settings show|set``;
 - ``lookup``: the lookup-file and diff commands;
 - ``maintenance``: ``gc`` and ``compact-versions`` in one process (a small lakehouse), with
   ``gc`` and ``compact_versions``: their options, checks and report, which the Spark jobs share;

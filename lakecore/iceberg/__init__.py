@@ -2,9 +2,9 @@
 
 Needs the ``iceberg`` extra (``pip install 'lakecore[iceberg]'``). The rules (what a table
 definition holds, how commits stay safe, where files may live, time travel, error types) are in
-``lakecore.iceberg.catalog``'s docstring and in docs/format.md#iceberg-tables. Engine-neutral:
-nothing here imports pyspark or ``jobs``; it uses the public ``Lakehouse``/``Transaction`` API
-only.
+``lakecore.iceberg.catalog``'s docstring, each part's also in the module that implements it,
+and in docs/format.md#iceberg-tables. Engine-neutral: nothing here imports pyspark or ``jobs``;
+it uses the public ``Lakehouse``/``Transaction`` API only.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("lakecore.iceberg needs pyiceberg: pip install 'lakecore[iceberg]'") from exc
 
-from lakecore.iceberg.catalog import (
+from lakecore.iceberg.base import ReadOnlyTable
+from lakecore.iceberg.catalog import LakecoreCatalog
+from lakecore.iceberg.columns import ICEBERG_TYPE_PROPERTY, columns_of
+from lakecore.iceberg.errors import ReadOnlyCatalogError
+from lakecore.iceberg.locations import normalize_location
+from lakecore.iceberg.pointer import (
     CHECKED_PROPERTY,
     METADATA_LOCATION_PROPERTY,
     PREVIOUS_METADATA_LOCATION_PROPERTY,
-    LakecoreCatalog,
-    ReadOnlyCatalogError,
-    ReadOnlyTable,
-    normalize_location,
 )
-from lakecore.iceberg.columns import ICEBERG_TYPE_PROPERTY, columns_of
 
 __all__ = [
     "CHECKED_PROPERTY",

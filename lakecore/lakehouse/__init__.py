@@ -1,7 +1,7 @@
 """The catalog API and the operations on a whole lakehouse (tier 2).
 
-- ``lakehouse``: ``Lakehouse`` (open, create, versions, settings, exports, rollback) and
-  ``Transaction`` (isolation levels, the commit of staged changes);
+- ``lakehouse``: ``Lakehouse`` (open, create, versions, settings, exports, rollback);
+- ``transaction``: ``Transaction`` (isolation levels, the commit of staged changes);
 - ``export``: snapshot export, its three modes;
 - ``repair``: rebuild the hint, roll forward past damage, drop damaged versions;
 - ``history``: what each version did, derived from its parent;
@@ -18,12 +18,12 @@ from lakecore.lakehouse.lakehouse import (
     Lakehouse,
     LakehouseView,
     SettingsChange,
-    Transaction,
     VersionInfo,
     list_versions,
     open_version,
     read_lakehouse_def,
 )
+from lakecore.lakehouse.transaction import Transaction
 
 __all__ = [
     "ExportInfo",

@@ -171,15 +171,15 @@ def copy_snapshot(
     copy_files: CopyFiles | None = None,
 ) -> Storage:
     """Write the copy of ``exported`` to ``target_storage`` (``export_target``) as its version 0."""
-    from lakecore.view import (
+    from lakecore.export_records import (
         EXPORT_MODE_PROPERTY,
         EXPORT_NAME_PROPERTY,
         EXPORT_ORIGIN_PROPERTY,
         EXPORT_SOURCE_PROPERTY,
         EXPORT_VERSION_PROPERTY,
         EXPORTS_PROPERTY_PREFIX,
-        read_lakehouse_def,
     )
+    from lakecore.view import read_lakehouse_def
 
     source = view.storage
     source_def = read_lakehouse_def(source, exported.lakehouse_def_path)

@@ -31,16 +31,11 @@ from typing import Any
 from lakecore import keys as K
 from lakecore.defs import LakehouseDef
 from lakecore.errors import LakecoreError
+from lakecore.export_records import ROLLBACK_PIN_PREFIX
 from lakecore.storage import Storage
 from lakecore.units import plural
 from lakecore.versions import expired_versions, export_pins
-from lakecore.view import (
-    ROLLBACK_PIN_PREFIX,
-    LakehouseView,
-    VersionInfo,
-    list_versions,
-    open_version,
-)
+from lakecore.view import LakehouseView, VersionInfo, list_versions, open_version
 
 # -- names -----------------------------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ from lakecore.errors import (
     StorageError,
     TreeStructureError,
 )
+from lakecore.export_records import read_only_reason
 from lakecore.lakehouse.version_check import check_version
 from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
 from lakecore.node import Node
@@ -67,7 +68,6 @@ from lakecore.view import (
     list_versions,
     open_version,
     read_lakehouse_def,
-    read_only_reason,
     root_file_versions,
 )
 

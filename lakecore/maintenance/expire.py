@@ -45,6 +45,11 @@ and the latest pins, and refuses step 3's deletes (``ExpiryConflictError``, exit
 rollback landed unwalked or a pin names an expired version. A rollback or export that pins
 later reads its version after its root is gone, and fails: none of them ever names a deleted
 file.
+
+This module holds one concept, version expiry, and stays one file: the order of effects above
+is its safety argument, and the plan, each step and ``expire_in_process``, which runs them in
+that order (as the Spark job does), are the argument's parts; the shared units (listing,
+reach, tally, delete) are already modules of their own.
 """
 
 from __future__ import annotations
@@ -235,7 +240,7 @@ def _refuse_on_export_copy(
 ) -> None:
     """An exported copy is a read-only snapshot: its versions never expire. (A copy holds only
     its version 0, the latest, unless commits reached it before copies refused them.)"""
-    from lakecore.view import read_only_reason
+    from lakecore.export_records import read_only_reason
 
     reason = read_only_reason(lakehouse_def)
     if reason is not None and expired:

@@ -51,7 +51,7 @@ from pyiceberg.exceptions import (
 )
 
 from lakecore.errors import NotFoundError, StorageError
-from lakecore.iceberg.catalog import ReadOnlyCatalogError
+from lakecore.iceberg.errors import ReadOnlyCatalogError
 
 BAD_REQUEST: Final = "BadRequestException"
 NOT_AUTHORIZED: Final = "NotAuthorizedException"

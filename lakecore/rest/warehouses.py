@@ -30,7 +30,8 @@ from typing import Final
 from pyiceberg.catalog import Catalog
 
 from lakecore.errors import LakecoreError
-from lakecore.iceberg.catalog import LakecoreCatalog, normalize_location
+from lakecore.iceberg.catalog import LakecoreCatalog
+from lakecore.iceberg.locations import normalize_location
 from lakecore.rest.errors import RestError
 
 NO_SUCH_WAREHOUSE: Final = "NoSuchWarehouseException"

@@ -29,6 +29,12 @@ messages or below them.
 Nothing here changes a node in place: loaded nodes are copied into ``WNode`` working nodes,
 and ``TreeWriter.finish`` writes every changed node to a new file, children first, and returns
 the new root's content for the version layer to commit.
+
+This module holds one concept, the settle algorithm, and stays one file: its steps call each
+other (settle, push down, settle the child, merge, settle again, demote), the working node
+``WNode`` is only its state, and the subtree flush (``flush_node``, the Spark flush job's unit)
+runs the same steps on one subtree through the writer's own internals. Apart, each piece would
+have to be read with the others open beside it.
 """
 
 from __future__ import annotations

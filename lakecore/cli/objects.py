@@ -1,0 +1,438 @@
+"""``lakecore init``, ``namespace`` and ``table``: creating a lakehouse and changing its objects.
+
+Rules:
+
+* ``init`` takes the place as a positional or as ``-l/--lakehouse`` (as every other command is
+  written), not two different ones; the tree's order and the name sizes are set only here.
+* A change commits one version, or none: ``set-properties`` that sets what is already there
+  commits nothing and says so (``committed: false``). ``unset-properties`` of a key that is
+  not set is an error (``NotFoundError``) naming the keys there are; ``set-properties`` naming
+  a key twice is one too.
+* ``list`` and ``show`` read a version (``--version``/``--as-of``, default the latest) and
+  change nothing; ``namespace list`` names every namespace by its full name, ``--parent`` only
+  the direct children.
+* ``table create`` needs at least one ``--column ID:NAME:TYPE[:nullable|required]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from lakecore.cli.args import (
+    add_version_options,
+    emit,
+    key_value,
+    lakehouse_uri,
+    open_lakehouse,
+    open_view,
+    storage_options_of,
+)
+from lakecore.cli.settings import add_age_options
+from lakecore.errors import ExitCode, InvalidArgumentError, NotFoundError
+
+
+def _column(text: str) -> dict[str, Any]:
+    """``ID:NAME:TYPE[:nullable|required]``, e.g. ``1:id:INT8:required``."""
+    parts = text.split(":")
+    if len(parts) not in (3, 4) or not parts[0].isdigit():
+        raise argparse.ArgumentTypeError(
+            f"column {text!r} must be ID:NAME:TYPE[:nullable|required]"
+        )
+    nullable = True
+    if len(parts) == 4:
+        if parts[3] not in ("nullable", "required"):
+            raise argparse.ArgumentTypeError(
+                f"column {text!r}: the 4th part must be nullable or required"
+            )
+        nullable = parts[3] == "nullable"
+    return {"id": int(parts[0]), "name": parts[1], "type": parts[2].upper(), "nullable": nullable}
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from lakecore.lakehouse import Lakehouse
+
+    fields = {
+        name: getattr(args, name)
+        for name in (
+            "order",
+            "namespace_name_max_size_bytes",
+            "table_name_max_size_bytes",
+            "file_name_max_size_bytes",
+            "node_file_max_size_bytes",
+            "maximum_version_age_millis",
+            "minimum_versions_to_keep",
+        )
+        if getattr(args, name) is not None
+    }
+    if args.maximum_version_age is not None:
+        fields["maximum_version_age_millis"] = args.maximum_version_age
+    named = getattr(args, "lakehouse", None)
+    if args.uri and named and args.uri != named:
+        raise InvalidArgumentError(
+            f"init: two places given, {args.uri} and --lakehouse {named}; give one"
+        )
+    # ``lakecore -l URI init`` as every other command is written, or the positional URI
+    try:
+        uri = args.uri or lakehouse_uri(args)
+    except InvalidArgumentError:
+        raise InvalidArgumentError(
+            "init: say where to create the lakehouse: lakecore init PATH_OR_URI"
+        ) from None
+    lh = Lakehouse.create(
+        uri,
+        name=args.name,
+        storage_options=storage_options_of(args),
+        properties=dict(args.property or []),
+        **fields,
+    )
+    d = lh.lakehouse_def
+    emit(
+        args,
+        f"created lakehouse {d.name!r} at {lh.uri} (version 0, order {d.order})",
+        {"uri": lh.uri, "version": lh.version, "name": d.name, "order": d.order},
+    )
+    return ExitCode.OK
+
+
+PAST_TENSE = {
+    "create": "created",
+    "drop": "dropped",
+    "set-properties": "set properties of",
+    "unset-properties": "unset properties of",
+}
+
+
+def _property_changes(args: argparse.Namespace) -> tuple[dict[str, str], list[str]]:
+    if args.action == "set-properties":
+        props = dict(args.properties)
+        if len(props) != len(args.properties):
+            raise InvalidArgumentError("set-properties names the same key twice")
+        return props, []
+    return {}, list(dict.fromkeys(args.keys))
+
+
+def _check_unset(kind: str, name: str, current: Any, keys: list[str]) -> None:
+    missing = [k for k in keys if k not in current]
+    if missing:
+        raise NotFoundError(
+            f"{kind} {name} has no propert{'y' if len(missing) == 1 else 'ies'} "
+            f"{', '.join(map(repr, missing))} to unset (it has: {', '.join(sorted(current)) or 'none'})"
+        )
+
+
+def cmd_namespace(args: argparse.Namespace) -> int:
+    if args.action == "list":
+        view = open_view(args)
+        # Every namespace by its full name (a.b.c); with --parent only its direct children.
+        names = (
+            view.list_namespaces() if args.parent is None else view.child_namespaces(args.parent)
+        )
+        listing: dict[str, Any] = {"version": view.version, "namespaces": names}
+        if args.parent is not None:
+            listing["parent"] = args.parent
+        emit(args, "\n".join(names) if names else "(no namespaces)", listing)
+        return ExitCode.OK
+    if args.action == "show":
+        view = open_view(args)
+        definition = view.load_namespace(args.namespace)
+        props = dict(definition.properties)
+        emit(
+            args,
+            f"namespace {definition.name}\n"
+            + "".join(f"  {k} = {v}\n" for k, v in sorted(props.items())).rstrip(),
+            {"version": view.version, "name": definition.name, "properties": props},
+        )
+        return ExitCode.OK
+    lh = open_lakehouse(args)
+    before = lh.version
+    data: dict[str, Any] = {}
+    with lh.transaction() as tx:
+        if args.action == "create":
+            tx.create_namespace(
+                args.namespace, properties=dict(args.property or []), parents=args.parents
+            )
+        elif args.action == "drop":
+            tx.drop_namespace(args.namespace)
+        else:
+            props, unset = _property_changes(args)
+            current = dict(tx.load_namespace(args.namespace).properties)
+            _check_unset("namespace", repr(args.namespace), current, unset)
+            after = {**{k: v for k, v in current.items() if k not in unset}, **props}
+            data["properties"] = after
+            if after != current:
+                tx.update_namespace(args.namespace, properties=props, remove_properties=unset)
+    committed = lh.version != before
+    verb = PAST_TENSE[args.action]
+    if committed:
+        human = f"{verb} namespace {args.namespace!r} in version {lh.version}"
+    else:
+        human = f"namespace {args.namespace!r} already has these properties; nothing committed (version {lh.version})"
+    emit(
+        args,
+        human,
+        {
+            "version": lh.version,
+            "namespace": args.namespace,
+            "action": args.action,
+            "committed": committed,
+            **data,
+        },
+    )
+    return ExitCode.OK
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    from google.protobuf.json_format import MessageToDict
+
+    from lakecore.lakehouse.history import display_name  # deferred: --help stays cheap
+
+    if args.action == "list":
+        view = open_view(args)
+        names = view.list_tables(args.namespace)
+        emit(
+            args,
+            "\n".join(names) if names else "(no tables)",
+            {"version": view.version, "tables": names},
+        )
+        return ExitCode.OK
+    if args.action == "show":
+        view = open_view(args)
+        definition = view.load_table(args.namespace, args.table)
+        data = MessageToDict(definition, preserving_proto_field_name=True)
+        from lakecore.defs import pb
+
+        columns = ", ".join(
+            f"{c.name} {pb.DataType.Name(c.type)}" for c in definition.schema.columns
+        )
+        emit(
+            args,
+            f"table {args.namespace}.{definition.name} ({definition.table_format}, {definition.table_type})\n"
+            f"  columns: {columns or '-'}\n  properties: {dict(definition.properties)}\n"
+            f"  format properties: {dict(definition.format_properties)}",
+            # Always present, also when empty (MessageToDict leaves empty maps out).
+            {
+                "version": view.version,
+                **data,
+                "format_properties": dict(definition.format_properties),
+            },
+        )
+        return ExitCode.OK
+    if args.action == "create" and not args.column:
+        raise InvalidArgumentError(
+            f"table create {args.namespace} {args.table}: give at least one --column ID:NAME:TYPE (e.g. 1:id:INT8)"
+        )
+    lh = open_lakehouse(args)
+    before = lh.version
+    changed: dict[str, Any] = {}
+    with lh.transaction() as tx:
+        if args.action == "create":
+            tx.create_table(
+                args.namespace,
+                args.table,
+                columns=args.column or [],
+                table_format=args.format,
+                table_type=args.type,
+                properties=dict(args.property or []),
+            )
+        elif args.action == "drop":
+            tx.drop_table(args.namespace, args.table)
+        else:
+            props, unset = _property_changes(args)
+            current = dict(tx.load_table(args.namespace, args.table).properties)
+            _check_unset("table", display_name(args.namespace, args.table), current, unset)
+            after = {**{k: v for k, v in current.items() if k not in unset}, **props}
+            changed["properties"] = after
+            if after != current:
+                tx.update_table(
+                    args.namespace, args.table, properties=props, remove_properties=unset
+                )
+    committed = lh.version != before
+    name = display_name(args.namespace, args.table)
+    if committed:
+        human = f"{PAST_TENSE[args.action]} table {name} in version {lh.version}"
+    else:
+        human = (
+            f"table {name} already has these properties; nothing committed (version {lh.version})"
+        )
+    emit(
+        args,
+        human,
+        {
+            "version": lh.version,
+            "namespace": args.namespace,
+            "table": args.table,
+            "action": args.action,
+            "committed": committed,
+            **changed,
+        },
+    )
+    return ExitCode.OK
+
+
+def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -> None:
+    """The ``init``, ``namespace`` and ``table`` commands; ``subcommand(sub, name, help, ...)`` makes a subparser with the command
+    line's shared options (``--json``, ``-l/--lakehouse``)."""
+    p = subcommand(sub, "init", "create a lakehouse")
+    p.add_argument(
+        "uri",
+        nargs="?",
+        help="where to create it: a path or a URI such as s3://bucket/lake (default: -l/--lakehouse, "
+        "else LAKECORE_LAKEHOUSE)",
+    )
+    p.add_argument("--name", default="lakehouse", help="the lakehouse's name (default: lakehouse)")
+    p.add_argument("--order", type=int, help="the tree's order: the most children a node may have")
+    p.add_argument(
+        "--namespace-name-max-size-bytes",
+        dest="namespace_name_max_size_bytes",
+        type=int,
+        metavar="N",
+        help="the longest namespace name, in UTF-8 bytes (fixed for the lakehouse's life)",
+    )
+    p.add_argument(
+        "--table-name-max-size-bytes",
+        dest="table_name_max_size_bytes",
+        type=int,
+        metavar="N",
+        help="the longest table name, in UTF-8 bytes (fixed for the lakehouse's life)",
+    )
+    p.add_argument(
+        "--file-name-max-size-bytes",
+        dest="file_name_max_size_bytes",
+        type=int,
+        metavar="N",
+        help="the longest file name lakecore may write",
+    )
+    p.add_argument(
+        "--node-file-max-size-bytes",
+        dest="node_file_max_size_bytes",
+        type=int,
+        metavar="N",
+        help="the largest node file; a fuller write buffer is flushed down",
+    )
+    p.add_argument(
+        "--minimum-versions-to-keep",
+        dest="minimum_versions_to_keep",
+        type=int,
+        metavar="N",
+        help="the newest N versions never expire, whatever their age",
+    )
+    add_age_options(p)
+    p.add_argument(
+        "--property",
+        action="append",
+        type=key_value,
+        metavar="KEY=VALUE",
+        help="a lakehouse property (repeatable)",
+    )
+    p.set_defaults(func=cmd_init)
+
+    p = subcommand(
+        sub, "namespace", "create, drop, list or show namespaces; set or unset their properties"
+    )
+    actions = p.add_subparsers(
+        dest="action",
+        required=True,
+        metavar="{create,drop,list,show,set-properties,unset-properties}",
+    )
+    a = subcommand(actions, "create", "create a namespace (a.b is b inside a)")
+    a.add_argument("namespace", help="the namespace name; levels joined with '.', e.g. sales.eu")
+    a.add_argument(
+        "--parents",
+        action="store_true",
+        help="create the missing parents too (with no properties), as mkdir -p; without it a "
+        "missing parent is only implied (listed, but holding no tables or properties)",
+    )
+    a.add_argument(
+        "--property",
+        action="append",
+        type=key_value,
+        metavar="KEY=VALUE",
+        help="a property (repeatable)",
+    )
+    a = subcommand(actions, "drop", "drop an empty namespace (no tables, no namespaces inside)")
+    a.add_argument("namespace", help="the namespace name")
+    a = subcommand(
+        actions, "list", "every namespace by its full name, sorted; or a namespace's children"
+    )
+    a.add_argument(
+        "--parent",
+        metavar="NAMESPACE",
+        help="list only the direct children of NAMESPACE (e.g. sales for sales.eu, sales.us)",
+    )
+    add_version_options(a)
+    a = subcommand(actions, "show", "a namespace and its properties")
+    a.add_argument("namespace", help="the namespace name")
+    add_version_options(a)
+    _properties_actions(subcommand, actions, "namespace", [("namespace", "the namespace name")])
+    p.set_defaults(func=cmd_namespace)
+
+    p = subcommand(sub, "table", "create, drop, list or show tables; set or unset their properties")
+    actions = p.add_subparsers(
+        dest="action",
+        required=True,
+        metavar="{create,drop,list,show,set-properties,unset-properties}",
+    )
+    a = subcommand(actions, "create", "create a table")
+    a.add_argument("namespace", help="the namespace it goes in")
+    a.add_argument("table", help="the table name")
+    a.add_argument(
+        "--column",
+        action="append",
+        type=_column,
+        metavar="ID:NAME:TYPE[:nullable|required]",
+        help="a column, e.g. 1:id:INT8:required (repeatable; at least one)",
+    )
+    a.add_argument("--format", default="ICEBERG", help="table format (default ICEBERG)")
+    a.add_argument("--type", default="MANAGED", help="table type (default MANAGED)")
+    a.add_argument(
+        "--property",
+        action="append",
+        type=key_value,
+        metavar="KEY=VALUE",
+        help="a property (repeatable)",
+    )
+    a = subcommand(actions, "drop", "drop a table")
+    a.add_argument("namespace", help="the table's namespace")
+    a.add_argument("table", help="the table name")
+    a = subcommand(actions, "list", "the tables of a namespace, sorted")
+    a.add_argument("namespace", help="the namespace")
+    add_version_options(a)
+    a = subcommand(actions, "show", "a table's definition")
+    a.add_argument("namespace", help="the table's namespace")
+    a.add_argument("table", help="the table name")
+    add_version_options(a)
+    _properties_actions(
+        subcommand,
+        actions,
+        "table",
+        [("namespace", "the table's namespace"), ("table", "the table name")],
+    )
+    p.set_defaults(func=cmd_table)
+
+
+def _properties_actions(
+    subcommand: Callable[..., argparse.ArgumentParser],
+    actions: Any,
+    kind: str,
+    positionals: list[tuple[str, str]],
+) -> None:
+    a = subcommand(
+        actions,
+        "set-properties",
+        f"set {kind} properties (merged into the current ones); "
+        "a change that changes nothing commits nothing",
+    )
+    for name, help_text in positionals:
+        a.add_argument(name, help=help_text)
+    a.add_argument(
+        "properties", nargs="+", type=key_value, metavar="KEY=VALUE", help="the properties to set"
+    )
+    a = subcommand(actions, "unset-properties", f"remove {kind} properties (each must be set)")
+    for name, help_text in positionals:
+        a.add_argument(name, help=help_text)
+    a.add_argument("keys", nargs="+", metavar="KEY", help="the property keys to remove")
+
+
+__all__ = ["add_commands", "cmd_init", "cmd_namespace", "cmd_table"]

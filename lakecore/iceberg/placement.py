@@ -1,0 +1,515 @@
+"""The catalog's side of the rule that no two tables share a folder: each change checks it and
+keeps the location registry that lets it be checked without a scan.
+
+``lakecore.iceberg.roots`` states the rule, the registry's keys and how the tables a path could
+overlap are found; ``lakecore.iceberg.references`` what a commit reads to find the folders it
+names files in; this module applies both inside the lakecore transaction of a change.
+
+Rules:
+
+* **Checked in the change's own transaction.** A table's roots (its location and write paths)
+  are checked when they are set or moved (``_check_roots``: ``create_table``,
+  ``register_table``, ``rename_table``, a commit that changes a root) and a namespace's folder
+  when it is made or its ``location`` set (``_check_namespace_folder``), against what the
+  transaction sees, and the registry entry is written in the same commit: a concurrent change
+  that breaks the rule conflicts. A create also checks before any file is written
+  (``_precheck_roots``).
+* **No table or namespace folder in another lakehouse's warehouse** (``lakecore.iceberg.warehouse``):
+  a root placed explicitly, and every namespace folder, is refused there.
+* **The registry is built once per lakehouse**, with the first change that finds none of this
+  format (``_ensure_registry``): every Iceberg table's metadata and manifests are read
+  (``REGISTRY_BUILD_THREADS`` at a time) and the warehouse claimed. A lakehouse whose recorded
+  warehouse is another is refused. ``rebuild_location_registry`` builds it again on demand.
+* **A commit records only what is new** (``_check_change``): the folders outside the table's
+  roots where the files it adds lie; an append under the table's own roots changes no
+  definition, and so never conflicts with another table's commit. A root the table gives up
+  counts as outside from then on (it still holds files the metadata names).
+* **A table written around the registry is recorded whole** (``_written_around_registry``):
+  when its stamp (``CHECKED_PROPERTY``) names another metadata file, or it has a root neither
+  its name gives away nor the registry records, its next commit here records its roots and the
+  references of every file it names, as the registry's build does.
+* Dropping a table drops its registry entries in the same transaction (``drop_with_entries``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Final, Protocol
+
+from pyiceberg.catalog import LOCATION
+from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
+
+from lakecore.defs import pb
+from lakecore.errors import InvalidArgumentError, InvalidLocationError, StorageError
+from lakecore.iceberg.base import CatalogBase
+from lakecore.iceberg.errors import translated
+from lakecore.iceberg.locations import normalize_location
+from lakecore.iceberg.pointer import (
+    CHECKED_PROPERTY,
+    METADATA_LOCATION_PROPERTY,
+    is_checked,
+    read_metadata,
+)
+from lakecore.iceberg.references import ReferenceFinder
+from lakecore.iceberg.roots import (
+    MAX_REFERENCE_FOLDERS,
+    REGISTRY_FORMAT,
+    REGISTRY_MARKER_PROPERTY,
+    WAREHOUSE_PROPERTY,
+    WRITE_PATH_PROPERTIES,
+    Registry,
+    contains,
+    default_located_ancestors,
+    is_registry_key,
+    named_by,
+    namespace_location_key,
+    namespace_name_of_folder,
+    overlaps,
+    reduce_folders,
+    refs_key,
+    refs_property,
+    registered_roots,
+    roots_key,
+    roots_property,
+    table_roots,
+)
+from lakecore.iceberg.warehouse import claim_warehouse, claimed_between
+from lakecore.lakehouse import Transaction
+
+# Threads reading tables' metadata and manifests when the registry is built.
+REGISTRY_BUILD_THREADS: Final = 8
+
+
+class CatalogReader(Protocol):
+    """What the location checks read: a transaction (sees its own writes) or a version."""
+
+    def table_exists(self, ns: str, table: str) -> bool: ...
+    def load_table(self, ns: str, table: str) -> pb.TableDef: ...
+    def list_tables(self, ns: str) -> list[str]: ...
+    def list_namespaces(self) -> list[str]: ...
+    def namespaces_starting_with(self, name_prefix: str, limit: int | None = None) -> list[str]: ...
+
+
+def drop_with_entries(tx: Transaction, ns: str, name: str) -> None:
+    """Drop the table and its registry entries (lakecore.iceberg.roots) in ``tx``."""
+    tx.drop_table(ns, name)
+    for key in (roots_key(ns, name), refs_key(ns, name)):
+        if tx.definition_property(key) is not None:
+            tx.set_definition_properties({key: None})
+
+
+class PlacementRules(CatalogBase):
+    """The location rule between tables and namespaces, and the registry (see the module
+    docstring)."""
+
+    # -- the location rule (lakecore.iceberg.roots) -------------------------------------------
+
+    @staticmethod
+    def _named_roots(metadata: TableMetadata) -> list[tuple[str, str]]:
+        """(what, normalized root) for each root of the table."""
+        named = [("table location", metadata.location)]
+        named += [
+            (f"the table property {n}", str(metadata.properties[n]))
+            for n in WRITE_PATH_PROPERTIES
+            if metadata.properties.get(n)
+        ]
+        return [(what, normalize_location(root)) for what, root in named]
+
+    def _roots(self, metadata: TableMetadata) -> list[str]:
+        return sorted({root for _, root in self._named_roots(metadata)})
+
+    def _metadata_of(self, ns: str, name: str, definition: pb.TableDef) -> TableMetadata | None:
+        """A table's current metadata (None for a table without Iceberg metadata)."""
+        metadata_location = definition.format_properties.get(METADATA_LOCATION_PROPERTY)
+        if definition.table_format != "ICEBERG" or not metadata_location:
+            return None
+        io = self._load_file_io(location=str(metadata_location))
+        return read_metadata(io, f"{ns}.{name}", str(metadata_location))
+
+    def _definition_roots(self, ns: str, name: str, definition: pb.TableDef) -> list[str]:
+        """The roots of a table from its current metadata (none for a non-Iceberg table)."""
+        metadata = self._metadata_of(ns, name, definition)
+        if metadata is None:
+            return []
+        return sorted(
+            normalize_location(r) for r in table_roots(metadata.location, metadata.properties)
+        )
+
+    def _table_references(self, metadata: TableMetadata, metadata_location: str) -> set[str]:
+        """The reference folders of everything a table's metadata names (reads every manifest)."""
+        io = self._load_file_io(metadata.properties, metadata_location)
+        finder = ReferenceFinder(self.warehouse, self._roots(metadata), normalize_location)
+        return finder.named_by_table(io, metadata, metadata_location)
+
+    def _registry(self, tx: Transaction) -> Registry:
+        """The registry as ``tx`` would commit it."""
+        properties = dict(tx.lakehouse_def.properties)
+        for key, value in tx.definition_changes.items():
+            if value is None:
+                properties.pop(key, None)
+            else:
+                properties[key] = value
+        return Registry.of(properties)
+
+    def _lakehouse_uri(self) -> str:
+        return normalize_location(self._lakehouse.storage.root_uri)
+
+    def _ensure_registry(self, tx: Transaction) -> Registry:
+        """The registry, built in ``tx`` from every Iceberg table's metadata and manifests when
+        the lakehouse has none of this format yet (one scan per lakehouse, committed with the
+        change ``tx`` makes, which also claims the warehouse).
+
+        Raises:
+            InvalidLocationError: the lakehouse's warehouse is not this catalog's, or another
+                lakehouse owns it, or a table lies outside it.
+            CorruptFileError: a table's metadata cannot be read.
+        """
+        registry = self._registry(tx)
+        if not registry.complete:
+            self._build_registry(tx)
+            return self._registry(tx)
+        if registry.warehouse != self.warehouse:
+            raise InvalidLocationError(
+                f"this catalog's warehouse {self.warehouse} is not the lakehouse's: its Iceberg "
+                f"tables live in {registry.warehouse}; reopen the catalog with "
+                f"warehouse={registry.warehouse} or without the property"
+            )
+        return registry
+
+    def _build_registry(self, tx: Transaction, *, restamp: bool = False) -> None:
+        """Write the whole registry in ``tx`` from every table's metadata and manifests,
+        replacing any older one, and claim the warehouse. With ``restamp`` a table whose
+        definition another writer changed after this catalog checked it is stamped checked
+        again (its current state is what the registry now holds)."""
+        claim_warehouse(self.warehouse, self._lakehouse_uri(), self._storage_options)
+        changes: dict[str, str | None] = {
+            key: None for key in tx.lakehouse_def.properties if is_registry_key(key)
+        }
+        changes[REGISTRY_MARKER_PROPERTY] = REGISTRY_FORMAT
+        changes[WAREHOUSE_PROPERTY] = self.warehouse
+        tables: list[tuple[str, str, pb.TableDef]] = []
+        for ns in tx.list_namespaces():
+            location = tx.load_namespace(ns).properties.get(LOCATION)
+            if location:
+                changes[namespace_location_key(ns)] = normalize_location(str(location))
+            tables += [(ns, name, tx.load_table(ns, name)) for name in tx.list_tables(ns)]
+
+        def scan(item: tuple[str, str, pb.TableDef]) -> tuple[list[str], set[str]] | None:
+            ns, name, definition = item
+            metadata = self._metadata_of(ns, name, definition)
+            if metadata is None:
+                return None
+            location = str(definition.format_properties[METADATA_LOCATION_PROPERTY])
+            return self._roots(metadata), self._table_references(metadata, location)
+
+        with ThreadPoolExecutor(REGISTRY_BUILD_THREADS) as pool:
+            scanned = list(pool.map(scan, tables))
+        for (ns, name, definition), found in zip(tables, scanned, strict=True):
+            if found is None:
+                continue
+            roots, references = found
+            outside = [r for r in roots if not r.startswith(self.warehouse + "/")]
+            if outside:
+                raise InvalidLocationError(
+                    f"table {ns}.{name} keeps files in {outside[0]}, outside the warehouse "
+                    f"{self.warehouse} this catalog was given: all of a lakehouse's Iceberg tables "
+                    "live in its one warehouse; open the catalog with a warehouse that holds every "
+                    "table's folders"
+                )
+            changes.update(roots_property(self.warehouse, ns, name, roots))
+            changes.update(
+                refs_property(
+                    ns, name, reduce_folders(self.warehouse, references, MAX_REFERENCE_FOLDERS)
+                )
+            )
+            current = str(definition.format_properties[METADATA_LOCATION_PROPERTY])
+            stamp = definition.format_properties.get(CHECKED_PROPERTY)
+            if restamp and stamp is not None and stamp != current:
+                tx.update_table(
+                    ns, name, format_properties={CHECKED_PROPERTY: current}, checked_by_catalog=True
+                )
+        tx.set_definition_properties(
+            {k: v for k, v in changes.items() if v is not None or k in tx.lakehouse_def.properties}
+        )
+
+    def _tables_overlapping(
+        self, reader: CatalogReader, registry: Registry, path: str
+    ) -> dict[tuple[str, str], list[str]]:
+        """Every live table with a root overlapping ``path``, with its roots: the registry's,
+        the default-located tables at ``path`` and its ancestors, and the tables of every
+        namespace whose folder ``path`` contains (see lakecore.iceberg.roots)."""
+        candidates: dict[tuple[str, str], list[str] | None] = {
+            name: roots
+            for name, roots in registry.tables.items()
+            if any(overlaps(r, path) for r in roots)
+        }
+        for ns, name, _ in default_located_ancestors(self.warehouse, path):
+            candidates.setdefault((ns, name), None)
+        for ns in self._namespaces_in_folder(reader, registry, path):
+            for name in reader.list_tables(ns):
+                candidates.setdefault((ns, name), None)
+        return self._live_with_roots(
+            reader, candidates, lambda roots: any(overlaps(r, path) for r in roots)
+        )
+
+    def _live_with_roots(
+        self,
+        reader: CatalogReader,
+        candidates: Mapping[tuple[str, str], list[str] | None],
+        keep: Callable[[list[str]], bool],
+    ) -> dict[tuple[str, str], list[str]]:
+        """The candidates that exist, with their roots (the registry's, which list only roots
+        the name does not give away, joined with the metadata's), where ``keep(roots)``."""
+        found: dict[tuple[str, str], list[str]] = {}
+        for (ns, name), known in candidates.items():
+            try:
+                if not reader.table_exists(ns, name):
+                    continue
+                definition = reader.load_table(ns, name)
+            except InvalidArgumentError:  # a path segment that is no valid name names nothing
+                continue
+            roots = sorted(set(known or []) | set(self._definition_roots(ns, name, definition)))
+            if keep(roots):
+                found[(ns, name)] = roots
+        return found
+
+    def _tables_holding(
+        self, reader: CatalogReader, registry: Registry, folder: str
+    ) -> dict[tuple[str, str], list[str]]:
+        """Every live table with a root that equals or contains ``folder``: the registry's and
+        the default-located tables at ``folder`` and its ancestors (no scan)."""
+        candidates: dict[tuple[str, str], list[str] | None] = {
+            name: roots
+            for name, roots in registry.tables.items()
+            if any(contains(r, folder) for r in roots)
+        }
+        for ns, name, _ in default_located_ancestors(self.warehouse, folder):
+            candidates.setdefault((ns, name), None)
+        return self._live_with_roots(
+            reader, candidates, lambda roots: any(contains(r, folder) for r in roots)
+        )
+
+    def _namespaces_in_folder(
+        self, reader: CatalogReader, registry: Registry, path: str
+    ) -> list[str]:
+        """Namespaces whose folder equals ``path`` or lies inside it."""
+        found = set(registry.namespaces_with_folder_in(path))
+        if contains(path, self.warehouse):
+            found.update(reader.list_namespaces())
+            return sorted(found)
+        folder = namespace_name_of_folder(self.warehouse, path)
+        if folder:
+            try:
+                names = reader.namespaces_starting_with(folder)
+            except InvalidArgumentError:
+                names = []
+            found.update(n for n in names if n == folder or n.startswith(folder + "."))
+        return sorted(found)
+
+    def _check_roots(
+        self,
+        tx: Transaction,
+        ns: str,
+        name: str,
+        metadata: TableMetadata,
+        *,
+        also_not: tuple[str, str] | None = None,
+    ) -> None:
+        """The location rule for every root of table ``ns.name`` (see lakecore.iceberg.roots),
+        and the registry entry that records its roots, both in ``tx``.
+
+        Raises:
+            InvalidLocationError: a root breaks the rule (the message names the other party).
+        """
+        registry = self._ensure_registry(tx)
+        named = self._named_roots(metadata)
+        for what, root in named:
+            if named_by(self.warehouse, root) != (ns, name):
+                # Placed explicitly: it may lie in a folder another lakehouse claimed.
+                self._refuse_claimed(root, f"{what} {root} of table {ns}.{name}")
+            folders = self._namespaces_in_folder(tx, registry, root)
+            if folders:
+                raise InvalidLocationError(
+                    f"{what} {root} of table {ns}.{name} equals or contains the folder of namespace "
+                    f"{folders[0]!r}; a table "
+                    "needs a folder of its own (leave the location out for a default one)"
+                )
+            others = {
+                k: v
+                for k, v in self._tables_overlapping(tx, registry, root).items()
+                if k not in ((ns, name), also_not)
+            }
+            if others:
+                (other_ns, other_name), roots = next(iter(sorted(others.items())))
+                clash = next(r for r in roots if overlaps(r, root))
+                raise InvalidLocationError(
+                    f"{what} {root} of table {ns}.{name} overlaps {clash}, a folder of table "
+                    f"{other_ns}.{other_name}: tables never "
+                    "share a folder (a purge of one would delete the other's files); choose another location"
+                )
+        tx.set_definition_properties(
+            roots_property(self.warehouse, ns, name, [root for _, root in named])
+        )
+
+    def _refuse_claimed(self, folder: str, what: str) -> None:
+        """Refuse a folder inside another lakehouse's warehouse (lakecore.iceberg.warehouse)."""
+        claim = claimed_between(
+            self.warehouse, folder, self._lakehouse_uri(), self._storage_options
+        )
+        if claim is not None:
+            raise InvalidLocationError(
+                f"{what} lies in {claim.folder}, the Iceberg warehouse of the lakehouse at "
+                f"{claim.lakehouse}: a table never keeps files in another lakehouse's warehouse; "
+                "choose another location"
+            )
+
+    def _check_namespace_folder(self, tx: Transaction, ns: str, folder: str, what: str) -> None:
+        """A namespace's folder is where its tables go: it may not equal or lie inside a table's
+        root (that table's purge would then reach the namespace's tables), nor another
+        lakehouse's warehouse.
+
+        Raises:
+            ValidationError: it does (pyiceberg's type already: a namespace operation maps
+                lakecore's invalid-argument errors to NoSuchNamespaceError, for bad names).
+        """
+        with translated():
+            registry = self._ensure_registry(tx)
+            holders = self._tables_holding(tx, registry, folder)
+            if holders:
+                (other_ns, other_name), roots = next(iter(sorted(holders.items())))
+                clash = next(r for r in roots if contains(r, folder))
+                where = "is" if clash == folder else f"lies inside {clash},"
+                raise InvalidLocationError(
+                    f"{what} {folder} of namespace {ns!r} {where} a folder of table "
+                    f"{other_ns}.{other_name}: a namespace's tables never go inside another "
+                    "table's folder; choose another location"
+                )
+            self._refuse_claimed(folder, f"{what} {folder} of namespace {ns!r}")
+
+    def _written_around_registry(
+        self,
+        ns: str,
+        name: str,
+        definition: pb.TableDef | None,
+        metadata: TableMetadata,
+        definition_property: Callable[[str], str | None],
+    ) -> bool:
+        """Whether code that does not keep the registry (a client of an older lakecore) changed
+        the table since this catalog checked it: its stamp (``CHECKED_PROPERTY``) names another
+        metadata file, or, with a complete registry, it has a root that neither its name gives
+        away nor the registry records (every root this catalog, or the registry's build, saw is
+        recorded). Property lookups only, no read."""
+        if not is_checked(definition):
+            return True
+        if definition_property(REGISTRY_MARKER_PROPERTY) != REGISTRY_FORMAT:
+            return False  # the build that comes with the next change reads the table as it is
+        recorded = definition_property(roots_key(ns, name))
+        known = set(json.loads(recorded)) if recorded else set()
+        return not set(registered_roots(self.warehouse, ns, name, self._roots(metadata))) <= known
+
+    def _precheck_roots(self, ns: str, name: str, metadata: TableMetadata) -> None:
+        """The rule, before any file is written (the commit checks again)."""
+        with self._lock, translated():
+            tx = self._lakehouse.refresh().transaction()
+            try:
+                self._check_roots(tx, ns, name, metadata)
+            finally:
+                tx.abort()
+
+    def _check_change(
+        self,
+        tx: Transaction,
+        ns: str,
+        name: str,
+        definition: pb.TableDef | None,
+        current: Table | None,
+        staged: Table,
+    ) -> None:
+        """What a commit of ``staged`` over ``current`` (None: a create) checks and records in
+        ``tx``: the lakehouse's warehouse is this catalog's; the location rule when the roots
+        change; and the reference folders (lakecore.iceberg.references) of the files the commit
+        adds. A table other code wrote around the registry (``_written_around_registry``) is
+        recorded whole, as the registry's build records a table: its roots, and the references
+        of every file it names. The registry changes only for something not yet recorded: an
+        append that writes under the table's own roots changes no definition, and so never
+        conflicts with another table's commit.
+
+        Raises:
+            InvalidLocationError: a root breaks the rule, or the warehouse is not this
+                catalog's.
+        """
+        # Three property lookups, not the whole registry: this runs for every commit.
+        recorded = tx.definition_property(WAREHOUSE_PROPERTY)
+        if recorded is not None and recorded != self.warehouse:
+            self._ensure_registry(tx)  # refuses: the lakehouse's warehouse is another
+        adopted = current is not None and self._written_around_registry(
+            ns, name, definition, current.metadata, tx.definition_property
+        )
+        roots = self._roots(staged.metadata)
+        if current is None or roots != self._roots(current.metadata):
+            self._check_roots(tx, ns, name, staged.metadata)
+        elif adopted:
+            # Recorded as the registry's build records a table: the folders it already has are
+            # not judged (it cannot move), only what this commit changes is.
+            self._ensure_registry(tx)
+            tx.set_definition_properties(roots_property(self.warehouse, ns, name, roots))
+        recorded_refs = tx.definition_property(refs_key(ns, name))
+        known = json.loads(recorded_refs) if recorded_refs else []
+        finder = ReferenceFinder(self.warehouse, roots, normalize_location, known)
+        if current is not None:
+            # A root given up (a write path moved elsewhere) still holds files the metadata
+            # names, now outside the table's roots: another table may take the folder later.
+            finder.add_folders(self._roots(current.metadata))
+        try:
+            if adopted:
+                folders = finder.named_by_table(
+                    staged.io, staged.metadata, staged.metadata_location
+                )
+            else:
+                folders = finder.added_by_commit(
+                    staged.io,
+                    None if current is None else current.metadata,
+                    staged.metadata,
+                    staged.metadata_location,
+                )
+        except FileNotFoundError as exc:
+            raise InvalidArgumentError(
+                f"the commit to table {ns}.{name} names a manifest list or manifest that does not "
+                f"exist ({exc.filename or exc}); write the snapshot's files before committing it"
+            ) from exc
+        except OSError as exc:
+            raise StorageError(
+                f"could not read the files the commit to table {ns}.{name} adds, to record where "
+                f"they lie ({type(exc).__name__}: {exc}); retry the commit"
+            ) from exc
+        if all(any(contains(k, f) for k in known) for f in folders):
+            return
+        known = self._ensure_registry(tx).refs.get((ns, name), [])
+        merged = reduce_folders(self.warehouse, [*known, *folders], MAX_REFERENCE_FOLDERS)
+        tx.set_definition_properties(refs_property(ns, name, merged))
+
+    # -- the location registry ----------------------------------------------------------------
+
+    def rebuild_location_registry(self) -> None:
+        """Read every Iceberg table's metadata and manifests once and rewrite the location
+        registry (``lakecore.iceberg.roots``) from them, in one commit.
+
+        For a lakehouse that clients of an older lakecore wrote to after its registry was
+        built: what they created, placed or referenced is not recorded, and a purge could
+        delete files their tables name. Run it once every client runs this release. Tables
+        such a client changed after this catalog checked them (which ``purge_table`` refuses)
+        become purgeable again. Costs one read of every table's metadata and manifests.
+
+        Raises:
+            InvalidLocationError: a table lies outside the warehouse, or another lakehouse
+                owns the warehouse.
+            CorruptFileError: a table's metadata cannot be read.
+        """
+        self._refuse_read_only("rebuild_location_registry")
+        self._change("rebuild_location_registry", lambda tx: self._build_registry(tx, restamp=True))
+
+
+__all__ = ["REGISTRY_BUILD_THREADS", "CatalogReader", "PlacementRules", "drop_with_entries"]

@@ -1,0 +1,119 @@
+"""What a lakecore table definition holds of its Iceberg table: the pointer to its metadata.
+
+Rules:
+
+* An Iceberg table is a lakecore table with ``table_format = ICEBERG`` whose
+  ``format_properties["metadata_location"]`` is the full URI of its current metadata file
+  (``previous_metadata_location`` the one before; absent after a create). A table without it
+  was made through the lakehouse API: it has no Iceberg metadata
+  (``NoSuchIcebergTableError``), and dropping it deletes no file.
+* Every catalog write also sets ``CHECKED_PROPERTY`` to the metadata location it checked and
+  recorded in the location registry. Another value means that other code (a client of an older
+  lakecore) changed the table since; no stamp at all means a definition from before the stamp,
+  which the registry's build read (``is_checked``).
+* A metadata file that is missing or unreadable is one ``CorruptFileError`` naming the table
+  and the way out (``read_metadata``).
+* A table's pyiceberg identifier is its namespace's levels, then its name (``identifier_of``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from pyiceberg.catalog import METADATA_LOCATION, PREVIOUS_METADATA_LOCATION
+from pyiceberg.exceptions import NoSuchIcebergTableError
+from pyiceberg.serializers import FromInputFile
+from pyiceberg.table import CommitTableResponse
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.typedef import Identifier
+
+from lakecore import namespaces as NS
+from lakecore.defs import pb
+from lakecore.errors import CorruptFileError
+
+if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
+
+#: format_properties key: full URI of the table's current Iceberg metadata file.
+METADATA_LOCATION_PROPERTY: Final = METADATA_LOCATION
+#: format_properties key: the metadata file the current one replaced (absent after create).
+PREVIOUS_METADATA_LOCATION_PROPERTY: Final = PREVIOUS_METADATA_LOCATION
+#: format_properties key: the metadata location this catalog checked and recorded in the
+#: registry when it wrote the definition; another value means that other code changed the
+#: table since (see ``lakecore.iceberg.catalog``'s docstring, "What is not guaranteed").
+CHECKED_PROPERTY: Final = "lakecore.checked-metadata-location"
+
+
+def identifier_of(ns: str, name: str) -> Identifier:
+    """The pyiceberg identifier of a table: its namespace's levels, then its name."""
+    return (*NS.levels(ns), name)
+
+
+def require_iceberg(identifier: Identifier, definition: pb.TableDef) -> str:
+    """The table's metadata location; NoSuchIcebergTableError when it has none."""
+    metadata_location = definition.format_properties.get(METADATA_LOCATION_PROPERTY)
+    if definition.table_format != "ICEBERG" or not metadata_location:
+        raise NoSuchIcebergTableError(
+            f"table {'.'.join(identifier)} has no Iceberg metadata "
+            f"(format {definition.table_format or '-'}, no format property {METADATA_LOCATION_PROPERTY!r}): "
+            "it was made through the lakehouse API or `lakecore table create`, not an Iceberg catalog; "
+            "drop_table (or purge_table) removes it"
+        )
+    return str(metadata_location)
+
+
+def read_metadata(io: FileIO, identifier: str, metadata_location: str) -> TableMetadata:
+    """A table's current metadata; a file that is missing or unreadable is one line naming the
+    table and the way out."""
+    try:
+        return FromInputFile.table_metadata(io.new_input(metadata_location))
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+        raise CorruptFileError(
+            metadata_location,
+            f"the Iceberg metadata file of table {identifier} cannot be read "
+            f"({type(exc).__name__}: {reason}); restore the file, or drop the table (drop_table "
+            "reads no metadata and deletes no file)",
+        ) from exc
+
+
+def pointer_properties(metadata_location: str, previous: str | None = None) -> dict[str, str]:
+    """The format properties a catalog write sets: the metadata location, the one it replaced,
+    and the stamp that this catalog checked it."""
+    properties = {
+        METADATA_LOCATION_PROPERTY: metadata_location,
+        CHECKED_PROPERTY: metadata_location,
+    }
+    if previous:
+        properties[PREVIOUS_METADATA_LOCATION_PROPERTY] = previous
+    return properties
+
+
+def is_checked(definition: pb.TableDef | None) -> bool:
+    """Whether this catalog checked the table's current metadata (see ``CHECKED_PROPERTY``):
+    a definition it wrote and no other code changed since, or one that holds no stamp (from
+    before the stamp, which the registry's build read)."""
+    if definition is None:
+        return True
+    stamp = definition.format_properties.get(CHECKED_PROPERTY)
+    return stamp is None or stamp == definition.format_properties.get(METADATA_LOCATION_PROPERTY)
+
+
+def commit_response(metadata: TableMetadata, metadata_location: str) -> CommitTableResponse:
+    """What ``commit_table`` answers: the metadata and where it lies."""
+    # The pydantic model is populated by field name at run time (as SqlCatalog does); mypy only
+    # sees the JSON alias "metadata-location".
+    return CommitTableResponse(metadata=metadata, metadata_location=metadata_location)  # type: ignore[call-arg]
+
+
+__all__ = [
+    "CHECKED_PROPERTY",
+    "METADATA_LOCATION_PROPERTY",
+    "PREVIOUS_METADATA_LOCATION_PROPERTY",
+    "commit_response",
+    "identifier_of",
+    "is_checked",
+    "pointer_properties",
+    "read_metadata",
+    "require_iceberg",
+]

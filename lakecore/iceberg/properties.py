@@ -1,0 +1,179 @@
+"""The catalog's own properties: storage options, time travel, creating a missing lakehouse.
+
+Rules:
+
+* **Storage options** for lakecore's own files: ``storage_options`` (a mapping, when the catalog
+  is built in Python), else ``lakecore.storage-options`` (a JSON object), else derived from
+  pyiceberg's ``s3.*``/``client.*`` properties (endpoint, keys, session token, region). Iceberg
+  data and metadata files go through pyiceberg's FileIO with the catalog's properties as usual.
+* **A misspelt property is refused**, not ignored: pyiceberg ignores a key it does not know,
+  and with ``verison=5`` a caller meaning to read version 5 would get the latest version,
+  writable. Any ``lakecore.*`` key not in ``OWN_PROPERTIES``, and any key that nearly spells
+  one of ours or one of pyiceberg's ``s3.*``/``client.*`` keys, is ``ValidationError``.
+* **Time travel** is ``version`` (ASCII digits or an int, nothing ``int()`` would also take)
+  or ``as_of`` (epoch milliseconds, a datetime or an ISO-8601 time; UTC when no zone is given).
+* ``lakecore.create=true`` creates the lakehouse at ``uri`` when there is none.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pyiceberg.catalog import WAREHOUSE_LOCATION
+from pyiceberg.exceptions import ValidationError
+
+from lakecore.errors import InvalidArgumentError
+
+STORAGE_OPTIONS_PROPERTY: Final = "lakecore.storage-options"
+CREATE_PROPERTY: Final = "lakecore.create"
+VERSION_PROPERTY: Final = "version"
+AS_OF_PROPERTY: Final = "as_of"
+
+
+def storage_options_of(properties: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Storage options for the lakehouse's own files (the first rule above)."""
+    explicit = properties.get("storage_options")
+    if explicit is not None:
+        if not isinstance(explicit, Mapping):
+            raise InvalidArgumentError(
+                f"storage_options must be a mapping, got {type(explicit).__name__}"
+            )
+        return dict(explicit)
+    text = properties.get(STORAGE_OPTIONS_PROPERTY)
+    if text is not None:
+        try:
+            parsed = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(
+                f"{STORAGE_OPTIONS_PROPERTY} must be a JSON object: {exc}"
+            ) from None
+        if not isinstance(parsed, dict):
+            raise InvalidArgumentError(
+                f"{STORAGE_OPTIONS_PROPERTY} must be a JSON object, got {text!r}"
+            )
+        return parsed
+
+    def first(*names: str) -> Any:
+        for name in names:
+            if properties.get(name):
+                return properties[name]
+        return None
+
+    client_kwargs = {
+        k: v
+        for k, v in {
+            "endpoint_url": first("s3.endpoint"),
+            "region_name": first("s3.region", "client.region"),
+        }.items()
+        if v
+    }
+    options: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "key": first("s3.access-key-id", "client.access-key-id"),
+            "secret": first("s3.secret-access-key", "client.secret-access-key"),
+            "token": first("s3.session-token", "client.session-token"),
+        }.items()
+        if v
+    }
+    if client_kwargs:
+        options["client_kwargs"] = client_kwargs
+    return options or None
+
+
+# The properties this catalog reads itself; the rest are pyiceberg's (FileIO, ...).
+OWN_PROPERTIES: Final = (
+    "uri",
+    WAREHOUSE_LOCATION,
+    VERSION_PROPERTY,
+    AS_OF_PROPERTY,
+    CREATE_PROPERTY,
+    STORAGE_OPTIONS_PROPERTY,
+)
+
+
+def refuse_misspelt_properties(properties: Mapping[str, Any]) -> None:
+    """A misspelt property is ignored by pyiceberg, and some are dangerous to ignore: with
+    ``verison=5`` a caller meaning to read version 5 got the latest version, writable. Refuse
+    any ``lakecore.*`` key not ours, and any key that is not a known property but nearly spells
+    one of ours or one of pyiceberg's ``s3.*``/``client.*`` keys."""
+    import difflib
+
+    import pyiceberg.io
+
+    known_io = sorted(
+        {
+            v
+            for v in vars(pyiceberg.io).values()
+            if isinstance(v, str) and v.startswith(("s3.", "client."))
+        }
+    )
+    for key in properties:
+        if key in OWN_PROPERTIES or key in known_io:
+            continue
+        candidates = list(OWN_PROPERTIES) + (known_io if key.startswith(("s3.", "client.")) else [])
+        close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.8)
+        if key.startswith("lakecore.") or close:
+            hint = (
+                f"did you mean {close[0]!r}?"
+                if close
+                else f"this catalog's own are {', '.join(OWN_PROPERTIES)}"
+            )
+            raise ValidationError(
+                f"unknown catalog property {key!r}: {hint} (a misspelt property would be ignored)"
+            )
+
+
+def version_number(value: Any) -> int:
+    """A lakehouse version from an int or a string of ASCII digits; nothing else (``int()``
+    would take True as 1, 1.9 as 1 and "1_0" as 10)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())
+    raise InvalidArgumentError(
+        f"{VERSION_PROPERTY} {value!r} is not a lakehouse version number (digits only)"
+    )
+
+
+def as_of_millis(value: Any) -> int:
+    """Epoch milliseconds from an int, a digit string, a datetime or an ISO-8601 string."""
+    if isinstance(value, bool):
+        raise InvalidArgumentError(f"{AS_OF_PROPERTY} {value!r} is not a time")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    when: dt.datetime
+    if isinstance(value, dt.datetime):
+        when = value
+    elif isinstance(value, str):
+        try:
+            when = dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise InvalidArgumentError(
+                f"{AS_OF_PROPERTY} {value!r} is neither epoch milliseconds nor an ISO-8601 time"
+            ) from None
+    else:
+        raise InvalidArgumentError(
+            f"{AS_OF_PROPERTY} {value!r} is neither epoch milliseconds nor a time"
+        )
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1000)
+
+
+__all__ = [
+    "AS_OF_PROPERTY",
+    "CREATE_PROPERTY",
+    "OWN_PROPERTIES",
+    "STORAGE_OPTIONS_PROPERTY",
+    "VERSION_PROPERTY",
+    "as_of_millis",
+    "refuse_misspelt_properties",
+    "storage_options_of",
+    "version_number",
+]
