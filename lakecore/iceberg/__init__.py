@@ -18,7 +18,7 @@ from lakecore.iceberg.base import ReadOnlyTable
 from lakecore.iceberg.catalog import LakecoreCatalog
 from lakecore.iceberg.columns import ICEBERG_TYPE_PROPERTY, columns_of
 from lakecore.iceberg.errors import ReadOnlyCatalogError
-from lakecore.iceberg.locations import normalize_location
+from lakecore.iceberg.path_rules import normalize_location
 from lakecore.iceberg.pointer import (
     CHECKED_PROPERTY,
     METADATA_LOCATION_PROPERTY,

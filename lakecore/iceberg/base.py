@@ -9,7 +9,7 @@ Rules:
 * **One warehouse per lakehouse.** The lakehouse's recorded warehouse is the catalog's; a
   catalog given another is refused when it opens. Before the first change records one, the
   warehouse is the one given, else ``<uri>/warehouse``. It must be qualified and out of
-  lakecore's directories (``lakecore.iceberg.locations``).
+  lakecore's directories (``lakecore.iceberg.path_rules``).
 * **Which version reads see.** The latest, refreshed at each read; with ``version=`` or
   ``as_of=`` that one version, for every read.
 * **Read-only.** A catalog at a past version, or over an exported copy, refuses every change
@@ -54,7 +54,7 @@ from lakecore.errors import (
     ReadOnlyLakehouseError,
 )
 from lakecore.iceberg.errors import ReadOnlyCatalogError, translated
-from lakecore.iceberg.locations import (
+from lakecore.iceberg.path_rules import (
     check_qualified,
     check_warehouse_location,
     normalize_location,
@@ -310,7 +310,7 @@ class CatalogBase(MetastoreCatalog):
 
     def check_location(self, location: str, what: str) -> None:
         """Refuse a location outside the warehouse, the warehouse itself, or one inside
-        lakecore's own directories (``lakecore.iceberg.locations``).
+        lakecore's own directories (``lakecore.iceberg.path_rules``).
 
         Raises:
             ValidationError: with the reason.

@@ -126,8 +126,8 @@ from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 from lakecore.iceberg.base import ReadOnlyTable
 from lakecore.iceberg.commits import CommitOps
 from lakecore.iceberg.errors import ReadOnlyCatalogError
-from lakecore.iceberg.locations import normalize_location
 from lakecore.iceberg.namespaces import NamespaceOps
+from lakecore.iceberg.path_rules import normalize_location
 from lakecore.iceberg.pointer import (
     CHECKED_PROPERTY,
     METADATA_LOCATION_PROPERTY,

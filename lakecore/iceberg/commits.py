@@ -3,7 +3,7 @@
 Rules:
 
 * **Optimistic.** A commit applies the requirements and updates to the current metadata,
-  checks the new metadata's locations (``lakecore.iceberg.locations``) and what the change
+  checks the new metadata's locations (``lakecore.iceberg.path_rules``) and what the change
   records in the registry (``lakecore.iceberg.placement``), writes the new metadata file, then
   commits a lakecore transaction that replaces the table's definition. Snapshot isolation
   makes that commit fail if any other commit changed the table's key since the current metadata

@@ -11,7 +11,7 @@ Rules:
   lakehouse's name rule (length, no space or control character).
 * **A namespace's folder is where its tables go:** ``<warehouse>/<levels>``, or its
   ``location`` property. The ``location`` is held to the tables' rule when it is set
-  (``lakecore.iceberg.locations``), not found wrong at every later create; and neither folder
+  (``lakecore.iceberg.path_rules``), not found wrong at every later create; and neither folder
   may equal or lie inside a table's root nor lie in another lakehouse's warehouse
   (``lakecore.iceberg.placement``). A ``location`` is recorded in the registry, and forgotten
   with it.
@@ -29,7 +29,7 @@ from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 
 from lakecore import namespaces as NS
 from lakecore.iceberg.errors import translated
-from lakecore.iceberg.locations import normalize_location
+from lakecore.iceberg.path_rules import normalize_location
 from lakecore.iceberg.placement import PlacementRules
 from lakecore.iceberg.roots import namespace_location_key
 from lakecore.lakehouse import Transaction

@@ -46,7 +46,7 @@ from lakecore.defs import pb
 from lakecore.errors import InvalidArgumentError, InvalidLocationError, StorageError
 from lakecore.iceberg.base import CatalogBase
 from lakecore.iceberg.errors import translated
-from lakecore.iceberg.locations import normalize_location
+from lakecore.iceberg.path_rules import normalize_location
 from lakecore.iceberg.pointer import (
     CHECKED_PROPERTY,
     METADATA_LOCATION_PROPERTY,

@@ -33,7 +33,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Identifier
 
 from lakecore.iceberg.errors import translated
-from lakecore.iceberg.locations import normalize_location
+from lakecore.iceberg.path_rules import normalize_location
 from lakecore.iceberg.placement import PlacementRules, drop_with_entries
 from lakecore.iceberg.pointer import METADATA_LOCATION_PROPERTY, identifier_of
 from lakecore.iceberg.roots import WRITE_PATH_PROPERTIES, Registry

@@ -8,7 +8,7 @@ Rules:
   Iceberg metadata or not.
 * **Nothing is written before it can be refused.** ``create_table`` and a create transaction
   check the name, the namespace, that the table does not exist, and every location rule
-  (``lakecore.iceberg.locations``, ``lakecore.iceberg.placement``) before the first metadata
+  (``lakecore.iceberg.path_rules``, ``lakecore.iceberg.placement``) before the first metadata
   file is written; the commit checks all again.
 * **A default location is unique:** ``<warehouse or namespace location>/<namespace levels>/<table>-<uuid>``,
   so a table created after a rename or a drop never shares a folder (and an orphan cleanup)
@@ -40,7 +40,7 @@ from lakecore import namespaces as NS
 from lakecore.errors import AlreadyExistsError, NotFoundError
 from lakecore.iceberg.columns import columns_of
 from lakecore.iceberg.errors import translated
-from lakecore.iceberg.locations import normalize_location
+from lakecore.iceberg.path_rules import normalize_location
 from lakecore.iceberg.placement import PlacementRules, drop_with_entries
 from lakecore.iceberg.pointer import (
     METADATA_LOCATION_PROPERTY,

@@ -31,7 +31,7 @@ from pyiceberg.catalog import Catalog
 
 from lakecore.errors import LakecoreError
 from lakecore.iceberg.catalog import LakecoreCatalog
-from lakecore.iceberg.locations import normalize_location
+from lakecore.iceberg.path_rules import normalize_location
 from lakecore.rest.errors import RestError
 
 NO_SUCH_WAREHOUSE: Final = "NoSuchWarehouseException"
