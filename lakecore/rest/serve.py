@@ -15,12 +15,18 @@ Rules:
   http://HOST:PORT (...)``, with the port actually bound (``--port 0`` picks a free one).
   The access log and errors go to stderr. SIGINT and SIGTERM stop it gracefully (uvicorn
   finishes the requests in flight), with exit code 0.
+* A socket that cannot listen (the port taken, ``--host`` not an address of this machine, a
+  port below 1024 without the right) is one line naming the address, why, and what to do, and
+  exit code 4 (``ExitCode.FAILURE``): uvicorn itself logs the ``OSError`` with a timestamp and
+  exits with its own code 3, which here means a commit conflict.
 """
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
+import os
 import signal
 import sys
 from collections.abc import Mapping
@@ -30,7 +36,7 @@ from typing import Any, Final
 
 import uvicorn
 
-from lakecore.errors import ExitCode, InvalidArgumentError, NoLakehouseError
+from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError, NoLakehouseError
 from lakecore.iceberg.catalog import LakecoreCatalog
 from lakecore.rest.app import app
 from lakecore.rest.auth import Authenticator, read_token_file
@@ -97,6 +103,41 @@ def catalog_for(
         ) from None
 
 
+class BindErrors(logging.Filter):
+    """Keeps, instead of printing, the ``OSError`` uvicorn logs when it cannot listen (it logs
+    the exception itself, then exits): ``serve`` says it in its own line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.error: OSError | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, OSError):
+            self.error = record.msg
+            return False
+        return True
+
+
+_LISTEN_HINTS: Final = {
+    errno.EADDRINUSE: "another process listens there (a lakecore serve already running?): "
+    "stop it, or give another --port",
+    errno.EADDRNOTAVAIL: "--host must be an address of this machine (0.0.0.0 listens on all)",
+    errno.EACCES: "a port below 1024 needs privileges: give another --port",
+}
+
+
+def cannot_listen(options: ServeOptions, error: OSError | None, code: object) -> LakecoreError:
+    host = options.host.strip("[]")
+    address = f"[{host}]:{options.port}" if ":" in host else f"{host}:{options.port}"
+    if error is None:
+        return LakecoreError(f"serve could not listen on {address} (uvicorn exited with {code})")
+    reason = os.strerror(error.errno).lower() if error.errno else str(error)
+    hint = _LISTEN_HINTS.get(error.errno or 0)
+    if error.errno == errno.EACCES and options.port >= 1024:
+        hint = None
+    return LakecoreError(f"cannot listen on {address}: {reason}" + (f"; {hint}" if hint else ""))
+
+
 class AnnouncingServer(uvicorn.Server):
     """A uvicorn server that prints one line with its URL once it listens."""
 
@@ -141,15 +182,27 @@ def serve(options: ServeOptions) -> int:
     who = "anonymous allowed" if options.allow_anonymous else f"tokens from {options.token_file}"
     note = f"lakehouse {catalog.lakehouse.storage.root_uri}, warehouse {catalog.warehouse}, {who}"
     server = AnnouncingServer(config, note)
-    server.run()
+    bind_errors = BindErrors()
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    uvicorn_log.addFilter(bind_errors)
+    try:
+        server.run()
+    except SystemExit as exc:
+        if server.started:
+            raise
+        raise cannot_listen(options, bind_errors.error, exc.code) from None
+    finally:
+        uvicorn_log.removeFilter(bind_errors)
     return ExitCode.OK if server.started else ExitCode.FAILURE
 
 
 __all__ = [
     "CATALOG_NAME",
     "AnnouncingServer",
+    "BindErrors",
     "ServeOptions",
     "authenticator_for",
+    "cannot_listen",
     "catalog_for",
     "is_loopback",
     "serve",

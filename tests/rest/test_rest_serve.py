@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,30 @@ def test_serve_prints_its_url_serves_and_stops_on_sigterm(tmp_path: Path) -> Non
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_a_port_in_use_is_one_line_and_exit_4(tmp_path: Path) -> None:
+    """A second ``lakecore serve`` on a taken port printed uvicorn's timestamped log line and
+    ended with uvicorn's own code 3, which reads as a commit conflict to retry (a trial)."""
+    lake = tmp_path / "lake"
+    Lakehouse.create(str(lake))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused = subprocess.run(
+            [*LAKECORE, "-l", str(lake), "serve", "--allow-anonymous", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert refused.returncode == ExitCode.FAILURE, refused.stderr
+    assert refused.stdout == ""
+    assert refused.stderr.splitlines() == [
+        f"lakecore: LakecoreError: cannot listen on 127.0.0.1:{port}: address already in use; "
+        "another process listens there (a lakecore serve already running?): stop it, or give "
+        "another --port"
+    ]
 
 
 def test_serve_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
