@@ -60,6 +60,7 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         self._arguments_read: list[str] = []
         self._checks: list[Callable[[argparse.Namespace], str | None]] = []
         self._has_commands = False
+        self._used = False  # this parser read arguments in this run (see ``_command_used``)
 
     def add_subparsers(self, **kwargs: Any) -> Any:
         self._has_commands = True  # its commands' options are theirs: see ``error``
@@ -73,6 +74,7 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         self, args: Sequence[str] | None = None, namespace: Any = None
     ) -> Any:
         self._arguments_read = list(sys.argv[1:] if args is None else args)
+        self._used = True
         parsed, extras = super().parse_known_args(args, namespace)
         for check in self._checks:
             message = check(parsed)
@@ -81,6 +83,20 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         return parsed, extras
 
     def error(self, message: str) -> NoReturn:
+        prog = self.prog
+        if message.startswith("unrecognized arguments") and self._has_commands:
+            # The command's own parser left the extras to this one, which knows none of the
+            # command's options: the command's parser names the unknown one and its nearest.
+            command = self._command_used()
+            unknown = command._unknown_option() if command is not self else None
+            if unknown is not None:
+                raise ArgumentError(f"{unknown} (see '{command.prog} --help')")
+            # Else the unknown option came before the command's name ('--jsn versions'): it is
+            # one of the words this parser read before the command's own.
+            ahead = len(self._arguments_read) - len(command._arguments_read)
+            unknown = self._unknown_option(self._arguments_read[:ahead])
+            if unknown is not None:
+                raise ArgumentError(f"{unknown} (see '{prog} --help')")
         if message.startswith("the following arguments are required") or (
             message.startswith("unrecognized arguments") and not self._has_commands
         ):
@@ -101,7 +117,17 @@ class OneLineArgumentParser(argparse.ArgumentParser):
             message = self._nearest_choice(message)
         # No "PROG:" in front: the entrypoint's line names the command already ("lakecore gc:"),
         # and the hint names the exact invocation.
-        raise ArgumentError(f"{message} (see '{self.prog} --help')")
+        raise ArgumentError(f"{message} (see '{prog} --help')")
+
+    def _command_used(self) -> OneLineArgumentParser:
+        """The deepest command parser that read this run's arguments ('lakecore namespace
+        create' for ``lakecore namespace create x --prop``), or this parser."""
+        for action in self._actions:
+            if isinstance(action.choices, dict):
+                for parser in action.choices.values():
+                    if isinstance(parser, OneLineArgumentParser) and parser._used:
+                        return parser._command_used()
+        return self
 
     def _nearest_choice(self, message: str) -> str:
         """argparse's 'argument X: invalid choice: ...' as 'invalid choice 'fsk' (did you mean
@@ -124,7 +150,7 @@ class OneLineArgumentParser(argparse.ArgumentParser):
                 return f"{named}invalid choice {given!r}{hint}; choose from {', '.join(choices)}"
         return message
 
-    def _unknown_option(self) -> str | None:
+    def _unknown_option(self, arguments: Sequence[str] | None = None) -> str | None:
         """'unrecognized option --X (did you mean --Y?)' for the first option given that is not
         one of this parser's (an abbreviation included: --Y is then the option it begins); None
         if none."""
@@ -134,7 +160,7 @@ class OneLineArgumentParser(argparse.ArgumentParser):
             for option in action.option_strings
             if option.startswith("--")
         ]
-        for argument in self._arguments_read:
+        for argument in self._arguments_read if arguments is None else arguments:
             if argument == "--":
                 break
             name = argument.split("=", 1)[0]

@@ -1100,11 +1100,25 @@ def test_unchecked_input_is_refused_with_what_to_do(tmp_path: Path) -> None:
     cases = [
         (
             ["table", "create", "a", "t", *COLUMN, "--version", "3"],
-            "unrecognized arguments: --version",
+            "unrecognized option --version",
         ),
         (["namespace", "show"], "the following arguments are required: namespace"),
-        (["namespace", "create", "b", "--version", "1"], "unrecognized arguments: --version"),
-        (["table", "list", "a", "--column", "1:x:INT8"], "unrecognized arguments"),
+        (["namespace", "create", "b", "--version", "1"], "unrecognized option --version"),
+        (
+            ["table", "list", "a", "--column", "1:x:INT8"],
+            "unrecognized option --column (see 'lakecore table list --help')",
+        ),
+        # A command's mistyped option is named with its nearest by the command's parser, and
+        # the hint is that command's help, as a job's is.
+        (
+            ["table", "list", "a", "--jsn"],
+            "unrecognized option --jsn (did you mean --json?) (see 'lakecore table list --help')",
+        ),
+        (
+            ["namespace", "create", "b", "--prop", "k=v"],
+            "unrecognized option --prop (did you mean --property? options are written in full)",
+        ),
+        (["--jsn", "versions"], "unrecognized option --jsn (did you mean --json?) (see 'lakecore"),
         (["table", "create", "a", "t"], "at least one --column"),
         (
             ["table", "create", "a", "t", "--column", "1:x:INT8", "--column", "2:x:INT8"],
