@@ -118,7 +118,7 @@ def cmd_completion(args: argparse.Namespace) -> int:
         import argcomplete
     except ImportError:
         raise InvalidArgumentError(
-            "shell completion needs argcomplete: pip install 'lakecore[completion]' (make setup installs it)"
+            "shell completion needs argcomplete: pip install '.[completion]' in the lakecore checkout (make setup installs it)"
         ) from None
     print(argcomplete.shellcode(["lakecore"], shell=args.shell))  # type: ignore[attr-defined]
     return ExitCode.OK

@@ -75,7 +75,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise InvalidArgumentError(
             f"serve needs the [server] extra ({exc.name or exc} is missing): "
-            "pip install 'lakecore[server]'"
+            "pip install '.[server]' in the lakecore checkout (make setup installs it)"
         ) from None
     if args.port < 0 or args.port > 65535:
         raise InvalidArgumentError(f"--port {args.port} is not a port number (0-65535)")

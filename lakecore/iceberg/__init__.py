@@ -1,6 +1,6 @@
 """Iceberg tables in a lakehouse: ``LakecoreCatalog``, a pyiceberg catalog backed by lakecore.
 
-Needs the ``iceberg`` extra (``pip install 'lakecore[iceberg]'``). The rules (what a table
+Needs the ``iceberg`` extra (``pip install '.[iceberg]'`` in the checkout; ``make setup`` installs it). The rules (what a table
 definition holds, how commits stay safe, where files may live, time travel, error types) are in
 ``lakecore.iceberg.catalog``'s docstring, each part's also in the module that implements it,
 and in docs/format.md#iceberg-tables. Engine-neutral: nothing here imports pyspark or ``jobs``;
@@ -12,7 +12,9 @@ from __future__ import annotations
 try:
     import pyiceberg  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("lakecore.iceberg needs pyiceberg: pip install 'lakecore[iceberg]'") from exc
+    raise ImportError(
+        "lakecore.iceberg needs pyiceberg: pip install '.[iceberg]' in the lakecore checkout (make setup installs it)"
+    ) from exc
 
 from lakecore.iceberg.base import ReadOnlyTable
 from lakecore.iceberg.catalog import LakecoreCatalog

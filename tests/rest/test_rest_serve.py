@@ -123,4 +123,4 @@ def test_without_the_server_extra_the_cli_works_and_serve_says_what_to_install(
     )
     assert refused.returncode == ExitCode.BAD_INPUT
     assert "serve needs the [server] extra" in refused.stderr
-    assert "pip install 'lakecore[server]'" in refused.stderr
+    assert "pip install '.[server]' in the lakecore checkout" in refused.stderr

@@ -50,7 +50,7 @@ def _pyplot() -> Any:
         import matplotlib
     except ImportError:
         raise InvalidArgumentError(
-            "the health page needs matplotlib for its plots: pip install 'lakecore[report]' "
+            "the health page needs matplotlib for its plots: pip install '.[report]' in the lakecore checkout "
             "(make setup installs it)"
         ) from None
     matplotlib.use("Agg", force=True)
