@@ -23,6 +23,7 @@ Rules:
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -49,11 +50,13 @@ from lakecore.export_records import (
     read_only_reason,
 )
 from lakecore.locations import (
+    LATEST_HINT_FILE_NAME,
     FileKind,
     check_relative_path,
     classify_path,
     external_root_for,
     is_full_uri,
+    real_root_uri,
     root_node_file_name,
     version_from_root_node_file_name,
 )
@@ -446,6 +449,32 @@ def has_lakehouse(storage: Storage) -> bool:
         if kind is not None and kind.kind in (FileKind.ROOT_NODE, FileKind.LAKEHOUSE_DEF):
             return True
     return False
+
+
+def lakehouse_above(storage: Storage) -> str | None:
+    """The root of a lakehouse that ``storage``'s root lies inside (a folder or prefix above it,
+    links resolved, holding the hint or version 0's root file), or None. A look per level: a
+    stat on local disk, two small reads on an object store; a level that cannot be read (a
+    policy that allows only the target's prefix) counts as no lakehouse."""
+    marks = (LATEST_HINT_FILE_NAME, root_node_file_name(0))
+    root = real_root_uri(storage.root_uri)
+    scheme, _, rest = root.partition("://")
+    parts = rest.rstrip("/").split("/")
+    # Proper ancestors only, nearest first: up to the file system's root, or the bucket.
+    for end in range(len(parts) - 1, 0, -1):
+        ancestor = f"{scheme}://{'/'.join(parts[:end])}/"
+        if scheme == "file":
+            folder = ancestor.removeprefix("file://")
+            if any(os.path.isfile(os.path.join(folder, mark)) for mark in marks):
+                return ancestor
+            continue
+        try:
+            above = Storage(ancestor, storage.storage_options)
+            if any(above.exists(mark) for mark in marks):
+                return ancestor
+        except LakecoreError:
+            continue
+    return None
 
 
 def external_roots_of(lakehouse_def: LakehouseDef) -> tuple[str, ...]:

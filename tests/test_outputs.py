@@ -333,6 +333,32 @@ def test_lookup_refuses_a_cache_folder_inside_the_lakehouse(
     assert not (lake / "cache").exists()
 
 
+@pytest.mark.parametrize("given", ["file://{cache}", "file:{cache}", "s3://bucket/cache"])
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_lookup_refuses_a_cache_folder_given_as_a_uri(
+    lake: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    given: str,
+    how: str,
+) -> None:
+    """A URI was taken for a relative folder: ``--cache-dir file:///x/lake/c`` wrote
+    ``./file:/x/lake/c/...`` in the working directory (a trial found it), whose name says the
+    lakehouse."""
+    uri = given.format(cache=lake / "cache")
+    monkeypatch.chdir(tmp_path)
+    argv = ["-l", str(lake), "lookup", "build"]
+    if how == "option":
+        argv += ["--cache-dir", uri]
+    else:
+        monkeypatch.setenv("LAKECORE_CACHE_DIR", uri)
+    assert cli_main(argv) == ExitCode.BAD_INPUT
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{uri} is a URI" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lake"]
+
+
 def test_jobs_refuse_a_report_on_the_latest_root_even_in_a_dry_run(
     lake: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -418,6 +444,74 @@ def test_an_export_never_writes_through_a_link_in_its_target(
     assert "reached through a symbolic link below the root" in capsys.readouterr().err
     assert stamps() == before
     assert stamps() == before
+
+
+@pytest.mark.parametrize("where", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_an_export_never_lands_inside_another_lakehouse(
+    lake: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+    where: str,
+) -> None:
+    """A trial exported into a folder of a lakehouse other than the source (``--target
+    OTHER/copy``, or through a link to OTHER): the copy's files landed in that lakehouse's
+    root. Only the source was compared."""
+    if where == "local":
+        source, options = str(lake), []
+        other = tmp_path / "other"
+        Lakehouse.create(str(other))
+        (tmp_path / "to-other").symlink_to(other)
+        targets = [f"{other}/copy", f"{other}/a/b", f"{tmp_path}/to-other/copy"]
+        fresh = str(tmp_path / "copy")
+    else:
+        s3 = request.getfixturevalue("s3_server")
+        base, storage = s3.new_root()
+        options = s3.job_args()
+        source = f"{base}lake"
+        Lakehouse.create(source, storage_options=storage)
+        Lakehouse.create(f"{base}other", storage_options=storage)
+        targets = [f"{base}other/copy", f"{base}other/a/b"]
+        fresh = f"{base}otherX"  # a sibling prefix, not inside
+    version = Lakehouse.open(source, storage_options=None if where == "local" else storage).version
+    for number, target in enumerate(targets):
+        argv = [
+            *options,
+            "-l",
+            source,
+            "export",
+            f"e{number}",
+            "--mode",
+            "full",
+            "--target",
+            target,
+        ]
+        assert cli_main(argv) == ExitCode.BAD_INPUT
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is inside the lakehouse at" in err
+    opened = Lakehouse.open(source, storage_options=None if where == "local" else storage)
+    assert opened.version == version
+    if where == "local":
+        assert not (tmp_path / "other" / "copy").exists()
+        assert not (tmp_path / "other" / "a").exists()
+    argv = [*options, "-l", source, "export", "ok", "--mode", "full", "--target", fresh]
+    assert cli_main(argv) == ExitCode.OK
+
+
+def test_no_lakehouse_is_created_inside_another(
+    lake: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``lakecore init LAKE/sub`` (or into a hash folder, or through a link to LAKE) made a
+    lakehouse inside another, whose gc then counted its files as foreign; so did ``make demo
+    DEMO_LAKE=LAKE/demo``."""
+    hashed = next(p for p in lake.rglob("*") if p.is_file() and len(p.relative_to(lake).parts) == 4)
+    (tmp_path / "to-lake").symlink_to(lake)
+    for inside in (lake / "sub", hashed.parent / "x", tmp_path / "to-lake" / "sub"):
+        assert cli_main(["init", str(inside)]) == ExitCode.BAD_INPUT
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"is inside the lakehouse at file://{lake}/" in err
+        assert not inside.exists()
+    assert cli_main(["init", str(tmp_path / "beside")]) == ExitCode.OK
 
 
 def test_an_export_to_a_device_is_refused_before_anything_is_committed(

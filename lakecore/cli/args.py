@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,14 @@ def refuse_outputs_in_lakehouse(args: argparse.Namespace) -> None:
         else:
             folder = str(default_cache_folder())
             outputs.append(Output("the lookup cache folder", folder, OutputKind.CACHE_FOLDER))
+        given = args.cache_dir or os.environ.get("LAKECORE_CACHE_DIR") or ""
+        if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", given):
+            # A URI (or 'file:/x') was a folder named after its scheme in the working directory.
+            named = "--cache-dir" if args.cache_dir else "LAKECORE_CACHE_DIR"
+            raise InvalidArgumentError(
+                f"{named} {given} is a URI; the lookup cache is a folder on this machine: "
+                "give a local path"
+            )
     lakehouse = getattr(args, "lakehouse", None) or os.environ.get("LAKECORE_LAKEHOUSE")
     # An export's target is a lakehouse being made: nothing else may land in it either.
     check_outputs(outputs, lakehouse, getattr(args, "target", None))

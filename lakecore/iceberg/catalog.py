@@ -74,7 +74,11 @@ Rules:
   current metadata of another live table names: the tables whose roots overlap the purged
   table's (none when every table was made under the rule above; in a lakehouse from before it,
   those the registry and the names find) and the tables the registry says name files in them
-  are read, and their files kept. A registered (``EXTERNAL``) table is refused
+  are read, and their files kept. On this machine's disk a path is judged by where it leads
+  (``physical_location``: ``file:////w/t``, ``file:///w//t``, ``file:///w/./t`` and a link to
+  ``/w/t`` are one file), in the references a commit records, in the location rule (a root
+  that is a link into another table's folder overlaps it) and in purge, which deletes nothing
+  a link under the table's folders leads elsewhere. A registered (``EXTERNAL``) table is refused
   (``register_table`` with ``overwrite`` makes the table ``EXTERNAL`` too): ``drop_table``
   forgets it and leaves its files. A table without Iceberg metadata is dropped: it has none.
 * **What is not guaranteed.** The guarantee covers what this release's catalog wrote, and what

@@ -37,7 +37,7 @@ from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import Identifier
 
 from lakecore.defs import pb
-from lakecore.errors import AlreadyExistsError, CommitConflictError
+from lakecore.errors import AlreadyExistsError, CommitConflictError, InvalidLocationError
 from lakecore.iceberg.columns import columns_of
 from lakecore.iceberg.errors import translated
 from lakecore.iceberg.placement import PlacementRules
@@ -47,6 +47,7 @@ from lakecore.iceberg.pointer import (
     identifier_of,
     pointer_properties,
 )
+from lakecore.iceberg.roots import overlaps
 
 if TYPE_CHECKING:
     from pyiceberg.table.update import TableRequirement, TableUpdate
@@ -229,10 +230,25 @@ class CommitOps(PlacementRules):
                         continue
                     to_write.append((ns, name, definition, current, staged))
                     answers.append(commit_response(staged.metadata, staged.metadata_location))
+                # Tables this commit creates are not in ``tx`` until below: the rule between
+                # them is checked here (two creates at one location were both accepted).
+                placed: list[tuple[str, str, str]] = []
                 for ns, name, definition, base, new in to_write:
                     self._check_metadata(new.metadata, new.metadata_location)
                     with translated():
                         self._check_change(tx, ns, name, definition, base, new)
+                        forms = [
+                            f for r in self._roots(new.metadata) for f in self._physical_forms(r)
+                        ]
+                        for root, other_ns, other_name in placed:
+                            clash = next((f for f in forms if overlaps(f, root)), None)
+                            if clash is not None:
+                                raise InvalidLocationError(
+                                    f"table {ns}.{name} has a folder {clash} that overlaps {root}, a "
+                                    f"folder of table {other_ns}.{other_name} in the same transaction: "
+                                    "tables never share a folder; choose another location"
+                                )
+                        placed += [(f, ns, name) for f in forms]
                 for ns, name, _, base, new in to_write:
                     self._write_metadata(new.metadata, new.io, new.metadata_location)
                     columns = columns_of(new.metadata.schema())
@@ -261,6 +277,8 @@ class CommitOps(PlacementRules):
             with translated(in_commit=True):
                 tx.commit()
         return answers
+
+    # -- the location registry ----------------------------------------------------------------
 
 
 __all__ = ["CommitOps"]

@@ -5,6 +5,10 @@ Rules:
 
 * **Comparable text.** Locations are compared as ``normalize_location`` writes them: ``s3a`` and
   ``s3n`` read as ``s3``, a bare path as ``file://``, no trailing ``/``.
+* **Where it leads.** Two names of one file are one file: ``physical_location`` gives where a
+  location leads (on this machine's disk the real path, links resolved, as pyiceberg's FileIO
+  opens it; on an object store the key with ``.``, ``..`` and empty segments removed, as a
+  client may remove them). References, the rule between tables and purge judge that.
 * **Qualified.** No ``.``, ``..`` or empty segment: a ``..`` would lead out of a folder the path
   textually starts with.
 * **Inside the warehouse, strictly.** Every table location, metadata file and write path, and
@@ -19,8 +23,11 @@ Rules:
 
 from __future__ import annotations
 
+import os
+import posixpath
 import re
 from typing import Final
+from urllib.parse import urlparse
 
 from lakecore.errors import InvalidLocationError
 from lakecore.locations import normalize_root_uri
@@ -39,6 +46,33 @@ def normalize_location(location: str) -> str:
     if scheme in ("s3a", "s3n"):
         scheme = "s3"
     return f"{scheme}://{rest}".rstrip("/")
+
+
+def physical_location(location: str) -> str:
+    """Where a location leads, as comparable text: ``normalize_location``, and on this
+    machine's disk (``file://`` or a bare path) the real path as the file system reads it, every
+    link resolved and ``.``, ``..`` and repeated ``/`` gone (pyiceberg opens ``file:////w/a``,
+    ``file:///w//a`` and ``file:///w/./a`` as ``/w/a``, and a bare path as ``abspath`` reads
+    it). Two names of one local file give one answer. On an object store a name is its key, with
+    '.' and '..' segments removed as a client may remove them."""
+    # Parsed as pyiceberg's FileIO parses it (PyArrowFileIO.parse_location): ``file:/w/x``
+    # (one slash) is a local path there too, and a URI's path goes to the file system as it is.
+    parsed = urlparse(location)
+    if not parsed.scheme:  # pyiceberg reads a bare path as abspath does: '..' lexically
+        return "file://" + os.path.realpath(os.path.abspath(location))
+    if parsed.scheme == "file":
+        return "file://" + os.path.realpath(f"{parsed.netloc}{parsed.path}" or "/")
+    if _SCHEME_RE.match(location) is None:
+        return location  # another scheme without '//': no local file, nothing to resolve
+    # An object store's client may remove '.' and '..' segments (pyarrow's S3 reads
+    # s3://b/w/./t/x as s3://b/w/t/x): judged as the name they may lead to, which only ever
+    # keeps more (a purge deletes no such path itself: it is not qualified).
+    scheme, _, rest = normalize_location(location).partition("://")
+    bucket, _, key = rest.partition("/")
+    if key and any(s in ("", ".", "..") for s in key.split("/")):
+        key = posixpath.normpath(key).lstrip("/")
+        key = "" if key == "." else key
+    return f"{scheme}://{bucket}/{key}".rstrip("/")
 
 
 def check_qualified(location: str, what: str) -> None:
@@ -94,5 +128,6 @@ __all__ = [
     "check_qualified",
     "check_warehouse_location",
     "normalize_location",
+    "physical_location",
     "refuse_lakecore_directory",
 ]

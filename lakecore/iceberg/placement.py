@@ -46,7 +46,7 @@ from lakecore.defs import pb
 from lakecore.errors import InvalidArgumentError, InvalidLocationError, StorageError
 from lakecore.iceberg.base import CatalogBase
 from lakecore.iceberg.errors import translated
-from lakecore.iceberg.path_rules import normalize_location
+from lakecore.iceberg.path_rules import normalize_location, physical_location
 from lakecore.iceberg.pointer import (
     CHECKED_PROPERTY,
     METADATA_LOCATION_PROPERTY,
@@ -121,6 +121,31 @@ class PlacementRules(CatalogBase):
     def _roots(self, metadata: TableMetadata) -> list[str]:
         return sorted({root for _, root in self._named_roots(metadata)})
 
+    def _leads_to(self) -> Callable[[str], str]:
+        """A function: where a location leads (``physical_location``), spelt from the warehouse
+        as this catalog names it when it lies in the warehouse's real folder (the registry, the
+        roots and the default-location names are spelt so), else its real location. One name of
+        a local file for every spelling and link that reaches it: ``file:////w/t/x``,
+        ``file:///w//t/x``, ``file:///w/./t/x`` and a link to ``/w/t`` all lead to ``W/t/x``."""
+        warehouse = self.warehouse
+        real_warehouse = physical_location(warehouse)
+
+        def leads_to(location: str) -> str:
+            real = physical_location(location)
+            if real == real_warehouse:
+                return warehouse
+            if real.startswith(real_warehouse + "/"):
+                return warehouse + real[len(real_warehouse) :]
+            return real
+
+        return leads_to
+
+    def _physical_forms(self, path: str) -> list[str]:
+        """``path`` (normalized) and, when a link on this machine's disk takes it elsewhere,
+        where it leads (``_leads_to``): the location rule and purge judge both."""
+        leads = self._leads_to()(path)
+        return [path] if leads == path else [path, leads]
+
     def _metadata_of(self, ns: str, name: str, definition: pb.TableDef) -> TableMetadata | None:
         """A table's current metadata (None for a table without Iceberg metadata)."""
         metadata_location = definition.format_properties.get(METADATA_LOCATION_PROPERTY)
@@ -141,7 +166,7 @@ class PlacementRules(CatalogBase):
     def _table_references(self, metadata: TableMetadata, metadata_location: str) -> set[str]:
         """The reference folders of everything a table's metadata names (reads every manifest)."""
         io = self._load_file_io(metadata.properties, metadata_location)
-        finder = ReferenceFinder(self.warehouse, self._roots(metadata), normalize_location)
+        finder = ReferenceFinder(self.warehouse, self._roots(metadata), self._leads_to())
         return finder.named_by_table(io, metadata, metadata_location)
 
     def _registry(self, tx: Transaction) -> Registry:
@@ -326,30 +351,35 @@ class PlacementRules(CatalogBase):
         """
         registry = self._ensure_registry(tx)
         named = self._named_roots(metadata)
-        for what, root in named:
-            if named_by(self.warehouse, root) != (ns, name):
+        for what, given in named:
+            if named_by(self.warehouse, given) != (ns, name):
                 # Placed explicitly: it may lie in a folder another lakehouse claimed.
-                self._refuse_claimed(root, f"{what} {root} of table {ns}.{name}")
-            folders = self._namespaces_in_folder(tx, registry, root)
-            if folders:
-                raise InvalidLocationError(
-                    f"{what} {root} of table {ns}.{name} equals or contains the folder of namespace "
-                    f"{folders[0]!r}; a table "
-                    "needs a folder of its own (leave the location out for a default one)"
+                self._refuse_claimed(given, f"{what} {given} of table {ns}.{name}")
+            # Where it leads too: a link to another table's folder shares that folder.
+            for root in self._physical_forms(given):
+                subject = f"{what} {given}" + (
+                    "" if root == given else f" (a symbolic link to {root})"
                 )
-            others = {
-                k: v
-                for k, v in self._tables_overlapping(tx, registry, root).items()
-                if k not in ((ns, name), also_not)
-            }
-            if others:
-                (other_ns, other_name), roots = next(iter(sorted(others.items())))
-                clash = next(r for r in roots if overlaps(r, root))
-                raise InvalidLocationError(
-                    f"{what} {root} of table {ns}.{name} overlaps {clash}, a folder of table "
-                    f"{other_ns}.{other_name}: tables never "
-                    "share a folder (a purge of one would delete the other's files); choose another location"
-                )
+                folders = self._namespaces_in_folder(tx, registry, root)
+                if folders:
+                    raise InvalidLocationError(
+                        f"{subject} of table {ns}.{name} equals or contains the folder of namespace "
+                        f"{folders[0]!r}; a table "
+                        "needs a folder of its own (leave the location out for a default one)"
+                    )
+                others = {
+                    k: v
+                    for k, v in self._tables_overlapping(tx, registry, root).items()
+                    if k not in ((ns, name), also_not)
+                }
+                if others:
+                    (other_ns, other_name), roots = next(iter(sorted(others.items())))
+                    clash = next(r for r in roots if overlaps(r, root))
+                    raise InvalidLocationError(
+                        f"{subject} of table {ns}.{name} overlaps {clash}, a folder of table "
+                        f"{other_ns}.{other_name}: tables never "
+                        "share a folder (a purge of one would delete the other's files); choose another location"
+                    )
         tx.set_definition_properties(
             roots_property(self.warehouse, ns, name, [root for _, root in named])
         )
@@ -377,16 +407,18 @@ class PlacementRules(CatalogBase):
         """
         with translated():
             registry = self._ensure_registry(tx)
-            holders = self._tables_holding(tx, registry, folder)
-            if holders:
-                (other_ns, other_name), roots = next(iter(sorted(holders.items())))
-                clash = next(r for r in roots if contains(r, folder))
-                where = "is" if clash == folder else f"lies inside {clash},"
-                raise InvalidLocationError(
-                    f"{what} {folder} of namespace {ns!r} {where} a folder of table "
-                    f"{other_ns}.{other_name}: a namespace's tables never go inside another "
-                    "table's folder; choose another location"
-                )
+            for form in self._physical_forms(folder):
+                holders = self._tables_holding(tx, registry, form)
+                if holders:
+                    (other_ns, other_name), roots = next(iter(sorted(holders.items())))
+                    clash = next(r for r in roots if contains(r, form))
+                    where = "is" if clash == form else f"lies inside {clash},"
+                    link = "" if form == folder else f" (a symbolic link to {form})"
+                    raise InvalidLocationError(
+                        f"{what} {folder}{link} of namespace {ns!r} {where} a folder of table "
+                        f"{other_ns}.{other_name}: a namespace's tables never go inside another "
+                        "table's folder; choose another location"
+                    )
             self._refuse_claimed(folder, f"{what} {folder} of namespace {ns!r}")
 
     def _written_around_registry(
@@ -458,7 +490,7 @@ class PlacementRules(CatalogBase):
             tx.set_definition_properties(roots_property(self.warehouse, ns, name, roots))
         recorded_refs = tx.definition_property(refs_key(ns, name))
         known = json.loads(recorded_refs) if recorded_refs else []
-        finder = ReferenceFinder(self.warehouse, roots, normalize_location, known)
+        finder = ReferenceFinder(self.warehouse, roots, self._leads_to(), known)
         if current is not None:
             # A root given up (a write path moved elsewhere) still holds files the metadata
             # names, now outside the table's roots: another table may take the folder later.

@@ -32,6 +32,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Identifier
 
+from lakecore.errors import InvalidArgumentError
 from lakecore.iceberg.errors import translated
 from lakecore.iceberg.path_rules import normalize_location
 from lakecore.iceberg.placement import PlacementRules, drop_with_entries
@@ -113,10 +114,10 @@ class PurgeOps(PlacementRules):
         view = self._lakehouse
         registry = Registry.of(view.lakehouse_def.properties)
         neighbours: set[tuple[str, str]] = set()
-        for root in roots:
-            neighbours.update(self._tables_overlapping(view, registry, root))
+        for form in {form for root in roots for form in self._physical_forms(root)}:
+            neighbours.update(self._tables_overlapping(view, registry, form))
             neighbours.update(
-                other for other in registry.tables_referencing(root) if view.table_exists(*other)
+                other for other in registry.tables_referencing(form) if view.table_exists(*other)
             )
         protected: set[str] = set()
         for other_ns, other_name in sorted(neighbours):
@@ -135,13 +136,14 @@ class PurgeOps(PlacementRules):
         }
         skipped: list[str] = []
         shared: list[str] = []
+        leads_to = self._leads_to()
 
         def ours(paths: set[str]) -> set[str]:
             kept = set()
             for path in paths:
                 if not self._may_purge(path, roots):
                     skipped.append(path)
-                elif normalize_location(path) in protected:
+                elif leads_to(path) in protected:
                     shared.append(path)
                 else:
                     kept.add(path)
@@ -187,7 +189,8 @@ class PurgeOps(PlacementRules):
             for manifest in manifests
             for entry in manifest.fetch_manifest_entry(io, discard_deleted=False)
         )
-        return {normalize_location(p) for p in named}
+        leads_to = self._leads_to()
+        return {leads_to(p) for p in named}
 
     def _purgeable_roots(self, metadata: TableMetadata) -> list[str]:
         """Where a purge may delete: the table's location and its own write paths (each checked
@@ -203,10 +206,20 @@ class PurgeOps(PlacementRules):
         ]
 
     def _may_purge(self, path: str, roots: list[str]) -> bool:
-        # The path's own check too: a '..' segment would lead out of a root it textually starts with.
-        normalized = normalize_location(path)
-        return any(normalized.startswith(root + "/") for root in roots) and self._location_allowed(
-            path
+        # The path's own check too: a '..' segment would lead out of a root it textually starts
+        # with. And where it leads: a link under a root may take it into another table's folder.
+        try:
+            normalized = normalize_location(path)
+        except InvalidArgumentError:  # a bare path with '..' or '//': not one this catalog wrote
+            return False
+        if not (
+            any(normalized.startswith(root + "/") for root in roots)
+            and self._location_allowed(path)
+        ):
+            return False
+        leads = self._leads_to()(path)
+        return any(
+            leads.startswith(form + "/") for root in roots for form in self._physical_forms(root)
         )
 
 

@@ -118,7 +118,7 @@ def export_target(
 ) -> Storage:
     """The target of an export, refused before anything is recorded or written when it is the
     source, inside it, a file, a lakehouse already, or a folder of other files."""
-    from lakecore.view import has_lakehouse
+    from lakecore.view import has_lakehouse, lakehouse_above
 
     target_storage = Storage(target, target_storage_options or source.storage_options)
     # Compared with links resolved: a target reached through a link to the source wrote the
@@ -140,6 +140,14 @@ def export_target(
         raise AlreadyExistsError(
             f"the export target {target_storage.root_uri} holds the lakehouse {source.root_uri} "
             "(links resolved); export to a folder outside it"
+        )
+    other = lakehouse_above(target_storage)
+    if other is not None:
+        # Another lakehouse's gc and exports never list the copy, but the copy's files would
+        # lie in that lakehouse's root, where no command writes (lakecore.cli.outputs).
+        raise AlreadyExistsError(
+            f"the export target {target_storage.root_uri} is inside the lakehouse at {other} "
+            "(links resolved); export to a folder outside every lakehouse"
         )
     refuse_a_file_as_root(target_storage)  # a target that is a file, or under one
     if target_storage.scheme == "file":

@@ -54,6 +54,7 @@ from lakecore.view import (
     LakehouseView,
     VersionInfo,
     has_lakehouse,
+    lakehouse_above,
     list_versions,
     open_version,
     read_lakehouse_def,
@@ -138,6 +139,14 @@ class Lakehouse(LakehouseView):
         if has_lakehouse(storage):
             raise AlreadyExistsError(
                 f"a lakehouse already exists at {storage.root_uri}; open it instead"
+            )
+        other = lakehouse_above(storage)
+        if other is not None:
+            # Its files would lie in the other's root, where no command writes
+            # (lakecore.cli.outputs); its gc would count them as foreign files.
+            raise AlreadyExistsError(
+                f"{storage.root_uri} is inside the lakehouse at {other} (links resolved); "
+                "create the lakehouse in a folder outside every lakehouse"
             )
         present = storage.first_files(3)
         if present:
