@@ -191,7 +191,7 @@ def _outputs_outside_lakehouse(args: argparse.Namespace) -> str | None:
         outputs.append(Output("LAKECORE_LOG_DIR's log", log, OutputKind.LOG_FILE))
     try:
         # An export's target is a lakehouse being made: nothing else may land in it either.
-        check_outputs(outputs, args.lakehouse, getattr(args, "target", None))
+        check_outputs(outputs, args.lakehouse, target=getattr(args, "target", None))
     except InvalidArgumentError as exc:
         return str(exc)
     return None

@@ -205,7 +205,9 @@ def test_outputs_stay_out_of_an_export_target(
     target = tmp_path / "copy"
     argv = ["--lakehouse", str(lake), "--name", "e", "--mode", "full", "--target", str(target)]
     assert export_job.main([*argv, "--report", str(target / "_latest_hint.txt")]) == 2
-    assert "is inside the lakehouse root" in capsys.readouterr().err and not target.exists()
+    err = capsys.readouterr().err
+    # Named as what it is: the lakehouse the export makes, not the lakehouse exported.
+    assert "is inside the export target (--target)" in err and not target.exists(), err
 
 
 def test_a_tilde_is_read_and_written_the_same(

@@ -63,7 +63,7 @@ def refuse_outputs_in_lakehouse(args: argparse.Namespace) -> None:
             )
     lakehouse = getattr(args, "lakehouse", None) or os.environ.get("LAKECORE_LAKEHOUSE")
     # An export's target is a lakehouse being made: nothing else may land in it either.
-    check_outputs(outputs, lakehouse, getattr(args, "target", None))
+    check_outputs(outputs, lakehouse, target=getattr(args, "target", None))
 
 
 def storage_options_of(args: argparse.Namespace) -> dict[str, Any]:

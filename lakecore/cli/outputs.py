@@ -85,20 +85,26 @@ class Output:
     beside: str | None = None
 
 
-def check_outputs(outputs: Iterable[Output], *lakehouses: str | None) -> None:
+def check_outputs(
+    outputs: Iterable[Output], *lakehouses: str | None, target: str | None = None
+) -> None:
     """Refuse (``InvalidArgumentError``, exit 2) any of ``outputs`` that lies inside one of
-    ``lakehouses`` (root URIs or paths the command names; None for none) or any other lakehouse,
-    that is another output's file, or that would replace something a lakecore command did not
-    write. See the module doc."""
-    roots = [root for root in (_local_root(given) for given in lakehouses if given) if root]
+    ``lakehouses`` (root URIs or paths the command names; None for none), inside an export's
+    ``target`` (the lakehouse the export makes) or any other lakehouse, that is another output's
+    file, or that would replace something a lakecore command did not write. See the module
+    doc."""
+    places = [(given, "the lakehouse root") for given in lakehouses] + [
+        (target, "the export target (--target)")
+    ]
+    roots = [(root, what) for root, what in ((_local_root(g), w) for g, w in places if g) if root]
     seen: dict[str, Output] = {}
     for output in outputs:
         real = output_real_path(output.path)
-        for root in roots:
+        for root, what in roots:
             if _overlaps(real, root, output.kind):
                 where = "holds" if real != root and root.startswith(real + "/") else "is inside"
                 raise InvalidArgumentError(
-                    f"{output.option} {output.path} {where} the lakehouse root {root} (as {real}): "
+                    f"{output.option} {output.path} {where} {what} {root} (as {real}): "
                     "a command never writes into a lakehouse; give a path outside it"
                 )
         other = _lakehouse_holding(real)
