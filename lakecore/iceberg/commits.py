@@ -52,6 +52,33 @@ from lakecore.iceberg.roots import overlaps
 if TYPE_CHECKING:
     from pyiceberg.table.update import TableRequirement, TableUpdate
 
+    from lakecore.lakehouse import Transaction
+
+
+def record_metadata(
+    tx: Transaction, ns: str, name: str, new: Table, previous_location: str | None
+) -> None:
+    """Point table ``ns.name``'s definition in ``tx`` at ``new``'s metadata file: a create when
+    the table had none (``previous_location`` None), else an update that keeps the previous
+    metadata location (``pointer_properties``). Its columns follow the new schema."""
+    columns = columns_of(new.metadata.schema())
+    if previous_location is None:
+        tx.create_table(
+            ns,
+            name,
+            columns=columns,
+            format_properties=pointer_properties(new.metadata_location),
+            checked_by_catalog=True,
+        )
+    else:
+        tx.update_table(
+            ns,
+            name,
+            columns=columns,
+            format_properties=pointer_properties(new.metadata_location, previous_location),
+            checked_by_catalog=True,
+        )
+
 
 class CommitOps(PlacementRules):
     """``commit_table`` and ``commit_tables`` (see the module docstring)."""
@@ -132,27 +159,15 @@ class CommitOps(PlacementRules):
             tx.abort()
             raise
         self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
-        columns = columns_of(staged.metadata.schema())
         with translated(not_found=NoSuchNamespaceError, in_commit=True):
             try:
-                if current is None:
-                    tx.create_table(
-                        ns,
-                        name,
-                        columns=columns,
-                        format_properties=pointer_properties(staged.metadata_location),
-                        checked_by_catalog=True,
-                    )
-                else:
-                    tx.update_table(
-                        ns,
-                        name,
-                        columns=columns,
-                        format_properties=pointer_properties(
-                            staged.metadata_location, current.metadata_location
-                        ),
-                        checked_by_catalog=True,
-                    )
+                record_metadata(
+                    tx,
+                    ns,
+                    name,
+                    staged,
+                    None if current is None else current.metadata_location,
+                )
             except BaseException:
                 tx.abort()
                 raise
@@ -251,26 +266,10 @@ class CommitOps(PlacementRules):
                         placed += [(f, ns, name) for f in forms]
                 for ns, name, _, base, new in to_write:
                     self._write_metadata(new.metadata, new.io, new.metadata_location)
-                    columns = columns_of(new.metadata.schema())
                     with translated(not_found=NoSuchNamespaceError):
-                        if base is None:
-                            tx.create_table(
-                                ns,
-                                name,
-                                columns=columns,
-                                format_properties=pointer_properties(new.metadata_location),
-                                checked_by_catalog=True,
-                            )
-                        else:
-                            tx.update_table(
-                                ns,
-                                name,
-                                columns=columns,
-                                format_properties=pointer_properties(
-                                    new.metadata_location, base.metadata_location
-                                ),
-                                checked_by_catalog=True,
-                            )
+                        record_metadata(
+                            tx, ns, name, new, None if base is None else base.metadata_location
+                        )
             except BaseException:
                 tx.abort()
                 raise
