@@ -25,6 +25,7 @@ Its log records go to the catalog's logger, ``lakecore.iceberg.catalog``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from pyiceberg.catalog import MANIFEST, MANIFEST_LIST, METADATA, PREVIOUS_METADATA, delete_files
 from pyiceberg.exceptions import NoSuchTableError, ValidationError
@@ -114,7 +115,11 @@ class PurgeOps(PlacementRules):
         view = self._lakehouse
         registry = Registry.of(view.lakehouse_def.properties)
         neighbours: set[tuple[str, str]] = set()
-        for form in {form for root in roots for form in self._physical_forms(root)}:
+        # Where the roots and each file lead is asked of the file system once each (realpath
+        # per name), not again for every file against every root.
+        leads_to = self._leads_to()
+        root_forms = sorted({form for root in roots for form in self._physical_forms(root)})
+        for form in root_forms:
             neighbours.update(self._tables_overlapping(view, registry, form))
             neighbours.update(
                 other for other in registry.tables_referencing(form) if view.table_exists(*other)
@@ -136,14 +141,14 @@ class PurgeOps(PlacementRules):
         }
         skipped: list[str] = []
         shared: list[str] = []
-        leads_to = self._leads_to()
 
         def ours(paths: set[str]) -> set[str]:
             kept = set()
             for path in paths:
-                if not self._may_purge(path, roots):
+                leads = self._may_purge(path, roots, root_forms, leads_to)
+                if leads is None:
                     skipped.append(path)
-                elif leads_to(path) in protected:
+                elif leads in protected:
                     shared.append(path)
                 else:
                     kept.add(path)
@@ -205,22 +210,28 @@ class PurgeOps(PlacementRules):
             if loc and self._location_allowed(str(loc))
         ]
 
-    def _may_purge(self, path: str, roots: list[str]) -> bool:
-        # The path's own check too: a '..' segment would lead out of a root it textually starts
-        # with. And where it leads: a link under a root may take it into another table's folder.
+    def _may_purge(
+        self,
+        path: str,
+        roots: list[str],
+        root_forms: list[str],
+        leads_to: Callable[[str], str],
+    ) -> str | None:
+        """Where ``path`` leads (``leads_to``) when a purge may delete it, else None: it lies
+        under one of ``roots`` as written, passes its own check (a '..' segment would lead out
+        of a root it textually starts with), and leads under one of ``root_forms`` (a link
+        under a root may take it into another table's folder)."""
         try:
             normalized = normalize_location(path)
         except InvalidArgumentError:  # a bare path with '..' or '//': not one this catalog wrote
-            return False
+            return None
         if not (
             any(normalized.startswith(root + "/") for root in roots)
             and self._location_allowed(path)
         ):
-            return False
-        leads = self._leads_to()(path)
-        return any(
-            leads.startswith(form + "/") for root in roots for form in self._physical_forms(root)
-        )
+            return None
+        leads = leads_to(path)
+        return leads if any(leads.startswith(form + "/") for form in root_forms) else None
 
 
 __all__ = ["PurgeOps"]
