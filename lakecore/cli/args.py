@@ -35,6 +35,13 @@ def key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
+def add_property_option(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--property KEY=VALUE``, repeatable, collected in ``args.property`` as (key, value)."""
+    parser.add_argument(
+        "--property", action="append", type=key_value, metavar="KEY=VALUE", help=help_text
+    )
+
+
 def refuse_outputs_in_lakehouse(args: argparse.Namespace) -> None:
     """Before the command does any work: its output paths (``--html``; the lookup cache's
     folder, given or default) may not lie inside the lakehouse nor replace a file no lakecore
@@ -197,6 +204,7 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 
 __all__ = [
     "add_json_option",
+    "add_property_option",
     "add_version_options",
     "duration_millis",
     "emit",

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lakecore.cli.args import (
+    add_property_option,
     add_version_options,
     emit,
     key_value,
@@ -319,13 +320,7 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
         help="the newest N versions never expire, whatever their age",
     )
     add_age_options(p)
-    p.add_argument(
-        "--property",
-        action="append",
-        type=key_value,
-        metavar="KEY=VALUE",
-        help="a lakehouse property (repeatable)",
-    )
+    add_property_option(p, "a lakehouse property (repeatable)")
     p.set_defaults(func=cmd_init)
 
     p = subcommand(
@@ -344,13 +339,7 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
         help="create the missing parents too (with no properties), as mkdir -p; without it a "
         "missing parent is only implied (listed, but holding no tables or properties)",
     )
-    a.add_argument(
-        "--property",
-        action="append",
-        type=key_value,
-        metavar="KEY=VALUE",
-        help="a property (repeatable)",
-    )
+    add_property_option(a, "a property (repeatable)")
     a = subcommand(actions, "drop", "drop an empty namespace (no tables, no namespaces inside)")
     a.add_argument("namespace", help="the namespace name")
     a = subcommand(
@@ -386,13 +375,7 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
     )
     a.add_argument("--format", default="ICEBERG", help="table format (default ICEBERG)")
     a.add_argument("--type", default="MANAGED", help="table type (default MANAGED)")
-    a.add_argument(
-        "--property",
-        action="append",
-        type=key_value,
-        metavar="KEY=VALUE",
-        help="a property (repeatable)",
-    )
+    add_property_option(a, "a property (repeatable)")
     a = subcommand(actions, "drop", "drop a table")
     a.add_argument("namespace", help="the table's namespace")
     a.add_argument("table", help="the table name")

@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from lakecore.cli.args import key_value, lakehouse_uri, storage_options_of
+from lakecore.cli.args import add_property_option, lakehouse_uri, storage_options_of
 from lakecore.errors import InvalidArgumentError
 from lakecore.rest.defaults import DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
 
@@ -59,12 +59,8 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
         metavar="N",
         help=f"refuse larger request bodies with 413 (default {DEFAULT_MAX_BODY_BYTES})",
     )
-    p.add_argument(
-        "--property",
-        action="append",
-        type=key_value,
-        metavar="KEY=VALUE",
-        help="a catalog property for pyiceberg's FileIO, e.g. s3.endpoint=http://... (repeatable)",
+    add_property_option(
+        p, "a catalog property for pyiceberg's FileIO, e.g. s3.endpoint=http://... (repeatable)"
     )
     p.set_defaults(func=cmd_serve)
 

@@ -17,7 +17,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from lakecore.cli.args import duration_millis, emit, key_value, open_lakehouse
+from lakecore.cli.args import add_property_option, duration_millis, emit, open_lakehouse
 from lakecore.errors import ExitCode, InvalidArgumentError
 
 
@@ -161,13 +161,7 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
         metavar="V",
         help="remove version V's override (repeatable)",
     )
-    s.add_argument(
-        "--property",
-        action="append",
-        type=key_value,
-        metavar="KEY=VALUE",
-        help="set a property (repeatable)",
-    )
+    add_property_option(s, "set a property (repeatable)")
     s.add_argument(
         "--unset-property", action="append", metavar="KEY", help="remove a property (repeatable)"
     )
