@@ -17,6 +17,7 @@ take part in key ordering.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -104,6 +105,30 @@ def validate_name(name: str, max_bytes: int, what: str = "object") -> bytes:
                 "space and DEL are not allowed in names"
             )
     return encoded
+
+
+def refuse_unclear_name(name: str, what: str = "object") -> None:
+    """The rule for a *new* name, on top of ``validate_name`` (docs/format.md#keys): no
+    Unicode format character (category Cf: U+200B ZERO WIDTH SPACE made ``zw\u200bsp`` print
+    as ``zwsp``, U+202E RIGHT-TO-LEFT OVERRIDE reverses what follows), and not ``.`` or ``..``
+    (HTTP clients and path joins remove those as segments). Names already stored are read
+    whatever they hold.
+
+    Raises:
+        InvalidNameError: with the character or the reason.
+    """
+    if name in (".", ".."):
+        raise InvalidNameError(
+            f"{what} name {name!r} is refused: '.' and '..' mean this and the parent folder to "
+            "paths and HTTP clients, which would remove them"
+        )
+    for i, char in enumerate(name):
+        if unicodedata.category(char) == "Cf":
+            raise InvalidNameError(
+                f"{what} name {name!a} holds U+{ord(char):04X} "
+                f"({unicodedata.name(char, 'a format character')}) at character {i}: invisible "
+                "format characters make a name look like another; leave it out"
+            )
 
 
 def encode_name(name: str, max_bytes: int, what: str = "object") -> str:

@@ -54,7 +54,9 @@ from lakecore.errors import (
     ReadOnlyLakehouseError,
 )
 from lakecore.iceberg.errors import ReadOnlyCatalogError, translated
+from lakecore.iceberg.guarded_io import GuardedFileIO
 from lakecore.iceberg.path_rules import (
+    canonical_location,
     check_qualified,
     check_warehouse_location,
     normalize_location,
@@ -71,10 +73,13 @@ from lakecore.iceberg.properties import (
     version_number,
 )
 from lakecore.iceberg.roots import WRITE_PATH_PROPERTIES, Registry
+from lakecore.iceberg.transforms import check_new_transforms
 from lakecore.keys import namespace_name_max_bytes
 from lakecore.lakehouse import Lakehouse, LakehouseView, Transaction
+from lakecore.view import read_root_and_def, store_for
 
 if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
     from pyiceberg.table import Transaction as IcebergTransaction
 
 T = TypeVar("T")
@@ -114,7 +119,10 @@ class CatalogBase(MetastoreCatalog):
         storage_options = properties.pop("storage_options", None)
         refuse_misspelt_properties(properties)
         super().__init__(name, **properties)
-        self._lock = threading.RLock()
+        # Writers only (commits and other changes): the Lakehouse object they commit through
+        # moves with each commit. Reads never take it: they read their own view of the latest
+        # version (``_read``), so no read waits for a commit's storage IO.
+        self._write_lock = threading.RLock()
         uri = properties.get("uri")
         if not uri:
             raise ValidationError(
@@ -192,10 +200,24 @@ class CatalogBase(MetastoreCatalog):
         return None if self._view is None else self._view.version
 
     def _read(self) -> LakehouseView:
-        """The version reads see: the fixed one, or the latest."""
+        """The version reads see: the fixed one, or the latest (a view of its own, read without
+        the write lock: see ``_latest_view``)."""
         if self._view is not None:
             return self._view
-        return self._lakehouse.refresh()
+        return self._latest_view()
+
+    def _latest_view(self) -> LakehouseView:
+        """A read-only view of the latest version, independent of the Lakehouse object writers
+        commit through (which moves under them while they hold the write lock)."""
+        storage = self._lakehouse.storage
+        root, lakehouse_def = read_root_and_def(storage, None)
+        return LakehouseView(storage, root, lakehouse_def, store_for(storage, lakehouse_def))
+
+    def _scratch_lakehouse(self) -> Lakehouse:
+        """A Lakehouse object of its own at the latest version, for a transaction that only
+        checks and is aborted (it never commits, so it needs no write lock)."""
+        view = self._latest_view()
+        return Lakehouse(view.storage, view.root_info, view.lakehouse_def, view.store)
 
     def _read_only_why(self, what: str) -> str | None:
         """Why ``what`` is refused (a time-travel catalog, an exported copy); None if it is not."""
@@ -219,7 +241,7 @@ class CatalogBase(MetastoreCatalog):
         """Run ``change`` in a lakecore transaction on the latest version and commit it; on a
         conflict run it again on the new latest version (it re-checks what it relies on)."""
         self._refuse_read_only(what)
-        with self._lock:
+        with self._write_lock:
             for attempt in range(CATALOG_OP_ATTEMPTS):
                 tx = self._lakehouse.refresh().transaction()
                 try:
@@ -308,29 +330,84 @@ class CatalogBase(MetastoreCatalog):
 
     # -- locations ----------------------------------------------------------------------------
 
-    def check_location(self, location: str, what: str) -> None:
-        """Refuse a location outside the warehouse, the warehouse itself, or one inside
-        lakecore's own directories (``lakecore.iceberg.path_rules``).
+    def check_location(self, location: str, what: str, *, strict: bool = True) -> None:
+        """Refuse a location that is not canonical (with ``strict``, every location a client
+        names), outside the warehouse, the warehouse itself, or one inside lakecore's own
+        directories (``lakecore.iceberg.path_rules``).
 
         Raises:
             ValidationError: with the reason.
         """
         with translated():
             check_warehouse_location(
-                location, what, self.warehouse, self._lakehouse.storage.root_uri
+                location, what, self.warehouse, self._lakehouse.storage.root_uri, strict=strict
             )
 
-    def _check_metadata(self, metadata: TableMetadata, metadata_location: str) -> None:
-        self.check_location(metadata_location, "metadata location")
-        self.check_location(metadata.location, "table location")
+    def _check_metadata(
+        self, metadata: TableMetadata, metadata_location: str, base: TableMetadata | None = None
+    ) -> None:
+        """The rules for what ``metadata`` holds that ``base`` (the metadata it replaces; None
+        for a new table) did not: the location rules for its metadata file, its location and
+        write paths, and the manifest lists and statistics files it adds, checked before any of
+        them is read or written (``lakecore.iceberg.path_rules``); and the transforms of the
+        partition specs and sort orders it adds (``lakecore.iceberg.transforms``). What
+        ``base`` already held was checked when it was committed (or predates the rules: a table
+        from before them keeps working).
+
+        Raises:
+            ValidationError: a location is not canonical, or lies outside the warehouse; a
+                transform is unknown or does not apply to its column.
+        """
+        check_new_transforms(metadata, base)
+        # What the client gave first, so that the message names it (the metadata location is
+        # derived from the table location).
+        if base is None or metadata.location != base.location:
+            self.check_location(metadata.location, "table location")
         for name in WRITE_PATH_PROPERTIES:
             path = metadata.properties.get(name)
-            if path:
+            if path and (base is None or base.properties.get(name) != path):
                 self.check_location(str(path), f"the table property {name}")
+        self.check_location(metadata_location, "metadata location")
+        known = set() if base is None else {s.manifest_list for s in base.snapshots}
+        for snapshot in metadata.snapshots:
+            if snapshot.manifest_list not in known:
+                self.check_location(
+                    snapshot.manifest_list, f"the manifest list of snapshot {snapshot.snapshot_id}"
+                )
+        known_stats = (
+            set()
+            if base is None
+            else {s.statistics_path for s in [*base.statistics, *base.partition_statistics]}
+        )
+        for stats in [*metadata.statistics, *metadata.partition_statistics]:
+            if stats.statistics_path not in known_stats:
+                self.check_location(
+                    stats.statistics_path,
+                    f"the statistics file of snapshot {stats.snapshot_id}",
+                )
+
+    @staticmethod
+    def _canonical(location: str | None, what: str) -> str | None:
+        """``location`` in its canonical form (``lakecore.iceberg.path_rules``), None for None.
+
+        Raises:
+            ValidationError: it has no canonical form (a query, an escape, a '..', ...).
+        """
+        if location is None:
+            return None
+        with translated():
+            return canonical_location(location, what)
+
+    def _guarded(self, io: FileIO) -> GuardedFileIO:
+        """``io`` for reading files a client named: each checked before it is opened
+        (``lakecore.iceberg.guarded_io``)."""
+        return GuardedFileIO(io, self.check_location)
 
     def _location_allowed(self, location: str) -> bool:
+        """Whether a purge may delete at ``location`` (qualified, in the warehouse, out of
+        lakecore's directories; not necessarily canonical: see ``check_warehouse_location``)."""
         try:
-            self.check_location(location, "location")
+            self.check_location(location, "location", strict=False)
         except ValidationError:
             return False
         return True

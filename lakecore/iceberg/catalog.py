@@ -123,7 +123,7 @@ methods it does not support.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 
@@ -156,6 +156,11 @@ def _views_unsupported(what: str) -> NotImplementedError:
 
 class LakecoreCatalog(CommitOps, TableOps, NamespaceOps, PurgeOps):
     """A pyiceberg catalog backed by a lakecore lakehouse (see the module docstring)."""
+
+    #: Every commit failure whose outcome is unknown is raised as CommitStateUnknownException
+    #: (``lakecore.iceberg.errors.translated``): any other failure of a commit means it did not
+    #: land. The REST server relies on it (``lakecore.rest.errors``).
+    reports_unknown_commits: Final = True
 
     # -- views: not supported -----------------------------------------------------------------
 

@@ -102,7 +102,7 @@ class CommitOps(PlacementRules):
         """
         self._refuse_read_only("commit_table")
         ns, name = self._table(table.name())
-        with self._lock:
+        with self._write_lock:
             # First try on the lakehouse version this object already holds when it knows the
             # table at the caller's metadata (a single writer saves the latest-version lookup).
             # If it was stale, the lakehouse commit conflicts; then start again from the
@@ -137,6 +137,10 @@ class CommitOps(PlacementRules):
             tx.abort()
             return None  # the caller knows a newer state than this object: read the latest
         current: Table | None = None
+        if definition is None and not any(isinstance(r, AssertCreate) for r in requirements):
+            # Dropped since the caller loaded it (a commit racing a drop): not a create.
+            tx.abort()
+            raise NoSuchTableError(f"Table does not exist: {ns}.{name}")
         if definition is not None:
             if base_location == table.metadata_location:
                 # Metadata files are immutable: the caller's copy is the current one.
@@ -151,7 +155,11 @@ class CommitOps(PlacementRules):
         if current is not None and staged.metadata == current.metadata:
             tx.abort()
             return commit_response(current.metadata, current.metadata_location)
-        self._check_metadata(staged.metadata, staged.metadata_location)
+        self._check_metadata(
+            staged.metadata,
+            staged.metadata_location,
+            None if current is None else current.metadata,
+        )
         try:
             with translated():
                 self._check_change(tx, ns, name, definition, current, staged)
@@ -220,7 +228,7 @@ class CommitOps(PlacementRules):
             raise ValidationError(
                 f"a transaction names each table once; named more than once: {', '.join(repeated)}"
             )
-        with self._lock:
+        with self._write_lock:
             tx = self._lakehouse.refresh().transaction()
             try:
                 # (namespace, table, definition and current or None for a create, staged) of
@@ -249,7 +257,11 @@ class CommitOps(PlacementRules):
                 # them is checked here (two creates at one location were both accepted).
                 placed: list[tuple[str, str, str]] = []
                 for ns, name, definition, base, new in to_write:
-                    self._check_metadata(new.metadata, new.metadata_location)
+                    self._check_metadata(
+                        new.metadata,
+                        new.metadata_location,
+                        None if base is None else base.metadata,
+                    )
                     with translated():
                         self._check_change(tx, ns, name, definition, base, new)
                         forms = [

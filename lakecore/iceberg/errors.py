@@ -9,11 +9,15 @@ Rules:
   ``ReadOnlyCatalogError``. The message is lakecore's; the lakecore error stays chained as
   ``__cause__``. Where pyiceberg's own suite asserts a wording (``Table does not exist:
   ns.t``), the message starts with it and lakecore's detail follows.
-* A storage failure inside a lakecore commit is ``CommitStateUnknownException``: it may follow
-  a root write whose outcome is unknown, and pyiceberg deletes the files it wrote only after
-  ``CommitFailedException``, so only "unknown" is safe. Outside a commit, storage failures and
+* A storage failure inside a lakecore commit (``in_commit``: the root write and what surrounds
+  it), or any failure there that is not one of lakecore's or pyiceberg's own, is
+  ``CommitStateUnknownException``: it may follow a root write whose outcome is unknown, and
+  pyiceberg deletes the files it wrote only after ``CommitFailedException``, so only "unknown"
+  is safe. Everything a commit checks before it writes runs outside ``in_commit``: a client's
+  mistake found there is never "unknown". Outside a commit, storage failures and
   damaged files stay lakecore errors (``StorageError``, ``CorruptFileError``): pyiceberg has no
-  type for them.
+  type for them. So do a lakehouse that is gone (``NoLakehouseError``) and a version expired
+  while it was read (``VersionExpiredError``): they are never "no such table".
 """
 
 from __future__ import annotations
@@ -38,9 +42,11 @@ from lakecore.errors import (
     CommitStateUnknownError,
     InvalidArgumentError,
     NamespaceNotEmptyError,
+    NoLakehouseError,
     NotFoundError,
     ReadOnlyLakehouseError,
     StorageError,
+    VersionExpiredError,
 )
 
 
@@ -79,6 +85,10 @@ def translated(
         raise IcebergNamespaceNotEmptyError(
             str(exc) if not_empty_wording is None else f"{not_empty_wording}: {exc}"
         ) from exc
+    except (NoLakehouseError, VersionExpiredError):
+        # The lakehouse itself is gone, or the version read was expired meanwhile: never
+        # "no such table" (a client's IF EXISTS would take the wrong branch).
+        raise
     except NotFoundError as exc:
         raise not_found(text(exc)) from exc
     except AlreadyExistsError as exc:
@@ -99,6 +109,28 @@ def translated(
             f"the lakehouse commit failed ({exc.one_line()}); it may or may not have landed: "
             "reload the table before retrying"
         ) from exc
+    except Exception as exc:
+        if not in_commit or isinstance(exc, _KNOWN_OUTCOME):
+            raise
+        # Not foreseen, around the root write: whether it landed is not known.
+        raise CommitStateUnknownException(
+            f"the lakehouse commit failed unexpectedly ({type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:300]}); it may or may not have landed: reload the "
+            "table before retrying"
+        ) from exc
+
+
+# pyiceberg's own outcomes: a commit that raised one of these did not land (or is unknown).
+_KNOWN_OUTCOME = (
+    CommitFailedException,
+    CommitStateUnknownException,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+    ValidationError,
+    ValidationException,
+    ReadOnlyCatalogError,
+)
 
 
 __all__ = ["ReadOnlyCatalogError", "translated"]

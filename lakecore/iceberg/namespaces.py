@@ -105,7 +105,6 @@ class NamespaceOps(PlacementRules):
         """
         parent = self._namespace(namespace) if namespace else None
         with (
-            self._lock,
             translated(
                 not_found=NoSuchNamespaceError,
                 invalid=NoSuchNamespaceError,
@@ -122,7 +121,6 @@ class NamespaceOps(PlacementRules):
         """
         ns = self._namespace(namespace)
         with (
-            self._lock,
             translated(
                 not_found=NoSuchNamespaceError,
                 invalid=NoSuchNamespaceError,

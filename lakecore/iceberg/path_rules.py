@@ -3,6 +3,17 @@ path on its own (``lakecore.iceberg.roots`` has the rules between tables).
 
 Rules:
 
+* **One canonical form, before any IO** (``canonical_location``). Every location a client
+  names (a table or namespace location, a ``write.*.path``, register's metadata file, and every
+  path a commit names: manifest lists, the manifests in them, statistics files) is parsed once:
+  an absolute URI ``scheme://authority/path`` or an absolute path (read as ``file://``), with
+  no query (``?``), fragment (``#``), percent-escape (``%``), backslash, control or Unicode
+  format character (category Cc or Cf, line and paragraph separators), no ``.``, ``..`` or
+  empty segment, at most ``MAX_LOCATION_CHARS`` characters; ``file:`` only as ``file:///path``.
+  Anything else is refused (``InvalidLocationError``, a 400 at the REST server) before the
+  location is stored, read or written: pyiceberg's FileIO drops what follows ``?`` (one path
+  for every file of a table), and a client that decodes ``%2e%2e`` writes above the folder the
+  text seems to name.
 * **Comparable text.** Locations are compared as ``normalize_location`` writes them: ``s3a`` and
   ``s3n`` read as ``s3``, a bare path as ``file://``, no trailing ``/``.
 * **Where it leads.** Two names of one file are one file: ``physical_location`` gives where a
@@ -26,6 +37,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import unicodedata
 from typing import Final
 from urllib.parse import urlparse
 
@@ -34,6 +46,97 @@ from lakecore.locations import normalize_root_uri
 
 _HASH_SEGMENT_RE: Final = re.compile(r"^[01]{4}$")
 _SCHEME_RE: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# A location longer than this is refused: no store takes keys much longer (S3: 1,024 bytes).
+MAX_LOCATION_CHARS: Final = 4096
+# Characters with a meaning in a URI that a FileIO may act on (``?`` starts a query pyiceberg's
+# FileIO drops, ``#`` a fragment, ``%`` an escape some clients decode), and the backslash that
+# some file systems read as a separator.
+_URI_SPECIAL: Final = {
+    "?": "a query",
+    "#": "a fragment",
+    "%": "a percent-escape",
+    "\\": "a backslash",
+}
+_AUTHORITY_RE: Final = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def _forbidden_character(text: str) -> str | None:
+    """Why ``text`` may not be a location because of one of its characters; None if none."""
+    for char in text:
+        special = _URI_SPECIAL.get(char)
+        if special is not None:
+            return f"{special} ({char!r})"
+        if char in " " or char.isalnum() or char in "/:._-+=,~@!$&'()*;[]":
+            continue
+        category = unicodedata.category(char)
+        if category in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") or (
+            category == "Zs" and char != " "
+        ):
+            return f"the character U+{ord(char):04X} ({unicodedata.name(char, category)})"
+    return None
+
+
+def canonical_location(location: object, what: str) -> str:
+    """The canonical form of a location a client names (see the module docstring): the scheme
+    in lower case (``s3a``/``s3n`` as ``s3``), a bare absolute path as ``file://``, no trailing
+    ``/``.
+
+    Raises:
+        InvalidLocationError: the location is not a string of that form; the message names what
+            is wrong and ``what`` it was.
+    """
+    if not isinstance(location, str) or not location.strip():
+        raise InvalidLocationError(f"{what} {location!r} is not a location (an empty text)")
+    shown = ascii(location) if len(location) <= 200 else ascii(location[:200]) + "..."
+    if len(location) > MAX_LOCATION_CHARS:
+        raise InvalidLocationError(
+            f"{what} {shown} is {len(location)} characters long; at most {MAX_LOCATION_CHARS}"
+        )
+    if location != location.strip():
+        raise InvalidLocationError(f"{what} {shown} starts or ends with white space")
+    problem = _forbidden_character(location)
+    if problem is not None:
+        raise InvalidLocationError(
+            f"{what} {shown} holds {problem}; a location is a plain path or URI without "
+            "queries, fragments, escapes or control characters"
+        )
+    match = _SCHEME_RE.match(location)
+    if match is None:
+        if location.startswith("file:"):
+            raise InvalidLocationError(
+                f"{what} {shown} is a file: URI without '//': write file:///absolute/path"
+            )
+        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", location) and not location.startswith("/"):
+            raise InvalidLocationError(
+                f"{what} {shown} has a malformed scheme: write scheme://path"
+            )
+        if not location.startswith("/"):
+            raise InvalidLocationError(
+                f"{what} {shown} is a relative path; give an absolute path or a URI"
+            )
+        scheme, authority, path = "file", "", location
+    else:
+        scheme = match.group(1).lower()
+        scheme = "s3" if scheme in ("s3a", "s3n") else scheme
+        authority, slash, rest = location[match.end() :].partition("/")
+        path = slash + rest
+        if scheme == "file":
+            if authority:
+                raise InvalidLocationError(
+                    f"{what} {shown} names a host ({authority!r}); a file URI is file:///absolute/path"
+                )
+        elif not authority or not _AUTHORITY_RE.match(authority):
+            raise InvalidLocationError(
+                f"{what} {shown} has no valid bucket or container after {scheme}:// "
+                "(letters, digits, '.', '_' and '-' only)"
+            )
+    trimmed = path.rstrip("/")
+    segments = trimmed.split("/")[1:] if trimmed else []
+    if any(s in ("", ".", "..") for s in segments):
+        raise InvalidLocationError(
+            f"{what} {shown} is not qualified: remove '.', '..' and empty segments"
+        )
+    return f"{scheme}://{authority}{trimmed}"
 
 
 def normalize_location(location: str) -> str:
@@ -102,15 +205,23 @@ def refuse_lakecore_directory(location: str, root_uri: str, what: str) -> None:
         )
 
 
-def check_warehouse_location(location: str, what: str, warehouse: str, lakehouse_root: str) -> None:
+def check_warehouse_location(
+    location: str, what: str, warehouse: str, lakehouse_root: str, *, strict: bool = True
+) -> None:
     """Refuse a location outside the warehouse, the warehouse itself, or one inside lakecore's
-    own directories.
+    own directories. ``strict`` (a location a client names) also requires the canonical form
+    (``canonical_location``); without it (a file a table's metadata names, judged for a purge)
+    the path only has to be qualified: a data file's name may hold a percent-escape of a
+    partition value, which is harmless for a delete of that literal path.
 
     Raises:
         InvalidLocationError: with the reason.
     """
-    normalized = normalize_location(location)
-    check_qualified(normalized, what)
+    if strict:
+        normalized = canonical_location(location, what)
+    else:
+        normalized = normalize_location(location)
+        check_qualified(normalized, what)
     if normalized == warehouse:
         raise InvalidLocationError(
             f"{what} {location} is the warehouse itself; a table's files go in a folder of "
@@ -125,6 +236,8 @@ def check_warehouse_location(location: str, what: str, warehouse: str, lakehouse
 
 
 __all__ = [
+    "MAX_LOCATION_CHARS",
+    "canonical_location",
     "check_qualified",
     "check_warehouse_location",
     "normalize_location",

@@ -34,8 +34,9 @@ Rules:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Final, Protocol
 
 from pyiceberg.catalog import LOCATION
@@ -43,7 +44,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 
 from lakecore.defs import pb
-from lakecore.errors import InvalidArgumentError, InvalidLocationError, StorageError
+from lakecore.errors import InvalidArgumentError, InvalidLocationError, LakecoreError, StorageError
 from lakecore.iceberg.base import CatalogBase
 from lakecore.iceberg.errors import translated
 from lakecore.iceberg.path_rules import normalize_location, physical_location
@@ -91,6 +92,37 @@ class CatalogReader(Protocol):
     def list_tables(self, ns: str) -> list[str]: ...
     def list_namespaces(self) -> list[str]: ...
     def namespaces_starting_with(self, name_prefix: str, limit: int | None = None) -> list[str]: ...
+
+
+@contextmanager
+def named_files_read(whose: str) -> Iterator[None]:
+    """Reading the manifest lists and manifests ``whose`` names: a file that is missing or is no
+    manifest is the client's mistake (``InvalidArgumentError``, nothing was committed); a store
+    that fails is ``StorageError``."""
+    try:
+        yield
+    except LakecoreError:
+        raise
+    except FileNotFoundError as exc:
+        raise InvalidArgumentError(
+            f"{whose} names a manifest list or manifest that does not exist "
+            f"({exc.filename or exc}); write the snapshot's files before committing it"
+        ) from exc
+    except PermissionError as exc:
+        raise InvalidArgumentError(
+            f"{whose} names a manifest list or manifest this server may not read "
+            f"({exc.filename or exc})"
+        ) from exc
+    except OSError as exc:
+        raise StorageError(
+            f"could not read the files {whose} names, to record where they lie "
+            f"({type(exc).__name__}: {exc}); retry"
+        ) from exc
+    except Exception as exc:  # a file that is not Avro, or not a manifest: the reader's error
+        raise InvalidArgumentError(
+            f"{whose} names a file that is not a readable manifest list or manifest "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
+        ) from exc
 
 
 def drop_with_entries(tx: Transaction, ns: str, name: str) -> None:
@@ -165,9 +197,10 @@ class PlacementRules(CatalogBase):
 
     def _table_references(self, metadata: TableMetadata, metadata_location: str) -> set[str]:
         """The reference folders of everything a table's metadata names (reads every manifest)."""
-        io = self._load_file_io(metadata.properties, metadata_location)
+        io = self._guarded(self._load_file_io(metadata.properties, metadata_location))
         finder = ReferenceFinder(self.warehouse, self._roots(metadata), self._leads_to())
-        return finder.named_by_table(io, metadata, metadata_location)
+        with named_files_read(f"table metadata {metadata_location}"):
+            return finder.named_by_table(io, metadata, metadata_location)
 
     def _registry(self, tx: Transaction) -> Registry:
         """The registry as ``tx`` would commit it."""
@@ -444,8 +477,8 @@ class PlacementRules(CatalogBase):
 
     def _precheck_roots(self, ns: str, name: str, metadata: TableMetadata) -> None:
         """The rule, before any file is written (the commit checks again)."""
-        with self._lock, translated():
-            tx = self._lakehouse.refresh().transaction()
+        with translated():
+            tx = self._scratch_lakehouse().transaction()
             try:
                 self._check_roots(tx, ns, name, metadata)
             finally:
@@ -495,28 +528,17 @@ class PlacementRules(CatalogBase):
             # A root given up (a write path moved elsewhere) still holds files the metadata
             # names, now outside the table's roots: another table may take the folder later.
             finder.add_folders(self._roots(current.metadata))
-        try:
+        io = self._guarded(staged.io)
+        with named_files_read(f"the commit to table {ns}.{name}"):
             if adopted:
-                folders = finder.named_by_table(
-                    staged.io, staged.metadata, staged.metadata_location
-                )
+                folders = finder.named_by_table(io, staged.metadata, staged.metadata_location)
             else:
                 folders = finder.added_by_commit(
-                    staged.io,
+                    io,
                     None if current is None else current.metadata,
                     staged.metadata,
                     staged.metadata_location,
                 )
-        except FileNotFoundError as exc:
-            raise InvalidArgumentError(
-                f"the commit to table {ns}.{name} names a manifest list or manifest that does not "
-                f"exist ({exc.filename or exc}); write the snapshot's files before committing it"
-            ) from exc
-        except OSError as exc:
-            raise StorageError(
-                f"could not read the files the commit to table {ns}.{name} adds, to record where "
-                f"they lie ({type(exc).__name__}: {exc}); retry the commit"
-            ) from exc
         if all(any(contains(k, f) for k in known) for f in folders):
             return
         known = self._ensure_registry(tx).refs.get((ns, name), [])

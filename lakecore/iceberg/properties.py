@@ -3,8 +3,9 @@
 Rules:
 
 * **Storage options** for lakecore's own files: ``storage_options`` (a mapping, when the catalog
-  is built in Python), else ``lakecore.storage-options`` (a JSON object), else derived from
-  pyiceberg's ``s3.*``/``client.*`` properties (endpoint, keys, session token, region). Iceberg
+  is built in Python), else ``lakecore.storage-options`` (a JSON object), else, for a lakehouse
+  on S3, derived from pyiceberg's ``s3.*``/``client.*`` properties (endpoint, keys, session
+  token, region). Iceberg
   data and metadata files go through pyiceberg's FileIO with the catalog's properties as usual.
 * **A misspelt property is refused**, not ignored: pyiceberg ignores a key it does not know,
   and with ``verison=5`` a caller meaning to read version 5 would get the latest version,
@@ -55,6 +56,12 @@ def storage_options_of(properties: Mapping[str, Any]) -> dict[str, Any] | None:
                 f"{STORAGE_OPTIONS_PROPERTY} must be a JSON object, got {text!r}"
             )
         return parsed
+
+    uri = str(properties.get("uri") or "")
+    if not uri.lower().startswith(("s3://", "s3a://", "s3n://")):
+        # pyiceberg's s3.* properties are for the table files; a lakehouse on another store
+        # (local disk) takes no S3 option (it would refuse client_kwargs).
+        return None
 
     def first(*names: str) -> Any:
         for name in names:

@@ -74,11 +74,9 @@ class PurgeOps(PlacementRules):
         """
         self._refuse_read_only("purge_table")
         ns, name = self._table(identifier)
-        with (
-            self._lock,
-            translated(invalid=NoSuchTableError, wording=f"Table does not exist: {ns}.{name}"),
-        ):
-            definition = self._lakehouse.refresh().load_table(ns, name)
+        with translated(invalid=NoSuchTableError, wording=f"Table does not exist: {ns}.{name}"):
+            before = self._latest_view()
+            definition = before.load_table(ns, name)
         if definition.table_type == "EXTERNAL":
             raise ValidationError(
                 f"table {ns}.{name} was registered (EXTERNAL): its files were not written for it and may belong "
@@ -93,7 +91,7 @@ class PurgeOps(PlacementRules):
             return
         table = self._table_from(identifier_of(ns, name), definition)
         if self._written_around_registry(
-            ns, name, definition, table.metadata, self._lakehouse.lakehouse_def.properties.get
+            ns, name, definition, table.metadata, before.lakehouse_def.properties.get
         ):
             raise ValidationError(
                 f"table {ns}.{name} was written by other code (a client of an older lakecore) around the "
@@ -112,7 +110,7 @@ class PurgeOps(PlacementRules):
         # The files any other table's current metadata names stay, whoever placed them; only
         # the tables whose roots overlap this one's, or that the registry says name files in
         # them, can name a file under them (lakecore.iceberg.roots), so only those are read.
-        view = self._lakehouse
+        view = self._latest_view()
         registry = Registry.of(view.lakehouse_def.properties)
         neighbours: set[tuple[str, str]] = set()
         # Where the roots and each file lead is asked of the file system once each (realpath

@@ -28,9 +28,10 @@ import uuid
 from typing import TYPE_CHECKING
 
 from pyiceberg.catalog import LOCATION
-from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError, ValidationError
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionSpec
 from pyiceberg.schema import Schema
+from pyiceberg.serializers import FromInputFile
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
@@ -46,10 +47,10 @@ from lakecore.iceberg.pointer import (
     METADATA_LOCATION_PROPERTY,
     identifier_of,
     pointer_properties,
-    read_metadata,
     require_iceberg,
 )
 from lakecore.iceberg.roots import MAX_REFERENCE_FOLDERS, reduce_folders, refs_key, refs_property
+from lakecore.keys import refuse_unclear_name
 from lakecore.lakehouse import Transaction
 
 if TYPE_CHECKING:
@@ -71,23 +72,31 @@ class TableOps(PlacementRules):
         """
         ns, table = self._table(identifier)
         with (
-            self._lock,
             translated(invalid=NoSuchTableError, wording=f"Table does not exist: {ns}.{table}"),
         ):
             definition = self._read().load_table(ns, table)
         return self._table_from(identifier_of(ns, table), definition)
 
     def table_exists(self, identifier: str | Identifier) -> bool:
-        """Whether the table exists (without reading its Iceberg metadata)."""
+        """Whether ``load_table`` would find the table: it exists and has Iceberg metadata (a
+        table made through the lakehouse API has none; it is listed, but loads as
+        ``NoSuchIcebergTableError``). Reads its definition, not its Iceberg metadata."""
         try:
             ns, table = self._table(identifier)
         except NoSuchTableError:
             return False
         try:
-            with self._lock, translated(invalid=NoSuchTableError):
-                return self._read().table_exists(ns, table)
-        except NoSuchTableError:  # an invalid name: no table can have it
+            with translated(invalid=NoSuchTableError):
+                view = self._read()
+                if not view.table_exists(ns, table):
+                    return False
+                definition = view.load_table(ns, table)
+        except NoSuchTableError:  # an invalid name, or dropped meanwhile: no such table
             return False
+        return bool(
+            definition.table_format == "ICEBERG"
+            and definition.format_properties.get(METADATA_LOCATION_PROPERTY)
+        )
 
     def list_tables(self, namespace: str | Identifier) -> list[Identifier]:
         """Every table of the namespace (any lakecore table of it, Iceberg metadata or not).
@@ -97,7 +106,6 @@ class TableOps(PlacementRules):
         """
         ns = self._namespace(namespace)
         with (
-            self._lock,
             translated(
                 not_found=NoSuchNamespaceError,
                 invalid=NoSuchNamespaceError,
@@ -136,6 +144,7 @@ class TableOps(PlacementRules):
         """
         self._refuse_read_only("create_table")
         ns, name = self._table(identifier, NoSuchNamespaceError)
+        location = self._canonical(location, "table location")
         staged = self._create_staged_table(
             # pyiceberg's staging takes (database, table): the namespace as its stored name.
             (ns, name),
@@ -164,6 +173,7 @@ class TableOps(PlacementRules):
         """A pyiceberg create-table transaction; its commit goes through ``commit_table``."""
         self._refuse_read_only("create_table_transaction")
         ns, name = self._table(identifier, NoSuchNamespaceError)
+        location = self._canonical(location, "table location")
         self._refuse_taken_or_homeless(ns, name)
         txn = super().create_table_transaction(
             # pyiceberg's staging takes (database, table): the namespace as its stored name.
@@ -182,8 +192,9 @@ class TableOps(PlacementRules):
     def _refuse_taken_or_homeless(self, ns: str, name: str) -> None:
         """Fail before anything is written: a bad name, a missing namespace, a table that exists
         (the commit checks again; this spares a metadata file nobody will reference)."""
-        with self._lock, translated(not_found=NoSuchNamespaceError):
-            view = self._lakehouse.refresh()
+        with translated(not_found=NoSuchNamespaceError):
+            refuse_unclear_name(name, "table")
+            view = self._latest_view()
             if not view.namespace_exists(ns):
                 raise NotFoundError(f"namespace {ns!r} does not exist; create it first")
             if view.table_exists(ns, name):
@@ -223,8 +234,19 @@ class TableOps(PlacementRules):
         self._refuse_read_only("register_table")
         ns, name = self._table(identifier, NoSuchNamespaceError)
         self.check_location(metadata_location, "metadata location")
-        io = self._load_file_io(location=metadata_location)
-        metadata = read_metadata(io, f"{ns}.{name}", metadata_location)
+        io = self._guarded(self._load_file_io(location=metadata_location))
+        try:
+            with translated():
+                metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
+        except (OSError, ValueError) as exc:
+            # The client named the file: a missing or unreadable one is its mistake, and no
+            # table points at it yet (read_metadata's "restore it or drop the table" is for
+            # a table's own metadata).
+            reason = getattr(exc, "strerror", None) or " ".join(str(exc).split())[:300]
+            raise ValidationError(
+                f"metadata location {metadata_location} cannot be registered: it is not a "
+                f"readable Iceberg metadata file ({type(exc).__name__}: {reason})"
+            ) from exc
         self._check_metadata(metadata, metadata_location)
         references = self._table_references(metadata, metadata_location)
 

@@ -236,6 +236,8 @@ class Transaction:
         """
         self._check_open()
         N.check_new_name(ns, K.namespace_name_max_bytes(self.lakehouse_def))
+        for level in N.levels(ns):
+            K.refuse_unclear_name(level, "namespace")
         key = K.namespace_key(ns, self.lakehouse_def)
         if self._get(key) is not None:
             raise AlreadyExistsError(f"namespace {ns!r} already exists")
@@ -337,6 +339,7 @@ class Transaction:
         if not checked_by_catalog:
             _refuse_catalog_format_properties(ns, table, format_properties)
         key = K.table_key(ns, table, self.lakehouse_def)
+        K.refuse_unclear_name(table, "table")
         self._require_namespace(ns, guard=True)
         if self._get(key) is not None:
             raise AlreadyExistsError(f"table {ns}.{table} already exists")
