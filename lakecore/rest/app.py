@@ -3,30 +3,40 @@
 Rules:
 
 * Built on Starlette; run it with any ASGI server (``lakecore serve`` uses uvicorn). Catalog
-  calls block, so each runs in Starlette's thread pool; the event loop only reads bodies,
-  checks tokens and writes answers.
+  calls block, so each runs in a thread: reads (GET, HEAD) and writes on pools of their own
+  (``READ_THREADS``, ``WRITE_THREADS``), so that writers waiting for storage never hold the
+  threads a read needs. The event loop only reads bodies, checks tokens and writes answers;
+  no storage IO happens on it, and no lock a read takes is held across a write's IO.
 * Routes: ``GET /v1/config``, ``POST /v1/oauth/tokens``, the catalog API of
   ``lakecore.rest.routes`` under ``/v1/``, ``GET /healthz`` (200 ``ok`` while the catalog
-  answers a namespace listing; 503 otherwise) and ``GET /metrics`` (Prometheus text). Only the
-  catalog API and ``/v1/config`` need a token; health and metrics are for the operator's
-  probes and scrapers and reveal no catalog content.
+  answers a namespace listing; 503 ``unhealthy`` otherwise, the reason in the server's log
+  only) and ``GET /metrics`` (Prometheus text). Only the catalog API and ``/v1/config`` need a
+  token; health and metrics are for the operator's probes and scrapers and reveal no catalog
+  content, nor where the lakehouse lies.
+* **Authenticate first.** A ``/v1/`` request's token is checked before its path is matched
+  or its body read: a request that does not authenticate learns nothing (401 whatever the
+  route), and no parser sees what it sent.
 * A body larger than ``max_body_bytes`` is 413 before it is read whole; a malformed JSON body is
-  400 ``BadRequestException``; every error is the spec's error model (``lakecore.rest.errors``).
+  400 ``BadRequestException``; every error, an unknown path (``//v1``, an escaped newline)
+  included, is the spec's JSON error model (``lakecore.rest.errors``).
 * Each request is logged once (``lakecore.rest.accesslog``) and counted
   (``lakecore.rest.metrics``), with the operation's name and the principal.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
+import anyio
+import anyio.to_thread
 from pyiceberg.catalog import Catalog
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -34,14 +44,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lakecore.rest.accesslog import log_request
 from lakecore.rest.auth import Authenticator, OAuthError, Principal
-from lakecore.rest.defaults import DEFAULT_MAX_BODY_BYTES
-from lakecore.rest.errors import RestError, bad_request, rest_error_of
+from lakecore.rest.defaults import DEFAULT_MAX_BODY_BYTES, READ_THREADS, WRITE_THREADS
+from lakecore.rest.errors import NOT_FOUND, RestError, bad_request, rest_error_of
 from lakecore.rest.metrics import CONTENT_TYPE, ServerMetrics
 from lakecore.rest.paging import Listings
-from lakecore.rest.routes import Call, Reply, Router, endpoints, json_reply
-from lakecore.rest.warehouses import Warehouses
+from lakecore.rest.routes import Call, Reply, Router, endpoints, json_reply, listing_scope
+from lakecore.rest.warehouses import Warehouses, expired_under
 
 _LOG = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Server:
@@ -62,6 +73,14 @@ class Server:
         self.metrics = ServerMetrics()
         self.endpoints = endpoints(catalog)
         self.listings = Listings()
+        # A catalog that raises CommitStateUnknownException itself for every commit whose
+        # outcome it cannot know (LakecoreCatalog); for any other, an unforeseen failure of a
+        # commit is answered as unknown (lakecore.rest.errors).
+        self.catalog_reports_unknown_commits = bool(
+            getattr(catalog, "reports_unknown_commits", False)
+        )
+        self.read_limiter = anyio.CapacityLimiter(READ_THREADS)
+        self.write_limiter = anyio.CapacityLimiter(WRITE_THREADS)
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -98,45 +117,72 @@ class Server:
 
     # -- endpoints ------------------------------------------------------------------------------
 
+    async def in_thread(self, work: Callable[[], T], *, write: bool) -> T:
+        """Run blocking catalog work in a thread of the read or the write pool."""
+        limiter = self.write_limiter if write else self.read_limiter
+        return await anyio.to_thread.run_sync(work, limiter=limiter)
+
     async def catalog_api(self, request: Request) -> Response:
         method = request.method
         raw_path = request.scope.get("raw_path", b"").decode("latin-1") or request.url.path
         raw_path = raw_path.split("?", 1)[0]
         self.remember(request, "unmatched")
-        commit = False
+        commit_route = False  # set once the request is known to be a commit
         try:
+            # Before anything the request sent is parsed: an unauthenticated caller learns
+            # nothing, not even which routes exist.
+            principal = self.authenticator.principal_of(request.headers.get("authorization"))
+            self.remember(request, "unmatched", principal)
             match = self.router.match(raw_path, method)
             if match is None:
-                raise RestError(404, "NotFoundException", f"no such route: {method} {raw_path}")
+                raise RestError(404, NOT_FOUND, f"no such route: {method} {raw_path}")
             operation = match.operation
-            commit = operation.commit
-            self.remember(request, operation.name)
-            principal = self.authenticator.principal_of(request.headers.get("authorization"))
             self.remember(request, operation.name, principal)
-            target = self.warehouses.target(match.prefix)
+            commit_route = operation.commit
+            version = self.warehouses.version_of_prefix(match.prefix)
             if operation.write:
                 self.authenticator.require_write(principal, operation.name)
-                if target.version is not None:
+                if version is not None:
                     raise RestError(
                         403,
                         "ForbiddenException",
                         f"{operation.name}: prefix {match.prefix} is lakehouse version "
-                        f"{target.version}, read-only (time travel); write through the live "
+                        f"{version}, read-only (time travel); write through the live "
                         "catalog (a warehouse without @version/@as-of)",
                     )
             body = await self.read_body(request) if method in ("POST", "PUT") else b""
-            call = Call(
-                target=target,
-                principal=principal,
-                params=match.params,
-                query=dict(request.query_params),
-                headers=request.headers,
-                body=body,
-                listings=self.listings,
-            )
-            reply: Reply = await run_in_threadpool(operation.handler, call)
+            query = dict(request.query_params)
+
+            def work() -> Reply:
+                target = self.warehouses.target(match.prefix)
+                call = Call(
+                    target=target,
+                    principal=principal,
+                    params=match.params,
+                    query=query,
+                    headers=request.headers,
+                    body=body,
+                    listings=self.listings,
+                    scope=listing_scope(match.prefix),
+                )
+                try:
+                    return operation.handler(call)
+                except StopIteration as exc:
+                    # Would end the thread's future oddly ("coroutine raised StopIteration").
+                    raise RuntimeError(f"{operation.name} raised StopIteration") from exc
+                except Exception as exc:
+                    expired = expired_under(target, exc)
+                    if expired is not None:
+                        raise expired from exc
+                    raise
+
+            reply = await self.in_thread(work, write=operation.write)
         except Exception as exc:
-            error = rest_error_of(exc, commit=commit, read=method in ("GET", "HEAD"))
+            error = rest_error_of(
+                exc,
+                commit=commit_route and not self.catalog_reports_unknown_commits,
+                read=method in ("GET", "HEAD"),
+            )
             if error.code >= 500:
                 _LOG.error("%s %s failed: %s", method, raw_path, error.message, exc_info=exc)
             return self.error_response(error, method)
@@ -148,11 +194,15 @@ class Server:
         try:
             principal = self.authenticator.principal_of(request.headers.get("authorization"))
             self.remember(request, "config", principal)
-            prefix = await run_in_threadpool(
-                self.warehouses.prefix_for, request.query_params.get("warehouse")
+            warehouse = request.query_params.get("warehouse")
+            prefix = await self.in_thread(
+                functools.partial(self.warehouses.prefix_for, warehouse), write=False
             )
         except Exception as exc:
-            return self.error_response(rest_error_of(exc), request.method)
+            error = rest_error_of(exc)
+            if error.code >= 500:
+                _LOG.error("GET /v1/config failed: %s", error.message, exc_info=exc)
+            return self.error_response(error, request.method)
         overrides = {} if prefix is None else {"prefix": prefix}
         payload = {"defaults": {}, "overrides": overrides, "endpoints": self.endpoints}
         reply = json_reply(payload)
@@ -181,9 +231,12 @@ class Server:
     async def healthz(self, request: Request) -> Response:
         self.remember(request, "healthz")
         try:
-            await run_in_threadpool(self.catalog.list_namespaces)
+            await self.in_thread(self.catalog.list_namespaces, write=False)
         except Exception as exc:
-            return Response(f"unhealthy: {rest_error_of(exc).message}\n", 503)
+            # The reason (which names where the lakehouse lies) goes to the operator's log,
+            # not to an anonymous caller.
+            _LOG.error("health check failed: %s", rest_error_of(exc).message)
+            return Response("unhealthy: the catalog cannot be read (see the server's log)\n", 503)
         return Response("ok\n", 200, media_type="text/plain")
 
     async def metrics_endpoint(self, request: Request) -> Response:
@@ -227,9 +280,10 @@ class Observed:
             seconds,
             commit=operation in ("updateTable", "commitTransaction"),
         )
-        log_request(
-            scope["method"], scope["path"], status, seconds, state.get("principal"), operation
-        )
+        # The path as sent (percent-escapes kept), not the decoded one: %0A stays %0A.
+        raw = scope.get("raw_path") or scope["path"].encode("utf-8", "surrogateescape")
+        path = raw.decode("latin-1").split("?", 1)[0]
+        log_request(scope["method"], path, status, seconds, state.get("principal"), operation)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -292,9 +346,22 @@ def app(
             Route("/v1/config", server.config, methods=["GET"]),
             Route("/v1/oauth/tokens", server.oauth_tokens, methods=["POST"]),
             Route("/v1/{path:path}", server.catalog_api, methods=methods),
-        ]
+        ],
+        exception_handlers={HTTPException: _http_exception_as_json},
     )
     return Observed(starlette, server)
+
+
+async def _http_exception_as_json(request: Request, exc: Exception) -> Response:
+    """Starlette's own answers (no route matched: ``//v1/config``, a path holding an escaped
+    newline; a method a route does not take) in the spec's JSON error model, not plain text."""
+    assert isinstance(exc, HTTPException)
+    kind = {404: NOT_FOUND, 405: "MethodNotAllowedException"}.get(
+        exc.status_code, "BadRequestException"
+    )
+    message = "no such route" if exc.status_code == 404 else str(exc.detail)
+    error = RestError(exc.status_code, kind, message, dict(exc.headers or {}))
+    return Server.error_response(error, request.method)
 
 
 __all__ = ["Server", "app"]

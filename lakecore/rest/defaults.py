@@ -3,7 +3,10 @@
 Rules: the server listens on loopback unless told otherwise (``DEFAULT_HOST``), on the port
 Iceberg's REST catalogs conventionally use (``DEFAULT_PORT``, 8181), and refuses request bodies
 over ``DEFAULT_MAX_BODY_BYTES`` (16 MiB: a commit of thousands of snapshot changes fits; a
-runaway client does not fill the server's memory).
+runaway client does not fill the server's memory). Reads and writes run on thread pools of
+their own (``READ_THREADS``, ``WRITE_THREADS``): however many writers wait for storage, a read
+finds a thread. A JSON body nested deeper than ``MAX_JSON_DEPTH`` is refused (an Iceberg schema
+of 60 nested structs is about 180 levels deep).
 """
 
 from __future__ import annotations
@@ -13,5 +16,15 @@ from typing import Final
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8181
 DEFAULT_MAX_BODY_BYTES: Final = 16 * 1024 * 1024
+READ_THREADS: Final = 32
+WRITE_THREADS: Final = 16
+MAX_JSON_DEPTH: Final = 256
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_PORT"]
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_PORT",
+    "MAX_JSON_DEPTH",
+    "READ_THREADS",
+    "WRITE_THREADS",
+]

@@ -11,9 +11,13 @@ Rules (the spec's ``PageToken``):
   ``MAX_LISTED_NAMES`` names kept): a paged listing of n names costs one catalog listing, not
   one per page, and is one consistent snapshot however the catalog changes while a client
   pages.
-* A token is opaque to clients: base64url of ``{"l": listing id, "a": last name returned}``. A
-  token whose listing is gone (expired, evicted, or kept by another server process behind the
-  same address) still works: the names are listed again and the page starts after ``a``.
+* A token is opaque to clients: base64url of ``{"s": scope, "l": listing id, "a": last name
+  returned}``. The scope names the listing it pages (what is listed, of which namespace or
+  parent, in which catalog: live or a version); a token is refused (400) by any other listing,
+  so one listing's names never come back as another's. A token whose listing is gone (expired,
+  evicted, or kept by another server process behind the same address) still works: the names
+  are listed again and the page starts after ``a``.
+* A token longer than ``MAX_TOKEN_CHARS`` or that does not decode is 400, whatever it holds.
 """
 
 from __future__ import annotations
@@ -35,21 +39,37 @@ MAX_PAGE_SIZE: Final = 100_000
 LISTING_SECONDS: Final = 300.0
 MAX_LISTINGS: Final = 64
 MAX_LISTED_NAMES: Final = 4_000_000
+# A token names a listing id and one name (at most a few hundred bytes), base64url: anything
+# much longer was not issued here, and is refused before it is decoded.
+MAX_TOKEN_CHARS: Final = 4096
 
 
-def _encode(listing: str, after: str) -> str:
-    text = json.dumps({"l": listing, "a": after}, separators=(",", ":"))
+def _encode(scope: str, listing: str, after: str) -> str:
+    text = json.dumps({"s": scope, "l": listing, "a": after}, separators=(",", ":"))
     return base64.urlsafe_b64encode(text.encode("utf-8")).rstrip(b"=").decode("ascii")
 
 
-def _decode(token: str) -> tuple[str, str]:
+def _decode(token: str, scope: str) -> tuple[str, str]:
+    """(listing id, last name) of a token issued for ``scope``.
+
+    Raises:
+        RestError: 400 for a token not issued here, or issued for another listing.
+    """
+    shown = token if len(token) <= 64 else token[:64] + "..."
+    not_ours = bad_request(f"pageToken {shown!r} was not issued by this server")
+    if len(token) > MAX_TOKEN_CHARS:
+        raise not_ours
     try:
         fields = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        listing, after = fields["l"], fields["a"]
-    except (ValueError, KeyError, TypeError):
-        raise bad_request(f"pageToken {token!r} was not issued by this server") from None
-    if not isinstance(listing, str) or not isinstance(after, str):
-        raise bad_request(f"pageToken {token!r} was not issued by this server")
+        issued_for, listing, after = fields["s"], fields["l"], fields["a"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        raise not_ours from None
+    if not all(isinstance(v, str) for v in (issued_for, listing, after)):
+        raise not_ours
+    if issued_for != scope:
+        raise bad_request(
+            f"pageToken {shown!r} pages another listing; start this one with an empty pageToken"
+        )
     return listing, after
 
 
@@ -85,9 +105,10 @@ class Listings:
         return kept[1]
 
     def page(
-        self, list_names: Callable[[], Sequence[str]], query: Mapping[str, str]
+        self, list_names: Callable[[], Sequence[str]], query: Mapping[str, str], scope: str
     ) -> tuple[list[str], str | None]:
-        """One page of the sorted names ``list_names()`` gives, and the next page's token."""
+        """One page of the sorted names ``list_names()`` gives, and the next page's token;
+        ``scope`` names the listing (see the module docstring)."""
         if "pageToken" not in query:
             return sorted(list_names()), None
         raw_size = query.get("pageSize") or str(DEFAULT_PAGE_SIZE)
@@ -101,7 +122,7 @@ class Listings:
         names: list[str] | None = None
         start = 0
         if token:
-            listing, after = _decode(token)
+            listing, after = _decode(token, scope)
             names = self._kept_names(listing)
             if names is None:
                 names = sorted(list_names())
@@ -111,7 +132,7 @@ class Listings:
             listing = self._keep(names) if len(names) > size else ""
         chunk = names[start : start + size]
         more = start + size < len(names)
-        return chunk, (_encode(listing, chunk[-1]) if more and chunk else None)
+        return chunk, (_encode(scope, listing, chunk[-1]) if more and chunk else None)
 
 
-__all__ = ["DEFAULT_PAGE_SIZE", "LISTING_SECONDS", "MAX_PAGE_SIZE", "Listings"]
+__all__ = ["DEFAULT_PAGE_SIZE", "LISTING_SECONDS", "MAX_PAGE_SIZE", "MAX_TOKEN_CHARS", "Listings"]

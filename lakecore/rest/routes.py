@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import unquote, urlparse
 
+import numpy as np
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from pyiceberg.catalog import Catalog
@@ -61,6 +63,7 @@ from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import IcebergBaseModel, Identifier
 
 from lakecore.rest.auth import Principal
+from lakecore.rest.defaults import MAX_JSON_DEPTH
 from lakecore.rest.errors import RestError, bad_request
 from lakecore.rest.models import (
     CommitTableBody,
@@ -81,7 +84,8 @@ PREFIX: Final = "{prefix}"
 
 @dataclass
 class Call:
-    """One request, as a route handler sees it."""
+    """One request, as a route handler sees it. ``scope`` names the catalog it reaches (the
+    prefix), for page tokens that are valid there only."""
 
     target: Target
     principal: Principal
@@ -90,6 +94,12 @@ class Call:
     headers: Mapping[str, str]
     body: bytes
     listings: Listings
+    scope: str = ""
+
+
+def listing_scope(prefix: str | None) -> str:
+    """What a page token records of the catalog it lists: the prefix (live or a version)."""
+    return prefix or ""
 
 
 @dataclass
@@ -143,12 +153,17 @@ def parse_body(call: Call, model: type[Any]) -> Any:
     """The body as ``model``. Raises RestError 400 for malformed JSON or a wrong shape."""
     if not call.body:
         raise bad_request("the request needs a JSON body")
+    refuse_deep_json(call.body)
     try:
         document = json.loads(call.body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise bad_request(f"malformed JSON body: {exc}") from None
+    except RecursionError:
+        raise bad_request(f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels") from None
     try:
         return model.model_validate(document)
+    except RecursionError:
+        raise bad_request(f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels") from None
     except PydanticValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
@@ -156,6 +171,25 @@ def parse_body(call: Call, model: type[Any]) -> Any:
         raise bad_request(
             f"invalid {model.__name__.removesuffix('Body')} request: {problems}"
         ) from None
+
+
+_JSON_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def refuse_deep_json(body: bytes) -> None:
+    """400 for a body nested deeper than ``MAX_JSON_DEPTH``: parsers recurse per level (a
+    thousand ``[`` exhausted Python's stack, a 500). Counting brackets costs two passes in C;
+    only a body with more brackets than the limit has its real depth measured, strings
+    removed, in C and numpy too (a 16 MiB body of brackets takes tens of milliseconds)."""
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+        return
+    brackets = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
+    codes = np.frombuffer(brackets, dtype=np.uint8)
+    # '[' and '{' have bit 1 set, ']' and '}' do not: +1 and -1, summed as they come.
+    steps = ((codes >> 1) & 1).astype(np.int32) * 2 - 1
+    if steps.size and int(np.cumsum(steps, dtype=np.int32).max()) > MAX_JSON_DEPTH:
+        raise bad_request(f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels")
 
 
 def namespace_of(text: str) -> Identifier:
@@ -204,7 +238,9 @@ def list_namespaces(call: Call) -> Reply:
         found = call.target.catalog.list_namespaces(parent)
         return [NAMESPACE_SEPARATOR.join(ns) for ns in found]
 
-    names, token = call.listings.page(listed, call.query)
+    names, token = call.listings.page(
+        listed, call.query, f"namespaces\0{call.scope}\0{parent_text}"
+    )
     response = ListNamespaceResponse(
         namespaces=[tuple(n.split(NAMESPACE_SEPARATOR)) for n in names],
         next_page_token=token,  # type: ignore[call-arg]  # by field name, as pyiceberg does
@@ -266,6 +302,7 @@ def list_tables(call: Call) -> Reply:
     chunk, token = call.listings.page(
         lambda: [identifier[-1] for identifier in call.target.catalog.list_tables(namespace)],
         call.query,
+        f"tables\0{call.scope}\0{call.params['namespace']}",
     )
     response = ListTablesResponse(
         identifiers=[ListTableResponseEntry(namespace=namespace, name=n) for n in chunk],
@@ -280,7 +317,7 @@ def create_table(call: Call) -> Reply:
     catalog = call.target.catalog
     arguments: dict[str, Any] = {
         "schema": body.table_schema,
-        "location": body.location.rstrip("/") if body.location else None,
+        "location": body.location or None,
         "partition_spec": body.partition_spec or UNPARTITIONED_PARTITION_SPEC,
         "sort_order": body.write_order or UNSORTED_SORT_ORDER,
         "properties": body.properties,
@@ -300,9 +337,11 @@ def make_local_metadata_folder(location: str) -> None:
     writes a staged table's first manifest there without making the folder, which does not
     exist until the create is committed, so ``BEGIN; CREATE TABLE; INSERT; COMMIT`` failed on
     a local warehouse. Object stores have no folders: nothing to do there."""
+    # The location passed the catalog's canonical rule (no escapes, no '..'): its path is the
+    # folder's name as it is, never decoded.
     parsed = urlparse(location)
     if parsed.scheme in ("", "file") and parsed.path:
-        Path(unquote(parsed.path), "metadata").mkdir(parents=True, exist_ok=True)
+        Path(parsed.path, "metadata").mkdir(parents=True, exist_ok=True)
 
 
 def load_table(call: Call) -> Reply:

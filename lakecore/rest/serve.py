@@ -35,6 +35,7 @@ from types import FrameType
 from typing import Any, Final
 
 import uvicorn
+from pyiceberg.exceptions import ValidationError
 
 from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError, NoLakehouseError
 from lakecore.iceberg.catalog import LakecoreCatalog
@@ -101,6 +102,13 @@ def catalog_for(
             f"there is no lakehouse at {options.lakehouse}: create one first with "
             f"`lakecore -l {options.lakehouse} init`"
         ) from None
+    except ValidationError as exc:
+        # pyiceberg's type for a refused option (a --warehouse that is not the lakehouse's):
+        # the operator's mistake, exit 2 with the catalog's own message.
+        cause = exc.__cause__
+        if isinstance(cause, LakecoreError):
+            raise type(cause)(str(cause)) from None
+        raise InvalidArgumentError(" ".join(str(exc).split())) from None
 
 
 class BindErrors(logging.Filter):
