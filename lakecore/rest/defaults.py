@@ -3,7 +3,11 @@
 Rules: the server listens on loopback unless told otherwise (``DEFAULT_HOST``), on the port
 Iceberg's REST catalogs conventionally use (``DEFAULT_PORT``, 8181), and refuses request bodies
 over ``DEFAULT_MAX_BODY_BYTES`` (16 MiB: a commit of thousands of snapshot changes fits; a
-runaway client does not fill the server's memory).
+runaway client does not fill the server's memory). An issued token lives
+``ISSUED_TOKEN_SECONDS`` (one hour, ``lakecore.rest.auth``), ``--token-lifetime`` at least
+``MIN_TOKEN_SECONDS`` (a Java client refreshes a tenth of it before the end) and at most
+``MAX_TOKEN_SECONDS`` (a day: a revoked credential's tokens die with the file change anyway, but
+a stolen token should not outlive a working day).
 """
 
 from __future__ import annotations
@@ -13,5 +17,15 @@ from typing import Final
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8181
 DEFAULT_MAX_BODY_BYTES: Final = 16 * 1024 * 1024
+ISSUED_TOKEN_SECONDS: Final = 3600
+MIN_TOKEN_SECONDS: Final = 60
+MAX_TOKEN_SECONDS: Final = 86400
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_PORT"]
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_PORT",
+    "ISSUED_TOKEN_SECONDS",
+    "MAX_TOKEN_SECONDS",
+    "MIN_TOKEN_SECONDS",
+]
