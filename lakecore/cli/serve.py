@@ -14,7 +14,14 @@ from typing import Any
 
 from lakecore.cli.args import add_property_option, lakehouse_uri, storage_options_of
 from lakecore.errors import InvalidArgumentError
-from lakecore.rest.defaults import DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
+from lakecore.rest.defaults import (
+    DEFAULT_HOST,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_PORT,
+    ISSUED_TOKEN_SECONDS,
+    MAX_TOKEN_SECONDS,
+    MIN_TOKEN_SECONDS,
+)
 
 
 def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -> None:
@@ -44,13 +51,23 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
     p.add_argument(
         "--token-file",
         metavar="FILE",
-        help="bearer tokens: lines 'NAME read-only|read-write SECRET'; clients send a SECRET as "
-        "token, or NAME:SECRET as OAuth2 credential",
+        help="who may call: lines 'NAME read-only|read-write SECRET' (chmod 600); clients send a "
+        "SECRET as token, or NAME:SECRET as OAuth2 credential; read again when it changes and "
+        "on SIGHUP",
     )
     p.add_argument(
         "--allow-anonymous",
         action="store_true",
-        help="requests without a token may read and write (only with a loopback --host)",
+        help="requests without a token may read and write (only with a loopback --host, and "
+        "not with --token-file)",
+    )
+    p.add_argument(
+        "--token-lifetime",
+        type=int,
+        default=ISSUED_TOKEN_SECONDS,
+        metavar="SECONDS",
+        help=f"absolute lifetime of the tokens /v1/oauth/tokens issues; a token exchange never "
+        f"extends it (default {ISSUED_TOKEN_SECONDS}, {MIN_TOKEN_SECONDS} to {MAX_TOKEN_SECONDS})",
     )
     p.add_argument(
         "--max-body-bytes",
@@ -77,6 +94,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"--port {args.port} is not a port number (0-65535)")
     if args.max_body_bytes < 1:
         raise InvalidArgumentError(f"--max-body-bytes {args.max_body_bytes} must be positive")
+    if not MIN_TOKEN_SECONDS <= args.token_lifetime <= MAX_TOKEN_SECONDS:
+        raise InvalidArgumentError(
+            f"--token-lifetime {args.token_lifetime} must be {MIN_TOKEN_SECONDS} to "
+            f"{MAX_TOKEN_SECONDS} seconds"
+        )
     options = ServeOptions(
         lakehouse=lakehouse_uri(args),
         warehouse=args.warehouse,
@@ -85,6 +107,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         token_file=args.token_file,
         allow_anonymous=args.allow_anonymous,
         max_body_bytes=args.max_body_bytes,
+        token_lifetime=args.token_lifetime,
         storage_options=storage_options_of(args),
         properties=dict(args.property or []),
     )

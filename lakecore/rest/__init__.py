@@ -3,7 +3,8 @@
 ``app(catalog)`` (``lakecore.rest.app``) serves any pyiceberg ``Catalog`` over the Iceberg REST
 Catalog API (apache/iceberg ``open-api/rest-catalog-open-api.yaml``) as an ASGI app;
 ``lakecore -l LAKEHOUSE serve`` (``lakecore.rest.serve``) runs it with uvicorn over a
-``LakecoreCatalog``. Needs the ``[server]`` extra (Starlette, uvicorn, prometheus-client).
+``LakecoreCatalog``. Needs the ``[server]`` extra (Starlette, uvicorn, prometheus-client,
+PyJWT).
 
 One concept a module:
 
@@ -11,7 +12,9 @@ One concept a module:
 * ``routes``: the spec's routes, paging, ETags, commits;
 * ``models``: request bodies as the spec defines them;
 * ``errors``: the spec's error model and the mapping of catalog exceptions to it;
-* ``auth``: token file, bearer tokens, the OAuth2 exchange;
+* ``auth``: who may call: bearer tokens, roles, the OAuth2 grants;
+* ``tokens``: the JWTs the server issues, their keys and their checks;
+* ``tokenfile``: the token file, its checks, and reading it again when it changes;
 * ``warehouses``: ``GET /v1/config``'s warehouse, prefixes and time travel;
 * ``metrics`` and ``accesslog``: what an operator watches;
 * ``serve`` and ``cli``: the ``lakecore serve`` command.

@@ -71,6 +71,8 @@ class Server:
         self.warehouses = Warehouses(catalog, warehouse_names)
         self.router = Router()
         self.metrics = ServerMetrics()
+        if authenticator.token_file is not None:
+            self.metrics.watch_token_file(authenticator.token_file)
         self.endpoints = endpoints(catalog)
         self.listings = Listings()
         # A catalog that raises CommitStateUnknownException itself for every commit whose
@@ -216,17 +218,16 @@ class Server:
             return self.error_response(exc, request.method)
         try:
             form = dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True))
-            basic = _basic_credentials(request.headers.get("authorization"))
-            answer: dict[str, Any] = self.authenticator.token_response(form, basic)
+            grant = self.authenticator.token_response(form, request.headers.get("authorization"))
         except OAuthError as exc:
             body = {"error": exc.error, "error_description": exc.description}
             return Response(json_reply(body).body, exc.status, media_type="application/json")
         except UnicodeDecodeError:
             body = {"error": "invalid_request", "error_description": "the body is not UTF-8"}
             return Response(json_reply(body).body, 400, media_type="application/json")
-        request.state.principal = str(form.get("client_id") or "-")
+        request.state.principal = grant.principal
         headers = {"Cache-Control": "no-store"}
-        return Response(json_reply(answer).body, 200, headers, media_type="application/json")
+        return Response(json_reply(grant.body).body, 200, headers, media_type="application/json")
 
     async def healthz(self, request: Request) -> Response:
         self.remember(request, "healthz")
@@ -242,21 +243,6 @@ class Server:
     async def metrics_endpoint(self, request: Request) -> Response:
         self.remember(request, "metrics")
         return Response(self.metrics.exposition(), 200, media_type=CONTENT_TYPE)
-
-
-def _basic_credentials(authorization: str | None) -> tuple[str, str] | None:
-    """``(client_id, client_secret)`` of an ``Authorization: Basic`` header (RFC 6749 2.3.1)."""
-    import base64
-    from urllib.parse import unquote_plus
-
-    if not authorization or not authorization.lower().startswith("basic "):
-        return None
-    try:
-        decoded = base64.b64decode(authorization[6:].strip(), validate=True).decode("utf-8")
-    except ValueError:
-        return None
-    client_id, sep, secret = decoded.partition(":")
-    return (unquote_plus(client_id), unquote_plus(secret)) if sep else None
 
 
 class Observed:

@@ -6,7 +6,11 @@ over ``DEFAULT_MAX_BODY_BYTES`` (16 MiB: a commit of thousands of snapshot chang
 runaway client does not fill the server's memory). Reads and writes run on thread pools of
 their own (``READ_THREADS``, ``WRITE_THREADS``): however many writers wait for storage, a read
 finds a thread. A JSON body nested deeper than ``MAX_JSON_DEPTH`` is refused (an Iceberg schema
-of 60 nested structs is about 180 levels deep).
+of 60 nested structs is about 180 levels deep). An issued token lives
+``ISSUED_TOKEN_SECONDS`` (one hour, ``lakecore.rest.auth``), ``--token-lifetime`` at least
+``MIN_TOKEN_SECONDS`` (a Java client refreshes a tenth of it before the end) and at most
+``MAX_TOKEN_SECONDS`` (a day: a revoked credential's tokens die with the file change anyway, but
+a stolen token should not outlive a working day).
 """
 
 from __future__ import annotations
@@ -19,12 +23,18 @@ DEFAULT_MAX_BODY_BYTES: Final = 16 * 1024 * 1024
 READ_THREADS: Final = 32
 WRITE_THREADS: Final = 16
 MAX_JSON_DEPTH: Final = 256
+ISSUED_TOKEN_SECONDS: Final = 3600
+MIN_TOKEN_SECONDS: Final = 60
+MAX_TOKEN_SECONDS: Final = 86400
 
 __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_PORT",
+    "ISSUED_TOKEN_SECONDS",
     "MAX_JSON_DEPTH",
+    "MAX_TOKEN_SECONDS",
+    "MIN_TOKEN_SECONDS",
     "READ_THREADS",
     "WRITE_THREADS",
 ]

@@ -15,18 +15,47 @@ Rules:
 * ``lakecore_rest_commit_conflicts_total{operation}``: commits answered 409 (a lost race or a
   failed requirement; the client retries).
 * ``lakecore_rest_requests_in_flight``: requests being handled now.
+* ``lakecore_rest_token_file_reloads_total{outcome}``: reads of the token file after the first
+  (on SIGHUP or a change), ``outcome`` ``reloaded`` or ``failed`` (the old principals kept);
+  only on a server with a token file (``watch_token_file``).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Iterator
+from typing import Any, Final, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 KNOWN_METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
+
+
+class ReloadCounts(Protocol):
+    """What counts the reads of a token file (``lakecore.rest.tokenfile.TokenFile``)."""
+
+    reloads: int
+    reload_failures: int
+
+
+class TokenFileReloads:
+    """A collector that reads the counts of a token file when ``/metrics`` is scraped."""
+
+    def __init__(self, counts: ReloadCounts) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[Any]:
+        family = CounterMetricFamily(
+            "lakecore_rest_token_file_reloads",
+            "Reads of the token file after the first, by outcome (failed: old principals kept)",
+            labels=("outcome",),
+        )
+        family.add_metric(("reloaded",), self.counts.reloads)
+        family.add_metric(("failed",), self.counts.reload_failures)
+        yield family
 
 
 class ServerMetrics:
@@ -66,8 +95,11 @@ class ServerMetrics:
         if commit and status == 409:
             self.commit_conflicts.labels(operation).inc()
 
+    def watch_token_file(self, counts: ReloadCounts) -> None:
+        self.registry.register(TokenFileReloads(counts))
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
 
-__all__ = ["CONTENT_TYPE", "KNOWN_METHODS", "ServerMetrics"]
+__all__ = ["CONTENT_TYPE", "KNOWN_METHODS", "ReloadCounts", "ServerMetrics", "TokenFileReloads"]

@@ -7,10 +7,18 @@ Rules:
   ``<lakehouse>/warehouse`` before that),
   ``--storage-option`` for the lakehouse's own files and ``--property KEY=VALUE`` catalog
   properties for pyiceberg's FileIO (``s3.endpoint``, ...).
-* Who may call: ``--token-file`` (see ``lakecore.rest.auth``), or ``--allow-anonymous``, which
-  is refused unless ``--host`` is a loopback address (127.0.0.0/8, ::1, localhost). Without
-  either the server does not start: a catalog open to anyone who can reach the port is never
-  the default.
+* Who may call: ``--token-file`` (``lakecore.rest.tokenfile``, ``lakecore.rest.auth``), or
+  ``--allow-anonymous``, which is refused unless ``--host`` is a loopback address
+  (127.0.0.0/8, ::1, localhost). Without either the server does not start: a catalog open to
+  anyone who can reach the port is never the default. Both together are refused too (exit 2):
+  a principal could drop its token and act as anonymous.
+* The token file is read before the catalog is opened: a file that is unreadable, not UTF-8,
+  malformed or gives two principals one secret stops the start (one line, exit 2); one its
+  group or others can read is a warning line on stderr. While the server runs, the file is
+  read again when it changes (checked at most once a second, on the next request) and on
+  SIGHUP; a bad file then keeps the principals read before and logs one error line.
+* ``--token-lifetime`` is the absolute lifetime of the tokens ``POST /v1/oauth/tokens`` issues
+  (``ISSUED_TOKEN_SECONDS``, one hour; 60 s to a day).
 * When the socket listens, one line goes to stdout: ``lakecore serve: listening on
   http://HOST:PORT (...)``, with the port actually bound (``--port 0`` picks a free one).
   The access log and errors go to stderr. SIGINT and SIGTERM stop it gracefully (uvicorn
@@ -23,13 +31,14 @@ Rules:
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import ipaddress
 import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Final
@@ -40,8 +49,14 @@ from pyiceberg.exceptions import ValidationError
 from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError, NoLakehouseError
 from lakecore.iceberg.catalog import LakecoreCatalog
 from lakecore.rest.app import app
-from lakecore.rest.auth import Authenticator, read_token_file
-from lakecore.rest.defaults import DEFAULT_HOST, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT
+from lakecore.rest.auth import Authenticator
+from lakecore.rest.defaults import (
+    DEFAULT_HOST,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_PORT,
+    ISSUED_TOKEN_SECONDS,
+)
+from lakecore.rest.tokenfile import TokenFile
 
 CATALOG_NAME: Final = "lakecore"
 
@@ -55,6 +70,7 @@ class ServeOptions:
     token_file: str | None = None
     allow_anonymous: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    token_lifetime: int = ISSUED_TOKEN_SECONDS
     storage_options: dict[str, Any] = field(default_factory=dict)
     properties: dict[str, str] = field(default_factory=dict)
 
@@ -69,7 +85,13 @@ def is_loopback(host: str) -> bool:
 
 
 def authenticator_for(options: ServeOptions) -> Authenticator:
-    """Raises: InvalidArgumentError: no way to authenticate, or anonymous off loopback."""
+    """Raises: InvalidArgumentError: no way to authenticate, anonymous off loopback or with a
+    token file, or an unusable token file."""
+    if options.allow_anonymous and options.token_file is not None:
+        raise InvalidArgumentError(
+            "--allow-anonymous and --token-file exclude each other (a principal could drop its "
+            "token and act as anonymous): give one"
+        )
     if options.allow_anonymous and not is_loopback(options.host):
         raise InvalidArgumentError(
             f"--allow-anonymous is only for a loopback --host (127.0.0.1, ::1, localhost), not "
@@ -80,8 +102,12 @@ def authenticator_for(options: ServeOptions) -> Authenticator:
             "serve needs --token-file FILE (lines 'NAME read-only|read-write SECRET'), or "
             "--allow-anonymous on a loopback --host for local use"
         )
-    entries = read_token_file(options.token_file) if options.token_file else []
-    return Authenticator(entries, allow_anonymous=options.allow_anonymous)
+    token_file = TokenFile(options.token_file) if options.token_file is not None else None
+    return Authenticator(
+        token_file=token_file,
+        allow_anonymous=options.allow_anonymous,
+        token_seconds=options.token_lifetime,
+    )
 
 
 def catalog_for(
@@ -147,16 +173,24 @@ def cannot_listen(options: ServeOptions, error: OSError | None, code: object) ->
 
 
 class AnnouncingServer(uvicorn.Server):
-    """A uvicorn server that prints one line with its URL once it listens."""
+    """A uvicorn server that prints one line with its URL once it listens, and calls
+    ``on_sighup`` (in its event loop, not in the signal handler) for each SIGHUP from then on.
+    """
 
-    def __init__(self, config: uvicorn.Config, note: str) -> None:
+    def __init__(
+        self, config: uvicorn.Config, note: str, on_sighup: Callable[[], object] | None = None
+    ) -> None:
         super().__init__(config)
         self.note = note
+        self.on_sighup = on_sighup
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets)
         if self.should_exit:
             return  # the bind failed; uvicorn has logged why
+        if self.on_sighup is not None and hasattr(signal, "SIGHUP"):
+            # Before the line below: a client that waits for it may send SIGHUP at once.
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.on_sighup)
         host, port = self.servers[0].sockets[0].getsockname()[:2]
         shown = f"[{host}]" if ":" in str(host) else host
         print(f"lakecore serve: listening on http://{shown}:{port} ({self.note})", flush=True)
@@ -173,9 +207,10 @@ class AnnouncingServer(uvicorn.Server):
 
 def serve(options: ServeOptions) -> int:
     """Run until interrupted. Raises InvalidArgumentError for unusable options."""
+    # Logging first: reading the token file may warn about its mode.
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
     authenticator = authenticator_for(options)
     catalog = catalog_for(options)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
     # uvicorn's own start lines would repeat ours ("listening on ..."); its warnings stay.
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     # The access log is ours (lakecore.rest.accesslog); uvicorn's would repeat every line.
@@ -189,7 +224,10 @@ def serve(options: ServeOptions) -> int:
     )
     who = "anonymous allowed" if options.allow_anonymous else f"tokens from {options.token_file}"
     note = f"lakehouse {catalog.lakehouse.storage.root_uri}, warehouse {catalog.warehouse}, {who}"
-    server = AnnouncingServer(config, note)
+    token_file = authenticator.token_file
+    server = AnnouncingServer(
+        config, note, (lambda: token_file.reload("SIGHUP")) if token_file is not None else None
+    )
     bind_errors = BindErrors()
     uvicorn_log = logging.getLogger("uvicorn.error")
     uvicorn_log.addFilter(bind_errors)
