@@ -11,8 +11,12 @@ Rules:
 - A latest root (or the definition it names) that exists but cannot be decoded is
   ``DamagedLakehouseError``, which names the file and the repair. A version asked for by
   number fails with the plain error of what is wrong.
-- Definitions are immutable files, so they are cached per process (``clear_definition_cache``
-  for tests that rewrite files behind lakecore's back).
+- Definitions are immutable files, so they are cached per process: lakehouse definitions
+  decoded, namespace and table definitions as their bytes, at most
+  ``DEFINITION_CACHE_BYTES`` of them (``clear_definition_cache`` for tests that rewrite files
+  behind lakecore's back). A catalog read of a table that did not change reads no definition
+  file twice. The checkers (``fsck``, validate) read through ``read_location``, which never
+  caches: a file damaged since it was cached must show.
 - A value is a path under the root or, in an exported copy, a full URI into the one source
   root its definition names (``lakecore.export.source_root``); anything else is refused.
 - An exported copy's definition carries ``lakecore.export.mode``: such a lakehouse is a
@@ -27,7 +31,7 @@ import os
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from lakecore import keys as K
 from lakecore import namespaces as N
@@ -61,6 +65,7 @@ from lakecore.locations import (
     version_from_root_node_file_name,
 )
 from lakecore.node import Node
+from lakecore.sized_lru import SizedLRU
 from lakecore.storage import Storage
 from lakecore.tree import NodeStore, TreeShape
 from lakecore.versions import (
@@ -83,11 +88,16 @@ def _definition_cache_key(storage: Storage, location: str) -> tuple[str, str]:
 
 
 _DEF_CACHE: dict[tuple[str, str], LakehouseDef] = {}
+# Namespace and table definition files: a few hundred bytes each, so 64 MiB holds those of
+# some hundred thousand objects.
+DEFINITION_CACHE_BYTES: Final = 64 << 20
+_OBJECT_DEF_CACHE: Final = SizedLRU[tuple[str, str], bytes](DEFINITION_CACHE_BYTES)
 
 
 def clear_definition_cache() -> None:
-    """Forget every cached lakehouse definition (tests that rewrite files by hand)."""
+    """Forget every cached definition (tests that rewrite files by hand)."""
     _DEF_CACHE.clear()
+    _OBJECT_DEF_CACHE.clear()
 
 
 class LookupSource(Protocol):
@@ -411,8 +421,14 @@ class LakehouseView:
         A missing file is damage (``MissingDefinitionError``, exit 6), not "no such table": the
         key is in the tree. Unless this version expired while it was being read: compact-versions
         deletes what only expired versions reach, the root file first."""
+        key = _definition_cache_key(self.storage, location)
+        cached = _OBJECT_DEF_CACHE.get(key)
+        if cached is not None:
+            return cached[0]
         try:
-            return self.read_location(location)
+            data = self.read_location(location)
+            _OBJECT_DEF_CACHE.put(key, data, len(data))
+            return data
         except NotFoundError:
             if not self.storage.exists(root_node_file_name(self.version)):
                 raise VersionExpiredError(

@@ -10,16 +10,23 @@ Rules:
   catalog given another is refused when it opens. Before the first change records one, the
   warehouse is the one given, else ``<uri>/warehouse``. It must be qualified and out of
   lakecore's directories (``lakecore.iceberg.path_rules``).
-* **Which version reads see.** The latest, refreshed at each read; with ``version=`` or
-  ``as_of=`` that one version, for every read.
+* **Which version reads see.** The latest, as of a check that started after the read was
+  asked for (``lakecore.lakehouse.latest``: one request when nothing changed, shared by the
+  reads that wait for it); with ``version=`` or ``as_of=`` that one version, for every read.
+  Reads take no lock a change holds. What a read finds never changes once written (nodes,
+  definitions, Iceberg metadata files), so it is cached (``METADATA_CACHE_BYTES`` of metadata).
 * **Read-only.** A catalog at a past version, or over an exported copy, refuses every change
   with ``ReadOnlyCatalogError`` before anything is written; its tables are ``ReadOnlyTable``,
   which refuse a write before pyiceberg writes a data file for it.
-* **Changes are retried.** A catalog operation other than a commit runs in a lakecore
-  transaction on the latest version; on a conflict it runs again on the new latest version, up
-  to ``CATALOG_OP_ATTEMPTS`` times (it re-checks what it relies on, so a rerun is what the
-  caller asked for). ``commit_table`` never reruns itself: pyiceberg must re-apply its changes
-  to the new metadata (``lakecore.iceberg.commits``).
+* **Changes are grouped.** Every change (a commit, a create, a drop, ...) is a unit of the
+  group committer (``lakecore.iceberg.group_commit``): the changes that arrive while a root
+  write is in flight share the next lakehouse version, each staged on what its batch built
+  before it. When another writer changed what a batch changes, the batch is staged again on
+  the new latest version: each change re-checks what it relies on, so a rerun is what the
+  caller asked for (``commit_table`` re-applies the caller's updates to the new metadata and
+  checks its requirements against it).
+* **FileIO.** The catalog's FileIO is made from its own properties, one per scheme, never from
+  a table's properties (a table's writers choose those).
 * **Identifiers.** A namespace identifier's levels are joined with ``.``
   (``lakecore.namespaces``); an empty one is ``NoSuchNamespaceError``, as pyiceberg's catalogs
   say. A table identifier is its namespace's levels, then the table's name; one without a
@@ -29,20 +36,23 @@ Rules:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
+from urllib.parse import urlparse
 
 from pyiceberg.catalog import WAREHOUSE_LOCATION, Catalog, MetastoreCatalog
 from pyiceberg.exceptions import (
-    CommitFailedException,
     NoSuchNamespaceError,
     NoSuchTableError,
     ValidationError,
 )
+from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.serializers import Compressor
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.typedef import Identifier
+from pyiceberg.table.update import AddSnapshotUpdate
+from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
+from pyiceberg.utils.config import Config
 
 from lakecore import namespaces as NS
 from lakecore.defs import pb
@@ -54,6 +64,7 @@ from lakecore.errors import (
     ReadOnlyLakehouseError,
 )
 from lakecore.iceberg.errors import ReadOnlyCatalogError, translated
+from lakecore.iceberg.group_commit import Batch, CommitStats, GroupCommitter
 from lakecore.iceberg.guarded_io import GuardedFileIO
 from lakecore.iceberg.path_rules import (
     canonical_location,
@@ -62,33 +73,35 @@ from lakecore.iceberg.path_rules import (
     normalize_location,
     refuse_lakecore_directory,
 )
-from lakecore.iceberg.pointer import read_metadata, require_iceberg
+from lakecore.iceberg.pointer import read_metadata_sized, require_iceberg
 from lakecore.iceberg.properties import (
     AS_OF_PROPERTY,
     CREATE_PROPERTY,
     VERSION_PROPERTY,
     as_of_millis,
+    full_check_seconds,
+    group_commit_policy,
     refuse_misspelt_properties,
     storage_options_of,
     version_number,
 )
+from lakecore.iceberg.references import read_named_files
 from lakecore.iceberg.roots import WRITE_PATH_PROPERTIES, Registry
 from lakecore.iceberg.transforms import check_new_transforms
 from lakecore.keys import namespace_name_max_bytes
 from lakecore.lakehouse import Lakehouse, LakehouseView, Transaction
-from lakecore.view import read_root_and_def, store_for
+from lakecore.lakehouse.latest import LatestVersion
+from lakecore.sized_lru import SizedLRU
 
 if TYPE_CHECKING:
-    from pyiceberg.io import FileIO
     from pyiceberg.table import Transaction as IcebergTransaction
 
 T = TypeVar("T")
 
 DEFAULT_WAREHOUSE_DIRECTORY: Final = "warehouse"
-# Catalog operations other than commit_table re-run on a conflict (they re-check existence
-# against the new state, so a rerun is what the caller asked for); commit_table never does:
-# pyiceberg must re-apply its changes to the new metadata itself.
-CATALOG_OP_ATTEMPTS: Final = 5
+# Iceberg metadata files kept decoded, by the size of their JSON: a table of a few hundred
+# snapshots has some 100 KB, so 256 MiB holds those of thousands of busy tables.
+METADATA_CACHE_BYTES: Final = 256 << 20
 
 
 class ReadOnlyTable(Table):
@@ -119,10 +132,6 @@ class CatalogBase(MetastoreCatalog):
         storage_options = properties.pop("storage_options", None)
         refuse_misspelt_properties(properties)
         super().__init__(name, **properties)
-        # Writers only (commits and other changes): the Lakehouse object they commit through
-        # moves with each commit. Reads never take it: they read their own view of the latest
-        # version (``_read``), so no read waits for a commit's storage IO.
-        self._write_lock = threading.RLock()
         uri = properties.get("uri")
         if not uri:
             raise ValidationError(
@@ -152,9 +161,28 @@ class CatalogBase(MetastoreCatalog):
             self.warehouse = self._warehouse_of(properties.get(WAREHOUSE_LOCATION))
             check_qualified(self.warehouse, "the warehouse")
             refuse_lakecore_directory(self.warehouse, root, "the warehouse")
+            max_batch, max_wait_seconds = group_commit_policy(properties)
+            full_check = full_check_seconds(properties)
         except InvalidArgumentError as exc:
             raise ValidationError(str(exc)) from exc
         self.properties[WAREHOUSE_LOCATION] = self.warehouse
+        # Reads learn the latest version from here (one request per check, shared); the
+        # Lakehouse object is the committer's alone (``_begin_batch``), so no read waits for a
+        # commit's IO and no lock is shared between them.
+        self._latest = LatestVersion(self._lakehouse.storage, full_check_seconds=full_check)
+        self._latest.installed(self._lakehouse.root_info, self._lakehouse.lakehouse_def)
+        self._committer = GroupCommitter(
+            self._begin_batch,
+            self._commit_batch,
+            self._batch_landed,
+            max_batch=max_batch,
+            max_wait_seconds=max_wait_seconds,
+        )
+        self._metadata_cache = SizedLRU[str, TableMetadata](METADATA_CACHE_BYTES)
+        # The metadata files of the batch being staged, by location, until they are written.
+        self._staged_metadata: dict[str, TableMetadata] = {}
+        self._legacy_snapshot_id = Config().get_bool("legacy-current-snapshot-id") or False
+        self._file_ios: dict[str, FileIO] = {}
 
     def _warehouse_of(self, given: Any) -> str:
         """The lakehouse's recorded warehouse, or the one given (default ``<uri>/warehouse``)
@@ -207,11 +235,10 @@ class CatalogBase(MetastoreCatalog):
         return self._latest_view()
 
     def _latest_view(self) -> LakehouseView:
-        """A read-only view of the latest version, independent of the Lakehouse object writers
-        commit through (which moves under them while they hold the write lock)."""
-        storage = self._lakehouse.storage
-        root, lakehouse_def = read_root_and_def(storage, None)
-        return LakehouseView(storage, root, lakehouse_def, store_for(storage, lakehouse_def))
+        """A read-only view of the latest version, as of a check that started after this call
+        (``LatestVersion``: one request when nothing changed, shared by concurrent reads),
+        independent of the Lakehouse object the committer moves."""
+        return self._latest.view()
 
     def _scratch_lakehouse(self) -> Lakehouse:
         """A Lakehouse object of its own at the latest version, for a transaction that only
@@ -238,25 +265,41 @@ class CatalogBase(MetastoreCatalog):
             raise ReadOnlyCatalogError(why)
 
     def _change(self, what: str, change: Callable[[Transaction], T], **translate: Any) -> T:
-        """Run ``change`` in a lakecore transaction on the latest version and commit it; on a
-        conflict run it again on the new latest version (it re-checks what it relies on)."""
+        """Run ``change`` in the transaction of the group committer's next batch and commit it
+        with the batch; when another writer changed what the batch changes, it runs again on
+        the new latest version (it re-checks what it relies on)."""
         self._refuse_read_only(what)
-        with self._write_lock:
-            for attempt in range(CATALOG_OP_ATTEMPTS):
-                tx = self._lakehouse.refresh().transaction()
-                try:
-                    with translated(**translate):
-                        try:
-                            result = change(tx)
-                        except BaseException:
-                            tx.abort()
-                            raise
-                        tx.commit()
-                    return result
-                except CommitFailedException:
-                    if attempt == CATALOG_OP_ATTEMPTS - 1:
-                        raise
-        raise AssertionError("unreachable")  # the loop returns or raises
+
+        def apply(batch: Batch) -> T:
+            with translated(**translate):
+                return change(batch.tx)
+
+        return self._committer.run(apply)
+
+    # -- the committer's side: one transaction a batch ----------------------------------------
+
+    def _begin_batch(self) -> Transaction:
+        """A transaction on the latest version, for the committer (its thread alone moves the
+        Lakehouse object)."""
+        self._staged_metadata = {}
+        view = self._latest.view()
+        if view.version != self._lakehouse.version:
+            self._lakehouse.move_to(view)
+        return self._lakehouse.transaction()
+
+    @staticmethod
+    def _commit_batch(tx: Transaction) -> None:
+        with translated(in_commit=True):
+            tx.commit()
+
+    def _batch_landed(self, tx: Transaction) -> None:
+        if tx.outcome is not None:
+            self._latest.installed(self._lakehouse.root_info, self._lakehouse.lakehouse_def)
+
+    @property
+    def commit_stats(self) -> CommitStats:
+        """What the group committer did (batches, their sizes, conflicts), for metrics."""
+        return self._committer.stats
 
     # -- names --------------------------------------------------------------------------------
 
@@ -315,18 +358,80 @@ class CatalogBase(MetastoreCatalog):
 
     # -- tables -------------------------------------------------------------------------------
 
-    def _table_from(self, identifier: Identifier, definition: pb.TableDef) -> Table:
+    def _table_from(
+        self, identifier: Identifier, definition: pb.TableDef, *, cached: bool = True
+    ) -> Table:
+        """The table a definition names, at its current metadata. ``cached=False`` reads the
+        metadata file as it is now: what a purge deletes is decided from the file, not from a
+        copy (a file changed in place behind the catalog's back must show)."""
         metadata_location = require_iceberg(identifier, definition)
-        io = self._load_file_io(location=metadata_location)
-        metadata = read_metadata(io, ".".join(identifier), metadata_location)
+        if cached:
+            metadata = self._metadata_at(identifier, metadata_location)
+        else:
+            io = self._load_file_io(location=metadata_location)
+            metadata = read_metadata_sized(io, ".".join(identifier), metadata_location)[0]
         table_class = Table if self._read_only_why("change a table") is None else ReadOnlyTable
         return table_class(
             identifier=identifier,
             metadata=metadata,
             metadata_location=metadata_location,
-            io=self._load_file_io(metadata.properties, metadata_location),
+            io=self._load_file_io(location=metadata_location),
             catalog=self,
         )
+
+    def _metadata_at(self, identifier: Identifier, location: str) -> TableMetadata:
+        """The metadata file at ``location`` (immutable once written: cached, at most
+        ``METADATA_CACHE_BYTES`` of them by their size in JSON). A file the batch being staged
+        has yet to write is answered from what it staged: nothing committed names its (unique)
+        location before the batch's root, so only the batch's own checks ask for it."""
+        staged = self._staged_metadata.get(location)
+        if staged is not None:
+            return staged
+        cached = self._metadata_cache.get(location)
+        if cached is not None:
+            return cached[0]
+        io = self._load_file_io(location=location)
+        metadata, size = read_metadata_sized(io, ".".join(identifier), location)
+        self._metadata_cache.put(location, metadata, size)
+        return metadata
+
+    def _write_new_metadata(self, metadata: TableMetadata, io: FileIO, metadata_path: str) -> None:
+        """Write a new metadata file (never over an existing one) and keep it in the cache:
+        the commit's next reader finds it without a read."""
+        # As pyiceberg's ToOutputFile writes it (its legacy option, its compression by name).
+        text = metadata.model_dump_json(exclude_none=not self._legacy_snapshot_id).encode("utf-8")
+        data = Compressor.get_compressor(metadata_path).bytes_compressor()(text)
+        with io.new_output(metadata_path).create(overwrite=False) as out:
+            out.write(data)
+        self._metadata_cache.put(metadata_path, metadata, len(text))
+
+    def _load_file_io(
+        self, properties: Properties = EMPTY_DICT, location: str | None = None
+    ) -> FileIO:
+        """The catalog's FileIO for ``location``'s scheme, made from the catalog's properties
+        alone and kept. A table's properties never configure it: they come from the table's
+        writers, and pyiceberg would otherwise let ``py-io-impl`` pick any class to import, or
+        ``s3.endpoint`` send the server's requests, with its credentials, elsewhere."""
+        scheme = urlparse(location).scheme if location else ""
+        io = self._file_ios.get(scheme)
+        if io is None:
+            io = load_file_io(dict(self.properties), location)
+            self._file_ios[scheme] = io
+        return io
+
+    def _prefetch_named_files(self, change: Any) -> None:
+        """Read what the new snapshots of ``change`` name (its ``add-snapshot`` updates' manifest
+        lists, and the manifests they add) in the caller's thread, before the change is queued:
+        side by side with other requests, not in the committer's turn. Each path is checked
+        first (``GuardedFileIO``). A file that cannot be read is left for the committer, which
+        says why."""
+        snapshots = [u.snapshot for u in change.updates if isinstance(u, AddSnapshotUpdate)]
+        if not snapshots:
+            return
+        try:
+            change.named_files = read_named_files(self._guarded(self._load_file_io()), snapshots)
+        except Exception:  # the committer reads it again and reports it as the unit's error
+            change.named_files = None
 
     # -- locations ----------------------------------------------------------------------------
 
@@ -413,4 +518,4 @@ class CatalogBase(MetastoreCatalog):
         return True
 
 
-__all__ = ["CATALOG_OP_ATTEMPTS", "CatalogBase", "ReadOnlyTable"]
+__all__ = ["METADATA_CACHE_BYTES", "CatalogBase", "ReadOnlyTable"]

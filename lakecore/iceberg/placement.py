@@ -51,10 +51,10 @@ from lakecore.iceberg.path_rules import normalize_location, physical_location
 from lakecore.iceberg.pointer import (
     CHECKED_PROPERTY,
     METADATA_LOCATION_PROPERTY,
+    identifier_of,
     is_checked,
-    read_metadata,
 )
-from lakecore.iceberg.references import ReferenceFinder
+from lakecore.iceberg.references import NamedFiles, ReferenceFinder
 from lakecore.iceberg.roots import (
     MAX_REFERENCE_FOLDERS,
     REGISTRY_FORMAT,
@@ -183,8 +183,7 @@ class PlacementRules(CatalogBase):
         metadata_location = definition.format_properties.get(METADATA_LOCATION_PROPERTY)
         if definition.table_format != "ICEBERG" or not metadata_location:
             return None
-        io = self._load_file_io(location=str(metadata_location))
-        return read_metadata(io, f"{ns}.{name}", str(metadata_location))
+        return self._metadata_at(identifier_of(ns, name), str(metadata_location))
 
     def _definition_roots(self, ns: str, name: str, definition: pb.TableDef) -> list[str]:
         """The roots of a table from its current metadata (none for a non-Iceberg table)."""
@@ -492,6 +491,7 @@ class PlacementRules(CatalogBase):
         definition: pb.TableDef | None,
         current: Table | None,
         staged: Table,
+        prefetched: NamedFiles | None = None,
     ) -> None:
         """What a commit of ``staged`` over ``current`` (None: a create) checks and records in
         ``tx``: the lakehouse's warehouse is this catalog's; the location rule when the roots
@@ -523,7 +523,7 @@ class PlacementRules(CatalogBase):
             tx.set_definition_properties(roots_property(self.warehouse, ns, name, roots))
         recorded_refs = tx.definition_property(refs_key(ns, name))
         known = json.loads(recorded_refs) if recorded_refs else []
-        finder = ReferenceFinder(self.warehouse, roots, self._leads_to(), known)
+        finder = ReferenceFinder(self.warehouse, roots, self._leads_to(), known, prefetched)
         if current is not None:
             # A root given up (a write path moved elsewhere) still holds files the metadata
             # names, now outside the table's roots: another table may take the folder later.

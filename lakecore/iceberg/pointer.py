@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Final
 
 from pyiceberg.catalog import METADATA_LOCATION, PREVIOUS_METADATA_LOCATION
 from pyiceberg.exceptions import NoSuchIcebergTableError
-from pyiceberg.serializers import FromInputFile
+from pyiceberg.serializers import Compressor
 from pyiceberg.table import CommitTableResponse
-from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 from pyiceberg.typedef import Identifier
 
 from lakecore import namespaces as NS
@@ -65,8 +65,19 @@ def require_iceberg(identifier: Identifier, definition: pb.TableDef) -> str:
 def read_metadata(io: FileIO, identifier: str, metadata_location: str) -> TableMetadata:
     """A table's current metadata; a file that is missing or unreadable is one line naming the
     table and the way out."""
+    return read_metadata_sized(io, identifier, metadata_location)[0]
+
+
+def read_metadata_sized(
+    io: FileIO, identifier: str, metadata_location: str
+) -> tuple[TableMetadata, int]:
+    """``read_metadata``, and the size of its JSON (what a cache of it counts)."""
     try:
-        return FromInputFile.table_metadata(io.new_input(metadata_location))
+        with io.new_input(metadata_location).open() as stream:
+            compressor = Compressor.get_compressor(metadata_location)
+            with compressor.stream_decompressor(stream) as plain:
+                text = plain.read()
+        return TableMetadataUtil.parse_raw(text.decode("utf-8")), len(text)
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
         raise CorruptFileError(
@@ -115,5 +126,6 @@ __all__ = [
     "is_checked",
     "pointer_properties",
     "read_metadata",
+    "read_metadata_sized",
     "require_iceberg",
 ]

@@ -14,6 +14,14 @@ Rules:
 * **Time travel** is ``version`` (ASCII digits or an int, nothing ``int()`` would also take)
   or ``as_of`` (epoch milliseconds, a datetime or an ISO-8601 time; UTC when no zone is given).
 * ``lakecore.create=true`` creates the lakehouse at ``uri`` when there is none.
+* **The latest version** (``lakecore.lakehouse.latest``): ``lakecore.latest.full-check-seconds``
+  is how often a read's check of the latest version does the whole discovery rather than one
+  request (from 0.01 to 3600; default ``FULL_CHECK_SECONDS``): the longest a read can be stale
+  after a gap appeared above the known version, or the lakehouse vanished.
+* **Group commit** (``lakecore.iceberg.group_commit``): ``lakecore.group-commit.max-batch`` (the
+  most changes one lakehouse version holds, an integer from 1; 1 commits one change per
+  version) and ``lakecore.group-commit.max-wait-ms`` (how long a batch waits to fill, 0 and
+  up, milliseconds).
 """
 
 from __future__ import annotations
@@ -27,11 +35,61 @@ from pyiceberg.catalog import WAREHOUSE_LOCATION
 from pyiceberg.exceptions import ValidationError
 
 from lakecore.errors import InvalidArgumentError
+from lakecore.iceberg.group_commit import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_SECONDS
+from lakecore.lakehouse.latest import FULL_CHECK_SECONDS
 
 STORAGE_OPTIONS_PROPERTY: Final = "lakecore.storage-options"
 CREATE_PROPERTY: Final = "lakecore.create"
 VERSION_PROPERTY: Final = "version"
 AS_OF_PROPERTY: Final = "as_of"
+MAX_BATCH_PROPERTY: Final = "lakecore.group-commit.max-batch"
+MAX_WAIT_PROPERTY: Final = "lakecore.group-commit.max-wait-ms"
+FULL_CHECK_PROPERTY: Final = "lakecore.latest.full-check-seconds"
+# The most changes a batch may hold, and the longest wait: beyond these a batch's one
+# transaction grows past what a request should wait for.
+MAX_BATCH_LIMIT: Final = 4096
+MAX_WAIT_MILLIS_LIMIT: Final = 10_000
+
+
+def _number(
+    properties: Mapping[str, Any], key: str, default: float, low: float, high: float
+) -> float:
+    """The property ``key`` as a number from ``low`` to ``high`` (``default`` when absent).
+
+    Raises:
+        InvalidArgumentError: not a number in that range.
+    """
+    raw = properties.get(key)
+    if raw is None:
+        return default
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        value = float("nan")
+    if not (low <= value <= high):
+        raise InvalidArgumentError(f"{key}={raw!r}: give a number from {low:g} to {high:g}")
+    return value
+
+
+def full_check_seconds(properties: Mapping[str, Any]) -> float:
+    """``lakecore.latest.full-check-seconds`` (see the module docstring)."""
+    return _number(properties, FULL_CHECK_PROPERTY, FULL_CHECK_SECONDS, 0.01, 3600)
+
+
+def group_commit_policy(properties: Mapping[str, Any]) -> tuple[int, float]:
+    """(max batch, max wait in seconds) of the group committer, from the catalog properties.
+
+    Raises:
+        InvalidArgumentError: a value that is not a number in its range.
+    """
+
+    max_batch = _number(properties, MAX_BATCH_PROPERTY, DEFAULT_MAX_BATCH, 1, MAX_BATCH_LIMIT)
+    if max_batch != int(max_batch):
+        raise InvalidArgumentError(f"{MAX_BATCH_PROPERTY}={max_batch!r}: give a whole number")
+    wait_ms = _number(
+        properties, MAX_WAIT_PROPERTY, DEFAULT_MAX_WAIT_SECONDS * 1000, 0, MAX_WAIT_MILLIS_LIMIT
+    )
+    return int(max_batch), wait_ms / 1000
 
 
 def storage_options_of(properties: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -99,6 +157,9 @@ OWN_PROPERTIES: Final = (
     AS_OF_PROPERTY,
     CREATE_PROPERTY,
     STORAGE_OPTIONS_PROPERTY,
+    MAX_BATCH_PROPERTY,
+    MAX_WAIT_PROPERTY,
+    FULL_CHECK_PROPERTY,
 )
 
 
@@ -176,10 +237,15 @@ def as_of_millis(value: Any) -> int:
 __all__ = [
     "AS_OF_PROPERTY",
     "CREATE_PROPERTY",
+    "FULL_CHECK_PROPERTY",
+    "MAX_BATCH_PROPERTY",
+    "MAX_WAIT_PROPERTY",
     "OWN_PROPERTIES",
     "STORAGE_OPTIONS_PROPERTY",
     "VERSION_PROPERTY",
     "as_of_millis",
+    "full_check_seconds",
+    "group_commit_policy",
     "refuse_misspelt_properties",
     "storage_options_of",
     "version_number",

@@ -89,7 +89,7 @@ class PurgeOps(PlacementRules):
                 "purge_table %s.%s: it had no Iceberg metadata, so no file to delete", ns, name
             )
             return
-        table = self._table_from(identifier_of(ns, name), definition)
+        table = self._table_from(identifier_of(ns, name), definition, cached=False)
         if self._written_around_registry(
             ns, name, definition, table.metadata, before.lakehouse_def.properties.get
         ):
@@ -126,7 +126,9 @@ class PurgeOps(PlacementRules):
         for other_ns, other_name in sorted(neighbours):
             protected |= self._files_named_by(
                 self._table_from(
-                    identifier_of(other_ns, other_name), view.load_table(other_ns, other_name)
+                    identifier_of(other_ns, other_name),
+                    view.load_table(other_ns, other_name),
+                    cached=False,
                 )
             )
         io = table.io

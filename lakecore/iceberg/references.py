@@ -16,6 +16,10 @@ Rules:
   in a folder not yet recorded (a manifest taken from elsewhere). An append reads its manifest
   list and its one new manifest: two small reads. Manifests carried over from older snapshots
   were read when they were added.
+* **Read ahead.** What a commit's new snapshots name can be read before the commit is queued
+  (``read_named_files``, in the request's own thread, side by side with other requests); the
+  committer then reads only what that did not cover (a manifest in a folder not yet recorded,
+  a snapshot the read-ahead did not see).
 * **A whole table** (``named_by_table``: a register, the registry's first build, a table last
   changed by code that does not check) has every snapshot read.
 * **A root given up** (a write path moved elsewhere) is a reference folder from then on: the
@@ -25,6 +29,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lakecore.iceberg.roots import contains, parent_folder
@@ -33,6 +38,36 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import ManifestFile
     from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Snapshot
+
+
+@dataclass
+class NamedFiles:
+    """What some snapshots name, read ahead: each manifest list's manifests, and the file
+    paths of the manifests that the snapshots added (deleted entries too)."""
+
+    manifests: dict[str, list[ManifestFile]] = field(default_factory=dict)
+    entries: dict[str, list[str]] = field(default_factory=dict)
+
+
+def read_named_files(io: FileIO, snapshots: Sequence[Snapshot]) -> NamedFiles:
+    """Read what ``snapshots`` (a commit's new ones) name: their manifest lists, and the
+    manifests one of them added (two small reads for an append)."""
+    named = NamedFiles()
+    added_ids = {s.snapshot_id for s in snapshots}
+    for snapshot in snapshots:
+        manifests = snapshot.manifests(io)
+        named.manifests[snapshot.manifest_list] = manifests
+        for manifest in manifests:
+            if (
+                manifest.added_snapshot_id in added_ids
+                and manifest.manifest_path not in named.entries
+            ):
+                named.entries[manifest.manifest_path] = [
+                    entry.data_file.file_path
+                    for entry in manifest.fetch_manifest_entry(io, discard_deleted=False)
+                ]
+    return named
 
 
 class ReferenceFinder:
@@ -45,8 +80,10 @@ class ReferenceFinder:
         roots: Sequence[str],
         normalize: Callable[[str], str],
         known: Iterable[str] = (),
+        ahead: NamedFiles | None = None,
     ) -> None:
         self._normalize = normalize
+        self._ahead = ahead or NamedFiles()
         self.warehouse = warehouse
         self.roots = list(roots)
         self.known = list(known)
@@ -82,10 +119,18 @@ class ReferenceFinder:
         return folder is None or any(contains(k, folder) for k in self.known)
 
     def _read_manifest(self, io: FileIO, manifest: ManifestFile) -> None:
+        read_ahead = self._ahead.entries.get(manifest.manifest_path)
+        if read_ahead is not None:
+            self.add(read_ahead)
+            return
         self.add(
             entry.data_file.file_path
             for entry in manifest.fetch_manifest_entry(io, discard_deleted=False)
         )
+
+    def _manifests(self, io: FileIO, snapshot: Snapshot) -> list[ManifestFile]:
+        read_ahead = self._ahead.manifests.get(snapshot.manifest_list)
+        return read_ahead if read_ahead is not None else snapshot.manifests(io)
 
     def added_by_commit(
         self,
@@ -102,7 +147,7 @@ class ReferenceFinder:
         read: set[str] = set()
         for snapshot in added:
             self.add([snapshot.manifest_list])
-            for manifest in snapshot.manifests(io):
+            for manifest in self._manifests(io, snapshot):
                 # Entries of a manifest in an unrecorded foreign folder were never seen.
                 first_sight = not self._recorded_before(manifest.manifest_path)
                 self.add([manifest.manifest_path])
@@ -129,4 +174,4 @@ class ReferenceFinder:
         return self.folders
 
 
-__all__ = ["ReferenceFinder"]
+__all__ = ["NamedFiles", "ReferenceFinder", "read_named_files"]

@@ -157,7 +157,7 @@ class TableOps(PlacementRules):
         self._check_metadata(staged.metadata, staged.metadata_location)
         self._refuse_taken_or_homeless(ns, name)
         self._precheck_roots(ns, name, staged.metadata)
-        self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+        self._write_new_metadata(staged.metadata, staged.io, staged.metadata_location)
         self._commit_new_table(ns, name, staged.metadata, staged.metadata_location, "MANAGED")
         return self.load_table(identifier_of(ns, name))
 

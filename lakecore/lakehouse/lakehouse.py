@@ -201,6 +201,12 @@ class Lakehouse(LakehouseView):
         self._install(root, lakehouse_def)
         return self
 
+    def move_to(self, view: LakehouseView) -> Lakehouse:
+        """Move to the version ``view`` reads, learnt without this object
+        (``lakecore.lakehouse.latest.LatestVersion``): no request."""
+        self._install(view.root_info, view.lakehouse_def)
+        return self
+
     def _install(self, root: RootInfo, lakehouse_def: LakehouseDef) -> None:
         self.root_info = root
         self._lookup_reader = None  # a lookup file belongs to one version

@@ -21,8 +21,10 @@ catalog checked them (``checked_by_catalog``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from lakecore import keys as K
 from lakecore import namespaces as N
@@ -69,6 +71,23 @@ def _refuse_catalog_format_properties(
                 "(it checks that no two tables share a folder, so a purge never deletes another "
                 "table's files); make the table with LakecoreCatalog.create_table or register_table"
             )
+
+
+# Definition files written at once by one commit (each a round trip on an object store).
+DEFINITION_WRITE_THREADS: Final = 16
+
+
+@dataclass(frozen=True)
+class Savepoint:
+    """A transaction's staged state at one moment (``Transaction.savepoint``)."""
+
+    writes: dict[str, str | None]
+    new_files: dict[str, bytes]
+    reads: dict[str, str | None]
+    ranges: dict[str, list[tuple[str, str]]]
+    guard_keys: dict[str, str | None]
+    guard_ranges: dict[str, list[tuple[str, str]]]
+    definition_changes: dict[str, str | None]
 
 
 class CommitTarget(Protocol):
@@ -429,14 +448,57 @@ class Transaction:
         self.writes.clear()
         self.new_files.clear()
 
+    def savepoint(self) -> Savepoint:
+        """What this transaction has staged so far, to go back to with ``rollback_to``: a
+        caller staging several independent changes in one transaction (the Iceberg catalog's
+        group commit) drops one that fails without dropping the others."""
+        self._check_open()
+        return Savepoint(
+            dict(self.writes),
+            dict(self.new_files),
+            dict(self.reads),
+            dict(self.ranges),
+            dict(self.guard_keys),
+            dict(self.guard_ranges),
+            dict(self.definition_changes),
+        )
+
+    def rollback_to(self, savepoint: Savepoint) -> None:
+        """Forget everything staged since ``savepoint`` was taken."""
+        self._check_open()
+        self.writes = dict(savepoint.writes)
+        self.new_files = dict(savepoint.new_files)
+        self.reads = dict(savepoint.reads)
+        self.ranges = dict(savepoint.ranges)
+        self.guard_keys = dict(savepoint.guard_keys)
+        self.guard_ranges = dict(savepoint.guard_ranges)
+        self.definition_changes = dict(savepoint.definition_changes)
+
     def _write_new_files(self) -> None:
         # Only definitions a key still points to: a table created and then updated in the same
         # transaction needs its last definition file, not the first.
         live = {location for location in self.writes.values() if location is not None}
-        for path, data in self.new_files.items():
-            if path in live and path not in self._files_written:
-                self.lakehouse.storage.write(path, data)
-                self._files_written.add(path)
+        todo = [
+            (path, data)
+            for path, data in self.new_files.items()
+            if path in live and path not in self._files_written
+        ]
+        if not todo:
+            return
+        storage = self.lakehouse.storage
+
+        def write(item: tuple[str, bytes]) -> None:
+            storage.write(item[0], item[1], durable=False)
+
+        # Side by side: on S3 each write is a round trip, and a batch of commits writes one
+        # definition per table. One sync for all, before the root can name any of them.
+        if len(todo) == 1:
+            write(todo[0])
+        else:
+            with ThreadPoolExecutor(max_workers=min(DEFINITION_WRITE_THREADS, len(todo))) as pool:
+                list(pool.map(write, todo))
+        storage.sync()
+        self._files_written.update(path for path, _ in todo)
 
     def _plan(self, base: RootInfo) -> RootPlan:
         self._write_new_files()
@@ -518,4 +580,4 @@ class Transaction:
         return self.outcome.version
 
 
-__all__ = ["CATALOG_FORMAT_PROPERTIES", "CommitTarget", "Isolation", "Transaction"]
+__all__ = ["CATALOG_FORMAT_PROPERTIES", "CommitTarget", "Isolation", "Savepoint", "Transaction"]

@@ -368,6 +368,15 @@ def placeholder_table(catalog: Catalog, identifier: Identifier) -> Table:
 def commit_one(
     catalog: Catalog, identifier: Identifier, change: CommitTableBody
 ) -> CommitTableResponse:
+    """Commit one table's change. A catalog with ``commit_changes`` (``LakecoreCatalog``)
+    takes it by identifier and reads the current metadata itself, in its group committer's
+    turn; any other gets ``commit_table`` with the table loaded first."""
+    commit_changes = getattr(catalog, "commit_changes", None)
+    if commit_changes is not None:
+        response: CommitTableResponse = commit_changes(
+            identifier, change.requirements, change.updates
+        )
+        return response
     if any(isinstance(r, AssertCreate) for r in change.requirements):
         table = placeholder_table(catalog, identifier)
     else:

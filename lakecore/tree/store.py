@@ -13,7 +13,7 @@ source lakehouse); anything else is refused, so a forged pointer never leads out
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Final
 from lakecore.errors import InvalidLocationError, NotFoundError
 from lakecore.locations import external_root_for, is_full_uri, new_node_file_path
 from lakecore.node import Node, decode_node, encode_node
+from lakecore.sized_lru import SizedLRU
 
 if TYPE_CHECKING:
     from lakecore.storage import Storage
@@ -71,44 +72,11 @@ class IOStats:
         }
 
 
-class NodeCache:
-    """An LRU of decoded nodes bounded by their encoded size."""
+class NodeCache(SizedLRU[tuple[str, str], Node]):
+    """An LRU of decoded nodes, keyed by (root URI, path), bounded by their encoded size."""
 
     def __init__(self, capacity_bytes: int = DEFAULT_CACHE_BYTES) -> None:
-        self.capacity_bytes = capacity_bytes
-        self._entries: OrderedDict[tuple[str, str], tuple[Node, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def contains(self, key: tuple[str, str]) -> bool:
-        with self._lock:
-            return key in self._entries
-
-    def get(self, key: tuple[str, str]) -> tuple[Node, int] | None:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            self._entries.move_to_end(key)
-            return entry
-
-    def put(self, key: tuple[str, str], node: Node, size: int) -> None:
-        if size > self.capacity_bytes:
-            return
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= old[1]
-            self._entries[key] = (node, size)
-            self._bytes += size
-            while self._bytes > self.capacity_bytes and self._entries:
-                _, (_, evicted) = self._entries.popitem(last=False)
-                self._bytes -= evicted
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
+        super().__init__(capacity_bytes)
 
 
 SHARED_CACHE: Final = NodeCache()

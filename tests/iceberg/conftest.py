@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyiceberg.catalog import MetastoreCatalog, load_catalog
+from pyiceberg.catalog import load_catalog
 from pyiceberg.io import FileIO
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -135,8 +135,8 @@ class RacingCatalog(LakecoreCatalog):
         self.in_window: Callable[[], None] | None = None
         self.races = 0
 
-    def _write_metadata(self, metadata: TableMetadata, io: FileIO, metadata_path: str) -> None:  # type: ignore[override]
-        MetastoreCatalog._write_metadata(metadata, io, metadata_path)
+    def _write_new_metadata(self, metadata: TableMetadata, io: FileIO, metadata_path: str) -> None:
+        super()._write_new_metadata(metadata, io, metadata_path)
         if self.races > 0 and self.in_window is not None:
             self.races -= 1
             self.in_window()

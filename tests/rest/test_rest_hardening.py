@@ -465,10 +465,16 @@ def test_a_vanished_lakehouse_is_503_on_every_route_and_health_names_no_uri(
     served: tuple[Any, LakecoreCatalog, Path],
 ) -> None:
     """The finding: a vanished root answered 404 "no such table", so clients' IF EXISTS logic
-    took the wrong branch; /healthz told anonymous callers the lakehouse URI."""
-    a, _, root = served
+    took the wrong branch; /healthz told anonymous callers the lakehouse URI. A server notices
+    at its next full look at the latest version (``lakecore.latest.full-check-seconds``)."""
+    _, _, root = served
+    catalog = LakecoreCatalog(
+        "lakecore", uri=str(root), **{"lakecore.latest.full-check-seconds": "0.01"}
+    )
+    a = app(catalog)
     assert create(a, "t").status == 200
     shutil.rmtree(root)
+    time.sleep(0.02)
     for method, path, payload in (
         ("GET", "/v1/namespaces/db/tables/t", b""),
         ("HEAD", "/v1/namespaces/db/tables/t", b""),

@@ -1,0 +1,272 @@
+"""Group commit: the catalog's changes, many to a lakehouse version, as databases batch their log.
+
+Every commit of a lakehouse creates the next root file, one writer at a time; on S3 a root
+write is a few requests of tens of milliseconds, so one change per version caps a lakehouse at
+some commits a second. ``GroupCommitter`` puts the changes that arrive while one root write is
+in flight into the next version together.
+
+Rules:
+
+* **Units.** A unit is one change as its caller asked for it: one table's commit, a
+  multi-table transaction (all its tables or none), a create, a drop, a rename. ``run(apply)``
+  queues it and returns its answer once the root holding it exists (or raises its own error).
+* **Leader and followers; no thread of its own.** The thread that queues a unit while no batch
+  is being committed leads: it takes up to ``max_batch`` units from the head of the queue (its
+  own first), commits them, then hands the lead to the thread of the oldest unit still queued
+  and returns. Units that arrive meanwhile wait in the queue for the next batch. With
+  ``max_wait_seconds`` the leader, holding fewer than ``max_batch``, waits that long for more
+  before it stages (0, the default: a batch is what queued during the previous root write).
+* **Staged in order, on what the batch built so far.** Each unit stages into the batch's one
+  lakecore transaction, whose reads see the units before it. A unit whose own checks fail (a
+  requirement, a name, a location) is rolled back to the savepoint taken before it and
+  answered alone; it never fails the others.
+* **Files before the root.** The new files the units stage (Iceberg metadata files) are
+  written side by side once all are staged, then the transaction writes its definitions, nodes
+  and root.
+* **A lost race.** The lakecore commit rebases by itself onto versions that changed other
+  objects. When another writer changed an object of the batch (another process committed to
+  one of its tables), the whole batch is staged again on the new latest version and only a
+  unit whose own checks then fail is refused; after ``BATCH_ATTEMPTS`` stagings every unit
+  left is answered ``CommitFailedException`` (its client retries).
+* **Unknown is unknown.** If the root write's outcome is unknown, every unit of the batch gets
+  that error (``CommitStateUnknownException``); any other failure of the commit, every unit of
+  the batch gets too, and nothing of it landed.
+* ``max_batch=1`` commits one unit per version, in arrival order: the behaviour before group
+  commit (``lakecore serve --no-group-commit``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, TypeVar
+
+from pyiceberg.exceptions import CommitFailedException
+
+from lakecore.lakehouse import Transaction
+from lakecore.lakehouse.transaction import Savepoint
+
+T = TypeVar("T")
+
+# Stagings of one batch that lost to a writer changing one of its objects, before its units are
+# refused (each restaging reads the new version's changed tables again).
+BATCH_ATTEMPTS: Final = 5
+# New files of one batch written at once (each a round trip on an object store).
+FILE_WRITE_THREADS: Final = 16
+# The defaults of ``lakecore serve`` (docs/scaling.md measures why): batches of up to 64 units,
+# and no waiting for a batch to fill.
+DEFAULT_MAX_BATCH: Final = 64
+DEFAULT_MAX_WAIT_SECONDS: Final = 0.0
+
+
+@dataclass
+class BatchSavepoint:
+    transaction: Savepoint
+    files: dict[str, Callable[[], None]]
+
+
+class Batch:
+    """What the units of one batch stage into: one lakecore transaction, and the new files to
+    write before its root."""
+
+    def __init__(self, tx: Transaction) -> None:
+        self.tx = tx
+        self._files: dict[str, Callable[[], None]] = {}
+
+    def write_before_root(self, location: str, write: Callable[[], None]) -> None:
+        """Write the file at ``location`` (by calling ``write``) before the root, unless the
+        unit that staged it is rolled back or the batch does not commit."""
+        self._files[location] = write
+
+    def savepoint(self) -> BatchSavepoint:
+        return BatchSavepoint(self.tx.savepoint(), dict(self._files))
+
+    def rollback_to(self, savepoint: BatchSavepoint) -> None:
+        self.tx.rollback_to(savepoint.transaction)
+        self._files = dict(savepoint.files)
+
+    def write_files(self) -> None:
+        """Write the staged files side by side (an error goes to the caller: nothing of the
+        batch is committed then)."""
+        writes = list(self._files.values())
+        if len(writes) == 1:
+            writes[0]()
+        elif writes:
+            with ThreadPoolExecutor(max_workers=min(FILE_WRITE_THREADS, len(writes))) as pool:
+                for future in [pool.submit(w) for w in writes]:
+                    future.result()
+
+
+class _Unit(Generic[T]):
+    def __init__(self, apply: Callable[[Batch], T]) -> None:
+        self.apply = apply
+        self.wake = threading.Event()  # done, or this unit's thread is to lead
+        self.lead = False
+        self.done = False
+        self.result: T | None = None
+        self.error: BaseException | None = None
+
+    def finish(self, result: T | None = None, error: BaseException | None = None) -> None:
+        self.result, self.error, self.done = result, error, True
+        self.wake.set()
+
+    def outcome(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return self.result  # type: ignore[return-value]  # set by finish when no error
+
+
+@dataclass
+class CommitStats:
+    """What the committer did, for the server's metrics (read without a lock: counters)."""
+
+    batches: int = 0
+    units_committed: int = 0
+    units_refused: int = 0
+    restagings: int = 0
+    root_conflicts: int = 0
+    unknown: int = 0
+    batch_sizes: deque[int] = field(default_factory=lambda: deque(maxlen=4096))
+
+
+class GroupCommitter:
+    """Commits units in batches (see the module docstring).
+
+    ``begin()`` gives a transaction on the latest version; ``commit(tx)`` commits it, raising
+    ``CommitFailedException`` when an object of the batch was changed by another writer (the
+    batch is then staged again) and the catalog's own error otherwise; ``landed(tx)`` is told
+    about each committed transaction before its units are answered."""
+
+    def __init__(
+        self,
+        begin: Callable[[], Transaction],
+        commit: Callable[[Transaction], None],
+        landed: Callable[[Transaction], None],
+        *,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        max_wait_seconds: float = DEFAULT_MAX_WAIT_SECONDS,
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        if max_wait_seconds < 0:
+            raise ValueError(f"max_wait_seconds must not be negative, got {max_wait_seconds}")
+        self._begin = begin
+        self._commit = commit
+        self._landed = landed
+        self.max_batch = max_batch
+        self.max_wait_seconds = max_wait_seconds
+        self.stats = CommitStats()
+        self._lock = threading.Condition()
+        self._queue: deque[_Unit[Any]] = deque()
+        self._leading = False
+
+    def run(self, apply: Callable[[Batch], T]) -> T:
+        """Queue a unit and answer it once committed (see the module docstring)."""
+        unit = _Unit(apply)
+        with self._lock:
+            self._queue.append(unit)
+            lead = not self._leading
+            self._leading = True
+            self._lock.notify_all()
+        if not lead:
+            unit.wake.wait()
+            if not unit.lead:
+                return unit.outcome()
+        self._lead(unit)
+        return unit.outcome()
+
+    def _lead(self, own: _Unit[Any]) -> None:
+        batch: list[_Unit[Any]] = []
+        try:
+            batch = self._take()
+            assert batch and batch[0] is own  # the leader's unit heads the queue
+            self._commit_batch(batch)
+        except BaseException as exc:
+            for unit in batch:
+                if not unit.done:
+                    unit.finish(error=exc)
+            raise
+        finally:
+            with self._lock:
+                if self._queue:
+                    successor = self._queue[0]
+                    successor.lead = True
+                    successor.wake.set()
+                else:
+                    self._leading = False
+
+    def _take(self) -> list[_Unit[Any]]:
+        """Up to ``max_batch`` units from the head of the queue, after waiting up to
+        ``max_wait_seconds`` for it to hold that many."""
+        deadline = time.monotonic() + self.max_wait_seconds
+        with self._lock:
+            while len(self._queue) < self.max_batch:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._lock.wait(left)
+            return [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
+
+    def _commit_batch(self, units: list[_Unit[Any]]) -> None:
+        self.stats.batches += 1
+        self.stats.batch_sizes.append(len(units))
+        live = units
+        for attempt in range(BATCH_ATTEMPTS):
+            tx = self._begin()
+            batch = Batch(tx)
+            staged: list[_Unit[Any]] = []
+            for unit in live:
+                savepoint = batch.savepoint()
+                try:
+                    unit.result = unit.apply(batch)
+                except Exception as exc:
+                    batch.rollback_to(savepoint)
+                    self.stats.units_refused += 1
+                    unit.finish(error=exc)
+                else:
+                    staged.append(unit)
+            live = staged
+            if not live:
+                tx.abort()
+                return
+            try:
+                batch.write_files()
+                self._commit(tx)
+            except CommitFailedException as exc:
+                self.stats.restagings += 1
+                if attempt == BATCH_ATTEMPTS - 1:
+                    self._fail(live, exc)
+                    return
+                continue
+            except Exception as exc:
+                self._fail(live, exc)
+                return
+            if tx.outcome is not None:
+                self.stats.root_conflicts += tx.outcome.conflicts
+            self._landed(tx)
+            self.stats.units_committed += len(live)
+            for unit in live:
+                unit.finish(unit.result)
+            return
+
+    def _fail(self, units: list[_Unit[Any]], error: Exception) -> None:
+        from pyiceberg.exceptions import CommitStateUnknownException
+
+        if isinstance(error, CommitStateUnknownException):
+            self.stats.unknown += len(units)
+        for unit in units:
+            unit.finish(error=error)
+
+
+__all__ = [
+    "BATCH_ATTEMPTS",
+    "DEFAULT_MAX_BATCH",
+    "DEFAULT_MAX_WAIT_SECONDS",
+    "Batch",
+    "CommitStats",
+    "GroupCommitter",
+]

@@ -1,0 +1,163 @@
+"""``LatestVersion``: the latest version of one lakehouse for many concurrent readers, at the
+cost of one request per check, shared by every reader that arrives while it waits.
+
+A server answers most reads from a version it already knows, since nothing it read (root,
+nodes, definitions) ever changes. What it must learn per read is whether a newer version
+exists. The chain of roots has no gap above the latest (every root is created exclusively,
+``v+1`` only after ``v``), so the absence of root ``v+1`` says that ``v`` is still the latest:
+one ``exists`` request (a HEAD on S3).
+
+Rules:
+
+* **Fresh for every reader.** ``view()`` answers from a check that *started after it was
+  called*: a reader never gets an answer older than its own request, so a commit another
+  server acknowledged before the read began is seen. Readers that arrive while a check runs
+  wait for the next one and share it: one request for all of them, however many.
+* **A full look, now and then.** Root ``v+1`` can be missing while ``v`` is not the latest
+  only after a gap appeared above ``v``: version compaction expired ``v+1`` while ``v`` is
+  pinned (an export, an age override) or was younger than its maximum age allows, or repair
+  dropped a damaged ``v+1``. So every ``FULL_CHECK_SECONDS`` a check does the format's whole
+  latest-version discovery (the hint, then probing up: docs/format.md#latest-version) instead,
+  and so does the first check and any after ``suspect()`` (a read found a file of the known
+  version gone). A read is stale by at most that period in those rare cases, never otherwise.
+* **Commits of this process** are known without asking: ``installed()`` takes the root a
+  commit just created, before the commit is acknowledged.
+* A check that fails (the store does not answer, the lakehouse vanished) raises to every
+  reader that shared it, and the next reader starts a new one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Final
+
+from lakecore.defs import LakehouseDef
+from lakecore.locations import root_node_file_name
+from lakecore.storage import Storage
+from lakecore.versions import RootInfo, probe_up
+from lakecore.view import LakehouseView, read_root_and_def, store_for
+
+FULL_CHECK_SECONDS: Final = 5.0
+
+
+class _Check:
+    """One shared check: its outcome, once done."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.view: LakehouseView | None = None
+        self.error: BaseException | None = None
+
+
+class LatestVersion:
+    """The latest version of the lakehouse at ``storage`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        full_check_seconds: float = FULL_CHECK_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.storage = storage
+        self.full_check_seconds = full_check_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._known: LakehouseView | None = None
+        self._full_at = float("-inf")  # when a full discovery last ran
+        self._running: _Check | None = None
+        self._next: _Check | None = None
+        self.checks = 0
+        self.full_checks = 0
+
+    @property
+    def known(self) -> LakehouseView | None:
+        """The latest version known now, without asking the store (None before the first)."""
+        return self._known
+
+    def view(self) -> LakehouseView:
+        """The latest version, from a check that started after this call (see the rules).
+
+        Raises:
+            LakecoreError: the store failed, or there is no lakehouse.
+        """
+        with self._lock:
+            if self._next is None:
+                self._next = _Check()
+            check = self._next
+        while True:
+            with self._lock:
+                if check.done.is_set():
+                    break
+                running = self._running
+                if running is None:
+                    self._running, self._next = check, None
+            if running is not None:
+                running.done.wait()
+                continue
+            self._run(check)
+            break
+        if check.error is not None:
+            raise check.error
+        assert check.view is not None
+        return check.view
+
+    def _run(self, check: _Check) -> None:
+        try:
+            check.view = self._look()
+        except BaseException as exc:
+            check.error = exc
+        finally:
+            with self._lock:
+                self._running = None
+            check.done.set()
+
+    def _look(self) -> LakehouseView:
+        known = self._known
+        self.checks += 1
+        if known is None or self._clock() - self._full_at >= self.full_check_seconds:
+            return self._full_look()
+        if not self.storage.exists(root_node_file_name(known.version + 1)):
+            return known
+        latest = probe_up(self.storage, known.version + 1)
+        root, lakehouse_def = read_root_and_def(self.storage, latest)
+        return self._adopt(root, lakehouse_def)
+
+    def _full_look(self) -> LakehouseView:
+        self.full_checks += 1
+        started = self._clock()
+        root, lakehouse_def = read_root_and_def(self.storage, None)
+        view = self._adopt(root, lakehouse_def)
+        self._full_at = started
+        return view
+
+    def _adopt(self, root: RootInfo, lakehouse_def: LakehouseDef) -> LakehouseView:
+        """Make ``root`` the known latest unless a newer one is known already. The latest
+        version never goes back (no root that was the latest is ever deleted), so an older
+        answer only means the look raced a commit of this process, which installed a newer
+        root meanwhile."""
+        with self._lock:
+            known = self._known
+            if known is not None and known.version >= root.version:
+                return known
+            view = LakehouseView(
+                self.storage, root, lakehouse_def, store_for(self.storage, lakehouse_def)
+            )
+            self._known = view
+            return view
+
+    def installed(self, root: RootInfo, lakehouse_def: LakehouseDef) -> None:
+        """A commit of this process created ``root``: it is the latest (if no newer one is
+        known), with no request."""
+        self._adopt(root, lakehouse_def)
+
+    def suspect(self) -> None:
+        """The known version may be gone (a read found one of its files missing): the next
+        check is a full discovery."""
+        with self._lock:
+            self._full_at = float("-inf")
+
+
+__all__ = ["FULL_CHECK_SECONDS", "LatestVersion"]
