@@ -94,6 +94,12 @@ DEFINITION_CACHE_BYTES: Final = 64 << 20
 _OBJECT_DEF_CACHE: Final = SizedLRU[tuple[str, str], bytes](DEFINITION_CACHE_BYTES)
 
 
+def remember_definition(storage: Storage, location: str, data: bytes) -> None:
+    """Keep a definition file this process just wrote: a read of it soon (the commit's next
+    reader) needs no request."""
+    _OBJECT_DEF_CACHE.put(_definition_cache_key(storage, location), data, len(data))
+
+
 def clear_definition_cache() -> None:
     """Forget every cached definition (tests that rewrite files by hand)."""
     _DEF_CACHE.clear()

@@ -14,6 +14,12 @@ from typing import Any
 
 from lakecore.cli.args import add_property_option, lakehouse_uri, storage_options_of
 from lakecore.errors import InvalidArgumentError
+from lakecore.lakehouse.group_commit import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_WAIT_SECONDS,
+    MAX_BATCH_LIMIT,
+    MAX_WAIT_MILLIS_LIMIT,
+)
 from lakecore.rest.defaults import (
     DEFAULT_HOST,
     DEFAULT_MAX_BODY_BYTES,
@@ -76,6 +82,28 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
         metavar="N",
         help=f"refuse larger request bodies with 413 (default {DEFAULT_MAX_BODY_BYTES})",
     )
+    p.add_argument(
+        "--max-batch",
+        type=int,
+        default=DEFAULT_MAX_BATCH,
+        metavar="N",
+        help="group commit: at most N changes in one lakehouse version (default "
+        f"{DEFAULT_MAX_BATCH}; 1 to {MAX_BATCH_LIMIT})",
+    )
+    p.add_argument(
+        "--max-batch-wait",
+        type=float,
+        default=DEFAULT_MAX_WAIT_SECONDS * 1000,
+        metavar="MS",
+        help="group commit: how long a batch may wait to fill, in milliseconds (default "
+        f"{DEFAULT_MAX_WAIT_SECONDS * 1000:g}: a batch is what arrived during the previous "
+        "root write)",
+    )
+    p.add_argument(
+        "--no-group-commit",
+        action="store_true",
+        help="one change per lakehouse version, in arrival order (the same as --max-batch 1)",
+    )
     add_property_option(
         p, "a catalog property for pyiceberg's FileIO, e.g. s3.endpoint=http://... (repeatable)"
     )
@@ -99,6 +127,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"--token-lifetime {args.token_lifetime} must be {MIN_TOKEN_SECONDS} to "
             f"{MAX_TOKEN_SECONDS} seconds"
         )
+    if not 1 <= args.max_batch <= MAX_BATCH_LIMIT:
+        raise InvalidArgumentError(f"--max-batch {args.max_batch} must be 1 to {MAX_BATCH_LIMIT}")
+    if not 0 <= args.max_batch_wait <= MAX_WAIT_MILLIS_LIMIT:
+        raise InvalidArgumentError(
+            f"--max-batch-wait {args.max_batch_wait:g} must be 0 to {MAX_WAIT_MILLIS_LIMIT} ms"
+        )
+    if args.no_group_commit and (
+        args.max_batch != DEFAULT_MAX_BATCH
+        or args.max_batch_wait != DEFAULT_MAX_WAIT_SECONDS * 1000
+    ):
+        raise InvalidArgumentError("--no-group-commit takes no --max-batch or --max-batch-wait")
     options = ServeOptions(
         lakehouse=lakehouse_uri(args),
         warehouse=args.warehouse,
@@ -110,6 +149,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         token_lifetime=args.token_lifetime,
         storage_options=storage_options_of(args),
         properties=dict(args.property or []),
+        max_batch=1 if args.no_group_commit else args.max_batch,
+        max_batch_wait_ms=0.0 if args.no_group_commit else args.max_batch_wait,
     )
     return serve(options)
 

@@ -19,7 +19,7 @@ Rules:
   with ``ReadOnlyCatalogError`` before anything is written; its tables are ``ReadOnlyTable``,
   which refuse a write before pyiceberg writes a data file for it.
 * **Changes are grouped.** Every change (a commit, a create, a drop, ...) is a unit of the
-  group committer (``lakecore.iceberg.group_commit``): the changes that arrive while a root
+  group committer (``lakecore.lakehouse.group_commit``): the changes that arrive while a root
   write is in flight share the next lakehouse version, each staged on what its batch built
   before it. When another writer changed what a batch changes, the batch is staged again on
   the new latest version: each change re-checks what it relies on, so a rerun is what the
@@ -42,6 +42,8 @@ from urllib.parse import urlparse
 
 from pyiceberg.catalog import WAREHOUSE_LOCATION, Catalog, MetastoreCatalog
 from pyiceberg.exceptions import (
+    CommitFailedException,
+    CommitStateUnknownException,
     NoSuchNamespaceError,
     NoSuchTableError,
     ValidationError,
@@ -64,7 +66,6 @@ from lakecore.errors import (
     ReadOnlyLakehouseError,
 )
 from lakecore.iceberg.errors import ReadOnlyCatalogError, translated
-from lakecore.iceberg.group_commit import Batch, CommitStats, GroupCommitter
 from lakecore.iceberg.guarded_io import GuardedFileIO
 from lakecore.iceberg.path_rules import (
     canonical_location,
@@ -90,6 +91,7 @@ from lakecore.iceberg.roots import WRITE_PATH_PROPERTIES, Registry
 from lakecore.iceberg.transforms import check_new_transforms
 from lakecore.keys import namespace_name_max_bytes
 from lakecore.lakehouse import Lakehouse, LakehouseView, Transaction
+from lakecore.lakehouse.group_commit import Batch, CommitStats, GroupCommitter
 from lakecore.lakehouse.latest import LatestVersion
 from lakecore.sized_lru import SizedLRU
 
@@ -177,6 +179,8 @@ class CatalogBase(MetastoreCatalog):
             self._batch_landed,
             max_batch=max_batch,
             max_wait_seconds=max_wait_seconds,
+            retryable=(CommitFailedException,),
+            unknown=(CommitStateUnknownException,),
         )
         self._metadata_cache = SizedLRU[str, TableMetadata](METADATA_CACHE_BYTES)
         # The metadata files of the batch being staged, by location, until they are written.

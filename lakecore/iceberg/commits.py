@@ -3,7 +3,7 @@
 Rules:
 
 * **Grouped.** Every commit is a unit of the catalog's group committer
-  (``lakecore.iceberg.group_commit``): the commits that arrive while one root write is in
+  (``lakecore.lakehouse.group_commit``): the commits that arrive while one root write is in
   flight share the next lakehouse version, each staged on what the batch built before it, and
   each answered only once the root holding it exists. ``commit_tables`` is one unit: all its
   tables or none.
@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError, ValidationError
-from pyiceberg.table import CommitTableResponse, Table
+from pyiceberg.table import CommitTableResponse, StagedTable, Table
+from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import Identifier
 
 from lakecore.iceberg.columns import columns_of
 from lakecore.iceberg.errors import translated
-from lakecore.iceberg.group_commit import Batch
 from lakecore.iceberg.placement import PlacementRules
 from lakecore.iceberg.pointer import (
     commit_response,
@@ -49,6 +49,8 @@ from lakecore.iceberg.pointer import (
     require_iceberg,
 )
 from lakecore.iceberg.references import NamedFiles
+from lakecore.iceberg.updates import apply_updates
+from lakecore.lakehouse.group_commit import Batch
 
 if TYPE_CHECKING:
     from pyiceberg.table.update import TableRequirement, TableUpdate
@@ -175,6 +177,42 @@ class CommitOps(PlacementRules):
         this raises)."""
         return [self._stage_one(batch, change) for change in changes]
 
+    def _staged_table(
+        self,
+        current: Table | None,
+        identifier: Identifier,
+        requirements: tuple[TableRequirement, ...],
+        updates: tuple[TableUpdate, ...],
+    ) -> Table:
+        """pyiceberg's ``_update_and_stage_table`` with ``apply_updates`` (no deep copy of the
+        metadata): the requirements checked against ``current`` (None: a create), the updates
+        applied, the next metadata file's location chosen by the table's location provider.
+
+        Raises:
+            CommitFailedException: a requirement does not hold.
+        """
+        base = None if current is None else current.metadata
+        for requirement in requirements:
+            requirement.validate(base)
+        metadata = apply_updates(
+            base if base is not None else self._empty_table_metadata(),
+            updates,
+            enforce_validation=current is None,
+            metadata_location=None if current is None else current.metadata_location,
+        )
+        version = (
+            0 if current is None else self._parse_metadata_version(current.metadata_location) + 1
+        )
+        provider = load_location_provider(metadata.location, metadata.properties)
+        location = provider.new_table_metadata_file_location(version)
+        return StagedTable(
+            identifier=identifier,
+            metadata=metadata,
+            metadata_location=location,
+            io=self._load_file_io(location=location),
+            catalog=self,
+        )
+
     def _stage_one(self, batch: Batch, change: _TableChange) -> CommitTableResponse:
         tx = batch.tx
         ns, name = change.ns, change.name
@@ -197,9 +235,7 @@ class CommitOps(PlacementRules):
         if reused is not None:
             staged = reused
         else:
-            staged = self._update_and_stage_table(
-                current, identifier, change.requirements, change.updates
-            )
+            staged = self._staged_table(current, identifier, change.requirements, change.updates)
         if current is not None and (not change.updates or staged.metadata == current.metadata):
             return commit_response(current.metadata, current.metadata_location)
         self._check_metadata(

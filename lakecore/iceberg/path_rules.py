@@ -60,8 +60,14 @@ _URI_SPECIAL: Final = {
 _AUTHORITY_RE: Final = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
+# The characters every common location is made of: text of only these needs no closer look.
+_PLAIN_LOCATION_RE: Final = re.compile(r"[A-Za-z0-9/:._\-+=,~@!$&'()*;\[\] ]*")
+
+
 def _forbidden_character(text: str) -> str | None:
     """Why ``text`` may not be a location because of one of its characters; None if none."""
+    if _PLAIN_LOCATION_RE.fullmatch(text):
+        return None
     for char in text:
         special = _URI_SPECIAL.get(char)
         if special is not None:

@@ -18,7 +18,7 @@ Rules:
   is how often a read's check of the latest version does the whole discovery rather than one
   request (from 0.01 to 3600; default ``FULL_CHECK_SECONDS``): the longest a read can be stale
   after a gap appeared above the known version, or the lakehouse vanished.
-* **Group commit** (``lakecore.iceberg.group_commit``): ``lakecore.group-commit.max-batch`` (the
+* **Group commit** (``lakecore.lakehouse.group_commit``): ``lakecore.group-commit.max-batch`` (the
   most changes one lakehouse version holds, an integer from 1; 1 commits one change per
   version) and ``lakecore.group-commit.max-wait-ms`` (how long a batch waits to fill, 0 and
   up, milliseconds).
@@ -35,7 +35,12 @@ from pyiceberg.catalog import WAREHOUSE_LOCATION
 from pyiceberg.exceptions import ValidationError
 
 from lakecore.errors import InvalidArgumentError
-from lakecore.iceberg.group_commit import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_SECONDS
+from lakecore.lakehouse.group_commit import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_WAIT_SECONDS,
+    MAX_BATCH_LIMIT,
+    MAX_WAIT_MILLIS_LIMIT,
+)
 from lakecore.lakehouse.latest import FULL_CHECK_SECONDS
 
 STORAGE_OPTIONS_PROPERTY: Final = "lakecore.storage-options"
@@ -45,10 +50,6 @@ AS_OF_PROPERTY: Final = "as_of"
 MAX_BATCH_PROPERTY: Final = "lakecore.group-commit.max-batch"
 MAX_WAIT_PROPERTY: Final = "lakecore.group-commit.max-wait-ms"
 FULL_CHECK_PROPERTY: Final = "lakecore.latest.full-check-seconds"
-# The most changes a batch may hold, and the longest wait: beyond these a batch's one
-# transaction grows past what a request should wait for.
-MAX_BATCH_LIMIT: Final = 4096
-MAX_WAIT_MILLIS_LIMIT: Final = 10_000
 
 
 def _number(

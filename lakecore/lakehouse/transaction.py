@@ -49,7 +49,7 @@ from lakecore.locations import new_lakehouse_def_path, new_namespace_def_path, n
 from lakecore.storage import Storage
 from lakecore.tree import NodeStore, TreeShape, TreeWriter
 from lakecore.versions import RootInfo
-from lakecore.view import LakehouseView, read_lakehouse_def, store_for
+from lakecore.view import LakehouseView, read_lakehouse_def, remember_definition, store_for
 
 Isolation = Literal["snapshot", "serializable"]
 
@@ -499,6 +499,8 @@ class Transaction:
                 list(pool.map(write, todo))
         storage.sync()
         self._files_written.update(path for path, _ in todo)
+        for path, data in todo:
+            remember_definition(storage, path, data)
 
     def _plan(self, base: RootInfo) -> RootPlan:
         self._write_new_files()

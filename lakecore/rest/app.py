@@ -44,12 +44,18 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lakecore.rest.accesslog import log_request
 from lakecore.rest.auth import Authenticator, OAuthError, Principal
-from lakecore.rest.defaults import DEFAULT_MAX_BODY_BYTES, READ_THREADS, WRITE_THREADS
+from lakecore.rest.defaults import (
+    ANSWER_CACHE_BYTES,
+    DEFAULT_MAX_BODY_BYTES,
+    READ_THREADS,
+    WRITE_THREADS,
+)
 from lakecore.rest.errors import NOT_FOUND, RestError, bad_request, rest_error_of
 from lakecore.rest.metrics import CONTENT_TYPE, ServerMetrics
 from lakecore.rest.paging import Listings
 from lakecore.rest.routes import Call, Reply, Router, endpoints, json_reply, listing_scope
 from lakecore.rest.warehouses import Warehouses, expired_under
+from lakecore.sized_lru import SizedLRU
 
 _LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -73,8 +79,13 @@ class Server:
         self.metrics = ServerMetrics()
         if authenticator.token_file is not None:
             self.metrics.watch_token_file(authenticator.token_file)
+        commit_stats = getattr(catalog, "commit_stats", None)
+        if commit_stats is not None:
+            self.metrics.watch_commits(commit_stats)
         self.endpoints = endpoints(catalog)
         self.listings = Listings()
+        # The JSON of metadata files loadTable answered (immutable files: never stale).
+        self.answers = SizedLRU[tuple[str, str], bytes](ANSWER_CACHE_BYTES)
         # A catalog that raises CommitStateUnknownException itself for every commit whose
         # outcome it cannot know (LakecoreCatalog); for any other, an unforeseen failure of a
         # commit is answered as unknown (lakecore.rest.errors).
@@ -166,6 +177,7 @@ class Server:
                     body=body,
                     listings=self.listings,
                     scope=listing_scope(match.prefix),
+                    answers=self.answers,
                 )
                 try:
                     return operation.handler(call)

@@ -21,13 +21,18 @@ DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8181
 DEFAULT_MAX_BODY_BYTES: Final = 16 * 1024 * 1024
 READ_THREADS: Final = 32
-WRITE_THREADS: Final = 16
+# A commit waits in its thread for the batch that holds it: as many threads as writers a
+# server serves at once, or the threads, not the root writes, would bound the batches.
+WRITE_THREADS: Final = 256
 MAX_JSON_DEPTH: Final = 256
+# The JSON of the metadata files loadTable answered, kept (they never change): 64 MiB.
+ANSWER_CACHE_BYTES: Final = 64 << 20
 ISSUED_TOKEN_SECONDS: Final = 3600
 MIN_TOKEN_SECONDS: Final = 60
 MAX_TOKEN_SECONDS: Final = 86400
 
 __all__ = [
+    "ANSWER_CACHE_BYTES",
     "DEFAULT_HOST",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_PORT",

@@ -18,6 +18,14 @@ Rules:
 * ``lakecore_rest_token_file_reloads_total{outcome}``: reads of the token file after the first
   (on SIGHUP or a change), ``outcome`` ``reloaded`` or ``failed`` (the old principals kept);
   only on a server with a token file (``watch_token_file``).
+* For a catalog with a group committer (``watch_commits``, ``lakecore.lakehouse.group_commit``):
+  ``lakecore_rest_commit_batches_total`` (lakehouse versions the committer tried to make),
+  ``lakecore_rest_commit_units_total{outcome}`` (changes ``committed``, ``refused`` on their
+  own checks, ``unknown``), ``lakecore_rest_commit_restagings_total`` (batches staged again
+  because another writer changed one of their tables), ``lakecore_rest_root_conflicts_total``
+  (root writes that lost to another writer and were rebased: the conflicts the server resolved
+  itself, which no client sees), and ``lakecore_rest_commit_batch_size`` (a summary of the
+  last 4,096 batches' sizes: quantiles 0.5 and 0.99).
 """
 
 from __future__ import annotations
@@ -26,8 +34,9 @@ from collections.abc import Iterator
 from typing import Any, Final, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, SummaryMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.samples import Sample
 
 KNOWN_METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -56,6 +65,63 @@ class TokenFileReloads:
         family.add_metric(("reloaded",), self.counts.reloads)
         family.add_metric(("failed",), self.counts.reload_failures)
         yield family
+
+
+class CommitCounts(Protocol):
+    """What a group committer counts (``lakecore.lakehouse.group_commit.CommitStats``)."""
+
+    batches: int
+    units_committed: int
+    units_refused: int
+    restagings: int
+    root_conflicts: int
+    unknown: int
+    batch_sizes: Any
+
+
+class GroupCommits:
+    """A collector that reads a group committer's counts when ``/metrics`` is scraped."""
+
+    def __init__(self, counts: CommitCounts) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[Any]:
+        c = self.counts
+        yield CounterMetricFamily(
+            "lakecore_rest_commit_batches", "Lakehouse versions the committer made", value=c.batches
+        )
+        units = CounterMetricFamily(
+            "lakecore_rest_commit_units",
+            "Changes the committer answered, by outcome",
+            labels=("outcome",),
+        )
+        units.add_metric(("committed",), c.units_committed)
+        units.add_metric(("refused",), c.units_refused)
+        units.add_metric(("unknown",), c.unknown)
+        yield units
+        yield CounterMetricFamily(
+            "lakecore_rest_commit_restagings",
+            "Batches staged again: another writer changed one of their tables",
+            value=c.restagings,
+        )
+        yield CounterMetricFamily(
+            "lakecore_rest_root_conflicts",
+            "Root writes that lost to another writer and were rebased by the server",
+            value=c.root_conflicts,
+        )
+        sizes = sorted(c.batch_sizes)
+        summary = SummaryMetricFamily(
+            "lakecore_rest_commit_batch_size",
+            "Changes per lakehouse version, over the last 4,096 batches",
+            count_value=len(sizes),
+            sum_value=sum(sizes),
+        )
+        for quantile in (0.5, 0.99) if sizes else ():
+            value = sizes[min(len(sizes) - 1, int(quantile * len(sizes)))]
+            summary.samples.append(
+                Sample("lakecore_rest_commit_batch_size", {"quantile": str(quantile)}, value)
+            )
+        yield summary
 
 
 class ServerMetrics:
@@ -98,8 +164,19 @@ class ServerMetrics:
     def watch_token_file(self, counts: ReloadCounts) -> None:
         self.registry.register(TokenFileReloads(counts))
 
+    def watch_commits(self, counts: CommitCounts) -> None:
+        self.registry.register(GroupCommits(counts))
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
 
-__all__ = ["CONTENT_TYPE", "KNOWN_METHODS", "ReloadCounts", "ServerMetrics", "TokenFileReloads"]
+__all__ = [
+    "CONTENT_TYPE",
+    "KNOWN_METHODS",
+    "CommitCounts",
+    "GroupCommits",
+    "ReloadCounts",
+    "ServerMetrics",
+    "TokenFileReloads",
+]

@@ -49,7 +49,6 @@ from pyiceberg.catalog.rest import (
     ListTableResponseEntry,
     ListTablesResponse,
     NamespaceResponse,
-    TableResponse,
     UpdateNamespacePropertiesResponse,
 )
 from pyiceberg.exceptions import NoSuchTableError
@@ -77,6 +76,7 @@ from lakecore.rest.models import (
 )
 from lakecore.rest.paging import Listings
 from lakecore.rest.warehouses import Target
+from lakecore.sized_lru import SizedLRU
 
 NAMESPACE_SEPARATOR: Final = "\x1f"
 PREFIX: Final = "{prefix}"
@@ -95,6 +95,9 @@ class Call:
     body: bytes
     listings: Listings
     scope: str = ""
+    answers: SizedLRU[tuple[str, str], bytes] = field(
+        default_factory=lambda: SizedLRU[tuple[str, str], bytes](0)
+    )
 
 
 def listing_scope(prefix: str | None) -> str:
@@ -215,16 +218,42 @@ def only_referenced_snapshots(metadata: TableMetadata) -> TableMetadata:
     )
 
 
+def metadata_json(call: Call, metadata: TableMetadata, location: str | None, mode: str) -> bytes:
+    """The metadata as a ``TableResponse`` writes it (``snapshots=refs``: only the snapshots a
+    ref names). A metadata file never changes, so the text of one is kept
+    (``Call.answers``, by location and mode): a load of a table that did not change
+    serialises nothing."""
+    key = (location or "", mode)
+    cached = call.answers.get(key) if location is not None else None
+    if cached is not None:
+        return cached[0]
+    if mode == "refs":
+        metadata = only_referenced_snapshots(metadata)
+    text = metadata.model_dump_json(exclude_none=True).encode("utf-8")
+    if location is not None:
+        call.answers.put(key, text, len(text))
+    return text
+
+
 def table_reply(
     call: Call, metadata: TableMetadata, metadata_location: str | None, mode: str = "all"
 ) -> Reply:
+    """A ``TableResponse`` (``metadata-location``, ``metadata``, ``config``,
+    ``storage-credentials``), its metadata from ``metadata_json``, with an ETag."""
     etag = etag_of(metadata_location, mode)
     if metadata_location is not None and call.headers.get("if-none-match") == etag:
         return Reply(304, None, {"ETag": etag})
-    if mode == "refs":
-        metadata = only_referenced_snapshots(metadata)
-    response = TableResponse(metadata_location=metadata_location, metadata=metadata, config={})  # type: ignore[call-arg]
-    return json_reply(response, headers={"ETag": etag})
+    head = {} if metadata_location is None else {"metadata-location": metadata_location}
+    body = b"".join(
+        (
+            json.dumps(head).encode("utf-8")[:-1],
+            b", " if head else b"",
+            b'"metadata": ',
+            metadata_json(call, metadata, metadata_location, mode),
+            b', "config": {}, "storage-credentials": []}',
+        )
+    )
+    return Reply(200, body, {"ETag": etag})
 
 
 # -- namespaces ---------------------------------------------------------------------------------

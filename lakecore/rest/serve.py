@@ -48,6 +48,8 @@ from pyiceberg.exceptions import ValidationError
 
 from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError, NoLakehouseError
 from lakecore.iceberg.catalog import LakecoreCatalog
+from lakecore.iceberg.properties import MAX_BATCH_PROPERTY, MAX_WAIT_PROPERTY
+from lakecore.lakehouse.group_commit import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_SECONDS
 from lakecore.rest.app import app
 from lakecore.rest.auth import Authenticator
 from lakecore.rest.defaults import (
@@ -73,6 +75,8 @@ class ServeOptions:
     token_lifetime: int = ISSUED_TOKEN_SECONDS
     storage_options: dict[str, Any] = field(default_factory=dict)
     properties: dict[str, str] = field(default_factory=dict)
+    max_batch: int = DEFAULT_MAX_BATCH
+    max_batch_wait_ms: float = DEFAULT_MAX_WAIT_SECONDS * 1000
 
 
 def is_loopback(host: str) -> bool:
@@ -116,6 +120,8 @@ def catalog_for(
     extra: dict[str, Any] = dict(properties or options.properties)
     if options.warehouse:
         extra["warehouse"] = options.warehouse
+    extra.setdefault(MAX_BATCH_PROPERTY, str(options.max_batch))
+    extra.setdefault(MAX_WAIT_PROPERTY, str(options.max_batch_wait_ms))
     try:
         return LakecoreCatalog(
             CATALOG_NAME,
@@ -223,7 +229,15 @@ def serve(options: ServeOptions) -> int:
         lifespan="off",
     )
     who = "anonymous allowed" if options.allow_anonymous else f"tokens from {options.token_file}"
-    note = f"lakehouse {catalog.lakehouse.storage.root_uri}, warehouse {catalog.warehouse}, {who}"
+    batching = (
+        "group commit off"
+        if options.max_batch == 1
+        else f"group commit up to {options.max_batch} a version"
+    )
+    note = (
+        f"lakehouse {catalog.lakehouse.storage.root_uri}, warehouse {catalog.warehouse}, {who}, "
+        f"{batching}"
+    )
     token_file = authenticator.token_file
     server = AnnouncingServer(
         config, note, (lambda: token_file.reload("SIGHUP")) if token_file is not None else None

@@ -186,6 +186,7 @@ def test_a_missing_definition_is_damage_unless_its_version_expired_meanwhile(
     tmp_path: Path,
 ) -> None:
     from lakecore.errors import ExitCode, MissingDefinitionError
+    from lakecore.view import clear_definition_cache
 
     lh = _lake(tmp_path)
     with lh.transaction() as tx:
@@ -199,6 +200,7 @@ def test_a_missing_definition_is_damage_unless_its_version_expired_meanwhile(
     # What compact-versions does when version 1 expires: its root first, then what only it reached.
     Storage(lh.uri).delete([root_node_file_name(1)])
     old_def.unlink()
+    clear_definition_cache()  # as a process that had not read it: files deleted behind its back
     with pytest.raises(
         VersionExpiredError, match="version 1 was expired by version compaction while"
     ):
@@ -206,6 +208,7 @@ def test_a_missing_definition_is_damage_unless_its_version_expired_meanwhile(
     # The latest version names a file nobody may delete: its loss is damage (exit 6).
     (new_def,) = (tmp_path / "lake").rglob("*-table-new-ns-*.binpb")
     new_def.unlink()
+    clear_definition_cache()
     with pytest.raises(
         MissingDefinitionError,
         match=r"table ns\.new: its definition file .* is missing, though "

@@ -24,7 +24,7 @@ from pyiceberg.exceptions import (
 
 from lakecore.errors import LakecoreError
 from lakecore.iceberg import LakecoreCatalog, ReadOnlyCatalogError
-from lakecore.iceberg.group_commit import BATCH_ATTEMPTS
+from lakecore.lakehouse.group_commit import BATCH_ATTEMPTS
 from lakecore.locations import classify_path, new_node_file_path, new_table_def_path
 from lakecore.maintenance.gc import gc_in_process
 from lakecore.storage import Storage

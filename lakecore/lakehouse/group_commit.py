@@ -1,9 +1,11 @@
-"""Group commit: the catalog's changes, many to a lakehouse version, as databases batch their log.
+"""Group commit: many changes to a lakehouse version, as databases batch their log writes.
 
 Every commit of a lakehouse creates the next root file, one writer at a time; on S3 a root
 write is a few requests of tens of milliseconds, so one change per version caps a lakehouse at
 some commits a second. ``GroupCommitter`` puts the changes that arrive while one root write is
-in flight into the next version together.
+in flight into the next version together. Its user (the Iceberg catalog, ``lakecore.iceberg``)
+says how to begin a transaction, how to commit it, and which of its errors mean "another
+writer changed what this batch changes" (``retryable``) and "the outcome is unknown".
 
 Rules:
 
@@ -27,16 +29,17 @@ Rules:
   objects. When another writer changed an object of the batch (another process committed to
   one of its tables), the whole batch is staged again on the new latest version and only a
   unit whose own checks then fail is refused; after ``BATCH_ATTEMPTS`` stagings every unit
-  left is answered ``CommitFailedException`` (its client retries).
+  left is answered that error (its client retries).
 * **Unknown is unknown.** If the root write's outcome is unknown, every unit of the batch gets
-  that error (``CommitStateUnknownException``); any other failure of the commit, every unit of
-  the batch gets too, and nothing of it landed.
+  that error; any other failure of the commit, every unit of the batch gets too, and nothing of
+  it landed.
 * ``max_batch=1`` commits one unit per version, in arrival order: the behaviour before group
   commit (``lakecore serve --no-group-commit``).
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections import deque
@@ -45,10 +48,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
-from pyiceberg.exceptions import CommitFailedException
-
-from lakecore.lakehouse import Transaction
-from lakecore.lakehouse.transaction import Savepoint
+from lakecore.errors import CommitConflictError, CommitStateUnknownError
+from lakecore.lakehouse.transaction import Savepoint, Transaction
 
 T = TypeVar("T")
 
@@ -61,6 +62,10 @@ FILE_WRITE_THREADS: Final = 16
 # and no waiting for a batch to fill.
 DEFAULT_MAX_BATCH: Final = 64
 DEFAULT_MAX_WAIT_SECONDS: Final = 0.0
+# The most changes a batch may hold, and the longest wait: beyond these a batch's one
+# transaction grows past what a request should wait for.
+MAX_BATCH_LIMIT: Final = 4096
+MAX_WAIT_MILLIS_LIMIT: Final = 10_000
 
 
 @dataclass
@@ -137,9 +142,10 @@ class GroupCommitter:
     """Commits units in batches (see the module docstring).
 
     ``begin()`` gives a transaction on the latest version; ``commit(tx)`` commits it, raising
-    ``CommitFailedException`` when an object of the batch was changed by another writer (the
-    batch is then staged again) and the catalog's own error otherwise; ``landed(tx)`` is told
-    about each committed transaction before its units are answered."""
+    one of ``retryable`` when an object of the batch was changed by another writer (the batch
+    is then staged again), one of ``unknown`` when the outcome is unknown, and any other error
+    when nothing landed; ``landed(tx)`` is told about each committed transaction before its
+    units are answered."""
 
     def __init__(
         self,
@@ -149,6 +155,8 @@ class GroupCommitter:
         *,
         max_batch: int = DEFAULT_MAX_BATCH,
         max_wait_seconds: float = DEFAULT_MAX_WAIT_SECONDS,
+        retryable: tuple[type[Exception], ...] = (CommitConflictError,),
+        unknown: tuple[type[Exception], ...] = (CommitStateUnknownError,),
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -159,6 +167,8 @@ class GroupCommitter:
         self._landed = landed
         self.max_batch = max_batch
         self.max_wait_seconds = max_wait_seconds
+        self._retryable = retryable
+        self._unknown = unknown
         self.stats = CommitStats()
         self._lock = threading.Condition()
         self._queue: deque[_Unit[Any]] = deque()
@@ -236,7 +246,7 @@ class GroupCommitter:
             try:
                 batch.write_files()
                 self._commit(tx)
-            except CommitFailedException as exc:
+            except self._retryable as exc:
                 self.stats.restagings += 1
                 if attempt == BATCH_ATTEMPTS - 1:
                     self._fail(live, exc)
@@ -254,18 +264,22 @@ class GroupCommitter:
             return
 
     def _fail(self, units: list[_Unit[Any]], error: Exception) -> None:
-        from pyiceberg.exceptions import CommitStateUnknownException
-
-        if isinstance(error, CommitStateUnknownException):
+        if isinstance(error, self._unknown):
             self.stats.unknown += len(units)
         for unit in units:
-            unit.finish(error=error)
+            # An exception of its own for each waiting thread (raised in several at once, one
+            # object would collect all their tracebacks).
+            own = copy.copy(error)
+            own.__cause__ = error.__cause__
+            unit.finish(error=own)
 
 
 __all__ = [
     "BATCH_ATTEMPTS",
     "DEFAULT_MAX_BATCH",
     "DEFAULT_MAX_WAIT_SECONDS",
+    "MAX_BATCH_LIMIT",
+    "MAX_WAIT_MILLIS_LIMIT",
     "Batch",
     "CommitStats",
     "GroupCommitter",
