@@ -32,6 +32,11 @@ table rows with one ``executemany`` in one SQLite transaction (its schema is pyi
 Prints one JSON document on stdout (per scale: build seconds, each measurement's latency
 summary in ms, ratios and goals; ``cpu_calibration.effective_cores`` before each scale) and a
 table on stderr. ``--quick``: 1k tables, fewer samples, under a minute.
+
+``--load`` is the server under many writers and readers instead: group commit against
+``--no-group-commit``, light commits and pyiceberg appends, S3 requests and server CPU per
+commit (``bench/rest_load.py`` says what and how; ``--storage s3|local``, ``--latency-ms``,
+``--duration``, ``--writers``).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from typing import Any
 import _common as C
 import pyarrow as pa
 import requests
+import rest_load
 import uvicorn
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.rest import RestCatalog
@@ -333,7 +339,16 @@ def main() -> None:
     parser.add_argument("--scratch", default=None, help="folder for the catalogs (default: temp)")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--quick", action="store_true", help="1k tables, few samples")
+    parser.add_argument(
+        "--load", action="store_true", help="the server under load (bench/rest_load.py)"
+    )
+    rest_load.add_arguments(parser)
     args = parser.parse_args()
+    if args.load:
+        doc = rest_load.run_load(args)
+        C.print_json(doc)
+        rest_load.print_tables(doc)
+        return
     if args.quick:
         args.tables, args.loads, args.listings, args.commits = [1000], 100, 5, 15
     doc: dict[str, Any] = {

@@ -66,7 +66,7 @@ from lakecore.errors import (
     ReadOnlyLakehouseError,
 )
 from lakecore.iceberg.errors import ReadOnlyCatalogError, translated
-from lakecore.iceberg.guarded_io import GuardedFileIO
+from lakecore.iceberg.guarded_io import GuardedFileIO, sync_local_file
 from lakecore.iceberg.path_rules import (
     canonical_location,
     check_qualified,
@@ -74,7 +74,7 @@ from lakecore.iceberg.path_rules import (
     normalize_location,
     refuse_lakecore_directory,
 )
-from lakecore.iceberg.pointer import read_metadata_sized, require_iceberg
+from lakecore.iceberg.pointer import read_metadata_bytes, read_metadata_sized, require_iceberg
 from lakecore.iceberg.properties import (
     AS_OF_PROPERTY,
     CREATE_PROPERTY,
@@ -94,6 +94,7 @@ from lakecore.lakehouse import Lakehouse, LakehouseView, Transaction
 from lakecore.lakehouse.group_commit import Batch, CommitStats, GroupCommitter
 from lakecore.lakehouse.latest import LatestVersion
 from lakecore.sized_lru import SizedLRU
+from lakecore.storage import Storage
 
 if TYPE_CHECKING:
     from pyiceberg.table import Transaction as IcebergTransaction
@@ -187,6 +188,7 @@ class CatalogBase(MetastoreCatalog):
         self._staged_metadata: dict[str, TableMetadata] = {}
         self._legacy_snapshot_id = Config().get_bool("legacy-current-snapshot-id") or False
         self._file_ios: dict[str, FileIO] = {}
+        self._warehouse_files: Storage | None = None
 
     def _warehouse_of(self, given: Any) -> str:
         """The lakehouse's recorded warehouse, or the one given (default ``<uri>/warehouse``)
@@ -394,20 +396,57 @@ class CatalogBase(MetastoreCatalog):
         cached = self._metadata_cache.get(location)
         if cached is not None:
             return cached[0]
-        io = self._load_file_io(location=location)
-        metadata, size = read_metadata_sized(io, ".".join(identifier), location)
+        inside = self._warehouse_path(location)
+        if inside is None or location.startswith("file:"):
+            io = self._load_file_io(location=location)
+            metadata, size = read_metadata_sized(io, ".".join(identifier), location)
+        else:
+            metadata, size = read_metadata_bytes(
+                self._warehouse_storage().read, inside, ".".join(identifier), location
+            )
         self._metadata_cache.put(location, metadata, size)
         return metadata
 
     def _write_new_metadata(self, metadata: TableMetadata, io: FileIO, metadata_path: str) -> None:
-        """Write a new metadata file (never over an existing one) and keep it in the cache:
-        the commit's next reader finds it without a read."""
+        """Write a new metadata file and keep it in the cache: the commit's next reader finds it
+        without a read. On an object store, a file in the warehouse (every file this catalog
+        places) goes through lakecore's storage: one request (pyarrow's FileIO makes three, a
+        multipart upload, for any size). On a local disk it is synced before the root that will
+        name it is written (pyarrow's local writes are not)."""
         # As pyiceberg's ToOutputFile writes it (its legacy option, its compression by name).
         text = metadata.model_dump_json(exclude_none=not self._legacy_snapshot_id).encode("utf-8")
         data = Compressor.get_compressor(metadata_path).bytes_compressor()(text)
-        with io.new_output(metadata_path).create(overwrite=False) as out:
-            out.write(data)
+        inside = self._warehouse_path(metadata_path)
+        if inside is not None and not metadata_path.startswith("file:"):
+            self._warehouse_storage().write(inside, data)
+        else:
+            # Every metadata location is new (a version number and a UUID): no file is there
+            # to keep, and not asking whether one is saves a request on an object store.
+            with io.new_output(metadata_path).create(overwrite=True) as out:
+                out.write(data)
+            sync_local_file(metadata_path)
         self._metadata_cache.put(metadata_path, metadata, len(text))
+
+    def warm_up(self) -> None:
+        """Make the FileIO for the warehouse's scheme now, not in the first request that needs
+        one (importing pyarrow's costs about a CPU-second): a server calls it at start."""
+        self._load_file_io(location=self.warehouse)
+
+    def _warehouse_path(self, location: str) -> str | None:
+        """``location`` relative to the warehouse when it lies inside it, else None."""
+        try:
+            normalized = normalize_location(location)
+        except InvalidArgumentError:
+            return None
+        prefix = self.warehouse + "/"
+        return normalized[len(prefix) :] if normalized.startswith(prefix) else None
+
+    def _warehouse_storage(self) -> Storage:
+        """lakecore's storage rooted at the warehouse, with the lakehouse's storage options
+        (the catalog's own metadata files: ``_metadata_at``, ``_write_new_metadata``)."""
+        if self._warehouse_files is None:
+            self._warehouse_files = Storage(self.warehouse, self._storage_options)
+        return self._warehouse_files
 
     def _load_file_io(
         self, properties: Properties = EMPTY_DICT, location: str | None = None

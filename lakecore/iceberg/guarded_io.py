@@ -1,4 +1,5 @@
-"""The FileIO the catalog reads client-named files through: every path checked before it is opened.
+"""The FileIO the catalog reads client-named files through: every path checked before it is
+opened; and the sync that makes a file written through a FileIO durable on a local disk.
 
 A commit names files the server then reads itself: the manifest list of each new snapshot and
 the manifests in it (to record where the table names files, ``lakecore.iceberg.references``), a
@@ -56,6 +57,22 @@ def refuse_special_local_file(location: str, what: str) -> None:
         raise InvalidLocationError(f"{what} {location} is {kind}, not a file")
 
 
+def sync_local_file(location: str) -> None:
+    """Make a file just written on this machine's disk durable, and its name in its folder
+    (nothing for another scheme): a root written after it may name it, and must never outlive
+    it in a crash."""
+    parsed = urlparse(location)
+    if parsed.scheme not in ("", "file"):
+        return
+    path = parsed.path if parsed.scheme == "file" else location
+    for target in (path, os.path.dirname(path)):
+        fd = os.open(target, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 class GuardedFileIO(FileIO):
     """``inner`` with every location checked by ``check(location, what)`` (which raises)
     before it is opened, written or deleted (see the module docstring)."""
@@ -81,4 +98,4 @@ class GuardedFileIO(FileIO):
         self.inner.delete(self._checked(path, "the file"))
 
 
-__all__ = ["GuardedFileIO", "refuse_special_local_file"]
+__all__ = ["GuardedFileIO", "refuse_special_local_file", "sync_local_file"]

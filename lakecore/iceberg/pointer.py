@@ -18,6 +18,8 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from io import BytesIO
 from typing import TYPE_CHECKING, Final
 
 from pyiceberg.catalog import METADATA_LOCATION, PREVIOUS_METADATA_LOCATION
@@ -29,7 +31,7 @@ from pyiceberg.typedef import Identifier
 
 from lakecore import namespaces as NS
 from lakecore.defs import pb
-from lakecore.errors import CorruptFileError
+from lakecore.errors import CorruptFileError, NotFoundError
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
@@ -72,11 +74,29 @@ def read_metadata_sized(
     io: FileIO, identifier: str, metadata_location: str
 ) -> tuple[TableMetadata, int]:
     """``read_metadata``, and the size of its JSON (what a cache of it counts)."""
-    try:
+
+    def read(_: str) -> bytes:
         with io.new_input(metadata_location).open() as stream:
-            compressor = Compressor.get_compressor(metadata_location)
-            with compressor.stream_decompressor(stream) as plain:
-                text = plain.read()
+            return stream.read()
+
+    return read_metadata_bytes(read, metadata_location, identifier, metadata_location)
+
+
+def read_metadata_bytes(
+    read: Callable[[str], bytes], path: str, identifier: str, metadata_location: str
+) -> tuple[TableMetadata, int]:
+    """A table's metadata from ``read(path)`` (the file at ``metadata_location``), and the size
+    of its JSON; a file that is missing or unreadable is one line naming the table and the way
+    out."""
+    try:
+        try:
+            data = read(path)
+        except NotFoundError as exc:
+            raise FileNotFoundError(str(exc)) from exc
+        with Compressor.get_compressor(metadata_location).stream_decompressor(
+            BytesIO(data)
+        ) as plain:
+            text = plain.read()
         return TableMetadataUtil.parse_raw(text.decode("utf-8")), len(text)
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
@@ -126,6 +146,7 @@ __all__ = [
     "is_checked",
     "pointer_properties",
     "read_metadata",
+    "read_metadata_bytes",
     "read_metadata_sized",
     "require_iceberg",
 ]

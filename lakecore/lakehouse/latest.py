@@ -16,10 +16,11 @@ Rules:
 * **A full look, now and then.** Root ``v+1`` can be missing while ``v`` is not the latest
   only after a gap appeared above ``v``: version compaction expired ``v+1`` while ``v`` is
   pinned (an export, an age override) or was younger than its maximum age allows, or repair
-  dropped a damaged ``v+1``. So every ``FULL_CHECK_SECONDS`` a check does the format's whole
-  latest-version discovery (the hint, then probing up: docs/format.md#latest-version) instead,
-  and so does the first check and any after ``suspect()`` (a read found a file of the known
-  version gone). A read is stale by at most that period in those rare cases, never otherwise.
+  dropped a damaged ``v+1``. So every ``FULL_CHECK_SECONDS`` a check reads the hint too, which
+  compaction points at a retained version before it deletes a root (docs/format.md#latest-
+  version): two requests; without a readable hint, the format's whole discovery, which lists
+  the roots (and finds that the lakehouse vanished). So do the first check and any after
+  ``suspect()``. A read is stale by at most that period in those rare cases, never otherwise.
 * **Commits of this process** are known without asking: ``installed()`` takes the root a
   commit just created, before the commit is acknowledged.
 * A check that fails (the store does not answer, the lakehouse vanished) raises to every
@@ -36,7 +37,7 @@ from typing import Final
 from lakecore.defs import LakehouseDef
 from lakecore.locations import root_node_file_name
 from lakecore.storage import Storage
-from lakecore.versions import RootInfo, probe_up
+from lakecore.versions import RootInfo, probe_up, read_hint
 from lakecore.view import LakehouseView, read_root_and_def, store_for
 
 FULL_CHECK_SECONDS: Final = 5.0
@@ -126,10 +127,24 @@ class LatestVersion:
         return self._adopt(root, lakehouse_def)
 
     def _full_look(self) -> LakehouseView:
+        """The hint first (version compaction points it at a retained version before it
+        deletes a root, so it steps over a gap), then the root above the newer of it and the
+        known version; without a readable hint, the whole discovery (which lists the roots,
+        and finds a lakehouse that vanished)."""
         self.full_checks += 1
         started = self._clock()
-        root, lakehouse_def = read_root_and_def(self.storage, None)
-        view = self._adopt(root, lakehouse_def)
+        known = self._known
+        hint = read_hint(self.storage)
+        if known is None or hint is None:
+            root, lakehouse_def = read_root_and_def(self.storage, None)
+            view = self._adopt(root, lakehouse_def)
+        else:
+            start = max(known.version, hint)
+            if start == known.version and not self.storage.exists(root_node_file_name(start + 1)):
+                view = known
+            else:
+                root, lakehouse_def = read_root_and_def(self.storage, probe_up(self.storage, start))
+                view = self._adopt(root, lakehouse_def)
         self._full_at = started
         return view
 

@@ -217,6 +217,7 @@ def serve(options: ServeOptions) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
     authenticator = authenticator_for(options)
     catalog = catalog_for(options)
+    catalog.warm_up()
     # uvicorn's own start lines would repeat ours ("listening on ..."); its warnings stay.
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     # The access log is ours (lakecore.rest.accesslog); uvicorn's would repeat every line.
