@@ -42,6 +42,26 @@ def add_property_option(parser: argparse.ArgumentParser, help_text: str) -> None
     )
 
 
+STORAGE_OPTION_HELP = (
+    "storage option, e.g. endpoint_url=http://127.0.0.1:5000, region=eu-west-1, anon=true "
+    "(S3 also reads AWS_ENDPOINT_URL and the usual AWS_* variables)"
+)
+
+
+def add_storage_option(parser: argparse.ArgumentParser, *, top_level: bool = False) -> None:
+    """``--storage-option KEY=VALUE``, repeatable. Before the command it is
+    ``args.storage_option``; a command's own copy (``serve``'s, so that its ``--help`` lists it)
+    is ``args.command_storage_option`` (argparse would replace, not extend, the first with a
+    subcommand's value of the same name); ``storage_options_of`` takes both."""
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help=STORAGE_OPTION_HELP,
+        dest="storage_option" if top_level else "command_storage_option",
+    )
+
+
 def refuse_outputs_in_lakehouse(args: argparse.Namespace) -> None:
     """Before the command does any work: its output paths (``--html``; the lookup cache's
     folder, given or default) may not lie inside the lakehouse nor replace a file no lakecore
@@ -77,7 +97,11 @@ def storage_options_of(args: argparse.Namespace) -> dict[str, Any]:
     """The ``--storage-option`` values as storage options. Raises InvalidArgumentError."""
     from lakecore.storage import parse_storage_options  # deferred: --help stays cheap
 
-    return parse_storage_options(getattr(args, "storage_option", None) or [])
+    given = [
+        *(getattr(args, "storage_option", None) or []),
+        *(getattr(args, "command_storage_option", None) or []),
+    ]
+    return parse_storage_options(given)
 
 
 def lakehouse_uri(args: argparse.Namespace) -> str:
@@ -205,6 +229,7 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 __all__ = [
     "add_json_option",
     "add_property_option",
+    "add_storage_option",
     "add_version_options",
     "duration_millis",
     "emit",

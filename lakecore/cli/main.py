@@ -32,7 +32,13 @@ from lakecore.cli import serve as serve_cli
 from lakecore.cli import settings as settings_cli
 from lakecore.cli import snapshots as snapshots_cli
 from lakecore.cli.argparsing import OneLineArgumentParser
-from lakecore.cli.args import add_json_option, emit_error, refuse_outputs_in_lakehouse, say
+from lakecore.cli.args import (
+    add_json_option,
+    add_storage_option,
+    emit_error,
+    refuse_outputs_in_lakehouse,
+    say,
+)
 from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError, exit_code_help
 from lakecore.maintenance.damage import with_next_step
 
@@ -77,13 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print lakecore's version and exit",
     )
     parser.add_argument("-l", "--lakehouse", help="lakehouse root URI (or LAKECORE_LAKEHOUSE)")
-    parser.add_argument(
-        "--storage-option",
-        action="append",
-        metavar="KEY=VALUE",
-        help="storage option, e.g. endpoint_url=http://127.0.0.1:5000, region=eu-west-1, "
-        "anon=true (S3 also reads AWS_ENDPOINT_URL and the usual AWS_* variables)",
-    )
+    add_storage_option(parser, top_level=True)
     parser.add_argument(
         "--json",
         action="store_true",

@@ -12,7 +12,13 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from lakecore.cli.args import add_property_option, lakehouse_uri, storage_options_of
+from lakecore.cli.args import (
+    add_property_option,
+    add_storage_option,
+    key_value,
+    lakehouse_uri,
+    storage_options_of,
+)
 from lakecore.errors import InvalidArgumentError
 from lakecore.lakehouse.group_commit import (
     DEFAULT_MAX_BATCH,
@@ -20,6 +26,7 @@ from lakecore.lakehouse.group_commit import (
     MAX_BATCH_LIMIT,
     MAX_WAIT_MILLIS_LIMIT,
 )
+from lakecore.rest.credentials import DEFAULT_DURATION_SECONDS
 from lakecore.rest.defaults import (
     DEFAULT_HOST,
     DEFAULT_MAX_BODY_BYTES,
@@ -104,8 +111,46 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
         action="store_true",
         help="one change per lakehouse version, in arrival order (the same as --max-batch 1)",
     )
+    add_storage_option(p)
     add_property_option(
-        p, "a catalog property for pyiceberg's FileIO, e.g. s3.endpoint=http://... (repeatable)"
+        p,
+        "a catalog property, e.g. s3.endpoint=http://... (repeatable); with --storage-option "
+        "and the AWS_* variables one S3 configuration for the lakehouse, the warehouse and the "
+        "table files",
+    )
+    p.add_argument(
+        "--client-property",
+        action="append",
+        type=key_value,
+        metavar="KEY=VALUE",
+        help="a property clients get from /v1/config and loadTable (repeatable); the S3 "
+        "endpoint, region and path-style addressing come from the server's own settings "
+        "unless given; KEY= leaves one out",
+    )
+    p.add_argument(
+        "--vended-credentials-role",
+        metavar="ARN",
+        help="vend short-lived credentials scoped to each table: STS AssumeRole of this role "
+        "with a session policy of the table's folders (read-only for read-only principals and "
+        "time travel); without it no credentials are vended",
+    )
+    p.add_argument(
+        "--vended-credentials-duration",
+        default=f"{DEFAULT_DURATION_SECONDS}s",
+        metavar="DURATION",
+        help="how long vended credentials live (15m to 12h; default 1h; the role's own "
+        "maximum applies too)",
+    )
+    p.add_argument(
+        "--vended-credentials-refresh",
+        metavar="DURATION",
+        help="vend new credentials for a table once its kept ones are this old (default: half "
+        "the duration)",
+    )
+    p.add_argument(
+        "--vended-credentials-sts-endpoint",
+        metavar="URL",
+        help="the STS endpoint (default: AWS_ENDPOINT_URL_STS, AWS_ENDPOINT_URL, or AWS's)",
     )
     p.set_defaults(func=cmd_serve)
 
@@ -149,10 +194,40 @@ def cmd_serve(args: argparse.Namespace) -> int:
         token_lifetime=args.token_lifetime,
         storage_options=storage_options_of(args),
         properties=dict(args.property or []),
+        client_properties=dict(args.client_property or []),
+        vending=vending_options(args),
         max_batch=1 if args.no_group_commit else args.max_batch,
         max_batch_wait_ms=0.0 if args.no_group_commit else args.max_batch_wait,
     )
     return serve(options)
 
 
-__all__ = ["add_commands", "cmd_serve"]
+def vending_options(args: argparse.Namespace) -> Any:
+    """The ``--vended-credentials-*`` options (None without a role). Raises
+    InvalidArgumentError for a malformed duration or a role that is no ARN."""
+    from lakecore.rest.credentials import VendingOptions
+    from lakecore.units import parse_duration_millis
+
+    if not args.vended_credentials_role:
+        for given in ("refresh", "sts_endpoint"):
+            if getattr(args, f"vended_credentials_{given}"):
+                raise InvalidArgumentError(
+                    f"--vended-credentials-{given.replace('_', '-')} needs "
+                    "--vended-credentials-role"
+                )
+        return None
+    duration = parse_duration_millis(args.vended_credentials_duration) // 1000
+    refresh = (
+        parse_duration_millis(args.vended_credentials_refresh) // 1000
+        if args.vended_credentials_refresh
+        else duration // 2
+    )
+    return VendingOptions(
+        role_arn=args.vended_credentials_role,
+        duration_seconds=duration,
+        refresh_seconds=refresh,
+        sts_endpoint=args.vended_credentials_sts_endpoint,
+    )
+
+
+__all__ = ["add_commands", "cmd_serve", "vending_options"]

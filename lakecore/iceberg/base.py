@@ -88,6 +88,7 @@ from lakecore.iceberg.properties import (
 )
 from lakecore.iceberg.references import read_named_files
 from lakecore.iceberg.roots import WRITE_PATH_PROPERTIES, Registry
+from lakecore.iceberg.storage_settings import is_s3, s3_settings
 from lakecore.iceberg.transforms import check_new_transforms
 from lakecore.keys import namespace_name_max_bytes
 from lakecore.lakehouse import Lakehouse, LakehouseView, Transaction
@@ -141,11 +142,13 @@ class CatalogBase(MetastoreCatalog):
                 "LakecoreCatalog needs a 'uri': the lakehouse root, such as s3://bucket/lake"
             )
         try:
-            options = storage_options_of(
+            explicit = storage_options_of(
                 {**properties, "storage_options": storage_options}
                 if storage_options is not None
                 else properties
             )
+            settings = s3_settings(explicit, properties)
+            options = settings.lakecore_options() if is_s3(str(uri)) else explicit
             self._lakehouse = self._open(
                 str(uri), options, str(properties.get(CREATE_PROPERTY, "")).lower() == "true"
             )
@@ -162,6 +165,15 @@ class CatalogBase(MetastoreCatalog):
             root = self._lakehouse.storage.root_uri
             self._storage_options = options
             self.warehouse = self._warehouse_of(properties.get(WAREHOUSE_LOCATION))
+            self.storage_settings = settings
+            # The warehouse's files with the same settings as the lakehouse's, lakecore's
+            # storage and pyiceberg's FileIO alike.
+            self._warehouse_options = (
+                settings.lakecore_options() if is_s3(self.warehouse) else options
+            )
+            if is_s3(self.warehouse) or is_s3(str(uri)):
+                for key, value in settings.fileio_properties().items():
+                    self.properties.setdefault(key, value)
             check_qualified(self.warehouse, "the warehouse")
             refuse_lakecore_directory(self.warehouse, root, "the warehouse")
             max_batch, max_wait_seconds = group_commit_policy(properties)
@@ -445,7 +457,7 @@ class CatalogBase(MetastoreCatalog):
         """lakecore's storage rooted at the warehouse, with the lakehouse's storage options
         (the catalog's own metadata files: ``_metadata_at``, ``_write_new_metadata``)."""
         if self._warehouse_files is None:
-            self._warehouse_files = Storage(self.warehouse, self._storage_options)
+            self._warehouse_files = Storage(self.warehouse, self._warehouse_options)
         return self._warehouse_files
 
     def _load_file_io(

@@ -241,7 +241,7 @@ class PlacementRules(CatalogBase):
         replacing any older one, and claim the warehouse. With ``restamp`` a table whose
         definition another writer changed after this catalog checked it is stamped checked
         again (its current state is what the registry now holds)."""
-        claim_warehouse(self.warehouse, self._lakehouse_uri(), self._storage_options)
+        claim_warehouse(self.warehouse, self._lakehouse_uri(), self._warehouse_options)
         changes: dict[str, str | None] = {
             key: None for key in tx.lakehouse_def.properties if is_registry_key(key)
         }
@@ -419,7 +419,7 @@ class PlacementRules(CatalogBase):
     def _refuse_claimed(self, folder: str, what: str) -> None:
         """Refuse a folder inside another lakehouse's warehouse (lakecore.iceberg.warehouse)."""
         claim = claimed_between(
-            self.warehouse, folder, self._lakehouse_uri(), self._storage_options
+            self.warehouse, folder, self._lakehouse_uri(), self._warehouse_options
         )
         if claim is not None:
             raise InvalidLocationError(

@@ -31,7 +31,7 @@ from pyiceberg.typedef import Identifier
 
 from lakecore import namespaces as NS
 from lakecore.defs import pb
-from lakecore.errors import CorruptFileError, NotFoundError
+from lakecore.errors import CorruptFileError, NotFoundError, StorageError
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
@@ -86,8 +86,9 @@ def read_metadata_bytes(
     read: Callable[[str], bytes], path: str, identifier: str, metadata_location: str
 ) -> tuple[TableMetadata, int]:
     """A table's metadata from ``read(path)`` (the file at ``metadata_location``), and the size
-    of its JSON; a file that is missing or unreadable is one line naming the table and the way
-    out."""
+    of its JSON. A file that is missing or is no metadata is one line naming the table and the
+    way out (``CorruptFileError``); a store that fails to answer is a ``StorageError`` naming
+    the file and the cause, never damage."""
     try:
         try:
             data = read(path)
@@ -98,14 +99,25 @@ def read_metadata_bytes(
         ) as plain:
             text = plain.read()
         return TableMetadataUtil.parse_raw(text.decode("utf-8")), len(text)
-    except (OSError, ValueError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
-        raise CorruptFileError(
-            metadata_location,
-            f"the Iceberg metadata file of table {identifier} cannot be read "
-            f"({type(exc).__name__}: {reason}); restore the file, or drop the table (drop_table "
-            "reads no metadata and deletes no file)",
-        ) from exc
+    except OSError as exc:
+        if not isinstance(exc, FileNotFoundError | IsADirectoryError):
+            raise StorageError(
+                f"could not read the Iceberg metadata file {metadata_location} of table "
+                f"{identifier}: {getattr(exc, 'strerror', None) or ' '.join(str(exc).split())}"
+            ) from exc
+        raise _unreadable(exc, identifier, metadata_location) from exc
+    except ValueError as exc:
+        raise _unreadable(exc, identifier, metadata_location) from exc
+
+
+def _unreadable(exc: Exception, identifier: str, metadata_location: str) -> CorruptFileError:
+    reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+    return CorruptFileError(
+        metadata_location,
+        f"the Iceberg metadata file of table {identifier} cannot be read "
+        f"({type(exc).__name__}: {reason}); restore the file, or drop the table (drop_table "
+        "reads no metadata and deletes no file)",
+    )
 
 
 def pointer_properties(metadata_location: str, previous: str | None = None) -> dict[str, str]:

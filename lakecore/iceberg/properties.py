@@ -94,7 +94,10 @@ def group_commit_policy(properties: Mapping[str, Any]) -> tuple[int, float]:
 
 
 def storage_options_of(properties: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Storage options for the lakehouse's own files (the first rule above)."""
+    """The storage options the catalog was given for lakecore's own files: ``storage_options``
+    (a mapping, in Python), else ``lakecore.storage-options`` (a JSON object), else None. What
+    they and pyiceberg's ``s3.*`` properties say together is ``lakecore.iceberg.
+    storage_settings``."""
     explicit = properties.get("storage_options")
     if explicit is not None:
         if not isinstance(explicit, Mapping):
@@ -115,39 +118,7 @@ def storage_options_of(properties: Mapping[str, Any]) -> dict[str, Any] | None:
                 f"{STORAGE_OPTIONS_PROPERTY} must be a JSON object, got {text!r}"
             )
         return parsed
-
-    uri = str(properties.get("uri") or "")
-    if not uri.lower().startswith(("s3://", "s3a://", "s3n://")):
-        # pyiceberg's s3.* properties are for the table files; a lakehouse on another store
-        # (local disk) takes no S3 option (it would refuse client_kwargs).
-        return None
-
-    def first(*names: str) -> Any:
-        for name in names:
-            if properties.get(name):
-                return properties[name]
-        return None
-
-    client_kwargs = {
-        k: v
-        for k, v in {
-            "endpoint_url": first("s3.endpoint"),
-            "region_name": first("s3.region", "client.region"),
-        }.items()
-        if v
-    }
-    options: dict[str, Any] = {
-        k: v
-        for k, v in {
-            "key": first("s3.access-key-id", "client.access-key-id"),
-            "secret": first("s3.secret-access-key", "client.secret-access-key"),
-            "token": first("s3.session-token", "client.session-token"),
-        }.items()
-        if v
-    }
-    if client_kwargs:
-        options["client_kwargs"] = client_kwargs
-    return options or None
+    return None
 
 
 # The properties this catalog reads itself; the rest are pyiceberg's (FileIO, ...).

@@ -28,8 +28,8 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl
 
 import anyio
@@ -42,8 +42,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from lakecore.errors import InvalidArgumentError
+from lakecore.iceberg.storage_settings import is_s3
 from lakecore.rest.accesslog import log_request
 from lakecore.rest.auth import Authenticator, OAuthError, Principal
+from lakecore.rest.credentials import CredentialVendor
 from lakecore.rest.defaults import (
     ANSWER_CACHE_BYTES,
     DEFAULT_MAX_BODY_BYTES,
@@ -53,7 +56,15 @@ from lakecore.rest.defaults import (
 from lakecore.rest.errors import NOT_FOUND, RestError, bad_request, rest_error_of
 from lakecore.rest.metrics import CONTENT_TYPE, ServerMetrics
 from lakecore.rest.paging import Listings
-from lakecore.rest.routes import Call, Reply, Router, endpoints, json_reply, listing_scope
+from lakecore.rest.routes import (
+    Call,
+    Reply,
+    Router,
+    TableAccess,
+    endpoints,
+    json_reply,
+    listing_scope,
+)
 from lakecore.rest.warehouses import Warehouses, expired_under
 from lakecore.sized_lru import SizedLRU
 
@@ -70,8 +81,12 @@ class Server:
         authenticator: Authenticator,
         max_body_bytes: int,
         warehouse_names: Iterable[str],
+        client_properties: Mapping[str, str] | None = None,
+        vendor: CredentialVendor | None = None,
     ) -> None:
         self.catalog = catalog
+        self.client_properties = client_properties_for(catalog, client_properties or {})
+        self.vendor = vendor
         self.authenticator = authenticator
         self.max_body_bytes = max_body_bytes
         self.warehouses = Warehouses(catalog, warehouse_names)
@@ -79,6 +94,8 @@ class Server:
         self.metrics = ServerMetrics()
         if authenticator.token_file is not None:
             self.metrics.watch_token_file(authenticator.token_file)
+        if vendor is not None:
+            self.metrics.watch_vendor(vendor)
         commit_stats = getattr(catalog, "commit_stats", None)
         if commit_stats is not None:
             self.metrics.watch_commits(commit_stats)
@@ -178,6 +195,7 @@ class Server:
                     listings=self.listings,
                     scope=listing_scope(match.prefix),
                     answers=self.answers,
+                    access=TableAccess(self.client_properties, self.vendor),
                 )
                 try:
                     return operation.handler(call)
@@ -218,7 +236,11 @@ class Server:
                 _LOG.error("GET /v1/config failed: %s", error.message, exc_info=exc)
             return self.error_response(error, request.method)
         overrides = {} if prefix is None else {"prefix": prefix}
-        payload = {"defaults": {}, "overrides": overrides, "endpoints": self.endpoints}
+        payload = {
+            "defaults": self.client_properties,
+            "overrides": overrides,
+            "endpoints": self.endpoints,
+        }
         reply = json_reply(payload)
         return Response(reply.body, 200, media_type="application/json")
 
@@ -320,6 +342,8 @@ def app(
     authenticator: Authenticator | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     warehouse_names: Iterable[str] = (),
+    client_properties: Mapping[str, str] | None = None,
+    vendor: CredentialVendor | None = None,
 ) -> ASGIApp:
     """The REST catalog server for ``catalog`` (see the module docstring).
 
@@ -327,6 +351,9 @@ def app(
     on loopback addresses only, and an embedding program must make the same choice.
     ``warehouse_names`` are further names ``GET /v1/config?warehouse=`` accepts for the live
     catalog (besides the catalog's name and, for a lakehouse, its URI and warehouse).
+    ``client_properties`` go to clients in ``/v1/config``'s defaults and every table's
+    ``config``, over those derived from the catalog's storage settings (``client_properties_for``);
+    ``vendor`` vends credentials per table (``lakecore.rest.credentials``).
     """
     if max_body_bytes < 1:
         raise bad_request(f"max_body_bytes must be positive, got {max_body_bytes}")
@@ -335,6 +362,8 @@ def app(
         authenticator or Authenticator(allow_anonymous=True),
         max_body_bytes,
         warehouse_names,
+        client_properties,
+        vendor,
     )
     methods = ["GET", "HEAD", "POST", "DELETE", "PUT", "PATCH"]
     starlette = Starlette(
@@ -348,6 +377,45 @@ def app(
         exception_handlers={HTTPException: _http_exception_as_json},
     )
     return Observed(starlette, server)
+
+
+# What clients may not be given as plain properties: credentials are vended per table.
+SECRET_CLIENT_PROPERTIES: Final = frozenset(
+    {
+        "s3.access-key-id",
+        "s3.secret-access-key",
+        "s3.session-token",
+        "client.access-key-id",
+        "client.secret-access-key",
+        "client.session-token",
+        "token",
+        "credential",
+    }
+)
+
+
+def client_properties_for(catalog: Catalog, given: Mapping[str, str]) -> dict[str, str]:
+    """What clients are told to reach the warehouse: for a ``LakecoreCatalog`` whose warehouse
+    is on S3, the endpoint, region and addressing of its own storage settings
+    (``lakecore.iceberg.storage_settings``), then ``given`` over them (an empty value leaves a
+    key out).
+
+    Raises:
+        InvalidArgumentError: ``given`` holds a credential (vend them instead).
+    """
+    secret = sorted(k for k in given if k.lower() in SECRET_CLIENT_PROPERTIES)
+    if secret:
+        raise InvalidArgumentError(
+            f"client property {', '.join(secret)} is a credential: clients get credentials "
+            "vended per table (--vended-credentials-role), never one static key for all"
+        )
+    derived: dict[str, str] = {}
+    settings = getattr(catalog, "storage_settings", None)
+    warehouse = getattr(catalog, "warehouse", None)
+    if settings is not None and is_s3(warehouse):
+        derived = settings.client_properties()
+    merged = {**derived, **given}
+    return {k: v for k, v in merged.items() if v != ""}
 
 
 async def _http_exception_as_json(request: Request, exc: Exception) -> Response:

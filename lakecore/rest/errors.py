@@ -11,6 +11,9 @@ for some codes, the type, so both follow the spec's examples exactly):
   exception                               code  type
   ======================================  ====  ================================
   ``ReadOnlyCatalogError``                403   ``ForbiddenException``
+  lakecore ``StorageRefusedError``        502   ``BadGatewayException``
+  (the store refused the server: no
+  space, no permission, STS said no)
   lakecore ``NoLakehouseError``,          503   ``ServiceUnavailableException``
   ``VersionExpiredError``, ``StorageError``,
   ``CorruptFileError``, ``TreeStructureError``,
@@ -71,6 +74,7 @@ from lakecore.errors import (
     NoLakehouseError,
     NotFoundError,
     StorageError,
+    StorageRefusedError,
     TreeStructureError,
     VersionExpiredError,
 )
@@ -79,6 +83,7 @@ from lakecore.iceberg.errors import ReadOnlyCatalogError
 BAD_REQUEST: Final = "BadRequestException"
 NOT_FOUND: Final = "NotFoundException"
 UNAVAILABLE: Final = "ServiceUnavailableException"
+BAD_GATEWAY: Final = "BadGatewayException"
 NOT_AUTHORIZED: Final = "NotAuthorizedException"
 FORBIDDEN: Final = "ForbiddenException"
 UNSUPPORTED: Final = "UnsupportedOperationException"
@@ -106,6 +111,7 @@ class RestError(Exception):
 # (exception class, code, type); order matters: subclasses first.
 _MAPPING: Final[tuple[tuple[type[BaseException], int, str], ...]] = (
     (ReadOnlyCatalogError, 403, FORBIDDEN),
+    (StorageRefusedError, 502, BAD_GATEWAY),
     (NoLakehouseError, 503, UNAVAILABLE),
     (VersionExpiredError, 503, UNAVAILABLE),
     (StorageError, 503, UNAVAILABLE),
@@ -174,9 +180,12 @@ def rest_error_of(exc: BaseException, *, commit: bool = False, read: bool = True
         )
     # The server's own trouble, wherever it was re-raised as a client-facing type (a vanished
     # lakehouse re-raised as "no such table" must stay a 503).
-    if any(isinstance(c, _UNAVAILABLE) for c in _cause_chain(exc)) and not isinstance(
+    chain = _cause_chain(exc)
+    if any(isinstance(c, _UNAVAILABLE) for c in chain) and not isinstance(
         exc, (CommitStateUnknownException, ReadOnlyCatalogError)
     ):
+        if any(isinstance(c, StorageRefusedError) for c in chain):
+            return RestError(502, BAD_GATEWAY, message)
         headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if read else {}
         return RestError(503, UNAVAILABLE, message, headers)
     for cls, code, kind in _MAPPING:
@@ -191,6 +200,7 @@ def bad_request(message: str) -> RestError:
 
 
 __all__ = [
+    "BAD_GATEWAY",
     "BAD_REQUEST",
     "COMMIT_STATE_UNKNOWN",
     "FORBIDDEN",

@@ -26,6 +26,9 @@ Rules:
   (root writes that lost to another writer and were rebased: the conflicts the server resolved
   itself, which no client sees), and ``lakecore_rest_commit_batch_size`` (a summary of the
   last 4,096 batches' sizes: quantiles 0.5 and 0.99).
+* For a server that vends credentials (``watch_vendor``): ``lakecore_rest_credentials_vended_total``
+  (credentials handed out) and ``lakecore_rest_sts_calls_total`` (AssumeRole calls; the rest came
+  from the kept ones).
 """
 
 from __future__ import annotations
@@ -124,6 +127,30 @@ class GroupCommits:
         yield summary
 
 
+class VendCounts(Protocol):
+    """What a credential vendor counts (``lakecore.rest.credentials.CredentialVendor``)."""
+
+    vended: int
+    sts_calls: int
+
+
+class Vending:
+    """A collector that reads a credential vendor's counts when ``/metrics`` is scraped."""
+
+    def __init__(self, counts: VendCounts) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[Any]:
+        yield CounterMetricFamily(
+            "lakecore_rest_credentials_vended",
+            "Vended credentials handed to clients",
+            value=self.counts.vended,
+        )
+        yield CounterMetricFamily(
+            "lakecore_rest_sts_calls", "STS AssumeRole calls made", value=self.counts.sts_calls
+        )
+
+
 class ServerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -167,6 +194,9 @@ class ServerMetrics:
     def watch_commits(self, counts: CommitCounts) -> None:
         self.registry.register(GroupCommits(counts))
 
+    def watch_vendor(self, counts: VendCounts) -> None:
+        self.registry.register(Vending(counts))
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -179,4 +209,6 @@ __all__ = [
     "ReloadCounts",
     "ServerMetrics",
     "TokenFileReloads",
+    "VendCounts",
+    "Vending",
 ]

@@ -61,7 +61,10 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import IcebergBaseModel, Identifier
 
+from lakecore.iceberg.roots import table_roots
+from lakecore.iceberg.storage_settings import is_s3
 from lakecore.rest.auth import Principal
+from lakecore.rest.credentials import CredentialVendor
 from lakecore.rest.defaults import MAX_JSON_DEPTH
 from lakecore.rest.errors import RestError, bad_request
 from lakecore.rest.models import (
@@ -98,6 +101,40 @@ class Call:
     answers: SizedLRU[tuple[str, str], bytes] = field(
         default_factory=lambda: SizedLRU[tuple[str, str], bytes](0)
     )
+    access: TableAccess = field(default_factory=lambda: TableAccess({}, None))
+
+
+@dataclass(frozen=True)
+class TableAccess:
+    """What a table's answers tell a client about reaching its files: the client properties
+    (``config``), and the credential vendor (``lakecore.rest.credentials``) when the server has
+    one and the client asked for vended credentials."""
+
+    client_properties: dict[str, str]
+    vendor: CredentialVendor | None
+    delegated: bool = False
+
+    def credentials(
+        self, call: Call, metadata: TableMetadata, *, asked: bool
+    ) -> list[dict[str, Any]]:
+        """The ``storage-credentials`` of a table's answer: none unless asked for (the
+        ``X-Iceberg-Access-Delegation`` header, or the credentials route) and vendable (a
+        vendor, a table on S3). Read access for a read-only principal or a time-travel
+        prefix."""
+        if self.vendor is None or not asked:
+            return []
+        folders = table_roots(metadata.location, metadata.properties)
+        if not all(is_s3(folder) for folder in folders):
+            return []
+        write = call.principal.may_write and call.target.version is None
+        vended = self.vendor.credentials_for(folders, write=write, principal=call.principal.name)
+        return [{"prefix": vended.prefix, "config": vended.config}]
+
+
+def asks_for_vended_credentials(headers: Mapping[str, str]) -> bool:
+    """Whether ``X-Iceberg-Access-Delegation`` (a comma-separated list) names them."""
+    value = headers.get("x-iceberg-access-delegation") or ""
+    return "vended-credentials" in {part.strip().lower() for part in value.split(",")}
 
 
 def listing_scope(prefix: str | None) -> str:
@@ -244,16 +281,33 @@ def table_reply(
     if metadata_location is not None and call.headers.get("if-none-match") == etag:
         return Reply(304, None, {"ETag": etag})
     head = {} if metadata_location is None else {"metadata-location": metadata_location}
+    credentials = call.access.credentials(
+        call, metadata, asked=asks_for_vended_credentials(call.headers)
+    )
+    tail = {"config": call.access.client_properties, "storage-credentials": credentials}
     body = b"".join(
         (
             json.dumps(head).encode("utf-8")[:-1],
             b", " if head else b"",
             b'"metadata": ',
             metadata_json(call, metadata, metadata_location, mode),
-            b', "config": {}, "storage-credentials": []}',
+            b", ",
+            json.dumps(tail).encode("utf-8")[1:],
         )
     )
-    return Reply(200, body, {"ETag": etag})
+    headers = {"ETag": etag}
+    if credentials:  # never kept by a cache between client and server
+        headers["Cache-Control"] = "no-store"
+    return Reply(200, body, headers)
+
+
+def load_credentials(call: Call) -> Reply:
+    """``GET .../tables/{table}/credentials``: the table's vended credentials (none when the
+    server vends none)."""
+    table = call.target.catalog.load_table(table_of(call))
+    credentials = call.access.credentials(call, table.metadata, asked=True)
+    headers = {"Cache-Control": "no-store"} if credentials else {}
+    return json_reply({"storage-credentials": credentials}, headers=headers)
 
 
 # -- namespaces ---------------------------------------------------------------------------------
@@ -507,6 +561,7 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
     Operation("dropTable", "DELETE", TABLE, drop_table, write=True),
     Operation("registerTable", "POST", NS + "/{namespace}/register", register_table, write=True),
     Operation("reportMetrics", "POST", TABLE + "/metrics", report_metrics),
+    Operation("loadCredentials", "GET", TABLE + "/credentials", load_credentials),
     Operation("renameTable", "POST", "/v1/{prefix}/tables/rename", rename_table, write=True),
     Operation(
         "commitTransaction",
@@ -591,6 +646,7 @@ __all__ = [
     "Operation",
     "Reply",
     "Router",
+    "TableAccess",
     "endpoints",
     "etag_of",
     "json_reply",

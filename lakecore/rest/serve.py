@@ -50,8 +50,9 @@ from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError, NoLak
 from lakecore.iceberg.catalog import LakecoreCatalog
 from lakecore.iceberg.properties import MAX_BATCH_PROPERTY, MAX_WAIT_PROPERTY
 from lakecore.lakehouse.group_commit import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_SECONDS
-from lakecore.rest.app import app
+from lakecore.rest.app import app, client_properties_for
 from lakecore.rest.auth import Authenticator
+from lakecore.rest.credentials import CredentialVendor, VendingOptions
 from lakecore.rest.defaults import (
     DEFAULT_HOST,
     DEFAULT_MAX_BODY_BYTES,
@@ -77,6 +78,8 @@ class ServeOptions:
     properties: dict[str, str] = field(default_factory=dict)
     max_batch: int = DEFAULT_MAX_BATCH
     max_batch_wait_ms: float = DEFAULT_MAX_WAIT_SECONDS * 1000
+    client_properties: dict[str, str] = field(default_factory=dict)
+    vending: VendingOptions | None = None
 
 
 def is_loopback(host: str) -> bool:
@@ -218,11 +221,21 @@ def serve(options: ServeOptions) -> int:
     authenticator = authenticator_for(options)
     catalog = catalog_for(options)
     catalog.warm_up()
+    client_properties = client_properties_for(catalog, options.client_properties)
+    vendor = (
+        None if options.vending is None else CredentialVendor(options.vending, client_properties)
+    )
     # uvicorn's own start lines would repeat ours ("listening on ..."); its warnings stay.
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
     # The access log is ours (lakecore.rest.accesslog); uvicorn's would repeat every line.
     config = uvicorn.Config(
-        app(catalog, authenticator=authenticator, max_body_bytes=options.max_body_bytes),
+        app(
+            catalog,
+            authenticator=authenticator,
+            max_body_bytes=options.max_body_bytes,
+            client_properties=options.client_properties,
+            vendor=vendor,
+        ),
         host=options.host.strip("[]"),
         port=options.port,
         access_log=False,
@@ -235,9 +248,15 @@ def serve(options: ServeOptions) -> int:
         if options.max_batch == 1
         else f"group commit up to {options.max_batch} a version"
     )
+    # Said when the server starts: without a role, clients need storage credentials of their own.
+    vending = (
+        "no credentials vended (--vended-credentials-role not given)"
+        if options.vending is None
+        else f"credentials vended from {options.vending.role_arn}"
+    )
     note = (
         f"lakehouse {catalog.lakehouse.storage.root_uri}, warehouse {catalog.warehouse}, {who}, "
-        f"{batching}"
+        f"{batching}, {vending}"
     )
     token_file = authenticator.token_file
     server = AnnouncingServer(

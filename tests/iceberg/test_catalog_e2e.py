@@ -168,8 +168,9 @@ def test_cli_table_show_prints_format_properties(
 
 @pytest.mark.s3
 def test_explicit_storage_options_reach_the_lakehouse(s3_server: S3TestServer) -> None:
-    """``lakecore.storage-options`` (JSON, as a config file gives it) is what lakecore's own
-    files use; pyiceberg's ``s3.*`` properties still serve the Iceberg files."""
+    """``lakecore.storage-options`` (JSON, as a config file gives it) reach lakecore's own
+    files, with what pyiceberg's ``s3.*`` properties add (the region): one configuration for
+    both (``lakecore.iceberg.storage_settings``)."""
     lake = s3_lake(s3_server)
     options = {
         "client_kwargs": {"endpoint_url": s3_server.endpoint},
@@ -178,7 +179,11 @@ def test_explicit_storage_options_reach_the_lakehouse(s3_server: S3TestServer) -
         "lakecore_timeout_seconds": 60,
     }
     catalog = lake.catalog(**{"lakecore.storage-options": json.dumps(options)})
-    assert catalog.lakehouse.storage.storage_options == options
+    region = lake.properties["s3.region"]
+    assert catalog.lakehouse.storage.storage_options == {
+        **options,
+        "client_kwargs": {**options["client_kwargs"], "region_name": region},
+    }
     catalog.create_namespace("ns")
     catalog.create_table("ns.t", SCHEMA).append(rows(range(3)))
     assert lake.open().list_tables("ns") == ["t"]

@@ -63,6 +63,7 @@ def test_config_lists_exactly_the_served_endpoints(rest: Served) -> None:
             "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
             "POST /v1/{prefix}/namespaces/{namespace}/register",
             "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
+            "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials",
             "POST /v1/{prefix}/tables/rename",
             "POST /v1/{prefix}/transactions/commit",
         ]
