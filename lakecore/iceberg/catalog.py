@@ -125,6 +125,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from pyiceberg.exceptions import ValidationError
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 
 from lakecore.iceberg.base import ReadOnlyTable
@@ -143,6 +144,8 @@ from lakecore.iceberg.tables import TableOps
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.schema import Schema
+    from pyiceberg.table import StagedTable, Table
+    from pyiceberg.table.update import TableRequirement, TableUpdate
     from pyiceberg.view import View
     from pyiceberg.view.metadata import ViewVersion
 
@@ -161,6 +164,31 @@ class LakecoreCatalog(CommitOps, TableOps, NamespaceOps, PurgeOps):
     #: (``lakecore.iceberg.errors.translated``): any other failure of a commit means it did not
     #: land. The REST server relies on it (``lakecore.rest.errors``).
     reports_unknown_commits: Final = True
+
+    def _update_and_stage_table(
+        self,
+        current_table: Table | None,
+        table_identifier: Identifier,
+        requirements: tuple[TableRequirement, ...],
+        updates: tuple[TableUpdate, ...],
+    ) -> StagedTable:
+        """pyiceberg's, with updates that leave the metadata without the schema, partition spec
+        or sort order it names refused (``ValidationError``): pyiceberg looks them up with
+        ``next()``, so a create transaction without ``add-schema`` (``{"requirements":
+        [{"type": "assert-create"}], "updates": []}``) raised ``StopIteration``, a 500 at the
+        REST server. Nothing is written before this point."""
+        try:
+            return super()._update_and_stage_table(
+                current_table, table_identifier, requirements, updates
+            )
+        except StopIteration:
+            what = "create" if current_table is None else "change"
+            raise ValidationError(
+                f"the updates of this {what} of table {'.'.join(table_identifier)} leave it "
+                "without the current schema, partition spec or sort order its metadata names; "
+                "a create must add a schema, a partition spec and a sort order and set each as "
+                "current (-1: the last added)"
+            ) from None
 
     # -- views: not supported -----------------------------------------------------------------
 
