@@ -163,6 +163,8 @@ class CatalogBase(MetastoreCatalog):
         recorded = Registry.of(self._lakehouse.lakehouse_def.properties).warehouse
         if recorded is None:
             root = self._lakehouse.storage.root_uri
+            if given:  # before it is recorded for good: every table location starts with it
+                canonical_location(str(given), "the warehouse")
             return normalize_location(str(given or root + DEFAULT_WAREHOUSE_DIRECTORY))
         if given and normalize_location(str(given)) != recorded:
             raise InvalidLocationError(

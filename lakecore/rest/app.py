@@ -16,7 +16,8 @@ Rules:
 * **Authenticate first.** A ``/v1/`` request's token is checked before its path is matched
   or its body read: a request that does not authenticate learns nothing (401 whatever the
   route), and no parser sees what it sent.
-* A body larger than ``max_body_bytes`` is 413 before it is read whole; a malformed JSON body is
+* A body larger than ``max_body_bytes`` is 413 before it is read whole, one that has not
+  arrived ``BODY_SECONDS`` after the headers is 408 (its connection closed); a malformed JSON body is
   400 ``BadRequestException``; every error, an unknown path (``//v1``, an escaped newline)
   included, is the spec's JSON error model (``lakecore.rest.errors``).
 * Each request is logged once (``lakecore.rest.accesslog``) and counted
@@ -44,7 +45,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lakecore.rest.accesslog import log_request
 from lakecore.rest.auth import Authenticator, OAuthError, Principal
-from lakecore.rest.defaults import DEFAULT_MAX_BODY_BYTES, READ_THREADS, WRITE_THREADS
+from lakecore.rest.defaults import (
+    BODY_SECONDS,
+    DEFAULT_MAX_BODY_BYTES,
+    READ_THREADS,
+    WRITE_THREADS,
+)
 from lakecore.rest.errors import NOT_FOUND, RestError, bad_request, rest_error_of
 from lakecore.rest.metrics import CONTENT_TYPE, ServerMetrics
 from lakecore.rest.paging import Listings
@@ -103,11 +109,17 @@ class Server:
             raise self.too_large()
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                raise self.too_large()
-            chunks.append(chunk)
+        # uvicorn has no body timeout: a client that stops sending held its connection (and a
+        # graceful stop) for good. 408, and the connection is closed.
+        with anyio.move_on_after(BODY_SECONDS) as reading:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > self.max_body_bytes:
+                    raise self.too_large()
+                chunks.append(chunk)
+        if reading.cancelled_caught:
+            message = f"the request body did not arrive within {BODY_SECONDS:g} s"
+            raise RestError(408, "RequestTimeoutException", message, {"Connection": "close"})
         return b"".join(chunks)
 
     def too_large(self) -> RestError:
