@@ -347,6 +347,9 @@ def app(
         ],
         exception_handlers={HTTPException: _http_exception_as_json},
     )
+    # No redirect from /v1 to /v1/: its URL decodes the query as UTF-8, and a query byte that
+    # is not (an ASGI server may pass any) was a 500. An API path is exact; else a JSON 404.
+    starlette.router.redirect_slashes = False
     return Observed(starlette, server)
 
 
