@@ -23,8 +23,8 @@ Rules:
   http://HOST:PORT (...)``, with the port actually bound (``--port 0`` picks a free one).
   The access log and errors go to stderr. SIGINT and SIGTERM stop it gracefully: uvicorn
   stops listening and gives the requests in flight ``SHUTDOWN_SECONDS`` (10 s) to finish, then
-  cancels the rest (a commit already in its root write still completes in its thread); exit
-  code 0. Before, a client that never finished its body kept a stopped server running.
+  cancels the rest (a catalog call already running in a thread finishes before the process
+  exits, its answer unsent); exit code 0. Before, a client that never finished its body kept a stopped server running.
 * A socket that cannot listen (the port taken, ``--host`` not an address of this machine, a
   port below 1024 without the right) is one line naming the address, why, and what to do, and
   exit code 4 (``ExitCode.FAILURE``): uvicorn itself logs the ``OSError`` with a timestamp and

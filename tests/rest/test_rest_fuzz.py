@@ -30,9 +30,13 @@ Properties, checked on every answer:
   root holds exactly what it held before.
 
 The requests go to the app in-process (``tests/rest/asgi.py``): no socket, about 2 ms for a
-refusal and 50 ms for a commit. ``make test`` runs ``DEFAULT_EXAMPLES`` requests per server
-(about 20 s on the 2-core CI machine); ``pytest -m slow tests/rest/test_rest_fuzz.py`` runs
-``SLOW_EXAMPLES``. What the fuzzing found is at the end, each as a focused regression test.
+refusal and 50 ms for a commit; the strategies are in ``tests/rest/hostile_requests.py``.
+``make test`` runs ``DEFAULT_EXAMPLES`` requests per server (the file: 16 s of test time on the
+shared 2-core machine under load); ``pytest -m slow tests/rest/test_rest_fuzz.py`` runs
+``SLOW_EXAMPLES`` per server (about 7 minutes). Failing examples are kept in the repository's
+``.hypothesis/`` (ignored by git) and tried first next time. What the fuzzing found is at the
+end, each as a focused regression test, and in ``FINDINGS``, which the property always sends
+first.
 """
 
 from __future__ import annotations
