@@ -194,6 +194,7 @@ class CatalogBase(MetastoreCatalog):
             max_wait_seconds=max_wait_seconds,
             retryable=(CommitFailedException,),
             unknown=(CommitStateUnknownException,),
+            stale=self._latest.suspect,
         )
         self._metadata_cache = SizedLRU[str, TableMetadata](METADATA_CACHE_BYTES)
         # The metadata files of the batch being staged, by location, until they are written.
@@ -209,6 +210,8 @@ class CatalogBase(MetastoreCatalog):
         recorded = Registry.of(self._lakehouse.lakehouse_def.properties).warehouse
         if recorded is None:
             root = self._lakehouse.storage.root_uri
+            if given:  # before it is recorded for good: every table location starts with it
+                canonical_location(str(given), "the warehouse")
             return normalize_location(str(given or root + DEFAULT_WAREHOUSE_DIRECTORY))
         if given and normalize_location(str(given)) != recorded:
             raise InvalidLocationError(

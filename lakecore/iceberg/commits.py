@@ -194,12 +194,24 @@ class CommitOps(PlacementRules):
         base = None if current is None else current.metadata
         for requirement in requirements:
             requirement.validate(base)
-        metadata = apply_updates(
-            base if base is not None else self._empty_table_metadata(),
-            updates,
-            enforce_validation=current is None,
-            metadata_location=None if current is None else current.metadata_location,
-        )
+        try:
+            metadata = apply_updates(
+                base if base is not None else self._empty_table_metadata(),
+                updates,
+                enforce_validation=current is None,
+                metadata_location=None if current is None else current.metadata_location,
+            )
+        except StopIteration:
+            # pyiceberg looks the current schema, spec and sort order up with next(): updates
+            # that leave one of them unnamed ({"requirements": [{"type": "assert-create"}],
+            # "updates": []}) raised StopIteration, a 500 at the REST server.
+            what = "create" if current is None else "change"
+            raise ValidationError(
+                f"the updates of this {what} of table {'.'.join(identifier)} leave it without "
+                "the current schema, partition spec or sort order its metadata names; a create "
+                "must add a schema, a partition spec and a sort order and set each as current "
+                "(-1: the last added)"
+            ) from None
         version = (
             0 if current is None else self._parse_metadata_version(current.metadata_location) + 1
         )

@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
-from lakecore.errors import CommitConflictError, CommitStateUnknownError
+from lakecore.errors import CommitConflictError, CommitStateUnknownError, VersionExpiredError
 from lakecore.lakehouse.transaction import Savepoint, Transaction
 
 T = TypeVar("T")
@@ -95,9 +95,9 @@ class Batch:
         self._files = dict(savepoint.files)
 
     def write_files(self) -> None:
-        """Write the staged files side by side (an error goes to the caller: nothing of the
-        batch is committed then)."""
-        writes = list(self._files.values())
+        """Write the staged files, and the transaction's definition files, side by side (an
+        error goes to the caller: nothing of the batch is committed then)."""
+        writes = [*self._files.values(), self.tx.write_new_files]
         if len(writes) == 1:
             writes[0]()
         elif writes:
@@ -145,7 +145,9 @@ class GroupCommitter:
     one of ``retryable`` when an object of the batch was changed by another writer (the batch
     is then staged again), one of ``unknown`` when the outcome is unknown, and any other error
     when nothing landed; ``landed(tx)`` is told about each committed transaction before its
-    units are answered."""
+    units are answered. A unit that meets ``VersionExpiredError`` while it is staged (the
+    batch's version was expired under it) makes the whole batch start again, after
+    ``stale()``: the next ``begin()`` must look at the latest version afresh."""
 
     def __init__(
         self,
@@ -157,6 +159,7 @@ class GroupCommitter:
         max_wait_seconds: float = DEFAULT_MAX_WAIT_SECONDS,
         retryable: tuple[type[Exception], ...] = (CommitConflictError,),
         unknown: tuple[type[Exception], ...] = (CommitStateUnknownError,),
+        stale: Callable[[], None] | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -169,6 +172,7 @@ class GroupCommitter:
         self.max_wait_seconds = max_wait_seconds
         self._retryable = retryable
         self._unknown = unknown
+        self._stale = stale
         self.stats = CommitStats()
         self._lock = threading.Condition()
         self._queue: deque[_Unit[Any]] = deque()
@@ -229,16 +233,29 @@ class GroupCommitter:
             tx = self._begin()
             batch = Batch(tx)
             staged: list[_Unit[Any]] = []
+            stale = False
             for unit in live:
                 savepoint = batch.savepoint()
                 try:
                     unit.result = unit.apply(batch)
+                except VersionExpiredError:
+                    # The version the batch stands on was expired under it (version compaction
+                    # between the look at the latest version and a read): not this unit's
+                    # fault; the batch starts again on the latest.
+                    stale = True
+                    break
                 except Exception as exc:
                     batch.rollback_to(savepoint)
                     self.stats.units_refused += 1
                     unit.finish(error=exc)
                 else:
                     staged.append(unit)
+            if stale:
+                tx.abort()
+                self.stats.restagings += 1
+                if self._stale is not None:
+                    self._stale()
+                continue
             live = staged
             if not live:
                 tx.abort()

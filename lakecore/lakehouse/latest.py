@@ -17,9 +17,9 @@ Rules:
   only after a gap appeared above ``v``: version compaction expired ``v+1`` while ``v`` is
   pinned (an export, an age override) or was younger than its maximum age allows, or repair
   dropped a damaged ``v+1``. So every ``FULL_CHECK_SECONDS`` a check reads the hint too, which
-  compaction points at a retained version before it deletes a root (docs/format.md#latest-
-  version): two requests; without a readable hint, the format's whole discovery, which lists
-  the roots (and finds that the lakehouse vanished). So do the first check and any after
+  compaction points at a retained version before it deletes a root
+  (docs/format.md#latest-version): two requests; without a readable hint, the format's whole
+  discovery, which lists the roots (and finds that the lakehouse vanished). So do the first check and any after
   ``suspect()``. A read is stale by at most that period in those rare cases, never otherwise.
 * **Commits of this process** are known without asking: ``installed()`` takes the root a
   commit just created, before the commit is acknowledged.

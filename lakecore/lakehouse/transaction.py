@@ -474,6 +474,12 @@ class Transaction:
         self.guard_ranges = dict(savepoint.guard_ranges)
         self.definition_changes = dict(savepoint.definition_changes)
 
+    def write_new_files(self) -> None:
+        """Write the definition files staged so far now (the commit writes any left): a caller
+        with other files to write before the root writes these beside them, in one round."""
+        self._check_open()
+        self._write_new_files()
+
     def _write_new_files(self) -> None:
         # Only definitions a key still points to: a table created and then updated in the same
         # transaction needs its last definition file, not the first.

@@ -16,7 +16,8 @@ Rules:
 * **Authenticate first.** A ``/v1/`` request's token is checked before its path is matched
   or its body read: a request that does not authenticate learns nothing (401 whatever the
   route), and no parser sees what it sent.
-* A body larger than ``max_body_bytes`` is 413 before it is read whole; a malformed JSON body is
+* A body larger than ``max_body_bytes`` is 413 before it is read whole, one that has not
+  arrived ``BODY_SECONDS`` after the headers is 408 (its connection closed); a malformed JSON body is
   400 ``BadRequestException``; every error, an unknown path (``//v1``, an escaped newline)
   included, is the spec's JSON error model (``lakecore.rest.errors``).
 * Each request is logged once (``lakecore.rest.accesslog``) and counted
@@ -49,6 +50,7 @@ from lakecore.rest.auth import Authenticator, OAuthError, Principal
 from lakecore.rest.credentials import CredentialVendor
 from lakecore.rest.defaults import (
     ANSWER_CACHE_BYTES,
+    BODY_SECONDS,
     DEFAULT_MAX_BODY_BYTES,
     READ_THREADS,
     WRITE_THREADS,
@@ -131,11 +133,17 @@ class Server:
             raise self.too_large()
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                raise self.too_large()
-            chunks.append(chunk)
+        # uvicorn has no body timeout: a client that stops sending held its connection (and a
+        # graceful stop) for good. 408, and the connection is closed.
+        with anyio.move_on_after(BODY_SECONDS) as reading:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > self.max_body_bytes:
+                    raise self.too_large()
+                chunks.append(chunk)
+        if reading.cancelled_caught:
+            message = f"the request body did not arrive within {BODY_SECONDS:g} s"
+            raise RestError(408, "RequestTimeoutException", message, {"Connection": "close"})
         return b"".join(chunks)
 
     def too_large(self) -> RestError:
@@ -376,6 +384,9 @@ def app(
         ],
         exception_handlers={HTTPException: _http_exception_as_json},
     )
+    # No redirect from /v1 to /v1/: its URL decodes the query as UTF-8, and a query byte that
+    # is not (an ASGI server may pass any) was a 500. An API path is exact; else a JSON 404.
+    starlette.router.redirect_slashes = False
     return Observed(starlette, server)
 
 

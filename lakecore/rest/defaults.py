@@ -10,7 +10,10 @@ of 60 nested structs is about 180 levels deep). An issued token lives
 ``ISSUED_TOKEN_SECONDS`` (one hour, ``lakecore.rest.auth``), ``--token-lifetime`` at least
 ``MIN_TOKEN_SECONDS`` (a Java client refreshes a tenth of it before the end) and at most
 ``MAX_TOKEN_SECONDS`` (a day: a revoked credential's tokens die with the file change anyway, but
-a stolen token should not outlive a working day).
+a stolen token should not outlive a working day). A request body must arrive within
+``BODY_SECONDS`` of its headers (a client that stops sending is 408 and its connection closed:
+uvicorn itself has no such timeout, so a stalled body held its connection, and a graceful stop,
+for good); on SIGTERM or SIGINT, requests in flight get ``SHUTDOWN_SECONDS`` to finish.
 """
 
 from __future__ import annotations
@@ -30,9 +33,12 @@ ANSWER_CACHE_BYTES: Final = 64 << 20
 ISSUED_TOKEN_SECONDS: Final = 3600
 MIN_TOKEN_SECONDS: Final = 60
 MAX_TOKEN_SECONDS: Final = 86400
+BODY_SECONDS: Final = 30.0
+SHUTDOWN_SECONDS: Final = 10
 
 __all__ = [
     "ANSWER_CACHE_BYTES",
+    "BODY_SECONDS",
     "DEFAULT_HOST",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_PORT",
@@ -41,5 +47,6 @@ __all__ = [
     "MAX_TOKEN_SECONDS",
     "MIN_TOKEN_SECONDS",
     "READ_THREADS",
+    "SHUTDOWN_SECONDS",
     "WRITE_THREADS",
 ]

@@ -21,8 +21,10 @@ Rules:
   (``ISSUED_TOKEN_SECONDS``, one hour; 60 s to a day).
 * When the socket listens, one line goes to stdout: ``lakecore serve: listening on
   http://HOST:PORT (...)``, with the port actually bound (``--port 0`` picks a free one).
-  The access log and errors go to stderr. SIGINT and SIGTERM stop it gracefully (uvicorn
-  finishes the requests in flight), with exit code 0.
+  The access log and errors go to stderr. SIGINT and SIGTERM stop it gracefully: uvicorn
+  stops listening and gives the requests in flight ``SHUTDOWN_SECONDS`` (10 s) to finish, then
+  cancels the rest (a catalog call already running in a thread finishes before the process
+  exits, its answer unsent); exit code 0. Before, a client that never finished its body kept a stopped server running.
 * A socket that cannot listen (the port taken, ``--host`` not an address of this machine, a
   port below 1024 without the right) is one line naming the address, why, and what to do, and
   exit code 4 (``ExitCode.FAILURE``): uvicorn itself logs the ``OSError`` with a timestamp and
@@ -58,6 +60,7 @@ from lakecore.rest.defaults import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_PORT,
     ISSUED_TOKEN_SECONDS,
+    SHUTDOWN_SECONDS,
 )
 from lakecore.rest.tokenfile import TokenFile
 
@@ -241,6 +244,7 @@ def serve(options: ServeOptions) -> int:
         access_log=False,
         log_config=None,
         lifespan="off",
+        timeout_graceful_shutdown=SHUTDOWN_SECONDS,
     )
     who = "anonymous allowed" if options.allow_anonymous else f"tokens from {options.token_file}"
     batching = (

@@ -224,10 +224,13 @@ class NodeStore:
         with self._in_flight_lock:
             self._in_flight -= 1
 
-    def write_many(self, nodes: list[tuple[str, Node]], *, threads: int = WRITE_THREADS) -> None:
+    def write_many(
+        self, nodes: list[tuple[str, Node]], *, threads: int = WRITE_THREADS, cache: bool = False
+    ) -> None:
         """Write new nodes at paths chosen beforehand, in parallel, then make them durable with
         one sync. A commit only happens after this returns, so neither the parallelism nor the
-        batched sync changes what a reader can see."""
+        batched sync changes what a reader can see. ``cache`` keeps them (a commit's nodes are
+        what its next reader walks; a bulk build's would flood the cache)."""
         if not nodes:
             return
 
@@ -240,6 +243,9 @@ class NodeStore:
         with ThreadPoolExecutor(max_workers=min(threads, len(nodes))) as pool:
             sizes = list(pool.map(one, nodes))
         self.storage.sync()  # one flush for the batch, before anything can point at it
+        if cache and self.cache is not None:
+            for (path, node), size in zip(nodes, sizes, strict=True):
+                self.cache.put((self._cache_prefix, path), node, size)
         self.stats.files_written += len(nodes)
         self.stats.bytes_written += sum(sizes)
         self.stats.written_paths.extend(path for path, _ in nodes)

@@ -50,6 +50,7 @@ from typing import Protocol
 
 from lakecore import keys as K
 from lakecore.errors import LakecoreError, TreeStructureError
+from lakecore.locations import new_node_file_path
 from lakecore.node import Node, message_size, utf8_len, utf8_total
 from lakecore.tree.shape import NODE_PATH_BYTES, TreeShape
 from lakecore.tree.store import IOStats, NodeStore
@@ -225,6 +226,10 @@ class TreeWriter:
         self.height = self._measure_height(self.root)
         self.defer_height = defer_height
         self.deferred: dict[int, WNode] = {}  # id(node) -> a node set aside at the cut
+        # Changed nodes, their paths chosen, written together by ``_write_pending``: side by
+        # side, one sync, where one at a time each cost a round trip to the store (a commit
+        # that changes twenty leaves waited for twenty PUTs on S3).
+        self._pending: list[tuple[str, Node]] = []
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -303,6 +308,7 @@ class TreeWriter:
         """Write every changed non-root node; return the new root's content (not written)."""
         root = self.root
         children = [self._write(c) if isinstance(c, WNode) else c for c in root.children]
+        self._write_pending()
         node = Node(list(root.keys), list(root.values), children, dict(root.buffer), {})
         size = root.size(self.shape)
         if size > self.shape.node_file_max_size_bytes:
@@ -382,11 +388,19 @@ class TreeWriter:
             dict(w.buffer),
             {K.CREATED_AT_MILLIS_KEY: str(created)},
         )
-        path = self.store.write(node)
+        path = new_node_file_path()
+        self._pending.append((path, node))
         w.children = list(child_paths)
         w.origin = path
         w.dirty = False
         return path
+
+    def _write_pending(self) -> None:
+        """Write the nodes ``_write`` chose paths for: before anything can name them (the
+        caller's root)."""
+        if self._pending:
+            self.store.write_many(self._pending, cache=True)
+            self._pending = []
 
     # -- the root ------------------------------------------------------------------------------
 
@@ -773,6 +787,7 @@ def flush_node(
     nodes, seps = writer._settle(subtree, policy, height)
     underflow = len(nodes) == 1 and writer._underflows(nodes[0], height)
     paths = [writer._write(n) for n in nodes]
+    writer._write_pending()
     after = store.stats.as_dict()
     delta = IOStats(
         files_read=after["files_read"] - before["files_read"],
