@@ -25,6 +25,11 @@ Rules:
   ``NamespaceResponse``, ``ListTablesResponse``, ...); ``GET /v1/config``'s answer is plain
   JSON, as pyiceberg's ``ConfigResponse`` would write its endpoints as objects, not the spec's
   ``"METHOD /path"`` strings.
+* ``loadNamespaceMetadata`` of a ``LakecoreCatalog`` names the namespace's ``location`` (where
+  its tables go by default) when the namespace has none of its own, as Iceberg's own catalogs
+  do; Trino creates tables staged, at a location of its own inside it, only when it has one.
+* A staged ``createTable`` answers the metadata the table would start with (one schema, spec
+  and sort order), not pyiceberg's create transaction's, which lists each of them twice.
 * A route is a *write* when it changes the catalog; writes need a read-write principal and a
   live prefix (403 otherwise).
 """
@@ -41,7 +46,7 @@ from urllib.parse import unquote, urlparse
 
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
-from pyiceberg.catalog import Catalog
+from pyiceberg.catalog import LOCATION, Catalog
 from pyiceberg.catalog.rest import (
     ListNamespaceResponse,
     ListTableResponseEntry,
@@ -60,6 +65,7 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import IcebergBaseModel, Identifier
 
+from lakecore.iceberg.catalog import LakecoreCatalog
 from lakecore.rest.auth import Principal
 from lakecore.rest.errors import RestError, bad_request
 from lakecore.rest.models import (
@@ -224,8 +230,14 @@ def create_namespace(call: Call) -> Reply:
 
 def load_namespace(call: Call) -> Reply:
     namespace = namespace_of(call.params["namespace"])
-    properties = call.target.catalog.load_namespace_properties(namespace)
-    return json_reply(NamespaceResponse(namespace=namespace, properties=dict(properties)))
+    catalog = call.target.catalog
+    properties = dict(catalog.load_namespace_properties(namespace))
+    if LOCATION not in properties and isinstance(catalog, LakecoreCatalog):
+        # Where the namespace's tables go by default, as Iceberg's own catalogs say. Trino
+        # needs it: without a namespace location it creates a table outright, not staged, and
+        # then refuses it because its location is not empty (the new metadata file is there).
+        properties[LOCATION] = catalog.namespace_location(namespace)
+    return json_reply(NamespaceResponse(namespace=namespace, properties=properties))
 
 
 def namespace_exists(call: Call) -> Reply:
@@ -287,10 +299,22 @@ def create_table(call: Call) -> Reply:
     }
     if body.stage_create:
         # Nothing is written: the metadata the table would start with; the client commits it
-        # (with assert-create) through updateTable.
+        # (with assert-create) through updateTable. Not the transaction's table_metadata: that
+        # is the start plus the transaction's own first changes (AddSchema, AddSpec, ...), so
+        # it lists schema 0, spec 0 and sort order 0 twice, which Java clients refuse ("Multiple
+        # entries with same key": Trino's CREATE TABLE, Spark's CREATE TABLE AS SELECT).
         staged = catalog.create_table_transaction(identifier, **arguments)
-        make_local_metadata_folder(staged.table_metadata.location)
-        return table_reply(call, staged.table_metadata, None)
+        first = staged.table_metadata
+        start = new_table_metadata(
+            schema=first.schema(),
+            partition_spec=first.spec(),
+            sort_order=first.sort_order_by_id(first.default_sort_order_id) or UNSORTED_SORT_ORDER,
+            location=first.location,
+            properties={**first.properties, "format-version": str(first.format_version)},
+            table_uuid=first.table_uuid,
+        )
+        make_local_metadata_folder(start.location)
+        return table_reply(call, start, None)
     table = catalog.create_table(identifier, **arguments)
     return table_reply(call, table.metadata, table.metadata_location)
 
