@@ -323,13 +323,21 @@ MARKER_OF_FIXTURE: dict[str, str] = {
     "s3_server": "s3",
     "spark_cluster": "cluster",
     "spark_connect": "connect",
+    "spark_sql_engine": "engines",
+    "trino_server": "engines",
 }
 
 
 # Under pytest-xdist (make test runs two workers) each worker starts the session fixtures it
-# needs: a SparkSession or moto costs a few seconds, the cluster and the Connect server much
-# more, so every test of one of those runs on one worker (``--dist loadgroup``).
-XDIST_GROUP_OF_FIXTURE: dict[str, str] = {"spark_cluster": "cluster", "spark_connect": "connect"}
+# needs: a SparkSession or moto costs a few seconds, the cluster, the Connect server and the
+# engines (Spark SQL with Iceberg, Trino) much more, so every test of one of those runs on one
+# worker (``--dist loadgroup``). A test that uses both engines is in the one "engines" group.
+XDIST_GROUP_OF_FIXTURE: dict[str, str] = {
+    "spark_cluster": "cluster",
+    "spark_connect": "connect",
+    "spark_sql_engine": "engines",
+    "trino_server": "engines",
+}
 
 
 # tryfirst: xdist's own hook (its worker's, registered after this file is loaded, so called

@@ -4,7 +4,7 @@ It keeps the suite fast by showing where its time goes, every run, CI's included
 
 - the 20 slowest tests (setup, call and teardown together: a session fixture's start is paid
   by the first test that asks for it);
-- the total per marker (spark, s3, cluster, connect, airflow, reliability; ``none``
+- the total per marker (spark, s3, cluster, connect, engines, airflow, reliability; ``none``
   for tests without one), a test counted under each of its markers, and the xdist workers
   that ran them (a marker whose session servers should start once shows one worker);
 - every test over ``BUDGET_SECONDS`` that ``tests/expensive_tests.txt`` does not list, with what
@@ -30,7 +30,7 @@ import pytest
 
 BUDGET_SECONDS = 30.0
 SLOWEST_SHOWN = 20
-KINDS = ("spark", "s3", "cluster", "connect", "airflow", "reliability", "slow")
+KINDS = ("spark", "s3", "cluster", "connect", "engines", "airflow", "reliability", "slow")
 REPO = Path(__file__).resolve().parent.parent
 EXPENSIVE_LIST = Path(__file__).resolve().parent / "expensive_tests.txt"
 
