@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from lakecore.iceberg import LakecoreCatalog
 from lakecore.lakehouse import Lakehouse
 from lakecore.rest.app import app
 from lakecore.rest.auth import Authenticator
+from tests.conftest import S3_TEST_REGION, S3TestServer
 from tests.engines import artifacts
 from tests.engines.spark_sql import (
     SPARK_PYTHON,
@@ -46,7 +48,7 @@ from tests.rest.server import SessionServer, shared_server
 
 
 def missing(what: str) -> None:
-    message = f"{what}: run `make engines` (docs/testing.md)"
+    message = f"{what}: run `make engines` (docs/testing.md#the-engines-spark-sql-and-trino)"
     if os.environ.get("CI"):
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
@@ -80,10 +82,11 @@ def trino_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrinoServ
 class Lake:
     """A lakehouse, its catalog, and the session's REST server serving it at ``url``."""
 
-    root: Path
+    root: str
     catalog: LakecoreCatalog
     url: str
     server: SessionServer
+    storage_options: dict[str, Any] | None = None
 
     def secure(self, authenticator: Authenticator) -> str:
         """Serve the lakehouse with ``authenticator`` from now on; the URL."""
@@ -94,7 +97,7 @@ class Lake:
         return RestCatalog("rest", uri=self.url, **properties)
 
     def version(self) -> int:
-        return Lakehouse.open(str(self.root)).version
+        return Lakehouse.open(self.root, storage_options=self.storage_options).version
 
     @property
     def warehouse(self) -> str:
@@ -103,11 +106,33 @@ class Lake:
 
 @pytest.fixture
 def lake(tmp_path: Path) -> Lake:
-    root = tmp_path / "lake"
-    Lakehouse.create(str(root))
-    catalog = LakecoreCatalog("lakecore", uri=str(root))
+    root = str(tmp_path / "lake")
+    Lakehouse.create(root)
+    catalog = LakecoreCatalog("lakecore", uri=root)
     server = shared_server()
     return Lake(root, catalog, server.serve(app(catalog)), server)
+
+
+@pytest.fixture
+def s3_lake(s3_server: S3TestServer) -> Lake:
+    """A lakehouse on moto's S3 (the warehouse beside it), served like ``lake``."""
+    base = f"s3://{s3_server.bucket}/{uuid.uuid4()}"
+    options = s3_server.storage_options()
+    Lakehouse.create(f"{base}/lake", storage_options=options)
+    catalog = LakecoreCatalog(
+        "lakecore",
+        uri=f"{base}/lake",
+        storage_options=options,
+        warehouse=f"{base}/warehouse",
+        **{
+            "s3.endpoint": s3_server.endpoint,
+            "s3.access-key-id": options["key"],
+            "s3.secret-access-key": options["secret"],
+            "s3.region": S3_TEST_REGION,
+        },
+    )
+    server = shared_server()
+    return Lake(f"{base}/lake", catalog, server.serve(app(catalog)), server, options)
 
 
 @dataclass
