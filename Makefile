@@ -23,16 +23,27 @@ DUCKDB_VENV := .venv-duckdb
 DUCKDB_PY := $(DUCKDB_VENV)/bin/python
 DUCKDB_STAMP := $(DUCKDB_VENV)/.installed
 DUCKDB_SPEC := "duckdb==1.5.5" "duckdb-extension-iceberg==1.5.5" "duckdb-extension-httpfs==1.5.5" "duckdb-extension-avro==1.5.5"
+# Spark SQL and Trino, clients of the REST server in tests/engines/. Spark gets its own venv:
+# Iceberg's Spark runtime exists for Spark 4.1, not for .venv's pyspark 4.3. Their jars and
+# Trino's server come from Maven Central through Maven's own client, checked against pinned
+# sha512s, into build/engines/ (tests/engines/artifacts.py; Maven's local repository is the
+# cache between runs). About 50 s and 520 MB for the venv, 30 s and 510 MB for build/engines
+# when Maven has the files already.
+SPARK_VENV := .venv-spark
+SPARK_PY := $(SPARK_VENV)/bin/python
+SPARK_STAMP := $(SPARK_VENV)/.installed
+SPARK_SPEC := "pyspark==4.1.4"
+ENGINES_STAMP := build/engines/.fetched
 AIRFLOW_SPEC := "apache-airflow>=3.3,<3.4" "apache-airflow-providers-apache-spark>=6.3,<7" "pytest>=8,<10" "pytest-timeout>=2.3"
 
-.PHONY: setup demo test test-quick test-setup test-airflow lint proto bench clean browser jvm-archive
+.PHONY: setup demo test test-quick test-setup test-airflow test-engines lint proto bench clean browser jvm-archive engines
 
 # The test tiers (docs/testing.md says what each leaves out and what it costs). make test is
 # what CI runs: everything not marked slow, on PYTEST_WORKERS workers (pytest-xdist; the tests
 # of the session's cluster and Connect server stay on one worker each). make test-quick is the
 # inner loop: the library, the CLI and the catalog, nothing that starts a JVM or a server.
 PYTEST_WORKERS ?= 2
-QUICK_MARKERS := not spark and not s3 and not cluster and not connect and not airflow and not reliability and not slow
+QUICK_MARKERS := not spark and not s3 and not cluster and not connect and not engines and not airflow and not reliability and not slow
 
 # pyiceberg's own catalog behaviour suite (tests/iceberg/behaviours/) runs from the sdist of the
 # pinned pyiceberg, fetched from the package index once and kept in build/. The module asks the
@@ -73,6 +84,19 @@ $(DUCKDB_STAMP): Makefile
 	$(DUCKDB_PY) -m pip install --quiet $(DUCKDB_SPEC)
 	touch $(DUCKDB_STAMP)
 
+$(SPARK_STAMP): Makefile
+	$(PYTHON) -m venv $(SPARK_VENV)
+	$(SPARK_PY) -m pip install --quiet $(SPARK_SPEC)
+	touch $(SPARK_STAMP)
+
+# Written only when every file is there and checked; without mvn (or a Java 24+ for Trino) the
+# module says so and the engine tests are skipped (they fail under CI).
+$(ENGINES_STAMP): tests/engines/artifacts.py | $(STAMP)
+	$(VENV_PY) -m tests.engines.artifacts
+	@if $(VENV_PY) -c 'import sys; from tests.engines import artifacts as a; sys.exit(not (a.spark_ready() and a.trino_ready()))'; then touch $@; fi
+
+engines: $(SPARK_STAMP) $(ENGINES_STAMP)
+
 demo: $(STAMP) jvm-archive
 	$(VENV_PY) -m jobs.demo --lakehouse "$(DEMO_LAKE)"
 
@@ -92,18 +116,33 @@ $(PYICEBERG_SUITE): tests/iceberg/behaviours/pyiceberg_sdist.py | $(STAMP)
 
 # The venvs, the browser, the class archive and pyiceberg's suite do not depend on each other
 # (but on .venv): built side by side, they take the time of the longest, not of the sum.
-test-setup: $(STAMP) $(AIRFLOW_STAMP) $(DUCKDB_STAMP) browser jvm-archive $(PYICEBERG_SUITE)
+test-setup: $(STAMP) $(AIRFLOW_STAMP) $(DUCKDB_STAMP) $(SPARK_STAMP) $(ENGINES_STAMP) browser jvm-archive $(PYICEBERG_SUITE)
 
+# tests/airflow runs in .venv-airflow beside the main suite, not after it: niced, it takes the
+# CPU the main suite's workers leave idle (they wait on JVMs and subprocesses: about 0.8 of the 2
+# cores on average), where it used to add about 110 s. Its output is kept in build/ and printed
+# after the main suite's; make test fails if either fails.
+AIRFLOW_LOG := build/test-airflow.log
 test:
 	@$(MAKE) --no-print-directory -j4 test-setup
-	$(VENV_PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
-	LAKECORE_TEST_TIMES=build/test-times-airflow.json $(AIRFLOW_PY) -m pytest -q tests/airflow
+	@mkdir -p build; \
+	LAKECORE_TEST_TIMES=build/test-times-airflow.json nice -n 10 \
+	  $(AIRFLOW_PY) -m pytest -q -p no:cacheprovider tests/airflow > $(AIRFLOW_LOG) 2>&1 & airflow=$$!; \
+	echo "$(VENV_PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup   (tests/airflow beside it: $(AIRFLOW_LOG))"; \
+	$(VENV_PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup; main=$$?; \
+	wait $$airflow; beside=$$?; \
+	echo; echo "==== tests/airflow in .venv-airflow (ran beside the main suite; $(AIRFLOW_LOG)) ===="; \
+	cat $(AIRFLOW_LOG); \
+	test $$main -eq 0 -a $$beside -eq 0
 
 test-quick: $(STAMP) $(PYICEBERG_SUITE)
 	$(VENV_PY) -m pytest -q -n $(PYTEST_WORKERS) -m "$(QUICK_MARKERS)"
 
 test-airflow: $(STAMP) $(AIRFLOW_STAMP)
 	$(AIRFLOW_PY) -m pytest -q tests/airflow
+
+test-engines: $(STAMP) $(DUCKDB_STAMP) engines
+	$(VENV_PY) -m pytest -q -m engines tests/engines
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff format --check lakecore jobs tests bench airflow_dags
@@ -120,9 +159,9 @@ bench: $(STAMP)
 # demo's reports go through the demo's own remover (DEMO_LAKE may name a folder that holds other
 # files; only reports lakecore wrote are removed), and of build/ only what the targets above
 # write (anything else there, and build/ itself then, stays).
-BUILT := build/jvm build/pyiceberg-0.12.0 build/pyiceberg-0.12.0.tar.gz build/lakecore-venv-*.tar.gz \
+BUILT := build/jvm build/engines build/test-airflow.log build/pyiceberg-0.12.0 build/pyiceberg-0.12.0.tar.gz build/lakecore-venv-*.tar.gz \
 	build/pack-venv-* build/pack-tmp-* build/.pack.lock build/lib build/bdist.* build/test-times*.json
 clean:
 	if [ -x $(VENV_PY) ]; then $(VENV_PY) -m jobs.demo --remove --lakehouse "$(DEMO_LAKE)"; fi
-	rm -rf $(VENV) $(AIRFLOW_VENV) $(DUCKDB_VENV) $(BUILT) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(AIRFLOW_VENV) $(DUCKDB_VENV) $(SPARK_VENV) $(BUILT) .pytest_cache .mypy_cache .ruff_cache
 	rmdir build 2>/dev/null || true

@@ -323,15 +323,28 @@ MARKER_OF_FIXTURE: dict[str, str] = {
     "s3_server": "s3",
     "spark_cluster": "cluster",
     "spark_connect": "connect",
+    "spark_sql_engine": "engines",
+    "trino_server": "engines",
 }
 
 
 # Under pytest-xdist (make test runs two workers) each worker starts the session fixtures it
-# needs: a SparkSession or moto costs a few seconds, the cluster and the Connect server much
-# more, so every test of one of those runs on one worker (``--dist loadgroup``).
-XDIST_GROUP_OF_FIXTURE: dict[str, str] = {"spark_cluster": "cluster", "spark_connect": "connect"}
+# needs: a SparkSession or moto costs a few seconds, the cluster, the Connect server and the
+# engines (Spark SQL with Iceberg, Trino) much more, so every test of one of those runs on one
+# worker (``--dist loadgroup``). A test that uses both engines is in the one "engines" group.
+XDIST_GROUP_OF_FIXTURE: dict[str, str] = {
+    "spark_cluster": "cluster",
+    "spark_connect": "connect",
+    "spark_sql_engine": "engines",
+    "trino_server": "engines",
+}
 
 
+# tryfirst: xdist's own hook (its worker's, registered after this file is loaded, so called
+# before it otherwise) turns each item's xdist_group mark into its group; the marks must be
+# there by then. Without it every group was spread over both workers, each starting its own
+# cluster and Connect server.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
@@ -344,3 +357,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     item.add_marker(pytest.mark.xdist_group(group))
         if "tests/airflow/" in item.nodeid:
             item.add_marker("airflow")
+
+
+# Set on an xdist worker when its grouped tests lost their groups (see below).
+_GROUPS_LOST = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Notice when xdist would not keep a group on one worker: it groups by a suffix that its
+    hook appends to each grouped node id (``...::test@cluster``), and pytest 9.2 ignores that
+    append (node ids became structured; pytest-xdist issue 1386): the groups were then spread
+    silently, each worker starting every group's servers. Such a test then fails at setup,
+    before its fixtures start anything, saying why."""
+    if not hasattr(session.config, "workerinput") or not session.config.getvalue("loadgroup"):
+        return
+    lost = [
+        item.nodeid
+        for item in session.items
+        if item.get_closest_marker("xdist_group") and "@" not in item.nodeid
+    ]
+    if lost:
+        session.config.stash[_GROUPS_LOST] = (
+            f"pytest-xdist's --dist loadgroup does not group with pytest {pytest.__version__}: "
+            f"{len(lost)} grouped tests would start their group's servers on every worker; "
+            "install the pytest pyproject.toml pins (make setup)"
+        )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    lost = item.config.stash.get(_GROUPS_LOST, None)
+    if lost is not None and item.get_closest_marker("xdist_group"):
+        pytest.fail(lost, pytrace=False)

@@ -4,8 +4,9 @@ It keeps the suite fast by showing where its time goes, every run, CI's included
 
 - the 20 slowest tests (setup, call and teardown together: a session fixture's start is paid
   by the first test that asks for it);
-- the total per marker (spark, s3, cluster, connect, airflow, reliability; ``none`` for tests
-  without one), a test counted under each of its markers;
+- the total per marker (spark, s3, cluster, connect, engines, airflow, reliability; ``none``
+  for tests without one), a test counted under each of its markers, and the xdist workers
+  that ran them (a marker whose session servers should start once shows one worker);
 - every test over ``BUDGET_SECONDS`` that ``tests/expensive_tests.txt`` does not list, with what
   to do about it: a new expensive test is said so, by name, not found months later;
 - the same as JSON in ``build/test-times.json`` (``LAKECORE_TEST_TIMES`` names another file),
@@ -29,7 +30,7 @@ import pytest
 
 BUDGET_SECONDS = 30.0
 SLOWEST_SHOWN = 20
-KINDS = ("spark", "s3", "cluster", "connect", "airflow", "reliability", "slow")
+KINDS = ("spark", "s3", "cluster", "connect", "engines", "airflow", "reliability", "slow")
 REPO = Path(__file__).resolve().parent.parent
 EXPENSIVE_LIST = Path(__file__).resolve().parent / "expensive_tests.txt"
 
@@ -47,27 +48,42 @@ def _allowed_patterns() -> list[str]:
     return patterns
 
 
+def without_group(nodeid: str) -> str:
+    """The node id without the ``@group`` that ``--dist loadgroup`` appends (xdist's rule: an
+    ``@`` after the last ``]``)."""
+    at = nodeid.rfind("@")
+    return nodeid[:at] if at > nodeid.rfind("]") else nodeid
+
+
 class TimingReport:
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
         self.kinds: dict[str, tuple[str, ...]] = {}
         self.outcomes: dict[str, str] = {}
+        self.workers: dict[str, str] = {}
         self.started = time.monotonic()
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.seconds[report.nodeid] += report.duration
+        nodeid = without_group(report.nodeid)
+        self.seconds[nodeid] += report.duration
         keywords = getattr(report, "keywords", {}) or {}
-        self.kinds[report.nodeid] = tuple(kind for kind in KINDS if kind in keywords)
+        self.kinds[nodeid] = tuple(kind for kind in KINDS if kind in keywords)
+        worker = getattr(report, "node", None)  # xdist's WorkerController, on the controller
+        if worker is not None:
+            self.workers[nodeid] = str(getattr(worker, "gateway", worker).id)
         if report.when == "call" or report.outcome != "passed":
-            self.outcomes[report.nodeid] = report.outcome
+            self.outcomes[nodeid] = report.outcome
 
     def summary(self) -> dict[str, Any]:
         per_kind: dict[str, dict[str, float]] = defaultdict(lambda: {"tests": 0, "seconds": 0.0})
+        workers_of: dict[str, set[str]] = defaultdict(set)
         for nodeid, seconds in self.seconds.items():
             for kind in self.kinds.get(nodeid) or ("none",):
                 per_kind[kind]["tests"] += 1
                 per_kind[kind]["seconds"] += seconds
+                if nodeid in self.workers:
+                    workers_of[kind].add(self.workers[nodeid])
         allowed = _allowed_patterns()
         over = [
             (nodeid, seconds)
@@ -81,7 +97,11 @@ class TimingReport:
             "tests": len(self.seconds),
             "test_seconds": round(sum(self.seconds.values()), 1),
             "per_marker": {
-                kind: {"tests": int(v["tests"]), "seconds": round(v["seconds"], 1)}
+                kind: {
+                    "tests": int(v["tests"]),
+                    "seconds": round(v["seconds"], 1),
+                    "workers": sorted(workers_of[kind]),
+                }
                 for kind, v in sorted(per_kind.items())
             },
             "slowest": [{"test": n, "seconds": round(s, 1)} for n, s in slowest],
@@ -106,7 +126,8 @@ class TimingReport:
             write(f"  {entry['seconds']:7.1f} s  {entry['test']}")
         write("per marker (a test counts under each of its markers):")
         for kind, totals in data["per_marker"].items():
-            write(f"  {kind:12s} {totals['tests']:5d} tests {totals['seconds']:8.1f} s")
+            where = f"  on {', '.join(totals['workers'])}" if totals["workers"] else ""
+            write(f"  {kind:12s} {totals['tests']:5d} tests {totals['seconds']:8.1f} s{where}")
         for entry in data["over_budget_unlisted"]:
             write(
                 f"OVER BUDGET: {entry['test']} took {entry['seconds']:.1f} s (budget "

@@ -9,7 +9,8 @@ Rules:
   an absolute URI ``scheme://authority/path`` or an absolute path (read as ``file://``), with
   no query (``?``), fragment (``#``), percent-escape (``%``), backslash, control or Unicode
   format character (category Cc or Cf, line and paragraph separators), no ``.``, ``..`` or
-  empty segment, at most ``MAX_LOCATION_CHARS`` characters; ``file:`` only as ``file:///path``.
+  empty segment, at most ``MAX_LOCATION_CHARS`` characters; a local file as ``file:///path`` or
+  ``file:/path`` (Hadoop's spelling, which Java engines write), never with a host.
   Anything else is refused (``InvalidLocationError``, a 400 at the REST server) before the
   location is stored, read or written: pyiceberg's FileIO drops what follows ``?`` (one path
   for every file of a table), and a client that decodes ``%2e%2e`` writes above the folder the
@@ -106,11 +107,14 @@ def canonical_location(location: object, what: str) -> str:
             f"{what} {shown} holds {problem}; a location is a plain path or URI without "
             "queries, fragments, escapes or control characters"
         )
+    if re.match(r"^[Ff][Ii][Ll][Ee]:/(?!/)", location):
+        # Hadoop's (Java engines') spelling of a local path: file:/abs is file:///abs.
+        location = "file://" + location[len("file:") :]
     match = _SCHEME_RE.match(location)
     if match is None:
-        if location.startswith("file:"):
+        if location.lower().startswith("file:"):
             raise InvalidLocationError(
-                f"{what} {shown} is a file: URI without '//': write file:///absolute/path"
+                f"{what} {shown} is a file: URI of a relative path: write file:///absolute/path"
             )
         if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", location) and not location.startswith("/"):
             raise InvalidLocationError(

@@ -114,15 +114,22 @@ class TableOps(PlacementRules):
         ):
             return [(*NS.levels(ns), table) for table in self._read().list_tables(ns)]
 
+    def namespace_location(self, namespace: str | Identifier) -> str:
+        """Where the namespace's tables go by default: its ``location`` property, else
+        ``<warehouse>/<level 1>/.../<level n>``, as a full URI (a bare path in a namespace's
+        location would be stored as one, and metadata_location is a full URI by the format's
+        rule).
+
+        Raises:
+            NoSuchNamespaceError: it does not exist.
+        """
+        properties = self.load_namespace_properties(namespace)
+        folder = "/".join([self.warehouse, *NS.levels(self._namespace(namespace))])
+        return normalize_location(properties.get(LOCATION) or folder)
+
     def _get_default_warehouse_location(self, database_name: str, table_name: str) -> str:
         # Unique per table (see the module docstring); pyiceberg's is <warehouse>/<ns>/<table>.
-        properties = self.load_namespace_properties(database_name)
-        # As a full URI (a bare path in a namespace's location would be stored as one, and
-        # metadata_location is a full URI by the format's rule).
-        # A nested namespace's folder nests too: <warehouse>/a/b for a.b.
-        folder = "/".join([self.warehouse, *NS.levels(database_name)])
-        base = normalize_location(properties.get(LOCATION) or folder)
-        return f"{base}/{table_name}-{uuid.uuid4().hex}"
+        return f"{self.namespace_location(database_name)}/{table_name}-{uuid.uuid4().hex}"
 
     # -- tables: changes ----------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ Rules:
 * Every route of ``OPERATIONS`` is served under ``/v1/{prefix}/...`` and, for the live catalog
   (no prefix), ``/v1/...``; ``ENDPOINTS`` lists them for ``GET /v1/config`` exactly as served
   (``POST /v1/{prefix}/transactions/commit`` only for a catalog with ``commit_tables``, such as
-  ``LakecoreCatalog``). Views, scan planning, credentials vending and remote signing are not
+  ``LakecoreCatalog``). Views, scan planning and remote signing are not
   served and not listed.
 * Paths are matched on the raw (still percent-encoded) path, segment by segment, and each
   segment is decoded on its own: a table name holding ``/`` (sent as ``%2F``) stays one name. A
@@ -25,6 +25,11 @@ Rules:
   ``NamespaceResponse``, ``ListTablesResponse``, ...); ``GET /v1/config``'s answer is plain
   JSON, as pyiceberg's ``ConfigResponse`` would write its endpoints as objects, not the spec's
   ``"METHOD /path"`` strings.
+* ``loadNamespaceMetadata`` of a ``LakecoreCatalog`` names the namespace's ``location`` (where
+  its tables go by default) when the namespace has none of its own, as Iceberg's own catalogs
+  do; Trino creates tables staged, at a location of its own inside it, only when it has one.
+* A staged ``createTable`` answers the metadata the table would start with (one schema, spec
+  and sort order), not pyiceberg's create transaction's, which lists each of them twice.
 * A route is a *write* when it changes the catalog; writes need a read-write principal and a
   live prefix (403 otherwise).
 """
@@ -43,7 +48,7 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
-from pyiceberg.catalog import Catalog
+from pyiceberg.catalog import LOCATION, Catalog
 from pyiceberg.catalog.rest import (
     ListNamespaceResponse,
     ListTableResponseEntry,
@@ -61,6 +66,7 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import IcebergBaseModel, Identifier
 
+from lakecore.iceberg.catalog import LakecoreCatalog
 from lakecore.iceberg.roots import table_roots
 from lakecore.iceberg.storage_settings import is_s3
 from lakecore.rest.auth import Principal
@@ -349,8 +355,14 @@ def create_namespace(call: Call) -> Reply:
 
 def load_namespace(call: Call) -> Reply:
     namespace = namespace_of(call.params["namespace"])
-    properties = call.target.catalog.load_namespace_properties(namespace)
-    return json_reply(NamespaceResponse(namespace=namespace, properties=dict(properties)))
+    catalog = call.target.catalog
+    properties = dict(catalog.load_namespace_properties(namespace))
+    if LOCATION not in properties and isinstance(catalog, LakecoreCatalog):
+        # Where the namespace's tables go by default, as Iceberg's own catalogs say. Trino
+        # needs it: without a namespace location it creates a table outright, not staged, and
+        # then refuses it because its location is not empty (the new metadata file is there).
+        properties[LOCATION] = catalog.namespace_location(namespace)
+    return json_reply(NamespaceResponse(namespace=namespace, properties=properties))
 
 
 def namespace_exists(call: Call) -> Reply:
@@ -413,10 +425,22 @@ def create_table(call: Call) -> Reply:
     }
     if body.stage_create:
         # Nothing is written: the metadata the table would start with; the client commits it
-        # (with assert-create) through updateTable.
+        # (with assert-create) through updateTable. Not the transaction's table_metadata: that
+        # is the start plus the transaction's own first changes (AddSchema, AddSpec, ...), so
+        # it lists schema 0, spec 0 and sort order 0 twice, which Java clients refuse ("Multiple
+        # entries with same key": Trino's CREATE TABLE, Spark's CREATE TABLE AS SELECT).
         staged = catalog.create_table_transaction(identifier, **arguments)
-        make_local_metadata_folder(staged.table_metadata.location)
-        return table_reply(call, staged.table_metadata, None)
+        first = staged.table_metadata
+        start = new_table_metadata(
+            schema=first.schema(),
+            partition_spec=first.spec(),
+            sort_order=first.sort_order_by_id(first.default_sort_order_id) or UNSORTED_SORT_ORDER,
+            location=first.location,
+            properties={**first.properties, "format-version": str(first.format_version)},
+            table_uuid=first.table_uuid,
+        )
+        make_local_metadata_folder(start.location)
+        return table_reply(call, start, None)
     table = catalog.create_table(identifier, **arguments)
     return table_reply(call, table.metadata, table.metadata_location)
 
@@ -479,9 +503,10 @@ def update_table(call: Call) -> Reply:
     if body.identifier is not None and (
         (*body.identifier.namespace.root, body.identifier.name) != identifier
     ):
+        named = ".".join((*body.identifier.namespace.root, body.identifier.name))
         raise bad_request(
-            f"the body's identifier {'.'.join((*body.identifier.namespace.root, body.identifier.name))} "
-            f"is not the table of the path, {'.'.join(identifier)}"
+            f"the body's identifier {named!r} is not the table of the path, "
+            f"{'.'.join(identifier)!r}"
         )
     response = commit_one(call.target.catalog, identifier, body)
     return json_reply(response, headers={"ETag": etag_of(response.metadata_location, "all")})

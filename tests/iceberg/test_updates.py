@@ -106,3 +106,13 @@ def test_apply_updates_leaves_the_base_as_it_was() -> None:
     before = BASE.model_dump(mode="json")
     apply_updates(BASE, CASES["two appends"] + CASES["schema"], metadata_location=LOCATION)
     assert BASE.model_dump(mode="json") == before
+
+
+def test_removing_an_absent_property_removes_nothing_as_in_java() -> None:
+    """pyiceberg raised KeyError (a 500 at the REST server, found by the fuzzer); Iceberg's
+    Java catalog ignores an absent key, and so does apply_updates."""
+    with pytest.raises(KeyError):
+        update_table_metadata(BASE, (RemovePropertiesUpdate(removals=[""]),))
+    assert apply_updates(BASE, (RemovePropertiesUpdate(removals=[""]),)) is BASE
+    both = apply_updates(BASE, (RemovePropertiesUpdate(removals=["a", "absent"]),))
+    assert both.properties == {} and both.last_updated_ms >= BASE.last_updated_ms

@@ -120,7 +120,9 @@ def test_namespace_routes_and_their_error_types(rest: Served) -> None:
     )
     assert error_of(overlap) == (422, "UnprocessableEntityException")
     loaded = requests.get(f"{v1}/namespaces/db").json()
-    assert loaded == {"namespace": ["db"], "properties": {"owner": "etl"}}
+    # The namespace's default location too (tests/rest/test_rest_java_clients.py says why).
+    location = f"{rest.catalog.warehouse}/db"
+    assert loaded == {"namespace": ["db"], "properties": {"owner": "etl", "location": location}}
 
     rest.catalog.create_table(("db", "t"), SCHEMA)
     assert error_of(requests.delete(f"{v1}/namespaces/db")) == (409, "NamespaceNotEmptyException")

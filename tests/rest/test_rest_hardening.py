@@ -136,6 +136,37 @@ def test_a_location_outside_the_warehouse_or_malformed_is_400(
     assert is_client_error(answer), answer.body
 
 
+def test_hadoop_file_spelling_is_the_same_local_location(served: tuple[Any, Any, Path]) -> None:
+    """Java engines write ``file:/abs`` (Hadoop's spelling); it is ``file:///abs``, stored so."""
+    a, catalog, _ = served
+    path = catalog.warehouse.removeprefix("file://")
+    answer = create(a, "h", location=f"file:{path}/db/h")
+    assert answer.status == 200, answer.body
+    assert answer.json()["metadata"]["location"] == f"file://{path}/db/h"
+    assert create(a, "h2", location="file:relative/db/h2").status == 400
+
+
+def test_removing_a_property_the_table_lacks_is_no_500(served: tuple[Any, Any, Path]) -> None:
+    """The fuzzer's find: ``remove-properties`` of an absent key was a KeyError, a 500. As in
+    Iceberg's Java catalog, it removes nothing; the keys that are there still go."""
+    a, _, _ = served
+    assert create(a, "p", properties={"keep": "1", "drop": "2"}).status == 200
+    answer = call(
+        a,
+        "POST",
+        "/v1/namespaces/db/tables/p",
+        body=body(
+            {
+                "requirements": [],
+                "updates": [{"action": "remove-properties", "removals": ["", "drop"]}],
+            }
+        ),
+    )
+    assert answer.status == 200, answer.body
+    assert answer.json()["metadata"]["properties"].get("drop") is None
+    assert answer.json()["metadata"]["properties"]["keep"] == "1"
+
+
 def test_write_paths_and_namespace_locations_follow_the_same_rule(
     served: tuple[Any, LakecoreCatalog, Path],
 ) -> None:
