@@ -44,12 +44,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
 from lakecore.errors import CommitConflictError, CommitStateUnknownError, VersionExpiredError
 from lakecore.lakehouse.transaction import Savepoint, Transaction
+from lakecore.storage import request_pool
 
 T = TypeVar("T")
 
@@ -96,14 +96,21 @@ class Batch:
 
     def write_files(self) -> None:
         """Write the staged files, and the transaction's definition files, side by side (an
-        error goes to the caller: nothing of the batch is committed then)."""
-        writes = [*self._files.values(), self.tx.write_new_files]
-        if len(writes) == 1:
-            writes[0]()
-        elif writes:
-            with ThreadPoolExecutor(max_workers=min(FILE_WRITE_THREADS, len(writes))) as pool:
-                for future in [pool.submit(w) for w in writes]:
-                    future.result()
+        error goes to the caller: nothing of the batch is committed then).
+
+        Each write is one request, run in the process's request pool (a pool per batch started
+        threads for every commit); the definitions are written from this thread meanwhile."""
+        pool = request_pool(FILE_WRITE_THREADS)
+        pending = [pool.submit(write) for write in self._files.values()]
+        try:
+            self.tx.write_new_files()
+        finally:
+            # Every write has ended before an error is raised: none lands after the caller
+            # has given the batch up.
+            errors = [f.exception() for f in pending]
+        for error in errors:
+            if error is not None:
+                raise error
 
 
 class _Unit(Generic[T]):

@@ -21,7 +21,6 @@ catalog checked them (``checked_by_catalog``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Literal, Protocol
@@ -46,7 +45,7 @@ from lakecore.errors import (
     NotFoundError,
 )
 from lakecore.locations import new_lakehouse_def_path, new_namespace_def_path, new_table_def_path
-from lakecore.storage import Storage
+from lakecore.storage import Storage, request_pool
 from lakecore.tree import NodeStore, TreeShape, TreeWriter
 from lakecore.versions import RootInfo
 from lakecore.view import LakehouseView, read_lakehouse_def, remember_definition, store_for
@@ -501,8 +500,7 @@ class Transaction:
         if len(todo) == 1:
             write(todo[0])
         else:
-            with ThreadPoolExecutor(max_workers=min(DEFINITION_WRITE_THREADS, len(todo))) as pool:
-                list(pool.map(write, todo))
+            list(request_pool(DEFINITION_WRITE_THREADS).map(write, todo))
         storage.sync()
         self._files_written.update(path for path, _ in todo)
         for path, data in todo:

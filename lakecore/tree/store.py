@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -240,8 +240,13 @@ class NodeStore:
             self.storage.write(path, data, durable=False)
             return len(data)
 
-        with ThreadPoolExecutor(max_workers=min(threads, len(nodes))) as pool:
-            sizes = list(pool.map(one, nodes))
+        if len(nodes) == 1:
+            sizes = [one(nodes[0])]
+        else:
+            from lakecore.storage import request_pool
+
+            # The process's request pool: a pool per call started threads for every commit.
+            sizes = list(request_pool(threads).map(one, nodes))
         self.storage.sync()  # one flush for the batch, before anything can point at it
         if cache and self.cache is not None:
             for (path, node), size in zip(nodes, sizes, strict=True):
