@@ -221,8 +221,10 @@ class FaultyStorage(Storage):
         result: FileInfo = self._guard("info", path, lambda: super(FaultyStorage, self).info(path))
         return result
 
-    def write(self, path: str, data: bytes) -> None:
-        self._guard("write", path, lambda: super(FaultyStorage, self).write(path, data))
+    def write(self, path: str, data: bytes, *, durable: bool = True) -> None:
+        self._guard(
+            "write", path, lambda: super(FaultyStorage, self).write(path, data, durable=durable)
+        )
 
     def create_exclusive(self, path: str, data: bytes) -> None:
         self._guard(

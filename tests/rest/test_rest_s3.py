@@ -201,7 +201,7 @@ def test_an_unreachable_store_is_503_naming_the_bucket(s3_server: S3TestServer) 
         options = {
             **s3_server.storage_options(),
             "client_kwargs": {"endpoint_url": flaky.endpoint},
-            "lakecore_timeout_seconds": 30,
+            "lakecore_timeout_seconds": 3,
         }
         Lakehouse.create(f"{base}/lake", storage_options=options)
         catalog = LakecoreCatalog("x", uri=f"{base}/lake", storage_options=options)
