@@ -106,6 +106,7 @@ def run(spec: ClientSpec) -> None:
                 break
             ids = ids_of(spec.base, seq, spec.rows)
             record: dict[str, Any] = {"client": spec.name, "table": spec.table, "seq": seq}
+            record["at"] = round(time.time(), 3)
             started = time.monotonic()
             try:
                 table = load()

@@ -168,10 +168,17 @@ class ServeProcess:
     access log) goes to ``log``. ``start`` waits for its "listening on" line; a restart listens
     on the port the first start got."""
 
-    def __init__(self, lake: ServedLake, log: Path, extra: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        lake: ServedLake,
+        log: Path,
+        extra: Sequence[str] = (),
+        module: str = "lakecore.cli",
+    ) -> None:
         self.lake = lake
         self.log = log
         self.extra = list(extra)
+        self.module = module  # run as ``python -m MODULE`` (the command's, or a test's shim)
         self.port = 0
         self.url = ""
         self.process: subprocess.Popen[str] | None = None
@@ -181,7 +188,7 @@ class ServeProcess:
         return [
             sys.executable,
             "-m",
-            "lakecore.cli",
+            self.module,
             "-l",
             self.lake.uri,
             *self.lake.storage_args,

@@ -5,11 +5,11 @@ without pause, most to a table of their own and a pair to a shared one, so that 
 several changes. The server is SIGKILLed again and again and restarted on the same port; the
 clients wait for it and go on. Each kill is aimed at one of these moments, in turn:
 
-* ``random``: a random moment while appends flow;
-* ``metadata``: as soon as a new Iceberg metadata file appears (a batch wrote its files and is
-  about to write its nodes and root);
+* ``metadata``: up to 30 ms after a new Iceberg metadata file appears (a batch wrote its files
+  and is writing its nodes and root);
 * ``root``: as soon as the next root file appears (the batch landed; its answers are on their
-  way or not yet).
+  way or not yet);
+* ``random``: a random moment while appends flow.
 
 While the server is dead nothing writes to the lakehouse, and the check
 (``check_served_lake``) holds:
@@ -37,7 +37,6 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,16 +65,19 @@ from tests.reliability.rest_harness import (
 
 pytestmark = pytest.mark.reliability
 
-TRIGGERS = ("random", "metadata", "root")
+TRIGGERS = ("metadata", "root", "random")
 # After a restart, the kill waits for this many acknowledged appends: appends flow again.
 ACKS_BEFORE_KILL = 2
 # After a kill, how long the clients get to write down what their broken requests saw.
 SETTLE_SECONDS = 0.5
 POLL_SECONDS = 0.001
-# On local disk a root write takes a millisecond, so few changes would queue behind one: the
-# leader waits up to 20 ms for more (an S3 root write takes about that long), and batches hold
-# several changes, as they do on S3 with the defaults.
-LOCAL_BATCH_WAIT = ["--max-batch-wait", "20"]
+# A kill aimed at a new metadata file falls this long after it at most (at random): the root of
+# its batch is at least one root write (40 ms with slow roots, 20 ms on S3) away.
+METADATA_SPREAD_SECONDS = 0.03
+# On local disk the server's root writes take 40 ms before and after, as a root PUT on S3 may
+# (``slow_root_serve``): kills aimed at the moments around the root land there, and changes
+# queue behind a root write, so batches hold several (with the default batch settings).
+SLOW_ROOTS = "tests.reliability.slow_root_serve"
 
 
 class Trigger:
@@ -95,14 +97,14 @@ class Trigger:
         if how == "random":
             time.sleep(self.rng.uniform(0.0, 0.4))
             return True
-        condition: Callable[[], bool]
         if how == "root":
             following = root_node_file_name(self.lake.latest() + 1)
-            condition = lambda: self.storage.exists(following)  # noqa: E731
-        else:
-            known = self.metadata_count()
-            condition = lambda: self.metadata_count() > known  # noqa: E731
-        return wait_until(condition, timeout, POLL_SECONDS)
+            return wait_until(lambda: self.storage.exists(following), timeout, POLL_SECONDS)
+        known = self.metadata_count()
+        hit = wait_until(lambda: self.metadata_count() > known, timeout, POLL_SECONDS)
+        # Somewhere between the batch's files and its root, not always at the first file.
+        time.sleep(self.rng.uniform(0.0, METADATA_SPREAD_SECONDS))
+        return hit
 
 
 def run_fsck(lake: ServedLake) -> subprocess.CompletedProcess[str]:
@@ -135,11 +137,12 @@ def run_crash(
     seed: int,
     suite: str,
     serve_args: list[str] | None = None,
+    serve_module: str = "lakecore.cli",
     cli_fsck: bool = False,
 ) -> None:
     started, cpu_started = time.monotonic(), cpu_seconds()
     rng = random.Random(seed)
-    server = ServeProcess(lake, tmp_path / "serve.log", serve_args or [])
+    server = ServeProcess(lake, tmp_path / "serve.log", serve_args or [], serve_module)
     clients = Clients(tmp_path / "clients", plan, 1, lake, commits=None)
     problems: list[str] = []
     landings: dict[str, int] = {t: 0 for t in TRIGGERS}
@@ -252,16 +255,17 @@ def run_crash(
 
 
 def test_sigkill_serve_with_batches_in_flight(tmp_path: Path) -> None:
-    """The short form: 4 clients on local disk, 4 kills (each moment once, one more at random);
-    the in-process check is ``fsck --deep``'s."""
+    """The short form: 4 clients on local disk (slow roots), 5 kills (two aimed at a new
+    metadata file, two at a new root, one at random); the in-process check is ``fsck
+    --deep``'s."""
     run_crash(
         tmp_path,
         local_served_lake(tmp_path),
-        kills=4,
+        kills=5,
         plan=Plan(own=2, pairs=1),
         seed=45,
         suite="rest_crash.local",
-        serve_args=LOCAL_BATCH_WAIT,
+        serve_module=SLOW_ROOTS,
     )
 
 
@@ -276,7 +280,7 @@ def test_sigkill_serve_many_times(tmp_path: Path) -> None:
         plan=Plan(own=6, pairs=2),
         seed=4545,
         suite="rest_crash.local.slow",
-        serve_args=LOCAL_BATCH_WAIT,
+        serve_module=SLOW_ROOTS,
         cli_fsck=True,
     )
 
