@@ -23,6 +23,8 @@ Rules:
   http://HOST:PORT (...)``, with the port actually bound (``--port 0`` picks a free one).
   The access log and errors go to stderr. SIGINT and SIGTERM stop it gracefully (uvicorn
   finishes the requests in flight), with exit code 0.
+* An idle client connection stays open ``KEEP_ALIVE_SECONDS`` (75 s; uvicorn's default 5 s
+  reset commits sent just as it closed the connection: ``lakecore.rest.defaults``).
 * A socket that cannot listen (the port taken, ``--host`` not an address of this machine, a
   port below 1024 without the right) is one line naming the address, why, and what to do, and
   exit code 4 (``ExitCode.FAILURE``): uvicorn itself logs the ``OSError`` with a timestamp and
@@ -57,6 +59,7 @@ from lakecore.rest.defaults import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_PORT,
     ISSUED_TOKEN_SECONDS,
+    KEEP_ALIVE_SECONDS,
 )
 from lakecore.rest.tokenfile import TokenFile
 
@@ -227,6 +230,7 @@ def serve(options: ServeOptions) -> int:
         access_log=False,
         log_config=None,
         lifespan="off",
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
     who = "anonymous allowed" if options.allow_anonymous else f"tokens from {options.token_file}"
     batching = (

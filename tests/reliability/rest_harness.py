@@ -25,15 +25,18 @@ proxy, and the check of a lakehouse against what its clients were answered.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import importlib.util
 import json
 import os
 import resource
+import select
 import selectors
 import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -279,6 +282,40 @@ class ServeProcess:
                 with contextlib.suppress(ValueError):
                     out[name] = float(value)
         return out
+
+
+class IdleConnection:
+    """One keep-alive HTTP connection to a server: a request, then idle until ``reuse``, as a
+    client's pooled connection between loading a table and committing to it."""
+
+    def __init__(self, url: str) -> None:
+        parsed = urllib.parse.urlsplit(url)
+        self.connection = http.client.HTTPConnection(
+            parsed.hostname or "127.0.0.1", parsed.port, timeout=30
+        )
+        self.since = 0.0
+        self.status = self._get()
+
+    def _get(self) -> int:
+        self.connection.request("GET", "/v1/config")
+        response = self.connection.getresponse()
+        response.read()
+        self.since = time.monotonic()
+        return response.status
+
+    def closed_by_server(self) -> bool:
+        """Whether the server closed it (its end readable with nothing to read: EOF)."""
+        sock = self.connection.sock
+        return sock is None or bool(select.select([sock], [], [], 0)[0])
+
+    def reuse(self) -> str:
+        """A request on the idle connection: "200", or what broke."""
+        try:
+            return str(self._get())
+        except (OSError, http.client.HTTPException) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        finally:
+            self.connection.close()
 
 
 def _read_line(stream: IO[str], timeout: float) -> str:

@@ -34,6 +34,7 @@ from tests.reliability.rest_client import CLIENT_PROPERTY, SEQ_PROPERTY, ids_of
 from tests.reliability.rest_harness import (
     NAMESPACE,
     Clients,
+    IdleConnection,
     Plan,
     ServedLake,
     check_served_lake,
@@ -50,6 +51,9 @@ from tests.reliability.rest_harness import (
 pytestmark = pytest.mark.reliability
 
 LATENCY_MS = 20.0
+# A client writes its data files between loading a table and committing to it, seconds on its
+# pooled connection: the server must not close that connection meanwhile.
+IDLE_SECONDS = 6.0
 ARROW_SCHEMA = pa.schema([("id", pa.int64()), ("client", pa.string())])
 
 
@@ -84,12 +88,18 @@ def run_load(
     # The clients import while the servers start.
     with running_clients(clients), serving(lake, tmp_path, servers) as processes:
         urls = [p.url for p in processes]
+        idle = IdleConnection(urls[0])
         create_tables(urls[0], lake, plan)
         clients.wait_ready()
         ready = time.monotonic()
         clients.release(urls)
         clients.wait(timeout)
         appending = time.monotonic() - ready
+        # A client's pooled connection, idle while it wrote its data files, is still there:
+        # closed under it, its next request (a commit) would be reset (IDLE_SECONDS).
+        time.sleep(max(0.0, idle.since + IDLE_SECONDS - time.monotonic()))
+        closed = idle.closed_by_server()
+        reused = idle.reuse()
         metrics = [p.metrics() for p in processes]
         for p in processes:
             assert p.alive(), f"a server died: {p.log_tail()}"
@@ -129,6 +139,9 @@ def run_load(
         problems=len(check.problems),
     )
     assert not check.problems, "\n".join(check.problems[:30])
+    assert not closed and reused == "200", (
+        f"the server closed a connection idle for {IDLE_SECONDS}s: {reused}"
+    )
     assert len(records) == len(clients.specs) * commits
     not_ok = [r for r in records if r["outcome"] != "ok"]
     assert not not_ok, f"appends not acknowledged without a fault: {not_ok[:5]}"
