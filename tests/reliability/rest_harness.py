@@ -35,6 +35,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import uuid
@@ -285,37 +286,46 @@ class ServeProcess:
 
 
 class IdleConnection:
-    """One keep-alive HTTP connection to a server: a request, then idle until ``reuse``, as a
+    """One keep-alive HTTP connection to a server: a request, then idle for ``idle_seconds``,
+    then another request on it (in a thread of its own, whatever the test does meanwhile), as a
     client's pooled connection between loading a table and committing to it."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, idle_seconds: float) -> None:
         parsed = urllib.parse.urlsplit(url)
         self.connection = http.client.HTTPConnection(
             parsed.hostname or "127.0.0.1", parsed.port, timeout=30
         )
-        self.since = 0.0
-        self.status = self._get()
+        self.idle_seconds = idle_seconds
+        self.first = self._get()
+        self.closed_by_server: bool | None = None
+        self.reused = ""
+        self.thread = threading.Thread(target=self._reuse, name="idle-connection", daemon=True)
+        self.thread.start()
 
-    def _get(self) -> int:
-        self.connection.request("GET", "/v1/config")
-        response = self.connection.getresponse()
-        response.read()
-        self.since = time.monotonic()
-        return response.status
-
-    def closed_by_server(self) -> bool:
-        """Whether the server closed it (its end readable with nothing to read: EOF)."""
-        sock = self.connection.sock
-        return sock is None or bool(select.select([sock], [], [], 0)[0])
-
-    def reuse(self) -> str:
-        """A request on the idle connection: "200", or what broke."""
+    def _get(self) -> str:
+        """A request on the connection: "200", or what broke."""
         try:
-            return str(self._get())
+            self.connection.request("GET", "/v1/config")
+            response = self.connection.getresponse()
+            response.read()
+            return str(response.status)
         except (OSError, http.client.HTTPException) as exc:
             return f"{type(exc).__name__}: {exc}"
-        finally:
-            self.connection.close()
+
+    def _reuse(self) -> None:
+        time.sleep(self.idle_seconds)
+        sock = self.connection.sock
+        # The server's end readable with nothing to read: it closed the connection (EOF).
+        self.closed_by_server = sock is None or bool(select.select([sock], [], [], 0)[0])
+        self.reused = self._get()
+        self.connection.close()
+
+    def outcome(self) -> str:
+        """ "200" if the connection, idle for ``idle_seconds``, answered; else what happened."""
+        self.thread.join(self.idle_seconds + 60)
+        if self.closed_by_server:
+            return f"closed by the server ({self.reused})"
+        return self.reused or "no second request"
 
 
 def _read_line(stream: IO[str], timeout: float) -> str:
