@@ -164,11 +164,11 @@ def test_load_two_servers_local_disk(tmp_path: Path) -> None:
     )
 
 
-def test_load_one_server_behind_latency(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_load_one_server_behind_latency(tmp_path: Path, proxied_s3: tuple[Any, str]) -> None:
     """The short form on moto behind the 20 ms proxy: 4 clients on one server."""
     run_load(
         tmp_path,
-        _lake("s3", tmp_path, request),
+        s3_served_lake(*proxied_s3),
         servers=1,
         plan=Plan(own=2, pairs=1),
         commits=4,
