@@ -24,7 +24,9 @@ Rules:
   The access log and errors go to stderr. SIGINT and SIGTERM stop it gracefully: uvicorn
   stops listening and gives the requests in flight ``SHUTDOWN_SECONDS`` (10 s) to finish, then
   cancels the rest (a catalog call already running in a thread finishes before the process
-  exits, its answer unsent); exit code 0. Before, a client that never finished its body kept a stopped server running.
+  exits, its answer unsent); exit code 0.
+* An idle client connection stays open ``KEEP_ALIVE_SECONDS`` (75 s; uvicorn's default 5 s
+  reset commits sent just as it closed the connection: ``lakecore.rest.defaults``).
 * A socket that cannot listen (the port taken, ``--host`` not an address of this machine, a
   port below 1024 without the right) is one line naming the address, why, and what to do, and
   exit code 4 (``ExitCode.FAILURE``): uvicorn itself logs the ``OSError`` with a timestamp and
@@ -60,6 +62,7 @@ from lakecore.rest.defaults import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_PORT,
     ISSUED_TOKEN_SECONDS,
+    KEEP_ALIVE_SECONDS,
     SHUTDOWN_SECONDS,
 )
 from lakecore.rest.tokenfile import TokenFile
@@ -245,6 +248,7 @@ def serve(options: ServeOptions) -> int:
         log_config=None,
         lifespan="off",
         timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
     who = "anonymous allowed" if options.allow_anonymous else f"tokens from {options.token_file}"
     batching = (
