@@ -1,0 +1,157 @@
+"""``CatalogCommitter``: table maintenance's commits through ``LakecoreCatalog``.
+
+It is the ``Committer`` of ``lakecore.maintenance.tables.commits`` (whose docstring has the
+rules): a batch of expirations is one ``commit_tables`` (one lakehouse version, all or none),
+guarded by each table's UUID and refs; a table whose metadata changed since it was planned is
+planned again once on its current metadata (same rules, same ``now``), or left alone; a lost
+race is redone on the latest version, a bounded number of times. Purge marks go through the
+catalog's ``start_purges`` and ``finish_purges``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+
+from lakecore.errors import NotFoundError
+from lakecore.iceberg.pointer import METADATA_LOCATION_PROPERTY, identifier_of
+from lakecore.maintenance.tables.commits import (
+    COMMITTED,
+    REPLANNED,
+    SKIPPED,
+    UNCHANGED,
+    BatchAnswer,
+    ExpiryAnswer,
+    PlannedExpiry,
+)
+from lakecore.maintenance.tables.marks import PurgeMark
+from lakecore.maintenance.tables.policy import (
+    ExpiryDefaults,
+    expiry_change,
+    plan_snapshot_expiry,
+)
+
+if TYPE_CHECKING:
+    from lakecore.iceberg.catalog import LakecoreCatalog
+
+# Attempts at one batch's commit before the tables still pending are skipped for this run.
+BATCH_ATTEMPTS: Final = 4
+
+
+class CatalogCommitter:
+    """Commits expirations and purge marks through a ``LakecoreCatalog`` (see the module doc)."""
+
+    def __init__(self, catalog: LakecoreCatalog, now_millis: int, defaults: ExpiryDefaults) -> None:
+        self.catalog = catalog
+        self.now_millis = now_millis
+        self.defaults = defaults
+
+    def commit_expirations(self, batch: Sequence[PlannedExpiry]) -> BatchAnswer:
+        pending = {plan.name: plan for plan in batch}
+        replanned: set[str] = set()
+        answers: dict[str, ExpiryAnswer] = {}
+        for _ in range(BATCH_ATTEMPTS):
+            view = self.catalog.lakehouse.refresh()
+            changes = []
+            current: dict[str, PlannedExpiry] = {}
+            for name, plan in sorted(pending.items()):
+                try:
+                    definition = view.load_table(plan.namespace, plan.table)
+                except NotFoundError:
+                    answers[name] = ExpiryAnswer(
+                        plan.namespace,
+                        plan.table,
+                        SKIPPED,
+                        plan.metadata_location,
+                        reason="dropped while the job ran",
+                    )
+                    continue
+                location = definition.format_properties.get(METADATA_LOCATION_PROPERTY)
+                if location != plan.metadata_location:
+                    if name in replanned or location is None:
+                        answers[name] = ExpiryAnswer(
+                            plan.namespace,
+                            plan.table,
+                            SKIPPED,
+                            plan.metadata_location,
+                            reason="changed again while the job ran",
+                        )
+                        continue
+                    replanned.add(name)
+                    fresh = self._replan(plan, str(location))
+                    if fresh is None:
+                        answers[name] = ExpiryAnswer(
+                            plan.namespace,
+                            plan.table,
+                            UNCHANGED,
+                            str(location),
+                            reason="changed while the job ran; nothing expires in its new metadata",
+                        )
+                        continue
+                    plan = fresh
+                current[name] = plan
+                requirements, updates = expiry_change(
+                    plan.table_uuid, plan.refs, plan.partition_statistics, plan.expiry
+                )
+                changes.append((identifier_of(plan.namespace, plan.table), requirements, updates))
+            for name in answers:
+                pending.pop(name, None)
+            if not changes:
+                return BatchAnswer(None, list(answers.values()))
+            try:
+                responses = self.catalog.commit_tables(changes)
+            except (CommitFailedException, NoSuchTableError):
+                # A table changed or went between the read and the commit: nothing landed;
+                # look again (the changed ones are planned again, once).
+                for name, plan in current.items():
+                    pending[name] = plan
+                continue
+            version = self.catalog.lakehouse.version
+            for (name, plan), response in zip(sorted(current.items()), responses, strict=True):
+                answers[name] = ExpiryAnswer(
+                    plan.namespace,
+                    plan.table,
+                    REPLANNED if name in replanned else COMMITTED,
+                    plan.metadata_location,
+                    response.metadata_location,
+                    plan.expiry,
+                )
+            return BatchAnswer(version, list(answers.values()))
+        for name, plan in pending.items():
+            answers[name] = ExpiryAnswer(
+                plan.namespace,
+                plan.table,
+                SKIPPED,
+                plan.metadata_location,
+                reason=f"other commits won the race {BATCH_ATTEMPTS} times",
+            )
+        return BatchAnswer(None, list(answers.values()))
+
+    def _replan(self, plan: PlannedExpiry, location: str) -> PlannedExpiry | None:
+        table = self.catalog.load_table(identifier_of(plan.namespace, plan.table))
+        metadata = table.metadata
+        expiry = plan_snapshot_expiry(metadata, self.now_millis, self.defaults)
+        if not expiry.changes:
+            return None
+        return PlannedExpiry(
+            namespace=plan.namespace,
+            table=plan.table,
+            metadata_location=table.metadata_location,
+            table_uuid=str(metadata.table_uuid),
+            refs={name: ref.snapshot_id for name, ref in metadata.refs.items()},
+            partition_statistics=tuple(s.snapshot_id for s in metadata.partition_statistics),
+            expiry=expiry,
+        )
+
+    def start_purges(
+        self, marks: Sequence[PurgeMark], expected_latest: int
+    ) -> list[PurgeMark] | None:
+        return self.catalog.start_purges(marks, expected_latest)
+
+    def finish_purges(self, marks: Sequence[PurgeMark]) -> int | None:
+        return self.catalog.finish_purges(marks)
+
+
+__all__ = ["BATCH_ATTEMPTS", "CatalogCommitter"]
