@@ -17,6 +17,7 @@ from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 
 from lakecore.errors import NotFoundError
 from lakecore.iceberg.pointer import METADATA_LOCATION_PROPERTY, identifier_of
+from lakecore.maintenance.clock import read_clocks
 from lakecore.maintenance.tables.commits import (
     COMMITTED,
     REPLANNED,
@@ -26,12 +27,20 @@ from lakecore.maintenance.tables.commits import (
     ExpiryAnswer,
     PlannedExpiry,
 )
+from lakecore.maintenance.tables.fileio import file_io_properties
 from lakecore.maintenance.tables.marks import PurgeMark
 from lakecore.maintenance.tables.policy import (
     ExpiryDefaults,
     expiry_change,
     plan_snapshot_expiry,
 )
+from lakecore.maintenance.tables.result import (
+    TableMaintenanceOptions,
+    TableMaintenanceResult,
+    check_options,
+)
+from lakecore.maintenance.tables.run import table_maintenance_in_process
+from lakecore.storage import Storage
 
 if TYPE_CHECKING:
     from lakecore.iceberg.catalog import LakecoreCatalog
@@ -154,4 +163,34 @@ class CatalogCommitter:
         return self.catalog.finish_purges(marks)
 
 
-__all__ = ["BATCH_ATTEMPTS", "CatalogCommitter"]
+def maintenance_catalog(storage: Storage) -> LakecoreCatalog:
+    """The catalog table maintenance commits through: the lakehouse at ``storage``, its
+    recorded warehouse, and pyiceberg FileIO properties from the same storage options (new
+    metadata files are written with them)."""
+    from lakecore.iceberg.catalog import LakecoreCatalog
+
+    return LakecoreCatalog(
+        "lakecore-maintenance",
+        uri=storage.root_uri,
+        storage_options=storage.storage_options,
+        **file_io_properties(storage.storage_options),
+    )
+
+
+def run_table_maintenance_in_process(
+    storage: Storage, options: TableMaintenanceOptions
+) -> TableMaintenanceResult:
+    """``lakecore table-maintenance``: the clocks read, the options checked against them, then
+    ``table_maintenance_in_process`` committing through ``maintenance_catalog``."""
+    clocks = read_clocks(storage)
+    now = check_options(options, clocks)
+    committer = CatalogCommitter(maintenance_catalog(storage), now, options.defaults)
+    return table_maintenance_in_process(storage, committer, options, clocks=clocks)
+
+
+__all__ = [
+    "BATCH_ATTEMPTS",
+    "CatalogCommitter",
+    "maintenance_catalog",
+    "run_table_maintenance_in_process",
+]

@@ -91,6 +91,7 @@ def check_options(options: TableMaintenanceOptions, clocks: Clocks) -> int:
         now_millis=now,
         clocks=clocks,
         override=options.override_grace,
+        job="table maintenance",
     )
     return now
 

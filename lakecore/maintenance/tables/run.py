@@ -308,9 +308,16 @@ def table_maintenance_in_process(
     landed = [a for a in result.answers if a.landed]
 
     # -- recheck: what is retained after the commits ------------------------------------------
-    units, holders_of, after = _retained_units(
+    retained = _retained_units(
         storage, retention, catalogued, graph, io, result, batches, threads, now, options
     )
+    units, holders_of, after, fresh = (
+        retained.units,
+        retained.holders_of,
+        retained.versions,
+        retained.retention,
+    )
+    registries.update({r.version: Registry.of(r.lakehouse_def.properties) for r in fresh.roots})
     result.retained_after = sorted(after)
     reached = graph.reach(units)
     result.reads = graph.reads
@@ -326,25 +333,36 @@ def table_maintenance_in_process(
     result.marks_due = marks_due(marks, [graph.metadata.get(u.metadata) for u in units], graph.form)
     purging = list(result.marks_due)
     if not options.dry_run and result.marks_due:
-        started = committer.start_purges(result.marks_due, _latest_version(storage))
+        started = committer.start_purges(result.marks_due, fresh.latest)
         purging = started if started is not None else []
         result.marks_started = purging
     graph.read(io, {m.metadata_location for m in purging}, threads=threads)
 
     # -- judge: the expired files ---------------------------------------------------------------
+    # A candidate is what an expired snapshot (or a due purge's table) named and the table as it
+    # is now does not; it is kept when any retained metadata names it (an older retained
+    # version's, another table's).
+    own_reach: dict[str, set[str]] = {}
+
+    def own(name: str) -> set[str]:
+        """What the table as it is now (the newest version's) names."""
+        if name not in own_reach:
+            own_reach[name] = set(graph.reach(retained.current.get(name, [])).files)
+        return own_reach[name]
+
     expired: dict[str, tuple[set[str], int]] = {}
-    expired_units = _expired_units(
-        landed if not options.dry_run else result.planned, graph, io, threads
-    )
-    for unit, roots in expired_units:
+    expiries = landed if not options.dry_run else result.planned
+    for unit, roots, name in _expired_units(expiries, graph, io, threads):
         for path, (kind, size) in graph.reach([unit]).files.items():
-            if kind in (Kind.METADATA, Kind.METADATA_LOG):
+            if kind in (Kind.METADATA, Kind.METADATA_LOG) or path in own(name):
                 continue  # the metadata file stays in the new metadata's log
             owners, _ = expired.setdefault(path, (set(), size))
             owners.update(roots)
     for mark in purging:
         mark_reach = graph.reach([Unit(mark.metadata_location)])
         for path, (_kind, size) in mark_reach.files.items():
+            if path in own(mark.name):
+                continue
             owners, _ = expired.setdefault(path, (set(), size))
             owners.update(graph.form(r).rstrip("/") for r in mark.roots)
     result.expired = {p: sorted(o) for p, (o, _) in expired.items()}
@@ -381,7 +399,7 @@ def table_maintenance_in_process(
             chosen,
             purging,
             options,
-            threads,
+            fresh.latest,
         )
     result.chosen = set(chosen)
     result.to_delete = len(chosen)
@@ -415,10 +433,15 @@ def _touches_blocked(mark: PurgeMark, rules: DeletionRules) -> bool:
     )
 
 
-def _latest_version(storage: Storage) -> int:
-    from lakecore.versions import latest_version
+@dataclass
+class RetainedUnits:
+    """What is retained after the run's commits (a dry run: as its commits would leave it)."""
 
-    return latest_version(storage)
+    units: list[Unit]  # every metadata file a retained version's table points at
+    holders_of: dict[str, list[HeldTable]]  # who holds each
+    versions: set[int]
+    retention: Retention  # read after the commits (a dry run's: the one before)
+    current: dict[str, list[Unit]]  # table name -> the table as it is now (the newest version)
 
 
 def _retained_units(
@@ -432,22 +455,26 @@ def _retained_units(
     threads: int,
     now: int,
     options: TableMaintenanceOptions,
-) -> tuple[list[Unit], dict[str, list[HeldTable]], set[int]]:
-    """The units retained after the run's commits: every metadata file a retained version's
-    table points at (a dry run: as its commits would leave them), and who holds each."""
+) -> RetainedUnits:
+    """``RetainedUnits`` of the run: read again after the commits; a dry run assumes its
+    commits landed now (``retained_after``), its planned tables' newest metadata being the
+    current one less the expired snapshots."""
     holders_of: dict[str, list[HeldTable]] = {}
     units: dict[tuple[str, frozenset[int] | None], Unit] = {}
+    current: dict[str, list[Unit]] = {}
 
-    def hold(held: HeldTable, unit: Unit) -> None:
+    def hold(held: HeldTable, unit: Unit, newest: bool) -> None:
         units.setdefault((unit.metadata, unit.snapshots), unit)
         holders_of.setdefault(unit.metadata, []).append(held)
+        if newest:
+            current.setdefault(held.name, []).append(unit)
 
     if options.dry_run:
         after = retained_after(retention, len(batches), now)
         for held in catalogued.of_versions(after):
             location = catalogued.metadata_of(held)
             if location is not None:
-                hold(held, Unit(location))
+                hold(held, Unit(location), newest=False)
         planned = {p.name: p for p in result.planned}
         for held in catalogued.of_versions([retention.latest]):
             location = catalogued.metadata_of(held)
@@ -460,10 +487,10 @@ def _retained_units(
                 kept = frozenset(
                     s.snapshot_id for s in facts.snapshots if s.snapshot_id not in gone
                 )
-                hold(held, Unit(location, kept))
+                hold(held, Unit(location, kept), newest=True)
             else:
-                hold(held, Unit(location))
-        return list(units.values()), holders_of, after
+                hold(held, Unit(location), newest=True)
+        return RetainedUnits(list(units.values()), holders_of, after, retention, current)
     fresh = retention_at(storage, now) if result.versions_committed else retention
     new_roots = [r for r in fresh.roots if r.version not in set(retention.versions)]
     if new_roots:
@@ -472,16 +499,16 @@ def _retained_units(
     for held in catalogued.of_versions(after):
         location = catalogued.metadata_of(held)
         if location is not None:
-            hold(held, Unit(location))
+            hold(held, Unit(location), newest=held.version == fresh.latest)
     graph.read(io, {u.metadata for u in units.values()}, threads=threads)
-    return list(units.values()), holders_of, after
+    return RetainedUnits(list(units.values()), holders_of, after, fresh, current)
 
 
 def _expired_units(
     expiries: Sequence[ExpiryAnswer | PlannedExpiry], graph: FileGraph, io: Any, threads: int
-) -> list[tuple[Unit, tuple[str, ...]]]:
+) -> list[tuple[Unit, tuple[str, ...], str]]:
     """Each expiry as the unit of what it removed (its expired snapshots in the metadata it was
-    planned on) and the owning table's roots."""
+    planned on), the owning table's roots and its name."""
     graph.read(io, {e.metadata_location for e in expiries}, threads=threads)
     out = []
     for expiry in expiries:
@@ -489,7 +516,8 @@ def _expired_units(
         if not isinstance(facts, MetadataFacts) or not expiry.expiry.snapshot_ids:
             continue
         roots = table_roots(facts.table_location, facts.properties, graph.form)
-        out.append((Unit(expiry.metadata_location, frozenset(expiry.expiry.snapshot_ids)), roots))
+        unit = Unit(expiry.metadata_location, frozenset(expiry.expiry.snapshot_ids))
+        out.append((unit, roots, expiry.name))
     return out
 
 
@@ -505,10 +533,10 @@ def _orphans(
     chosen: dict[str, tuple[int, list[str]]],
     purging: list[PurgeMark],
     options: TableMaintenanceOptions,
-    threads: int,
+    latest: int,
 ) -> None:
-    """List the folders of the tables in scope and of the due marks; choose the old orphans."""
-    latest = max(result.retained_after or [0])
+    """List the folders of the tables in scope in version ``latest`` (the newest after the
+    commits) and of the due marks; choose the old orphans."""
     roots: set[str] = set()
     for held in catalogued.of_versions([latest] if options.orphans else []):
         if not in_scope(held.namespace, options.namespace):
