@@ -19,7 +19,6 @@ from typing import Any
 
 import pyarrow as pa
 from pyiceberg.catalog import load_catalog
-from pyiceberg.expressions import EqualTo
 from pyiceberg.io import load_file_io
 from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -89,7 +88,7 @@ def history(catalog: LakecoreCatalog, name: str, steps: Iterable[str], **propert
         elif step == "overwrite":
             table.overwrite(rows(ids))
         elif step == "delete":
-            table.delete(EqualTo("part", "a"))
+            table.delete("part == 'a'")
         elif step == "spec":
             with table.update_spec() as update:
                 update.add_identity("part")
