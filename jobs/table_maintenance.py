@@ -104,7 +104,12 @@ from lakecore.maintenance.tables.rows import (
     walk_rows,
 )
 from lakecore.maintenance.tables.rules import DeletionRules, blocked_folders
-from lakecore.maintenance.tables.versions import in_scope, retained_after, retention_at
+from lakecore.maintenance.tables.versions import (
+    in_scope,
+    refuse_unknown_scope,
+    retained_after,
+    retention_at,
+)
 from lakecore.storage import Storage, request_pool
 from lakecore.units import plural
 
@@ -238,6 +243,8 @@ def _maintain(
     ]
     result.marks = marks
     result.warehouse = registry.warehouse
+    if not marks:
+        refuse_unknown_scope(storage, latest_root, options.namespace)
     if registry.warehouse is None and not marks:
         result.noop_reason = (
             "no Iceberg table was ever made in this lakehouse (no warehouse recorded)"
@@ -291,7 +298,7 @@ def _maintain(
     ]
     committer = None
     if not options.dry_run and (batches or marks):
-        committer = CatalogCommitter(maintenance_catalog(storage), now, options.defaults)
+        committer = CatalogCommitter(lambda: maintenance_catalog(storage), now, options.defaults)
     if committer is not None and batches:
         with job.stage(
             "commit",

@@ -10,7 +10,7 @@ catalog's ``start_purges`` and ``finish_purges``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
@@ -52,10 +52,25 @@ BATCH_ATTEMPTS: Final = 4
 class CatalogCommitter:
     """Commits expirations and purge marks through a ``LakecoreCatalog`` (see the module doc)."""
 
-    def __init__(self, catalog: LakecoreCatalog, now_millis: int, defaults: ExpiryDefaults) -> None:
-        self.catalog = catalog
+    def __init__(
+        self,
+        catalog: LakecoreCatalog | Callable[[], LakecoreCatalog],
+        now_millis: int,
+        defaults: ExpiryDefaults,
+    ) -> None:
+        """``catalog``: the catalog, or how to open it when a commit first needs it (a run with
+        nothing to commit opens none)."""
+        self._catalog = catalog
         self.now_millis = now_millis
         self.defaults = defaults
+
+    @property
+    def catalog(self) -> LakecoreCatalog:
+        from lakecore.iceberg.catalog import LakecoreCatalog
+
+        if not isinstance(self._catalog, LakecoreCatalog):
+            self._catalog = self._catalog()
+        return self._catalog
 
     def commit_expirations(self, batch: Sequence[PlannedExpiry]) -> BatchAnswer:
         pending = {plan.name: plan for plan in batch}
@@ -184,7 +199,7 @@ def run_table_maintenance_in_process(
     ``table_maintenance_in_process`` committing through ``maintenance_catalog``."""
     clocks = read_clocks(storage)
     now = check_options(options, clocks)
-    committer = CatalogCommitter(maintenance_catalog(storage), now, options.defaults)
+    committer = CatalogCommitter(lambda: maintenance_catalog(storage), now, options.defaults)
     return table_maintenance_in_process(storage, committer, options, clocks=clocks)
 
 

@@ -430,10 +430,19 @@ class Transaction:
         # Only definitions a key still points to: a table created and then updated in the same
         # transaction needs its last definition file, not the first.
         live = {location for location in self.writes.values() if location is not None}
-        for path, data in self.new_files.items():
-            if path in live and path not in self._files_written:
-                self.lakehouse.storage.write(path, data)
-                self._files_written.add(path)
+        pending = [
+            (path, data)
+            for path, data in self.new_files.items()
+            if path in live and path not in self._files_written
+        ]
+        # Many files (a batch of catalog changes): written without a flush each, then one
+        # sync for all of them before the root that makes them reachable (as the tree's nodes).
+        durable = len(pending) <= 1
+        for path, data in pending:
+            self.lakehouse.storage.write(path, data, durable=durable)
+            self._files_written.add(path)
+        if not durable:
+            self.lakehouse.storage.sync()
 
     def _plan(self, base: RootInfo) -> RootPlan:
         self._write_new_files()

@@ -20,6 +20,7 @@ Rules:
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 from lakecore.defs import LakehouseDef, decode_table_def, pb
@@ -81,15 +82,24 @@ def find_dropped(
         candidates = [version]
     else:
         candidates = retained
+    seen: set[str] = set()
     for candidate in candidates:
         view = latest.open_version(candidate) if candidate != latest.version else latest
         if view.table_exists(namespace, table):
             return _held(view, namespace, table)
+        if view.namespace_exists(namespace):
+            seen.update(view.list_tables(namespace))
+    close = difflib.get_close_matches(table, sorted(seen), n=1)
+    hint = f"; did you mean {namespace}.{close[0]}?" if close else ""
     if version is not None:
-        raise NotFoundError(f"version {version} holds no table {name}")
+        raise NotFoundError(f"version {version} holds no table {name}{hint}")
     raise NotFoundError(
-        f"no retained version holds a table {name} (retained now: {_shown(retained)}): it was "
-        "dropped before the oldest retained version, and whatever it named may be gone"
+        f"no retained version holds a table {name} (retained now: {_shown(retained)}){hint or ': '}"
+        + (
+            ""
+            if hint
+            else "dropped before the oldest retained version, and whatever it named may be gone"
+        )
     )
 
 

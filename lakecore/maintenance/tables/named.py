@@ -251,6 +251,7 @@ def read_metadata(
 # -- Avro: manifest lists and manifests --------------------------------------------------------
 
 _readers: dict[str, tuple[Any, dict[int, int], dict[int, int]]] = {}
+_header_reader: Any = None
 _readers_lock = threading.Lock()
 
 
@@ -286,7 +287,10 @@ def _records(data: bytes) -> tuple[Iterator[Any], dict[int, int], dict[int, int]
     from pyiceberg.avro.resolver import construct_reader
 
     decoder = new_decoder(data)
-    header = construct_reader(META_SCHEMA, {-1: AvroFileHeader}).read(decoder)
+    global _header_reader
+    if _header_reader is None:  # built once: about 0.6 ms each time
+        _header_reader = construct_reader(META_SCHEMA, {-1: AvroFileHeader})
+    header = _header_reader.read(decoder)
     if header.magic != b"Obj\x01":
         raise ValueError(f"not an Avro file (magic {header.magic!r})")
     reader, top, nested = _reader_for(header.meta[AVRO_SCHEMA_KEY])

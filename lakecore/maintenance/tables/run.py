@@ -71,6 +71,7 @@ from lakecore.maintenance.tables.versions import (
     held_in,
     in_scope,
     read_definition,
+    refuse_unknown_scope,
     retained_after,
     retention_at,
 )
@@ -250,6 +251,8 @@ def table_maintenance_in_process(
     ]
     result.marks = marks
     result.warehouse = registry.warehouse
+    if not marks:
+        refuse_unknown_scope(storage, latest, options.namespace)
     if registry.warehouse is None and not marks:
         result.noop_reason = (
             "no Iceberg table was ever made in this lakehouse (no warehouse recorded)"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from lakecore import keys as K
 from lakecore.defs import decode_table_def
-from lakecore.errors import LakecoreError
+from lakecore.errors import LakecoreError, NotFoundError
 from lakecore.iceberg.pointer import CHECKED_PROPERTY, METADATA_LOCATION_PROPERTY
 from lakecore.maintenance.expire import ExpiryPlan, plan_expiry
 from lakecore.maintenance.roots import LoadedRoot
@@ -144,6 +144,29 @@ def read_definition(
     )
 
 
+def refuse_unknown_scope(storage: Storage, root: LoadedRoot, scope: str | None) -> None:
+    """A ``--namespace`` that names no namespace of the latest version (nor one inside it) is
+    a mistake, not an empty run: ``NotFoundError`` naming the nearest namespace there is."""
+    if scope is None:
+        return
+    store = NodeStore(storage, root.lakehouse_def.order, external_roots=root.external_roots)
+    view = LakehouseView(storage, root.info, root.lakehouse_def, store)
+    if view.namespace_exists(scope) or view.has_child_namespaces(scope):
+        return
+    import difflib
+
+    names = view.list_namespaces()
+    close = difflib.get_close_matches(scope, names, n=1)
+    hint = (
+        f"; did you mean {close[0]!r}?"
+        if close
+        else f" (namespaces: {', '.join(names[:5]) or 'none'})"
+    )
+    raise NotFoundError(
+        f"--namespace {scope!r}: no such namespace in the latest version {root.version}{hint}"
+    )
+
+
 def in_scope(namespace: str, scope: str | None) -> bool:
     """Whether a namespace is ``scope`` or lies inside it (None: every namespace)."""
     return scope is None or namespace == scope or namespace.startswith(scope + ".")
@@ -163,6 +186,7 @@ __all__ = [
     "held_in",
     "in_scope",
     "read_definition",
+    "refuse_unknown_scope",
     "retained_after",
     "retention_at",
     "version_tables",
