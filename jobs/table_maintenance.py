@@ -1,5 +1,8 @@
-"""table-maintenance: expire Iceberg snapshots over a whole lakehouse, delete what no retained
-version of any table names, and carry out due purges.
+"""table-maintenance: expire Iceberg snapshots; delete what no retained version names.
+
+Over every Iceberg table of a lakehouse (or of --namespace and the namespaces inside it): the
+snapshots Iceberg's rules expire go, then every file no retained version of any table names
+(the expired snapshots', old orphans', due purges').
 
     ./spark-submit.sh table-maintenance --lakehouse URI [--namespace NS] [--older-than 3d]
                       [--now TIME] [--dry-run] [--skip-expiry] [--skip-orphans]
@@ -806,7 +809,10 @@ def _verdict(
         verdict = verdict.unionByName(frame)
     verdict = _persist(verdict, cached)
 
-    counted = verdict.select("source", "category", "size").unionByName(
+    sized = F.when(F.col("size") >= 0, F.col("category")).otherwise(
+        F.concat(F.col("category"), F.lit("-unsized"))
+    )
+    counted = verdict.select("source", sized.alias("category"), "size").unionByName(
         reach.select(
             F.lit("reach").alias("source"),
             F.lit("reachable").alias("category"),
@@ -828,7 +834,7 @@ def _verdict(
         totals[(row[0], row[1])] = (int(row[2]), int(row[3] or 0))
 
     def count(source: str, category: str) -> int:
-        return totals.get((source, category), (0, 0))[0]
+        return sum(totals.get((source, c), (0, 0))[0] for c in (category, category + "-unsized"))
 
     def size(source: str, category: str) -> int:
         return totals.get((source, category), (0, 0))[1]
@@ -846,9 +852,12 @@ def _verdict(
         result.orphans_refused = count("orphan", REFUSED)
     result.to_delete = count("expired", DELETE) + count("orphan", DELETE)
     result.bytes_to_delete = size("expired", DELETE) + size("orphan", DELETE)
+    result.unsized_to_delete = sum(
+        totals.get((src, DELETE + "-unsized"), (0, 0))[0] for src in ("expired", "orphan")
+    )
 
     def sample(category: str) -> list[tuple[str, str | None]]:
-        if not any(key[1] == category for key in totals):
+        if not any(key[1].startswith(category) for key in totals):
             return []
         return [
             (row[0], row[1])

@@ -155,6 +155,8 @@ def render_table_maintenance(result: TableMaintenanceResult, report: JobReport) 
     report.details["retained_versions"] = versions[-LISTED_IN_REPORT:]
     if result.retained_after is not None:
         report.details["retained_versions_after"] = result.retained_after[-LISTED_IN_REPORT:]
+    if result.tables_in_scope is None:
+        return  # stopped before the tables were read
     report.counts["tables_in_scope"] = result.tables_in_scope
     report.counts["iceberg_tables"] = result.iceberg_tables
     report.details["tables_left_alone"] = {
@@ -256,8 +258,18 @@ def _summarize(result: TableMaintenanceResult, report: JobReport) -> None:
     size = result.bytes_to_delete if result.dry_run else deleted.bytes_freed
     report.summary.append(
         f"{listed}{plural(result.expired_files, 'file')} named by expired snapshots or purged tables "
-        f"({result.expired_kept:,} still named by retained versions): {verb_delete} {plural(count, 'file')} "
-        f"({format_bytes(size)})"
+        f"({result.expired_kept:,} still named by retained versions): {verb_delete} {plural(count, 'file')}"
+        + (
+            f" ({format_bytes(size)}"
+            + (
+                f"; {result.unsized_to_delete:,} of unrecorded size"
+                if result.unsized_to_delete
+                else ""
+            )
+            + ")"
+            if count
+            else ""
+        )
         + (
             f" ({deleted.already_gone} already gone: another run deleted them)"
             if deleted.already_gone

@@ -130,7 +130,7 @@ class TableMaintenanceResult:
     warehouse: str | None = None
     retained_versions: list[int] | None = None
     retained_after: list[int] | None = None
-    tables_in_scope: int = 0
+    tables_in_scope: int | None = None  # None until the tables were read
     iceberg_tables: int = 0
     skipped: dict[str, list[str]] = field(default_factory=dict)  # reason -> table names
     planned: list[PlannedExpiry] = field(default_factory=list)
@@ -155,6 +155,7 @@ class TableMaintenanceResult:
     orphans_refused: int = 0
     to_delete: int = 0
     bytes_to_delete: int = 0
+    unsized_to_delete: int = 0  # chosen files whose size no manifest or listing gave
     to_delete_sample: list[str] = field(default_factory=list)
     too_young_sample: list[str] = field(default_factory=list)
     refused_sample: list[str] = field(default_factory=list)

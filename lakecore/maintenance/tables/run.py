@@ -407,6 +407,7 @@ def table_maintenance_in_process(
     result.chosen = set(chosen)
     result.to_delete = len(chosen)
     result.bytes_to_delete = sum(max(size, 0) for size, _ in chosen.values())
+    result.unsized_to_delete = sum(1 for size, _ in chosen.values() if size < 0)
     result.to_delete_sample = capped(sorted(chosen))
     result.refused_sample = capped(result.refused_sample)
 
