@@ -24,7 +24,8 @@ Per size (``--tables``, default 10,000; each table 20 snapshots):
 * **On S3** (``--s3-tables``, default 300; 0 skips it): the same job on moto's S3 server behind
   ``bench/latency_proxy.py`` (20 ms first byte): deletes go out in DeleteObjects requests of
   up to ``gc_delete_batch_size`` keys (1,000 in ``--env prod``); files/s against S3's published
-  rate of 3,500 DELETE requests per second per prefix.
+  rate of 3,500 DELETE requests per second per prefix; and pyiceberg's loop over
+  ``--s3-baseline-tables`` tables (default 30) through the same proxy, one DELETE per file.
 
 The fixture is written directly, not by 200,000 pyiceberg commits: one template table (20
 snapshots, each an overwrite replacing the table's one data file) is written with pyiceberg's
@@ -36,9 +37,14 @@ valid). The tables go into the lakehouse in one transaction, at default location
 the warehouse claimed, as the catalog would have left them.
 
 Driver peak memory is reported, not asserted; the goals (10x the baseline at 10,000 tables,
-linear growth to 100,000) are in the JSON's ``goals``. When ``--tables`` includes 100000 and the
-fixture would not fit the machine, ``--project-from`` sizes are run instead and the per-table
-cost projected (said so in the JSON).
+linear growth to 100,000) are in the JSON's ``goals``. ``--project 100000`` fits wall time,
+each stage's time and the driver's peak memory to ``a + b * tables`` over the measured sizes
+(least squares) and projects them to the given sizes, marked ``"projected": true`` in the JSON:
+for when the fixture of the bigger size would take longer to build and delete than the machine
+has (6.1 million files at 100,000 tables).
+
+The job runs once per size (its fixture is consumed: the files are deleted); the baseline's
+per-table times are reported as a median and percentiles.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ from _common import (
     print_json,
     print_table,
     ratio,
+    summarize,
     temp_dir,
 )
 
@@ -343,7 +350,7 @@ def run_job(
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    out, err = process.communicate()
+    _out, err = process.communicate()
     done.set()
     sampler.join()
     wall = time.perf_counter() - started
@@ -365,30 +372,37 @@ def run_job(
 
 
 def pyiceberg_loop(
-    lake: dict[str, Any], names: list[tuple[str, str]], delete: bool
+    lake: dict[str, Any],
+    names: list[tuple[str, str]],
+    delete: bool,
+    storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Table by table in this process: pyiceberg's expire_snapshots committed through the
     catalog, then (``delete``) what only the expired snapshots reached, read with pyiceberg's
-    manifest readers and deleted with its FileIO."""
+    manifest readers and deleted with its FileIO (one request per file on S3)."""
     import datetime as dt
 
-    from lakecore.iceberg import LakecoreCatalog
+    from lakecore.iceberg.expiry import maintenance_catalog
+    from lakecore.storage import Storage
 
-    catalog = LakecoreCatalog("baseline", uri=lake["uri"])
+    catalog = maintenance_catalog(Storage(lake["uri"], storage_options))
     cutoff = dt.datetime.now(dt.UTC) + dt.timedelta(days=30)
     deleted = 0
+    per_table: list[float] = []
     started = time.perf_counter()
     for ns, name in names:
+        one = time.perf_counter()
         table = catalog.load_table((ns, name))
         before = {s.snapshot_id: s for s in table.metadata.snapshots}
         table.maintenance.expire_snapshots().older_than(cutoff).commit()
         if not delete:
+            per_table.append(time.perf_counter() - one)
             continue
         table = catalog.load_table((ns, name))
         kept = {s.snapshot_id for s in table.metadata.snapshots}
         io = table.io
 
-        def named(snapshot: Any) -> set[str]:
+        def named(snapshot: Any, io: Any = io) -> set[str]:
             out = {snapshot.manifest_list}
             for manifest in snapshot.manifests(io):
                 out.add(manifest.manifest_path)
@@ -400,6 +414,7 @@ def pyiceberg_loop(
         for path in gone:
             io.delete(path)
         deleted += len(gone)
+        per_table.append(time.perf_counter() - one)
     seconds = time.perf_counter() - started
     return {
         "tables": len(names),
@@ -407,15 +422,61 @@ def pyiceberg_loop(
         "tables_per_second": round(len(names) / seconds, 2),
         "files_deleted": deleted,
         "files_deleted_per_second": round(deleted / seconds, 1) if delete else None,
+        "per_table_ms": summarize(per_table, scale=1000.0, digits=2),
     }
+
+
+def project(measured: list[dict[str, Any]], sizes: list[int]) -> list[dict[str, Any]]:
+    """Least-squares ``a + b * tables`` over the measured sizes, for wall time, each stage and
+    the driver's peak memory, evaluated at ``sizes``."""
+
+    def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
+        n = len(points)
+        mx = sum(x for x, _ in points) / n
+        my = sum(y for _, y in points) / n
+        sxx = sum((x - mx) ** 2 for x, _ in points)
+        b = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
+        return my - b * mx, b
+
+    def series(get: Any) -> tuple[float, float]:
+        return fit([(e["tables"], float(get(e) or 0.0)) for e in measured])
+
+    stages = sorted(
+        {s for e in measured for s in (e["job"]["report"].get("durations_seconds") or {})}
+    )
+    fits = {
+        "wall_seconds": series(lambda e: e["job"]["wall_seconds"]),
+        "driver_peak_python_mib": series(lambda e: e["job"]["driver_peak_python_mib"]),
+        "driver_peak_jvm_mib": series(lambda e: e["job"]["driver_peak_jvm_mib"]),
+        **{
+            f"stage_{s}_seconds": series(
+                lambda e, s=s: (e["job"]["report"].get("durations_seconds") or {}).get(s)
+            )
+            for s in stages
+        },
+    }
+    out = []
+    for size in sizes:
+        entry: dict[str, Any] = {
+            "tables": size,
+            "projected": True,
+            "from_sizes": [e["tables"] for e in measured],
+        }
+        for key, (a, b) in fits.items():
+            entry[key] = round(a + b * size, 1)
+            entry[key + "_per_1000_tables"] = round(b * 1000, 3)
+        entry["tables_per_second"] = round(size / entry["wall_seconds"], 2)
+        out.append(entry)
+    return out
 
 
 # -- S3 -----------------------------------------------------------------------------------------------
 
 
-def s3_run(count: int, work: Path, latency_ms: float) -> dict[str, Any]:
+def s3_run(count: int, baseline: int, work: Path, latency_ms: float) -> dict[str, Any]:
     """The job on moto behind the latency proxy: the fixture written straight into moto, the
-    job's deletes counted by request."""
+    job's deletes counted by request; then pyiceberg's loop over ``baseline`` tables of another
+    lakehouse in the same bucket, through the same proxy."""
     sys.path.insert(0, str(Path(__file__).parent))
     from latency_proxy import LatencyProxy, MotoS3
 
@@ -453,6 +514,27 @@ def s3_run(count: int, work: Path, latency_ms: float) -> dict[str, Any]:
             ],
         )
         requests = proxy.requests_by_kind()
+        pyiceberg = None
+        if baseline:
+            base_lake = build_lake(
+                work / "s3-baseline",
+                baseline,
+                uri=f"s3://{bucket}/baseline-lake",
+                warehouse=f"s3://{bucket}/baseline-warehouse",
+                storage_options=direct,
+                put_files=put,
+            )
+            proxy.reset()
+            via_proxy = {
+                "client_kwargs": {"endpoint_url": proxy.endpoint},
+                "key": "x",
+                "secret": "x",
+                "region": "us-east-1",
+            }
+            pyiceberg = pyiceberg_loop(
+                base_lake, table_names(baseline), delete=True, storage_options=via_proxy
+            )
+            pyiceberg["requests_by_kind"] = proxy.requests_by_kind()
     deleted = (result["report"].get("counts") or {}).get("files_deleted", 0)
     delete_seconds = (result["report"].get("durations_seconds") or {}).get("delete", 0.0)
     batches = requests.get("delete_objects", 0)
@@ -465,6 +547,12 @@ def s3_run(count: int, work: Path, latency_ms: float) -> dict[str, Any]:
         "files_deleted_per_second": round(deleted / delete_seconds, 1) if delete_seconds else None,
         "s3_published_delete_requests_per_second_per_prefix": 3500,
         "requests_by_kind": requests,
+        "pyiceberg_table_by_table": pyiceberg,
+        "speedup_vs_pyiceberg": ratio(
+            count / pyiceberg["tables_per_second"], result["wall_seconds"]
+        )
+        if pyiceberg
+        else None,
     }
 
 
@@ -476,13 +564,17 @@ def main() -> int:
     parser.add_argument("--tables", default="10000", help="table counts, comma-separated")
     parser.add_argument("--baseline-tables", type=int, default=500)
     parser.add_argument("--s3-tables", type=int, default=300)
+    parser.add_argument("--s3-baseline-tables", type=int, default=30)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--scratch", default=None, help="where the fixtures go (default: /tmp)")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument(
+        "--project", default="", help="table counts to project to from the measured sizes"
+    )
     args = parser.parse_args()
     sizes = parse_int_list(args.tables)
     if args.quick:
-        sizes, args.baseline_tables, args.s3_tables = [200], 50, 30
+        sizes, args.baseline_tables, args.s3_tables, args.s3_baseline_tables = [200], 50, 30, 5
     doc: dict[str, Any] = {
         "benchmark": "table_maintenance",
         "environment": environment(),
@@ -557,7 +649,16 @@ def main() -> int:
         )
         if args.s3_tables:
             log(f"S3: {args.s3_tables} tables behind {args.latency_ms} ms ...")
-            doc["s3"] = s3_run(args.s3_tables, work, args.latency_ms)
+            doc["s3"] = s3_run(args.s3_tables, args.s3_baseline_tables, work, args.latency_ms)
+    targets = parse_int_list(args.project) if args.project else []
+    if targets and len(doc["sizes"]) >= 2:
+        doc["projected"] = project(doc["sizes"], targets)
+        base = doc["sizes"][-1]
+        for entry in doc["projected"]:
+            entry["wall_ratio_vs_largest_measured"] = ratio(
+                entry["wall_seconds"], base["job"]["wall_seconds"]
+            )
+        log(f"projected: {doc['projected']}")
     ten = next((e for e in doc["sizes"] if e["tables"] == 10_000), None)
     if ten is not None:
         doc["goals"].append(
