@@ -74,6 +74,11 @@ def find_dropped(
         )
     retained = retained_versions(lh)
     if version is not None:
+        if version > latest.version or version < 0:
+            raise NotFoundError(
+                f"there is no version {version} (the latest is {latest.version}; retained now: "
+                f"{_shown(retained)})"
+            )
         if version not in retained:
             raise NotFoundError(
                 f"version {version} is not retained (retained now: {_shown(retained)}): table "

@@ -206,6 +206,8 @@ def test_a_purge_waits_for_retention_and_undrop_brings_the_table_back(tmp_path: 
     assert not files_under(local(t.location()))
     with pytest.raises(NoSuchTableError, match="no retained version holds"):
         catalog.undrop_table("ns.t")
+    with pytest.raises(NoSuchTableError, match="version 1 is not retained"):
+        catalog.undrop_table("ns.t", version=1)
 
 
 def test_a_table_that_changed_meanwhile_is_planned_again_never_overwritten(
