@@ -240,3 +240,31 @@ def _stale_change(planned: Any) -> tuple[Any, Any]:
     return expiry_change(
         planned.table_uuid, planned.refs, planned.partition_statistics, planned.expiry
     )
+
+
+def test_deletes_judge_every_file_again_and_count_what_they_deleted(tmp_path: Path) -> None:
+    from lakecore.maintenance.tables.deletes import LOCAL_DELETE_THREADS, delete_table_files
+    from lakecore.maintenance.tables.rules import DeletionRules
+
+    warehouse = tmp_path / "warehouse"
+    mine = warehouse / "ns" / "t-1"
+    (mine / "data").mkdir(parents=True)
+    theirs = warehouse / "ns" / "u-2"
+    theirs.mkdir(parents=True)
+    count = 4 * LOCAL_DELETE_THREADS + 3  # several threads' worth, unevenly split
+    files = [mine / "data" / f"{i:03d}.parquet" for i in range(count)]
+    for f in files:
+        f.write_bytes(b"x" * 10)
+    (theirs / "other.parquet").write_bytes(b"y")
+    root = f"file://{mine}"
+    rules = DeletionRules(warehouse=f"file://{warehouse}", lakehouse_root=f"file://{tmp_path}/lake")
+    items = [(f"file://{f}", 10, [root]) for f in files]
+    items.append((f"file://{theirs}/other.parquet", 1, [root]))  # not under its owner's folder
+    items.append((f"file://{mine}/data/gone.parquet", 5, [root]))  # already gone
+
+    outcome = delete_table_files(Storage(f"file://{warehouse}/"), rules, items, 1000)
+
+    assert outcome.deleted == count and outcome.bytes_freed == 10 * count
+    assert outcome.already_gone == 1 and not outcome.errors
+    assert [r.split(" (")[1] for r in outcome.refused] == ["outside its table's own folders)"]
+    assert not any(f.exists() for f in files) and (theirs / "other.parquet").exists()

@@ -7,17 +7,51 @@ roots, not blocked, not lakecore's) whatever the caller computed; a refused path
 never deleted. A failed batch is recorded and the others go on; the outcome counts what this
 call deleted (a file another run deleted first is ``already_gone``), as gc's deletes do
 (``lakecore.maintenance.delete.DeleteOutcome``).
+
+On local disk a batch is deleted from ``LOCAL_DELETE_THREADS`` threads: an unlink waits on the
+file system's journal, not on the CPU, and on the shared benchmark VM one thread took 0.6-1.5 ms
+a file where eight took 0.08-0.1 ms (the same rules, the same counts; one failed part fails the
+batch as one failed call would).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Final
 
 from lakecore.errors import LakecoreError
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.tables.listing import relative
 from lakecore.maintenance.tables.rules import DeletionRules
 from lakecore.storage import Storage
+
+# Threads a local batch is deleted from (see the module doc).
+LOCAL_DELETE_THREADS: Final = 8
+
+
+def _delete_batch(storage: Storage, rels: list[str], batch_size: int, done: list[str]) -> None:
+    """``storage.delete`` of one batch; on local disk from a few threads."""
+    if storage.waits_on_network or len(rels) < 2 * LOCAL_DELETE_THREADS:
+        storage.delete(rels, batch_size, done)
+        return
+    step = -(-len(rels) // LOCAL_DELETE_THREADS)
+    parts = [rels[i : i + step] for i in range(0, len(rels), step)]
+    dones: list[list[str]] = [[] for _ in parts]
+
+    def one(index: int) -> LakecoreError | None:
+        try:
+            storage.delete(parts[index], batch_size, dones[index])
+        except LakecoreError as exc:
+            return exc
+        return None
+
+    with ThreadPoolExecutor(len(parts)) as pool:
+        failures = [e for e in pool.map(one, range(len(parts))) if e is not None]
+    for part in dones:
+        done.extend(part)
+    if failures:
+        raise failures[0]
 
 
 def delete_table_files(
@@ -40,7 +74,7 @@ def delete_table_files(
         by_relative = {relative(rules.warehouse, path): (path, size) for path, size in batch}
         done: list[str] = []
         try:
-            storage.delete(list(by_relative), batch_size, done)
+            _delete_batch(storage, list(by_relative), batch_size, done)
         except LakecoreError as exc:
             out.errors.append(exc.one_line())
         gone = set(done)
@@ -67,4 +101,4 @@ def chunked(
         yield chunk
 
 
-__all__ = ["chunked", "delete_table_files"]
+__all__ = ["LOCAL_DELETE_THREADS", "chunked", "delete_table_files"]
