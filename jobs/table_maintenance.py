@@ -35,7 +35,9 @@ them; the graph of files Iceberg metadata names is DataFrames, one row per edge
     orphans     the folders of the tables in scope and of the due marks are listed (one flat
                 listing when small, a task per folder when large), anti-joined with reachable
                 and the candidates; older than the grace period is deleted
-    delete      in batches on executors, each file judged again right before it goes
+    delete      in batches on executors, each file judged again right before it goes; at most
+                DRIVER_DELETE_MAX_FILES files are deleted on the driver by the same unit (ten
+                DeleteObjects requests: less than a shuffle and a stage of Python tasks)
     finish      the marks whose files are gone are removed (driver)
 
 Nothing is deleted before every commit has landed and the retained set has been read again.
@@ -118,6 +120,9 @@ from lakecore.units import plural
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+# At most this many files to delete are deleted on the driver (see the module doc).
+DRIVER_DELETE_MAX_FILES = 10_000
 
 
 HELD = Columns(
@@ -411,7 +416,9 @@ def _maintain(
             if_interrupted="every commit had landed; some files may be deleted already (none that "
             "retained metadata names); run again to finish",
         ):
-            deleted = _delete(job, storage, warehouse, rules, chosen, options.delete_batch_size)
+            deleted = _delete(
+                job, storage, warehouse, rules, chosen, options.delete_batch_size, result.to_delete
+            )
     result.deleted = deleted
     if committer is not None and purging and not (deleted.errors or deleted.refused):
         finished = [m for m in purging if not _touches_blocked(m, rules, form)]
@@ -953,9 +960,19 @@ def _delete(
     rules: DeletionRules,
     files: DataFrame,
     batch_size: int,
+    count: int,
 ) -> DeleteOutcome:
-    """Delete the candidates on executors, each batch judged again (``delete_table_files``)."""
+    """Delete the candidates on executors, each batch judged again (``delete_table_files``);
+    ``count`` of them, at most ``DRIVER_DELETE_MAX_FILES``, on the driver."""
     warehouse_storage = Storage(warehouse + "/", storage.storage_options)
+    if count <= DRIVER_DELETE_MAX_FILES:
+        items = [
+            (row[0], int(row[1] if row[1] is not None else -1), json.loads(row[2]))
+            for row in files.select("path", "size", "owners").collect()
+        ]
+        outcome = delete_table_files(warehouse_storage, rules, items, batch_size)
+        outcome.deleted_paths = sorted(outcome.deleted_paths)[:SAMPLE_LIMIT]
+        return outcome
 
     def run(batches: Any) -> Any:
         items: list[tuple[str, int, list[str]]] = []
