@@ -4,7 +4,7 @@
 #   ./spark-submit.sh [--cluster] <job> --lakehouse URI [job options]
 #   ./spark-submit.sh <job> --lakehouse URI --remote sc://HOST:PORT [job options]
 #
-#   <job>: flush | gc | compact-versions | validate | export | repair   (jobs/<job>.py, '-' -> '_')
+#   <job>: flush | gc | compact-versions | table-maintenance | validate | export | repair   (jobs/<job>.py, '-' -> '_')
 #
 # With --remote sc://HOST:PORT (or --remote=sc://...) among the job's options, or $SPARK_REMOTE
 # set and no --master among them, the job is a Spark Connect client: no JVM and no spark-submit
@@ -51,7 +51,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PROG="spark-submit.sh"
-JOBS="flush gc compact-versions validate export repair"
+JOBS="flush gc compact-versions table-maintenance validate export repair"
 # Bump when the archive's recipe changes, so the content hash (and the archive) changes too.
 PACK_RECIPE=3
 
@@ -279,7 +279,7 @@ print(f" (did you mean {close[0]}?)" if close else "")' "$1" $JOBS 2> /dev/null 
 
 job="${1:-}"
 case "$job" in
-    flush | gc | compact-versions | validate | export | repair) shift ;;
+    flush | gc | compact-versions | table-maintenance | validate | export | repair) shift ;;
     -h | --help) usage; exit 0 ;;
     "") usage >&2; exit 2 ;;
     *) echo "$PROG: unknown job '$job'$(nearest_job "$job"); the jobs: ${JOBS// /, } (./$PROG --help)" >&2; exit 2 ;;

@@ -56,9 +56,16 @@ REPORTS_TEMPLATE = "{{ var.value.get('lakecore_reports_dir', '') }}"
 # interval: its cut-off is the time it was triggered for (``run_after``), as fixed for the run.
 NOW_TEMPLATE = "{{ data_interval_end if data_interval_end is defined and data_interval_end else dag_run.run_after }}"
 
-JOBS = ("flush", "gc", "compact-versions", "validate", "export", "repair")
+JOBS = ("flush", "gc", "compact-versions", "table-maintenance", "validate", "export", "repair")
 # The maintenance DAG's steps per lakehouse, in order (task ids inside the task group).
-MAINTENANCE_STEPS = ("validate_before", "flush", "compact_versions", "gc", "validate_after")
+MAINTENANCE_STEPS = (
+    "validate_before",
+    "flush",
+    "compact_versions",
+    "table_maintenance",
+    "gc",
+    "validate_after",
+)
 LAKEHOUSE_KEYS = {"name", "uri", "env", "storage_options", "job_args", "enabled", "description"}
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 

@@ -4,7 +4,8 @@
 Keeps every lakehouse of the list healthy, once a day. Per lakehouse (one mapped task group,
 ``maintain``, per entry of the list; the lakehouses are independent of each other):
 
-    validate_before -> flush (threshold 0.5) -> compact_versions -> gc -> validate_after
+    validate_before -> flush (threshold 0.5) -> compact_versions -> table_maintenance -> gc
+        -> validate_after
 
 Each step is one lakecore Spark job (``jobs/<job>.py``) run with spark-submit the way
 ``spark-submit.sh`` runs it. A step that fails stops that lakehouse's run: in particular a
@@ -14,8 +15,10 @@ after it runs, so nothing is flushed, compacted or collected on a damaged lakeho
 
 * **Lakehouses**: the Variable ``lakecore_lakehouses`` (JSON), else ``conf/lakehouses.json`` of
   the checkout; read by the ``lakehouses`` task when the run starts, never while parsing.
-* **Cut-offs**: ``compact-versions`` and ``gc`` get ``--now {{ data_interval_end }}``, so a retry
-  computes the same cut-off as the first try.
+* **Cut-offs**: ``compact-versions``, ``table-maintenance`` and ``gc`` get
+  ``--now {{ data_interval_end }}``, so a retry computes the same cut-off as the first try.
+  ``table_maintenance`` runs after ``compact_versions``: the versions that leave retention there
+  no longer keep the files their Iceberg tables named.
 * **Reports**: every job's JSON report is its task's XCom (``return_value``; ``report`` when the
   job failed) and a file under ``lakecore_reports_dir/<dag>/<run>/<lakehouse>/<step>.json``.
 * **Concurrency**: one run at a time; the Spark tasks share the pool ``lakecore_maintenance``
@@ -51,7 +54,8 @@ from _lakecore_common import (
 
 with DAG(
     dag_id="lakecore_maintenance",
-    description="validate, flush, compact-versions, gc and validate every lakehouse of the list",
+    description="validate, flush, compact-versions, table-maintenance, gc and validate every "
+    "lakehouse of the list",
     schedule="@daily",
     start_date=dt.datetime(2025, 1, 1, tzinfo=dt.UTC),
     catchup=False,
@@ -111,6 +115,22 @@ with DAG(
             the lakehouse's retention at the run's cut-off (the same on every retry).
             """,
         )
+        table_maintenance = LakecoreJobOperator(
+            task_id="table_maintenance",
+            job="table-maintenance",
+            lakehouse=lakehouse,
+            job_args=["--now", NOW_TEMPLATE],
+            doc_md="""
+            #### table-maintenance
+            `table-maintenance --now {{ data_interval_end }}`: expires the snapshots of every
+            Iceberg table by its own `history.expire.*` properties (the environment's
+            `table_*` settings where a table sets none), deletes what no retained version of
+            any table names (expired files, orphans older than `table_orphan_older_than`,
+            3 days by default) and the files of purged tables once no retained version holds
+            them. An unreadable manifest fails the task (exit 6, no retry) after the deletes
+            that stayed safe; its report names the file.
+            """,
+        )
         gc = LakecoreJobOperator(
             task_id="gc",
             job="gc",
@@ -134,6 +154,6 @@ with DAG(
             via `job_args.validate_after`). Violations (exit 1) fail the task without retries.
             """,
         )
-        chain(validate_before, flush, compact_versions, gc, validate_after)
+        chain(validate_before, flush, compact_versions, table_maintenance, gc, validate_after)
 
     maintain.expand(lakehouse=lakehouses(config=LAKEHOUSES_TEMPLATE, root=ROOT_TEMPLATE))

@@ -148,7 +148,7 @@ def test_an_unknown_job_is_one_line_naming_the_jobs() -> None:
     done = _run([str(WRAPPER), "vacuum", "--lakehouse", "/nowhere"])
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        "spark-submit.sh: unknown job 'vacuum'; the jobs: flush, gc, compact-versions, validate, export, repair "
+        "spark-submit.sh: unknown job 'vacuum'; the jobs: flush, gc, compact-versions, table-maintenance, validate, export, repair "
         "(./spark-submit.sh --help)"
     ]
     assert done.stdout == ""

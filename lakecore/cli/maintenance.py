@@ -1,9 +1,10 @@
-"""``lakecore gc`` and ``lakecore compact-versions``: maintenance of a small lakehouse in one
-process.
+"""``lakecore gc``, ``lakecore compact-versions`` and ``lakecore table-maintenance``: maintenance
+of a small lakehouse in one process.
 
 They run the engine-neutral units the Spark jobs distribute (``gc_in_process``,
-``expire_in_process``) with the jobs' options, safety checks, report and exit codes
-(``lakecore.cli.gc``, ``lakecore.cli.compact_versions``): the grace period and a ``--now``
+``expire_in_process``, ``table_maintenance_in_process``) with the jobs' options, safety checks,
+report and exit codes (``lakecore.cli.gc``, ``lakecore.cli.compact_versions``,
+``lakecore.cli.table_maintenance``): the grace period and a ``--now``
 ahead of the clocks are refused as the command line is read, ``--dry-run`` changes nothing,
 ``--report PATH`` writes the job's JSON report, and the summary is the job's. Everything is
 held in this process's memory (every listed file, every reached path), so these suit a
@@ -32,11 +33,17 @@ from lakecore.cli.compact_versions import (
 from lakecore.cli.gc import add_gc_arguments, gc_options, render_gc
 from lakecore.cli.job_report import JobReport, print_summary, write_report_or_fail
 from lakecore.cli.outputs import Output, OutputKind, check_outputs
+from lakecore.cli.table_maintenance import (
+    add_table_maintenance_arguments,
+    render_table_maintenance,
+    table_maintenance_options,
+)
 from lakecore.errors import LakecoreError
 from lakecore.maintenance.damage import with_next_step
 from lakecore.maintenance.expire import run_expire_in_process
 from lakecore.maintenance.gc import run_gc_in_process
 from lakecore.maintenance.settings import load_settings
+from lakecore.maintenance.tables.result import TableMaintenanceResult
 from lakecore.storage import Storage
 
 Result = TypeVar("Result")
@@ -70,6 +77,18 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
     _common_options(p)
     add_compact_versions_arguments(cast(OneLineArgumentParser, p))
     p.set_defaults(func=cmd_compact_versions)
+    p = subcommand(
+        sub,
+        "table-maintenance",
+        "expire Iceberg snapshots, delete what nothing retained names, carry out due purges",
+        description="table-maintenance: expire the snapshots of every Iceberg table (or of --namespace) "
+        "by its own history.expire.* properties, delete the files no retained version of any table "
+        "names (expired, orphans older than the grace period), and the files of purged tables once "
+        "no retained version holds them; " + SMALL.format(job="table-maintenance"),
+    )
+    _common_options(p)
+    add_table_maintenance_arguments(cast(OneLineArgumentParser, p))
+    p.set_defaults(func=cmd_table_maintenance)
 
 
 def _common_options(p: argparse.ArgumentParser) -> None:
@@ -97,6 +116,17 @@ def cmd_compact_versions(args: argparse.Namespace) -> int:
         lambda storage: run_expire_in_process(storage, options),
         render_compact_versions,
     )
+
+
+def cmd_table_maintenance(args: argparse.Namespace) -> int:
+    options = table_maintenance_options(args, load_settings(args.env))
+
+    def run(storage: Storage) -> TableMaintenanceResult:
+        from lakecore.iceberg.expiry import run_table_maintenance_in_process
+
+        return run_table_maintenance_in_process(storage, options)
+
+    return _run(args, "table-maintenance", run, render_table_maintenance)
 
 
 def _run(
@@ -133,4 +163,4 @@ def _run(
     return report.exit_code
 
 
-__all__ = ["add_commands", "cmd_compact_versions", "cmd_gc"]
+__all__ = ["add_commands", "cmd_compact_versions", "cmd_gc", "cmd_table_maintenance"]

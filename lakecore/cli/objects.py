@@ -12,6 +12,11 @@ Rules:
   change nothing; ``namespace list`` names every namespace by its full name, ``--parent`` only
   the direct children.
 * ``table create`` needs at least one ``--column ID:NAME:TYPE[:nullable|required]``.
+* ``table undrop`` brings a dropped table back as the newest retained version (or
+  ``--version N``) held it (``lakecore.lakehouse.undrop``); an Iceberg table through its
+  catalog, which checks its folders and takes back a purge mark (``LakecoreCatalog.undrop_table``).
+  The name taken now is exit 2; no retained version holding it, or its files purged already,
+  exit 5.
 """
 
 from __future__ import annotations
@@ -220,6 +225,8 @@ def cmd_table(args: argparse.Namespace) -> int:
             },
         )
         return ExitCode.OK
+    if args.action == "undrop":
+        return _undrop(args)
     if args.action == "create" and not args.column:
         raise InvalidArgumentError(
             f"table create {args.namespace} {args.table}: give at least one --column ID:NAME:TYPE (e.g. 1:id:INT8)"
@@ -270,6 +277,64 @@ def cmd_table(args: argparse.Namespace) -> int:
         },
     )
     return ExitCode.OK
+
+
+def _undrop(args: argparse.Namespace) -> int:
+    from lakecore.lakehouse.history import display_name
+    from lakecore.lakehouse.undrop import find_dropped, undrop_plain
+
+    lh = open_lakehouse(args)
+    found = find_dropped(lh, args.namespace, args.table, args.version)
+    name = display_name(args.namespace, args.table)
+    definition = found.definition
+    if definition.table_format == "ICEBERG" and definition.format_properties.get(
+        "metadata_location"
+    ):
+        _undrop_iceberg(lh.storage, args.namespace, args.table, found.version)
+        lh.refresh()
+    else:
+        undrop_plain(lh, found)
+    emit(
+        args,
+        f"undropped table {name} as version {found.version} held it, in version {lh.version}",
+        {
+            "version": lh.version,
+            "namespace": args.namespace,
+            "table": args.table,
+            "action": "undrop",
+            "from_version": found.version,
+            "committed": True,
+        },
+    )
+    return ExitCode.OK
+
+
+def _undrop_iceberg(storage: Any, namespace: str, table: str, version: int) -> None:
+    """``LakecoreCatalog.undrop_table``, its pyiceberg errors told as lakecore's (exit codes)."""
+    from pyiceberg.exceptions import (
+        NoSuchNamespaceError,
+        NoSuchTableError,
+        TableAlreadyExistsError,
+        ValidationError,
+    )
+
+    from lakecore.errors import AlreadyExistsError, LakecoreError
+    from lakecore.iceberg.expiry import maintenance_catalog
+    from lakecore.namespaces import levels
+
+    catalog = maintenance_catalog(storage)
+    try:
+        catalog.undrop_table((*levels(namespace), table), version=version)
+    except TableAlreadyExistsError as exc:
+        raise AlreadyExistsError(str(exc)) from exc
+    except (NoSuchTableError, NoSuchNamespaceError) as exc:
+        if isinstance(exc.__cause__, LakecoreError):
+            raise exc.__cause__ from exc
+        raise NotFoundError(str(exc)) from exc
+    except ValidationError as exc:
+        if isinstance(exc.__cause__, LakecoreError):
+            raise exc.__cause__ from exc
+        raise InvalidArgumentError(str(exc)) from exc
 
 
 def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -> None:
@@ -357,11 +422,13 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
     _properties_actions(subcommand, actions, "namespace", [("namespace", "the namespace name")])
     p.set_defaults(func=cmd_namespace)
 
-    p = subcommand(sub, "table", "create, drop, list or show tables; set or unset their properties")
+    p = subcommand(
+        sub, "table", "create, drop, undrop, list or show tables; set or unset their properties"
+    )
     actions = p.add_subparsers(
         dest="action",
         required=True,
-        metavar="{create,drop,list,show,set-properties,unset-properties}",
+        metavar="{create,drop,undrop,list,show,set-properties,unset-properties}",
     )
     a = subcommand(actions, "create", "create a table")
     a.add_argument("namespace", help="the namespace it goes in")
@@ -379,6 +446,20 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
     a = subcommand(actions, "drop", "drop a table")
     a.add_argument("namespace", help="the table's namespace")
     a.add_argument("table", help="the table name")
+    a = subcommand(
+        actions,
+        "undrop",
+        "bring a dropped table back as the newest retained version held it (a purged one too, "
+        "until table maintenance has deleted its files)",
+    )
+    a.add_argument("namespace", help="the table's namespace")
+    a.add_argument("table", help="the table name")
+    a.add_argument(
+        "--version",
+        type=int,
+        metavar="N",
+        help="bring it back as this retained version held it (default: the newest that did)",
+    )
     a = subcommand(actions, "list", "the tables of a namespace, sorted")
     a.add_argument("namespace", help="the namespace")
     add_version_options(a)

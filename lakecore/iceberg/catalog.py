@@ -69,18 +69,19 @@ Rules:
   is built in Python), else ``lakecore.storage-options`` (a JSON object), else derived from
   pyiceberg's ``s3.*``/``client.*`` properties (endpoint, keys, session token, region). Iceberg
   data and metadata files go through pyiceberg's FileIO with the catalog's properties as usual.
-* **Purge** deletes only files under the table's own location and write paths, never what
-  its metadata merely names elsewhere (another table's files, lakecore's), and never a file the
-  current metadata of another live table names: the tables whose roots overlap the purged
-  table's (none when every table was made under the rule above; in a lakehouse from before it,
-  those the registry and the names find) and the tables the registry says name files in them
-  are read, and their files kept. On this machine's disk a path is judged by where it leads
+* **Purge** drops the table and records a purge mark in the same commit; it deletes nothing
+  itself (``lakecore.iceberg.purge``). Table maintenance deletes the files once no retained
+  lakehouse version holds the table: only files under the table's own location and write
+  paths, never what its metadata merely names elsewhere (another table's files, lakecore's),
+  and never a file that retained metadata of any table names. Until then ``undrop_table``
+  brings the table back (``lakecore.iceberg.undrop``); so does it a table dropped without purge,
+  whose files are never deleted. On this machine's disk a path is judged by where it leads
   (``physical_location``: ``file:////w/t``, ``file:///w//t``, ``file:///w/./t`` and a link to
-  ``/w/t`` are one file), in the references a commit records, in the location rule (a root
-  that is a link into another table's folder overlaps it) and in purge, which deletes nothing
-  a link under the table's folders leads elsewhere. A registered (``EXTERNAL``) table is refused
-  (``register_table`` with ``overwrite`` makes the table ``EXTERNAL`` too): ``drop_table``
-  forgets it and leaves its files. A table without Iceberg metadata is dropped: it has none.
+  ``/w/t`` are one file), in the references a commit records and in the location rule (a root
+  that is a link into another table's folder overlaps it); maintenance deletes nothing through
+  a link. A registered (``EXTERNAL``) table is refused (``register_table`` with ``overwrite``
+  makes the table ``EXTERNAL`` too): ``drop_table`` forgets it and leaves its files. A table
+  without Iceberg metadata is dropped: it has none.
 * **What is not guaranteed.** The guarantee covers what this release's catalog wrote, and what
   the registry's one scan read when it was built (the first change on a lakehouse from before
   it). A client of an older lakecore that writes after that records nothing. Part of what it
@@ -116,7 +117,7 @@ The catalog is assembled from one module per part, each opening with the rules i
 ``pointer`` (what a table definition holds of its Iceberg table), ``locations`` (where one path
 may lie), ``placement`` (no two tables share a folder; the registry), ``namespaces``,
 ``tables`` (reads, create, register, drop, rename), ``commits`` (``commit_table``,
-``commit_tables``) and ``purge``; ``roots``, ``references``, ``warehouse`` and ``columns`` hold
+``commit_tables``), ``purge``, ``undrop`` and ``purge_marks`` (the marks' later commits); ``roots``, ``references``, ``warehouse`` and ``columns`` hold
 the rules' data and arithmetic. This module is their union, ``LakecoreCatalog``, and the view
 methods it does not support.
 """
@@ -138,7 +139,9 @@ from lakecore.iceberg.pointer import (
     PREVIOUS_METADATA_LOCATION_PROPERTY,
 )
 from lakecore.iceberg.purge import PurgeOps
+from lakecore.iceberg.purge_marks import PurgeMarkOps
 from lakecore.iceberg.tables import TableOps
+from lakecore.iceberg.undrop import UndropOps
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -154,7 +157,7 @@ def _views_unsupported(what: str) -> NotImplementedError:
     )
 
 
-class LakecoreCatalog(CommitOps, TableOps, NamespaceOps, PurgeOps):
+class LakecoreCatalog(CommitOps, TableOps, NamespaceOps, PurgeOps, UndropOps, PurgeMarkOps):
     """A pyiceberg catalog backed by a lakecore lakehouse (see the module docstring)."""
 
     #: Every commit failure whose outcome is unknown is raised as CommitStateUnknownException

@@ -19,7 +19,9 @@ Rules:
 * **Rename moves the definition** in one lakehouse commit; the files stay, and the old default
   location becomes an explicit root under the new name (recorded in the registry). A table
   without Iceberg metadata cannot be renamed here (the answer is the renamed Iceberg table).
-* **Drop forgets the table** and its registry entries; its files stay.
+* **Drop forgets the table** and its registry entries; its files stay. The lakehouse versions
+  still retained hold it, so ``undrop_table`` (``lakecore.iceberg.undrop``) can bring it back
+  until they leave retention.
 """
 
 from __future__ import annotations

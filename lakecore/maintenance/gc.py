@@ -143,9 +143,11 @@ def check_grace(
     now_millis: int,
     clocks: Clocks,
     override: bool,
+    job: str = "gc",
 ) -> None:
     """Refuse a grace period (or a ``--now`` ahead of the earlier of ``clocks``, which shortens
-    it) that could delete the files of a commit in flight, unless ``override``."""
+    it) that could delete the files of a commit in flight, unless ``override``; ``job`` names
+    the job in the refusal."""
     said = format_duration_millis(round(abs(grace_seconds) * 1000))
     if grace_seconds < 0:
         raise UnsafeOptionError(f"--older-than -{said} is negative")
@@ -155,7 +157,7 @@ def check_grace(
     if grace_seconds < floor:
         raise UnsafeOptionError(
             f"--older-than {said} is shorter than {format_seconds(floor)} (one hour, or "
-            f"the commit timeout of {format_seconds(commit_timeout_seconds)} if longer): gc could delete the "
+            f"the commit timeout of {format_seconds(commit_timeout_seconds)} if longer): {job} could delete the "
             "files of a commit in flight. Pass --i-understand-grace-risk to do it anyway"
         )
     ahead = ahead_of_clock(now_millis, clocks.now_millis, clocks.now_name)

@@ -16,6 +16,20 @@ a mistyped key would otherwise be silently ignored and its default used.
     flush_fill                threshold flush: flush buffers fuller than this (0..1)
     flush_max_redos           flush redoes its work this often after a conflicting commit
     validate_ge_enabled       run the great-expectations suite in validate
+    table_max_snapshot_age    table-maintenance: the snapshot age Iceberg tables expire at when
+                              they set no ``history.expire.max-snapshot-age-ms`` (Iceberg's
+                              default: 5d)
+    table_min_snapshots_to_keep
+                              table-maintenance: the ancestors of a branch kept whatever their
+                              age when a table sets no ``history.expire.min-snapshots-to-keep``
+                              (Iceberg's default: 1)
+    table_max_ref_age         table-maintenance: how old a branch's or tag's snapshot may be
+                              before the ref itself is removed, when a table sets no
+                              ``history.expire.max-ref-age-ms`` (``never``, Iceberg's default)
+    table_orphan_older_than   table-maintenance's default grace period for orphan files (a
+                              duration; under one hour needs ``--i-understand-grace-risk``)
+    table_commit_batch_tables table-maintenance: tables whose expirations one lakehouse commit
+                              holds
 """
 
 from __future__ import annotations
@@ -31,6 +45,9 @@ from typing import Any, Final
 from lakecore.errors import InvalidArgumentError
 from lakecore.storage import S3_MAX_DELETE_BATCH
 from lakecore.units import parse_duration_millis
+
+# ``table_max_ref_age``: refs never expire by age (Iceberg's default, Long.MAX_VALUE).
+NEVER: Final = "never"
 
 # The project's configuration folder: the checkout's conf/, or $LAKECORE_CONF_DIR (spark-submit.sh
 # points it at the copy it ships to a cluster).
@@ -49,6 +66,11 @@ class MaintenanceSettings:
     flush_fill: float = 0.5
     flush_max_redos: int = 3
     validate_ge_enabled: bool = True
+    table_max_snapshot_age: str = "5d"
+    table_min_snapshots_to_keep: int = 1
+    table_max_ref_age: str = NEVER
+    table_orphan_older_than: str = "3d"
+    table_commit_batch_tables: int = 500
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str = "settings") -> MaintenanceSettings:
@@ -99,10 +121,20 @@ class MaintenanceSettings:
             problems.append("flush_fill must be between 0 and 1")
         if self.flush_max_redos < 0:
             problems.append("flush_max_redos must not be negative")
-        try:
-            parse_duration_millis(self.gc_older_than)
-        except InvalidArgumentError as exc:
-            problems.append(f"gc_older_than: {exc}")
+        for name in ("gc_older_than", "table_max_snapshot_age", "table_orphan_older_than"):
+            try:
+                parse_duration_millis(getattr(self, name))
+            except InvalidArgumentError as exc:
+                problems.append(f"{name}: {exc}")
+        if self.table_max_ref_age != NEVER:
+            try:
+                parse_duration_millis(self.table_max_ref_age)
+            except InvalidArgumentError as exc:
+                problems.append(f"table_max_ref_age: {exc} (or {NEVER!r})")
+        if self.table_min_snapshots_to_keep < 1:
+            problems.append("table_min_snapshots_to_keep must be at least 1 (as Iceberg's)")
+        if self.table_commit_batch_tables < 1:
+            problems.append("table_commit_batch_tables must be at least 1")
         if problems:
             raise InvalidArgumentError(f"{source}: {'; '.join(problems)}")
 
@@ -130,4 +162,4 @@ def _typed(name: str, value: Any, kind: type, source: str) -> Any:
     raise InvalidArgumentError(f"{source}: setting {name} must be a {kind.__name__}, not {value!r}")
 
 
-__all__ = ["CONF_DIR", "DEFAULT_SETTINGS", "MaintenanceSettings", "load_settings"]
+__all__ = ["CONF_DIR", "DEFAULT_SETTINGS", "NEVER", "MaintenanceSettings", "load_settings"]

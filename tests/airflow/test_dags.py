@@ -20,7 +20,14 @@ from tests.airflow.conftest import DAGS_FOLDER, IMPORT_DAGBAG_SOURCE, REPO_ROOT
 
 MAINTENANCE = "lakecore_maintenance"
 REPAIR = "lakecore_repair"
-STEPS = ["validate_before", "flush", "compact_versions", "gc", "validate_after"]
+STEPS = [
+    "validate_before",
+    "flush",
+    "compact_versions",
+    "table_maintenance",
+    "gc",
+    "validate_after",
+]
 GROUP = "maintain"
 
 
@@ -154,12 +161,13 @@ def test_maintenance_jobs_and_arguments(dagbag: Any, common: Any) -> None:
         "validate_before": "validate",
         "flush": "flush",
         "compact_versions": "compact-versions",
+        "table_maintenance": "table-maintenance",
         "gc": "gc",
         "validate_after": "validate",
     }
     flush = dag.get_task(f"{GROUP}.flush")
     assert list(flush.job_args) == ["--mode", "threshold", "--fill", "0.5"]
-    for step in ("compact_versions", "gc"):
+    for step in ("compact_versions", "table_maintenance", "gc"):
         args = list(dag.get_task(f"{GROUP}.{step}").job_args)
         assert args[args.index("--now") + 1] == common.NOW_TEMPLATE, args
     for step in STEPS:

@@ -27,7 +27,10 @@ from lakecore import clear_caches
 from lakecore.iceberg import LakecoreCatalog
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.version_check import check_version
+from lakecore.maintenance.tables.result import TableMaintenanceOptions, TableMaintenanceResult
+from lakecore.maintenance.tables.run import table_maintenance_in_process
 from lakecore.maintenance.validate_run import validate_view
+from lakecore.storage import Storage
 from tests.conftest import S3_TEST_REGION, S3TestServer
 
 CATALOG_IMPL = "lakecore.iceberg.LakecoreCatalog"
@@ -113,6 +116,41 @@ def s3_lake(s3: S3TestServer, **definition: Any) -> IcebergLake:
         "s3.region": S3_TEST_REGION,
     }
     return IcebergLake(f"{base}/lake", options, properties)
+
+
+def keep_only_the_latest_version(lake: IcebergLake) -> None:
+    """Retention that keeps the latest version alone: a dropped table leaves retention with
+    the next commit (what makes a purge's files due)."""
+    lake.open().update_settings(minimum_versions_to_keep=1, maximum_version_age_millis=0)
+
+
+def run_table_maintenance(
+    lake: IcebergLake, catalog: LakecoreCatalog, **options: Any
+) -> TableMaintenanceResult:
+    """``lakecore table-maintenance`` in this process at the clocks' now, no grace period."""
+    from lakecore.iceberg.expiry import CatalogCommitter
+    from lakecore.maintenance.clock import read_clocks
+
+    storage = Storage(lake.uri, lake.storage_options)
+    settings = {"grace_millis": 0, "override_grace": True, **options}
+    run = TableMaintenanceOptions(**settings)
+    clocks = read_clocks(storage)
+    now = run.now_millis if run.now_millis is not None else clocks.now_millis
+    return table_maintenance_in_process(
+        storage, CatalogCommitter(catalog, now, run.defaults), run, clocks=clocks
+    )
+
+
+def purge_now(lake: IcebergLake, catalog: LakecoreCatalog, name: str) -> TableMaintenanceResult:
+    """``purge_table``, then what table maintenance does once the dropped table has left
+    retention: only the purge (no expiry, no orphans of other tables). Asserts the mark is
+    gone."""
+    catalog.purge_table(name)
+    keep_only_the_latest_version(lake)
+    result = run_table_maintenance(lake, catalog, expire=False, orphans=False)
+    assert not result.blocked.problems, result.blocked
+    assert [m.name for m in result.marks_finished] == [name], result.marks
+    return result
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])

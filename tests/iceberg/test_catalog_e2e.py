@@ -21,7 +21,7 @@ from lakecore.iceberg import (
     PREVIOUS_METADATA_LOCATION_PROPERTY,
 )
 from tests.conftest import S3TestServer
-from tests.iceberg.conftest import SCHEMA, SPEC, IcebergLake, local_lake, rows, s3_lake
+from tests.iceberg.conftest import SCHEMA, SPEC, IcebergLake, local_lake, purge_now, rows, s3_lake
 
 
 def _ids(table: pa.Table) -> list[int]:
@@ -139,7 +139,7 @@ def test_create_table_transaction_and_register_and_purge(lake: IcebergLake) -> N
     io = load_file_io(catalog.properties, staged.metadata_location)
     data_files = [task.file.file_path for task in staged.scan().plan_files()]
     assert data_files and all(io.new_input(path).exists() for path in data_files)
-    catalog.purge_table("ns.staged")
+    purge_now(lake, catalog, "ns.staged")
     lake.assert_fsck_deep()
     assert not catalog.table_exists("ns.staged")
     assert not any(io.new_input(path).exists() for path in data_files)

@@ -25,7 +25,7 @@ from pyiceberg.exceptions import ValidationError
 
 from lakecore.iceberg import LakecoreCatalog
 from tests.conftest import S3TestServer
-from tests.iceberg.conftest import SCHEMA, local_lake, rows, s3_lake
+from tests.iceberg.conftest import SCHEMA, local_lake, purge_now, rows, s3_lake
 
 
 def _ids(catalog: LakecoreCatalog, name: str) -> list[int]:
@@ -63,7 +63,8 @@ SPELLINGS: dict[str, Callable[[str, Path], str]] = {
 def test_purge_keeps_a_file_another_table_names_by_another_name(
     tmp_path: Path, spelling: str
 ) -> None:
-    catalog = local_lake(tmp_path).catalog()
+    lake = local_lake(tmp_path)
+    catalog = lake.catalog()
     catalog.create_namespace("ns")
     catalog.create_table("ns.a", SCHEMA).append(rows(range(10)))
     b = catalog.create_table("ns.b", SCHEMA)
@@ -71,12 +72,13 @@ def test_purge_keeps_a_file_another_table_names_by_another_name(
     other_name = SPELLINGS[spelling](_data_file(catalog, "ns.a"), tmp_path)
     catalog.load_table("ns.b").add_files([other_name])
 
-    catalog.purge_table("ns.a")
+    purge_now(lake, catalog, "ns.a")
     assert _ids(catalog, "ns.b") == [*range(10), *range(100, 103)]
 
 
 def test_a_folder_through_a_link_into_another_tables_is_refused(tmp_path: Path) -> None:
-    catalog = local_lake(tmp_path).catalog()
+    lake = local_lake(tmp_path)
+    catalog = lake.catalog()
     catalog.create_namespace("ns")
     a = catalog.create_table("ns.a", SCHEMA)
     a.append(rows(range(10)))
@@ -104,7 +106,8 @@ def test_a_folder_through_a_link_into_another_tables_is_refused(tmp_path: Path) 
 def test_purge_never_deletes_through_a_link_into_another_tables_folder(tmp_path: Path) -> None:
     """A link made inside a's folder after a was created, to c's folder: a names c's file
     through it; a's purge must leave the file, which c names."""
-    catalog = local_lake(tmp_path).catalog()
+    lake = local_lake(tmp_path)
+    catalog = lake.catalog()
     catalog.create_namespace("ns")
     catalog.create_table("ns.c", SCHEMA).append(rows(range(5)))
     c_file = _data_file(catalog, "ns.c")
@@ -113,7 +116,7 @@ def test_purge_never_deletes_through_a_link_into_another_tables_folder(tmp_path:
     link = _link(os.path.dirname(c_file), Path(a.location().removeprefix("file://")) / "c-data")
     catalog.load_table("ns.a").add_files([f"file://{link}/{os.path.basename(c_file)}"])
 
-    catalog.purge_table("ns.a")
+    purge_now(lake, catalog, "ns.a")
     assert _ids(catalog, "ns.c") == list(range(5))
 
 
@@ -123,7 +126,8 @@ def test_one_transaction_may_not_create_two_tables_in_one_folder(tmp_path: Path)
     (or one inside the other) were both created. A trial found it after the file-name fixes."""
     from pyiceberg.table.update import AssertCreate
 
-    catalog = local_lake(tmp_path).catalog()
+    lake = local_lake(tmp_path)
+    catalog = lake.catalog()
     catalog.create_namespace("ns")
     y = catalog.create_table_transaction("ns.y", SCHEMA)
     for name, location in (
@@ -147,12 +151,13 @@ def test_one_transaction_may_not_create_two_tables_in_one_folder(tmp_path: Path)
 def test_purge_keeps_a_file_another_table_names_with_a_dot_segment_on_s3(
     s3_server: S3TestServer,
 ) -> None:
-    catalog = s3_lake(s3_server).catalog()
+    lake = s3_lake(s3_server)
+    catalog = lake.catalog()
     catalog.create_namespace("ns")
     catalog.create_table("ns.a", SCHEMA).append(rows(range(10)))
     b = catalog.create_table("ns.b", SCHEMA)
     a_file = _data_file(catalog, "ns.a")
     b.add_files([a_file.replace("/ns/", "/ns/./")])
 
-    catalog.purge_table("ns.a")
+    purge_now(lake, catalog, "ns.a")
     assert _ids(catalog, "ns.b") == list(range(10))

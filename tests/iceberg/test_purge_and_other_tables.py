@@ -45,8 +45,11 @@ from tests.iceberg.conftest import (
     CATALOG_IMPL,
     SCHEMA,
     IcebergLake,
+    keep_only_the_latest_version,
     local_lake,
+    purge_now,
     rows,
+    run_table_maintenance,
     s3_lake,
 )
 
@@ -158,7 +161,7 @@ def test_purge_keeps_the_data_files_another_table_added(
     catalog.load_table("ns.a").add_files(b_files)
     a_files = _data_files(catalog.load_table("ns.a"))
 
-    catalog.purge_table("ns.b")
+    purge_now(lake, catalog, "ns.b")
     assert _ids(catalog, "ns.a") == [*range(5), *range(100, 103)]
     io = catalog.load_table("ns.a").io
     assert all(io.new_input(path).exists() for path in a_files)
@@ -168,7 +171,7 @@ def test_purge_keeps_the_data_files_another_table_added(
     c.append(rows(range(7)))
     c_files = _data_files(catalog.load_table("ns.c"))
     catalog.create_table("ns.d", SCHEMA).add_files(c_files)
-    catalog.purge_table("ns.d")
+    purge_now(lake, catalog, "ns.d")
     assert _ids(catalog, "ns.c") == list(range(7))
 
 
@@ -176,7 +179,8 @@ def test_a_later_table_over_a_referenced_folder_keeps_the_file(tmp_path: Path) -
     """A file in a folder of no table, named by table a; later table c takes that folder and
     names the file too: c's purge must keep it (a's reference was recorded when it was added,
     before c existed)."""
-    catalog = local_lake(tmp_path).catalog()
+    lake = local_lake(tmp_path)
+    catalog = lake.catalog()
     catalog.create_namespace("ns")
     imports = f"file://{tmp_path}/lake/warehouse/imports"
     shared = _parquet(f"{imports}/part-0.parquet", range(4))
@@ -184,7 +188,7 @@ def test_a_later_table_over_a_referenced_folder_keeps_the_file(tmp_path: Path) -
     c = catalog.create_table("ns.c", SCHEMA, location=imports)
     c.add_files([shared])
 
-    catalog.purge_table("ns.c")
+    purge_now(lake, catalog, "ns.c")
     assert _exists(shared)
     assert _ids(catalog, "ns.a") == list(range(4))
 
@@ -192,7 +196,8 @@ def test_a_later_table_over_a_referenced_folder_keeps_the_file(tmp_path: Path) -
 def test_a_folder_a_table_moved_its_writes_away_from_stays_protected(tmp_path: Path) -> None:
     """t writes to one folder, then moves write.data.path elsewhere: the old folder is no root
     of any table any more, so u may take it and name t's files there; u's purge must keep them."""
-    catalog = local_lake(tmp_path).catalog()
+    lake = local_lake(tmp_path)
+    catalog = lake.catalog()
     catalog.create_namespace("ns")
     area = f"file://{tmp_path}/lake/warehouse/area"
     t = catalog.create_table("ns.t", SCHEMA, properties={"write.data.path": f"{area}/x"})
@@ -203,7 +208,7 @@ def test_a_folder_a_table_moved_its_writes_away_from_stays_protected(tmp_path: P
     u = catalog.create_table("ns.u", SCHEMA, location=f"{area}/x")
     u.add_files(t_files)
 
-    catalog.purge_table("ns.u")
+    purge_now(lake, catalog, "ns.u")
     assert all(_exists(p) for p in t_files)
     assert _ids(catalog, "ns.t") == [0, 1, 2]
 
@@ -350,7 +355,7 @@ def test_the_lakehouse_api_refuses_to_point_a_table_at_iceberg_metadata(tmp_path
             tx.update_table("ns", "a", format_properties={key: a.metadata_location})
         tx.commit()  # nothing staged: no version
     assert lake.open().version == version
-    catalog.purge_table("ns.a")  # nothing else names its files: all of them go
+    purge_now(lake, catalog, "ns.a")  # nothing else names its files: all of them go
     assert a_files and not any(_exists(p) for p in a_files)
 
 
@@ -375,10 +380,10 @@ def test_a_table_an_older_client_changed_is_not_purged_until_checked_again(tmp_p
         catalog.purge_table("ns.t")
     catalog.rebuild_location_registry()
     assert refs_key("ns", "t") in lake.open().lakehouse_def.properties
-    catalog.purge_table("ns.b")
+    purge_now(lake, catalog, "ns.b")
     assert all(_exists(p) for p in b_files)
     assert _ids(catalog, "ns.t") == list(range(5))
-    catalog.purge_table("ns.t")  # checked again by the rebuild
+    purge_now(lake, catalog, "ns.t")  # checked again by the rebuild
     assert not catalog.table_exists("ns.t")
 
 
@@ -393,7 +398,7 @@ def test_the_next_checked_commit_records_what_an_older_client_referenced(tmp_pat
     _older(lake).load_table("ns.t").add_files(b_files)
 
     catalog.load_table("ns.t").append(rows(range(100, 102)))  # reads every manifest of t once
-    catalog.purge_table("ns.b")
+    purge_now(lake, catalog, "ns.b")
     assert _ids(catalog, "ns.t") == [*range(5), 100, 101]
 
 
@@ -426,6 +431,10 @@ def test_a_rebuild_finds_the_tables_an_older_client_made(tmp_path: Path) -> None
     assert all(_exists(p) for p in a_files)
     catalog.rebuild_location_registry()
     catalog.purge_table("ns.x")
+    keep_only_the_latest_version(lake)
+    result = run_table_maintenance(lake, catalog, expire=False, orphans=False)
+    # ns.x was ns.a's metadata under another name: while ns.a is retained, the mark waits.
+    assert [m.name for m in result.marks] == ["ns.x"] and not result.marks_due
     assert all(_exists(p) for p in a_files)
     assert _ids(catalog, "ns.a") == list(range(4))
 
@@ -434,7 +443,8 @@ def test_a_rebuild_finds_the_tables_an_older_client_made(tmp_path: Path) -> None
 
 
 def test_a_namespace_folder_may_not_be_a_tables_folder(tmp_path: Path) -> None:
-    catalog = local_lake(tmp_path).catalog()
+    lake = local_lake(tmp_path)
+    catalog = lake.catalog()
     warehouse = f"file://{tmp_path}/lake/warehouse"
     catalog.create_namespace("a")
     catalog.create_table("a.t", SCHEMA, location=f"{warehouse}/a/b")

@@ -89,6 +89,13 @@ def test_validate_report_health_and_tree_pages_in_a_browser(tmp_path: Path, spar
         bytes={"orphan_bytes_to_delete": 8192},
     )
     write_report(gc_report, str(reports / "gc.json"))
+    tables_report = JobReport(
+        "table-maintenance",
+        lh.uri,
+        counts={"iceberg_tables": 4, "snapshots_expired": 9, "files_deleted": 17},
+        bytes={"freed_bytes": 65536},
+    )
+    write_report(tables_report, str(reports / "table-maintenance.json"))
     missing = _delete_a_leaf(lh)
     health = reports / "health.html"
     code = validate.main(
@@ -123,6 +130,7 @@ def test_validate_report_health_and_tree_pages_in_a_browser(tmp_path: Path, spar
         and "http://" not in page.replace("http://www.w3.org/", "")
     )
     assert "validation failed" in page and "gc (last report)" in page
+    assert "table-maintenance (last report)" in page and "64.00 KiB" in page
 
     # The CLI's health page (no validation result of its own: it finds validate's report) and the tree page.
     described = tmp_path / "describe.html"

@@ -280,6 +280,40 @@ def _gc_section(gc: Mapping[str, Any] | None) -> tuple[str | None, list[str]]:
     ]
 
 
+def _table_maintenance_section(last: Mapping[str, Any] | None) -> list[str]:
+    """The last table-maintenance report: what it expired and deleted, what waits."""
+    if last is None:
+        return [
+            "<p class='muted'>no table-maintenance report found (pass --reports-dir, or run "
+            "table-maintenance with --report)</p>"
+        ]
+    counts = last.get("counts", {})
+    freed = last.get("bytes", {}).get("freed_bytes")
+    rows = [
+        ("status", last.get("status")),
+        ("Iceberg tables", counts.get("iceberg_tables")),
+        ("snapshots expired", counts.get("snapshots_expired")),
+        ("files to delete", counts.get("files_to_delete")),
+        ("files deleted", counts.get("files_deleted")),
+        ("freed", format_bytes(freed) if isinstance(freed, int) else None),
+        ("expired files still named by retained versions", counts.get("expired_files_still_named")),
+        ("orphans younger than the grace period", counts.get("skipped_too_young")),
+        ("purges waiting for retention", _waiting(counts)),
+        ("unreadable files", counts.get("unreadable_files")),
+        ("dry run", last.get("dry_run")),
+        ("error", last.get("error")),
+        ("report", last.get("_path")),
+    ]
+    return [
+        table(["table-maintenance (last report)", ""], [(k, v) for k, v in rows if v is not None])
+    ]
+
+
+def _waiting(counts: Mapping[str, Any]) -> int | None:
+    marks, due = counts.get("purge_marks"), counts.get("purge_marks_due")
+    return marks - due if isinstance(marks, int) and isinstance(due, int) else None
+
+
 def _validation_section(validation: Mapping[str, Any] | None) -> tuple[bool | None, list[str]]:
     if validation is None:
         return None, [
@@ -440,6 +474,8 @@ def render_health_page(
         body.append(tree_levels_table(tree["levels"]))
     body.append("<h2>gc</h2>")
     body.extend(gc_parts)
+    body.append("<h2>Iceberg tables</h2>")
+    body.extend(_table_maintenance_section(reports.get("table-maintenance")))
     if data.get("exports"):
         body.append("<h2>Exports</h2>")
         body.append(
