@@ -210,6 +210,29 @@ def test_a_purge_waits_for_retention_and_undrop_brings_the_table_back(tmp_path: 
         catalog.undrop_table("ns.t", version=1)
 
 
+def test_a_table_registered_at_a_purged_tables_files_keeps_them(tmp_path: Path) -> None:
+    """The REST trial's race: a register of a purged table's metadata file, landing while the
+    purge deleted, lost the registered table its files (503 for good). A purge now only marks;
+    the job deletes what no retained version of any table names, and the registered table
+    names them."""
+    uri, catalog = new_lake(tmp_path / "lake")
+    b = history(catalog, "b", ["append", "append"])
+    expected = sorted(b.scan().to_arrow()["id"].to_pylist())
+    catalog.purge_table("ns.b")
+    catalog.register_table("ns.a", b.metadata_location)
+
+    files = files_under(local(b.location()))
+
+    done = run(uri, catalog)
+
+    assert [m.name for m in done.marks] == ["ns.b"] and not done.marks_due
+    assert files_under(local(b.location())) == files
+    assert sorted(catalog.load_table("ns.a").scan().to_arrow()["id"].to_pylist()) == expected
+    # Once no retained version holds that table under any name, the mark's time has come.
+    catalog.drop_table("ns.a")
+    assert [m.name for m in run(uri, catalog).marks_finished] == ["ns.b"]
+
+
 def test_a_table_that_changed_meanwhile_is_planned_again_never_overwritten(
     tmp_path: Path,
 ) -> None:
