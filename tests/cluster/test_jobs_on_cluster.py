@@ -168,7 +168,9 @@ EVERY_JOB = ("validate", "flush", "compact-versions", "gc", "export", "repair")
         # executors run lakecore from it (assert_ran_on_the_cluster); every job runs the same
         # code on the same cluster in spark_master mode above. Every job this way too is the
         # slow variant: five more submissions, about 150 s on a two-core machine.
-        pytest.param("cluster", ("validate",), id="cluster"),
+        # Packing the virtualenv (some 1 GB with pyspark) is most of its cost: 239 s of a loaded
+        # run's test time for one validate, on the worker that also runs spark_master above.
+        pytest.param("cluster", ("validate",), id="cluster", marks=pytest.mark.slow),
         pytest.param("cluster", EVERY_JOB, id="cluster-every-job", marks=pytest.mark.slow),
         # The same jobs in local mode (local[*]), for the timing comparison in the README.
         pytest.param("local", EVERY_JOB, id="local", marks=pytest.mark.slow),
@@ -246,6 +248,7 @@ def test_every_job_on_the_cluster(
     print(f"CLUSTER-TIMES {mode} {json.dumps(times)}")
 
 
+@pytest.mark.slow  # a submission of its own to the cluster: 177 s of a loaded run's test time
 def test_validate_without_executor_credentials_is_a_storage_failure(
     spark_cluster: StandaloneCluster, s3_server: S3TestServer, tmp_path: Path
 ) -> None:

@@ -400,7 +400,10 @@ def classic(
     return runner, runner.every_job()
 
 
-@pytest.mark.parametrize("mode", ["submit", "python"])
+# spark-submit.sh given a Connect URL runs the job in Python, as "python" does
+# (tests/test_spark_submit.py checks that wrapper step); every job through the wrapper again is
+# the slow variant (506 s of a loaded run's test time against python's 296).
+@pytest.mark.parametrize("mode", [pytest.param("submit", marks=pytest.mark.slow), "python"])
 def test_every_job_through_connect_reports_what_classic_mode_does(
     mode: str,
     classic: tuple[Runner, dict[str, Ran]],
