@@ -106,7 +106,7 @@ def _hint_unpadded(keys: list[str], values: list[str | None], view: Any) -> None
             K.parse_key(key, view.lakehouse_def)
         except LakecoreError:
             say(
-                f"lakecore: {key!r} is not an object key as stored (B=== or C=== and names padded to their "
+                f"lakecore: {key!r} is not an object key as stored (B===, C=== or D=== and names padded to their "
                 "full width); use --namespace NS [--table T] to look a name up",
                 error=True,
             )

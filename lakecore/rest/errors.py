@@ -20,8 +20,10 @@ for some codes, the type, so both follow the spec's examples exactly):
   ``MissingDefinitionError``
   ``NoSuchNamespaceError``                404   ``NoSuchNamespaceException``
   ``NoSuchTableError``, bad identifier    404   ``NoSuchTableException``
+  ``NoSuchViewError``                     404   ``NoSuchViewException``
   ``NamespaceAlreadyExistsError``,        409   ``AlreadyExistsException``
-  ``TableAlreadyExistsError``
+  ``TableAlreadyExistsError``,
+  ``ViewAlreadyExistsError``
   ``NamespaceNotEmptyError``              409   ``NamespaceNotEmptyException``
   ``CommitFailedException``               409   ``CommitFailedException``
   ``CommitStateUnknownException``         500   ``CommitStateUnknownException``
@@ -63,9 +65,11 @@ from pyiceberg.exceptions import (
     NoSuchIdentifierError,
     NoSuchNamespaceError,
     NoSuchTableError,
+    NoSuchViewError,
     TableAlreadyExistsError,
     ValidationError,
     ValidationException,
+    ViewAlreadyExistsError,
 )
 
 from lakecore.errors import (
@@ -121,8 +125,10 @@ _MAPPING: Final[tuple[tuple[type[BaseException], int, str], ...]] = (
     (NoSuchNamespaceError, 404, "NoSuchNamespaceException"),
     (NoSuchTableError, 404, "NoSuchTableException"),
     (NoSuchIdentifierError, 404, "NoSuchTableException"),
+    (NoSuchViewError, 404, "NoSuchViewException"),
     (NamespaceAlreadyExistsError, 409, "AlreadyExistsException"),
     (TableAlreadyExistsError, 409, "AlreadyExistsException"),
+    (ViewAlreadyExistsError, 409, "AlreadyExistsException"),
     (NamespaceNotEmptyError, 409, "NamespaceNotEmptyException"),
     (CommitFailedException, 409, "CommitFailedException"),
     (CommitStateUnknownException, 500, COMMIT_STATE_UNKNOWN),
