@@ -66,7 +66,15 @@ from lakecore.storage.facade import Storage
 from lakecore.versions import latest_version
 from tests.rest.asgi import Answer, call
 from tests.rest.auth_helpers import READER_SECRET, WRITER_SECRET
-from tests.rest.hostile_requests import SCHEMA, Request, encode_body, requests_for, resolve
+from tests.rest.hostile_requests import (
+    SCHEMA,
+    VIEW_SCHEMA,
+    VIEW_VERSION,
+    Request,
+    encode_body,
+    requests_for,
+    resolve,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_EXAMPLES = 150
@@ -149,7 +157,8 @@ def files_outside(sandbox: Path, lake: Path) -> set[str]:
 
 
 def ensure_state(box: Sandbox) -> None:
-    """Namespaces ``db`` and ``other``, tables ``db.t`` and ``db.u`` with a snapshot each: what
+    """Namespaces ``db`` and ``other``, tables ``db.t`` and ``db.u`` with a snapshot each, view
+    ``db.v``: what
     the fuzzed requests name most often, made again when a request dropped them. Then the
     placeholders' values as they are now (read again only when the lakehouse changed)."""
     catalog = box.catalog
@@ -181,6 +190,10 @@ def ensure_state(box: Sandbox) -> None:
                 f"${prefix}SNAP": snapshot.snapshot_id,
             }
         )
+    if not catalog.view_exists(("db", "v")):
+        catalog.create_view(("db", "v"), VIEW_SCHEMA, VIEW_VERSION)
+    view, view_location = catalog.load_view_metadata(("db", "v"))
+    box.values.update({"$VLOC": view.location, "$VMETA": view_location, "$VUUID": view.view_uuid})
     box.version = latest_version(catalog.lakehouse.storage)
 
 
