@@ -143,12 +143,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
         change = changes.get(key)
         if change is None:
             return {"object": key.rstrip(), "kind": None, "namespace": None, "table": None}
-        return {
+        out = {
             "object": change.name,
             "kind": change.kind,
             "namespace": change.namespace,
-            "table": change.table,
+            "table": None if change.kind == "view" else change.table,
         }
+        if change.kind == "view":
+            out["view"] = change.table
+        return out
 
     data: dict[str, Any] = {
         "old": diff.old,
