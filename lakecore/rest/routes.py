@@ -223,7 +223,8 @@ def parse_body(call: Call, model: type[Any]) -> Any:
         raise bad_request(f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels") from None
     except PydanticValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
+            f"{'.'.join(_one_line(p) for p in e['loc']) or 'body'}: {e['msg']}"
+            for e in exc.errors()[:5]
         )
         raise bad_request(
             f"invalid {model.__name__.removesuffix('Body')} request: {problems}"
@@ -234,6 +235,13 @@ def parse_body(call: Call, model: type[Any]) -> Any:
         raise bad_request(
             f"invalid {model.__name__.removesuffix('Body')} request: {type(exc).__name__} {exc}"
         ) from None
+
+
+def _one_line(part: object) -> str:
+    """A part of a JSON path as a message names it: a key the client chose may hold a line
+    break or a control character, which the one-line message must not (shown escaped)."""
+    text = str(part)
+    return text if text.isprintable() else ascii(text)
 
 
 _JSON_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)

@@ -401,6 +401,26 @@ FINDINGS = [
             ]
         },
     ),
+    # A view version whose summary has a key with a line break and a value that is no
+    # string: the 400's message named the key as it was, on two lines.
+    Request(
+        "createView",
+        "POST",
+        b"/v1/namespaces/db/views",
+        headers=WRITER,
+        body={
+            "name": "t",
+            "schema": SCHEMA,
+            "view-version": {
+                "version-id": 0,
+                "schema-id": 0,
+                "timestamp-ms": 0,
+                "summary": {"\n": 0},
+                "representations": [],
+                "default-namespace": [],
+            },
+        },
+    ),
 ]
 
 
@@ -594,3 +614,16 @@ def test_a_path_starlette_would_redirect_is_a_json_404_whatever_its_query(
     request = Request("unmatched", "GET", path, query=query, headers=WRITER)
     answer = check(sandbox, "tokens", request)
     assert (answer.status, answer.error_type) == (404, "NotFoundException"), answer.body
+
+
+def test_a_bad_field_under_a_key_with_a_line_break_is_a_one_line_400(sandbox: Sandbox) -> None:
+    """Found by the fuzzing of the view routes: a ``createView`` whose view version's summary
+    maps ``"\\n"`` to a number was a 400 whose message named the field by its key as sent,
+    a line break in the middle of the spec's one-line message. The key is shown escaped."""
+    ensure_state(sandbox)
+    request = next(r for r in FINDINGS if r.operation == "createView")
+    answer = check(sandbox, "tokens", request)
+    assert (answer.status, answer.error_type) == (400, "BadRequestException"), answer.body
+    message = answer.json()["error"]["message"]
+    assert "\n" not in message and "summary.'\\n'" in message, message
+    assert not sandbox.catalog.view_exists(("db", "t"))
