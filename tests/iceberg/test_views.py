@@ -288,3 +288,23 @@ def test_fsck_reports_a_broken_view_definition(
     (root / location).unlink()
     assert lakecore_main(["-l", str(root), "fsck", "--deep", "--json"]) != 0
     assert "view ns.v" in capsys.readouterr().out
+
+
+def test_cli_lists_shows_and_drops_views(
+    catalog: LakecoreCatalog, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = str(tmp_path / "lake")
+    catalog.create_view("ns.v", WIDER, version("SELECT 1 AS id, 'a' AS name"))
+    capsys.readouterr()
+    assert lakecore_main(["-l", root, "view", "list", "ns", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["views"] == ["v"]
+    assert lakecore_main(["-l", root, "view", "show", "ns", "v"]) == 0
+    shown = capsys.readouterr().out
+    assert "view ns.v (ICEBERG)" in shown and "columns: id INT8, name VARCHAR" in shown
+    assert lakecore_main(["-l", root, "table", "list", "ns", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tables"] == []
+    assert lakecore_main(["-l", root, "view", "drop", "ns", "v"]) == 0
+    assert "dropped view ns.v" in capsys.readouterr().out
+    assert lakecore_main(["-l", root, "view", "drop", "ns", "v"]) == 5  # not found
+    assert "view ns.v does not exist" in capsys.readouterr().err
+    assert catalog.list_views("ns") == []
