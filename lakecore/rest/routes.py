@@ -229,9 +229,11 @@ def parse_body(call: Call, model: type[Any]) -> Any:
         raise bad_request(
             f"invalid {model.__name__.removesuffix('Body')} request: {problems}"
         ) from None
-    except (LookupError, TypeError, AttributeError) as exc:
+    except (LookupError, TypeError, AttributeError, OverflowError) as exc:
         # pyiceberg's own validators index the document unchecked ({"action": "set-statistics"}
-        # without "statistics" raised KeyError, a 500): the document is at fault, nothing else.
+        # without "statistics" raised KeyError, a 500), or take its numbers as lengths (a
+        # "fixed[99999999999999999999]" field's default, OverflowError): the document is at
+        # fault, nothing else.
         raise bad_request(
             f"invalid {model.__name__.removesuffix('Body')} request: {type(exc).__name__} {exc}"
         ) from None

@@ -401,6 +401,30 @@ FINDINGS = [
             ]
         },
     ),
+    # A fixed type longer than an index can be, with a default: pyiceberg's validator
+    # compared the default's length with it, OverflowError, a 500.
+    Request(
+        "createTable",
+        "POST",
+        b"/v1/namespaces/db/tables",
+        headers=WRITER,
+        body={
+            "name": "t",
+            "schema": {
+                "type": "struct",
+                "schema-id": 0,
+                "fields": [
+                    {
+                        "id": 0,
+                        "name": "t",
+                        "type": "fixed[99999999999999999999]",
+                        "required": False,
+                        "initial-default": [],
+                    }
+                ],
+            },
+        },
+    ),
     # A view version whose summary has a key with a line break and a value that is no
     # string: the 400's message named the key as it was, on two lines.
     Request(
@@ -627,3 +651,15 @@ def test_a_bad_field_under_a_key_with_a_line_break_is_a_one_line_400(sandbox: Sa
     message = answer.json()["error"]["message"]
     assert "\n" not in message and "summary.'\\n'" in message, message
     assert not sandbox.catalog.view_exists(("db", "t"))
+
+
+def test_a_fixed_type_no_index_can_hold_with_a_default_is_400(sandbox: Sandbox) -> None:
+    """Found by the fuzzing (``-m slow``): a ``createTable`` whose field is
+    ``fixed[99999999999999999999]`` with an ``initial-default`` was 500 ``OverflowError``:
+    pyiceberg's validator compares the default's length with the type's, which no index can
+    hold. The document is at fault: 400, and no table."""
+    ensure_state(sandbox)
+    request = next(r for r in FINDINGS if r.operation == "createTable")
+    answer = check(sandbox, "tokens", request)
+    assert (answer.status, answer.error_type) == (400, "BadRequestException"), answer.body
+    assert "OverflowError" in answer.json()["error"]["message"]
