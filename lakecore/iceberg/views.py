@@ -15,7 +15,8 @@ Rules:
   other kind's key, so two concurrent creates cannot both land.
 * **Locations.** A view's location and every metadata file lie strictly inside the warehouse,
   in canonical form (``lakecore.iceberg.path_rules``), and not inside a live table's folder (a
-  purge of that table would delete the view's metadata). The default location is unique:
+  purge deletes what the table's metadata names under its folders: no view file is to be in
+  reach of that). The default location is unique:
   ``<namespace folder>/<view>-<32 hex digits>``. Metadata files are
   ``<location>/metadata/<NNNNN>-<uuid>.metadata.json``, numbered on from the file replaced.
 * **A change writes a new metadata file, then commits** the new definition through the group
@@ -447,8 +448,8 @@ class ViewOps(PlacementRules):
         self.check_location(metadata_location, "view metadata location")
 
     def _check_view_placement(self, tx: Transaction, ns: str, name: str, location: str) -> None:
-        """A view's folder may not lie in a live table's folder: a purge of that table would
-        delete the view's metadata files."""
+        """A view's folder may not lie in a live table's folder, where that table's purge
+        deletes files."""
         registry = self._ensure_registry(tx)
         holders = self._tables_holding(tx, registry, location)
         if holders:
@@ -456,8 +457,8 @@ class ViewOps(PlacementRules):
             clash = next(r for r in roots if contains(r, location))
             raise ValidationError(
                 f"view location {location} of view {ns}.{name} lies in {clash}, a folder of "
-                f"table {other_ns}.{other_name} (its purge would delete the view's metadata); "
-                "choose another location"
+                f"table {other_ns}.{other_name}: a view needs a folder outside every table's "
+                "(a table's purge deletes files in its folders); choose another location"
             )
 
     def _refuse_taken_view_name(self, ns: str, name: str) -> None:
