@@ -14,9 +14,10 @@ Rules:
   (``ViewAlreadyExistsError``/``TableAlreadyExistsError``); the lakehouse transaction guards the
   other kind's key, so two concurrent creates cannot both land.
 * **Locations.** A view's location and every metadata file lie strictly inside the warehouse,
-  in canonical form (``lakecore.iceberg.path_rules``), and not inside a live table's folder (a
-  purge deletes what the table's metadata names under its folders: no view file is to be in
-  reach of that). The default location is unique:
+  in canonical form (``lakecore.iceberg.path_rules``), and not inside a live table's folder
+  nor a purge mark's: table maintenance deletes the files there that no table names (the
+  table side, ``PlacementRules._refuse_views_inside``, keeps an explicitly placed table root
+  off a view's folder). The folder is kept in the definition (``VIEW_LOCATION_PROPERTY``). The default location is unique:
   ``<namespace folder>/<view>-<32 hex digits>``. Metadata files are
   ``<location>/metadata/<NNNNN>-<uuid>.metadata.json``, numbered on from the file replaced.
 * **A change writes a new metadata file, then commits** the new definition through the group
@@ -64,11 +65,17 @@ from lakecore.iceberg.columns import columns_of
 from lakecore.iceberg.errors import translated
 from lakecore.iceberg.path_rules import normalize_location
 from lakecore.iceberg.placement import PlacementRules
-from lakecore.iceberg.pointer import METADATA_LOCATION_PROPERTY, identifier_of, pointer_properties
+from lakecore.iceberg.pointer import (
+    METADATA_LOCATION_PROPERTY,
+    VIEW_LOCATION_PROPERTY,
+    identifier_of,
+    pointer_properties,
+)
 from lakecore.iceberg.roots import contains
 from lakecore.keys import refuse_unclear_name
 from lakecore.lakehouse import Transaction
 from lakecore.lakehouse.group_commit import Batch
+from lakecore.maintenance.tables.marks import marks_of
 from lakecore.sized_lru import SizedLRU
 
 if TYPE_CHECKING:
@@ -448,8 +455,17 @@ class ViewOps(PlacementRules):
         self.check_location(metadata_location, "view metadata location")
 
     def _check_view_placement(self, tx: Transaction, ns: str, name: str, location: str) -> None:
-        """A view's folder may not lie in a live table's folder, where that table's purge
-        deletes files."""
+        """A view's folder may not lie in a live table's folder, nor in the folders of a table
+        dropped with purge and not purged yet: table maintenance deletes the files there that
+        no table's metadata names."""
+        for mark in marks_of(tx.lakehouse_def.properties):
+            clash = next((r for r in mark.roots if contains(r, location)), None)
+            if clash is not None:
+                raise ValidationError(
+                    f"view location {location} of view {ns}.{name} lies in {clash}, a folder of "
+                    f"table {mark.name}, dropped with purge: table maintenance deletes the "
+                    "files there; choose another location"
+                )
         registry = self._ensure_registry(tx)
         holders = self._tables_holding(tx, registry, location)
         if holders:
@@ -545,7 +561,7 @@ class ViewOps(PlacementRules):
             ns,
             name,
             columns=columns_of(metadata.schemas[-1]),
-            format_properties=pointer_properties(metadata_location),
+            format_properties=view_pointer(metadata_location, metadata.location),
             checked_by_catalog=True,
         )
         self._check_view_placement(tx, ns, name, metadata.location)
@@ -596,7 +612,7 @@ class ViewOps(PlacementRules):
                 ns,
                 name,
                 columns=columns_of(_current_schema(metadata)),
-                format_properties=pointer_properties(metadata_location),
+                format_properties=view_pointer(metadata_location, metadata.location),
                 checked_by_catalog=True,
             )
             self._check_view_placement(batch.tx, ns, name, metadata.location)
@@ -704,7 +720,7 @@ class ViewOps(PlacementRules):
                 ns,
                 name,
                 columns=columns_of(_current_schema(metadata)),
-                format_properties=pointer_properties(metadata_location, base_location),
+                format_properties=view_pointer(metadata_location, metadata.location, base_location),
                 checked_by_catalog=True,
             )
             batch.write_before_root(
@@ -714,6 +730,14 @@ class ViewOps(PlacementRules):
 
         result: tuple[ViewMetadata, str] = self._commit_view_change("replace_view", ns, name, stage)
         return result
+
+
+def view_pointer(
+    metadata_location: str, location: str, previous: str | None = None
+) -> dict[str, str]:
+    """A view definition's format properties: a table's pointer, and the view's folder
+    (``VIEW_LOCATION_PROPERTY``), which the table placement rule reads without Iceberg files."""
+    return {**pointer_properties(metadata_location, previous), VIEW_LOCATION_PROPERTY: location}
 
 
 def _current_schema(metadata: ViewMetadata) -> Schema:
@@ -732,10 +756,12 @@ def _current_schema(metadata: ViewMetadata) -> Schema:
 
 
 __all__ = [
+    "VIEW_LOCATION_PROPERTY",
     "AssertViewUUID",
     "ViewOps",
     "ViewRequirement",
     "ViewUpdate",
     "apply_view_updates",
     "view_metadata_from_bytes",
+    "view_pointer",
 ]

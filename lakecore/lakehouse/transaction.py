@@ -232,6 +232,11 @@ class Transaction:
             for k, _ in self._scan(K.view_key_prefix(ns, self.lakehouse_def))
         ]
 
+    def all_views(self) -> list[tuple[str, str]]:
+        """(namespace, view) of every view of the lakehouse, as this transaction would commit
+        it: one scan of the view keys (their range is after every table's)."""
+        return [K.parse_view_key(k, self.lakehouse_def) for k, _ in self._scan(K.VIEW_KEY_PREFIX)]
+
     def load_view(self, ns: str, view: str) -> pb.ViewDef:
         location = self._get(K.view_key(ns, view, self.lakehouse_def))
         if location is None:

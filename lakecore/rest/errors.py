@@ -96,6 +96,10 @@ INTERNAL: Final = "InternalServerError"
 RETRY_AFTER_SECONDS: Final = 1
 
 
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 @dataclass
 class RestError(Exception):
     """A failure the server answers with ``code`` and ``type`` (see the module docstring)."""
@@ -106,6 +110,9 @@ class RestError(Exception):
     headers: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # The spec's message is one line, whatever a client's text put in it (a field named
+        # "a\nb" in a pyiceberg validator's message was a second line).
+        self.message = one_line(self.message)
         super().__init__(self.message)
 
     def body(self) -> dict[str, Any]:
@@ -149,10 +156,6 @@ _UNAVAILABLE: Final = (
     TreeStructureError,
     MissingDefinitionError,
 )
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _cause_chain(exc: BaseException) -> list[BaseException]:

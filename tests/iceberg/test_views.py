@@ -308,3 +308,25 @@ def test_cli_lists_shows_and_drops_views(
     assert lakecore_main(["-l", root, "view", "drop", "ns", "v"]) == 5  # not found
     assert "view ns.v does not exist" in capsys.readouterr().err
     assert catalog.list_views("ns") == []
+
+
+def test_tables_keep_out_of_views_folders_and_views_out_of_purged_tables(
+    catalog: LakecoreCatalog,
+) -> None:
+    """Table maintenance deletes what no table names under a table's folders (and a purged
+    table's): a view's metadata must never lie there, whichever was placed first."""
+    view = catalog.create_view(
+        "ns.v", SCHEMA, version("SELECT 1"), location=catalog.warehouse + "/shared/v"
+    )
+    with pytest.raises(ValidationError, match=r"a folder of view ns\.v"):
+        catalog.create_table("ns.t", SCHEMA, location=catalog.warehouse + "/shared")
+    with pytest.raises(ValidationError, match=r"a folder of view ns\.v"):
+        catalog.create_table("ns.t", SCHEMA, location=view.location())
+    catalog.create_table("ns.t", SCHEMA, location=catalog.warehouse + "/elsewhere")
+    catalog.purge_table("ns.t")  # a purge mark: maintenance deletes in the folder later
+    with pytest.raises(ValidationError, match="dropped with purge"):
+        catalog.create_view(
+            "ns.w", SCHEMA, version("SELECT 1"), location=catalog.warehouse + "/elsewhere/w"
+        )
+    definition = catalog.lakehouse.refresh().load_view("ns", "v")
+    assert definition.format_properties["location"] == view.location()

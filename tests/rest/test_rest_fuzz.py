@@ -425,6 +425,35 @@ FINDINGS = [
             },
         },
     ),
+    # A struct default pyiceberg cannot read, in a struct with a field named "a\nb": the
+    # validator's TypeError, quoted in the 400, named the type on two lines.
+    Request(
+        "createTable",
+        "POST",
+        b"/v1/namespaces/db/tables",
+        headers=WRITER,
+        body={
+            "name": "t",
+            "schema": {
+                "type": "struct",
+                "schema-id": 0,
+                "fields": [
+                    {
+                        "id": 0,
+                        "name": "t",
+                        "type": {
+                            "type": "struct",
+                            "fields": [
+                                {"id": 0, "name": "a\nb", "type": "boolean", "required": False}
+                            ],
+                        },
+                        "required": False,
+                        "initial-default": [],
+                    }
+                ],
+            },
+        },
+    ),
     # A view version whose summary has a key with a line break and a value that is no
     # string: the 400's message named the key as it was, on two lines.
     Request(
@@ -663,3 +692,15 @@ def test_a_fixed_type_no_index_can_hold_with_a_default_is_400(sandbox: Sandbox) 
     answer = check(sandbox, "tokens", request)
     assert (answer.status, answer.error_type) == (400, "BadRequestException"), answer.body
     assert "OverflowError" in answer.json()["error"]["message"]
+
+
+def test_a_validators_message_quoting_a_line_break_is_one_line(sandbox: Sandbox) -> None:
+    """Found by the slow fuzzing: a 400 quoting pyiceberg's ``TypeError`` about a struct
+    holding a field named ``"a\\nb"`` carried the line break. Every error message is made
+    one line where it is made (``RestError``), whatever it quotes."""
+    ensure_state(sandbox)
+    request = [r for r in FINDINGS if r.operation == "createTable"][1]
+    answer = check(sandbox, "tokens", request)
+    assert (answer.status, answer.error_type) == (400, "BadRequestException"), answer.body
+    message = answer.json()["error"]["message"]
+    assert "\n" not in message and "a b" in message, message
