@@ -4,10 +4,11 @@ The validate job turns every node it checks into rows (``lakecore.maintenance.no
 holds the columns the suite reads: version, section, key, pvalue, pnode) and hands the Spark
 DataFrame here. The suite states the row-level rules of docs/format.md#node-files as expectations:
 
-    object-key-prefix      key-table and buffer keys start with B=== or C=== (so system keys
-                           appear only in system rows)
+    object-key-prefix      key-table and buffer keys start with B===, C=== or D=== (so system
+                           keys appear only in system rows)
     object-key-length      ... and have exactly the encoded length of their kind, in UTF-8
-                           bytes: 4 + namespace max (B===), 4 + namespace max + table max (C===)
+                           bytes: 4 + namespace max (B===), 4 + namespace max + table max
+                           (C=== tables, D=== views)
     system-keys            system rows hold only known system keys
     system-row-nulls       system rows: key and pvalue non-null, pnode null
     key-table-row-nulls    key-table rows: key null iff pvalue null
@@ -61,8 +62,10 @@ NODE_PATH_REGEX: Final = rf"^(?:{_HASH_DIRS}node-{_UUID}\.arrow|{_FULL_URI})$"
 # Lazy ``\S+?``: the same language (the pattern is anchored at both ends), but Java's matcher no
 # longer runs to the end of every path and backs up over the uuid: 1.9 s per million pvalues
 # down to 1.2 s on local[1].
-DEF_PATH_REGEX: Final = rf"^(?:{_HASH_DIRS}(?:namespace|table)-\S+?-{_UUID}\.binpb|{_FULL_URI})$"
-OBJECT_KEY_REGEX: Final = r"^(?:B===|C===)"
+DEF_PATH_REGEX: Final = (
+    rf"^(?:{_HASH_DIRS}(?:namespace|table|view)-\S+?-{_UUID}\.binpb|{_FULL_URI})$"
+)
+OBJECT_KEY_REGEX: Final = r"^(?:B===|C===|D===)"
 
 _NULL_PATTERNS: Final = {
     "system": ["key,pvalue,-"],
@@ -85,7 +88,7 @@ def _specs() -> list[Spec]:
     return [
         Spec(
             "object-key-prefix",
-            "key-table and buffer keys are object keys (B=== or C===); "
+            "key-table and buffer keys are object keys (B===, C=== or D===); "
             "system keys only in system rows",
             "regex",
             "object_key",
@@ -200,7 +203,7 @@ def with_derived_columns(
     expected_length = F.when(
         key.startswith(K.NAMESPACE_KEY_PREFIX), F.lit(4 + namespace_name_max_bytes)
     ).when(
-        key.startswith(K.TABLE_KEY_PREFIX),
+        key.startswith(K.TABLE_KEY_PREFIX) | key.startswith(K.VIEW_KEY_PREFIX),
         F.lit(4 + namespace_name_max_bytes + table_name_max_bytes),
     )
     pattern = F.concat_ws(

@@ -5,6 +5,12 @@ Key layout (``[sp]`` is the byte 0x20)::
     namespace key  =  "B===" + name(ns)    right-padded with [sp] to namespace_name_max_size_bytes
     table key      =  "C===" + name(ns)    right-padded to namespace_name_max_size_bytes
                              + name(table) right-padded to table_name_max_size_bytes
+    view key       =  "D===" + name(ns)    right-padded to namespace_name_max_size_bytes
+                             + name(view)  right-padded to table_name_max_size_bytes
+
+A view's name obeys a table name's limit: views and tables share a namespace's names (the
+lakehouse and the Iceberg catalog refuse a view named like a table and the reverse), and one
+limit keeps both kinds of key the same length.
 
 Padding counts UTF-8 *bytes*, not characters. Keys order bytewise by their UTF-8 encoding;
 Python compares ``str`` by code point, which is the same order for valid UTF-8, so keys are
@@ -29,6 +35,7 @@ SCHEMA_ID_PADDING: Final = "==="
 # Schema 0 is the lakehouse's own, which has no object key.
 NAMESPACE_SCHEMA: Final = 1
 TABLE_SCHEMA: Final = 2
+VIEW_SCHEMA: Final = 3
 
 DEFAULT_NAMESPACE_NAME_MAX_SIZE_BYTES: Final = 100
 DEFAULT_TABLE_NAME_MAX_SIZE_BYTES: Final = 100
@@ -62,6 +69,7 @@ def schema_id_value(encoded: str) -> int:
 
 NAMESPACE_KEY_PREFIX: Final = schema_id(NAMESPACE_SCHEMA)
 TABLE_KEY_PREFIX: Final = schema_id(TABLE_SCHEMA)
+VIEW_KEY_PREFIX: Final = schema_id(VIEW_SCHEMA)
 
 
 def _limit(lakehouse_def: Any, field: str, default: int) -> int:
@@ -156,13 +164,40 @@ def table_key_prefix(ns: str, lakehouse_def: Any) -> str:
     return TABLE_KEY_PREFIX + encode_name(ns, namespace_name_max_bytes(lakehouse_def), "namespace")
 
 
+def view_key(ns: str, view: str, lakehouse_def: Any) -> str:
+    return (
+        VIEW_KEY_PREFIX
+        + encode_name(ns, namespace_name_max_bytes(lakehouse_def), "namespace")
+        + encode_name(view, table_name_max_bytes(lakehouse_def), "view")
+    )
+
+
+def view_key_prefix(ns: str, lakehouse_def: Any) -> str:
+    """Every view key of namespace ``ns`` starts with this; used to list a namespace's views."""
+    return VIEW_KEY_PREFIX + encode_name(ns, namespace_name_max_bytes(lakehouse_def), "namespace")
+
+
 @dataclass(frozen=True)
 class ParsedKey:
-    """What an object key names. ``table`` is None for a namespace key."""
+    """What an object key names: ``table`` is set for a table key, ``view`` for a view key,
+    neither for a namespace key."""
 
     schema: int
     namespace: str
     table: str | None = None
+    view: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """``namespace``, ``table`` or ``view``."""
+        if self.view is not None:
+            return "view"
+        return "namespace" if self.table is None else "table"
+
+    @property
+    def name(self) -> str:
+        """The object's own name: the table's or view's, or the namespace's."""
+        return self.view or self.table or self.namespace
 
 
 def _decode_padded(raw: bytes, max_bytes: int, what: str, key: str) -> str:
@@ -180,8 +215,8 @@ def _decode_padded(raw: bytes, max_bytes: int, what: str, key: str) -> str:
 def parse_namespace_key(key: str, lakehouse_def: Any) -> str:
     """The namespace name of a namespace key."""
     parsed = parse_key(key, lakehouse_def)
-    if parsed.table is not None:
-        raise InvalidNameError(f"key {key!r} is a table key, not a namespace key")
+    if parsed.kind != "namespace":
+        raise InvalidNameError(f"key {key!r} is a {parsed.kind} key, not a namespace key")
     return parsed.namespace
 
 
@@ -189,8 +224,16 @@ def parse_table_key(key: str, lakehouse_def: Any) -> tuple[str, str]:
     """(namespace, table) of a table key."""
     parsed = parse_key(key, lakehouse_def)
     if parsed.table is None:
-        raise InvalidNameError(f"key {key!r} is a namespace key, not a table key")
+        raise InvalidNameError(f"key {key!r} is a {parsed.kind} key, not a table key")
     return parsed.namespace, parsed.table
+
+
+def parse_view_key(key: str, lakehouse_def: Any) -> tuple[str, str]:
+    """(namespace, view) of a view key."""
+    parsed = parse_key(key, lakehouse_def)
+    if parsed.view is None:
+        raise InvalidNameError(f"key {key!r} is a {parsed.kind} key, not a view key")
+    return parsed.namespace, parsed.view
 
 
 def parse_key(key: str, lakehouse_def: Any) -> ParsedKey:
@@ -206,17 +249,21 @@ def parse_key(key: str, lakehouse_def: Any) -> ParsedKey:
                 f"namespace key {key!r} is {len(body)} bytes after its schema ID, expected {ns_max}"
             )
         return ParsedKey(schema, _decode_padded(body, ns_max, "namespace", key))
-    if schema == TABLE_SCHEMA:
+    if schema in (TABLE_SCHEMA, VIEW_SCHEMA):
+        what = "table" if schema == TABLE_SCHEMA else "view"
         table_max = table_name_max_bytes(lakehouse_def)
         if len(body) != ns_max + table_max:
             raise InvalidNameError(
-                f"table key {key!r} is {len(body)} bytes after its schema ID, expected {ns_max + table_max}"
+                f"{what} key {key!r} is {len(body)} bytes after its schema ID, expected {ns_max + table_max}"
             )
         ns = _decode_padded(body[:ns_max], ns_max, "namespace", key)
-        table = _decode_padded(body[ns_max:], table_max, "table", key)
-        return ParsedKey(schema, ns, table)
+        name = _decode_padded(body[ns_max:], table_max, what, key)
+        if schema == TABLE_SCHEMA:
+            return ParsedKey(schema, ns, table=name)
+        return ParsedKey(schema, ns, view=name)
     raise InvalidNameError(
-        f"key {key!r} has schema ID {schema}; this profile knows 1 (namespace) and 2 (table)"
+        f"key {key!r} has schema ID {schema}; this profile knows 1 (namespace), 2 (table) and "
+        "3 (view)"
     )
 
 

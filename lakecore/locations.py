@@ -8,6 +8,7 @@ Layout of a lakehouse root (docs/format.md#layout)::
     <root>/bbbb/bbbb/bbbb/bbbbbbbb-node-<uuid4>.arrow   non-root node, optimized
     <root>/bbbb/bbbb/bbbb/bbbbbbbb-namespace-<ns>-<uuid4>.binpb
     <root>/bbbb/bbbb/bbbb/bbbbbbbb-table-<table>-<ns>-<uuid4>.binpb
+    <root>/bbbb/bbbb/bbbb/bbbbbbbb-view-<view>-<ns>-<uuid4>.binpb
 
 Path optimization: ``name`` = original path with ``/`` replaced by ``-``; ``h`` = MurmurHash3
 x86 32-bit, seed 0, of the UTF-8 bytes of ``name``, unsigned; ``b`` = the low 20 bits of ``h``
@@ -51,11 +52,13 @@ _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
 _ROOT_NAME_RE = re.compile(r"^_([01]{32})\.arrow$")
 _LAKEHOUSE_DEF_RE = re.compile(rf"^_lakehouse_def_{_UUID}\.binpb$")
 # A file in a hash directory, the bulk of any listing: its head, ``bbbb/bbbb/bbbb/bbbbbbbb-``
-# then ``node`` (group 1), ``namespace-`` (2) or ``table-`` (3), and its tail, ``-UUID.arrow``
+# then ``node`` (group 1), ``namespace-`` (2), ``table-`` (3) or ``view-`` (4), and its tail, ``-UUID.arrow``
 # or ``-UUID.binpb``, the last _HASHED_TAIL_LENGTH characters. Two short matches, not one
 # pattern with ``.+`` before the UUID: that one backtracked over every name (0.87 against
 # 0.63 us a path), and gc classifies every file of the lakehouse.
-_HASHED_HEAD_RE = re.compile(r"[01]{4}/[01]{4}/[01]{4}/[01]{8}-(?:(node)|(namespace-)|(table-))")
+_HASHED_HEAD_RE = re.compile(
+    r"[01]{4}/[01]{4}/[01]{4}/[01]{8}-(?:(node)|(namespace-)|(table-)|(view-))"
+)
 _HASHED_TAIL_RE = re.compile(rf"-{_UUID}\.(?:arrow|binpb)")
 _HASHED_TAIL_LENGTH = 43
 _HASHED_NAME_START = 24
@@ -63,7 +66,7 @@ _HASHED_NAME_START = 24
 # is the end of the text only, and ``[^\n]`` is what Python's '.' matches.
 _HASHED_FILE_RE2 = (
     rf"^[01]{{4}}/[01]{{4}}/[01]{{4}}/[01]{{8}}-"
-    rf"(?:node-{_UUID}\.arrow|(?:namespace|table)-[^\n]+-{_UUID}\.binpb)$"
+    rf"(?:node-{_UUID}\.arrow|(?:namespace|table|view)-[^\n]+-{_UUID}\.binpb)$"
 )
 _PREFIX_MASK = (1 << OPTIMIZED_PREFIX_BITS) - 1
 _TEMP_RE = re.compile(rf"^(?:[01]{{4}}/[01]{{4}}/[01]{{4}}/)?\.lakecore-tmp-{_UUID}$")
@@ -88,6 +91,7 @@ class FileKind(Enum):
     NODE = "node"
     NAMESPACE_DEF = "namespace_def"
     TABLE_DEF = "table_def"
+    VIEW_DEF = "view_def"
     TEMP = "temp"
 
 
@@ -289,6 +293,12 @@ def new_table_def_path(ns: str, table: str) -> str:
     return _new_def_path("table", f"{table}-{ns}")
 
 
+def new_view_def_path(ns: str, view: str) -> str:
+    _check_name_for_path(ns, "namespace")
+    _check_name_for_path(view, "view")
+    return _new_def_path("view", f"{view}-{ns}")
+
+
 # The longest file name (one path segment) local file systems take: ext4, XFS, APFS.
 FILE_NAME_SEGMENT_MAX_BYTES: Final = 255
 # What precedes the original name in an optimized file name: the hash bits the directories do
@@ -345,6 +355,7 @@ _CLASSIFIED_HASHED: Final = (
     ClassifiedPath(FileKind.NODE),
     ClassifiedPath(FileKind.NAMESPACE_DEF),
     ClassifiedPath(FileKind.TABLE_DEF),
+    ClassifiedPath(FileKind.VIEW_DEF),
 )
 _CLASSIFIED_HINT: Final = ClassifiedPath(FileKind.LATEST_HINT)
 _CLASSIFIED_LAKEHOUSE_DEF: Final = ClassifiedPath(FileKind.LAKEHOUSE_DEF)
@@ -352,7 +363,7 @@ _CLASSIFIED_TEMP: Final = ClassifiedPath(FileKind.TEMP)
 
 
 def _hashed_group(path: str) -> int:
-    """1, 2 or 3 for an optimized node, namespace or table definition path (the head's
+    """1, 2, 3 or 4 for an optimized node, namespace, table or view definition path (the head's
     group), 0 for anything else: another kind of file, or a look-alike.
 
     An optimized path only counts when its hash prefix is the one its name hashes to, so a
@@ -362,7 +373,8 @@ def _hashed_group(path: str) -> int:
         return 0
     group = head.lastindex or 0
     tail = len(path) - _HASHED_TAIL_LENGTH
-    # A node's name is ``node-UUID.arrow``; a definition's ``namespace-`` or ``table-``, at
+    # A node's name is ``node-UUID.arrow``; a definition's ``namespace-``, ``table-`` or
+    # ``view-``, at
     # least one character of its own on one line, then ``-UUID.binpb``.
     if group == 1:
         if tail != head.end() or not path.endswith(NODE_FILE_SUFFIX):
@@ -394,6 +406,7 @@ _HASHED_KIND_VALUES: Final = (
     FileKind.NODE.value,
     FileKind.NAMESPACE_DEF.value,
     FileKind.TABLE_DEF.value,
+    FileKind.VIEW_DEF.value,
 )
 
 
@@ -420,6 +433,7 @@ _HASHED_KIND_BY_HEAD: Final = {
     "no": FileKind.NODE.value,
     "na": FileKind.NAMESPACE_DEF.value,
     "ta": FileKind.TABLE_DEF.value,
+    "vi": FileKind.VIEW_DEF.value,
 }
 
 

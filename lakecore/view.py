@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 from lakecore import keys as K
 from lakecore import namespaces as N
 from lakecore import tree
-from lakecore.defs import LakehouseDef, decode_namespace_def, decode_table_def, pb
+from lakecore.defs import (
+    LakehouseDef,
+    decode_namespace_def,
+    decode_table_def,
+    decode_view_def,
+    pb,
+)
 from lakecore.errors import (
     CorruptFileError,
     DamagedLakehouseError,
@@ -420,9 +426,11 @@ class LakehouseView:
         prefix = K.table_key_prefix(ns, self.lakehouse_def)
         return [K.parse_table_key(k, self.lakehouse_def)[1] for k, _ in self.items(prefix)]
 
-    def read_definition(self, location: str, ns: str, table: str | None = None) -> bytes:
-        """The bytes of the definition file of namespace ``ns`` (or of its ``table``) that this
-        version names at ``location``.
+    def read_definition(
+        self, location: str, ns: str, table: str | None = None, *, kind: str = "table"
+    ) -> bytes:
+        """The bytes of the definition file of namespace ``ns`` (or of its ``table``, or its
+        view when ``kind`` is ``view``) that this version names at ``location``.
 
         A missing file is damage (``MissingDefinitionError``, exit 6), not "no such table": the
         key is in the tree. Unless this version expired while it was being read: compact-versions
@@ -443,11 +451,11 @@ class LakehouseView:
                 ) from None
             quoted = " ".join(shlex.quote(name) for name in (ns, table) if name is not None)
             raise MissingDefinitionError(
-                f"namespace {ns!r}" if table is None else f"table {ns}.{table}",
+                f"namespace {ns!r}" if table is None else f"{kind} {ns}.{table}",
                 self.storage.uri(location) if not is_full_uri(location) else location,
                 self.version,
                 self.storage.root_uri,
-                f"namespace drop {quoted}" if table is None else f"table drop {quoted}",
+                f"namespace drop {quoted}" if table is None else f"{kind} drop {quoted}",
                 " once it holds no table" if table is None else "",
             ) from None
 
@@ -462,6 +470,22 @@ class LakehouseView:
         if location is None:
             raise NotFoundError(f"table {ns}.{table} does not exist at version {self.version}")
         return decode_table_def(self.read_definition(location, ns, table), location)
+
+    def view_exists(self, ns: str, view: str) -> bool:
+        return self.get(K.view_key(ns, view, self.lakehouse_def)) is not None
+
+    def list_views(self, ns: str) -> list[str]:
+        """The Iceberg views of namespace ``ns`` (docs/format.md#view-definition), sorted."""
+        if not self.namespace_exists(ns):
+            raise NotFoundError(f"namespace {ns!r} does not exist at version {self.version}")
+        prefix = K.view_key_prefix(ns, self.lakehouse_def)
+        return [K.parse_view_key(k, self.lakehouse_def)[1] for k, _ in self.items(prefix)]
+
+    def load_view(self, ns: str, view: str) -> pb.ViewDef:
+        location = self.get(K.view_key(ns, view, self.lakehouse_def))
+        if location is None:
+            raise NotFoundError(f"view {ns}.{view} does not exist at version {self.version}")
+        return decode_view_def(self.read_definition(location, ns, view, kind="view"), location)
 
 
 def has_lakehouse(storage: Storage) -> bool:

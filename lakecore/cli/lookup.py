@@ -106,7 +106,7 @@ def _hint_unpadded(keys: list[str], values: list[str | None], view: Any) -> None
             K.parse_key(key, view.lakehouse_def)
         except LakecoreError:
             say(
-                f"lakecore: {key!r} is not an object key as stored (B=== or C=== and names padded to their "
+                f"lakecore: {key!r} is not an object key as stored (B===, C=== or D=== and names padded to their "
                 "full width); use --namespace NS [--table T] to look a name up",
                 error=True,
             )
@@ -143,12 +143,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
         change = changes.get(key)
         if change is None:
             return {"object": key.rstrip(), "kind": None, "namespace": None, "table": None}
-        return {
+        out = {
             "object": change.name,
             "kind": change.kind,
             "namespace": change.namespace,
-            "table": change.table,
+            "table": None if change.kind == "view" else change.table,
         }
+        if change.kind == "view":
+            out["view"] = change.table
+        return out
 
     data: dict[str, Any] = {
         "old": diff.old,

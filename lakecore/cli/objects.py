@@ -337,8 +337,63 @@ def _undrop_iceberg(storage: Any, namespace: str, table: str, version: int) -> N
         raise InvalidArgumentError(str(exc)) from exc
 
 
+def cmd_view(args: argparse.Namespace) -> int:
+    """``lakecore view list|show|drop``: Iceberg views as the lakehouse holds them (create and
+    replace them through an Iceberg catalog: the definition points at Iceberg metadata)."""
+    from google.protobuf.json_format import MessageToDict
+
+    from lakecore.lakehouse.history import display_name  # deferred: --help stays cheap
+
+    if args.action == "list":
+        view = open_view(args)
+        names = view.list_views(args.namespace)
+        emit(
+            args,
+            "\n".join(names) if names else "(no views)",
+            {"version": view.version, "views": names},
+        )
+        return ExitCode.OK
+    if args.action == "show":
+        view = open_view(args)
+        definition = view.load_view(args.namespace, args.view)
+        data = MessageToDict(definition, preserving_proto_field_name=True)
+        from lakecore.defs import pb
+
+        columns = ", ".join(
+            f"{c.name} {pb.DataType.Name(c.type)}" for c in definition.schema.columns
+        )
+        emit(
+            args,
+            f"view {args.namespace}.{definition.name} ({definition.view_format})\n"
+            f"  columns: {columns or '-'}\n  properties: {dict(definition.properties)}\n"
+            f"  format properties: {dict(definition.format_properties)}",
+            {
+                "version": view.version,
+                **data,
+                "format_properties": dict(definition.format_properties),
+            },
+        )
+        return ExitCode.OK
+    lh = open_lakehouse(args)
+    with lh.transaction() as tx:
+        tx.drop_view(args.namespace, args.view)
+    name = display_name(args.namespace, args.view)
+    emit(
+        args,
+        f"dropped view {name} in version {lh.version} (its Iceberg files stay)",
+        {
+            "version": lh.version,
+            "namespace": args.namespace,
+            "view": args.view,
+            "action": "drop",
+            "committed": True,
+        },
+    )
+    return ExitCode.OK
+
+
 def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -> None:
-    """The ``init``, ``namespace`` and ``table`` commands; ``subcommand(sub, name, help, ...)`` makes a subparser with the command
+    """The ``init``, ``namespace``, ``table`` and ``view`` commands; ``subcommand(sub, name, help, ...)`` makes a subparser with the command
     line's shared options (``--json``, ``-l/--lakehouse``)."""
     p = subcommand(sub, "init", "create a lakehouse")
     p.add_argument(
@@ -474,6 +529,24 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
         [("namespace", "the table's namespace"), ("table", "the table name")],
     )
     p.set_defaults(func=cmd_table)
+
+    p = subcommand(
+        sub,
+        "view",
+        "list, show or drop Iceberg views (create and replace them through an Iceberg catalog)",
+    )
+    actions = p.add_subparsers(dest="action", required=True, metavar="{list,show,drop}")
+    a = subcommand(actions, "list", "the views of a namespace, sorted")
+    a.add_argument("namespace", help="the namespace")
+    add_version_options(a)
+    a = subcommand(actions, "show", "a view's definition")
+    a.add_argument("namespace", help="the view's namespace")
+    a.add_argument("view", help="the view name")
+    add_version_options(a)
+    a = subcommand(actions, "drop", "drop a view (its Iceberg files stay)")
+    a.add_argument("namespace", help="the view's namespace")
+    a.add_argument("view", help="the view name")
+    p.set_defaults(func=cmd_view)
 
 
 def _properties_actions(

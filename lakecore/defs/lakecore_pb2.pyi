@@ -150,6 +150,34 @@ class TableDef(_message.Message):
     properties: _containers.ScalarMap[str, str]
     def __init__(self, name: _Optional[str] = ..., schema: _Optional[_Union[Schema, _Mapping]] = ..., distribution_keys: _Optional[_Iterable[int]] = ..., primary_key: _Optional[_Iterable[int]] = ..., sort_keys: _Optional[_Iterable[int]] = ..., unique_columns: _Optional[_Iterable[int]] = ..., table_type: _Optional[str] = ..., table_format: _Optional[str] = ..., format_properties: _Optional[_Mapping[str, str]] = ..., properties: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
+class ViewDef(_message.Message):
+    __slots__ = ("name", "schema", "view_format", "format_properties", "properties")
+    class FormatPropertiesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class PropertiesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    schema: Schema
+    view_format: str
+    format_properties: _containers.ScalarMap[str, str]
+    properties: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., schema: _Optional[_Union[Schema, _Mapping]] = ..., view_format: _Optional[str] = ..., format_properties: _Optional[_Mapping[str, str]] = ..., properties: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
 class Schema(_message.Message):
     __slots__ = ("columns",)
     COLUMNS_FIELD_NUMBER: _ClassVar[int]

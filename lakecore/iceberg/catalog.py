@@ -109,7 +109,14 @@ Rules:
   asserts a wording (``Table does not exist: ns.t``, ``Namespace ns is not empty``), the
   message starts with it and lakecore's detail follows. Storage failures and damaged files
   outside a commit stay lakecore errors (``StorageError``, ``CorruptFileError``): pyiceberg has
-  no type for them. Views are not supported: every view method raises ``NotImplementedError``.
+  no type for them. Views: ``NoSuchViewError``/``ViewAlreadyExistsError`` (a view named like a
+  table is ``ViewAlreadyExistsError`` too).
+* **Views** (``lakecore.iceberg.views``): pyiceberg's view calls (``create_view``,
+  ``load_view``, ``list_views``, ``view_exists``, ``drop_view``, ``register_view``), and
+  ``rename_view`` and ``commit_view`` for the REST server. A view is a lakehouse view object
+  pointing at its Iceberg view metadata file; tables and views share a namespace's names; a
+  view's files lie in the warehouse, outside every table's folder; time travel shows each view
+  as it was.
 
 The catalog is assembled from one module per part, each opening with the rules it implements:
 ``base`` (opening, the version reads see, the read-only rule, retried changes, identifiers),
@@ -117,16 +124,14 @@ The catalog is assembled from one module per part, each opening with the rules i
 ``pointer`` (what a table definition holds of its Iceberg table), ``locations`` (where one path
 may lie), ``placement`` (no two tables share a folder; the registry), ``namespaces``,
 ``tables`` (reads, create, register, drop, rename), ``commits`` (``commit_table``,
-``commit_tables``), ``purge``, ``undrop`` and ``purge_marks`` (the marks' later commits); ``roots``, ``references``, ``warehouse`` and ``columns`` hold
-the rules' data and arithmetic. This module is their union, ``LakecoreCatalog``, and the view
-methods it does not support.
+``commit_tables``), ``purge``, ``undrop``, ``purge_marks`` (the marks' later commits) and
+``views``; ``roots``, ``references``, ``warehouse`` and ``columns`` hold
+the rules' data and arithmetic. This module is their union, ``LakecoreCatalog``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
-
-from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
+from typing import Final
 
 from lakecore.iceberg.base import ReadOnlyTable
 from lakecore.iceberg.commits import CommitOps
@@ -142,61 +147,18 @@ from lakecore.iceberg.purge import PurgeOps
 from lakecore.iceberg.purge_marks import PurgeMarkOps
 from lakecore.iceberg.tables import TableOps
 from lakecore.iceberg.undrop import UndropOps
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-    from pyiceberg.schema import Schema
-    from pyiceberg.view import View
-    from pyiceberg.view.metadata import ViewVersion
+from lakecore.iceberg.views import ViewOps
 
 
-def _views_unsupported(what: str) -> NotImplementedError:
-    return NotImplementedError(
-        f"{what}: views are not supported by LakecoreCatalog (a TrinityLake lakehouse holds "
-        "namespaces and tables only)"
-    )
-
-
-class LakecoreCatalog(CommitOps, TableOps, NamespaceOps, PurgeOps, UndropOps, PurgeMarkOps):
+class LakecoreCatalog(
+    CommitOps, TableOps, NamespaceOps, PurgeOps, UndropOps, PurgeMarkOps, ViewOps
+):
     """A pyiceberg catalog backed by a lakecore lakehouse (see the module docstring)."""
 
     #: Every commit failure whose outcome is unknown is raised as CommitStateUnknownException
     #: (``lakecore.iceberg.errors.translated``): any other failure of a commit means it did not
     #: land. The REST server relies on it (``lakecore.rest.errors``).
     reports_unknown_commits: Final = True
-
-    # -- views: not supported -----------------------------------------------------------------
-
-    def create_view(
-        self,
-        identifier: str | Identifier,
-        schema: Schema | pa.Schema,
-        view_version: ViewVersion,
-        location: str | None = None,
-        properties: Properties = EMPTY_DICT,
-    ) -> View:
-        """Raises: NotImplementedError: views are not supported."""
-        raise _views_unsupported("create_view")
-
-    def list_views(self, namespace: str | Identifier) -> list[Identifier]:
-        """Raises: NotImplementedError: views are not supported."""
-        raise _views_unsupported("list_views")
-
-    def view_exists(self, identifier: str | Identifier) -> bool:
-        """Raises: NotImplementedError: views are not supported."""
-        raise _views_unsupported("view_exists")
-
-    def load_view(self, identifier: str | Identifier) -> View:
-        """Raises: NotImplementedError: views are not supported."""
-        raise _views_unsupported("load_view")
-
-    def register_view(self, identifier: str | Identifier, metadata_location: str) -> View:
-        """Raises: NotImplementedError: views are not supported."""
-        raise _views_unsupported("register_view")
-
-    def drop_view(self, identifier: str | Identifier) -> None:
-        """Raises: NotImplementedError: views are not supported."""
-        raise _views_unsupported("drop_view")
 
 
 __all__ = [

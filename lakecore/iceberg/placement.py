@@ -51,6 +51,7 @@ from lakecore.iceberg.path_rules import normalize_location, physical_location
 from lakecore.iceberg.pointer import (
     CHECKED_PROPERTY,
     METADATA_LOCATION_PROPERTY,
+    VIEW_LOCATION_PROPERTY,
     identifier_of,
     is_checked,
 )
@@ -385,8 +386,10 @@ class PlacementRules(CatalogBase):
         named = self._named_roots(metadata)
         for what, given in named:
             if named_by(self.warehouse, given) != (ns, name):
-                # Placed explicitly: it may lie in a folder another lakehouse claimed.
+                # Placed explicitly: it may lie in a folder another lakehouse claimed, or hold
+                # a view's folder (a default location is new: it holds nothing).
                 self._refuse_claimed(given, f"{what} {given} of table {ns}.{name}")
+                self._refuse_views_inside(tx, given, f"{what} {given} of table {ns}.{name}")
             # Where it leads too: a link to another table's folder shares that folder.
             for root in self._physical_forms(given):
                 subject = f"{what} {given}" + (
@@ -415,6 +418,26 @@ class PlacementRules(CatalogBase):
         tx.set_definition_properties(
             roots_property(self.warehouse, ns, name, [root for _, root in named])
         )
+
+    def _refuse_views_inside(self, tx: Transaction, root: str, subject: str) -> None:
+        """Refuse a table root that equals or contains a view's folder: table maintenance
+        deletes the files under a table's folders that no table's metadata names, a view's
+        metadata among them. Reads every view definition (views are few; only an explicitly
+        placed root asks)."""
+        for view_ns, view_name in tx.all_views():
+            definition = tx.load_view(view_ns, view_name)
+            properties = definition.format_properties
+            folders = [properties.get(VIEW_LOCATION_PROPERTY)]
+            metadata = properties.get(METADATA_LOCATION_PROPERTY)
+            if metadata:
+                folders.append(metadata.rsplit("/", 1)[0])
+            for folder in folders:
+                if folder and contains(root, normalize_location(folder)):
+                    raise InvalidLocationError(
+                        f"{subject} holds {folder}, a folder of view {view_ns}.{view_name}: "
+                        "table maintenance deletes files in a table's folders that no table "
+                        "names; choose another location"
+                    )
 
     def _refuse_claimed(self, folder: str, what: str) -> None:
         """Refuse a folder inside another lakehouse's warehouse (lakecore.iceberg.warehouse)."""

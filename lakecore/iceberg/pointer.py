@@ -44,6 +44,9 @@ PREVIOUS_METADATA_LOCATION_PROPERTY: Final = PREVIOUS_METADATA_LOCATION
 #: registry when it wrote the definition; another value means that other code changed the
 #: table since (see ``lakecore.iceberg.catalog``'s docstring, "What is not guaranteed").
 CHECKED_PROPERTY: Final = "lakecore.checked-metadata-location"
+#: format_properties key of a view definition: the view's location (its folder), a full URI;
+#: the table placement rule reads it without Iceberg files (``lakecore.iceberg.views``).
+VIEW_LOCATION_PROPERTY: Final = "location"
 
 
 def identifier_of(ns: str, name: str) -> Identifier:

@@ -27,6 +27,7 @@ FILE_KINDS = (
     "lakehouse_def",
     "namespace_def",
     "table_def",
+    "view_def",
     "latest_hint",
     "temp",
     FOREIGN,

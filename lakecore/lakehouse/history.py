@@ -3,10 +3,10 @@
 The format records no operation per commit, and this module adds nothing to it: what a version
 did is read off the difference from its parent (``previous_root``, the version below it):
 
-- the catalog content (every namespace and table key and the definition file it points to):
-  namespaces and tables created, dropped or updated. An Iceberg commit through
-  ``lakecore.iceberg`` writes a new table definition (a new ``metadata_location``), so it shows
-  as a table update like any other;
+- the catalog content (every namespace, table and view key and the definition file it points
+  to): namespaces, tables and views created, dropped or updated. An Iceberg commit through
+  ``lakecore.iceberg`` writes a new table (or view) definition (a new ``metadata_location``), so
+  it shows as an update like any other; a rename is a drop and a create in one version;
 - the root's ``rollback_from_root`` system row: a rollback (or a repair's roll-forward), and
   the older version whose content it restored when that version is still readable;
 - the lakehouse definition: exports recorded or dropped, and any other definition change
@@ -100,7 +100,8 @@ def message_dict(message: Any) -> dict[str, Any]:
 
 @dataclass
 class ObjectChange:
-    """One namespace or table created, dropped or updated between two versions."""
+    """One namespace, table or view created, dropped or updated between two versions. A
+    view's name is in ``table`` too (``kind`` tells them apart)."""
 
     action: str  # created | dropped | updated
     namespace: str
@@ -109,9 +110,12 @@ class ObjectChange:
     old_location: str | None
     new_location: str | None
     fields: list[dict[str, Any]] | None = None  # for updates, when asked for
+    object_kind: str | None = None  # namespace | table | view; None: by ``table``
 
     @property
     def kind(self) -> str:
+        if self.object_kind is not None:
+            return self.object_kind
         return "namespace" if self.table is None else "table"
 
     @property
@@ -124,31 +128,37 @@ class ObjectChange:
             "kind": self.kind,
             "name": self.name,
             "namespace": self.namespace,
-            "table": self.table,
+            "table": None if self.kind == "view" else self.table,
             "key": self.key,
             "old": self.old_location,
             "new": self.new_location,
         }
+        if self.kind == "view":
+            out["view"] = self.table
         if self.fields is not None:
             out["fields"] = self.fields
         return out
 
 
 def catalog_items(view: LakehouseView) -> dict[str, str]:
-    """Every namespace and table key of a version and the definition file it points to."""
+    """Every namespace, table and view key of a version and the definition file it points to."""
     out = dict(view.items(K.NAMESPACE_KEY_PREFIX))
     out.update(view.items(K.TABLE_KEY_PREFIX))
+    out.update(view.items(K.VIEW_KEY_PREFIX))
     return out
 
 
-def _definition(view: LakehouseView, location: str, table: bool) -> dict[str, Any] | None:
-    from lakecore.defs import decode_namespace_def, decode_table_def
+def _definition(view: LakehouseView, location: str, kind: str) -> dict[str, Any] | None:
+    from lakecore.defs import decode_namespace_def, decode_table_def, decode_view_def
 
+    decoders = {
+        "namespace": decode_namespace_def,
+        "table": decode_table_def,
+        "view": decode_view_def,
+    }
     try:
         data = view.read_location(location)
-        message = (
-            decode_table_def(data, location) if table else decode_namespace_def(data, location)
-        )
+        message = decoders[kind](data, location)
     except LakecoreError:
         return None
     return message_dict(message)
@@ -175,15 +185,24 @@ def catalog_diff(
         except LakecoreError:
             parsed = K.ParsedKey(-1, key.rstrip(), None)
         action = "created" if before is None else "dropped" if after is None else "updated"
-        change = ObjectChange(action, parsed.namespace, parsed.table, key, before, after)
+        object_kind = parsed.kind if parsed.schema >= 0 else None
+        change = ObjectChange(
+            action,
+            parsed.namespace,
+            parsed.view if parsed.view is not None else parsed.table,
+            key,
+            before,
+            after,
+            object_kind=object_kind,
+        )
         if action == "updated" and old_view is not None and new_view is not None:
-            is_table = parsed.table is not None
-            a = _definition(old_view, before or "", is_table)
-            b = _definition(new_view, after or "", is_table)
+            a = _definition(old_view, before or "", parsed.kind)
+            b = _definition(new_view, after or "", parsed.kind)
             if a is not None and b is not None:
                 change.fields = field_changes(a, b)
         out.append(change)
-    out.sort(key=lambda c: (c.table is not None, c.namespace, c.table or ""))
+    kind_order = {"namespace": 0, "table": 1, "view": 2}
+    out.sort(key=lambda c: (kind_order.get(c.kind, 1), c.namespace, c.table or ""))
     return out
 
 
@@ -194,7 +213,7 @@ def summarize_changes(changes: Iterable[ObjectChange], names_shown: int = 3) -> 
         groups.setdefault((change.action, change.kind), []).append(change.name)
     phrases = []
     for action in ("created", "dropped", "updated"):
-        for kind in ("namespace", "table"):
+        for kind in ("namespace", "table", "view"):
             names = groups.get((action, kind))
             if not names:
                 continue

@@ -9,13 +9,16 @@ Isolation (docs/format.md#isolation), validated by value when a commit loses a r
   it held at the transaction's base. Write skew is allowed.
 * ``serializable``: also every key read and every range listed must be unchanged.
 
-Under both levels the catalog's own structure is guarded: creating a table requires its
-namespace to be unchanged, and dropping a namespace requires its table range to be unchanged,
-so that concurrent commits can never leave a table without its namespace.
+Under both levels the catalog's own structure is guarded: creating a table or a view requires
+its namespace to be unchanged, and dropping a namespace requires its table and view ranges to be
+unchanged, so that concurrent commits can never leave a table or view without its namespace.
+Tables and views share a namespace's names (docs/format.md#view-definition): creating either
+guards the other kind's key of that name, so two concurrent commits cannot make a table and a
+view of one name.
 
-A table's format properties ``metadata_location`` and ``lakecore.*`` are the Iceberg catalog's
-(``lakecore.iceberg``): set through this API they are refused, unless the caller says the
-catalog checked them (``checked_by_catalog``).
+A table's or view's format properties ``metadata_location`` and ``lakecore.*`` are the Iceberg
+catalog's (``lakecore.iceberg``): set through this API they are refused, unless the caller says
+the catalog checked them (``checked_by_catalog``).
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ from lakecore.defs import (
     LakehouseDef,
     decode_namespace_def,
     decode_table_def,
+    decode_view_def,
     encode_def,
     namespace_def,
     pb,
     table_def,
+    view_def,
 )
 from lakecore.errors import (
     AlreadyExistsError,
@@ -44,7 +49,12 @@ from lakecore.errors import (
     NamespaceNotEmptyError,
     NotFoundError,
 )
-from lakecore.locations import new_lakehouse_def_path, new_namespace_def_path, new_table_def_path
+from lakecore.locations import (
+    new_lakehouse_def_path,
+    new_namespace_def_path,
+    new_table_def_path,
+    new_view_def_path,
+)
 from lakecore.storage import Storage, request_pool
 from lakecore.tree import NodeStore, TreeShape, TreeWriter
 from lakecore.versions import RootInfo
@@ -61,14 +71,15 @@ CATALOG_FORMAT_PROPERTY_PREFIX = "lakecore."
 
 
 def _refuse_catalog_format_properties(
-    ns: str, table: str, format_properties: Mapping[str, str] | None
+    ns: str, table: str, format_properties: Mapping[str, str] | None, kind: str = "table"
 ) -> None:
     for key in format_properties or {}:
         if key in CATALOG_FORMAT_PROPERTIES or key.startswith(CATALOG_FORMAT_PROPERTY_PREFIX):
             raise InvalidArgumentError(
-                f"table {ns}.{table}: the format property {key!r} is set by the Iceberg catalog only "
-                "(it checks that no two tables share a folder, so a purge never deletes another "
-                "table's files); make the table with LakecoreCatalog.create_table or register_table"
+                f"{kind} {ns}.{table}: the format property {key!r} is set by the Iceberg catalog only "
+                "(it checks that every Iceberg file lies in the warehouse, where no purge of "
+                f"another object deletes it); make the {kind} with LakecoreCatalog.create_{kind} "
+                f"or register_{kind}"
             )
 
 
@@ -175,16 +186,21 @@ class Transaction:
                     merged[key] = value
         return sorted(merged.items())
 
-    def _read_def(self, location: str, ns: str, table: str | None = None) -> bytes:
+    def _read_def(
+        self, location: str, ns: str, table: str | None = None, kind: str = "table"
+    ) -> bytes:
         if location in self.new_files:
             return self.new_files[location]
-        return self.base_view.read_definition(location, ns, table)
+        return self.base_view.read_definition(location, ns, table, kind=kind)
 
     def namespace_exists(self, ns: str) -> bool:
         return self._get(K.namespace_key(ns, self.lakehouse_def)) is not None
 
     def table_exists(self, ns: str, table: str) -> bool:
         return self._get(K.table_key(ns, table, self.lakehouse_def)) is not None
+
+    def view_exists(self, ns: str, view: str) -> bool:
+        return self._get(K.view_key(ns, view, self.lakehouse_def)) is not None
 
     def list_namespaces(self) -> list[str]:
         return [
@@ -208,6 +224,24 @@ class Transaction:
             K.parse_table_key(k, self.lakehouse_def)[1]
             for k, _ in self._scan(K.table_key_prefix(ns, self.lakehouse_def))
         ]
+
+    def list_views(self, ns: str) -> list[str]:
+        self._require_namespace(ns, guard=False)
+        return [
+            K.parse_view_key(k, self.lakehouse_def)[1]
+            for k, _ in self._scan(K.view_key_prefix(ns, self.lakehouse_def))
+        ]
+
+    def all_views(self) -> list[tuple[str, str]]:
+        """(namespace, view) of every view of the lakehouse, as this transaction would commit
+        it: one scan of the view keys (their range is after every table's)."""
+        return [K.parse_view_key(k, self.lakehouse_def) for k, _ in self._scan(K.VIEW_KEY_PREFIX)]
+
+    def load_view(self, ns: str, view: str) -> pb.ViewDef:
+        location = self._get(K.view_key(ns, view, self.lakehouse_def))
+        if location is None:
+            raise NotFoundError(f"view {ns}.{view} does not exist")
+        return decode_view_def(self._read_def(location, ns, view, "view"), location)
 
     def load_namespace(self, ns: str) -> pb.NamespaceDef:
         location = self._get(K.namespace_key(ns, self.lakehouse_def))
@@ -326,6 +360,15 @@ class Transaction:
                 f"{', ...' if len(tables) > 5 else ''}); drop them first"
             )
         self.guard_ranges.setdefault(prefix, self.ranges.get(prefix, []))
+        view_prefix = K.view_key_prefix(ns, self.lakehouse_def)
+        views = self._scan(view_prefix)
+        if views:
+            names = [K.parse_view_key(k, self.lakehouse_def)[1] for k, _ in views[:5]]
+            raise NamespaceNotEmptyError(
+                f"namespace {ns!r} still holds {len(views)} view(s) ({', '.join(names)}"
+                f"{', ...' if len(views) > 5 else ''}); drop them first"
+            )
+        self.guard_ranges.setdefault(view_prefix, self.ranges.get(view_prefix, []))
         self._stage(key, None)
 
     def create_table(
@@ -361,6 +404,7 @@ class Transaction:
         self._require_namespace(ns, guard=True)
         if self._get(key) is not None:
             raise AlreadyExistsError(f"table {ns}.{table} already exists")
+        self._refuse_other_kind(K.view_key(ns, table, self.lakehouse_def), f"{ns}.{table}", "view")
         definition = table_def(
             table,
             columns=columns,
@@ -422,6 +466,102 @@ class Transaction:
         key = K.table_key(ns, table, self.lakehouse_def)
         if self._get(key) is None:
             raise NotFoundError(f"table {ns}.{table} does not exist")
+        self._stage(key, None)
+
+    def _refuse_other_kind(self, key: str, name: str, kind: str) -> None:
+        """A table and a view of one name cannot both exist: refuse when the other kind's key
+        is set, and guard it (unset) so a concurrent create of it makes this commit conflict."""
+        value = self._get(key, record=False)
+        if value is not None:
+            raise AlreadyExistsError(
+                f"{name} already exists as a {kind}: a namespace's tables and views share names"
+            )
+        if key not in self.writes:
+            self.guard_keys.setdefault(key, None)
+
+    # -- views ----------------------------------------------------------------------------------
+
+    def create_view(
+        self,
+        ns: str,
+        view: str,
+        columns: Iterable[Mapping[str, Any] | pb.Column] = (),
+        *,
+        view_format: str = "ICEBERG",
+        properties: Mapping[str, str] | None = None,
+        format_properties: Mapping[str, str] | None = None,
+        checked_by_catalog: bool = False,
+    ) -> None:
+        """Create view ``ns.view`` (docs/format.md#view-definition). Its name may not be a
+        table's. Catalog-only format properties as in ``create_table``.
+
+        Raises:
+            AlreadyExistsError: it exists, or a table of that name does.
+            NotFoundError: its namespace does not exist.
+            InvalidArgumentError: a catalog-only format property, or a bad definition.
+        """
+        self._check_open()
+        if not checked_by_catalog:
+            _refuse_catalog_format_properties(ns, view, format_properties, "view")
+        key = K.view_key(ns, view, self.lakehouse_def)
+        K.refuse_unclear_name(view, "view")
+        self._require_namespace(ns, guard=True)
+        if self._get(key) is not None:
+            raise AlreadyExistsError(f"view {ns}.{view} already exists")
+        self._refuse_other_kind(K.table_key(ns, view, self.lakehouse_def), f"{ns}.{view}", "table")
+        definition = view_def(
+            view,
+            columns=columns,
+            view_format=view_format,
+            format_properties=format_properties,
+            properties=properties,
+        )
+        self._stage(key, new_view_def_path(ns, view), encode_def(definition))
+
+    def update_view(
+        self,
+        ns: str,
+        view: str,
+        *,
+        columns: Iterable[Mapping[str, Any] | pb.Column] | None = None,
+        properties: Mapping[str, str] | None = None,
+        remove_properties: Iterable[str] = (),
+        format_properties: Mapping[str, str] | None = None,
+        checked_by_catalog: bool = False,
+    ) -> None:
+        """Merge ``properties`` and ``format_properties`` into the view's, drop
+        ``remove_properties``, replace the columns when given.
+
+        Raises:
+            NotFoundError: no such view.
+        """
+        self._check_open()
+        if not checked_by_catalog:
+            _refuse_catalog_format_properties(ns, view, format_properties, "view")
+        current = self.load_view(ns, view)
+        removed = set(remove_properties)
+        merged_properties = {k: v for k, v in current.properties.items() if k not in removed}
+        merged_properties.update(properties or {})
+        merged_format = dict(current.format_properties)
+        merged_format.update(format_properties or {})
+        definition = view_def(
+            view,
+            columns=list(current.schema.columns) if columns is None else columns,
+            view_format=current.view_format or "ICEBERG",
+            format_properties=merged_format,
+            properties=merged_properties,
+        )
+        self._stage(
+            K.view_key(ns, view, self.lakehouse_def),
+            new_view_def_path(ns, view),
+            encode_def(definition),
+        )
+
+    def drop_view(self, ns: str, view: str) -> None:
+        self._check_open()
+        key = K.view_key(ns, view, self.lakehouse_def)
+        if self._get(key) is None:
+            raise NotFoundError(f"view {ns}.{view} does not exist")
         self._stage(key, None)
 
     def definition_property(self, key: str) -> str | None:

@@ -88,8 +88,8 @@ def key_label(key: str | None, view: LakehouseView) -> str:
         parsed = K.parse_key(key, view.lakehouse_def)
     except Exception:
         return key.rstrip()
-    prefix = "ns " if parsed.table is None else ""
-    return prefix + display_name(parsed.namespace, parsed.table)
+    prefix = {"namespace": "ns ", "view": "view "}.get(parsed.kind, "")
+    return prefix + display_name(parsed.namespace, parsed.view or parsed.table)
 
 
 @dataclass

@@ -2,7 +2,9 @@
 that every table's namespace exists.
 
 One (key, location) pair at a time (``check_catalog_entry``): the key parses under the
-lakehouse's name limits, its definition file exists, decodes and carries the name the key says.
+lakehouse's name limits (namespace, table and view keys), its definition file exists, decodes
+as its kind's message (a view's with a known ``view_format``) and carries the name the key
+says. A view counts with the tables for "every table's namespace exists".
 A subtree's pairs are checked where the subtree is (``check_catalog_items``, an executor), and
 the parts are joined on the driver for "every table's namespace exists"
 (``namespace_violations``). ``catalog_violations`` is all of it over one resolved map, the
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from lakecore import keys as K
-from lakecore.defs import decode_namespace_def, decode_table_def
+from lakecore.defs import VIEW_FORMATS, decode_namespace_def, decode_table_def, decode_view_def
 from lakecore.errors import InvalidLocationError, LakecoreError, StorageError
 from lakecore.locations import check_relative_path, external_root_for, is_full_uri
 from lakecore.maintenance.tree_check import Violation, add_counts
@@ -53,7 +55,7 @@ class EntryCheck:
 
     violations: tuple[Violation, ...] = ()
     namespace: str | None = None
-    table: tuple[str, str, str] | None = None  # (namespace, table, location)
+    table: tuple[str, str, str] | None = None  # (namespace, table or view, location)
 
 
 def check_catalog_entry(
@@ -74,14 +76,32 @@ def check_catalog_entry(
         # ("'C===ns1' then 100 spaces, then 't1'").
         what = (
             f"namespace {parsed.namespace!r}"
-            if parsed.table is None
-            else f"table {parsed.namespace}.{parsed.table}"
+            if parsed.kind == "namespace"
+            else f"{parsed.kind} {parsed.namespace}.{parsed.name}"
         )
         return EntryCheck((Violation(location, "definition-missing", f"{what}: {exc}"),))
     namespace: str | None = None
     table: tuple[str, str, str] | None = None
     try:
-        if parsed.table is None:
+        if parsed.view is not None:
+            view = decode_view_def(data, location)
+            name = view.name
+            table = (parsed.namespace, parsed.view, location)
+            expected = parsed.view
+            if view.view_format not in VIEW_FORMATS:
+                return EntryCheck(
+                    (
+                        Violation(
+                            location,
+                            "definition-corrupt",
+                            f"view {parsed.namespace}.{parsed.view}: view_format "
+                            f"{view.view_format!r} is not one of {', '.join(VIEW_FORMATS)}",
+                        ),
+                    ),
+                    None,
+                    table,
+                )
+        elif parsed.table is None:
             name = decode_namespace_def(data, location).name
             namespace = parsed.namespace
             expected = parsed.namespace
@@ -185,7 +205,10 @@ def namespace_violations(
         for table, location in listed:
             out.append(
                 Violation(
-                    location, "table-namespace", f"table {ns}.{table} has no namespace {ns!r}"
+                    location,
+                    "table-namespace",
+                    f"{'view' if _is_view_location(location) else 'table'} {ns}.{table} has no "
+                    f"namespace {ns!r}",
                 )
             )
         missing = total.table_counts[ns] - len(listed)
@@ -198,6 +221,11 @@ def namespace_violations(
                 )
             )
     return out
+
+
+def _is_view_location(location: str) -> bool:
+    """Whether a definition location is a view's by lakecore's name for it (a label only)."""
+    return location.rsplit("/", 1)[-1][9:14] == "view-"
 
 
 def catalog_violations(

@@ -52,6 +52,7 @@ DELETABLE_KINDS: Final = frozenset(
         FileKind.NODE,
         FileKind.NAMESPACE_DEF,
         FileKind.TABLE_DEF,
+        FileKind.VIEW_DEF,
         FileKind.LAKEHOUSE_DEF,
         FileKind.TEMP,
     }

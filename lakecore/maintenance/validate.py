@@ -424,24 +424,32 @@ def _table_lister(
     store: NodeStore, root: Node, lakehouse_def: LakehouseDef
 ) -> Callable[[str], list[tuple[str, str]]]:
     def list_tables(ns: str) -> list[tuple[str, str]]:
+        """The namespace's tables, then its views (each counts as a table for "every table's
+        namespace exists")."""
         found: list[tuple[str, str]] = []
-        for key, location in scan_prefix(store, root, K.table_key_prefix(ns, lakehouse_def)):
-            with contextlib.suppress(LakecoreError):  # a malformed key has its own violation
-                found.append((K.parse_table_key(key, lakehouse_def)[1], location))
-            if len(found) >= TABLES_PER_NAMESPACE_LIMIT:
-                break
+        for prefix in (K.table_key_prefix(ns, lakehouse_def), K.view_key_prefix(ns, lakehouse_def)):
+            for key, location in scan_prefix(store, root, prefix):
+                with contextlib.suppress(LakecoreError):  # a malformed key has its own violation
+                    found.append((K.parse_key(key, lakehouse_def).name, location))
+                if len(found) >= TABLES_PER_NAMESPACE_LIMIT:
+                    return found
         return found
 
     return list_tables
 
 
 class _SortedNamespaces:
-    """Namespaces sorted by their table-key prefix, so that the ones whose tables can fall in a
-    subtree's key bounds are a bisection away (not a pass over every namespace per subtree).
-    Missing one only costs its tables being listed: the answer errs on the safe side."""
+    """Namespaces sorted by their table-key and view-key prefixes (each namespace twice), so
+    that the ones whose tables or views can fall in a subtree's key bounds are a bisection away
+    (not a pass over every namespace per subtree). Missing one only costs its tables being
+    listed: the answer errs on the safe side."""
 
     def __init__(self, names: frozenset[str], lakehouse_def: LakehouseDef) -> None:
-        pairs = sorted((K.table_key_prefix(ns, lakehouse_def), ns) for ns in names)
+        pairs = sorted(
+            (prefix(ns, lakehouse_def), ns)
+            for ns in names
+            for prefix in (K.table_key_prefix, K.view_key_prefix)
+        )
         self._prefixes = [prefix for prefix, _ in pairs]
         self._names = [ns for _, ns in pairs]
 

@@ -20,8 +20,10 @@ for some codes, the type, so both follow the spec's examples exactly):
   ``MissingDefinitionError``
   ``NoSuchNamespaceError``                404   ``NoSuchNamespaceException``
   ``NoSuchTableError``, bad identifier    404   ``NoSuchTableException``
+  ``NoSuchViewError``                     404   ``NoSuchViewException``
   ``NamespaceAlreadyExistsError``,        409   ``AlreadyExistsException``
-  ``TableAlreadyExistsError``
+  ``TableAlreadyExistsError``,
+  ``ViewAlreadyExistsError``
   ``NamespaceNotEmptyError``              409   ``NamespaceNotEmptyException``
   ``CommitFailedException``               409   ``CommitFailedException``
   ``CommitStateUnknownException``         500   ``CommitStateUnknownException``
@@ -63,9 +65,11 @@ from pyiceberg.exceptions import (
     NoSuchIdentifierError,
     NoSuchNamespaceError,
     NoSuchTableError,
+    NoSuchViewError,
     TableAlreadyExistsError,
     ValidationError,
     ValidationException,
+    ViewAlreadyExistsError,
 )
 
 from lakecore.errors import (
@@ -92,6 +96,10 @@ INTERNAL: Final = "InternalServerError"
 RETRY_AFTER_SECONDS: Final = 1
 
 
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 @dataclass
 class RestError(Exception):
     """A failure the server answers with ``code`` and ``type`` (see the module docstring)."""
@@ -102,6 +110,9 @@ class RestError(Exception):
     headers: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # The spec's message is one line, whatever a client's text put in it (a field named
+        # "a\nb" in a pyiceberg validator's message was a second line).
+        self.message = one_line(self.message)
         super().__init__(self.message)
 
     def body(self) -> dict[str, Any]:
@@ -121,8 +132,10 @@ _MAPPING: Final[tuple[tuple[type[BaseException], int, str], ...]] = (
     (NoSuchNamespaceError, 404, "NoSuchNamespaceException"),
     (NoSuchTableError, 404, "NoSuchTableException"),
     (NoSuchIdentifierError, 404, "NoSuchTableException"),
+    (NoSuchViewError, 404, "NoSuchViewException"),
     (NamespaceAlreadyExistsError, 409, "AlreadyExistsException"),
     (TableAlreadyExistsError, 409, "AlreadyExistsException"),
+    (ViewAlreadyExistsError, 409, "AlreadyExistsException"),
     (NamespaceNotEmptyError, 409, "NamespaceNotEmptyException"),
     (CommitFailedException, 409, "CommitFailedException"),
     (CommitStateUnknownException, 500, COMMIT_STATE_UNKNOWN),
@@ -143,10 +156,6 @@ _UNAVAILABLE: Final = (
     TreeStructureError,
     MissingDefinitionError,
 )
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _cause_chain(exc: BaseException) -> list[BaseException]:

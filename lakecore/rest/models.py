@@ -9,7 +9,9 @@ Rules:
   requires ``location``, its ``RegisterTableRequest`` requires ``overwrite``), so a body from a
   Java client would fail them: these models say what a server must accept, and reuse
   pyiceberg's types for every part (``Schema``, ``PartitionSpec``, ``SortOrder``,
-  ``TableIdentifier``, ``TableRequirement``, ``TableUpdate``).
+  ``TableIdentifier``, ``TableRequirement``, ``TableUpdate``, ``ViewVersion``); a view's
+  requirements and updates, which pyiceberg has no models for, are
+  ``lakecore.iceberg.views``'s.
 * Unknown update actions and requirement types fail validation (the spec requires a 400 for
   them); unknown top-level fields are ignored, as pyiceberg's models ignore them.
 * Responses use pyiceberg's models where they exist (``TableResponse``, ``ConfigResponse``,
@@ -26,6 +28,9 @@ from pyiceberg.table.sorting import SortOrder
 from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.typedef import IcebergBaseModel
 from pyiceberg.types import transform_dict_value_to_str
+from pyiceberg.view.metadata import ViewVersion
+
+from lakecore.iceberg.views import ViewRequirement, ViewUpdate
 
 
 class CreateNamespaceBody(IcebergBaseModel):
@@ -104,6 +109,42 @@ class CommitTransactionBody(IcebergBaseModel):
         return changes
 
 
+def _properties_as_text(value: object) -> object:
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return transform_dict_value_to_str(value)
+    return value
+
+
+class CreateViewBody(IcebergBaseModel):
+    """``CreateViewRequest``: ``name``, ``schema`` and ``view-version`` are required."""
+
+    name: str
+    view_schema: Schema = Field(alias="schema")
+    view_version: ViewVersion = Field(alias="view-version")
+    location: str | None = None
+    properties: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("properties", mode="before")
+    @classmethod
+    def _properties_as_text(cls, value: object) -> object:
+        return _properties_as_text(value)
+
+
+class CommitViewBody(IcebergBaseModel):
+    """``CommitViewRequest`` (``replaceView``): ``identifier`` is optional."""
+
+    identifier: TableIdentifier | None = None
+    requirements: tuple[ViewRequirement, ...] = ()
+    updates: tuple[ViewUpdate, ...]
+
+
+class RegisterViewBody(IcebergBaseModel):
+    name: str
+    metadata_location: str = Field(alias="metadata-location")
+
+
 class ReportMetricsBody(IcebergBaseModel):
     """Only ``report-type`` is required; the report itself is accepted and not kept."""
 
@@ -113,9 +154,12 @@ class ReportMetricsBody(IcebergBaseModel):
 __all__ = [
     "CommitTableBody",
     "CommitTransactionBody",
+    "CommitViewBody",
     "CreateNamespaceBody",
     "CreateTableBody",
+    "CreateViewBody",
     "RegisterTableBody",
+    "RegisterViewBody",
     "RenameTableBody",
     "ReportMetricsBody",
     "UpdateNamespacePropertiesBody",

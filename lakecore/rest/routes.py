@@ -5,8 +5,13 @@ Rules:
 * Every route of ``OPERATIONS`` is served under ``/v1/{prefix}/...`` and, for the live catalog
   (no prefix), ``/v1/...``; ``ENDPOINTS`` lists them for ``GET /v1/config`` exactly as served
   (``POST /v1/{prefix}/transactions/commit`` only for a catalog with ``commit_tables``, such as
-  ``LakecoreCatalog``). Views, scan planning and remote signing are not
-  served and not listed.
+  ``LakecoreCatalog``; the view routes only for a catalog with ``commit_view``, which
+  ``LakecoreCatalog`` has). Scan planning and remote signing are not served and not listed.
+* Views: ``listViews``, ``createView``, ``loadView``, ``replaceView`` (a ``CommitViewRequest``:
+  ``assert-view-uuid`` and the view spec's updates, ``lakecore.iceberg.views``), ``dropView``,
+  ``viewExists``, ``renameView`` and ``registerView``; answers are ``LoadViewResult``
+  (``metadata-location``, ``metadata``, ``config``). The spec's multi-table transactions hold
+  tables only, so a view never commits with tables over REST.
 * Paths are matched on the raw (still percent-encoded) path, segment by segment, and each
   segment is decoded on its own: a table name holding ``/`` (sent as ``%2F``) stays one name. A
   namespace segment is split on the unit separator ``0x1F`` (``%1F``), the spec's default
@@ -53,6 +58,8 @@ from pyiceberg.catalog.rest import (
     ListNamespaceResponse,
     ListTableResponseEntry,
     ListTablesResponse,
+    ListViewResponseEntry,
+    ListViewsResponse,
     NamespaceResponse,
     UpdateNamespacePropertiesResponse,
 )
@@ -65,6 +72,7 @@ from pyiceberg.table.metadata import TableMetadata, new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import IcebergBaseModel, Identifier
+from pyiceberg.view.metadata import ViewMetadata
 
 from lakecore.iceberg.catalog import LakecoreCatalog
 from lakecore.iceberg.roots import table_roots
@@ -76,9 +84,12 @@ from lakecore.rest.errors import RestError, bad_request
 from lakecore.rest.models import (
     CommitTableBody,
     CommitTransactionBody,
+    CommitViewBody,
     CreateNamespaceBody,
     CreateTableBody,
+    CreateViewBody,
     RegisterTableBody,
+    RegisterViewBody,
     RenameTableBody,
     ReportMetricsBody,
     UpdateNamespacePropertiesBody,
@@ -212,17 +223,27 @@ def parse_body(call: Call, model: type[Any]) -> Any:
         raise bad_request(f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels") from None
     except PydanticValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()[:5]
+            f"{'.'.join(_one_line(p) for p in e['loc']) or 'body'}: {e['msg']}"
+            for e in exc.errors()[:5]
         )
         raise bad_request(
             f"invalid {model.__name__.removesuffix('Body')} request: {problems}"
         ) from None
-    except (LookupError, TypeError, AttributeError) as exc:
+    except (LookupError, TypeError, AttributeError, OverflowError) as exc:
         # pyiceberg's own validators index the document unchecked ({"action": "set-statistics"}
-        # without "statistics" raised KeyError, a 500): the document is at fault, nothing else.
+        # without "statistics" raised KeyError, a 500), or take its numbers as lengths (a
+        # "fixed[99999999999999999999]" field's default, OverflowError): the document is at
+        # fault, nothing else.
         raise bad_request(
             f"invalid {model.__name__.removesuffix('Body')} request: {type(exc).__name__} {exc}"
         ) from None
+
+
+def _one_line(part: object) -> str:
+    """A part of a JSON path as a message names it: a key the client chose may hold a line
+    break or a control character, which the one-line message must not (shown escaped)."""
+    text = str(part)
+    return text if text.isprintable() else ascii(text)
 
 
 _JSON_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -567,10 +588,117 @@ def commit_transaction(call: Call) -> Reply:
     return Reply(204)
 
 
+# -- views --------------------------------------------------------------------------------------
+
+
+def view_of(call: Call) -> Identifier:
+    return (*namespace_of(call.params["namespace"]), call.params["view"])
+
+
+def view_catalog(call: Call) -> LakecoreCatalog:
+    """The catalog, when it serves views (its ``commit_view`` and ``load_view_metadata``)."""
+    catalog = call.target.catalog
+    if not isinstance(catalog, LakecoreCatalog):
+        raise RestError(
+            406,
+            "UnsupportedOperationException",
+            f"views need a catalog that stores them; this server's catalog is a "
+            f"{type(catalog).__name__}",
+        )
+    return catalog
+
+
+def view_reply(call: Call, metadata: ViewMetadata, metadata_location: str) -> Reply:
+    """A ``LoadViewResult``: ``metadata-location``, ``metadata``, ``config``."""
+    body = b"".join(
+        (
+            json.dumps({"metadata-location": metadata_location}).encode("utf-8")[:-1],
+            b', "metadata": ',
+            metadata.model_dump_json().encode("utf-8"),
+            b", ",
+            json.dumps({"config": call.access.client_properties}).encode("utf-8")[1:],
+        )
+    )
+    return Reply(200, body, {"ETag": etag_of(metadata_location, "view")})
+
+
+def list_views(call: Call) -> Reply:
+    namespace = namespace_of(call.params["namespace"])
+    catalog = view_catalog(call)
+    chunk, token = call.listings.page(
+        lambda: [identifier[-1] for identifier in catalog.list_views(namespace)],
+        call.query,
+        f"views\0{call.scope}\0{call.params['namespace']}",
+    )
+    response = ListViewsResponse(
+        identifiers=[ListViewResponseEntry(namespace=namespace, name=n) for n in chunk],
+        next_page_token=token,  # type: ignore[call-arg]  # by field name, as pyiceberg does
+    )
+    return json_reply(response, keep_nulls=True)
+
+
+def create_view(call: Call) -> Reply:
+    body: CreateViewBody = parse_body(call, CreateViewBody)
+    identifier = (*namespace_of(call.params["namespace"]), body.name)
+    catalog = view_catalog(call)
+    catalog.create_view(
+        identifier,
+        body.view_schema,
+        body.view_version,
+        location=body.location or None,
+        properties=body.properties,
+    )
+    return view_reply(call, *catalog.load_view_metadata(identifier))
+
+
+def load_view(call: Call) -> Reply:
+    return view_reply(call, *view_catalog(call).load_view_metadata(view_of(call)))
+
+
+def view_exists(call: Call) -> Reply:
+    return Reply(204 if view_catalog(call).view_exists(view_of(call)) else 404)
+
+
+def replace_view(call: Call) -> Reply:
+    body: CommitViewBody = parse_body(call, CommitViewBody)
+    identifier = view_of(call)
+    if body.identifier is not None and (
+        (*body.identifier.namespace.root, body.identifier.name) != identifier
+    ):
+        named = ".".join((*body.identifier.namespace.root, body.identifier.name))
+        raise bad_request(
+            f"the body's identifier {named!r} is not the view of the path, {'.'.join(identifier)!r}"
+        )
+    metadata, location = view_catalog(call).commit_view(identifier, body.requirements, body.updates)
+    return view_reply(call, metadata, location)
+
+
+def drop_view(call: Call) -> Reply:
+    view_catalog(call).drop_view(view_of(call))
+    return Reply(204)
+
+
+def rename_view(call: Call) -> Reply:
+    body: RenameTableBody = parse_body(call, RenameTableBody)
+    source = (*body.source.namespace.root, body.source.name)
+    destination = (*body.destination.namespace.root, body.destination.name)
+    view_catalog(call).rename_view(source, destination)
+    return Reply(204)
+
+
+def register_view(call: Call) -> Reply:
+    body: RegisterViewBody = parse_body(call, RegisterViewBody)
+    identifier = (*namespace_of(call.params["namespace"]), body.name)
+    catalog = view_catalog(call)
+    catalog.register_view(identifier, body.metadata_location)
+    return view_reply(call, *catalog.load_view_metadata(identifier))
+
+
 # -- the table of routes ------------------------------------------------------------------------
 
 NS: Final = "/v1/{prefix}/namespaces"
 TABLE: Final = NS + "/{namespace}/tables/{table}"
+VIEW: Final = NS + "/{namespace}/views/{view}"
 OPERATIONS: Final[tuple[Operation, ...]] = (
     Operation("listNamespaces", "GET", NS, list_namespaces),
     Operation("createNamespace", "POST", NS, create_namespace, write=True),
@@ -602,6 +730,26 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         write=True,
         commit=True,
     ),
+    Operation("listViews", "GET", NS + "/{namespace}/views", list_views),
+    Operation("createView", "POST", NS + "/{namespace}/views", create_view, write=True),
+    Operation("loadView", "GET", VIEW, load_view),
+    Operation("viewExists", "HEAD", VIEW, view_exists),
+    Operation("replaceView", "POST", VIEW, replace_view, write=True, commit=True),
+    Operation("dropView", "DELETE", VIEW, drop_view, write=True),
+    Operation("renameView", "POST", "/v1/{prefix}/views/rename", rename_view, write=True),
+    Operation("registerView", "POST", NS + "/{namespace}/register-view", register_view, write=True),
+)
+VIEW_OPERATIONS: Final = frozenset(
+    {
+        "listViews",
+        "createView",
+        "loadView",
+        "viewExists",
+        "replaceView",
+        "dropView",
+        "renameView",
+        "registerView",
+    }
 )
 
 
@@ -610,7 +758,8 @@ def endpoints(catalog: Catalog) -> list[str]:
     return [
         op.endpoint
         for op in OPERATIONS
-        if op.name != "commitTransaction" or hasattr(catalog, "commit_tables")
+        if (op.name != "commitTransaction" or hasattr(catalog, "commit_tables"))
+        and (op.name not in VIEW_OPERATIONS or hasattr(catalog, "commit_view"))
     ]
 
 

@@ -18,6 +18,7 @@ from pyiceberg.exceptions import (
     NoSuchIcebergTableError,
     NoSuchNamespaceError,
     NoSuchTableError,
+    NoSuchViewError,
     TableAlreadyExistsError,
     ValidationError,
 )
@@ -98,10 +99,11 @@ def test_bad_input_raises_pyiceberg_types_with_lakecore_messages(tmp_path: Path)
         catalog.create_table("ns.sneaky", SCHEMA, location=f"{catalog.warehouse}/../../elsewhere")
     assert sorted(catalog.list_tables("ns")) == [("ns", "t"), ("ns", "u")]
 
-    with pytest.raises(NotImplementedError, match="views are not supported"):
-        catalog.list_views("ns")
-    with pytest.raises(NotImplementedError, match="views are not supported"):
+    assert catalog.list_views("ns") == []
+    with pytest.raises(NoSuchViewError, match=r"View does not exist: ns\.v"):
         catalog.load_view("ns.v")
+    with pytest.raises(NoSuchViewError, match="has no namespace"):
+        catalog.load_view("v")
 
     # A lakecore table created without Iceberg metadata is not an Iceberg table.
     lh = lake.open()

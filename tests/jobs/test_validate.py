@@ -70,6 +70,10 @@ def _build(path: Path) -> None:
         with lh.transaction() as tx:
             tx.drop_table(NAMESPACES[i % 4], f"t{i:03d}")
             tx.update_namespace(NAMESPACES[(i + 1) % 4], {"touched": str(i)})
+    # Views (schema ID 3, D=== keys): a clean lakehouse holds every kind of object key.
+    for i in range(3):
+        with lh.transaction() as tx:
+            tx.create_view(NAMESPACES[i], f"v{i}", [{"id": 1, "name": "id", "type": "INT8"}])
 
 
 @pytest.fixture(scope="module")
@@ -278,6 +282,9 @@ def test_deep_finds_tables_whose_namespace_key_was_removed(lake: Path, run_job: 
     lh.commit_plan(lambda base: RootPlan(crafted, base.lakehouse_def_path), lambda latest: None)
     orphans = {location for _, location in lh.items(K.table_key_prefix("beta", lh.lakehouse_def))}
     assert len(orphans) > 5
+    views = {location for _, location in lh.items(K.view_key_prefix("beta", lh.lakehouse_def))}
+    assert len(views) == 1  # a view without its namespace is found too
+    orphans |= views
     code, data = run_job(
         main, "--lakehouse", str(lake), "--deep", "--no-expectations", "--parallelism", "4"
     )
@@ -300,6 +307,7 @@ def test_deep_lists_the_tables_of_a_namespace_whose_definition_is_gone(
     (lake / ns_location).unlink()
     tables = {location for _, location in lh.items(K.table_key_prefix("beta", lh.lakehouse_def))}
     assert len(tables) > 5
+    tables |= {location for _, location in lh.items(K.view_key_prefix("beta", lh.lakehouse_def))}
     code, data = run_job(
         main, "--lakehouse", str(lake), "--deep", "--no-expectations", "--parallelism", "4"
     )
@@ -332,7 +340,8 @@ def test_deep_subtree_results_carry_table_counts_not_every_table(lake: Path) -> 
     parts = [part for result in results for _, part in result.catalog]
     assert len(parts) >= 2
     assert all(part.tables == {} for part in parts)
-    tables = sum(len(lh.list_tables(ns)) for ns in lh.list_namespaces())
+    # A view counts with its namespace's tables.
+    tables = sum(len(lh.list_tables(ns)) + len(lh.list_views(ns)) for ns in lh.list_namespaces())
     top_tables = sum(plan.top_catalog.table_counts.values()) if plan.top_catalog else 0
     assert sum(sum(part.table_counts.values()) for part in parts) + top_tables == tables
     assert combine_version(plan, results, deep=True).ok

@@ -17,6 +17,9 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from hypothesis import strategies as st
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField
+from pyiceberg.view.metadata import SQLViewRepresentation, ViewRepresentation, ViewVersion
 
 from lakecore.rest.routes import OPERATIONS, Operation
 from tests.rest.auth_helpers import hostile_header_values
@@ -99,7 +102,18 @@ def drop_a_key(strategy: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy
     return st.builds(dropped, strategy, st.sampled_from([None] * 14 + [0, 1]))
 
 
-LOCATION_BASES = ["$WH", "$WH/db", "$TLOC", "$ULOC", "$OUT", "$OUTP", "$LAKE", "$WHP", "s3://b"]
+LOCATION_BASES = [
+    "$WH",
+    "$WH/db",
+    "$TLOC",
+    "$ULOC",
+    "$VLOC",
+    "$OUT",
+    "$OUTP",
+    "$LAKE",
+    "$WHP",
+    "s3://b",
+]
 LOCATION_SPECIALS = [
     "",
     "/",
@@ -121,6 +135,7 @@ LOCATION_SPECIALS = [
     "$FIFO",
     "$OUTFIFO",
     "$TMETA",
+    "$VMETA",
     "$TML",
     "$UML",
     "$UMETA",
@@ -543,6 +558,92 @@ metrics_bodies = st.fixed_dictionaries(
     {"report-type": maybe(st.sampled_from(["scan-report", "commit-report"]) | st.text())},
     optional={"table-name": json_junk, "snapshot-id": json_junk, "metrics": json_junk},
 )
+# -- views ---------------------------------------------------------------------------------------
+
+VIEW_SCHEMA = Schema(NestedField(1, "id", LongType(), required=False))
+VIEW_VERSION = ViewVersion(
+    schema_id=0,
+    representations=[
+        ViewRepresentation(SQLViewRepresentation(type="sql", sql="SELECT 1 AS id", dialect="spark"))
+    ],
+    default_namespace=("db",),
+)
+view_uuids = st.one_of(st.just("$VUUID"), uuids)
+representations = st.one_of(
+    drop_a_key(
+        st.fixed_dictionaries(
+            {
+                "type": maybe(st.sampled_from(["sql", "SQL", "x"])),
+                "sql": maybe(st.sampled_from(["SELECT 1", ""]) | st.text(max_size=20)),
+                "dialect": maybe(st.sampled_from(["spark", "trino"]) | st.text(max_size=6)),
+            }
+        )
+    ),
+    json_junk,
+)
+view_versions = drop_a_key(
+    st.fixed_dictionaries(
+        {
+            "version-id": maybe(field_ids),
+            "schema-id": maybe(field_ids),
+            "timestamp-ms": maybe(numbers),
+            "summary": maybe(properties),
+            "representations": maybe(st.lists(representations, max_size=2)),
+            "default-namespace": maybe(namespaces_json),
+        },
+        optional={"default-catalog": maybe(names)},
+    )
+)
+view_updates = st.one_of(
+    action("assign-uuid", uuid=view_uuids),
+    action("upgrade-format-version", **_dash(format_version=st.integers(0, 3) | numbers)),
+    action("add-schema", schema=schemas, **_dash(last_column_id=field_ids)),
+    action("set-location", location=locations),
+    action("set-properties", updates=properties),
+    action("remove-properties", removals=st.lists(st.text(max_size=8), max_size=2)),
+    action("add-view-version", **_dash(view_version=view_versions)),
+    action("set-current-view-version", **_dash(view_version_id=field_ids)),
+    st.builds(
+        lambda a, rest: {"action": a, **rest},
+        st.sampled_from(["bogus", "add-snapshot", "set-current-schema"]) | st.text(max_size=8),
+        st.dictionaries(st.text(max_size=6), json_junk, max_size=2),
+    ),
+    json_junk,
+)
+view_requirements = st.one_of(
+    requirement("assert-view-uuid", uuid=view_uuids),
+    requirement("assert-table-uuid", uuid=uuids),
+    st.builds(lambda t: {"type": t}, st.sampled_from(["assert-bogus", ""]) | st.text(max_size=6)),
+    json_junk,
+)
+commit_view_bodies = drop_a_key(
+    st.fixed_dictionaries(
+        {
+            "requirements": maybe(st.lists(view_requirements, max_size=2)),
+            "updates": maybe(st.lists(view_updates, max_size=4)),
+        },
+        optional={
+            "identifier": st.sampled_from(
+                [st.just({"namespace": ["db"], "name": "v"})] * 3 + [identifiers]
+            ).flatmap(lambda s: s)
+        },
+    )
+)
+create_view_bodies = drop_a_key(
+    st.fixed_dictionaries(
+        {"name": maybe(names), "schema": maybe(schemas), "view-version": maybe(view_versions)},
+        optional={"location": maybe(locations), "properties": maybe(properties)},
+    )
+)
+register_view_bodies = drop_a_key(
+    st.fixed_dictionaries(
+        {
+            "name": maybe(names),
+            "metadata-location": maybe(st.sampled_from(["$VMETA", "$TMETA"]) | locations),
+        }
+    )
+)
+
 BODIES: dict[str, st.SearchStrategy[Any]] = {
     "createNamespace": namespace_bodies,
     "updateProperties": namespace_property_bodies,
@@ -552,6 +653,10 @@ BODIES: dict[str, st.SearchStrategy[Any]] = {
     "reportMetrics": metrics_bodies,
     "renameTable": rename_bodies,
     "commitTransaction": transaction_bodies,
+    "createView": create_view_bodies,
+    "replaceView": commit_view_bodies,
+    "registerView": register_view_bodies,
+    "renameView": rename_bodies,
 }
 RAW_BODIES = [
     b"",
@@ -661,6 +766,7 @@ ANY_METHODS = ["GET", "HEAD", "POST", "DELETE", "PUT", "PATCH", "OPTIONS", "FOO"
 GOOD_SEGMENTS = {
     "namespace": st.sampled_from([b"db", b"db", b"db", b"other", b"db%1Fsub", b"nope"]),
     "table": st.sampled_from([b"t", b"t", b"t", b"u", b"new", b"nope"]),
+    "view": st.sampled_from([b"v", b"v", b"v", b"t", b"new", b"nope"]),
 }
 
 
@@ -850,6 +956,7 @@ def operation_requests(server: str) -> st.SearchStrategy[Request]:
     # Commits and creates do most: they parse the most and write.
     weighted = [op for op in OPERATIONS for _ in range(3 if op.write else 1)]
     weighted += [op for op in OPERATIONS if op.name in ("updateTable", "createTable")] * 4
+    weighted += [op for op in OPERATIONS if op.name in ("replaceView", "createView")] * 2
     return st.tuples(st.sampled_from(weighted), st.sampled_from(MODES)).flatmap(
         lambda pair: build(*pair)
     )

@@ -66,9 +66,16 @@ def test_config_lists_exactly_the_served_endpoints(rest: Served) -> None:
             "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials",
             "POST /v1/{prefix}/tables/rename",
             "POST /v1/{prefix}/transactions/commit",
+            "GET /v1/{prefix}/namespaces/{namespace}/views",
+            "POST /v1/{prefix}/namespaces/{namespace}/views",
+            "GET /v1/{prefix}/namespaces/{namespace}/views/{view}",
+            "HEAD /v1/{prefix}/namespaces/{namespace}/views/{view}",
+            "POST /v1/{prefix}/namespaces/{namespace}/views/{view}",
+            "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
+            "POST /v1/{prefix}/views/rename",
+            "POST /v1/{prefix}/namespaces/{namespace}/register-view",
         ]
     )
-    assert not any("views" in e for e in config["endpoints"])
     # An unknown warehouse is the spec's 404 (Java: NoSuchWarehouseException).
     missing = requests.get(f"{rest.url}/v1/config", params={"warehouse": "s3://elsewhere/wh"})
     assert error_of(missing) == (404, "NoSuchWarehouseException")
@@ -83,6 +90,7 @@ def test_sqlcatalog_is_served_without_transactions(tmp_path: Any, serve_app: Any
     url = serve_app(app(sql))
     endpoints = requests.get(f"{url}/v1/config").json()["endpoints"]
     assert "POST /v1/{prefix}/transactions/commit" not in endpoints
+    assert not any("views" in e for e in endpoints)  # a SqlCatalog does not store views
     refused = requests.post(f"{url}/v1/transactions/commit", json={"table-changes": []})
     assert error_of(refused) == (406, "UnsupportedOperationException")
     time_travel = requests.get(f"{url}/v1/config", params={"warehouse": "sql@version=1"})

@@ -66,7 +66,15 @@ from lakecore.storage.facade import Storage
 from lakecore.versions import latest_version
 from tests.rest.asgi import Answer, call
 from tests.rest.auth_helpers import READER_SECRET, WRITER_SECRET
-from tests.rest.hostile_requests import SCHEMA, Request, encode_body, requests_for, resolve
+from tests.rest.hostile_requests import (
+    SCHEMA,
+    VIEW_SCHEMA,
+    VIEW_VERSION,
+    Request,
+    encode_body,
+    requests_for,
+    resolve,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_EXAMPLES = 150
@@ -149,7 +157,8 @@ def files_outside(sandbox: Path, lake: Path) -> set[str]:
 
 
 def ensure_state(box: Sandbox) -> None:
-    """Namespaces ``db`` and ``other``, tables ``db.t`` and ``db.u`` with a snapshot each: what
+    """Namespaces ``db`` and ``other``, tables ``db.t`` and ``db.u`` with a snapshot each, view
+    ``db.v``: what
     the fuzzed requests name most often, made again when a request dropped them. Then the
     placeholders' values as they are now (read again only when the lakehouse changed)."""
     catalog = box.catalog
@@ -181,6 +190,10 @@ def ensure_state(box: Sandbox) -> None:
                 f"${prefix}SNAP": snapshot.snapshot_id,
             }
         )
+    if not catalog.view_exists(("db", "v")):
+        catalog.create_view(("db", "v"), VIEW_SCHEMA, VIEW_VERSION)
+    view, view_location = catalog.load_view_metadata(("db", "v"))
+    box.values.update({"$VLOC": view.location, "$VMETA": view_location, "$VUUID": view.view_uuid})
     box.version = latest_version(catalog.lakehouse.storage)
 
 
@@ -388,6 +401,79 @@ FINDINGS = [
             ]
         },
     ),
+    # A fixed type longer than an index can be, with a default: pyiceberg's validator
+    # compared the default's length with it, OverflowError, a 500.
+    Request(
+        "createTable",
+        "POST",
+        b"/v1/namespaces/db/tables",
+        headers=WRITER,
+        body={
+            "name": "t",
+            "schema": {
+                "type": "struct",
+                "schema-id": 0,
+                "fields": [
+                    {
+                        "id": 0,
+                        "name": "t",
+                        "type": "fixed[99999999999999999999]",
+                        "required": False,
+                        "initial-default": [],
+                    }
+                ],
+            },
+        },
+    ),
+    # A struct default pyiceberg cannot read, in a struct with a field named "a\nb": the
+    # validator's TypeError, quoted in the 400, named the type on two lines.
+    Request(
+        "createTable",
+        "POST",
+        b"/v1/namespaces/db/tables",
+        headers=WRITER,
+        body={
+            "name": "t",
+            "schema": {
+                "type": "struct",
+                "schema-id": 0,
+                "fields": [
+                    {
+                        "id": 0,
+                        "name": "t",
+                        "type": {
+                            "type": "struct",
+                            "fields": [
+                                {"id": 0, "name": "a\nb", "type": "boolean", "required": False}
+                            ],
+                        },
+                        "required": False,
+                        "initial-default": [],
+                    }
+                ],
+            },
+        },
+    ),
+    # A view version whose summary has a key with a line break and a value that is no
+    # string: the 400's message named the key as it was, on two lines.
+    Request(
+        "createView",
+        "POST",
+        b"/v1/namespaces/db/views",
+        headers=WRITER,
+        body={
+            "name": "t",
+            "schema": SCHEMA,
+            "view-version": {
+                "version-id": 0,
+                "schema-id": 0,
+                "timestamp-ms": 0,
+                "summary": {"\n": 0},
+                "representations": [],
+                "default-namespace": [],
+            },
+        },
+    ),
 ]
 
 
@@ -581,3 +667,40 @@ def test_a_path_starlette_would_redirect_is_a_json_404_whatever_its_query(
     request = Request("unmatched", "GET", path, query=query, headers=WRITER)
     answer = check(sandbox, "tokens", request)
     assert (answer.status, answer.error_type) == (404, "NotFoundException"), answer.body
+
+
+def test_a_bad_field_under_a_key_with_a_line_break_is_a_one_line_400(sandbox: Sandbox) -> None:
+    """Found by the fuzzing of the view routes: a ``createView`` whose view version's summary
+    maps ``"\\n"`` to a number was a 400 whose message named the field by its key as sent,
+    a line break in the middle of the spec's one-line message. The key is shown escaped."""
+    ensure_state(sandbox)
+    request = next(r for r in FINDINGS if r.operation == "createView")
+    answer = check(sandbox, "tokens", request)
+    assert (answer.status, answer.error_type) == (400, "BadRequestException"), answer.body
+    message = answer.json()["error"]["message"]
+    assert "\n" not in message and "summary.'\\n'" in message, message
+    assert not sandbox.catalog.view_exists(("db", "t"))
+
+
+def test_a_fixed_type_no_index_can_hold_with_a_default_is_400(sandbox: Sandbox) -> None:
+    """Found by the fuzzing (``-m slow``): a ``createTable`` whose field is
+    ``fixed[99999999999999999999]`` with an ``initial-default`` was 500 ``OverflowError``:
+    pyiceberg's validator compares the default's length with the type's, which no index can
+    hold. The document is at fault: 400, and no table."""
+    ensure_state(sandbox)
+    request = next(r for r in FINDINGS if r.operation == "createTable")
+    answer = check(sandbox, "tokens", request)
+    assert (answer.status, answer.error_type) == (400, "BadRequestException"), answer.body
+    assert "OverflowError" in answer.json()["error"]["message"]
+
+
+def test_a_validators_message_quoting_a_line_break_is_one_line(sandbox: Sandbox) -> None:
+    """Found by the slow fuzzing: a 400 quoting pyiceberg's ``TypeError`` about a struct
+    holding a field named ``"a\\nb"`` carried the line break. Every error message is made
+    one line where it is made (``RestError``), whatever it quotes."""
+    ensure_state(sandbox)
+    request = [r for r in FINDINGS if r.operation == "createTable"][1]
+    answer = check(sandbox, "tokens", request)
+    assert (answer.status, answer.error_type) == (400, "BadRequestException"), answer.body
+    message = answer.json()["error"]["message"]
+    assert "\n" not in message and "a b" in message, message
