@@ -239,7 +239,8 @@ def _maintain(
     )
 
     # -- retained -------------------------------------------------------------------------------
-    with job.stage("retained", "read every root and decide which versions are retained (driver)"):
+    # On the driver alone, without starting Spark: a lakehouse with no Iceberg table ends here.
+    with job.driver_step("retained"):
         retention = retention_at(storage, now)
     result.retained_versions = retention.versions
     latest_root = retention.plan.roots[retention.latest]

@@ -203,3 +203,23 @@ def test_an_unsafe_grace_period_is_refused_before_anything_runs(
     code, report = run_job(table_maintenance_main, "--lakehouse", uri)
     assert code == 0 and report["status"] == "noop"
     assert json.dumps(report)  # plain JSON
+
+
+def test_a_lakehouse_without_iceberg_tables_ends_before_spark_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the DAG's end-to-end test: the noop started a Spark application (a driver and
+    executors on the cluster) to find nothing to do, because its first stage asked whether the
+    session was a Connect one. The retained versions are read on the driver alone now."""
+    import jobs.context
+
+    def no_spark(self: Any) -> Any:
+        raise AssertionError("the job started Spark")
+
+    monkeypatch.setattr(jobs.context.JobContext, "spark", property(no_spark))
+    lake = str(tmp_path / "lake")
+    Lakehouse.create(lake)
+    written = tmp_path / "report.json"
+    assert table_maintenance_main(["--lakehouse", lake, "--report", str(written)]) == 0
+    report = json.loads(written.read_text())
+    assert report["status"] == "noop" and "no Iceberg table" in report["details"]["noop_reason"]

@@ -1129,7 +1129,7 @@ def test_unchecked_input_is_refused_with_what_to_do(tmp_path: Path) -> None:
         (["fsk"], "invalid choice 'fsk' (did you mean fsck?); choose from init, namespace"),
         (
             ["table", "lst", "a"],
-            "invalid choice 'lst' (did you mean list?); choose from create, drop, list",
+            "invalid choice 'lst' (did you mean list?); choose from create, drop, undrop, list",
         ),
         (["qqq"], "invalid choice 'qqq'; choose from init"),
         # Another tool's word: spelling alone offered "tree" for "create" (a new-user trial).
