@@ -42,7 +42,9 @@ AIRFLOW_SPEC := "apache-airflow>=3.3,<3.4" "apache-airflow-providers-apache-spar
 # what CI runs: everything not marked slow, on PYTEST_WORKERS workers (pytest-xdist; the tests
 # of the session's cluster and Connect server stay on one worker each). make test-quick is the
 # inner loop: the library, the CLI and the catalog, nothing that starts a JVM or a server.
-PYTEST_WORKERS ?= 2
+# Three on two cores: the suite waits on JVMs, subprocesses and the latency proxy (a
+# fresh-clone run used 57% of two cores with two workers), so a third worker fills the gaps.
+PYTEST_WORKERS ?= 3
 QUICK_MARKERS := not spark and not s3 and not cluster and not connect and not engines and not airflow and not reliability and not slow
 
 # pyiceberg's own catalog behaviour suite (tests/iceberg/behaviours/) runs from the sdist of the

@@ -21,6 +21,9 @@ pytestmark = pytest.mark.connect
 PROJECT_PYTHON = REPO / ".venv" / "bin" / "python"
 
 
+# 66 s of CI's test time: the other jobs' Connect path runs in make test
+# (test_jobs_through_connect.py, [python]); this job's logic in tests/jobs and tests/maintenance.
+@pytest.mark.slow
 def test_table_maintenance_through_connect(tmp_path: Path, spark_connect: ConnectServer) -> None:
     from lakecore.iceberg.expiry import CatalogCommitter
 
