@@ -189,7 +189,9 @@ class StandaloneCluster:
                     and last.get("status") == "ALIVE"
                 ):
                     return dict(last)
-            except OSError as exc:
+            except (OSError, ValueError) as exc:
+                # ValueError: a master still starting answered /json/ with its HTML page (a
+                # fresh-clone run met it once, right after the master bound its web UI).
                 last = exc
             time.sleep(0.5)
         raise RuntimeError(
