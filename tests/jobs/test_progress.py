@@ -47,7 +47,10 @@ def test_a_stage_counts_only_the_tasks_it_runs(spark: Any, monkeypatch: pytest.M
         stream = io.StringIO()
         with StageProgress("gc", "second", "two tasks, then one", sc, group, stream) as second:
             assert spark.range(0, 10, 1, 2).count() == 10
-            assert second.tasks() == (2 + 1, 2 + 1)  # not the first stage's jobs as well
+            # Not the first stage's nine tasks as well. Under load adaptive execution may list
+            # one more stage it then skips (a fresh-clone run on three workers saw (3, 5)).
+            done, total = second.tasks()
+            assert done == 2 + 1 and 2 + 1 <= total < 5 + 3 + 1
         assert stream.getvalue().endswith("\n") and "3/3 tasks  done in" in stream.getvalue()
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
