@@ -152,7 +152,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 proto: $(STAMP)
-	$(VENV_PY) -m grpc_tools.protoc -I lakecore/defs --python_out=lakecore/defs --pyi_out=lakecore/defs lakecore/defs/lakecore.proto
+	$(VENV_PY) -m grpc_tools.protoc -I lakecore/core/defs --python_out=lakecore/core/defs --pyi_out=lakecore/core/defs lakecore/core/defs/lakecore.proto
 
 bench: $(STAMP)
 	$(VENV_PY) bench/run_all.py

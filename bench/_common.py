@@ -33,7 +33,7 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _REPO not in sys.path:
     sys.path.insert(0, _REPO)
 
-from lakecore.locations import optimize_path  # noqa: E402
+from lakecore.core.locations import optimize_path  # noqa: E402
 
 T = TypeVar("T")
 
@@ -80,7 +80,7 @@ def random_uuid(rng: random.Random) -> str:
 
 
 def table_value(ns: str, table: str, rng: random.Random) -> str:
-    """A fresh table definition location, as ``lakecore.locations.new_table_def_path`` makes
+    """A fresh table definition location, as ``lakecore.core.locations.new_table_def_path`` makes
     them, but reproducible from ``rng``."""
     return optimize_path(f"table-{table}-{ns}-{random_uuid(rng)}.binpb")
 

@@ -54,14 +54,14 @@ from bench_tree import (
     warmup_messages,
 )
 
-from lakecore import keys as K
-from lakecore.commit import RootPlan
-from lakecore.defs import encode_def, table_def
+from lakecore.core import keys as K
+from lakecore.core.commit import RootPlan
+from lakecore.core.defs import encode_def, table_def
+from lakecore.core.locations import LATEST_HINT_FILE_NAME, new_table_def_path, root_node_file_name
+from lakecore.core.node import Node
+from lakecore.core.tree import NodeCache, NodeStore, TreeShape, TreeWriter, bulk_build, get
+from lakecore.core.versions import RootInfo, decode_root, encode_root
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import LATEST_HINT_FILE_NAME, new_table_def_path, root_node_file_name
-from lakecore.node import Node
-from lakecore.tree import NodeCache, NodeStore, TreeShape, TreeWriter, bulk_build, get
-from lakecore.versions import RootInfo, decode_root, encode_root
 
 NAMESPACE = "bench"
 COLUMNS = [
@@ -357,7 +357,7 @@ def run_backend(
 
 def root_costs(lh: Lakehouse) -> dict[str, Any]:
     """What handling the latest root costs, apart from I/O: encode (every commit) and decode
-    (``lakecore.commit`` decodes the root bytes it has just written, on every commit)."""
+    (``lakecore.core.commit`` decodes the root bytes it has just written, on every commit)."""
     info = lh.root_info
     order = lh.lakehouse_def.order
     enc, dec = [], []

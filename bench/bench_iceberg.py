@@ -48,15 +48,15 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
-from lakecore import keys as K
-from lakecore.defs import encode_def, namespace_def, table_def
+from lakecore.core import keys as K
+from lakecore.core.defs import encode_def, namespace_def, table_def
+from lakecore.core.locations import new_namespace_def_path, new_table_def_path, root_node_file_name
+from lakecore.core.tree import bulk_build
+from lakecore.core.versions import encode_root, write_hint
 from lakecore.iceberg import LakecoreCatalog, normalize_location
 from lakecore.iceberg.catalog import METADATA_LOCATION_PROPERTY
 from lakecore.iceberg.references import ReferenceFinder
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import new_namespace_def_path, new_table_def_path, root_node_file_name
-from lakecore.tree import bulk_build
-from lakecore.versions import encode_root, write_hint
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),

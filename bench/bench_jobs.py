@@ -9,7 +9,7 @@ tables (default 1,000,000 when only local storage is measured, 100,000 when ``s3
 1. every namespace and table **definition file** (``.binpb``) is written, a namespace per task in
    ``--write-threads`` threads, each file with ``Storage.write(durable=False)`` and one
    ``Storage.sync()`` at the end (what ``NodeStore.write_many`` does for node files);
-2. the tree of every namespace and table key is **bulk-built** (``lakecore.tree.bulk_build``)
+2. the tree of every namespace and table key is **bulk-built** (``lakecore.core.tree.bulk_build``)
    and committed as **version 1** (``encode_root`` + ``storage.create_exclusive`` + the hint);
 3. ``--commits`` single-table commits through the catalog API (``lh.transaction()``: half
    ``create_table`` of a new table, half ``update_table`` of a random table's properties), so
@@ -127,10 +127,9 @@ from typing import IO, Any
 import _common as C
 from latency_proxy import DEFAULT_BANDWIDTH_MBPS, DEFAULT_LATENCY_MS, MOTO_ENV, LatencyProxy, MotoS3
 
-from lakecore import keys as K
-from lakecore.defs import encode_def, namespace_def, table_def
-from lakecore.lakehouse import Lakehouse
-from lakecore.locations import (
+from lakecore.core import keys as K
+from lakecore.core.defs import encode_def, namespace_def, table_def
+from lakecore.core.locations import (
     LATEST_HINT_FILE_NAME,
     TEMP_FILE_PREFIX,
     hash_directories,
@@ -140,12 +139,13 @@ from lakecore.locations import (
     optimize_path,
     root_node_file_name,
 )
+from lakecore.core.storage import Storage
+from lakecore.core.tree import NodeCache, NodeStore, bulk_build
+from lakecore.core.versions import encode_root, list_root_versions, read_root, write_hint
+from lakecore.lakehouse import Lakehouse
 from lakecore.maintenance.listing import list_directories, listing_levels
 from lakecore.maintenance.settings import MaintenanceSettings
 from lakecore.maintenance.tree_files import Reachable, reachable_from_root, reachable_from_subtree
-from lakecore.storage import Storage
-from lakecore.tree import NodeCache, NodeStore, bulk_build
-from lakecore.versions import encode_root, list_root_versions, read_root, write_hint
 from tests.spark_cluster import WORKER_CORES as CLUSTER_WORKER_CORES
 from tests.spark_cluster import WORKERS as CLUSTER_WORKERS
 
@@ -252,7 +252,7 @@ def build_lakehouse(root_dir: str, args: argparse.Namespace) -> Lake:
     }
     sample_key = K.table_key(C.namespace_name(0), C.table_name(0), lh.lakehouse_def)
     if sample_key != C.table_key(C.namespace_name(0), C.table_name(0)):
-        raise SystemExit("bench keys do not match lakecore.keys for the default definition")
+        raise SystemExit("bench keys do not match lakecore.core.keys for the default definition")
 
     # -- keys, values and definition files ------------------------------------------------
     t0 = time.perf_counter()
@@ -614,7 +614,7 @@ def listing_limit(
     import botocore.session
     from botocore.config import Config
 
-    from lakecore.storage import parse_s3_timestamp
+    from lakecore.core.storage import parse_s3_timestamp
 
     bucket, _, prefix = uri.removeprefix("s3://").partition("/")
     session = botocore.session.get_session()

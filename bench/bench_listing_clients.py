@@ -13,7 +13,7 @@ which runs in this process, is not in the measured CPU):
 
 Then what parsing a listing costs the client, in the same child: every object listed page
 after page (1,000 keys a page) by a boto3 client whose responses' timestamps are parsed by
-botocore's own parser (dateutil; the baseline) and by ``lakecore.storage.parse_s3_timestamp``
+botocore's own parser (dateutil; the baseline) and by ``lakecore.core.storage.parse_s3_timestamp``
 (what lakecore's S3 clients use), interleaved, ``--rounds`` each: CPU and wall medians and the
 ratio baseline / lakecore.
 
@@ -40,9 +40,9 @@ from typing import Any
 import _common as C
 from latency_proxy import DEFAULT_LATENCY_MS, LatencyProxy, MotoS3
 
-from lakecore.locations import hash_directories
+from lakecore.core.locations import hash_directories
+from lakecore.core.storage import Storage
 from lakecore.maintenance.listing import list_directories
-from lakecore.storage import Storage
 
 BUCKET = "lakecore-bench-listing"
 THREADS = 8
@@ -75,7 +75,7 @@ def _paged_client(endpoint: str, lakecore_timestamps: bool) -> Any:
     import boto3
     import botocore.session
 
-    from lakecore.storage import parse_s3_timestamp
+    from lakecore.core.storage import parse_s3_timestamp
 
     session = botocore.session.get_session()
     if lakecore_timestamps:

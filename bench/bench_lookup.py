@@ -53,9 +53,9 @@ from typing import Any
 import _common as C
 import rocksdict
 
-from lakecore.lookup import LookupReader, LookupWriter
-from lakecore.lookup.blockcache import DEFAULT_BLOCK_CACHE_BYTES, BlockCache
-from lakecore.lookup.writer import DEFAULT_BLOCK_SIZE
+from lakecore.core.lookup import LookupReader, LookupWriter
+from lakecore.core.lookup.blockcache import DEFAULT_BLOCK_CACHE_BYTES, BlockCache
+from lakecore.core.lookup.writer import DEFAULT_BLOCK_SIZE
 
 #: Goal of issue #17: single get p50 at most this many times rocksdict's, warm and cold.
 SINGLE_GET_GOAL_RATIO = 1.5

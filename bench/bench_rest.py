@@ -24,7 +24,7 @@ printed): every table of the bulk is an Iceberg table whose current metadata is 
 file of the catalog's own warehouse, shared by the bulk's tables (one ``template`` table made
 through the catalog; the load then reads the same file for both catalogs, and the catalog's own
 lookup is what scales). Lakecore: each table's definition file is written (``--build-threads``,
-not durable until one sync) and the tree of every key is bulk-built (``lakecore.tree.bulk_build``)
+not durable until one sync) and the tree of every key is bulk-built (``lakecore.core.tree.bulk_build``)
 and committed as one version, as bench_jobs builds its lakehouse; a definition is what
 ``Transaction.create_table`` would write. SqlCatalog: the namespaces through the catalog, the
 table rows with one ``executemany`` in one SQLite transaction (its schema is pyiceberg's).
@@ -62,17 +62,17 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
-from lakecore import keys as K
-from lakecore.commit import RootPlan
-from lakecore.defs import encode_def, namespace_def, table_def
+from lakecore.core import keys as K
+from lakecore.core.commit import RootPlan
+from lakecore.core.defs import encode_def, namespace_def, table_def
+from lakecore.core.locations import new_namespace_def_path, new_table_def_path
+from lakecore.core.tree import bulk_build
+from lakecore.core.versions import RootInfo
 from lakecore.iceberg import LakecoreCatalog
 from lakecore.iceberg.catalog import METADATA_LOCATION_PROPERTY
 from lakecore.iceberg.columns import columns_of
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import new_namespace_def_path, new_table_def_path
 from lakecore.rest.app import app
-from lakecore.tree import bulk_build
-from lakecore.versions import RootInfo
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),

@@ -382,8 +382,8 @@ def pyiceberg_loop(
     manifest readers and deleted with its FileIO (one request per file on S3)."""
     import datetime as dt
 
+    from lakecore.core.storage import Storage
     from lakecore.iceberg.expiry import maintenance_catalog
-    from lakecore.storage import Storage
 
     catalog = maintenance_catalog(Storage(lake["uri"], storage_options))
     cutoff = dt.datetime.now(dt.UTC) + dt.timedelta(days=30)

@@ -4,13 +4,13 @@ Everything runs on local disk (a temporary directory behind a ``file://`` Storag
 fsyncs every file it writes, as lakecore does for real lakehouses). Order 128, catalog-shaped
 keys (204 bytes) and values (~93 bytes). Per size (``--keys``, default 10k, 100k, 1M):
 
-1. **Bulk build** (``lakecore.tree.bulk_build``) of the initial tree, in keys/s. Baselines in
+1. **Bulk build** (``lakecore.core.tree.bulk_build``) of the initial tree, in keys/s. Baselines in
    the same run: the same number of bytes written as one file through the same Storage, and
    pyarrow writing the same keys and values to one Arrow IPC file (fsynced). For diagnosis, the
    same bulk build into ``memory://`` (no disk) and the fsync cost of one node-sized file.
 2. **Write cost per single-key commit**: each commit is ``TreeWriter(store, shape, root)
    .put(key, value)``, ``finish()``, then the root file written with ``create_exclusive`` as
-   ``lakecore.commit`` does (``encode_root`` with ``previous_root`` and ``created_at_millis``).
+   ``lakecore.core.commit`` does (``encode_root`` with ``previous_root`` and ``created_at_millis``).
    80% updates of random existing tables, 20% inserts of new ones. Per commit: node files
    written (non-root + root), bytes written, latency (median, p90), and totals.
    Before measuring, a warm-up (``--warmup``, not measured) brings the tree to its steady state
@@ -59,15 +59,15 @@ from typing import Any
 import _common as C
 import pyarrow as pa
 
-from lakecore import keys as K
-from lakecore.defs import LakehouseDef
-from lakecore.locations import new_lakehouse_def_path, root_node_file_name
+from lakecore.core import keys as K
+from lakecore.core.defs import LakehouseDef
+from lakecore.core.locations import new_lakehouse_def_path, root_node_file_name
+from lakecore.core.node import Node, encoded_size
+from lakecore.core.storage import Storage
+from lakecore.core.tree import NodeCache, NodeStore, TreeShape, TreeWriter, bulk_build, get, items
+from lakecore.core.tree.shape import NODE_PATH_BYTES
+from lakecore.core.versions import decode_root, encode_root
 from lakecore.maintenance.tree_check import TreeChecker
-from lakecore.node import Node, encoded_size
-from lakecore.storage import Storage
-from lakecore.tree import NodeCache, NodeStore, TreeShape, TreeWriter, bulk_build, get, items
-from lakecore.tree.shape import NODE_PATH_BYTES
-from lakecore.versions import decode_root, encode_root
 
 ORDER = 128
 DEFAULT_NODE_BYTES = 1 * C.MiB
@@ -192,7 +192,7 @@ class TreeRun:
         self._write_root(self.root, first=True)
 
     def _write_root(self, node: Node, first: bool = False) -> tuple[int, float, float]:
-        """Encode and exclusively create the next root file, as ``lakecore.commit`` does."""
+        """Encode and exclusively create the next root file, as ``lakecore.core.commit`` does."""
         target = 0 if first else self.version + 1
         t0 = time.perf_counter()
         data = encode_root(

@@ -40,13 +40,13 @@ from typing import Any
 
 import _common as C
 
-from lakecore.commit import RootPlan
-from lakecore.defs import encode_def, namespace_def, table_def
-from lakecore.keys import namespace_key, table_key
+from lakecore.core.commit import RootPlan
+from lakecore.core.defs import encode_def, namespace_def, table_def
+from lakecore.core.keys import namespace_key, table_key
+from lakecore.core.locations import new_namespace_def_path, new_table_def_path
+from lakecore.core.tree import bulk_build
+from lakecore.core.versions import RootInfo
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import new_namespace_def_path, new_table_def_path
-from lakecore.tree import bulk_build
-from lakecore.versions import RootInfo
 
 CASES = ("transaction", "bulk")
 COLUMNS = [

@@ -66,6 +66,8 @@ from lakecore.cli.compact_versions import (
     compact_versions_options,
     render_compact_versions,
 )
+from lakecore.core.tree.store import NodeCache
+from lakecore.core.units import plural
 from lakecore.maintenance.clock import read_clocks
 from lakecore.maintenance.damage import DAMAGED_MARK
 from lakecore.maintenance.delete import DeleteOutcome
@@ -86,8 +88,6 @@ from lakecore.maintenance.expire import (
 )
 from lakecore.maintenance.listing import ERROR_KEY
 from lakecore.maintenance.samples import SAMPLE_LIMIT, capped
-from lakecore.tree.store import NodeCache
-from lakecore.units import plural
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

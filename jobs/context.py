@@ -35,7 +35,7 @@ from jobs.session import (
     stop_python_workers,
 )
 from lakecore.cli.job_report import JobReport
-from lakecore.storage import Storage
+from lakecore.core.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -48,7 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from lakecore import keys as K
+from lakecore.core import keys as K
 from lakecore.maintenance.node_rows import UniqueCandidates
 
 if TYPE_CHECKING:
@@ -472,8 +472,8 @@ def render_html(
     violations, the expectations that failed, then the versions checked, the summary and the
     expectations that passed. It states the same facts as the JSON report (per version:
     whether the catalog checks ran, which ``--deep`` alone does not say)."""
+    from lakecore.core.units import plural
     from lakecore.lakehouse.report.html import banner, esc, page, table
-    from lakecore.units import plural
 
     status = status or str(summary.get("status", "ok"))
     items = list((expectations or {}).get("expectations", []))

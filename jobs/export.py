@@ -48,17 +48,17 @@ from jobs.spark_units import sample_paths
 from lakecore.cli.argparsing import OneLineArgumentParser, whole_number
 from lakecore.cli.args import storage_options_of
 from lakecore.cli.job_report import JobReport
+from lakecore.core.locations import is_full_uri
+from lakecore.core.node import Node
+from lakecore.core.storage import Storage
+from lakecore.core.tree import NodeStore, TreeShape
+from lakecore.core.units import format_bytes, plural
+from lakecore.core.versions import read_version
 from lakecore.errors import LakecoreError, TreeStructureError
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.export import CopyFiles, ExportResult
-from lakecore.locations import is_full_uri
 from lakecore.maintenance.partition import SubtreeTask, cut_tree
 from lakecore.maintenance.tree_files import Reachable
-from lakecore.node import Node
-from lakecore.storage import Storage
-from lakecore.tree import NodeStore, TreeShape
-from lakecore.units import format_bytes, plural
-from lakecore.versions import read_version
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -157,8 +157,8 @@ def _reach(
     """The reach DataFrame: the subtrees walked on executors, the top from the driver."""
 
     def walk(items: list[SubtreeTask]) -> Iterator[tuple[str, bool, bool]]:
+        from lakecore.core.tree import NodeStore
         from lakecore.maintenance.tree_files import reachable_from_subtree
-        from lakecore.tree import NodeStore
 
         store = NodeStore(source, order, external_roots=external)
         for task in items:

@@ -49,6 +49,8 @@ from jobs.frames import collect_objects, fan_out_objects
 from jobs.run import run_job
 from lakecore.cli.argparsing import ArgumentError, OneLineArgumentParser, whole_number
 from lakecore.cli.job_report import JobReport
+from lakecore.core.tree import TreeShape
+from lakecore.core.units import format_bytes, plural
 from lakecore.errors import ExitCode
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.flush import flush_lakehouse
@@ -59,8 +61,6 @@ from lakecore.maintenance.flush import (
     FlushTaskResult,
     run_flush_task,
 )
-from lakecore.tree import TreeShape
-from lakecore.units import format_bytes, plural
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -133,7 +133,7 @@ def run_flush(options: FlushOptions, job: JobContext) -> FlushResult:
 
     def run_tasks(tasks: list[FlushTask]) -> list[FlushTaskResult]:
         def run_partition(items: list[FlushTask]) -> Iterator[FlushTaskResult]:
-            from lakecore.tree import NodeStore
+            from lakecore.core.tree import NodeStore
 
             store = NodeStore(storage, shape.order)
             for task in items:

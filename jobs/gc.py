@@ -78,7 +78,10 @@ from jobs.spark_units import (
 )
 from lakecore.cli.argparsing import OneLineArgumentParser
 from lakecore.cli.gc import add_gc_arguments, gc_options, render_gc
-from lakecore.locations import hash_directory_prefixes
+from lakecore.core.locations import hash_directory_prefixes
+from lakecore.core.storage import Storage, request_pool
+from lakecore.core.tree.store import PREFETCH_THREADS, NodeCache
+from lakecore.core.units import plural
 from lakecore.maintenance.clock import read_clocks
 from lakecore.maintenance.damage import DAMAGED_MARK, may_be_damage
 from lakecore.maintenance.delete import DeleteOutcome
@@ -106,9 +109,6 @@ from lakecore.maintenance.reach import (
 from lakecore.maintenance.roots import read_retained
 from lakecore.maintenance.samples import capped
 from lakecore.maintenance.side_by_side import side_by_side
-from lakecore.storage import Storage, request_pool
-from lakecore.tree.store import PREFETCH_THREADS, NodeCache
-from lakecore.units import plural
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession

@@ -91,7 +91,7 @@ class StageProgress:
         """The stage's line; ``ended`` (``done in``, ``interrupted after``, ``failed after``)
         once it is over, with the exact time, which the live line rounds to a tenth of a second
         (a driver stage of 45 ms read "done in 0ms")."""
-        from lakecore.units import format_seconds
+        from lakecore.core.units import format_seconds
 
         elapsed = time.monotonic() - self._started
         text = f"lakecore {self.job} [{self.name}] {self.description}"

@@ -44,7 +44,7 @@ from jobs.context import JobContext
 from jobs.run import run_job
 from lakecore.cli.argparsing import OneLineArgumentParser, whole_number
 from lakecore.cli.job_report import JobReport
-from lakecore.display import escape_for_display
+from lakecore.core.display import escape_for_display
 from lakecore.lakehouse import repair
 from lakecore.lakehouse.repair import RepairOutcome
 

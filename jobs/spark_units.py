@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 from jobs.context import JobContext
 from jobs.frames import PAYLOAD, Columns, collect_objects, driver_rows, fan_out_columns
+from lakecore.core.storage import Storage
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import ERROR_KEY, is_deletable, kind_of
 from lakecore.maintenance.reach import ReachPlan, ReachTask, reach_task_columns
 from lakecore.maintenance.samples import SAMPLE_LIMIT
-from lakecore.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

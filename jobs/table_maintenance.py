@@ -79,6 +79,8 @@ from lakecore.cli.table_maintenance import (
     render_table_maintenance,
     table_maintenance_options,
 )
+from lakecore.core.storage import Storage, request_pool
+from lakecore.core.units import plural
 from lakecore.iceberg.roots import Registry, overlaps
 from lakecore.maintenance.clock import read_clocks
 from lakecore.maintenance.delete import DeleteOutcome
@@ -115,8 +117,6 @@ from lakecore.maintenance.tables.versions import (
     retained_after,
     retention_at,
 )
-from lakecore.storage import Storage, request_pool
-from lakecore.units import plural
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

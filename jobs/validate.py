@@ -66,6 +66,12 @@ from jobs.frames import Columns, driver_rows, fan_out_columns
 from jobs.run import run_job
 from jobs.validate_report import ValidateJobResult, ValidateOptions, render_validate
 from lakecore.cli.argparsing import OneLineArgumentParser, output_file, whole_number
+from lakecore.core.locations import root_node_file_name
+from lakecore.core.storage import Storage
+from lakecore.core.tree import NodeStore
+from lakecore.core.units import plural
+from lakecore.core.versions import latest_version, list_root_versions
+from lakecore.core.view import external_roots_of
 from lakecore.errors import (
     LakecoreError,
     NotFoundError,
@@ -73,7 +79,6 @@ from lakecore.errors import (
     VersionExpiredError,
 )
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import root_node_file_name
 from lakecore.maintenance.node_rows import (
     ROW_COLUMNS,
     SECTION_KEY_TABLE,
@@ -105,11 +110,6 @@ from lakecore.maintenance.validate_run import (
     Violations,
     violations_of,
 )
-from lakecore.storage import Storage
-from lakecore.tree import NodeStore
-from lakecore.units import plural
-from lakecore.versions import latest_version, list_root_versions
-from lakecore.view import external_roots_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

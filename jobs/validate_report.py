@@ -14,12 +14,12 @@ from typing import Any
 
 from lakecore.cli.job_report import JobReport
 from lakecore.cli.outputs import OutputKind, write_text_atomically
+from lakecore.core.units import plural
 from lakecore.errors import ExitCode
 from lakecore.lakehouse import Lakehouse
 from lakecore.maintenance.damage import next_step
 from lakecore.maintenance.tree_check import DAMAGE_RULES, UNREADABLE_ROOT
 from lakecore.maintenance.validate_run import ValidateResult
-from lakecore.units import plural
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ def render_validate(result: ValidateJobResult, report: JobReport) -> None:
     options = result.options
     if options is not None and options.report_page is not None:
         from jobs.expectations import render_html
-        from lakecore.units import format_bytes
+        from lakecore.core.units import format_bytes
 
         catalog_runs = sum(1 for r in checked if r.catalog_checked)
         summary = {

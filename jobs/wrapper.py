@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from lakecore.display import escape_for_display
+from lakecore.core.display import escape_for_display
 
 PARSE_ONLY_VARIABLE: Final = "LAKECORE_PARSE_ONLY"
 JOB_BEGAN_VARIABLE: Final = "LAKECORE_JOB_BEGAN_FILE"

@@ -1,6 +1,6 @@
 """lakecore: the TrinityLake lakehouse format in Python.
 
-``Lakehouse`` is the catalog API; ``lakecore.tree`` the B-epsilon tree; ``lakecore.maintenance``
+``Lakehouse`` is the catalog API; ``lakecore.core.tree`` the B-epsilon tree; ``lakecore.maintenance``
 the engine-neutral units of work that the Spark jobs in ``jobs/`` distribute.
 """
 
@@ -41,9 +41,9 @@ def clear_caches() -> None:
     Files are immutable, so the caches are never wrong about a file that exists; a check that
     must notice files deleted behind its back (fsck, validate, tests) reads past them or
     clears them first."""
-    from lakecore.lookup.blockcache import SHARED_BLOCK_CACHE
-    from lakecore.tree.store import SHARED_CACHE
-    from lakecore.view import clear_definition_cache
+    from lakecore.core.lookup.blockcache import SHARED_BLOCK_CACHE
+    from lakecore.core.tree.store import SHARED_CACHE
+    from lakecore.core.view import clear_definition_cache
 
     SHARED_CACHE.clear()
     clear_definition_cache()

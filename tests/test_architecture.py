@@ -1,8 +1,9 @@
 """The three tiers, checked from the source (docs/architecture.md).
 
-1. Format core (``lakecore`` and its packages not named below): errors, locations, keys,
-   defs, storage, node, tree, versions, commit, view, the lookup codec and its version cache,
-   units, display. It imports nothing above it.
+1. Format core, one folder (``lakecore.core``): locations, keys, defs, storage, node, tree,
+   versions, commit, view, the lookup codec and its version cache, units, display. Beside it
+   at the package's top only ``lakecore.errors`` (the one error hierarchy every tier shares)
+   and the package itself. It imports nothing but itself and ``lakecore.errors``.
 2. Engine-neutral catalog and maintenance, one package each: ``lakecore.lakehouse`` (the
    catalog API and the operations on a lakehouse), ``lakecore.maintenance``,
    ``lakecore.iceberg``; then the command line, ``lakecore.cli``, on top. Never pyspark or
@@ -25,6 +26,8 @@ PACKAGES = ("lakecore", "jobs")
 # Tier of each module, by the longest matching prefix. The CLI modules sit on top of tier 2.
 TIERS: dict[str, float] = {
     "lakecore": 1,
+    "lakecore.errors": 1,
+    "lakecore.core": 1,
     "lakecore.lakehouse": 2,
     "lakecore.maintenance": 2,
     "lakecore.iceberg": 2,
@@ -210,6 +213,27 @@ def test_no_private_names_across_modules() -> None:
 
 def test_every_module_has_a_tier() -> None:
     assert [m for m in modules() if tier(m) is None] == []
+
+
+def test_the_format_core_is_one_folder() -> None:
+    """Tier 1 is lakecore/core/ (plus the error hierarchy and the package's entry), and the
+    core reaches nothing outside itself but the errors: not even the package's lazy entry."""
+    loose = [
+        m
+        for m in modules()
+        if tier(m) == 1
+        and m not in ("lakecore", "lakecore.errors")
+        and not m.startswith("lakecore.core")
+    ]
+    assert loose == []
+    outside = [
+        f"{source} imports {target}"
+        for source, targets in graph().items()
+        if source.startswith("lakecore.core")
+        for target in targets
+        if not target.startswith("lakecore.core") and target != "lakecore.errors"
+    ]
+    assert outside == []
 
 
 if __name__ == "__main__":  # the numbers for a closing note

@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 
 from lakecore import clear_caches
+from lakecore.core.locations import LATEST_HINT_FILE_NAME, root_node_file_name
+from lakecore.core.storage import Storage
+from lakecore.core.units import format_duration_millis, parse_duration_millis
 from lakecore.errors import (
     AlreadyExistsError,
     ExitCode,
@@ -28,9 +31,6 @@ from lakecore.errors import (
     ReadOnlyLakehouseError,
 )
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
-from lakecore.storage import Storage
-from lakecore.units import format_duration_millis, parse_duration_millis
 
 REPO = Path(__file__).resolve().parent.parent
 DAY_MILLIS = 86_400_000

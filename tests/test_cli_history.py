@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from lakecore.cli.main import build_parser, main
+from lakecore.core.storage import Storage
+from lakecore.core.tree import SHARED_CACHE
+from lakecore.core.units import format_bytes, format_seconds, format_time_millis, plural
 from lakecore.errors import ExitCode
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.history import display_name, history
 from lakecore.lakehouse.treeinfo import to_dot
-from lakecore.storage import Storage
-from lakecore.tree import SHARED_CACHE
-from lakecore.units import format_bytes, format_seconds, format_time_millis, plural
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -270,7 +270,7 @@ def _lake_with_a_damaged_latest_node(path: Path) -> tuple[Lakehouse, int]:
     """A lakehouse whose latest commit wrote a node file below the root, now truncated; returns
     it and that version."""
     from lakecore import clear_caches
-    from lakecore.locations import is_full_uri
+    from lakecore.core.locations import is_full_uri
     from lakecore.maintenance.tree_files import reachable_from_root
 
     # Small node files: a commit that overflows the root pushes messages down into new nodes.
@@ -388,7 +388,7 @@ def test_describe_of_a_damaged_tree_describes_the_rest_and_exits_6(
 def test_the_oldest_version_kept_says_its_parent_is_gone_and_what_it_holds(lake: Lakehouse) -> None:
     """After compact-versions deletes the root files of versions 0-4, version 5 has no parent to
     compare with: history says so, and what the version holds, rather than only "unknown"."""
-    from lakecore.locations import root_node_file_name
+    from lakecore.core.locations import root_node_file_name
 
     for version in range(5):
         (

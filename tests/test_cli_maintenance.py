@@ -14,10 +14,10 @@ import pytest
 
 from lakecore import clear_caches
 from lakecore.cli import main as lakecore_main
+from lakecore.core.locations import new_node_file_path, new_table_def_path, root_node_file_name
+from lakecore.core.versions import list_root_versions
 from lakecore.errors import ExitCode
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import new_node_file_path, new_table_def_path, root_node_file_name
-from lakecore.versions import list_root_versions
 
 DAY_SECONDS = 86_400
 
@@ -140,7 +140,7 @@ def test_compact_versions_dry_run_then_run(
 
 
 def list_root_versions_of(lake: Path) -> list[int]:
-    from lakecore.storage import Storage
+    from lakecore.core.storage import Storage
 
     return list_root_versions(Storage(str(lake)))
 

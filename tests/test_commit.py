@@ -1,4 +1,4 @@
-"""The commit protocol (lakecore/commit.py) on its own: the exclusive create of root v+1, the
+"""The commit protocol (lakecore/core/commit.py) on its own: the exclusive create of root v+1, the
 lost race and its rebase, the stale hint, ambiguous and refused root writes.
 
 A refused root write (no space, no permission) used to be retried as a lost race: 26 attempts,
@@ -18,12 +18,15 @@ from typing import Any
 
 import pytest
 
-from lakecore.commit import (
+from lakecore.core.commit import (
     AMBIGUOUS_WRITE_RETRIES,
     CommitPolicy,
     RootPlan,
     commit,
 )
+from lakecore.core.locations import root_node_file_name
+from lakecore.core.storage import Storage
+from lakecore.core.versions import RootInfo, latest_version, read_hint, read_root
 from lakecore.errors import (
     CommitConflictError,
     CommitStateUnknownError,
@@ -33,9 +36,6 @@ from lakecore.errors import (
     StorageTimeoutError,
 )
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import root_node_file_name
-from lakecore.storage import Storage
-from lakecore.versions import RootInfo, latest_version, read_hint, read_root
 from tests.conftest import fill_disk
 
 FAST = CommitPolicy(max_retries=25, backoff_base_seconds=0, backoff_cap_seconds=0)

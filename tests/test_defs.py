@@ -13,7 +13,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakecore.defs import (
+from lakecore.core.defs import (
     LakehouseDef,
     decode_namespace_def,
     decode_table_def,

@@ -1,4 +1,4 @@
-"""Names are shown escaped where a terminal or a browser would act on them (lakecore/display.py).
+"""Names are shown escaped where a terminal or a browser would act on them (lakecore/core/display.py).
 
 The trial: a table name with U+202E (the right-to-left override) showed reversed in
 ``table list`` and in every summary."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from lakecore import keys
 from lakecore.cli import main as cli_main
-from lakecore.display import escape_for_display
+from lakecore.core import keys
+from lakecore.core.display import escape_for_display
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.report.html import esc
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lakecore.locations import optimize_path, root_node_file_name
+from lakecore.core.locations import optimize_path, root_node_file_name
 
 REPO = Path(__file__).resolve().parent.parent
 # Where documents live, and where code cites them.
@@ -167,7 +167,7 @@ def test_the_root_file_name_examples_are_what_the_code_computes() -> None:
 
 
 def test_the_definition_messages_are_the_ones_the_code_reads() -> None:
-    from lakecore.defs import pb
+    from lakecore.core.defs import pb
 
     text = (REPO / "docs" / "format.md").read_text(encoding="utf-8")
     block = text[text.index("```proto") : text.index("```", text.index("```proto") + 3)]

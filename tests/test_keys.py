@@ -9,9 +9,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from lakecore.defs import LakehouseDef, pb
-from lakecore.errors import InvalidArgumentError, InvalidNameError, LakecoreError
-from lakecore.keys import (
+from lakecore.core.defs import LakehouseDef, pb
+from lakecore.core.keys import (
     SYSTEM_KEYS,
     ParsedKey,
     encode_name,
@@ -25,6 +24,7 @@ from lakecore.keys import (
     table_key,
     table_key_prefix,
 )
+from lakecore.errors import InvalidArgumentError, InvalidNameError, LakecoreError
 
 # ---------------------------------------------------------------------------------------------
 # Schema IDs

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from lakecore.storage import Storage
+from lakecore.core.storage import Storage
 
 pytestmark = pytest.mark.s3
 

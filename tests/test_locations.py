@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakecore.errors import InvalidLocationError, InvalidNameError, LakecoreError
-from lakecore.locations import (
+from lakecore.core.locations import (
     FILE_NAME_SEGMENT_MAX_BYTES,
     FileKind,
     check_relative_path,
@@ -31,6 +30,7 @@ from lakecore.locations import (
     root_node_file_name,
     version_from_root_node_file_name,
 )
+from lakecore.errors import InvalidLocationError, InvalidNameError, LakecoreError
 
 # The worked examples of docs/format.md#path-optimization, verbatim.
 OPTIMIZATION_VECTORS = [

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lakecore.core.locations import new_lakehouse_def_path, new_node_file_path, root_node_file_name
+from lakecore.core.node import Node, decode_node, encode_node, encoded_size, read_system_rows
 from lakecore.errors import CorruptFileError, CorruptNodeFileError, LakecoreError
-from lakecore.locations import new_lakehouse_def_path, new_node_file_path, root_node_file_name
-from lakecore.node import Node, decode_node, encode_node, encoded_size, read_system_rows
 
 LOCATION = "memory://lake/0110/0000/1011/01111000-node-test.arrow"
 Row = tuple[str | None, str | None, str | None]

@@ -23,10 +23,10 @@ from lakecore.cli.outputs import (
     check_outputs,
     write_text_atomically,
 )
+from lakecore.core.locations import root_node_file_name
 from lakecore.errors import ExitCode, InvalidArgumentError
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.report.html import GENERATOR_META
-from lakecore.locations import root_node_file_name
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -531,7 +531,7 @@ def test_an_export_to_a_device_is_refused_before_anything_is_committed(
 def test_the_lookup_cache_never_writes_through_a_link(
     lake: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from lakecore.lookup.cache import VersionCache
+    from lakecore.core.lookup.cache import VersionCache
 
     cache = tmp_path / "cache"
     view = Lakehouse.open(str(lake))

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from lakecore.cli import main as cli_main
+from lakecore.core.locations import FileKind, classify_path, new_temp_path
+from lakecore.core.storage import S3_MAX_POOL_CONNECTIONS, FileInfo, Storage, parse_storage_options
 from lakecore.errors import (
     AlreadyExistsError,
     ExitCode,
@@ -27,8 +29,6 @@ from lakecore.errors import (
     StorageError,
     StorageTimeoutError,
 )
-from lakecore.locations import FileKind, classify_path, new_temp_path
-from lakecore.storage import S3_MAX_POOL_CONNECTIONS, FileInfo, Storage, parse_storage_options
 from tests.conftest import MotoClock, S3TestServer, SilentEndpoint
 
 BACKENDS = ["file", "memory", pytest.param("s3", marks=pytest.mark.s3)]
@@ -743,7 +743,7 @@ def test_s3_no_credentials_says_what_to_give() -> None:
     trial). The name stays: the jobs recognise it in an executor's error to add their advice."""
     from botocore.exceptions import NoCredentialsError
 
-    from lakecore.storage import translate as storage_translate
+    from lakecore.core.storage import translate as storage_translate
 
     with pytest.raises(StorageError) as info:
         storage_translate.raise_translated(
@@ -759,9 +759,9 @@ def test_s3_no_credentials_says_what_to_give() -> None:
 def test_a_file_of_unknown_age_counts_as_just_written() -> None:
     """A store that gives no modification time (or one that does not parse): the file used to
     be dated 1970, the oldest of all, and passed any grace period; it is now the newest."""
+    from lakecore.core.storage import backend as storage_backend
     from lakecore.maintenance.listing import ListedFile
     from lakecore.maintenance.tally import select_by_age
-    from lakecore.storage import backend as storage_backend
 
     now = 1_800_000_000_000
     for unknown in (None, "yesterday", True):
@@ -791,7 +791,7 @@ def test_a_file_of_unknown_age_counts_as_just_written() -> None:
 def test_s3_timestamps_parse_as_botocore_parses_them(text: str) -> None:
     from botocore.utils import parse_timestamp
 
-    from lakecore.storage import parse_s3_timestamp
+    from lakecore.core.storage import parse_s3_timestamp
 
     ours, theirs = parse_s3_timestamp(text), parse_timestamp(text)
     assert ours == theirs and ours.utcoffset() == theirs.utcoffset()

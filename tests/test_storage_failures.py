@@ -22,6 +22,7 @@ from jobs.executor_errors import (
     spark_unavailable,
     storage_error_from_executor,
 )
+from lakecore.core.storage import Storage
 from lakecore.errors import (
     ExitCode,
     InvalidArgumentError,
@@ -31,7 +32,6 @@ from lakecore.errors import (
 )
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.version_check import check_version
-from lakecore.storage import Storage
 from tests.jobs.test_gc import build_lake
 
 
@@ -94,7 +94,7 @@ botocore.exceptions.NoCredentialsError: Unable to locate credentials
 The above exception was the direct cause of the following exception:
 
 Traceback (most recent call last):
-  File "/x/lakecore/storage.py", line 906, in _raise_translated
+  File "/x/lakecore/core/storage.py", line 906, in _raise_translated
 lakecore.errors.StorageError: could not read s3://b/l/0001-node-1.arrow: NoCredentialsError: Unable to locate credentials
 \tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:624)
 """

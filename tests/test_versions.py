@@ -1,4 +1,4 @@
-"""Versions on their own (lakecore/versions.py): root files, the hint, latest-version discovery,
+"""Versions on their own (lakecore/core/versions.py): root files, the hint, latest-version discovery,
 reading a version by number and by time, and the retention arithmetic.
 
 The catalog and the reliability suites exercise these through commits; here each rule is held
@@ -13,13 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from lakecore.defs import LakehouseDef
-from lakecore.errors import InvalidLocationError, NotFoundError, VersionExpiredError
-from lakecore.lakehouse import Lakehouse
-from lakecore.locations import LATEST_HINT_FILE_NAME, MAX_VERSION, root_node_file_name
-from lakecore.node import Node
-from lakecore.storage import Storage
-from lakecore.versions import (
+from lakecore.core.defs import LakehouseDef
+from lakecore.core.locations import LATEST_HINT_FILE_NAME, MAX_VERSION, root_node_file_name
+from lakecore.core.node import Node
+from lakecore.core.storage import Storage
+from lakecore.core.versions import (
     decode_root,
     encode_root,
     expired_versions,
@@ -33,6 +31,8 @@ from lakecore.versions import (
     version_as_of,
     write_hint,
 )
+from lakecore.errors import InvalidLocationError, NotFoundError, VersionExpiredError
+from lakecore.lakehouse import Lakehouse
 
 DAY = 86_400_000
 

@@ -1,4 +1,4 @@
-"""The read-only view of one version (lakecore/view.py): the one path that reads a root with
+"""The read-only view of one version (lakecore/core/view.py): the one path that reads a root with
 its definition, the version log, exports recorded in a definition, and lookups by name.
 """
 
@@ -9,13 +9,7 @@ from pathlib import Path
 import pytest
 
 from lakecore import clear_caches
-from lakecore.errors import (
-    AlreadyExistsError,
-    CorruptFileError,
-    InvalidArgumentError,
-    UnsupportedFormatVersionError,
-)
-from lakecore.export_records import (
+from lakecore.core.export_records import (
     EXPORT_MODE_PROPERTY,
     check_export_name_free,
     check_user_properties,
@@ -23,16 +17,22 @@ from lakecore.export_records import (
     read_only_reason,
     with_export_recorded,
 )
-from lakecore.lakehouse import Lakehouse
-from lakecore.locations import root_node_file_name
-from lakecore.storage import Storage
-from lakecore.view import (
+from lakecore.core.locations import root_node_file_name
+from lakecore.core.storage import Storage
+from lakecore.core.view import (
     has_lakehouse,
     list_versions,
     open_version,
     read_lakehouse_def,
     refuse_unsupported_format,
 )
+from lakecore.errors import (
+    AlreadyExistsError,
+    CorruptFileError,
+    InvalidArgumentError,
+    UnsupportedFormatVersionError,
+)
+from lakecore.lakehouse import Lakehouse
 
 
 @pytest.fixture

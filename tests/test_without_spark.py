@@ -63,7 +63,7 @@ def test_the_cli_tour_runs_without_pyspark(tmp_path: Path) -> None:
     assert "clean" in run(*l_, "fsck", "--all", "--deep")
     # And the engine-neutral maintenance runs in one process.
     code = (
-        "import time; from lakecore.storage import Storage; "
+        "import time; from lakecore.core.storage import Storage; "
         "from lakecore.maintenance.expire import expire_in_process; "
         "from lakecore.maintenance.gc import gc_in_process; "
         f"s = Storage({str(lake)!r}); now = int(time.time() * 1000); "

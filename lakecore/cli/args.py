@@ -5,7 +5,7 @@ nothing of the commands, so that no command module has to import another.
 
 - The lakehouse is ``-l/--lakehouse URI``, else ``$LAKECORE_LAKEHOUSE``.
 - Storage options come from repeated ``--storage-option KEY=VALUE`` through the one parser,
-  ``lakecore.storage.parse_storage_options``.
+  ``lakecore.core.storage.parse_storage_options``.
 - Output is a short human summary, or indented JSON with ``--json``.
 """
 
@@ -19,12 +19,12 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from lakecore.display import escape_for_display
+from lakecore.core.display import escape_for_display
 from lakecore.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
+    from lakecore.core.view import LakehouseView
     from lakecore.lakehouse import Lakehouse
-    from lakecore.view import LakehouseView
 
 
 def key_value(text: str) -> tuple[str, str]:
@@ -72,7 +72,7 @@ def refuse_outputs_in_lakehouse(args: argparse.Namespace) -> None:
     if getattr(args, "html", None):
         outputs.append(Output("--html", args.html, OutputKind.HTML_PAGE))
     if hasattr(args, "cache_dir"):  # a command that builds lookup files
-        from lakecore.lookup.cache import default_cache_folder
+        from lakecore.core.lookup.cache import default_cache_folder
 
         if args.cache_dir:
             args.cache_dir = os.path.expanduser(args.cache_dir)  # checked as it is used
@@ -95,7 +95,7 @@ def refuse_outputs_in_lakehouse(args: argparse.Namespace) -> None:
 
 def storage_options_of(args: argparse.Namespace) -> dict[str, Any]:
     """The ``--storage-option`` values as storage options. Raises InvalidArgumentError."""
-    from lakecore.storage import parse_storage_options  # deferred: --help stays cheap
+    from lakecore.core.storage import parse_storage_options  # deferred: --help stays cheap
 
     given = [
         *(getattr(args, "storage_option", None) or []),
@@ -125,7 +125,7 @@ def open_lakehouse(args: argparse.Namespace) -> Lakehouse:
 def time_millis(text: str) -> int:
     """An argparse type (``--as-of``, ``--since``): an ISO-8601 time (UTC unless it names a zone)
     or epoch milliseconds. argparse names the option in front of the message."""
-    from lakecore.units import parse_time_millis
+    from lakecore.core.units import parse_time_millis
 
     try:
         return parse_time_millis(text, what="the time")
@@ -139,7 +139,7 @@ def duration_millis(what: str, *, plain_unit: str | None = None) -> Callable[[st
     argparse's own name of the option."""
 
     def parse(text: str) -> int:
-        from lakecore.units import parse_duration_millis
+        from lakecore.core.units import parse_duration_millis
 
         try:
             return parse_duration_millis(text, what=what, plain_unit=plain_unit)
@@ -199,7 +199,7 @@ def emit(args: argparse.Namespace, human: str, data: Any) -> None:
 
 def say(text: str, *, error: bool = False) -> None:
     """One line (or block) for a person, on stdout or stderr, names escaped
-    (``lakecore.display``): every command prints through here or ``emit``."""
+    (``lakecore.core.display``): every command prints through here or ``emit``."""
     print(escape_for_display(text), file=sys.stderr if error else sys.stdout, flush=True)
 
 

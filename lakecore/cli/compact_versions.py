@@ -20,13 +20,13 @@ import argparse
 from lakecore.cli.argparsing import OneLineArgumentParser
 from lakecore.cli.args import time_millis
 from lakecore.cli.job_report import JobReport
+from lakecore.core.locations import root_node_file_name
+from lakecore.core.units import format_bytes, format_time_millis, plural
 from lakecore.errors import ExitCode, UnsafeOptionError
-from lakecore.locations import root_node_file_name
 from lakecore.maintenance.clock import Clocks, machine_clock_millis
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.expire import ExpiryOptions, ExpiryResult, check_options
 from lakecore.maintenance.settings import MaintenanceSettings
-from lakecore.units import format_bytes, format_time_millis, plural
 
 
 def add_compact_versions_arguments(parser: OneLineArgumentParser) -> None:

@@ -17,11 +17,11 @@ import argparse
 from lakecore.cli.argparsing import OneLineArgumentParser
 from lakecore.cli.args import duration_millis, time_millis
 from lakecore.cli.job_report import JobReport
+from lakecore.core.units import format_seconds, plural
 from lakecore.errors import ExitCode, LakecoreError, UnsafeOptionError
 from lakecore.maintenance.clock import Clocks, machine_clock_millis
 from lakecore.maintenance.gc import GcOptions, GcResult, check_options
 from lakecore.maintenance.settings import DEFAULT_SETTINGS, MaintenanceSettings, load_settings
-from lakecore.units import format_seconds, plural
 
 # Retained versions listed in the report; beyond this only the count and the range.
 VERSIONS_IN_REPORT = 1000

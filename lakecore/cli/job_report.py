@@ -9,7 +9,7 @@ Rules:
 - Samples are capped (``lakecore.maintenance.samples``): a report stays small whatever the
   lakehouse's size, and says its cap (``sample_limit``).
 - The summary shows sizes, durations and times in units a person reads; the JSON keeps the
-  exact numbers. Names are escaped on the terminal (``lakecore.display``).
+  exact numbers. Names are escaped on the terminal (``lakecore.core.display``).
 - A report that cannot be written (the path was checked as the command line was read, but disks
   fill and folders go) is the run's failure, exit 4, and its line says what the run had done,
   so that a commit is never hidden behind a missing report.
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakecore.cli.outputs import OutputKind, write_text_atomically
-from lakecore.display import escape_for_display
+from lakecore.core.display import escape_for_display
 from lakecore.errors import ExitCode, InvalidArgumentError
 from lakecore.maintenance.samples import SAMPLE_LIMIT
 
@@ -114,14 +114,14 @@ def write_report_or_fail(report: JobReport, path: str) -> None:
 
 
 def _say(text: str) -> None:
-    """A line of the summary on stdout, names in it escaped (``lakecore.display``)."""
+    """A line of the summary on stdout, names in it escaped (``lakecore.core.display``)."""
     print(escape_for_display(text))
 
 
 def print_summary(report: JobReport) -> None:
     """The human summary: sizes, durations and times in units a person reads (the JSON report
     keeps the exact numbers)."""
-    from lakecore.units import format_bytes, format_seconds
+    from lakecore.core.units import format_bytes, format_seconds
 
     head = f"lakecore {report.job} [{report.status}{' (dry run)' if report.dry_run else ''}] {report.lakehouse}"
     versions = ""

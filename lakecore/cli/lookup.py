@@ -11,11 +11,11 @@ from lakecore.cli.args import add_version_options, emit, open_view, resolve_vers
 from lakecore.errors import ExitCode, InvalidArgumentError
 
 if TYPE_CHECKING:
-    from lakecore.lookup.cache import VersionCache
+    from lakecore.core.lookup.cache import VersionCache
 
 
 def _cache(args: argparse.Namespace) -> VersionCache:
-    from lakecore.lookup.cache import (
+    from lakecore.core.lookup.cache import (
         VersionCache,  # deferred: the command line's --help stays cheap
     )
 
@@ -32,7 +32,7 @@ def _cache(args: argparse.Namespace) -> VersionCache:
 
 def _lookup_keys(args: argparse.Namespace, view: Any) -> list[str]:
     """The raw KEYs, or the key of ``--namespace NS [--table T]`` (not both)."""
-    from lakecore import keys as K
+    from lakecore.core import keys as K
 
     if args.namespace is None:
         if args.table is not None:
@@ -50,7 +50,7 @@ def _lookup_keys(args: argparse.Namespace, view: Any) -> list[str]:
 
 
 def cmd_lookup(args: argparse.Namespace) -> int:
-    from lakecore.lookup import LookupReader
+    from lakecore.core.lookup import LookupReader
 
     cache = _cache(args)
     view = open_view(args, resolve_version(args))
@@ -96,7 +96,7 @@ def _hint_unpadded(keys: list[str], values: list[str | None], view: Any) -> None
     """A raw KEY is the key as stored, padded; ``lookup get ns1`` is absent for that reason
     alone. Say so on stderr (the answer stays "absent", exit 5)."""
 
-    from lakecore import keys as K
+    from lakecore.core import keys as K
     from lakecore.errors import LakecoreError
 
     for key, value in zip(keys, values, strict=True):
@@ -125,8 +125,8 @@ def _value(value: Any) -> str:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from lakecore.core.lookup.cache import diff_versions
     from lakecore.lakehouse.history import catalog_diff
-    from lakecore.lookup.cache import diff_versions
 
     cache = _cache(args)
     old = open_view(args, args.old)
@@ -191,7 +191,7 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
     def cache_options(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--cache-dir",
-            help="lookup cache folder (default LAKECORE_CACHE_DIR or ~/.cache/lakecore/lookup)",
+            help="lookup cache folder (default LAKECORE_CACHE_DIR or ~/.cache/lakecore/core/lookup)",
         )
         p.add_argument(
             "--cache-max-bytes",

@@ -38,13 +38,13 @@ from lakecore.cli.table_maintenance import (
     render_table_maintenance,
     table_maintenance_options,
 )
+from lakecore.core.storage import Storage
 from lakecore.errors import LakecoreError
 from lakecore.maintenance.damage import with_next_step
 from lakecore.maintenance.expire import run_expire_in_process
 from lakecore.maintenance.gc import run_gc_in_process
 from lakecore.maintenance.settings import load_settings
 from lakecore.maintenance.tables.result import TableMaintenanceResult
-from lakecore.storage import Storage
 
 Result = TypeVar("Result")
 

@@ -207,7 +207,7 @@ def cmd_table(args: argparse.Namespace) -> int:
         view = open_view(args)
         definition = view.load_table(args.namespace, args.table)
         data = MessageToDict(definition, preserving_proto_field_name=True)
-        from lakecore.defs import pb
+        from lakecore.core.defs import pb
 
         columns = ", ".join(
             f"{c.name} {pb.DataType.Name(c.type)}" for c in definition.schema.columns
@@ -318,9 +318,9 @@ def _undrop_iceberg(storage: Any, namespace: str, table: str, version: int) -> N
         ValidationError,
     )
 
+    from lakecore.core.namespaces import levels
     from lakecore.errors import AlreadyExistsError, LakecoreError
     from lakecore.iceberg.expiry import maintenance_catalog
-    from lakecore.namespaces import levels
 
     catalog = maintenance_catalog(storage)
     try:
@@ -357,7 +357,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         view = open_view(args)
         definition = view.load_view(args.namespace, args.view)
         data = MessageToDict(definition, preserving_proto_field_name=True)
-        from lakecore.defs import pb
+        from lakecore.core.defs import pb
 
         columns = ", ".join(
             f"{c.name} {pb.DataType.Name(c.type)}" for c in definition.schema.columns

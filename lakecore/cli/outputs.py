@@ -47,9 +47,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from lakecore.core.locations import normalize_root_uri, real_root_uri
 from lakecore.errors import InvalidArgumentError
 from lakecore.lakehouse.report.html import GENERATOR_META, LEGACY_PAGE_MARK
-from lakecore.locations import normalize_root_uri, real_root_uri
 
 # A page's head, and so its mark, lies within its first bytes; a report is read whole up to this.
 _PAGE_HEAD_BYTES: Final = 16 * 1024
@@ -154,7 +154,7 @@ def refuse_foreign_target(output: Output) -> None:
         ) from None
     where = f"{output.option} {output.path}"
     if output.kind is OutputKind.CACHE_FOLDER:
-        # The cache writes and evicts only names of its own inside (lakecore.lookup.cache), and
+        # The cache writes and evicts only names of its own inside (lakecore.core.lookup.cache), and
         # never through a link below it: a link to a folder, checked where it leads, is fine.
         if not os.path.isdir(path):
             raise InvalidArgumentError(f"{where} is not a folder; name a folder for the cache")

@@ -29,16 +29,16 @@ from lakecore.cli.args import (
     storage_options_of,
     time_millis,
 )
+from lakecore.core.units import plural
 from lakecore.errors import ExitCode, InvalidArgumentError
 from lakecore.maintenance.damage import damage_next_step
-from lakecore.units import plural
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
+    from lakecore.core.storage import Storage
+    from lakecore.core.units import format_bytes, format_time_millis
+    from lakecore.core.view import list_versions
     from lakecore.lakehouse.history import history
-    from lakecore.storage import Storage
-    from lakecore.units import format_bytes, format_time_millis
-    from lakecore.view import list_versions
 
     # Not through open_lakehouse: the log must show a damaged latest version, not fail on it.
     storage = Storage(lakehouse_uri(args), storage_options_of(args))
@@ -92,7 +92,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
 
 
 def _history_text(entries: list[Any], now_millis: int) -> str:
-    from lakecore.units import format_age, format_bytes, format_time_millis
+    from lakecore.core.units import format_age, format_bytes, format_time_millis
 
     if not entries:
         return "(no versions in that range)"
@@ -117,8 +117,8 @@ def _history_text(entries: list[Any], now_millis: int) -> str:
 def cmd_history(args: argparse.Namespace) -> int:
     import time
 
+    from lakecore.core.storage import Storage
     from lakecore.lakehouse.history import history
-    from lakecore.storage import Storage
 
     now = int(time.time() * 1000)
     entries = history(
@@ -169,7 +169,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    from lakecore import keys as K
+    from lakecore.core import keys as K
 
     view = open_view(args)
     if args.key is not None:

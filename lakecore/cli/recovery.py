@@ -26,6 +26,7 @@ from lakecore.cli.args import (
     storage_options_of,
     time_millis,
 )
+from lakecore.core.units import plural
 from lakecore.errors import (
     CorruptFileError,
     ExitCode,
@@ -34,15 +35,14 @@ from lakecore.errors import (
     NotFoundError,
     TreeStructureError,
 )
-from lakecore.units import plural
 
 
 def cmd_fsck(args: argparse.Namespace) -> int:
     from lakecore.cli.progress import Progress
+    from lakecore.core.locations import root_node_file_name
+    from lakecore.core.storage import Storage
+    from lakecore.core.view import open_version, root_file_versions
     from lakecore.lakehouse.version_check import check_version, unreadable_version
-    from lakecore.locations import root_node_file_name
-    from lakecore.storage import Storage
-    from lakecore.view import open_version, root_file_versions
 
     uri = lakehouse_uri(args)
     options = storage_options_of(args)
@@ -106,8 +106,8 @@ def cmd_fsck(args: argparse.Namespace) -> int:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
+    from lakecore.core.storage import Storage
     from lakecore.lakehouse import repair
-    from lakecore.storage import Storage
 
     storage = Storage(lakehouse_uri(args), storage_options_of(args))
 

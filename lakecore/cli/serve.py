@@ -205,8 +205,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def vending_options(args: argparse.Namespace) -> Any:
     """The ``--vended-credentials-*`` options (None without a role). Raises
     InvalidArgumentError for a malformed duration or a role that is no ARN."""
+    from lakecore.core.units import parse_duration_millis
     from lakecore.rest.credentials import VendingOptions
-    from lakecore.units import parse_duration_millis
 
     if not args.vended_credentials_role:
         for given in ("refresh", "sts_endpoint"):

@@ -51,7 +51,7 @@ def _settings_data(lh: Any) -> dict[str, Any]:
 
 
 def _settings_text(data: dict[str, Any]) -> str:
-    from lakecore.units import format_duration_millis
+    from lakecore.core.units import format_duration_millis
 
     lines = [
         f"lakehouse {data['name']!r} at version {data['version']}",

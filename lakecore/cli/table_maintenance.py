@@ -22,6 +22,7 @@ from typing import Any
 from lakecore.cli.argparsing import OneLineArgumentParser
 from lakecore.cli.args import duration_millis, time_millis
 from lakecore.cli.job_report import JobReport
+from lakecore.core.units import format_bytes, format_seconds, plural
 from lakecore.errors import ExitCode, LakecoreError, UnsafeOptionError
 from lakecore.maintenance.clock import Clocks, machine_clock_millis
 from lakecore.maintenance.samples import capped
@@ -32,7 +33,6 @@ from lakecore.maintenance.tables.result import (
     TableMaintenanceResult,
     check_options,
 )
-from lakecore.units import format_bytes, format_seconds, plural
 
 # Retained versions and purge marks listed in the report; beyond this only counts.
 LISTED_IN_REPORT = 1000

@@ -28,7 +28,7 @@ Rules:
 * **FileIO.** The catalog's FileIO is made from its own properties, one per scheme, never from
   a table's properties (a table's writers choose those).
 * **Identifiers.** A namespace identifier's levels are joined with ``.``
-  (``lakecore.namespaces``); an empty one is ``NoSuchNamespaceError``, as pyiceberg's catalogs
+  (``lakecore.core.namespaces``); an empty one is ``NoSuchNamespaceError``, as pyiceberg's catalogs
   say. A table identifier is its namespace's levels, then the table's name; one without a
   namespace is ``NoSuchNamespaceError`` where a table is to be made, ``NoSuchTableError`` where
   one is read.
@@ -56,8 +56,11 @@ from pyiceberg.table.update import AddSnapshotUpdate
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 from pyiceberg.utils.config import Config
 
-from lakecore import namespaces as NS
-from lakecore.defs import pb
+from lakecore.core import namespaces as NS
+from lakecore.core.defs import pb
+from lakecore.core.keys import namespace_name_max_bytes
+from lakecore.core.sized_lru import SizedLRU
+from lakecore.core.storage import Storage
 from lakecore.errors import (
     AlreadyExistsError,
     InvalidArgumentError,
@@ -90,12 +93,9 @@ from lakecore.iceberg.references import read_named_files
 from lakecore.iceberg.roots import WRITE_PATH_PROPERTIES, Registry
 from lakecore.iceberg.storage_settings import is_s3, s3_settings
 from lakecore.iceberg.transforms import check_new_transforms
-from lakecore.keys import namespace_name_max_bytes
 from lakecore.lakehouse import Lakehouse, LakehouseView, Transaction
 from lakecore.lakehouse.group_commit import Batch, CommitStats, GroupCommitter
 from lakecore.lakehouse.latest import LatestVersion
-from lakecore.sized_lru import SizedLRU
-from lakecore.storage import Storage
 
 if TYPE_CHECKING:
     from pyiceberg.table import Transaction as IcebergTransaction
@@ -328,7 +328,7 @@ class CatalogBase(MetastoreCatalog):
         self, namespace: str | Identifier, err: type[Exception] = NoSuchNamespaceError
     ) -> str:
         """The stored name of a namespace to read or change (its levels joined with ``.``,
-        ``lakecore.namespaces``). Reads take any stored name, including one from before
+        ``lakecore.core.namespaces``). Reads take any stored name, including one from before
         namespaces nested; a new name is checked by ``_new_namespace``.
 
         Raises:

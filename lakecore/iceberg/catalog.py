@@ -13,7 +13,7 @@ Rules:
   with ``table_format = ICEBERG`` whose ``format_properties["metadata_location"]`` is the full
   URI of its current metadata file (``previous_metadata_location`` the one before). Its columns
   mirror the Iceberg schema (``lakecore.iceberg.columns``). Namespaces nest to any depth:
-  ``("a", "b")`` is the lakecore namespace ``a.b`` (``lakecore.namespaces``); creating one
+  ``("a", "b")`` is the lakecore namespace ``a.b`` (``lakecore.core.namespaces``); creating one
   creates its missing parents, ``list_namespaces(parent)`` gives the direct children, and a
   namespace with children or tables cannot be dropped.
 * **Commits are optimistic.** ``commit_table`` applies the requirements and updates to the

@@ -44,7 +44,7 @@ from pyiceberg.types import (
     UUIDType,
 )
 
-from lakecore.defs import pb
+from lakecore.core.defs import pb
 
 ICEBERG_TYPE_PROPERTY: Final = "iceberg.type"
 

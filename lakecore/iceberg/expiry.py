@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 
+from lakecore.core.storage import Storage
 from lakecore.errors import NotFoundError
 from lakecore.iceberg.pointer import METADATA_LOCATION_PROPERTY, identifier_of
 from lakecore.maintenance.clock import read_clocks
@@ -40,7 +41,6 @@ from lakecore.maintenance.tables.result import (
     check_options,
 )
 from lakecore.maintenance.tables.run import table_maintenance_in_process
-from lakecore.storage import Storage
 
 if TYPE_CHECKING:
     from lakecore.iceberg.catalog import LakecoreCatalog

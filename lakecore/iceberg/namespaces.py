@@ -3,7 +3,7 @@
 Rules:
 
 * **One lakehouse object per namespace.** Its properties are the namespace definition's
-  properties. ``("a", "b")`` is the lakecore namespace ``a.b`` (``lakecore.namespaces``);
+  properties. ``("a", "b")`` is the lakecore namespace ``a.b`` (``lakecore.core.namespaces``);
   creating one creates its missing parents (empty), as pyiceberg's SQL catalog lets a child
   exist without one; ``list_namespaces(parent)`` gives the direct children, one seek per child
   whatever lies deeper; a namespace with children or tables cannot be dropped.
@@ -27,7 +27,7 @@ from pyiceberg.catalog import LOCATION, PropertiesUpdateSummary
 from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchNamespaceError
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 
-from lakecore import namespaces as NS
+from lakecore.core import namespaces as NS
 from lakecore.iceberg.errors import translated
 from lakecore.iceberg.path_rules import normalize_location
 from lakecore.iceberg.placement import PlacementRules
@@ -98,7 +98,7 @@ class NamespaceOps(PlacementRules):
 
     def list_namespaces(self, namespace: str | Identifier = ()) -> list[Identifier]:
         """The direct children of ``namespace`` (the top-level namespaces without one), sorted.
-        One seek per child, whatever lies deeper (``lakecore.namespaces``).
+        One seek per child, whatever lies deeper (``lakecore.core.namespaces``).
 
         Raises:
             NoSuchNamespaceError: ``namespace`` is given and does not exist.

@@ -42,8 +42,8 @@ import unicodedata
 from typing import Final
 from urllib.parse import urlparse
 
+from lakecore.core.locations import normalize_root_uri
 from lakecore.errors import InvalidLocationError
-from lakecore.locations import normalize_root_uri
 
 _HASH_SEGMENT_RE: Final = re.compile(r"^[01]{4}$")
 _SCHEME_RE: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")

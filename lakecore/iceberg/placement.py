@@ -43,7 +43,7 @@ from pyiceberg.catalog import LOCATION
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 
-from lakecore.defs import pb
+from lakecore.core.defs import pb
 from lakecore.errors import InvalidArgumentError, InvalidLocationError, LakecoreError, StorageError
 from lakecore.iceberg.base import CatalogBase
 from lakecore.iceberg.errors import translated

@@ -29,8 +29,8 @@ from pyiceberg.table import CommitTableResponse
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 from pyiceberg.typedef import Identifier
 
-from lakecore import namespaces as NS
-from lakecore.defs import pb
+from lakecore.core import namespaces as NS
+from lakecore.core.defs import pb
 from lakecore.errors import CorruptFileError, NotFoundError, StorageError
 
 if TYPE_CHECKING:

@@ -63,7 +63,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from lakecore.export_records import ICEBERG_PROPERTY_PREFIX
+from lakecore.core.export_records import ICEBERG_PROPERTY_PREFIX
 
 ROOTS_PROPERTY_PREFIX: Final = ICEBERG_PROPERTY_PREFIX + "roots "
 NAMESPACE_LOCATION_PROPERTY_PREFIX: Final = ICEBERG_PROPERTY_PREFIX + "namespace-location "

@@ -39,7 +39,8 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortOrder
 from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 
-from lakecore import namespaces as NS
+from lakecore.core import namespaces as NS
+from lakecore.core.keys import refuse_unclear_name
 from lakecore.errors import AlreadyExistsError, NotFoundError
 from lakecore.iceberg.columns import columns_of
 from lakecore.iceberg.errors import translated
@@ -52,7 +53,6 @@ from lakecore.iceberg.pointer import (
     require_iceberg,
 )
 from lakecore.iceberg.roots import MAX_REFERENCE_FOLDERS, reduce_folders, refs_key, refs_property
-from lakecore.keys import refuse_unclear_name
 from lakecore.lakehouse import Transaction
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Iceberg views: a view is a lakecore view object pointing at its Iceberg view metadata.
 
-(Not ``lakecore.view``, which is a read-only look at one lakehouse *version*.)
+(Not ``lakecore.core.view``, which is a read-only look at one lakehouse *version*.)
 
 Rules:
 
@@ -59,7 +59,9 @@ from pyiceberg.typedef import EMPTY_DICT, IcebergBaseModel, Identifier, Properti
 from pyiceberg.view import View
 from pyiceberg.view.metadata import ViewHistoryEntry, ViewMetadata, ViewVersion
 
-from lakecore import namespaces as NS
+from lakecore.core import namespaces as NS
+from lakecore.core.keys import refuse_unclear_name
+from lakecore.core.sized_lru import SizedLRU
 from lakecore.errors import AlreadyExistsError, CorruptFileError, NotFoundError, StorageError
 from lakecore.iceberg.columns import columns_of
 from lakecore.iceberg.errors import translated
@@ -72,16 +74,14 @@ from lakecore.iceberg.pointer import (
     pointer_properties,
 )
 from lakecore.iceberg.roots import contains
-from lakecore.keys import refuse_unclear_name
 from lakecore.lakehouse import Transaction
 from lakecore.lakehouse.group_commit import Batch
 from lakecore.maintenance.tables.marks import marks_of
-from lakecore.sized_lru import SizedLRU
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from lakecore.defs import pb
+    from lakecore.core.defs import pb
 
 # How many view versions a view keeps (Iceberg's view property and its default).
 VERSION_HISTORY_PROPERTY: Final = "version.history.num-entries"

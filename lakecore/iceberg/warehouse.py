@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from lakecore.core.storage import Storage
 from lakecore.errors import (
     AlreadyExistsError,
     CorruptFileError,
@@ -38,7 +39,6 @@ from lakecore.errors import (
     NotFoundError,
     StorageRefusedError,
 )
-from lakecore.storage import Storage
 
 MARKER_NAME: Final = ".lakecore-warehouse.json"
 

@@ -10,7 +10,7 @@
 - ``demo``: the sample lakehouse of ``make demo``.
 
 ``lakecore.maintenance`` never imports this package: it reads versions through
-``lakecore.view``.
+``lakecore.core.view``.
 """
 
 from lakecore.lakehouse.lakehouse import (

@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from lakecore import keys
+from lakecore.core import keys
+from lakecore.core.locations import FileKind, classify_path
+from lakecore.core.units import plural
 from lakecore.errors import InvalidArgumentError, LakecoreError
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import FileKind, classify_path
-from lakecore.units import plural
 
 # Set on every demo lakehouse: the mark that lets a later demo run recreate it.
 DEMO_PROPERTY = "lakecore.demo"
@@ -65,9 +65,9 @@ def build_sample(uri: str, *, namespaces: int = 4, tables_per_namespace: int = 6
 def leave_crashed_commit(lh: Lakehouse) -> None:
     """What a writer that died before its commit point leaves behind: its definition file and
     its new nodes, which no root will ever reach. gc finds and deletes them."""
-    from lakecore.defs import encode_def, table_def
-    from lakecore.locations import new_table_def_path
-    from lakecore.tree import TreeShape, TreeWriter
+    from lakecore.core.defs import encode_def, table_def
+    from lakecore.core.locations import new_table_def_path
+    from lakecore.core.tree import TreeShape, TreeWriter
 
     ghost = new_table_def_path("sales_1", "ghost")
     lh.storage.write(ghost, encode_def(table_def("ghost")))

@@ -11,15 +11,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from lakecore.core.locations import hash_directories
+from lakecore.core.storage import Storage
+from lakecore.core.units import format_bytes, format_duration_millis, format_time_millis, plural
+from lakecore.core.versions import is_damage_in_version
+from lakecore.core.view import LakehouseView
 from lakecore.errors import InvalidLocationError, LakecoreError
 from lakecore.lakehouse.history import HistoryEntry
 from lakecore.lakehouse.treeinfo import describe_tree
-from lakecore.locations import hash_directories
 from lakecore.maintenance.listing import ERROR_KEY, FOREIGN, list_directories, list_top
-from lakecore.storage import Storage
-from lakecore.units import format_bytes, format_duration_millis, format_time_millis, plural
-from lakecore.versions import is_damage_in_version
-from lakecore.view import LakehouseView
 
 FILE_KINDS = (
     "root_node",

@@ -30,22 +30,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakecore.errors import AlreadyExistsError, LakecoreError
-from lakecore.locations import (
+from lakecore.core.locations import (
     classify_path,
     new_lakehouse_def_path,
     real_root_uri,
     root_contains,
     root_node_file_name,
 )
+from lakecore.core.node import Node, encode_node, encoded_size
+from lakecore.core.storage import Storage
+from lakecore.core.tree.store import NodeStore, absolute_location
+from lakecore.core.versions import RootInfo, encode_root, refuse_a_file_as_root, write_hint
+from lakecore.errors import AlreadyExistsError, LakecoreError
 from lakecore.maintenance.tree_files import reachable_from_root
-from lakecore.node import Node, encode_node, encoded_size
-from lakecore.storage import Storage
-from lakecore.tree.store import NodeStore, absolute_location
-from lakecore.versions import RootInfo, encode_root, refuse_a_file_as_root, write_hint
 
 if TYPE_CHECKING:
-    from lakecore.view import LakehouseView
+    from lakecore.core.view import LakehouseView
 
 # Copies every file a root reaches from the source to the target (a full export's bulk work);
 # the Spark export job passes one that computes the set and copies on executors.
@@ -118,7 +118,7 @@ def export_target(
 ) -> Storage:
     """The target of an export, refused before anything is recorded or written when it is the
     source, inside it, a file, a lakehouse already, or a folder of other files."""
-    from lakecore.view import has_lakehouse, lakehouse_above
+    from lakecore.core.view import has_lakehouse, lakehouse_above
 
     target_storage = Storage(target, target_storage_options or source.storage_options)
     # Compared with links resolved: a target reached through a link to the source wrote the
@@ -179,7 +179,7 @@ def copy_snapshot(
     copy_files: CopyFiles | None = None,
 ) -> Storage:
     """Write the copy of ``exported`` to ``target_storage`` (``export_target``) as its version 0."""
-    from lakecore.export_records import (
+    from lakecore.core.export_records import (
         EXPORT_MODE_PROPERTY,
         EXPORT_NAME_PROPERTY,
         EXPORT_ORIGIN_PROPERTY,
@@ -187,7 +187,7 @@ def copy_snapshot(
         EXPORT_VERSION_PROPERTY,
         EXPORTS_PROPERTY_PREFIX,
     )
-    from lakecore.view import read_lakehouse_def
+    from lakecore.core.view import read_lakehouse_def
 
     source = view.storage
     source_def = read_lakehouse_def(source, exported.lakehouse_def_path)

@@ -22,7 +22,10 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
-from lakecore.commit import RootPlan
+from lakecore.core.commit import RootPlan
+from lakecore.core.node import Node
+from lakecore.core.tree import IOStats, TreeShape, TreeWriter
+from lakecore.core.versions import RootInfo
 from lakecore.errors import CommitConflictError
 from lakecore.lakehouse.lakehouse import Lakehouse
 from lakecore.maintenance.flush import (
@@ -34,9 +37,6 @@ from lakecore.maintenance.flush import (
     plan_flush,
     run_flush_task,
 )
-from lakecore.node import Node
-from lakecore.tree import IOStats, TreeShape, TreeWriter
-from lakecore.versions import RootInfo
 
 RunTasks = Callable[[list[FlushTask]], list[FlushTaskResult]]
 # A stage of the flush: its name and what it does (the Spark job times them and shows them).

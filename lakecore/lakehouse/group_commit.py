@@ -47,9 +47,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
+from lakecore.core.storage import request_pool
 from lakecore.errors import CommitConflictError, CommitStateUnknownError, VersionExpiredError
 from lakecore.lakehouse.transaction import Savepoint, Transaction
-from lakecore.storage import request_pool
 
 T = TypeVar("T")
 

@@ -28,14 +28,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakecore import keys as K
-from lakecore.defs import LakehouseDef
+from lakecore.core import keys as K
+from lakecore.core.defs import LakehouseDef
+from lakecore.core.export_records import ROLLBACK_PIN_PREFIX
+from lakecore.core.storage import Storage
+from lakecore.core.units import plural
+from lakecore.core.versions import expired_versions, export_pins
+from lakecore.core.view import LakehouseView, VersionInfo, list_versions, open_version
 from lakecore.errors import LakecoreError
-from lakecore.export_records import ROLLBACK_PIN_PREFIX
-from lakecore.storage import Storage
-from lakecore.units import plural
-from lakecore.versions import expired_versions, export_pins
-from lakecore.view import LakehouseView, VersionInfo, list_versions, open_version
 
 # -- names -----------------------------------------------------------------------------------------
 
@@ -149,7 +149,7 @@ def catalog_items(view: LakehouseView) -> dict[str, str]:
 
 
 def _definition(view: LakehouseView, location: str, kind: str) -> dict[str, Any] | None:
-    from lakecore.defs import decode_namespace_def, decode_table_def, decode_view_def
+    from lakecore.core.defs import decode_namespace_def, decode_table_def, decode_view_def
 
     decoders = {
         "namespace": decode_namespace_def,
@@ -333,7 +333,7 @@ def _short(value: Any, name: str = "") -> str:
     if value is None:
         return "(unset)"
     if isinstance(value, int) and "_millis" in name:
-        from lakecore.units import format_duration_millis
+        from lakecore.core.units import format_duration_millis
 
         return format_duration_millis(value)
     text = str(value)

@@ -1,12 +1,12 @@
 """The catalog API: ``Lakehouse``, one lakehouse at its latest version, and its operations.
 
-Objects live in the tree under their encoded keys (``lakecore.keys``); each key's pvalue is the
+Objects live in the tree under their encoded keys (``lakecore.core.keys``); each key's pvalue is the
 location of the object's definition file (``.binpb``). ``Lakehouse`` opens and creates a
 lakehouse, travels in time, and makes the changes of the whole lakehouse (rollback, definition
 and settings changes, exports), each committed through ``commit_plan``, where an exported copy
 refuses every commit. Namespace and table changes are staged in a ``Transaction``
 (``lakecore.lakehouse.transaction``, with the isolation levels). This module holds that one
-concept, the lakehouse object; reading a version is ``lakecore.view``, exporting
+concept, the lakehouse object; reading a version is ``lakecore.core.view``, exporting
 ``lakecore.lakehouse.export``.
 """
 
@@ -19,16 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from lakecore.commit import CommitOutcome, CommitPolicy, RootPlan, commit
-from lakecore.defs import LakehouseDef
-from lakecore.errors import (
-    AlreadyExistsError,
-    InvalidArgumentError,
-    LakecoreError,
-    NotFoundError,
-    ReadOnlyLakehouseError,
-)
-from lakecore.export_records import (
+from lakecore.core.commit import CommitOutcome, CommitPolicy, RootPlan, commit
+from lakecore.core.defs import LakehouseDef
+from lakecore.core.export_records import (
     ROLLBACK_PIN_PREFIX,
     ExportInfo,
     check_export_name_free,
@@ -37,20 +30,18 @@ from lakecore.export_records import (
     with_rollback_pin,
     without_export,
 )
-from lakecore.lakehouse.export import CopyFiles, copy_snapshot, export_target
-from lakecore.lakehouse.transaction import Isolation, Transaction
-from lakecore.locations import new_lakehouse_def_path, root_node_file_name
-from lakecore.node import Node
-from lakecore.storage import Storage
-from lakecore.tree import NodeStore, TreeShape
-from lakecore.versions import (
+from lakecore.core.locations import new_lakehouse_def_path, root_node_file_name
+from lakecore.core.node import Node
+from lakecore.core.storage import Storage
+from lakecore.core.tree import NodeStore, TreeShape
+from lakecore.core.versions import (
     RootInfo,
     read_version,
     refuse_a_file_as_root,
     version_as_of,
     write_hint,
 )
-from lakecore.view import (
+from lakecore.core.view import (
     LakehouseView,
     VersionInfo,
     has_lakehouse,
@@ -61,6 +52,15 @@ from lakecore.view import (
     read_root_and_def,
     store_for,
 )
+from lakecore.errors import (
+    AlreadyExistsError,
+    InvalidArgumentError,
+    LakecoreError,
+    NotFoundError,
+    ReadOnlyLakehouseError,
+)
+from lakecore.lakehouse.export import CopyFiles, copy_snapshot, export_target
+from lakecore.lakehouse.transaction import Isolation, Transaction
 
 _LOG = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class Lakehouse(LakehouseView):
             )
         def_path = new_lakehouse_def_path()
         storage.write(def_path, lakehouse_def.to_bytes())
-        from lakecore.versions import encode_root
+        from lakecore.core.versions import encode_root
 
         created = _now_millis()
         data = encode_root(

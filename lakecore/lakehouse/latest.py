@@ -34,11 +34,11 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from lakecore.defs import LakehouseDef
-from lakecore.locations import root_node_file_name
-from lakecore.storage import Storage
-from lakecore.versions import RootInfo, probe_up, read_hint
-from lakecore.view import LakehouseView, read_root_and_def, store_for
+from lakecore.core.defs import LakehouseDef
+from lakecore.core.locations import root_node_file_name
+from lakecore.core.storage import Storage
+from lakecore.core.versions import RootInfo, probe_up, read_hint
+from lakecore.core.view import LakehouseView, read_root_and_def, store_for
 
 FULL_CHECK_SECONDS: Final = 5.0
 

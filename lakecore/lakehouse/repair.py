@@ -38,7 +38,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakecore.commit import CommitPolicy, RootPlan, commit
+from lakecore.core.commit import CommitPolicy, RootPlan, commit
+from lakecore.core.export_records import read_only_reason
+from lakecore.core.locations import LATEST_HINT_FILE_NAME, root_node_file_name
+from lakecore.core.node import Node
+from lakecore.core.storage import Storage
+from lakecore.core.tree import NodeCache, NodeStore
+from lakecore.core.versions import (
+    RootInfo,
+    decode_root,
+    highest_version,
+    is_damage_in_version,
+    no_lakehouse,
+    read_hint,
+    write_hint_or_raise,
+)
+from lakecore.core.view import (
+    LakehouseView,
+    list_versions,
+    open_version,
+    read_lakehouse_def,
+    root_file_versions,
+)
 from lakecore.errors import (
     CorruptFileError,
     ExitCode,
@@ -48,28 +69,7 @@ from lakecore.errors import (
     StorageError,
     TreeStructureError,
 )
-from lakecore.export_records import read_only_reason
 from lakecore.lakehouse.version_check import check_version
-from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
-from lakecore.node import Node
-from lakecore.storage import Storage
-from lakecore.tree import NodeCache, NodeStore
-from lakecore.versions import (
-    RootInfo,
-    decode_root,
-    highest_version,
-    is_damage_in_version,
-    no_lakehouse,
-    read_hint,
-    write_hint_or_raise,
-)
-from lakecore.view import (
-    LakehouseView,
-    list_versions,
-    open_version,
-    read_lakehouse_def,
-    root_file_versions,
-)
 
 # Violations quoted per damaged version in the outcome.
 VIOLATIONS_SHOWN = 3

@@ -1,6 +1,6 @@
 """``Transaction``: catalog changes staged, then committed together as one new version.
 
-A change writes new definition files and new nodes and commits a new root (``lakecore.commit``).
+A change writes new definition files and new nodes and commits a new root (``lakecore.core.commit``).
 Reads inside a transaction see its own writes.
 
 Isolation (docs/format.md#isolation), validated by value when a commit loses a race:
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Literal, Protocol
 
-from lakecore import keys as K
-from lakecore import namespaces as N
-from lakecore.commit import CommitOutcome, CommitPolicy, RootPlan
-from lakecore.defs import (
+from lakecore.core import keys as K
+from lakecore.core import namespaces as N
+from lakecore.core.commit import CommitOutcome, CommitPolicy, RootPlan
+from lakecore.core.defs import (
     LakehouseDef,
     decode_namespace_def,
     decode_table_def,
@@ -42,6 +42,16 @@ from lakecore.defs import (
     table_def,
     view_def,
 )
+from lakecore.core.locations import (
+    new_lakehouse_def_path,
+    new_namespace_def_path,
+    new_table_def_path,
+    new_view_def_path,
+)
+from lakecore.core.storage import Storage, request_pool
+from lakecore.core.tree import NodeStore, TreeShape, TreeWriter
+from lakecore.core.versions import RootInfo
+from lakecore.core.view import LakehouseView, read_lakehouse_def, remember_definition, store_for
 from lakecore.errors import (
     AlreadyExistsError,
     CommitConflictError,
@@ -49,16 +59,6 @@ from lakecore.errors import (
     NamespaceNotEmptyError,
     NotFoundError,
 )
-from lakecore.locations import (
-    new_lakehouse_def_path,
-    new_namespace_def_path,
-    new_table_def_path,
-    new_view_def_path,
-)
-from lakecore.storage import Storage, request_pool
-from lakecore.tree import NodeStore, TreeShape, TreeWriter
-from lakecore.versions import RootInfo
-from lakecore.view import LakehouseView, read_lakehouse_def, remember_definition, store_for
 
 Isolation = Literal["snapshot", "serializable"]
 
@@ -278,7 +278,7 @@ class Transaction:
     def create_namespace(
         self, ns: str, properties: Mapping[str, str] | None = None, *, parents: bool = False
     ) -> None:
-        """Create namespace ``ns`` (``a.b`` is ``b`` inside ``a``: ``lakecore.namespaces``).
+        """Create namespace ``ns`` (``a.b`` is ``b`` inside ``a``: ``lakecore.core.namespaces``).
         With ``parents`` every missing ancestor is created too (with no properties); without,
         a missing parent stays implied, as before namespaces nested.
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lakecore.node import Node, encoded_size
-from lakecore.tree.store import NodeStore
+from lakecore.core.node import Node, encoded_size
+from lakecore.core.tree.store import NodeStore
 
 if TYPE_CHECKING:
-    from lakecore.view import LakehouseView
+    from lakecore.core.view import LakehouseView
 
 
 def _levels(view: LakehouseView) -> list[list[tuple[str, Node]]]:
@@ -81,7 +81,7 @@ def key_label(key: str | None, view: LakehouseView) -> str:
     """An object key as a reader knows it: ``ns`` or ``ns.table`` (quoted where ambiguous)."""
     if key is None:
         return ""
-    from lakecore import keys as K
+    from lakecore.core import keys as K
     from lakecore.lakehouse.history import display_name
 
     try:

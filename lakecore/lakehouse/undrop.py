@@ -23,12 +23,12 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from lakecore.defs import LakehouseDef, decode_table_def, pb
+from lakecore.core.defs import LakehouseDef, decode_table_def, pb
+from lakecore.core.versions import expired_versions
+from lakecore.core.view import LakehouseView, list_versions
 from lakecore.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
 from lakecore.lakehouse.lakehouse import Lakehouse
 from lakecore.maintenance.clock import read_clocks
-from lakecore.versions import expired_versions
-from lakecore.view import LakehouseView, list_versions
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def find_dropped(
 
 
 def _held(view: LakehouseView, namespace: str, table: str) -> DroppedTable:
-    from lakecore import keys as K
+    from lakecore.core import keys as K
 
     location = view.get(K.table_key(namespace, table, view.lakehouse_def))
     if location is None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakecore.locations import root_node_file_name
+from lakecore.core.locations import root_node_file_name
+from lakecore.core.tree.store import NodeStore
 from lakecore.maintenance.tree_check import (
     UNREADABLE_ROOT,
     CheckReport,
@@ -18,10 +19,9 @@ from lakecore.maintenance.tree_check import (
     VersionCheck,
     Violation,
 )
-from lakecore.tree.store import NodeStore
 
 if TYPE_CHECKING:
-    from lakecore.view import LakehouseView
+    from lakecore.core.view import LakehouseView
 
 
 def check_version(view: LakehouseView, *, deep: bool = False) -> VersionCheck:

@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from lakecore import keys as K
-from lakecore.defs import VIEW_FORMATS, decode_namespace_def, decode_table_def, decode_view_def
+from lakecore.core import keys as K
+from lakecore.core.defs import VIEW_FORMATS, decode_namespace_def, decode_table_def, decode_view_def
+from lakecore.core.locations import check_relative_path, external_root_for, is_full_uri
+from lakecore.core.storage import Storage
 from lakecore.errors import InvalidLocationError, LakecoreError, StorageError
-from lakecore.locations import check_relative_path, external_root_for, is_full_uri
 from lakecore.maintenance.tree_check import Violation, add_counts
-from lakecore.storage import Storage
 
 # Orphan-table candidates an executor sends back per namespace (the namespace check runs on
 # the driver, which only learns which namespaces are missing once every part is in).

@@ -23,7 +23,7 @@ The store's clock
     of several nodes (MinIO, Ceph) may date a file by another node's clock than the one that
     answers the listing; both want their clocks kept right by NTP.
 
-Commit timestamps are another clock: the writers' (``lakecore.commit``). Version compaction
+Commit timestamps are another clock: the writers' (``lakecore.core.commit``). Version compaction
 ages a version by its commit timestamp against the same earlier of the two clocks: a driver
 ahead of the store would otherwise expire versions before their age, for good. The store's
 clock stands in for the writers' there (they write to it; nothing else of theirs can be asked),
@@ -36,8 +36,8 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
-from lakecore.storage import Storage
-from lakecore.units import format_seconds, format_time_millis
+from lakecore.core.storage import Storage
+from lakecore.core.units import format_seconds, format_time_millis
 
 # How far --now may run ahead of the clock, and how far the driver's and the store's clocks may
 # differ before a job says so: the clocks of a scheduler, a cluster and a store differ.

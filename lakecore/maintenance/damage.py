@@ -25,7 +25,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Final, Protocol, TypeVar
 
-from lakecore.defs import LakehouseDef
+from lakecore.core.defs import LakehouseDef
+from lakecore.core.storage import Storage
+from lakecore.core.tree.store import NodeCache, NodeStore
+from lakecore.core.versions import RootInfo, export_pins, is_damage_in_version
 from lakecore.errors import (
     CorruptFileError,
     LakecoreError,
@@ -35,9 +38,6 @@ from lakecore.errors import (
     is_damage,
 )
 from lakecore.maintenance.tree_files import reachable_from_root
-from lakecore.storage import Storage
-from lakecore.tree.store import NodeCache, NodeStore
-from lakecore.versions import RootInfo, export_pins, is_damage_in_version
 
 
 class LoadedRoot(Protocol):

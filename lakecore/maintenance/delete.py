@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from lakecore.core.storage import Storage
 from lakecore.errors import (
     LakecoreError,
     NotFoundError,
 )
 from lakecore.maintenance.listing import UNKNOWN_SIZE, is_deletable, kind_of
-from lakecore.storage import Storage
 
 
 @dataclass

@@ -57,7 +57,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from lakecore.defs import LakehouseDef
+from lakecore.core.defs import LakehouseDef
+from lakecore.core.locations import root_node_file_name
+from lakecore.core.storage import Storage
+from lakecore.core.tree.store import NodeCache
+from lakecore.core.versions import expired_versions, latest_version, read_hint, write_hint_or_raise
 from lakecore.errors import (
     ExitCode,
     InvalidArgumentError,
@@ -67,7 +71,6 @@ from lakecore.errors import (
     StorageError,
     UnsafeOptionError,
 )
-from lakecore.locations import root_node_file_name
 from lakecore.maintenance.clock import Clocks, ahead_of_clock, read_clocks
 from lakecore.maintenance.damage import explain_damage, is_damage_reason, may_be_damage
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
@@ -86,9 +89,6 @@ from lakecore.maintenance.roots import LoadedRoot, exports_of, load_root, load_r
 from lakecore.maintenance.samples import capped
 from lakecore.maintenance.settings import DEFAULT_SETTINGS
 from lakecore.maintenance.tally import ExpiryTally, difference_in_memory
-from lakecore.storage import Storage
-from lakecore.tree.store import NodeCache
-from lakecore.versions import expired_versions, latest_version, read_hint, write_hint_or_raise
 
 
 class ExpiryRefusedError(LakecoreError):
@@ -240,7 +240,7 @@ def _refuse_on_export_copy(
 ) -> None:
     """An exported copy is a read-only snapshot: its versions never expire. (A copy holds only
     its version 0, the latest, unless commits reached it before copies refused them.)"""
-    from lakecore.export_records import read_only_reason
+    from lakecore.core.export_records import read_only_reason
 
     reason = read_only_reason(lakehouse_def)
     if reason is not None and expired:

@@ -5,7 +5,7 @@
    flushed: they are set aside as tasks, each carrying its content (with the messages that just
    arrived) so that it needs nothing else. Rare structural work that reaches below the cut (a
    delete of a key held in a top node) is done on the driver.
-2. **run** (executors): ``run_flush_task`` flushes one subtree (``lakecore.tree.flush_node``),
+2. **run** (executors): ``run_flush_task`` flushes one subtree (``lakecore.core.tree.flush_node``),
    writes its new nodes and returns the paths of what replaces its root, the separators between
    them, and whether that single node came back underfull.
 3. **assemble** (driver): put the results in place of the tasks, repair the top (merge
@@ -24,12 +24,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakecore.maintenance.settings import DEFAULT_SETTINGS
-from lakecore.node import Node
-from lakecore.storage import Storage
-from lakecore.tree.shape import TreeShape
-from lakecore.tree.store import IOStats, NodeStore
-from lakecore.tree.write import (
+from lakecore.core.node import Node
+from lakecore.core.storage import Storage
+from lakecore.core.tree.shape import TreeShape
+from lakecore.core.tree.store import IOStats, NodeStore
+from lakecore.core.tree.write import (
     FlushMode,
     FlushPolicy,
     Separator,
@@ -39,6 +38,7 @@ from lakecore.tree.write import (
     WNode,
     flush_node,
 )
+from lakecore.maintenance.settings import DEFAULT_SETTINGS
 
 
 @dataclass(frozen=True)

@@ -58,8 +58,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
+from lakecore.core.locations import hash_directory_prefixes
+from lakecore.core.storage import Storage
+from lakecore.core.tree.store import NodeCache
+from lakecore.core.units import format_duration_millis, format_seconds, parse_duration_millis
 from lakecore.errors import UnsafeOptionError
-from lakecore.locations import hash_directory_prefixes
 from lakecore.maintenance.clock import Clocks, ahead_of_clock, read_clocks
 from lakecore.maintenance.damage import explain_damage, is_damage_reason, may_be_damage
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
@@ -83,9 +86,6 @@ from lakecore.maintenance.roots import Retained, read_retained
 from lakecore.maintenance.samples import capped
 from lakecore.maintenance.settings import DEFAULT_SETTINGS, MaintenanceSettings
 from lakecore.maintenance.tally import Tally, select_by_age, tally_in_memory
-from lakecore.storage import Storage
-from lakecore.tree.store import NodeCache
-from lakecore.units import format_duration_millis, format_seconds, parse_duration_millis
 
 # Shorter than any sane commit: below it gc could delete the files of a commit in flight.
 MIN_GRACE_SECONDS: Final = 3600

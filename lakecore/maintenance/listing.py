@@ -32,20 +32,20 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from typing import Final, NamedTuple, TypeVar
 
-from lakecore.errors import (
-    ExitCode,
-    InvalidArgumentError,
-    LakecoreError,
-    NotFoundError,
-)
-from lakecore.locations import (
+from lakecore.core.locations import (
     HASH_DIRECTORY_LEVELS,
     FileKind,
     classify_path,
     kind_value,
     kind_values,
 )
-from lakecore.storage import FileInfo, PathListing, Storage, request_pool
+from lakecore.core.storage import FileInfo, PathListing, Storage, request_pool
+from lakecore.errors import (
+    ExitCode,
+    InvalidArgumentError,
+    LakecoreError,
+    NotFoundError,
+)
 
 DELETABLE_KINDS: Final = frozenset(
     {

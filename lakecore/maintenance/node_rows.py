@@ -15,10 +15,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from lakecore.core.node import Node, system_rows
+from lakecore.core.tree.store import NodeStore
 from lakecore.errors import LakecoreError, StorageError
 from lakecore.maintenance.partition import SubtreeTask
-from lakecore.node import Node, system_rows
-from lakecore.tree.store import NodeStore
 
 SECTION_SYSTEM: Final = "system"
 SECTION_KEY_TABLE: Final = "key_table"

@@ -19,8 +19,8 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from lakecore.node import Node
-from lakecore.tree.store import PREFETCH_PENDING, NodeStore
+from lakecore.core.node import Node
+from lakecore.core.tree.store import PREFETCH_PENDING, NodeStore
 
 Task = TypeVar("Task")
 Kind = TypeVar("Kind", bound=Hashable)

@@ -18,25 +18,25 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
-from lakecore.errors import (
-    InvalidLocationError,
-    LakecoreError,
-)
-from lakecore.locations import (
+from lakecore.core.locations import (
     check_relative_path,
     is_full_uri,
     not_plain_optimized,
+)
+from lakecore.core.node import Node
+from lakecore.core.storage import Storage
+from lakecore.core.tree.shape import TreeShape
+from lakecore.core.tree.store import NodeCache, NodeStore
+from lakecore.core.versions import latest_version
+from lakecore.errors import (
+    InvalidLocationError,
+    LakecoreError,
 )
 from lakecore.maintenance.damage import mark_damage
 from lakecore.maintenance.listing import ERROR_KEY, UNKNOWN_SIZE, GcRefusedError
 from lakecore.maintenance.partition import Placement, TreeCut, cut_tree, with_stores_reading_ahead
 from lakecore.maintenance.roots import LoadedRoot, is_forged_pointer, load_root
 from lakecore.maintenance.tree_files import reachable_from_subtree
-from lakecore.node import Node
-from lakecore.storage import Storage
-from lakecore.tree.shape import TreeShape
-from lakecore.tree.store import NodeCache, NodeStore
-from lakecore.versions import latest_version
 
 # Rounds of the new-version re-check before deleting; each round narrows the race window.
 MAX_RECHECK_ROUNDS: Final = 3

@@ -17,22 +17,28 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from lakecore.defs import LakehouseDef
-from lakecore.errors import (
-    CorruptFileError,
-    LakecoreError,
-    NotFoundError,
-)
-from lakecore.locations import (
+from lakecore.core.defs import LakehouseDef
+from lakecore.core.locations import (
     external_root_for,
     is_full_uri,
     root_node_file_name,
     version_from_root_node_file_name,
 )
+from lakecore.core.storage import Storage, request_pool
+from lakecore.core.versions import (
+    RootInfo,
+    decode_root,
+    export_pins,
+    is_damage_in_version,
+    no_lakehouse,
+)
+from lakecore.errors import (
+    CorruptFileError,
+    LakecoreError,
+    NotFoundError,
+)
 from lakecore.maintenance.damage import next_step
 from lakecore.maintenance.listing import GcDamagedError, GcRefusedError, ListedFile, root_version_of
-from lakecore.storage import Storage, request_pool
-from lakecore.versions import RootInfo, decode_root, export_pins, is_damage_in_version, no_lakehouse
 
 # Roots read at once on storage that waits on the network: a lakehouse keeps hundreds of
 # versions, and read one by one at S3's 20-50 ms a GET, 1,000 roots took 20 to 50 s.
@@ -83,7 +89,7 @@ def load_root(
 ) -> LoadedRoot:
     """Read root ``version`` and its definition strictly; any failure is ``refused``, naming
     the file and the reason."""
-    from lakecore.view import external_roots_of, read_lakehouse_def
+    from lakecore.core.view import external_roots_of, read_lakehouse_def
 
     path = root_node_file_name(version)
     uri = storage.uri(path)

@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from lakecore.core.storage import S3_MAX_DELETE_BATCH
+from lakecore.core.units import parse_duration_millis
 from lakecore.errors import InvalidArgumentError
-from lakecore.storage import S3_MAX_DELETE_BATCH
-from lakecore.units import parse_duration_millis
 
 # ``table_max_ref_age``: refs never expire by age (Iceberg's default, Long.MAX_VALUE).
 NEVER: Final = "never"

@@ -27,12 +27,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from lakecore import keys as K
+from lakecore.core import keys as K
+from lakecore.core.locations import check_relative_path, is_full_uri
+from lakecore.core.node import Node
+from lakecore.core.tree.shape import TreeShape
+from lakecore.core.tree.store import NodeStore
 from lakecore.errors import LakecoreError, StorageError
-from lakecore.locations import check_relative_path, is_full_uri
-from lakecore.node import Node
-from lakecore.tree.shape import TreeShape
-from lakecore.tree.store import NodeStore
 
 # The rules for files that cannot be read at all: the damage a repair mends (the others are
 # rules a readable file breaks).

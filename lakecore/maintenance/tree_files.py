@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lakecore.core.node import Node
+from lakecore.core.tree.shape import TreeShape
+from lakecore.core.tree.store import NodeStore
 from lakecore.errors import TreeStructureError
-from lakecore.node import Node
-from lakecore.tree.shape import TreeShape
-from lakecore.tree.store import NodeStore
 
 
 @dataclass

@@ -35,7 +35,7 @@ checked once (``merge_work``) and the result counts for each of them.
 buffer overrides everything below it. The driver therefore resolves the keys held in the top's
 key tables itself (``resolve_top``) and hands each subtree the ancestors' messages that fall in
 its key range (its *overlay*, newest first wins). An executor scans its subtree
-(``lakecore.tree.scan``) and applies the overlay on top, which yields exactly the part of
+(``lakecore.core.tree.scan``) and applies the overlay on top, which yields exactly the part of
 ``LakehouseView.items()`` inside the subtree's range. Versions whose overlays differ share the
 subtree scan and, within one task, every (key, location) check. As in fsck, catalog violations
 only count for a version whose tree checks are clean.
@@ -62,8 +62,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from lakecore import keys as K
-from lakecore.defs import LakehouseDef
+from lakecore.core import keys as K
+from lakecore.core.defs import LakehouseDef
+from lakecore.core.node import Node
+from lakecore.core.storage import Storage
+from lakecore.core.tree import prefix_upper_bound, scan, scan_prefix
+from lakecore.core.tree.shape import TreeShape
+from lakecore.core.tree.store import NodeCache, NodeStore
 from lakecore.errors import LakecoreError, StorageError
 from lakecore.maintenance.catalog_check import (
     TABLES_PER_NAMESPACE_LIMIT,
@@ -83,11 +88,6 @@ from lakecore.maintenance.tree_check import (
     add_counts,
     count_rules,
 )
-from lakecore.node import Node
-from lakecore.storage import Storage
-from lakecore.tree import prefix_upper_bound, scan, scan_prefix
-from lakecore.tree.shape import TreeShape
-from lakecore.tree.store import NodeCache, NodeStore
 
 if TYPE_CHECKING:
     pass

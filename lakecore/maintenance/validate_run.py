@@ -17,7 +17,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from lakecore.defs import LakehouseDef
+from lakecore.core.defs import LakehouseDef
+from lakecore.core.node import Node
+from lakecore.core.storage import Storage
 from lakecore.maintenance.tree_check import Violation, add_counts
 from lakecore.maintenance.validate import (
     VersionResult,
@@ -27,11 +29,9 @@ from lakecore.maintenance.validate import (
     plan_version,
     run_subtree_work,
 )
-from lakecore.node import Node
-from lakecore.storage import Storage
 
 if TYPE_CHECKING:
-    from lakecore.view import LakehouseView
+    from lakecore.core.view import LakehouseView
 
 # Violations a report lists; beyond, only their counts (and a full list, where asked for).
 VIOLATIONS_LIMIT: Final = 200

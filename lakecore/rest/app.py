@@ -43,6 +43,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from lakecore.core.sized_lru import SizedLRU
 from lakecore.errors import InvalidArgumentError
 from lakecore.iceberg.storage_settings import is_s3
 from lakecore.rest.accesslog import log_request
@@ -68,7 +69,6 @@ from lakecore.rest.routes import (
     listing_scope,
 )
 from lakecore.rest.warehouses import Warehouses, expired_under
-from lakecore.sized_lru import SizedLRU
 
 _LOG = logging.getLogger(__name__)
 T = TypeVar("T")

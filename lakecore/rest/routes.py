@@ -74,6 +74,7 @@ from pyiceberg.table.update import AssertCreate
 from pyiceberg.typedef import IcebergBaseModel, Identifier
 from pyiceberg.view.metadata import ViewMetadata
 
+from lakecore.core.sized_lru import SizedLRU
 from lakecore.iceberg.catalog import LakecoreCatalog
 from lakecore.iceberg.roots import table_roots
 from lakecore.iceberg.storage_settings import is_s3
@@ -96,7 +97,6 @@ from lakecore.rest.models import (
 )
 from lakecore.rest.paging import Listings
 from lakecore.rest.warehouses import Target
-from lakecore.sized_lru import SizedLRU
 
 NAMESPACE_SEPARATOR: Final = "\x1f"
 PREFIX: Final = "{prefix}"

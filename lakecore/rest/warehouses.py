@@ -35,10 +35,10 @@ from typing import Final
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import ValidationError
 
+from lakecore.core.locations import MAX_VERSION, root_node_file_name
 from lakecore.errors import InvalidArgumentError, LakecoreError, NotFoundError, VersionExpiredError
 from lakecore.iceberg.catalog import LakecoreCatalog
 from lakecore.iceberg.path_rules import normalize_location
-from lakecore.locations import MAX_VERSION, root_node_file_name
 from lakecore.rest.errors import BAD_REQUEST, RestError
 
 NO_SUCH_WAREHOUSE: Final = "NoSuchWarehouseException"

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from lakecore.core.storage import Storage
+from lakecore.core.versions import latest_version, list_root_versions
 from lakecore.errors import CommitConflictError
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.version_check import check_version
-from lakecore.storage import Storage
-from lakecore.versions import latest_version, list_root_versions
 
 
 def _worker(uri: str, options: dict[str, Any], worker: int, n_tx: int) -> dict[str, Any]:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from lakecore.core.locations import LATEST_HINT_FILE_NAME, root_node_file_name
+from lakecore.core.storage import Storage
 from lakecore.errors import (
     AlreadyExistsError,
     CommitConflictError,
@@ -20,8 +22,6 @@ from lakecore.errors import (
 )
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.version_check import check_version
-from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
-from lakecore.storage import Storage
 
 
 def _lake(tmp_path: Path, **kw) -> Lakehouse:  # type: ignore[no-untyped-def]
@@ -185,8 +185,8 @@ def test_without_a_hint_the_latest_version_is_found_above_a_gap_and_a_commit_lan
 def test_a_missing_definition_is_damage_unless_its_version_expired_meanwhile(
     tmp_path: Path,
 ) -> None:
+    from lakecore.core.view import clear_definition_cache
     from lakecore.errors import ExitCode, MissingDefinitionError
-    from lakecore.view import clear_definition_cache
 
     lh = _lake(tmp_path)
     with lh.transaction() as tx:

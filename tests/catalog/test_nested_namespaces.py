@@ -18,9 +18,10 @@ from pyiceberg.exceptions import (
     ValidationError,
 )
 
-from lakecore import keys as K
 from lakecore.cli import main as cli_main
-from lakecore.defs import encode_def, namespace_def
+from lakecore.core import keys as K
+from lakecore.core.defs import encode_def, namespace_def
+from lakecore.core.locations import new_namespace_def_path
 from lakecore.errors import (
     CommitConflictError,
     InvalidNameError,
@@ -31,7 +32,6 @@ from lakecore.errors import (
 from lakecore.iceberg import LakecoreCatalog
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.version_check import check_version
-from lakecore.locations import new_namespace_def_path
 from tests.iceberg.conftest import SCHEMA
 
 

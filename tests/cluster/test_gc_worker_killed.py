@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
+from lakecore.core.locations import new_node_file_path, new_table_def_path
+from lakecore.core.storage import Storage
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import new_node_file_path, new_table_def_path
-from lakecore.storage import Storage
 from tests.cluster.test_jobs_on_cluster import _DROPPED_ENV, FUTURE, WRAPPER
 from tests.jobs.test_gc import assert_every_version_valid, build_lake, files, plant
 from tests.spark_cluster import (

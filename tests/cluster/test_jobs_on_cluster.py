@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
+from lakecore.core.versions import list_root_versions
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.demo import leave_crashed_commit
-from lakecore.versions import list_root_versions
 from tests.conftest import S3TestServer
 from tests.jobs.test_gc import assert_every_version_valid, build_lake
 from tests.spark_cluster import (

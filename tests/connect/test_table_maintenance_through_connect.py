@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from lakecore.core.storage import Storage
 from lakecore.maintenance.tables.result import TableMaintenanceOptions
 from lakecore.maintenance.tables.run import table_maintenance_in_process
-from lakecore.storage import Storage
 from tests.iceberg_histories import DAY, files_under, history, new_lake
 from tests.spark_connect import REPO, ConnectServer, client_env
 

@@ -24,13 +24,13 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
 from lakecore import clear_caches
+from lakecore.core.storage import Storage
 from lakecore.iceberg import LakecoreCatalog
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.version_check import check_version
 from lakecore.maintenance.tables.result import TableMaintenanceOptions, TableMaintenanceResult
 from lakecore.maintenance.tables.run import table_maintenance_in_process
 from lakecore.maintenance.validate_run import validate_view
-from lakecore.storage import Storage
 from tests.conftest import S3_TEST_REGION, S3TestServer
 
 CATALOG_IMPL = "lakecore.iceberg.LakecoreCatalog"

@@ -23,12 +23,12 @@ from pyiceberg.exceptions import (
     ValidationError,
 )
 
+from lakecore.core.locations import classify_path, new_node_file_path, new_table_def_path
+from lakecore.core.storage import Storage
 from lakecore.errors import LakecoreError
 from lakecore.iceberg import LakecoreCatalog, ReadOnlyCatalogError
 from lakecore.lakehouse.group_commit import BATCH_ATTEMPTS
-from lakecore.locations import classify_path, new_node_file_path, new_table_def_path
 from lakecore.maintenance.gc import gc_in_process
-from lakecore.storage import Storage
 from tests.iceberg.conftest import RETRY_PROPERTIES, SCHEMA, SPEC, RacingCatalog, local_lake, rows
 
 

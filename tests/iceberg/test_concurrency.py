@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from pyiceberg.table import Table
 
-from lakecore.locations import new_node_file_path, new_table_def_path
-from lakecore.storage import Storage
+from lakecore.core.locations import new_node_file_path, new_table_def_path
+from lakecore.core.storage import Storage
 from tests.iceberg.conftest import RETRY_PROPERTIES, SCHEMA, SPEC, IcebergLake, local_lake, s3_lake
 from tests.iceberg.workers import run_appender
 from tests.reliability.workers import maintenance_loop

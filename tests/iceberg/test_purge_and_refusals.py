@@ -18,9 +18,9 @@ from pyiceberg.exceptions import (
     ValidationException,
 )
 
+from lakecore.core.locations import root_node_file_name
 from lakecore.iceberg import ReadOnlyCatalogError
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import root_node_file_name
 from tests.conftest import S3TestServer
 from tests.iceberg.conftest import SCHEMA, local_lake, purge_now, rows
 

@@ -20,9 +20,10 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 from pyiceberg.view.metadata import SQLViewRepresentation, ViewRepresentation, ViewVersion
 
-from lakecore import keys as K
 from lakecore.cli.main import main as lakecore_main
-from lakecore.defs import encode_def, table_def, view_def
+from lakecore.core import keys as K
+from lakecore.core.defs import encode_def, table_def, view_def
+from lakecore.core.view import clear_definition_cache
 from lakecore.errors import AlreadyExistsError, CommitConflictError
 from lakecore.iceberg import LakecoreCatalog
 from lakecore.iceberg.views import (
@@ -33,7 +34,6 @@ from lakecore.iceberg.views import (
     SetPropertiesUpdate,
 )
 from lakecore.lakehouse import Lakehouse
-from lakecore.view import clear_definition_cache
 
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False))
 WIDER = Schema(

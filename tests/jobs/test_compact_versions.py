@@ -17,15 +17,15 @@ import pytest
 
 from jobs.compact_versions import main as compact_main
 from jobs.gc import main as gc_main
+from lakecore.core.locations import root_node_file_name, version_from_root_node_file_name
+from lakecore.core.storage import Storage
+from lakecore.core.tree.store import NodeCache
+from lakecore.core.versions import list_root_versions, read_hint, write_hint
 from lakecore.errors import StorageError, VersionExpiredError
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import root_node_file_name, version_from_root_node_file_name
 from lakecore.maintenance import expire, tally
 from lakecore.maintenance.expire import expire_in_process
 from lakecore.maintenance.reach import run_reach_tasks
-from lakecore.storage import Storage
-from lakecore.tree.store import NodeCache
-from lakecore.versions import list_root_versions, read_hint, write_hint
 from tests.jobs.test_gc import (
     DAY_SECONDS,
     age,
@@ -254,8 +254,8 @@ def test_a_rollback_to_an_expired_version_during_the_run_keeps_its_files(lake: P
 def _truncate_a_node_only(lake: Path, versions: range, not_in: list[int]) -> str:
     """Truncate (``truncate -s 100``) a node file that some of ``versions`` reach and none of
     ``not_in`` does; returns it."""
+    from lakecore.core.tree import SHARED_CACHE
     from lakecore.maintenance.tree_files import reachable_from_root
-    from lakecore.tree import SHARED_CACHE
 
     SHARED_CACHE.clear()
     lh = Lakehouse.open(str(lake))

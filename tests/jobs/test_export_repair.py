@@ -12,12 +12,12 @@ import pytest
 
 from jobs.export import main as export_main
 from jobs.repair import main as repair_main
+from lakecore.core.locations import LATEST_HINT_FILE_NAME, root_node_file_name
+from lakecore.core.tree import SHARED_CACHE
+from lakecore.core.versions import read_hint
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.version_check import check_version
-from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
 from lakecore.maintenance.tree_files import reachable_from_root
-from lakecore.tree import SHARED_CACHE
-from lakecore.versions import read_hint
 
 RunJob = Callable[..., tuple[int, dict[str, Any]]]
 
@@ -339,8 +339,8 @@ def test_a_node_reached_from_two_subtrees_is_refused_and_leaves_no_root(
 ) -> None:
     # A crafted version whose root points twice at one child: each walk reaches that subtree,
     # and the JVM's group-by finds its nodes in two walks.
-    from lakecore.commit import RootPlan
-    from lakecore.node import Node
+    from lakecore.core.commit import RootPlan
+    from lakecore.core.node import Node
 
     root = lake.root
     assert len(root.children) >= 2

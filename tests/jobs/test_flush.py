@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from jobs.flush import main as flush_main
+from lakecore.core.tree import items
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.treeinfo import buffered_messages
 from lakecore.lakehouse.version_check import check_version
-from lakecore.tree import items
 
 
 def _catalog(uri: str, options: dict[str, Any] | None = None, tables: int = 60) -> Lakehouse:

@@ -22,10 +22,7 @@ import pytest
 
 from jobs.gc import main as gc_main
 from lakecore.cli import main as lakecore_main
-from lakecore.errors import CommitConflictError, LakecoreError
-from lakecore.lakehouse import Lakehouse
-from lakecore.lakehouse.version_check import check_version
-from lakecore.locations import (
+from lakecore.core.locations import (
     hash_directories,
     new_lakehouse_def_path,
     new_namespace_def_path,
@@ -34,12 +31,15 @@ from lakecore.locations import (
     new_temp_path,
     root_node_file_name,
 )
+from lakecore.core.storage import Storage
+from lakecore.core.versions import list_root_versions
+from lakecore.errors import CommitConflictError, LakecoreError
+from lakecore.lakehouse import Lakehouse
+from lakecore.lakehouse.version_check import check_version
 from lakecore.maintenance import listing, reach, roots, tally
 from lakecore.maintenance import settings as maintenance_settings
 from lakecore.maintenance.gc import gc_in_process
 from lakecore.maintenance.listing import kind_of
-from lakecore.storage import Storage
-from lakecore.versions import list_root_versions
 from tests.conftest import MotoClock
 
 pytestmark = pytest.mark.spark

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from jobs.table_maintenance import main as table_maintenance_main
+from lakecore.core.storage import Storage
 from lakecore.iceberg.expiry import CatalogCommitter
 from lakecore.lakehouse import Lakehouse
 from lakecore.maintenance.tables.graph import FileGraph, Unit
@@ -28,7 +29,6 @@ from lakecore.maintenance.tables.named import PathForm
 from lakecore.maintenance.tables.policy import ExpiryDefaults, plan_snapshot_expiry
 from lakecore.maintenance.tables.result import TableMaintenanceOptions
 from lakecore.maintenance.tables.run import table_maintenance_in_process
-from lakecore.storage import Storage
 from tests.conftest import S3TestServer
 from tests.iceberg_histories import (
     DAY,

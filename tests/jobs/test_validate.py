@@ -16,12 +16,15 @@ import pytest
 
 import jobs.expectations as expectations_module
 from jobs.validate import main
-from lakecore import keys as K
-from lakecore.commit import RootPlan
-from lakecore.defs import encode_def, table_def
+from lakecore.core import keys as K
+from lakecore.core.commit import RootPlan
+from lakecore.core.defs import encode_def, table_def
+from lakecore.core.locations import root_node_file_name
+from lakecore.core.node import Node, decode_node, encode_node
+from lakecore.core.tree import SHARED_CACHE, TreeShape, TreeWriter
+from lakecore.core.view import LakehouseView
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.version_check import check_version
-from lakecore.locations import root_node_file_name
 from lakecore.maintenance.node_rows import (
     SECTION_BUFFER,
     SECTION_KEY_TABLE,
@@ -41,9 +44,6 @@ from lakecore.maintenance.validate import (
     run_subtree_work,
 )
 from lakecore.maintenance.validate_run import validate_view
-from lakecore.node import Node, decode_node, encode_node
-from lakecore.tree import SHARED_CACHE, TreeShape, TreeWriter
-from lakecore.view import LakehouseView
 
 pytestmark = pytest.mark.spark
 
@@ -787,7 +787,7 @@ def test_units_find_a_missing_definition_and_a_bad_key_like_fsck(lake: Path) -> 
 def test_units_agree_with_fsck_on_a_cycle_or_a_shared_node_in_the_top(
     lake: Path, kind: str
 ) -> None:
-    from lakecore.locations import new_node_file_path
+    from lakecore.core.locations import new_node_file_path
 
     lh = _open(lake)
     order = lh.lakehouse_def.order

@@ -7,7 +7,7 @@ import struct
 import zlib
 from pathlib import Path
 
-from lakecore.lookup import LookupWriter
+from lakecore.core.lookup import LookupWriter
 
 FOOTER = struct.Struct("<qiqqii")
 MAGIC = 1481571681

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lakecore.lookup.block import Block, BlockBuilder, index_blocks
+from lakecore.core.lookup.block import Block, BlockBuilder, index_blocks
 
 from ._helpers import aligned_block, unaligned_block
 

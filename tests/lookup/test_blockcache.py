@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from lakecore import clear_caches
+from lakecore.core.lookup import LookupReader
+from lakecore.core.lookup.block import Block, BlockBuilder
+from lakecore.core.lookup.blockcache import OWNER_SHIFT, SHARED_BLOCK_CACHE, BlockCache
 from lakecore.errors import InvalidArgumentError
-from lakecore.lookup import LookupReader
-from lakecore.lookup.block import Block, BlockBuilder
-from lakecore.lookup.blockcache import OWNER_SHIFT, SHARED_BLOCK_CACHE, BlockCache
 
 from ._helpers import catalog_entries, write_file
 
@@ -58,7 +58,7 @@ def test_put_without_evicting_only_fills_free_space() -> None:
 
 
 def test_charge_follows_indexing() -> None:
-    from lakecore.lookup.block import index_blocks
+    from lakecore.core.lookup.block import index_blocks
 
     builder = BlockBuilder()
     for key, value in ENTRIES[:40]:

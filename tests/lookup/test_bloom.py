@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakecore.lookup.bloom import (
+from lakecore.core.lookup.bloom import (
     MAX_HASH_COUNT,
     MIN_FPP,
     BloomFilter,
@@ -17,7 +17,7 @@ from lakecore.lookup.bloom import (
     bloom_hash_count,
     build_bitset,
 )
-from lakecore.lookup.murmur import hash_key, hash_keys, murmur3_paimon
+from lakecore.core.lookup.murmur import hash_key, hash_keys, murmur3_paimon
 
 
 def test_sizing_follows_the_formulas() -> None:

@@ -11,8 +11,8 @@ import lz4.block
 import pytest
 import zstandard
 
-from lakecore.lookup import LookupReader, LookupWriter
-from lakecore.lookup.compression import (
+from lakecore.core.lookup import LookupReader, LookupWriter
+from lakecore.core.lookup.compression import (
     CODEC_LZ4,
     CODEC_NONE,
     CODEC_ZSTD,
@@ -20,7 +20,7 @@ from lakecore.lookup.compression import (
     BlockDecompressor,
     keep_compressed,
 )
-from lakecore.lookup.varint import encode_varint
+from lakecore.core.lookup.varint import encode_varint
 
 
 def test_rule_boundary() -> None:

@@ -16,8 +16,8 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lakecore.core.lookup import LookupReader
 from lakecore.errors import CorruptLookupFileError
-from lakecore.lookup import LookupReader
 
 from ._helpers import (
     FOOTER,

@@ -6,8 +6,8 @@ import struct
 import zlib
 from pathlib import Path
 
-from lakecore.lookup import LookupReader, LookupWriter
-from lakecore.lookup.murmur import murmur3_paimon
+from lakecore.core.lookup import LookupReader, LookupWriter
+from lakecore.core.lookup.murmur import murmur3_paimon
 
 MAGIC_BYTES = bytes.fromhex("61FD4E58")
 

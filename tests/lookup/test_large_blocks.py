@@ -16,9 +16,9 @@ import lzokay
 import pytest
 import zstandard
 
+from lakecore.core.lookup import LookupReader, LookupWriter
+from lakecore.core.lookup.compression import CODEC_IDS, CODEC_NONE
 from lakecore.errors import CorruptLookupFileError, InvalidArgumentError
-from lakecore.lookup import LookupReader, LookupWriter
-from lakecore.lookup.compression import CODEC_IDS, CODEC_NONE
 
 from ._helpers import FOOTER, MAGIC, aligned_block, assemble, scratch, trailer, varint
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import lzokay
 import pytest
 
+from lakecore.core.lookup import LookupReader, LookupWriter
+from lakecore.core.lookup.compression import CODEC_LZO, BlockCompressor, BlockDecompressor
 from lakecore.errors import CorruptLookupFileError
-from lakecore.lookup import LookupReader, LookupWriter
-from lakecore.lookup.compression import CODEC_LZO, BlockCompressor, BlockDecompressor
 
 from ._helpers import assemble, catalog_entries, scratch, unaligned_block, varint
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lakecore.lookup.murmur import hash_key, hash_keys, murmur3_paimon
+from lakecore.core.lookup.murmur import hash_key, hash_keys, murmur3_paimon
 
 PUBLISHED = [
     (b"a", 1485273170),

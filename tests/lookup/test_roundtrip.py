@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from lakecore.core.lookup import LookupReader, LookupWriter
+from lakecore.core.lookup.blockcache import BlockCache
 from lakecore.errors import InvalidArgumentError, NotFoundError
-from lakecore.lookup import LookupReader, LookupWriter
-from lakecore.lookup.blockcache import BlockCache
 
 from ._helpers import catalog_entries, write_file
 

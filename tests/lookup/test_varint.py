@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lakecore.lookup.varint import decode_varint, decode_varints, encode_varint
+from lakecore.core.lookup.varint import decode_varint, decode_varints, encode_varint
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from lakecore.cli import main
+from lakecore.core.lookup.cache import VersionCache, diff_versions
 from lakecore.lakehouse import Lakehouse
-from lakecore.lookup.cache import VersionCache, diff_versions
 
 
 def _lake(tmp_path: Path, tables: int = 40) -> Lakehouse:
@@ -108,7 +108,7 @@ def test_a_lakehouse_made_again_at_the_same_place_never_reads_the_old_ones_cache
     cache answered from the old one's file (a review found it)."""
     import shutil
 
-    from lakecore.tree import SHARED_CACHE
+    from lakecore.core.tree import SHARED_CACHE
 
     cache = VersionCache(tmp_path / "cache")
     uri = str(tmp_path / "lake")

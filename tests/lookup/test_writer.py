@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from lakecore.core.lookup import LookupReader, LookupWriter
 from lakecore.errors import InvalidArgumentError
-from lakecore.lookup import LookupReader, LookupWriter
 
 
 def leftovers(directory: Path) -> list[str]:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from lakecore.core.storage import Storage
 from lakecore.errors import UnsafeOptionError
 from lakecore.maintenance.clock import (
     CLOCK_SKEW_TOLERANCE_MILLIS,
@@ -15,7 +16,6 @@ from lakecore.maintenance.clock import (
 )
 from lakecore.maintenance.expire import check_expiry_now
 from lakecore.maintenance.gc import check_grace
-from lakecore.storage import Storage
 
 HOUR = 3600 * 1000
 T = 1_795_800_000_000

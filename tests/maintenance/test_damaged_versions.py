@@ -15,17 +15,17 @@ from typing import Any
 
 import pytest
 
+from lakecore.core.locations import root_node_file_name
+from lakecore.core.storage import Storage
+from lakecore.core.tree import SHARED_CACHE
+from lakecore.core.versions import list_root_versions
+from lakecore.core.view import clear_definition_cache
 from lakecore.errors import ExitCode, LakecoreError, StorageError
 from lakecore.lakehouse import Lakehouse, repair
 from lakecore.lakehouse.version_check import check_version
-from lakecore.locations import root_node_file_name
 from lakecore.maintenance.expire import expire_in_process
 from lakecore.maintenance.gc import gc_in_process
 from lakecore.maintenance.tree_files import reachable_from_root
-from lakecore.storage import Storage
-from lakecore.tree import SHARED_CACHE
-from lakecore.versions import list_root_versions
-from lakecore.view import clear_definition_cache
 from tests.reliability.faulty_storage import tree_digest
 
 FAR_FUTURE = 10**12  # added to now: every version is past its age

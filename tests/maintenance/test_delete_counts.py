@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from lakecore.core.locations import new_node_file_path
+from lakecore.core.storage import Storage
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import new_node_file_path
 from lakecore.maintenance.delete import delete_files
 from lakecore.maintenance.expire import delete_expired_roots, plan_expiry
-from lakecore.storage import Storage
 
 
 def test_a_racing_delete_is_not_counted_twice(tmp_path: Path) -> None:

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
+from lakecore.core.locations import root_node_file_name
+from lakecore.core.storage import Storage
+from lakecore.core.versions import list_root_versions
 from lakecore.errors import AlreadyExistsError, NotFoundError, StorageError
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse import export as export_module
-from lakecore.locations import root_node_file_name
 from lakecore.maintenance import expire
 from lakecore.maintenance.expire import ExpiryRefusedError, expire_in_process
-from lakecore.storage import Storage
-from lakecore.versions import list_root_versions
 
 FUTURE_MS = int(time.time() * 1000) + 30 * 86_400_000
 
@@ -36,7 +36,7 @@ def test_compaction_refuses_a_stale_hint_below_the_versions_it_expires(
     lh = Lakehouse.create(str(tmp_path / "lake"))
     _commits(lh, "abc")  # versions 1..3
     lh.export_snapshot("keep3", version=3)  # version 4
-    monkeypatch.setattr("lakecore.versions.write_hint", lambda storage, version: False)
+    monkeypatch.setattr("lakecore.core.versions.write_hint", lambda storage, version: False)
 
     def refused(storage: Storage, version: int) -> None:
         raise StorageError("could not write _latest_hint.txt: Permission denied")

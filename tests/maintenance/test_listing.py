@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from lakecore.core.locations import hash_directories, hash_directory_prefixes
+from lakecore.core.storage import FileInfo, ListedPage, PathListing, Storage
 from lakecore.errors import StorageError
-from lakecore.locations import hash_directories, hash_directory_prefixes
 from lakecore.maintenance import listing
-from lakecore.storage import FileInfo, ListedPage, PathListing, Storage
 
 
 def _lake(tmp_path: Path) -> tuple[Storage, list[str]]:

@@ -7,9 +7,9 @@ import os
 import time
 from pathlib import Path
 
+from lakecore.core.storage import Storage
 from lakecore.lakehouse import Lakehouse
 from lakecore.maintenance.gc import gc_in_process
-from lakecore.storage import Storage
 
 DAY_MS = 86_400_000
 

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
+from lakecore.core.storage import Storage
+from lakecore.core.tree.shape import TreeShape
+from lakecore.core.tree.store import NodeCache, NodeStore
 from lakecore.lakehouse import Lakehouse
 from lakecore.maintenance.listing import ERROR_KEY, list_top
 from lakecore.maintenance.partition import cut_tree
 from lakecore.maintenance.reach import plan_reach, run_reach_tasks
 from lakecore.maintenance.roots import LoadedRoot, read_retained
 from lakecore.maintenance.tree_files import reachable_from_root
-from lakecore.storage import Storage
-from lakecore.tree.shape import TreeShape
-from lakecore.tree.store import NodeCache, NodeStore
 
 # Order 4 and tiny node files: a few dozen tables make a tree of several levels that grows as
 # the commits land, and the root buffer flushes often (rewriting the path below it).

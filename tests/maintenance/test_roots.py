@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from lakecore.core.locations import root_node_file_name
+from lakecore.core.storage import Storage
 from lakecore.errors import CorruptFileError
 from lakecore.lakehouse import Lakehouse, repair
-from lakecore.locations import root_node_file_name
 from lakecore.maintenance.expire import ExpiryRefusedError, expire_in_process
 from lakecore.maintenance.gc import GcRefusedError, gc_in_process
 from lakecore.maintenance.listing import list_top, root_version_of
 from lakecore.maintenance.roots import load_roots, read_retained
-from lakecore.storage import Storage
 
 
 def _lake(path: Path) -> Storage:

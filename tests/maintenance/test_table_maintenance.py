@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 
+from lakecore.core.storage import Storage
 from lakecore.iceberg.expiry import CatalogCommitter
 from lakecore.lakehouse import Lakehouse
 from lakecore.maintenance.tables.commits import REPLANNED
@@ -25,7 +26,6 @@ from lakecore.maintenance.tables.policy import ExpiryDefaults, plan_snapshot_exp
 from lakecore.maintenance.tables.result import TableMaintenanceOptions, TableMaintenanceResult
 from lakecore.maintenance.tables.run import plan_table, table_maintenance_in_process
 from lakecore.maintenance.tables.versions import HeldTable, TableDefinition
-from lakecore.storage import Storage
 from tests.iceberg_histories import (
     DAY,
     age,

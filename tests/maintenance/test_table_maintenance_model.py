@@ -24,11 +24,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyiceberg.exceptions import NoSuchTableError
 
+from lakecore.core.storage import Storage
 from lakecore.iceberg.expiry import CatalogCommitter
 from lakecore.lakehouse import Lakehouse
 from lakecore.maintenance.tables.result import TableMaintenanceOptions
 from lakecore.maintenance.tables.run import table_maintenance_in_process
-from lakecore.storage import Storage
 from tests.iceberg_histories import (
     DAY,
     SCHEMA,

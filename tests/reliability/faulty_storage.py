@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lakecore.core.storage import FileInfo, PathListing, Storage
 from lakecore.errors import StorageError, StorageTimeoutError
-from lakecore.storage import FileInfo, PathListing, Storage
 
 KINDS = ("read", "stat", "write", "create_exclusive", "list", "delete")
 _METHOD_KIND = {
@@ -281,9 +281,9 @@ def clear_caches() -> None:
 
 def open_lakehouse(storage: Storage) -> Any:
     """A ``Lakehouse`` at its latest version whose every I/O goes through ``storage``."""
+    from lakecore.core.tree import NodeCache, NodeStore
+    from lakecore.core.view import read_root_and_def
     from lakecore.lakehouse import Lakehouse
-    from lakecore.tree import NodeCache, NodeStore
-    from lakecore.view import read_root_and_def
 
     root, lakehouse_def = read_root_and_def(storage, None)
     store = NodeStore(storage, lakehouse_def.order, cache=NodeCache())
@@ -338,9 +338,9 @@ def check_chain(
     run ending at the latest version, and every version in ``versions`` (default: every
     retained one) passes ``check_version`` (deep: every definition file it reaches exists and
     decodes). Problems are collected, not raised."""
+    from lakecore.core.versions import latest_version, list_root_versions
     from lakecore.lakehouse import Lakehouse
     from lakecore.lakehouse.version_check import check_version
-    from lakecore.versions import latest_version, list_root_versions
 
     clear_caches()
     storage = Storage(uri, storage_options)

@@ -48,11 +48,11 @@ from typing import IO, Any
 from pyiceberg.exceptions import NoSuchIcebergTableError
 from pyiceberg.io import load_file_io
 
+from lakecore.core.storage import Storage
+from lakecore.core.versions import latest_version
 from lakecore.iceberg import LakecoreCatalog
 from lakecore.iceberg.pointer import read_metadata, require_iceberg
 from lakecore.lakehouse import Lakehouse
-from lakecore.storage import Storage
-from lakecore.versions import latest_version
 from tests.reliability.faulty_storage import check_chain, clear_caches
 from tests.reliability.rest_client import (
     CLIENT_PROPERTY,

@@ -17,8 +17,8 @@ import time
 from typing import Final
 
 from lakecore.cli.main import main
-from lakecore.locations import is_root_node_file_name
-from lakecore.storage import Storage
+from lakecore.core.locations import is_root_node_file_name
+from lakecore.core.storage import Storage
 
 ROOT_DELAY_SECONDS: Final = 0.04
 

@@ -34,12 +34,12 @@ from typing import Any
 import pytest
 
 from lakecore.cli import main as cli_main
-from lakecore.defs import pb
+from lakecore.core.defs import pb
+from lakecore.core.locations import new_lakehouse_def_path, root_node_file_name
+from lakecore.core.node import Node
+from lakecore.core.storage import Storage
+from lakecore.core.versions import encode_root, write_hint
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import new_lakehouse_def_path, root_node_file_name
-from lakecore.node import Node
-from lakecore.storage import Storage
-from lakecore.versions import encode_root, write_hint
 from tests.reliability.faulty_storage import clear_caches, emit_summary, tree_digest
 
 pytestmark = pytest.mark.reliability

@@ -40,7 +40,17 @@ from typing import Any
 import pytest
 
 import lakecore.lakehouse.lakehouse as lakehouse_module
-from lakecore.defs import LakehouseDef
+from lakecore.core.defs import LakehouseDef
+from lakecore.core.locations import (
+    new_lakehouse_def_path,
+    new_table_def_path,
+    new_temp_path,
+    root_node_file_name,
+)
+from lakecore.core.node import Node
+from lakecore.core.storage import Storage
+from lakecore.core.tree import FlushMode, FlushPolicy, NodeCache, NodeStore, TreeShape
+from lakecore.core.versions import latest_version, list_root_versions
 from lakecore.errors import (
     CommitStateUnknownError,
     LakecoreError,
@@ -51,18 +61,8 @@ from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.flush import flush_still_valid
 from lakecore.lakehouse.flush import flushed_root_plan as flush_plan
 from lakecore.lakehouse.treeinfo import buffered_messages
-from lakecore.locations import (
-    new_lakehouse_def_path,
-    new_table_def_path,
-    new_temp_path,
-    root_node_file_name,
-)
 from lakecore.maintenance.flush import flush_in_process
 from lakecore.maintenance.gc import gc_in_process
-from lakecore.node import Node
-from lakecore.storage import Storage
-from lakecore.tree import FlushMode, FlushPolicy, NodeCache, NodeStore, TreeShape
-from lakecore.versions import latest_version, list_root_versions
 from tests.reliability.faulty_storage import (
     KINDS,
     Fault,

@@ -82,13 +82,13 @@ from jobs.flush import main as flush_main
 from jobs.gc import main as gc_main
 from lakecore import clear_caches
 from lakecore.cli import main as cli_main
+from lakecore.core.storage import Storage
+from lakecore.core.versions import list_root_versions
 from lakecore.errors import ExitCode
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.treeinfo import buffered_messages
 from lakecore.maintenance.expire import expire_in_process
 from lakecore.maintenance.gc import gc_in_process
-from lakecore.storage import Storage
-from lakecore.versions import list_root_versions
 from tests.conftest import S3TestServer, fill_disk
 from tests.jobs.test_gc import build_lake, plant_orphans
 from tests.reliability.flaky_endpoint import FlakyEndpoint
@@ -394,10 +394,10 @@ def test_two_gc_runs_beside_a_writer_keep_every_acknowledged_table(tmp_path: Pat
 def _compaction_planned(uri: str, lh: Lakehouse) -> tuple[Any, ...]:
     """Step 0 of a compaction at a time past every age: its plan, both reaches, the files it
     would delete, and the expired version whose files it would delete the most of."""
+    from lakecore.core.tree.store import NodeCache
     from lakecore.maintenance import expire
     from lakecore.maintenance.reach import run_reach_tasks
     from lakecore.maintenance.tree_files import reachable_from_root
-    from lakecore.tree.store import NodeCache
 
     storage = Storage(uri)
     plan = expire.plan_expiry(storage, int(time.time() * 1000) + 10 * DAY_MILLIS)

@@ -39,11 +39,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from lakecore.defs import LakehouseDef, decode_namespace_def, decode_table_def
+from lakecore.core.defs import LakehouseDef, decode_namespace_def, decode_table_def
+from lakecore.core.lookup import LookupReader, LookupWriter
+from lakecore.core.node import NODE_SCHEMA, Node, decode_node, encode_node
+from lakecore.core.versions import decode_root
 from lakecore.errors import CorruptLookupFileError, CorruptNodeFileError, LakecoreError
-from lakecore.lookup import LookupReader, LookupWriter
-from lakecore.node import NODE_SCHEMA, Node, decode_node, encode_node
-from lakecore.versions import decode_root
 from tests.reliability.faulty_storage import emit_summary
 
 pytestmark = pytest.mark.reliability
@@ -577,7 +577,7 @@ def _definition_target(data: bytes) -> None:
 
 @st.composite
 def definition_inputs(draw: st.DrawFn) -> bytes:
-    from lakecore.defs import pb
+    from lakecore.core.defs import pb
 
     if draw(st.booleans()):
         return draw(st.binary(max_size=512))
@@ -608,7 +608,7 @@ import atheris
 
 with atheris.instrument_imports():
     from lakecore.errors import LakecoreError
-    from lakecore.node import decode_node
+    from lakecore.core.node import decode_node
 
 def one(data):
     try:

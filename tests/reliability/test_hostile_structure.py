@@ -38,17 +38,17 @@ from typing import Any
 
 import pytest
 
-from lakecore import keys as K
-from lakecore.defs import encode_def, table_def
+from lakecore.core import keys as K
+from lakecore.core.defs import encode_def, table_def
+from lakecore.core.locations import new_node_file_path, root_node_file_name
+from lakecore.core.node import Node, encode_node
+from lakecore.core.storage import Storage
+from lakecore.core.tree import TreeShape
+from lakecore.core.versions import encode_root, latest_version, write_hint
 from lakecore.errors import LakecoreError
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.version_check import check_version
-from lakecore.locations import new_node_file_path, root_node_file_name
 from lakecore.maintenance.gc import gc_in_process
-from lakecore.node import Node, encode_node
-from lakecore.storage import Storage
-from lakecore.tree import TreeShape
-from lakecore.versions import encode_root, latest_version, write_hint
 from tests.reliability.faulty_storage import clear_caches, emit_summary, tree_digest
 
 pytestmark = pytest.mark.reliability

@@ -33,13 +33,13 @@ from typing import Any
 
 import pytest
 
+from lakecore.core.locations import root_node_file_name
+from lakecore.core.storage import Storage
+from lakecore.core.versions import latest_version
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.treeinfo import buffered_messages
 from lakecore.lakehouse.version_check import check_version
-from lakecore.locations import root_node_file_name
 from lakecore.maintenance.gc import gc_in_process
-from lakecore.storage import Storage
-from lakecore.versions import latest_version
 from tests.reliability.faulty_storage import check_chain, clear_caches, emit_summary, gc_orphans
 from tests.reliability.workers import COUNTER, NAMESPACE, committer, create_catalog, read_acks
 

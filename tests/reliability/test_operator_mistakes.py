@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
+from lakecore.core.locations import LATEST_HINT_FILE_NAME, root_node_file_name
+from lakecore.core.storage import Storage
 from lakecore.errors import ExitCode
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import LATEST_HINT_FILE_NAME, root_node_file_name
-from lakecore.storage import Storage
 from tests.conftest import SilentEndpoint
 
 # Every test here runs real processes (the lakecore CLI, spark-submit.sh): the marker keeps the

@@ -42,7 +42,7 @@ from typing import Any
 
 import pytest
 
-from lakecore.locations import root_node_file_name
+from lakecore.core.locations import root_node_file_name
 from tests.reliability.faulty_storage import emit_summary
 from tests.reliability.rest_harness import (
     MAY_HAVE_LANDED,

@@ -32,10 +32,10 @@ from typing import Any
 
 import pytest
 
+from lakecore.core.storage import Storage
+from lakecore.core.versions import latest_version, list_root_versions
 from lakecore.errors import LakecoreError
 from lakecore.lakehouse import Lakehouse
-from lakecore.storage import Storage
-from lakecore.versions import latest_version, list_root_versions
 from tests.reliability.faulty_storage import check_chain, clear_caches, emit_summary
 from tests.reliability.workers import (
     COUNTER,

@@ -133,11 +133,11 @@ def maintenance_loop(
     the writers can wait for it rather than finish before the first flush. Past the stop, a
     loop with no flush commit yet flushes on, alone, for up to ``FLUSH_DRAIN_SECONDS``. Writes a
     JSON report of what it did."""
+    from lakecore.core.storage import Storage
+    from lakecore.core.tree import FlushMode, FlushPolicy, TreeShape
     from lakecore.lakehouse.flush import flush_still_valid
     from lakecore.lakehouse.flush import flushed_root_plan as flush_plan
     from lakecore.maintenance.flush import flush_in_process
-    from lakecore.storage import Storage
-    from lakecore.tree import FlushMode, FlushPolicy, TreeShape
 
     counts: dict[str, int] = {}
     errors: list[str] = []
@@ -201,8 +201,8 @@ def maintenance_loop(
 def compact_once(uri: str, storage_options: dict[str, Any] | None) -> int:
     """One version-compaction run: the compact-versions job's steps in one process
     (``lakecore.maintenance.expire.expire_in_process``). Returns how many versions expired."""
+    from lakecore.core.storage import Storage
     from lakecore.maintenance.expire import expire_in_process
-    from lakecore.storage import Storage
 
     result = expire_in_process(Storage(uri, storage_options), now_millis=int(time.time() * 1000))
     return len(result.plan.expired)

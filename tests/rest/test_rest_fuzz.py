@@ -56,14 +56,14 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from lakecore.core.storage.facade import Storage
+from lakecore.core.versions import latest_version
 from lakecore.errors import StorageError, StorageTimeoutError
 from lakecore.iceberg import LakecoreCatalog
 from lakecore.lakehouse import Lakehouse
 from lakecore.rest.app import app
 from lakecore.rest.auth import Authenticator
 from lakecore.rest.routes import OPERATIONS
-from lakecore.storage.facade import Storage
-from lakecore.versions import latest_version
 from tests.rest.asgi import Answer, call
 from tests.rest.auth_helpers import READER_SECRET, WRITER_SECRET
 from tests.rest.hostile_requests import (

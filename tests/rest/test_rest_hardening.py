@@ -449,8 +449,8 @@ def test_registering_a_missing_file_or_a_folder_is_400(
 def test_an_expired_version_is_404_on_the_server_that_had_it_open(
     served: tuple[Any, LakecoreCatalog, Path],
 ) -> None:
+    from lakecore.core.storage import Storage
     from lakecore.maintenance.expire import expire_in_process
-    from lakecore.storage import Storage
 
     a, catalog, root = served
     assert create(a, "t").status == 200

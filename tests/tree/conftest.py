@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 
+from lakecore.core.node import Node
+from lakecore.core.storage import Storage
+from lakecore.core.tree import NodeCache, NodeStore, TreeShape, TreeWriter
 from lakecore.lakehouse.treeinfo import buffered_messages
-from lakecore.node import Node
-from lakecore.storage import Storage
-from lakecore.tree import NodeCache, NodeStore, TreeShape, TreeWriter
 
 
 def make_store(order: int, cache: bool = True) -> NodeStore:

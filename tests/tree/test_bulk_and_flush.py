@@ -6,10 +6,8 @@ import random
 
 import pytest
 
-from lakecore.errors import InvalidArgumentError, TreeStructureError
-from lakecore.maintenance.tree_check import TreeChecker
-from lakecore.node import Node
-from lakecore.tree import (
+from lakecore.core.node import Node
+from lakecore.core.tree import (
     FlushMode,
     FlushPolicy,
     NodeCache,
@@ -22,8 +20,10 @@ from lakecore.tree import (
     scan,
     scan_prefix,
 )
-from lakecore.tree.read import prefix_upper_bound
-from lakecore.tree.write import WNode
+from lakecore.core.tree.read import prefix_upper_bound
+from lakecore.core.tree.write import WNode
+from lakecore.errors import InvalidArgumentError, TreeStructureError
+from lakecore.maintenance.tree_check import TreeChecker
 from tests.tree.conftest import buffered_messages, make_store, random_tree
 
 
@@ -259,8 +259,8 @@ def test_a_cycle_is_detected_not_followed() -> None:
     store = make_store(order)
     shape = TreeShape(order, 1 << 20)
     # A node whose child is itself.
-    from lakecore.locations import new_node_file_path
-    from lakecore.node import encode_node
+    from lakecore.core.locations import new_node_file_path
+    from lakecore.core.node import encode_node
 
     path = new_node_file_path()
     store.storage.write(path, encode_node(Node(["m"], ["1"], [path, path]), order))

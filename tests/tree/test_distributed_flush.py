@@ -6,9 +6,9 @@ import pickle
 
 import pytest
 
+from lakecore.core.tree import FlushMode, FlushPolicy, items
 from lakecore.maintenance.flush import FlushTask, flush_in_process, run_flush_task
 from lakecore.maintenance.tree_check import TreeChecker
-from lakecore.tree import FlushMode, FlushPolicy, items
 from tests.tree.conftest import buffered_messages, random_tree
 
 

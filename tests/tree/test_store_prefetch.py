@@ -9,9 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from lakecore.core.locations import new_node_file_path
+from lakecore.core.storage import Storage
+from lakecore.core.tree import FlushMode, FlushPolicy, TreeShape, TreeWriter, items
+from lakecore.core.tree.store import NodeCache, NodeStore
+from lakecore.core.view import read_root_and_def
 from lakecore.errors import NotFoundError
 from lakecore.lakehouse import Lakehouse
-from lakecore.locations import new_node_file_path
 from lakecore.maintenance.flush import flush_in_process, plan_flush
 from lakecore.maintenance.tree_check import TreeChecker
 from lakecore.maintenance.tree_files import reachable_from_root, reachable_from_subtree
@@ -22,10 +26,6 @@ from lakecore.maintenance.validate import (
     run_subtree_work,
     run_subtree_works,
 )
-from lakecore.storage import Storage
-from lakecore.tree import FlushMode, FlushPolicy, TreeShape, TreeWriter, items
-from lakecore.tree.store import NodeCache, NodeStore
-from lakecore.view import read_root_and_def
 
 
 class _ReadsByThread(Storage):
@@ -256,7 +256,7 @@ def test_children_beyond_the_pending_bound_are_read_ahead_too(
     # A node of order 128 has up to 128 children, twice PREFETCH_PENDING: the ones past the
     # bound wait in a queue and start as the walk takes the started ones. They used to be
     # read one round trip after another in the walking thread. Here order 4 with a bound of 1.
-    from lakecore.tree import store as store_module
+    from lakecore.core.tree import store as store_module
 
     monkeypatch.setattr(store_module, "PREFETCH_PENDING", 1)
     location, depth, children = _parent_of_leaves(lake)
@@ -279,7 +279,7 @@ def test_children_beyond_the_pending_bound_are_read_ahead_too(
 def test_a_node_loaded_before_its_queued_read_started_is_not_read_again(
     lake: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lakecore.tree import store as store_module
+    from lakecore.core.tree import store as store_module
 
     monkeypatch.setattr(store_module, "PREFETCH_PENDING", 1)
     storage = _counted(lake)
@@ -310,7 +310,7 @@ def test_a_node_s_children_are_read_ahead_while_its_siblings_hold_their_reads(
     # first is walked the others' reads are done and wait to be loaded. Those must not keep the
     # first's own children from being read ahead (a bound on reads started and not loaded
     # did: below the root of a big tree every leaf was read one round trip after another).
-    from lakecore.tree import store as store_module
+    from lakecore.core.tree import store as store_module
 
     monkeypatch.setattr(store_module, "PREFETCH_PENDING", 2)
     monkeypatch.setattr(store_module, "PREFETCH_HELD", 64, raising=False)

@@ -16,9 +16,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from lakecore.maintenance.tree_check import TreeChecker
-from lakecore.node import Node
-from lakecore.tree import (
+from lakecore.core.node import Node
+from lakecore.core.tree import (
     FlushMode,
     FlushPolicy,
     TreeShape,
@@ -28,6 +27,7 @@ from lakecore.tree import (
     scan,
     scan_prefix,
 )
+from lakecore.maintenance.tree_check import TreeChecker
 from tests.tree.conftest import make_store
 
 EVENTS: Counter[str] = Counter()

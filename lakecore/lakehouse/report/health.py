@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lakecore.core.units import format_bytes, format_duration_millis, format_time_millis, plural
 from lakecore.errors import InvalidArgumentError
 from lakecore.lakehouse.history import HistoryEntry
 from lakecore.lakehouse.report.html import banner, cards, esc, page, pill, table, tree_levels_table
-from lakecore.units import format_bytes, format_duration_millis, format_time_millis, plural
 
 OPERATION_COLOURS = {
     "create": "#6941c6",

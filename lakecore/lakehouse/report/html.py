@@ -10,7 +10,7 @@ import html
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from lakecore.display import escape_for_display
+from lakecore.core.display import escape_for_display
 
 #: In the head of every page: the mark by which the command line knows its own pages, and
 #: replaces one (``lakecore.cli.outputs``) where it would refuse another file.
@@ -57,7 +57,7 @@ summary code { font-size: 0.9em; }
 
 def esc(value: Any) -> str:
     """``value`` as HTML text, with what a browser would act on rather than show (a
-    right-to-left override in a name) escaped as the terminal shows it (``lakecore.display``)."""
+    right-to-left override in a name) escaped as the terminal shows it (``lakecore.core.display``)."""
     return html.escape(escape_for_display("" if value is None else str(value)))
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from lakecore.core.view import LakehouseView
 from lakecore.lakehouse.report.html import banner, cards, esc, page, tree_levels_table
 from lakecore.lakehouse.treeinfo import TreeNode, key_label, range_label, tree_nodes
-from lakecore.view import LakehouseView
 
 KEYS_SHOWN = 40
 MAX_NODES = 3000

@@ -20,11 +20,11 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
+from lakecore.core.storage import Storage
 from lakecore.errors import LakecoreError
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.tables.listing import relative
 from lakecore.maintenance.tables.rules import DeletionRules
-from lakecore.storage import Storage
 
 # Threads a local batch is deleted from (see the module doc).
 LOCAL_DELETE_THREADS: Final = 8

@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Final, NamedTuple
 
+from lakecore.core.storage import Storage, request_pool
 from lakecore.errors import InvalidArgumentError, LakecoreError
 from lakecore.maintenance.tables.named import PathForm
 from lakecore.maintenance.tables.rules import Folders
-from lakecore.storage import Storage, request_pool
 
 # A listing record whose path is a reason, not a file (control characters never occur in a
 # file name a table writes).

@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from lakecore.core.export_records import ICEBERG_PROPERTY_PREFIX
 from lakecore.errors import CorruptFileError
-from lakecore.export_records import ICEBERG_PROPERTY_PREFIX
 
 PURGE_PROPERTY_PREFIX: Final = ICEBERG_PROPERTY_PREFIX + "purge "
 WAITING: Final = "waiting"

@@ -36,9 +36,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from lakecore.core.units import parse_duration_millis
 from lakecore.errors import InvalidArgumentError
 from lakecore.maintenance.settings import NEVER, MaintenanceSettings
-from lakecore.units import parse_duration_millis
 
 if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata

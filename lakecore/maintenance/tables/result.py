@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakecore.core.units import parse_duration_millis
 from lakecore.maintenance.clock import Clocks
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.gc import check_grace
@@ -20,7 +21,6 @@ from lakecore.maintenance.tables.commits import ExpiryAnswer, PlannedExpiry
 from lakecore.maintenance.tables.marks import PurgeMark
 from lakecore.maintenance.tables.named import Unreadable
 from lakecore.maintenance.tables.policy import ExpiryDefaults
-from lakecore.units import parse_duration_millis
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lakecore.core.storage import Storage
+from lakecore.core.tree.store import NodeCache
 from lakecore.maintenance.roots import load_root
 from lakecore.maintenance.tables.commits import PlannedExpiry
 from lakecore.maintenance.tables.graph import FileGraph, Unit
@@ -44,8 +46,6 @@ from lakecore.maintenance.tables.versions import (
     read_definition,
     version_tables,
 )
-from lakecore.storage import Storage
-from lakecore.tree.store import NodeCache
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO

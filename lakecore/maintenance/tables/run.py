@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakecore.core.storage import Storage
 from lakecore.iceberg.roots import Registry, overlaps
 from lakecore.maintenance.clock import Clocks, read_clocks
 from lakecore.maintenance.delete import DeleteOutcome
@@ -75,7 +76,6 @@ from lakecore.maintenance.tables.versions import (
     retained_after,
     retention_at,
 )
-from lakecore.storage import Storage
 
 # Why a table in scope is left alone.
 EXTERNAL = "external (registered: its files were not written for it)"

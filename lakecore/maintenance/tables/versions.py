@@ -13,7 +13,7 @@ Rules:
   and they may push an old version out of the newest ``minimum_versions_to_keep``. A dry run
   commits nothing and answers what would be retained if its commits landed now
   (``retained_after``).
-* **A version's tables** are its resolved table keys (merge-on-read, ``lakecore.view``), each
+* **A version's tables** are its resolved table keys (merge-on-read, ``lakecore.core.view``), each
   with its definition file; a definition is read once however many versions name it (files
   are immutable). A definition that cannot be read is an ``Unreadable``: what its table names
   is unknown (see ``lakecore.maintenance.tables`` for what that blocks).
@@ -24,17 +24,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from lakecore import keys as K
-from lakecore.defs import decode_table_def
+from lakecore.core import keys as K
+from lakecore.core.defs import decode_table_def
+from lakecore.core.storage import Storage
+from lakecore.core.tree.store import NodeCache, NodeStore
+from lakecore.core.versions import expired_versions
+from lakecore.core.view import LakehouseView
 from lakecore.errors import LakecoreError, NotFoundError
 from lakecore.iceberg.pointer import CHECKED_PROPERTY, METADATA_LOCATION_PROPERTY
 from lakecore.maintenance.expire import ExpiryPlan, plan_expiry
 from lakecore.maintenance.roots import LoadedRoot
 from lakecore.maintenance.tables.named import Kind, Unreadable
-from lakecore.storage import Storage
-from lakecore.tree.store import NodeCache, NodeStore
-from lakecore.versions import expired_versions
-from lakecore.view import LakehouseView
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,210 @@
+"""The commit protocol: write new files, then create root ``v+1`` exclusively
+(docs/format.md#commit-protocol).
+
+    1. the caller's plan writes every new non-root node and object definition
+    2. root v+1 is created with an exclusive create; success commits
+    3. the hint is written, best effort
+    on a lost race: read the latest version w, ask the caller whether its change still holds
+    there (validation by value), rebase onto w and try w+1, with jittered backoff, a bounded
+    number of times; then CommitConflictError.
+
+An ambiguous root write (a timeout, a dropped connection) may or may not have landed. The
+committer never guesses: it reads the root back and compares it with the bytes it sent (every
+attempt's bytes are unique, they carry ``created_at_millis`` and fresh node paths). If the root
+cannot be read back either, CommitStateUnknownError says so. New files are never deleted on
+failure: a root that landed unseen may point at them; gc removes true orphans later.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lakecore.core.locations import root_node_file_name
+from lakecore.core.node import Node
+from lakecore.core.storage import Storage
+from lakecore.core.versions import (
+    RootInfo,
+    decode_root,
+    encode_root,
+    latest_version,
+    read_hint,
+    read_root,
+    write_hint,
+)
+from lakecore.errors import (
+    AlreadyExistsError,
+    CommitConflictError,
+    CommitStateUnknownError,
+    LakecoreError,
+    NotFoundError,
+    StorageError,
+    StorageRefusedError,
+)
+
+DEFAULT_MAX_RETRIES = 25
+DEFAULT_BACKOFF_BASE_SECONDS = 0.002
+DEFAULT_BACKOFF_CAP_SECONDS = 0.25
+# Root writes that failed ambiguously (a timeout, a reset) and had not landed when read back,
+# sent again before the commit's state is declared unknown. Few: each already waited out the
+# store's own timeout and retries.
+AMBIGUOUS_WRITE_RETRIES = 3
+
+
+@dataclass
+class RootPlan:
+    """What to commit on top of a base version: the new root's content and definition."""
+
+    node: Node
+    lakehouse_def_path: str
+    rollback_from_root: str | None = None
+
+
+@dataclass
+class CommitOutcome:
+    version: int
+    root: RootInfo
+    attempts: int
+    conflicts: int
+    ambiguous_writes: int = 0
+    hint_written: bool = True
+
+
+@dataclass
+class CommitPolicy:
+    max_retries: int = DEFAULT_MAX_RETRIES
+    backoff_base_seconds: float = DEFAULT_BACKOFF_BASE_SECONDS
+    backoff_cap_seconds: float = DEFAULT_BACKOFF_CAP_SECONDS
+    rng: random.Random = field(default_factory=random.Random)
+
+    def backoff(self, attempt: int) -> float:
+        # Full jitter: spreads retrying writers apart so one of them wins the next round.
+        return self.rng.uniform(
+            0, min(self.backoff_cap_seconds, self.backoff_base_seconds * (2**attempt))
+        )
+
+
+def _root_holds(storage: Storage, version: int, data: bytes) -> bool | None:
+    """True if root ``version`` holds exactly ``data``, False if it holds something else,
+    None if it does not exist."""
+    try:
+        return storage.read(root_node_file_name(version)) == data
+    except NotFoundError:
+        return None
+
+
+def commit(
+    storage: Storage,
+    order: int,
+    base: RootInfo,
+    plan: Callable[[RootInfo], RootPlan],
+    still_valid: Callable[[RootInfo], str | None],
+    policy: CommitPolicy | None = None,
+    *,
+    now_millis: Callable[[], int] = lambda: int(time.time() * 1000),
+) -> CommitOutcome:
+    """Commit ``plan(base)`` as the next version; on a lost race rebase onto the latest version
+    if ``still_valid(latest)`` returns None, else raise CommitConflictError with its reason.
+
+    A root write the store refused (``StorageRefusedError``: no space, no permission) and that
+    did not land is that error, at once: nothing was committed, and retrying it as a lost race
+    only wrote more orphans. An ambiguous failure (a timeout, a reset) that did not land is sent
+    again, the same bytes for the same version, ``AMBIGUOUS_WRITE_RETRIES`` times at most."""
+    policy = policy or CommitPolicy()
+    current = base
+    conflicts = 0
+    ambiguous = 0
+    sent: dict[int, list[bytes]] = {}
+    data: bytes | None = None  # kept across an ambiguous retry: its nodes are written already
+    for attempt in range(policy.max_retries + 1):
+        target = current.version + 1
+        if data is None:
+            root_plan = plan(current)
+            data = encode_root(
+                root_plan.node,
+                order,
+                lakehouse_def_path=root_plan.lakehouse_def_path,
+                previous_root=root_node_file_name(current.version),
+                created_at_millis=max(now_millis(), current.created_at_millis),
+                rollback_from_root=root_plan.rollback_from_root,
+            )
+            sent.setdefault(target, []).append(data)
+        landed: bytes | None = None
+        hint = read_hint(storage)
+        if hint is not None and hint >= target:
+            # The base is stale in a way the exclusive create cannot see: version compaction
+            # may have deleted root `target` long after it was committed, and creating it again
+            # would land this commit in the past, below the real latest version. Compaction
+            # points the hint at a retained version before it deletes any root, so a hint at
+            # or past the target means: lost race, rebase.
+            pass
+        else:
+            try:
+                storage.create_exclusive(root_node_file_name(target), data)
+                landed = data
+            except AlreadyExistsError:
+                landed = _landed_earlier(storage, target, sent[target])
+            except StorageError as exc:
+                holds = _read_back(storage, target, data, exc)
+                if holds is None:
+                    if isinstance(exc, StorageRefusedError):
+                        raise StorageRefusedError(
+                            f"version {target} was not committed: {exc}; nothing changed "
+                            "(the root file was not created)"
+                        ) from exc
+                    ambiguous += 1
+                    if ambiguous > AMBIGUOUS_WRITE_RETRIES:
+                        raise CommitStateUnknownError(
+                            f"writing root {target} at {storage.uri(root_node_file_name(target))} "
+                            f"failed {ambiguous} times (last: {exc}); it had not landed when read "
+                            "back, but a late write may yet: reopen the lakehouse to see whether "
+                            "the commit landed before retrying it"
+                        ) from exc
+                    # Did not land (yet). Send the same bytes for the same version again: if
+                    # the first write lands in between, the exclusive create fails and the
+                    # comparison above recognises it.
+                    continue
+                landed = data if holds else _landed_earlier(storage, target, sent[target])
+        if landed is not None:
+            root = decode_root(landed, target, storage.uri(root_node_file_name(target)), order)
+            hint_written = write_hint(storage, target)
+            return CommitOutcome(target, root, attempt + 1, conflicts, ambiguous, hint_written)
+        conflicts += 1
+        data = None  # the next attempt plans on the latest version
+        latest = read_root(storage, latest_version(storage), order)
+        reason = still_valid(latest)
+        if reason is not None:
+            raise CommitConflictError(
+                f"commit on version {base.version} conflicts with version {latest.version}: {reason}; "
+                "reload and redo the change"
+            )
+        current = latest
+        time.sleep(policy.backoff(attempt))
+    raise CommitConflictError(
+        f"gave up after {policy.max_retries + 1} attempts: other writers kept committing first "
+        f"(last seen version {current.version}); retry later or raise max_retries"
+    )
+
+
+def _read_back(storage: Storage, target: int, data: bytes, failure: StorageError) -> bool | None:
+    """After a failed root write: ``_root_holds``, or CommitStateUnknownError when the root
+    cannot be read back either."""
+    try:
+        return _root_holds(storage, target, data)
+    except LakecoreError as check_exc:
+        raise CommitStateUnknownError(
+            f"writing root {target} at {storage.uri(root_node_file_name(target))} failed ({failure}) "
+            f"and reading it back failed too ({check_exc}); reopen the lakehouse to see whether "
+            "the commit landed before retrying it"
+        ) from failure
+
+
+def _landed_earlier(storage: Storage, target: int, attempts: list[bytes]) -> bytes | None:
+    """The bytes of root ``target`` if one of our own attempts wrote it, else None."""
+    try:
+        existing = storage.read(root_node_file_name(target))
+    except NotFoundError:
+        return None
+    return existing if any(existing == data for data in attempts) else None
