@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING
 from jobs.arguments import JobOptions, base_parser
 from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
+from jobs.persisted import Persisted
 from jobs.run import run_job
 from jobs.spark_units import (
     deletable_only,
@@ -90,7 +91,7 @@ from lakecore.maintenance.listing import ERROR_KEY
 from lakecore.maintenance.samples import SAMPLE_LIMIT, capped
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 
 def _parser() -> OneLineArgumentParser:
@@ -106,18 +107,12 @@ def compact_versions_job_options(args: argparse.Namespace, common: JobOptions) -
 def run_compact_versions(options: ExpiryOptions, job: JobContext) -> ExpiryResult:
     """Version expiry on executors, in the steps of the module doc; returns the ``ExpiryResult``
     that ``expire_in_process`` returns, with capped samples where that one has full lists."""
-    cached: list[DataFrame] = []
-    try:
-        with executor_errors():
-            return _compact(options, job, cached)
-    finally:
-        for frame in cached:
-            frame.unpersist()
+    with Persisted() as persist, executor_errors():
+        return _compact(options, job, persist)
 
 
-def _compact(options: ExpiryOptions, job: JobContext, cached: list[DataFrame]) -> ExpiryResult:
+def _compact(options: ExpiryOptions, job: JobContext, persist: Persisted) -> ExpiryResult:
     from pyspark.sql import functions as F
-    from pyspark.storagelevel import StorageLevel
 
     storage = job.storage
     # Versions are aged by their writers' commit timestamps. A driver whose clock runs ahead
@@ -155,11 +150,8 @@ def _compact(options: ExpiryOptions, job: JobContext, cached: list[DataFrame]) -
         f"walk {len(kept_plan.tasks) + len(gone_plan.tasks)} subtrees; "
         "reach(expired) minus reach(retained + exports)",
     ):
-        kept = reach_frame(job, storage, kept_plan).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )  # for the recheck
-        gone = reach_frame(job, storage, gone_plan).persist(StorageLevel.MEMORY_AND_DISK)
-        cached.extend([kept, gone])
+        kept = persist(reach_frame(job, storage, kept_plan))  # for the recheck
+        gone = persist(reach_frame(job, storage, gone_plan))
         retained_errors = [row[0] for row in reach_errors(kept).limit(3).collect()]
         if retained_errors:
             refusal = ExpiryRefusedError(
@@ -178,8 +170,7 @@ def _compact(options: ExpiryOptions, job: JobContext, cached: list[DataFrame]) -
             .agg(F.max("size").alias("size"))
         )
         only_gone = unreached_only(gone_paths, kept)
-        candidates = deletable_only(only_gone).persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(candidates)
+        candidates = persist(deletable_only(only_gone))
         expired_reach = gone_paths.count()
         # The count, and the bytes of the node files among them (the walk read those; a
         # definition's size is learnt only when it is deleted), in one query.

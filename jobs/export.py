@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from jobs.arguments import JobOptions, base_parser
 from jobs.context import JobContext
 from jobs.frames import Columns, driver_rows, fan_out
+from jobs.persisted import Persisted
 from jobs.run import run_job
 from jobs.spark_units import sample_paths
 from lakecore.cli.argparsing import OneLineArgumentParser, whole_number
@@ -199,7 +200,6 @@ def _distributed_copy(job: JobContext, result: ExportResult, batch_size: int) ->
     """A ``lakecore.lakehouse.export.CopyFiles`` that lists and copies on executors. The paths stay in
     Spark: the driver gets the counts, one offending path when there is one, and a sample."""
     from pyspark.sql import functions as F
-    from pyspark.storagelevel import StorageLevel
 
     def copy_files(source: Storage, target: Storage, store: NodeStore, root: Node) -> None:
         exported = result.exported_root
@@ -215,17 +215,16 @@ def _distributed_copy(job: JobContext, result: ExportResult, batch_size: int) ->
             top.values.update(v for v in node.buffer.values() if v is not None)
         result.subtree_tasks = len(cut.subtrees)
         # One row per file: how many walks met it. Every check and count is then one query.
-        files = (
-            _reach(job, source, store.order, store.external_roots, cut.subtrees, top)
-            .groupBy("path")
-            .agg(
-                F.count(F.lit(1)).alias("walks"),
-                F.max("node").alias("node"),
-                F.max("foreign").alias("foreign"),
+        with Persisted() as persist:
+            files = persist(
+                _reach(job, source, store.order, store.external_roots, cut.subtrees, top)
+                .groupBy("path")
+                .agg(
+                    F.count(F.lit(1)).alias("walks"),
+                    F.max("node").alias("node"),
+                    F.max("foreign").alias("foreign"),
+                )
             )
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        )
-        try:
             with job.stage("reachable", f"list the files {len(cut.subtrees)} subtrees reach"):
                 shared_node = F.col("node") & (F.col("walks") > 1)
                 facts = files.agg(
@@ -258,8 +257,6 @@ def _distributed_copy(job: JobContext, result: ExportResult, batch_size: int) ->
             if copied != total:
                 raise LakecoreError(f"copied {copied} of {total} files; rerun the export")
             result.copied_sample = sample_paths(files)
-        finally:
-            files.unpersist()
 
     return copy_files
 

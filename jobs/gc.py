@@ -54,7 +54,7 @@ if __name__ == "__main__":  # a Ctrl-C during the imports below: one line, not a
 import argparse
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jobs.arguments import (
@@ -67,6 +67,7 @@ from jobs.arguments import (
 from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
+from jobs.persisted import Persisted
 from jobs.run import run_job
 from jobs.spark_units import (
     REACH,
@@ -161,62 +162,98 @@ STATTED = Columns(
 # Listed and reached files in one frame, told apart by ``reached`` (``_listing_and_reach``).
 LISTED_OR_REACHED = Columns((*LISTING.fields, ("reached", "boolean")))
 
+# How the lakehouse was listed (the report's ``listing``): ``ListingWay.how``.
+FLAT = "flat"
+HASH_DIRECTORIES = "hash-directories"
+WALKED_ALONGSIDE = "hash-directories, walked alongside"
+
+
+@dataclass(frozen=True)
+class ListingWay:
+    """How gc lists the lakehouse (``listing_way``), chosen on the driver before a task runs.
+
+    - ``FLAT``, small (the retained trees reach at most ``gc_flat_listing_max_files`` paths and
+      the listing confirms it): one flat listing on the driver (``flat``); the walk on executors.
+    - ``HASH_DIRECTORIES``, large, on local disk: the directories at or above the hash
+      directories, as many as the tasks can use (``listing.listing_levels``), listed in tasks of
+      their own, and the walk in others.
+    - ``WALKED_ALONGSIDE``, large, on an object store: a task per core, each listing its share
+      of the directories, with requests enough in flight for its threads, and walking its share
+      of the subtrees at the same time (``side_by_side``): both wait on responses, so a task
+      waits for the slower, not for the sum. On local[1] the two used to run one after the other.
+    """
+
+    how: str
+    flat: list[ListedFile] | None  # FLAT: every file under the root
+    directories: list[str]  # otherwise: the directories listed one by one
+    tasks: int  # otherwise: the listing's tasks
+
+    @property
+    def directories_listed(self) -> int | None:
+        """The report's ``listing_directories``: None for a flat listing."""
+        return None if self.flat is not None else len(self.directories)
+
+
+def listing_way(job: JobContext, storage: Storage, plan: ReachPlan) -> ListingWay:
+    """How to list the lakehouse that ``plan`` walks (``ListingWay``); a small one is listed here."""
+    most = job.settings.gc_flat_listing_max_files
+    # Every task reaches at least one file: a lower bound on the lakehouse's size.
+    plan_size = len(plan.driver_paths) + len(plan.tasks)
+    flat = list_small_root(storage, most) if plan_size <= most else None
+    if flat is not None:
+        return ListingWay(FLAT, flat, [], 0)
+    if not storage.waits_on_network:
+        how, tasks, concurrency = HASH_DIRECTORIES, job.parallelism, job.parallelism
+    else:
+        # A task per core, each with its requests in flight: every task needs directories
+        # enough for its threads, and more tasks would only split them thinner.
+        how, tasks = WALKED_ALONGSIDE, job.default_parallelism
+        concurrency = tasks * job.settings.gc_list_threads_per_task
+    return ListingWay(how, None, hash_directory_prefixes(listing_levels(concurrency)), tasks)
+
 
 def _listing_and_reach(
     job: JobContext,
     storage: Storage,
     top: list[ListedFile],
     plan: ReachPlan,
-    cached: list[DataFrame],
-    result: GcResult,
-) -> tuple[DataFrame, DataFrame, str]:
-    """DataFrames of every listed file and of every file the plan reaches, and how the
-    lakehouse was listed.
-
-    - small (the retained trees reach at most ``gc_flat_listing_max_files`` paths and the
-      listing confirms it): one flat listing on the driver; the walk on executors.
-    - large, on local disk: the directories at or above the hash directories, as many as the
-      tasks can use (``listing.listing_levels``), listed in tasks of their own, and the walk in
-      others.
-    - large, on an object store: a task per core, each listing its share of the directories,
-      with requests enough in flight for its threads, and walking its share of the subtrees at
-      the same time (``side_by_side``): both wait on responses, so a task waits for the slower,
-      not for the sum. On local[1] the two used to run one after the other. Their rows come as
-      one persisted frame (in ``cached``), filled before the join reads it on each side.
-    """
+    way: ListingWay,
+    persist: Persisted,
+) -> tuple[DataFrame, DataFrame]:
+    """DataFrames of every listed file (``top`` and what ``way`` lists) and of every file the
+    plan reaches."""
     top_rows = driver_rows(job.spark, top, LISTING)
-    most = job.settings.gc_flat_listing_max_files
-    # Every task reaches at least one file: a lower bound on the lakehouse's size.
-    plan_size = len(plan.driver_paths) + len(plan.tasks)
-    flat = list_small_root(storage, most) if plan_size <= most else None
-    if flat is not None:
-        return (
-            top_rows.unionByName(driver_rows(job.spark, flat, LISTING)),
-            reach_frame(job, storage, plan),
-            "flat",
+    if way.how == WALKED_ALONGSIDE:
+        listed, reach = _listed_and_walked(job, storage, plan, way, persist)
+    else:
+        listed = (
+            driver_rows(job.spark, way.flat, LISTING)
+            if way.flat is not None
+            else _listed(job, storage, way)
         )
+        reach = reach_frame(job, storage, plan)
+    return listed.unionByName(top_rows), reach
+
+
+def _listed(job: JobContext, storage: Storage, way: ListingWay) -> DataFrame:
+    """The files under ``way.directories``, listed in tasks of their own."""
     threads = job.settings.gc_list_threads_per_task
-    if not storage.waits_on_network:
-        tasks = job.parallelism
-        directories = hash_directory_prefixes(listing_levels(tasks))
-        result.listing_directories = len(directories)
 
-        def list_dirs(items: list[str]) -> Iterator[tuple[list[Any], ...]]:
-            return (
-                listed.columns() for listed in list_directories_columns(storage, items, threads)
-            )
+    def list_dirs(items: list[str]) -> Iterator[tuple[list[Any], ...]]:
+        return (listed.columns() for listed in list_directories_columns(storage, items, threads))
 
-        listed = fan_out_columns(job.spark, directories, list_dirs, LISTING, tasks)
-        return listed.unionByName(top_rows), reach_frame(job, storage, plan), "hash-directories"
+    return fan_out_columns(job.spark, way.directories, list_dirs, LISTING, way.tasks)
 
+
+def _listed_and_walked(
+    job: JobContext, storage: Storage, plan: ReachPlan, way: ListingWay, persist: Persisted
+) -> tuple[DataFrame, DataFrame]:
+    """The files under ``way.directories`` and the files the plan reaches, from tasks that
+    each list a share of the directories and walk a share of the subtrees side by side. Their
+    rows come as one persisted frame, filled before the join reads it on each side."""
     from pyspark.sql import functions as F
-    from pyspark.storagelevel import StorageLevel
 
-    # A task per core, each with its requests in flight: every task needs directories enough
-    # for its threads, and more tasks would only split them thinner.
-    tasks = job.default_parallelism
-    directories = hash_directory_prefixes(listing_levels(tasks * threads))
-    result.listing_directories = len(directories)
+    threads = job.settings.gc_list_threads_per_task
 
     def list_and_walk(items: list[tuple[str, Any]]) -> Iterator[tuple[list[Any] | None, ...]]:
         to_list = [item for kind, item in items if kind == _LIST]
@@ -234,19 +271,24 @@ def _listing_and_reach(
         )
         return side_by_side([listed, reached])
 
-    both = fan_out_columns(
-        job.spark, _shares(directories, plan.tasks), list_and_walk, LISTED_OR_REACHED, tasks
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    cached.append(both)
+    both = persist(
+        fan_out_columns(
+            job.spark,
+            _shares(way.directories, plan.tasks),
+            list_and_walk,
+            LISTED_OR_REACHED,
+            way.tasks,
+        )
+    )
     # Filled before the join reads it: the join's two sides are two stages that both scan
     # these rows and may run at once. One executor's block lock makes a second task wait for
     # a block being computed, but on a cluster the other side's task runs on another executor,
     # which knows of no such block and lists and walks the same share again (a standalone
     # cluster on moto: 1,667 requests for gc where local[2] makes 1,217, and 1.5x its time).
     both.count()
-    listing = both.where(~F.col("reached")).select(*LISTING.names).unionByName(top_rows)
+    listed = both.where(~F.col("reached")).select(*LISTING.names)
     reach = both.where(F.col("reached")).select(*REACH.names).unionByName(driver_reach(job, plan))
-    return listing, reach, "hash-directories, walked alongside"
+    return listed, reach
 
 
 _LIST = "list"
@@ -265,7 +307,7 @@ def _shares(directories: list[str], walks: list[ReachTask]) -> list[tuple[str, A
 
 
 def judge_listing(
-    storage: Storage, listing: DataFrame, reach: DataFrame, cutoff: int, cached: list[DataFrame]
+    storage: Storage, listing: DataFrame, reach: DataFrame, cutoff: int, persist: Persisted
 ) -> DataFrame:
     """The full outer join of the listing and the reach, one row per listed or reached file,
     with what gc makes of it: ``reached``, ``orphan`` (listed, deletable, unreached), ``old``
@@ -287,11 +329,9 @@ def judge_listing(
     after the join; a reached node file takes its size from the walk.
 
     The join is persisted, and so are the statted orphans, so that every query reads one
-    listing, one walk and one stat; both are appended to ``cached`` for the caller to
-    unpersist. (Spark reuses no exchange across the statted and the other rows once it has
+    listing, one walk and one stat; both live as long as the caller's ``persist`` scope. (Spark reuses no exchange across the statted and the other rows once it has
     pushed their filters down: unpersisted, the listing and the walk ran twice.)"""
     from pyspark.sql import functions as F
-    from pyspark.storagelevel import StorageLevel
 
     reach_error = F.when(F.col("path").startswith(ERROR_KEY), F.col("path"))
     # Partitioned by the hash alone, the grouping (which keeps each error's reason) needs no
@@ -309,24 +349,26 @@ def judge_listing(
         reached.hint("shuffle_hash"), "path_hash", "full_outer"
     )
     is_reached = F.coalesce(F.col("reached"), F.lit(False))
-    judged = joined.select(
-        F.coalesce(F.col("reach_error"), F.col("path")).alias("path"),
-        "path_hash",
-        F.coalesce(F.col("size"), F.when(F.col("reach_size") >= 0, F.col("reach_size"))).alias(
-            "size"
-        ),
-        "mtime_millis",
-        "kind",
-        is_reached.alias("reached"),
-        # Never null: a reached file that is not listed has no kind.
-        F.coalesce(F.col("kind").isin(*DELETABLE_KIND_NAMES) & ~is_reached, F.lit(False)).alias(
-            "orphan"
-        ),
-        (
-            F.coalesce(F.col("kind") == ERROR_KEY, F.lit(False)) | F.col("reach_error").isNotNull()
-        ).alias("error"),
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    cached.append(judged)
+    judged = persist(
+        joined.select(
+            F.coalesce(F.col("reach_error"), F.col("path")).alias("path"),
+            "path_hash",
+            F.coalesce(F.col("size"), F.when(F.col("reach_size") >= 0, F.col("reach_size"))).alias(
+                "size"
+            ),
+            "mtime_millis",
+            "kind",
+            is_reached.alias("reached"),
+            # Never null: a reached file that is not listed has no kind.
+            F.coalesce(F.col("kind").isin(*DELETABLE_KIND_NAMES) & ~is_reached, F.lit(False)).alias(
+                "orphan"
+            ),
+            (
+                F.coalesce(F.col("kind") == ERROR_KEY, F.lit(False))
+                | F.col("reach_error").isNotNull()
+            ).alias("error"),
+        )
+    )
     unstatted = F.col("orphan") & F.col("mtime_millis").isNull()
 
     def stat_orphans(batches: Iterator[Any]) -> Iterator[Any]:
@@ -338,7 +380,7 @@ def judge_listing(
             ]
             yield from STATTED.batches(rows)
 
-    statted = (
+    statted = persist(
         judged.where(unstatted)
         .select("path", "kind")
         .mapInArrow(stat_orphans, STATTED.ddl)
@@ -352,9 +394,7 @@ def judge_listing(
             (~F.col("error")).alias("orphan"),
             "error",
         )
-        .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    cached.append(statted)
     return (
         judged.where(~unstatted)
         .unionByName(statted)
@@ -381,16 +421,13 @@ def missing_paths(reach: DataFrame, judged: DataFrame) -> list[str]:
 def run_gc(options: GcJobOptions, job: JobContext) -> GcResult:
     """gc on executors, in the stages of the module doc; returns the ``GcResult`` that
     ``gc_in_process`` returns, with capped samples where that one has full lists."""
-    cached: list[DataFrame] = []
-    try:
-        with executor_errors():
-            return _gc(options, job, cached)
-    finally:
-        for frame in cached:
-            frame.unpersist()
+    with Persisted() as persist, executor_errors():
+        return _gc(options, job, persist)
 
 
-def _gc(options: GcJobOptions, job: JobContext, cached: list[DataFrame]) -> GcResult:
+def _gc(options: GcJobOptions, job: JobContext, persist: Persisted) -> GcResult:
+    """The stages in order. The result is filled here alone, stage by stage as each ends (a
+    run stopped part-way reports what it had found); the helpers return what they compute."""
     from pyspark.sql import functions as F
 
     storage, gc = job.storage, options.gc
@@ -424,11 +461,13 @@ def _gc(options: GcJobOptions, job: JobContext, cached: list[DataFrame]) -> GcRe
     with job.stage(
         "list-reach-anti-join", f"list the lakehouse, walk {len(plan.tasks)} subtrees, anti-join"
     ):
+        way = listing_way(job, storage, plan)
+        result.listing_directories = way.directories_listed
         # The judged rows are kept (the listing and the reach are each computed once, into
         # them; on an object store the listing-and-walk rows are kept too): every count below,
         # the samples, the re-check's membership questions and the deletes read these caches.
-        listing, reach, how = _listing_and_reach(job, storage, top, plan, cached, result)
-        judged = judge_listing(storage, listing, reach, result.cutoff_millis, cached)
+        listing, reach = _listing_and_reach(job, storage, top, plan, way, persist)
+        judged = judge_listing(storage, listing, reach, result.cutoff_millis, persist)
         groups = (
             judged.groupBy("kind", "reached", "orphan", "old", "error")
             .agg(
@@ -453,7 +492,7 @@ def _gc(options: GcJobOptions, job: JobContext, cached: list[DataFrame]) -> GcRe
                 > 0
             )
             raise refusal_for_damage(storage, retained, refusal, damaged=damaged)
-    result.listing = how
+    result.listing = way.how
     found = _found(groups)
     found.foreign_sample = (
         sample_paths(judged.where(F.col("kind") == FOREIGN)) if found.foreign else []
@@ -486,19 +525,37 @@ def _gc(options: GcJobOptions, job: JobContext, cached: list[DataFrame]) -> GcRe
         result.orphans_dataset = target
 
     # -- recheck versions that landed meanwhile --------------------------------------------
-    deletable = _recheck_and_choose(job, storage, result, plan, cache, judged, known, cached)
+    old_orphans = found.orphans - found.too_young
+    rechecked = NewVersionsReach()
+    if old_orphans:  # nothing old enough to delete: nothing to protect
+        # Known orphans need no membership question; a huge set is not worth the driver's memory.
+        unreached = {path for path, _, _ in known} if known is not None else set()
+        with job.stage("recheck", "walk versions committed since the listing (driver)"):
+            rechecked = reach_new_versions(
+                storage,
+                retained.latest,
+                membership_in(job, judged.where(F.col("reached"))),
+                cache=cache,
+                covered=plan.covered,
+                unreached=unreached,
+            )
+    chosen = _to_delete(job, judged, rechecked, known, old_orphans, persist)
+    result.to_delete, result.bytes_to_delete = chosen.files, chosen.bytes
+    result.to_delete_sample = chosen.sample
+    result.rescued = old_orphans - chosen.files
+    result.rechecked = rechecked
 
     # -- delete ----------------------------------------------------------------------------
     deleted = DeleteOutcome()
-    if not gc.dry_run and result.to_delete:
+    if not gc.dry_run and chosen.files:
         with job.stage(
             "delete",
-            f"delete {result.to_delete} orphans in batches of {gc.delete_batch_size}",
-            if_interrupted=f"some of the {plural(result.to_delete, 'old orphan')} may be deleted already (orphans "
+            f"delete {chosen.files} orphans in batches of {gc.delete_batch_size}",
+            if_interrupted=f"some of the {plural(chosen.files, 'old orphan')} may be deleted already (orphans "
             "only: no file a retained version reaches); run gc again to finish, or with --dry-run to "
             "see what is left",
         ):
-            deleted = delete_frame(job, storage, deletable, gc.delete_batch_size)
+            deleted = delete_frame(job, storage, chosen.frame, gc.delete_batch_size)
     result.deleted = deleted
     return result
 
@@ -537,36 +594,28 @@ def _found(groups: list[Row]) -> GcFound:
     return found
 
 
-def _recheck_and_choose(
-    job: JobContext,
-    storage: Storage,
-    result: GcResult,
-    plan: ReachPlan,
-    cache: NodeCache,
-    judged: DataFrame,
-    known: list[tuple[str, int, bool]] | None,
-    cached: list[DataFrame],
-) -> DataFrame:
-    """Walk the versions committed since the listing, take what they reach out of the old
-    orphans, and fill in what is left to delete; returns those orphans as a frame."""
-    from pyspark.sql import functions as F
-    from pyspark.storagelevel import StorageLevel
+@dataclass(frozen=True)
+class ToDelete:
+    """The old orphans that no version committed since the listing reaches (``_to_delete``)."""
 
-    assert result.found is not None and result.retained is not None
-    old_orphans = result.found.orphans - result.found.too_young
-    rechecked = NewVersionsReach()
-    if old_orphans:  # nothing old enough to delete: nothing to protect
-        # Known orphans need no membership question; a huge set is not worth the driver's memory.
-        unreached = {path for path, _, _ in known} if known is not None else set()
-        with job.stage("recheck", "walk versions committed since the listing (driver)"):
-            rechecked = reach_new_versions(
-                storage,
-                result.retained.latest,
-                membership_in(job, judged.where(F.col("reached"))),
-                cache=cache,
-                covered=plan.covered,
-                unreached=unreached,
-            )
+    frame: DataFrame
+    files: int = 0
+    bytes: int = 0
+    sample: list[str] = field(default_factory=list)
+
+
+def _to_delete(
+    job: JobContext,
+    judged: DataFrame,
+    rechecked: NewVersionsReach,
+    known: list[tuple[str, int, bool]] | None,
+    old_orphans: int,
+    persist: Persisted,
+) -> ToDelete:
+    """The old orphans less what ``rechecked`` reaches: counted from ``known`` when the
+    orphans came to the driver, else by a query over the persisted frame."""
+    from pyspark.sql import functions as F
+
     deletable = judged.where(F.col("orphan") & F.col("old"))
     if rechecked.paths:
         rescued = job.spark.createDataFrame(
@@ -574,21 +623,19 @@ def _recheck_and_choose(
         )
         deletable = deletable.join(rescued, "path", "left_anti")
     if known is not None:
-        to_delete_known = [
-            (path, size) for path, size, old in known if old and path not in rechecked.paths
-        ]
-        result.to_delete = len(to_delete_known)
-        result.bytes_to_delete = sum(size for _, size in to_delete_known)
-        result.to_delete_sample = capped(path for path, _ in to_delete_known)
-    elif old_orphans:
-        deletable = deletable.persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(deletable)
-        totals = deletable.agg(F.count(F.lit(1)), F.sum("size")).collect()[0]
-        result.to_delete, result.bytes_to_delete = int(totals[0]), int(totals[1] or 0)
-        result.to_delete_sample = sample_paths(deletable) if result.to_delete else []
-    result.rescued = old_orphans - result.to_delete
-    result.rechecked = rechecked
-    return deletable
+        chosen = [(path, size) for path, size, old in known if old and path not in rechecked.paths]
+        return ToDelete(
+            deletable,
+            len(chosen),
+            sum(size for _, size in chosen),
+            capped(path for path, _ in chosen),
+        )
+    if not old_orphans:
+        return ToDelete(deletable)
+    deletable = persist(deletable)
+    totals = deletable.agg(F.count(F.lit(1)), F.sum("size")).collect()[0]
+    files = int(totals[0])
+    return ToDelete(deletable, files, int(totals[1] or 0), sample_paths(deletable) if files else [])
 
 
 def main(argv: Sequence[str] | None = None, *, spark: SparkSession | None = None) -> int:

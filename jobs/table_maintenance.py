@@ -72,6 +72,7 @@ from jobs.arguments import JobOptions, base_parser
 from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
 from jobs.frames import PAYLOAD, Columns, collect_objects, driver_rows, fan_out
+from jobs.persisted import Persisted
 from jobs.run import run_job
 from lakecore.cli.argparsing import OneLineArgumentParser
 from lakecore.cli.table_maintenance import (
@@ -195,25 +196,12 @@ def run_table_maintenance(
     """Table maintenance on executors, in the stages of the module doc; returns the
     ``TableMaintenanceResult`` that ``table_maintenance_in_process`` returns, with capped
     samples where that one has full sets."""
-    cached: list[DataFrame] = []
-    try:
-        with executor_errors():
-            return _maintain(options, job, cached)
-    finally:
-        for frame in cached:
-            frame.unpersist()
-
-
-def _persist(frame: DataFrame, cached: list[DataFrame]) -> DataFrame:
-    from pyspark.storagelevel import StorageLevel
-
-    frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
-    cached.append(frame)
-    return frame
+    with Persisted() as persist, executor_errors():
+        return _maintain(options, job, persist)
 
 
 def _maintain(
-    options: TableMaintenanceOptions, job: JobContext, cached: list[DataFrame]
+    options: TableMaintenanceOptions, job: JobContext, persist: Persisted
 ) -> TableMaintenanceResult:
     from pyspark.sql import functions as F
 
@@ -269,7 +257,7 @@ def _maintain(
     with job.stage(
         "tables", f"read the tables of {plural(len(retention.versions), 'retained version')}"
     ):
-        tables = _tables(job, storage, retention.versions, None, cached)
+        tables = _tables(job, storage, retention.versions, None, persist)
         definition_problems: list[Unreadable] = []
         latest = _version_tables(tables, retention.latest, options.namespace, definition_problems)
     result.tables_in_scope = len(latest)
@@ -339,13 +327,13 @@ def _maintain(
             )
             new = sorted(set(fresh.versions) - set(retention.versions))
             if new:
-                tables = _tables(job, storage, new, tables, cached)
+                tables = _tables(job, storage, new, tables, persist)
     result.retained_after = sorted(after)
 
     # -- walk, reach ------------------------------------------------------------------------------
     with job.stage("walk", "read every table's metadata, manifest lists and manifests once"):
         units = _units(job, tables, after, newest, options, result, landed, marks, infos)
-        walked = _walk(job, storage, units, io_properties, form, cached)
+        walked = _walk(job, storage, units, io_properties, form, persist)
         side = (
             walked.where(F.col("kind").isin("P", "I", "C"))
             .select("kind", "path", "owner", "payload")
@@ -404,7 +392,16 @@ def _maintain(
         + (f"; list {plural(len(listing_roots), 'table folder')}" if listing_roots else ""),
     ):
         verdict = _verdict(
-            job, storage, warehouse, form, walked, owner_roots, listing_roots, rules, result, cached
+            job,
+            storage,
+            warehouse,
+            form,
+            walked,
+            owner_roots,
+            listing_roots,
+            rules,
+            result,
+            persist,
         )
     chosen = verdict.where(F.col("category") == DELETE).select(*CANDIDATE.names)
 
@@ -438,7 +435,7 @@ def _tables(
     storage: Storage,
     versions: Sequence[int],
     known: DataFrame | None,
-    cached: list[DataFrame],
+    persist: Persisted,
 ) -> DataFrame:
     """The table keys of these versions with their definitions read (each definition once,
     those ``known`` already holds not again); ``known``'s rows and these, as one frame:
@@ -446,15 +443,14 @@ def _tables(
     problem)."""
     from pyspark.sql import functions as F
 
-    held = _persist(
+    held = persist(
         fan_out(
             job.spark,
             list(versions),
             lambda items: held_rows(storage, items),
             HELD,
             job.parallelism,
-        ),
-        cached,
+        )
     )
     wanted = held.groupBy("definition").agg(F.min("version").alias("version"))
     if known is not None:
@@ -477,7 +473,7 @@ def _tables(
     joined = held.join(defined, "definition", "left")
     if known is not None:
         joined = known.unionByName(joined.select(*known.columns))
-    return _persist(joined, cached)
+    return persist(joined)
 
 
 def _version_tables(
@@ -598,7 +594,7 @@ def _walk(
     units: DataFrame,
     io_properties: dict[str, str],
     form: PathForm,
-    cached: list[DataFrame],
+    persist: Persisted,
 ) -> DataFrame:
     """``walk_rows`` of every table's units: one task per group of tables, every unit of a
     table in the same task (``repartition`` by table)."""
@@ -630,7 +626,7 @@ def _walk(
     walked = units.repartition(max(1, job.parallelism), "namespace", "table").mapInArrow(
         walk, WALKED.ddl
     )
-    return _persist(walked, cached)
+    return persist(walked)
 
 
 def _tag_retained(rows: list[tuple[Any, ...]], units: list[WalkUnit]) -> list[tuple[Any, ...]]:
@@ -735,7 +731,7 @@ def _verdict(
     listing_roots: list[str] | None,
     rules: DeletionRules,
     result: TableMaintenanceResult,
-    cached: list[DataFrame],
+    persist: Persisted,
 ) -> DataFrame:
     """One verdict per candidate file (``VERDICT``), persisted: each file the expired
     snapshots and due purges named (``source`` expired: ``KEPT`` when retained metadata names
@@ -746,15 +742,14 @@ def _verdict(
     collision only keeps more). Counts and samples go into ``result``: two queries."""
     from pyspark.sql import functions as F
 
-    reach = _persist(walked.where(F.col("kind") == "R").select("path").distinct(), cached)
-    candidates = _persist(
+    reach = persist(walked.where(F.col("kind") == "R").select("path").distinct())
+    candidates = persist(
         walked.where((F.col("kind") == "E") & F.col("owner").isin(sorted(owner_roots)))
         .groupBy("path")
         .agg(
             F.to_json(F.array_sort(F.collect_set("owner"))).alias("owners"),
             F.max("size").alias("size"),
-        ),
-        cached,
+        )
     )
     reached = reach.select(F.xxhash64("path").alias("path_hash")).withColumn("reached", F.lit(True))
     marked = candidates.withColumn("path_hash", F.xxhash64("path")).join(
@@ -780,7 +775,7 @@ def _verdict(
     ]
     listed_files: DataFrame | None = None
     if listing_roots is not None:
-        listing = _listing(job, storage, warehouse, form, listing_roots, result, cached)
+        listing = _listing(job, storage, warehouse, form, listing_roots, result, persist)
         failed = F.col("path").startswith(LISTING_ERROR)
         frames.append(
             listing.where(failed).select(
@@ -815,7 +810,7 @@ def _verdict(
     verdict = frames[0]
     for frame in frames[1:]:
         verdict = verdict.unionByName(frame)
-    verdict = _persist(verdict, cached)
+    verdict = persist(verdict)
 
     sized = F.when(F.col("size") >= 0, F.col("category")).otherwise(
         F.concat(F.col("category"), F.lit("-unsized"))
@@ -929,7 +924,7 @@ def _listing(
     form: PathForm,
     roots: list[str],
     result: TableMaintenanceResult,
-    cached: list[DataFrame],
+    persist: Persisted,
 ) -> DataFrame:
     """The files under ``roots`` (``LISTING``): one flat listing of the warehouse on the driver
     when it is small, else a task per folder; a folder that cannot be listed is one row whose
@@ -940,7 +935,7 @@ def _listing(
     )
     if flat is not None:
         result.listing = "flat"
-        return _persist(driver_rows(job.spark, [tuple(f) for f in flat], LISTING), cached)
+        return persist(driver_rows(job.spark, [tuple(f) for f in flat], LISTING))
     result.listing = "by table folder"
     listing = fan_out(
         job.spark,
@@ -951,7 +946,7 @@ def _listing(
         LISTING,
         job.parallelism,
     )
-    return _persist(listing, cached)
+    return persist(listing)
 
 
 def _delete(

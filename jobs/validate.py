@@ -63,6 +63,7 @@ from jobs.arguments import (
 from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
+from jobs.persisted import Persisted
 from jobs.run import run_job
 from jobs.validate_report import ValidateJobResult, ValidateOptions, render_validate
 from lakecore.cli.argparsing import OneLineArgumentParser, output_file, whole_number
@@ -237,7 +238,7 @@ def _suite_columns(rows: Sequence[Any]) -> list[Any]:
 
 
 def _run_subtrees(
-    job: JobContext, works: list[SubtreeWork]
+    job: JobContext, works: list[SubtreeWork], persist: Persisted
 ) -> tuple[list[SubtreeResult], DataFrame | None]:
     """Run the subtree checks in one pass; returns the results (without rows) and the persisted
     DataFrame that also holds every node row (None without subtrees)."""
@@ -246,7 +247,6 @@ def _run_subtrees(
     import pickle
 
     from pyspark.sql import functions as F
-    from pyspark.storagelevel import StorageLevel
 
     storage = job.storage
 
@@ -270,9 +270,7 @@ def _run_subtrees(
             for version in result.versions:
                 yield (None, [version] * len(result.rows), *rows)
 
-    checked = fan_out_columns(job.spark, works, check, CHECKED, job.parallelism).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
+    checked = persist(fan_out_columns(job.spark, works, check, CHECKED, job.parallelism))
     results = [
         pickle.loads(row[0])
         for row in checked.where(F.col("payload").isNotNull()).select("payload").collect()
@@ -446,10 +444,9 @@ def run_validate(options: ValidateOptions, job: JobContext) -> ValidateJobResult
             )
     works = merge_work(plans, deep=options.deep, rows=expectations_on)
     result.subtree_tasks = len(works)
-    checked = None
     # An executor that cannot read the store (no credentials, no route) fails the job with that
     # StorageError (exit 4, retried), never with violations: it judged no file.
-    try:
+    with Persisted() as persist:
         with (
             job.stage(
                 "check",
@@ -458,7 +455,7 @@ def run_validate(options: ValidateOptions, job: JobContext) -> ValidateJobResult
             ),
             executor_errors(),
         ):
-            results, checked = _run_subtrees(job, works)
+            results, checked = _run_subtrees(job, works, persist)
         # The queries below read the check's cached rows; a lost cache block is computed again.
         with (
             job.stage("combine", "combine the subtree results per version (driver)"),
@@ -499,9 +496,6 @@ def run_validate(options: ValidateOptions, job: JobContext) -> ValidateJobResult
                     table_name_max_bytes=lakehouse_def.table_name_max_size_bytes,
                     unique_candidates=unique_candidates,
                 )
-    finally:
-        if checked is not None:
-            checked.unpersist()
     # The verdicts, all at once: a report has them only when the whole validation ran.
     result.versions = checked_versions
     result.cut_fallbacks = {p.version: p.cut_fallback for p in plans if p.cut_fallback}

@@ -403,20 +403,17 @@ def _judge(
     """jobs.gc.judge_listing over a listing without sizes or times (a local one), by path."""
     from jobs.frames import driver_rows
     from jobs.gc import LISTING, judge_listing
+    from jobs.persisted import Persisted
     from jobs.spark_units import REACH
 
     listing_rows = driver_rows(spark, [(p, None, None, kind_of(p)) for p in listed], LISTING)
     reach_rows = driver_rows(spark, reached, REACH)
     cutoff = int((time.time() - DAY_SECONDS) * 1000)
-    cached: list[Any] = []
-    try:
+    with Persisted() as persist:
         return {
             row["path"]: row
-            for row in judge_listing(storage, listing_rows, reach_rows, cutoff, cached).collect()
+            for row in judge_listing(storage, listing_rows, reach_rows, cutoff, persist).collect()
         }
-    finally:
-        for frame in cached:
-            frame.unpersist()
 
 
 def test_judge_stats_the_orphans_a_local_listing_did_not(lake: Path, spark: Any) -> None:
@@ -818,13 +815,13 @@ def test_on_s3_the_listing_and_walk_rows_are_cached_whole_before_the_join_reads_
     cached_at_join: list[list[tuple[int, int]]] = []
 
     def judge_after_looking(
-        storage: Storage, listing: Any, reach: Any, cutoff: int, cached: list[Any]
+        storage: Storage, listing: Any, reach: Any, cutoff: int, persist: Any
     ) -> Any:
         infos = listing.sparkSession.sparkContext._jsc.sc().getRDDStorageInfo()
         cached_at_join.append(
             [(int(i.numCachedPartitions()), int(i.numPartitions())) for i in infos]
         )
-        return real_judge(storage, listing, reach, cutoff, cached)
+        return real_judge(storage, listing, reach, cutoff, persist)
 
     monkeypatch.setattr(jobs.gc, "judge_listing", judge_after_looking)
     code, report = run_job(gc_main, *gc_args(lake, *s3_server.job_args(), "--dry-run"))
