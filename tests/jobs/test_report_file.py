@@ -11,7 +11,7 @@ import pytest
 
 import jobs.arguments
 import lakecore.cli.job_report
-from jobs.flush import main as flush_main
+from jobs.flush_job import main as flush_main
 from lakecore.cli.argparsing import ArgumentError
 from lakecore.errors import ExitCode
 from lakecore.lakehouse import Lakehouse
