@@ -51,6 +51,7 @@ import argparse
 import json
 import pickle
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.arguments import JobOptions, base_parser
@@ -385,10 +386,27 @@ def _maintain(
             owner_roots,
             listing_roots,
             rules,
-            result,
+            result.cutoff_millis,
             persist,
         )
-    chosen = verdict.where(F.col("category") == DELETE).select(*CANDIDATE.names)
+    result.reachable_files = verdict.reachable_files
+    result.expired_files = verdict.expired_files
+    result.expired_kept = verdict.expired_kept
+    result.expired_refused = verdict.expired_refused
+    result.listing = verdict.listing
+    result.files_listed = verdict.files_listed
+    result.orphans_found = verdict.orphans_found
+    result.orphan_bytes = verdict.orphan_bytes
+    result.too_young = verdict.too_young
+    result.orphans_refused = verdict.orphans_refused
+    result.to_delete = verdict.to_delete
+    result.bytes_to_delete = verdict.bytes_to_delete
+    result.unsized_to_delete = verdict.unsized_to_delete
+    result.to_delete_sample = verdict.to_delete_sample
+    result.too_young_sample = verdict.too_young_sample
+    result.refused_sample = verdict.refused_sample
+    result.blocked.problems.extend(verdict.unlisted_folders)
+    chosen = verdict.frame.where(F.col("category") == DELETE).select(*CANDIDATE.names)
 
     # -- delete, finish -------------------------------------------------------------------------
     deleted = DeleteOutcome()
@@ -706,6 +724,32 @@ def _touches_blocked(mark: PurgeMark, rules: DeletionRules, form: PathForm) -> b
 # -- expired, orphans, deletes ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What ``_verdict`` judged: the persisted frame and the report's counts and samples (the
+    fields of ``TableMaintenanceResult`` of the same names; the orphans' stay at their defaults
+    without a listing)."""
+
+    frame: DataFrame
+    reachable_files: int
+    expired_files: int
+    expired_kept: int
+    expired_refused: int
+    to_delete: int
+    bytes_to_delete: int
+    unsized_to_delete: int
+    to_delete_sample: list[str]
+    too_young_sample: list[str]
+    refused_sample: list[str]
+    unlisted_folders: list[Unreadable]  # folders that could not be listed
+    listing: str | None = None
+    files_listed: int | None = None
+    orphans_found: int = 0
+    orphan_bytes: int = 0
+    too_young: int = 0
+    orphans_refused: int = 0
+
+
 def _verdict(
     job: JobContext,
     storage: Storage,
@@ -715,16 +759,16 @@ def _verdict(
     owner_roots: dict[str, list[str]],
     listing_roots: list[str] | None,
     rules: DeletionRules,
-    result: TableMaintenanceResult,
+    cutoff: int,
     persist: Persisted,
-) -> DataFrame:
+) -> Verdict:
     """One verdict per candidate file (``VERDICT``), persisted: each file the expired
     snapshots and due purges named (``source`` expired: ``KEPT`` when retained metadata names
     it, else ``DELETE`` or ``REFUSED`` by the rules against its owners' roots), each file listed
     under ``listing_roots`` that neither retained metadata nor a candidate names (``source``
     orphan: ``YOUNG``, ``DELETE`` or ``REFUSED``), and each folder that could not be listed
     (``ERROR``). The reach and the candidates are anti-joined on a 64-bit hash of the path (a
-    collision only keeps more). Counts and samples go into ``result``: two queries."""
+    collision only keeps more). The counts and samples come with it: two queries."""
     from pyspark.sql import functions as F
 
     reach = persist(walked.where(F.col("kind") == "R").select("path").distinct())
@@ -759,8 +803,9 @@ def _verdict(
         ).mapInArrow(judge_expired, VERDICT.ddl)
     ]
     listed_files: DataFrame | None = None
+    how: str | None = None
     if listing_roots is not None:
-        listing = _listing(job, storage, warehouse, form, listing_roots, result, persist)
+        listing, how = _listing(job, storage, warehouse, form, listing_roots, persist)
         failed = F.col("path").startswith(LISTING_ERROR)
         frames.append(
             listing.where(failed).select(
@@ -774,7 +819,6 @@ def _verdict(
         )
         listed_files = listing.where(~failed).dropDuplicates(["path"])
         orphans = _unreached(_unreached(listed_files, reach), candidates)
-        cutoff = result.cutoff_millis
 
         def judge_orphans(batches: Iterator[Any]) -> Iterator[Any]:
             for batch in batches:
@@ -827,23 +871,6 @@ def _verdict(
     def size(source: str, category: str) -> int:
         return totals.get((source, category), (0, 0))[1]
 
-    result.reachable_files = count("reach", "reachable")
-    result.expired_files = sum(n for (src, _), (n, _) in totals.items() if src == "expired")
-    result.expired_kept = count("expired", KEPT)
-    result.expired_refused = count("expired", REFUSED)
-    if listed_files is not None:
-        result.listing = result.listing or "flat"
-        result.files_listed = count("listing", "listed")
-        result.orphans_found = sum(n for (src, _), (n, _) in totals.items() if src == "orphan")
-        result.orphan_bytes = sum(b for (src, _), (_, b) in totals.items() if src == "orphan")
-        result.too_young = count("orphan", YOUNG)
-        result.orphans_refused = count("orphan", REFUSED)
-    result.to_delete = count("expired", DELETE) + count("orphan", DELETE)
-    result.bytes_to_delete = size("expired", DELETE) + size("orphan", DELETE)
-    result.unsized_to_delete = sum(
-        totals.get((src, DELETE + "-unsized"), (0, 0))[0] for src in ("expired", "orphan")
-    )
-
     def sample(category: str) -> list[tuple[str, str | None]]:
         if not any(key[1].startswith(category) for key in totals):
             return []
@@ -856,12 +883,31 @@ def _verdict(
             .collect()
         ]
 
-    result.to_delete_sample = [path for path, _ in sample(DELETE)]
-    result.too_young_sample = [path for path, _ in sample(YOUNG)]
-    result.refused_sample = [f"{path} ({why})" for path, why in sample(REFUSED)]
-    for path, why in sample(ERROR):
-        result.blocked.problems.append(Unreadable(path, Kind.METADATA, str(why), False))
-    return verdict
+    return Verdict(
+        frame=verdict,
+        reachable_files=count("reach", "reachable"),
+        expired_files=sum(n for (src, _), (n, _) in totals.items() if src == "expired"),
+        expired_kept=count("expired", KEPT),
+        expired_refused=count("expired", REFUSED),
+        to_delete=count("expired", DELETE) + count("orphan", DELETE),
+        bytes_to_delete=size("expired", DELETE) + size("orphan", DELETE),
+        unsized_to_delete=sum(
+            totals.get((src, DELETE + "-unsized"), (0, 0))[0] for src in ("expired", "orphan")
+        ),
+        to_delete_sample=[path for path, _ in sample(DELETE)],
+        too_young_sample=[path for path, _ in sample(YOUNG)],
+        refused_sample=[f"{path} ({why})" for path, why in sample(REFUSED)],
+        unlisted_folders=[
+            Unreadable(path, Kind.METADATA, str(why), False) for path, why in sample(ERROR)
+        ],
+        # Without a listing there are no orphan rows: their counts are 0, as the result's defaults.
+        listing=how,
+        files_listed=count("listing", "listed") if listed_files is not None else None,
+        orphans_found=sum(n for (src, _), (n, _) in totals.items() if src == "orphan"),
+        orphan_bytes=sum(b for (src, _), (_, b) in totals.items() if src == "orphan"),
+        too_young=count("orphan", YOUNG),
+        orphans_refused=count("orphan", REFUSED),
+    )
 
 
 def _unreached(frame: DataFrame, known: DataFrame) -> DataFrame:
@@ -908,20 +954,18 @@ def _listing(
     warehouse: str,
     form: PathForm,
     roots: list[str],
-    result: TableMaintenanceResult,
     persist: Persisted,
-) -> DataFrame:
-    """The files under ``roots`` (``LISTING``): one flat listing of the warehouse on the driver
-    when it is small, else a task per folder; a folder that cannot be listed is one row whose
-    path is ``LISTING_ERROR`` and the reason."""
+) -> tuple[DataFrame, str]:
+    """The files under ``roots`` (``LISTING``) and how they were listed: one flat listing of the
+    warehouse on the driver when it is small (``flat``), else a task per folder (``by table
+    folder``); a folder that cannot be listed is one row whose path is ``LISTING_ERROR`` and the
+    reason."""
     warehouse_storage = Storage(warehouse + "/", storage.storage_options)
     flat = list_flat(
         warehouse_storage, warehouse, roots, form, job.settings.gc_flat_listing_max_files
     )
     if flat is not None:
-        result.listing = "flat"
-        return persist(driver_rows(job.spark, [tuple(f) for f in flat], LISTING))
-    result.listing = "by table folder"
+        return persist(driver_rows(job.spark, [tuple(f) for f in flat], LISTING)), "flat"
     listing = fan_out(
         job.spark,
         roots,
@@ -931,7 +975,7 @@ def _listing(
         LISTING,
         job.parallelism,
     )
-    return persist(listing)
+    return persist(listing), "by table folder"
 
 
 def _delete(
