@@ -26,13 +26,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, Unpack
 
 from lakecore.core import keys as K
 from lakecore.core import namespaces as N
 from lakecore.core.commit import CommitOutcome, CommitPolicy, RootPlan
 from lakecore.core.defs import (
     LakehouseDef,
+    TableFields,
+    check_table_fields,
     decode_namespace_def,
     decode_table_def,
     decode_view_def,
@@ -40,6 +42,7 @@ from lakecore.core.defs import (
     namespace_def,
     pb,
     table_def,
+    table_fields,
     view_def,
 )
 from lakecore.core.locations import (
@@ -375,21 +378,14 @@ class Transaction:
         self,
         ns: str,
         table: str,
-        columns: Iterable[Mapping[str, Any] | pb.Column] = (),
         *,
-        table_format: str = "ICEBERG",
-        table_type: str = "MANAGED",
-        properties: Mapping[str, str] | None = None,
-        format_properties: Mapping[str, str] | None = None,
-        distribution_keys: Iterable[int] = (),
-        primary_key: Iterable[int] = (),
-        sort_keys: Iterable[int] = (),
-        unique_columns: Iterable[int] = (),
         checked_by_catalog: bool = False,
+        **fields: Unpack[TableFields],
     ) -> None:
-        """Create table ``ns.table``. The format properties ``CATALOG_FORMAT_PROPERTIES`` (and
-        ``lakecore.*``) are refused unless ``checked_by_catalog``: only the Iceberg catalog,
-        which checks where the table's files live, passes it.
+        """Create table ``ns.table`` of the definition ``fields`` (``table_def``'s). The format
+        properties ``CATALOG_FORMAT_PROPERTIES`` (and ``lakecore.*``) are refused unless
+        ``checked_by_catalog``: only the Iceberg catalog, which checks where the table's files
+        live, passes it.
 
         Raises:
             AlreadyExistsError: it exists.
@@ -397,26 +393,16 @@ class Transaction:
             InvalidArgumentError: a catalog-only format property, or a bad definition.
         """
         self._check_open()
+        check_table_fields(fields)
         if not checked_by_catalog:
-            _refuse_catalog_format_properties(ns, table, format_properties)
+            _refuse_catalog_format_properties(ns, table, fields.get("format_properties"))
         key = K.table_key(ns, table, self.lakehouse_def)
         K.refuse_unclear_name(table, "table")
         self._require_namespace(ns, guard=True)
         if self._get(key) is not None:
             raise AlreadyExistsError(f"table {ns}.{table} already exists")
         self._refuse_other_kind(K.view_key(ns, table, self.lakehouse_def), f"{ns}.{table}", "view")
-        definition = table_def(
-            table,
-            columns=columns,
-            table_type=table_type,
-            table_format=table_format,
-            properties=properties,
-            format_properties=format_properties,
-            distribution_keys=distribution_keys,
-            primary_key=primary_key,
-            sort_keys=sort_keys,
-            unique_columns=unique_columns,
-        )
+        definition = table_def(table, **fields)
         self._stage(key, new_table_def_path(ns, table), encode_def(definition))
 
     def update_table(
@@ -443,18 +429,14 @@ class Transaction:
         merged_properties.update(properties or {})
         merged_format = dict(current.format_properties)
         merged_format.update(format_properties or {})
-        definition = table_def(
-            table,
-            columns=list(current.schema.columns) if columns is None else columns,
-            table_type=table_type or current.table_type or "MANAGED",
-            table_format=current.table_format or "ICEBERG",
-            properties=merged_properties,
-            format_properties=merged_format,
-            distribution_keys=current.distribution_keys,
-            primary_key=current.primary_key,
-            sort_keys=current.sort_keys,
-            unique_columns=current.unique_columns,
-        )
+        fields = table_fields(current)
+        fields["properties"] = merged_properties
+        fields["format_properties"] = merged_format
+        if columns is not None:
+            fields["columns"] = columns
+        if table_type:
+            fields["table_type"] = table_type
+        definition = table_def(table, **fields)
         self._stage(
             K.table_key(ns, table, self.lakehouse_def),
             new_table_def_path(ns, table),
