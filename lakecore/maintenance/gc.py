@@ -64,7 +64,7 @@ from lakecore.core.tree.store import NodeCache
 from lakecore.core.units import format_duration_millis, format_seconds, parse_duration_millis
 from lakecore.errors import UnsafeOptionError
 from lakecore.maintenance.clock import Clocks, ahead_of_clock, read_clocks
-from lakecore.maintenance.damage import explain_damage, is_damage_reason, may_be_damage
+from lakecore.maintenance.damage import is_damage_reason, may_be_damage, refusal_or_damage
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import (
     FOREIGN,
@@ -79,8 +79,8 @@ from lakecore.maintenance.listing import (
 from lakecore.maintenance.reach import (
     NewVersionsReach,
     plan_reach,
+    reach_in_memory,
     reach_new_versions,
-    run_reach_tasks,
 )
 from lakecore.maintenance.roots import Retained, read_retained
 from lakecore.maintenance.samples import capped
@@ -187,10 +187,9 @@ def refusal_for_damage(
     """gc's refusal: exit 6 with the damaged versions and the next step when what stopped it is
     damage (``damaged``: the failure said so) that a walk of the retained versions confirms;
     else ``refusal`` as it is (exit 4: a failed read may succeed on the next run)."""
-    if not damaged:
-        return refusal
-    explained = explain_damage(storage, retained.roots, GcDamagedError, "gc")
-    return refusal if explained is None else explained
+    return refusal_or_damage(
+        storage, retained.roots, refusal, GcDamagedError, "gc", damaged=damaged
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,7 +311,7 @@ def gc_in_process(
     except GcRefusedError as exc:
         raise refusal_for_damage(storage, retained, exc, damaged=may_be_damage(exc)) from exc
     result.subtree_tasks, result.subtree_tasks_shared = len(plan.tasks), plan.shared_tasks
-    reach = list(plan.driver_paths.items()) + list(run_reach_tasks(storage, plan.tasks))
+    reach = reach_in_memory(storage, plan)
     result.seen = seen = tally_in_memory(listing, reach)
     if seen.error_count:
         refusal = GcRefusedError(
