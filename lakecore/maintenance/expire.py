@@ -570,15 +570,6 @@ def expire_in_process(
     return result
 
 
-def _nothing_deleted(result: ExpiryResult) -> None:
-    """The end of a run that deletes nothing (a dry run, or nothing to expire)."""
-    result.roots, result.rechecked, result.files = (
-        RootDeletion(),
-        NewVersionsReach(),
-        DeleteOutcome(),
-    )
-
-
 def run_expire_in_process(
     storage: Storage, options: ExpiryOptions, *, target_tasks: int = 8
 ) -> ExpiryResult:
