@@ -41,6 +41,7 @@ from lakecore.core.defs import (
     encode_def,
     namespace_def,
     pb,
+    properties_after,
     table_def,
     table_fields,
     view_def,
@@ -330,11 +331,7 @@ class Transaction:
         self._check_open()
         current = self.load_namespace(ns)
         definition = namespace_def(
-            ns,
-            {
-                **{k: v for k, v in current.properties.items() if k not in set(remove_properties)},
-                **dict(properties or {}),
-            },
+            ns, properties_after(current.properties, properties, remove_properties)
         )
         self._stage(
             K.namespace_key(ns, self.lakehouse_def),
@@ -424,14 +421,9 @@ class Transaction:
         if not checked_by_catalog:
             _refuse_catalog_format_properties(ns, table, format_properties)
         current = self.load_table(ns, table)
-        removed = set(remove_properties)
-        merged_properties = {k: v for k, v in current.properties.items() if k not in removed}
-        merged_properties.update(properties or {})
-        merged_format = dict(current.format_properties)
-        merged_format.update(format_properties or {})
         fields = table_fields(current)
-        fields["properties"] = merged_properties
-        fields["format_properties"] = merged_format
+        fields["properties"] = properties_after(current.properties, properties, remove_properties)
+        fields["format_properties"] = properties_after(current.format_properties, format_properties)
         if columns is not None:
             fields["columns"] = columns
         if table_type:
@@ -445,9 +437,12 @@ class Transaction:
 
     def drop_table(self, ns: str, table: str) -> None:
         self._check_open()
-        key = K.table_key(ns, table, self.lakehouse_def)
+        self._drop(K.table_key(ns, table, self.lakehouse_def), f"table {ns}.{table}")
+
+    def _drop(self, key: str, what: str) -> None:
+        """Unset ``key`` (a table's or a view's, named ``what``), which must be set."""
         if self._get(key) is None:
-            raise NotFoundError(f"table {ns}.{table} does not exist")
+            raise NotFoundError(f"{what} does not exist")
         self._stage(key, None)
 
     def _refuse_other_kind(self, key: str, name: str, kind: str) -> None:
@@ -521,17 +516,12 @@ class Transaction:
         if not checked_by_catalog:
             _refuse_catalog_format_properties(ns, view, format_properties, "view")
         current = self.load_view(ns, view)
-        removed = set(remove_properties)
-        merged_properties = {k: v for k, v in current.properties.items() if k not in removed}
-        merged_properties.update(properties or {})
-        merged_format = dict(current.format_properties)
-        merged_format.update(format_properties or {})
         definition = view_def(
             view,
             columns=list(current.schema.columns) if columns is None else columns,
             view_format=current.view_format or "ICEBERG",
-            format_properties=merged_format,
-            properties=merged_properties,
+            format_properties=properties_after(current.format_properties, format_properties),
+            properties=properties_after(current.properties, properties, remove_properties),
         )
         self._stage(
             K.view_key(ns, view, self.lakehouse_def),
@@ -541,10 +531,7 @@ class Transaction:
 
     def drop_view(self, ns: str, view: str) -> None:
         self._check_open()
-        key = K.view_key(ns, view, self.lakehouse_def)
-        if self._get(key) is None:
-            raise NotFoundError(f"view {ns}.{view} does not exist")
-        self._stage(key, None)
+        self._drop(K.view_key(ns, view, self.lakehouse_def), f"view {ns}.{view}")
 
     def definition_property(self, key: str) -> str | None:
         """A lakehouse definition property as this transaction would commit it."""

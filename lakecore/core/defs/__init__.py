@@ -455,6 +455,17 @@ def table_fields(definition: pb.TableDef) -> TableFields:
     return fields
 
 
+def properties_after(
+    current: Mapping[str, str], changes: Mapping[str, str] | None, removed: Iterable[str] = ()
+) -> dict[str, str]:
+    """A definition's properties after an update: ``current`` without ``removed``, then
+    ``changes`` set (a key both removed and set is set)."""
+    gone = set(removed)
+    after = {k: v for k, v in current.items() if k not in gone}
+    after.update(changes or {})
+    return after
+
+
 def check_table_fields(fields: Mapping[str, object]) -> None:
     """Refuse a keyword that is not one of ``TableFields`` (a misspelt one would otherwise be
     dropped unseen), as Python refuses an unexpected keyword argument."""
@@ -530,6 +541,7 @@ __all__ = [
     "encode_def",
     "namespace_def",
     "pb",
+    "properties_after",
     "table_def",
     "table_fields",
     "view_def",
