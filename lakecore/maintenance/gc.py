@@ -56,7 +56,7 @@ Why a grace period
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 from lakecore.core.locations import hash_directory_prefixes
 from lakecore.core.storage import Storage
@@ -119,13 +119,10 @@ class GcOptions:
         dry_run: bool = False,
         override_grace: bool = False,
     ) -> GcOptions:
-        grace = (
-            older_than_millis
-            if older_than_millis is not None
-            else parse_duration_millis(settings.gc_older_than, what="gc_older_than", plain_unit="s")
-        )
         return cls(
-            grace_millis=grace,
+            grace_millis=grace_millis_of(
+                older_than_millis, settings.gc_older_than, "gc_older_than"
+            ),
             now_millis=now_millis,
             dry_run=dry_run,
             override_grace=override_grace,
@@ -167,7 +164,29 @@ def check_grace(
         )
 
 
-def check_options(options: GcOptions, clocks: Clocks) -> int:
+class GraceOptions(Protocol):
+    """What ``check_grace_options`` needs of a deleting run's options (``GcOptions``, and table
+    maintenance's)."""
+
+    @property
+    def grace_millis(self) -> int: ...
+    @property
+    def now_millis(self) -> int | None: ...
+    @property
+    def override_grace(self) -> bool: ...
+    @property
+    def commit_timeout_seconds(self) -> float: ...
+
+
+def grace_millis_of(older_than_millis: int | None, setting: str, what: str) -> int:
+    """The grace period: ``--older-than`` when given, else the setting ``what`` (a duration; a
+    bare number is seconds)."""
+    if older_than_millis is not None:
+        return older_than_millis
+    return parse_duration_millis(setting, what=what, plain_unit="s")
+
+
+def check_grace_options(options: GraceOptions, clocks: Clocks, job: str = "gc") -> int:
     """``check_grace`` of ``options`` against ``clocks``; returns the run's ``now``: the one
     given, else the earlier of the clocks (files are aged by it)."""
     now = options.now_millis if options.now_millis is not None else clocks.now_millis
@@ -177,8 +196,14 @@ def check_options(options: GcOptions, clocks: Clocks) -> int:
         now_millis=now,
         clocks=clocks,
         override=options.override_grace,
+        job=job,
     )
     return now
+
+
+def check_options(options: GcOptions, clocks: Clocks) -> int:
+    """``check_grace_options`` for gc."""
+    return check_grace_options(options, clocks)
 
 
 def refusal_for_damage(
