@@ -90,8 +90,8 @@ from lakecore.iceberg.properties import (
     version_number,
 )
 from lakecore.iceberg.references import read_named_files
-from lakecore.iceberg.roots import WRITE_PATH_PROPERTIES, Registry
 from lakecore.iceberg.storage_settings import is_s3, s3_settings
+from lakecore.iceberg.table_folders import WRITE_PATH_PROPERTIES, FolderRegistry
 from lakecore.iceberg.transforms import check_new_transforms
 from lakecore.lakehouse import Lakehouse, LakehouseView, Transaction
 from lakecore.lakehouse.group_commit import Batch, CommitStats, GroupCommitter
@@ -207,7 +207,7 @@ class CatalogBase(MetastoreCatalog):
         """The lakehouse's recorded warehouse, or the one given (default ``<uri>/warehouse``)
         until a first change records it; a warehouse given that differs from the recorded one
         is refused: every Iceberg table of a lakehouse lives in its one warehouse."""
-        recorded = Registry.of(self._lakehouse.lakehouse_def.properties).warehouse
+        recorded = FolderRegistry.of(self._lakehouse.lakehouse_def.properties).warehouse
         if recorded is None:
             root = self._lakehouse.storage.root_uri
             if given:  # before it is recorded for good: every table location starts with it

@@ -48,7 +48,7 @@ Rules:
   namespace folder is placed inside another lakehouse's warehouse (a warehouse that holds
   another's can be claimed, since finding the other would take a listing of all of it, but its
   tables keep out of the one inside).
-* **No two tables share a folder** (``lakecore.iceberg.roots`` has the details). A table's
+* **No two tables share a folder** (``lakecore.iceberg.table_folders`` has the details). A table's
   location and write paths (its *roots*) may not equal or contain the warehouse, a namespace's
   folder (``<warehouse>/<namespace levels>`` or its ``location``) or a root of another live
   table, nor lie inside another table's root; and a namespace's folder may not equal or lie

@@ -31,7 +31,7 @@ from lakecore.core import namespaces as NS
 from lakecore.iceberg.errors import translated
 from lakecore.iceberg.path_rules import normalize_location
 from lakecore.iceberg.placement import PlacementRules
-from lakecore.iceberg.roots import namespace_location_key
+from lakecore.iceberg.table_folders import namespace_location_key
 from lakecore.lakehouse import Transaction
 
 

@@ -1,7 +1,7 @@
 """The catalog's side of the rule that no two tables share a folder: each change checks it and
 keeps the location registry that lets it be checked without a scan.
 
-``lakecore.iceberg.roots`` states the rule, the registry's keys and how the tables a path could
+``lakecore.iceberg.table_folders`` states the rule, the registry's keys and how the tables a path could
 overlap are found; ``lakecore.iceberg.references`` what a commit reads to find the folders it
 names files in; this module applies both inside the lakecore transaction of a change.
 
@@ -56,13 +56,13 @@ from lakecore.iceberg.pointer import (
     is_checked,
 )
 from lakecore.iceberg.references import NamedFiles, ReferenceFinder
-from lakecore.iceberg.roots import (
+from lakecore.iceberg.table_folders import (
     MAX_REFERENCE_FOLDERS,
     REGISTRY_FORMAT,
     REGISTRY_MARKER_PROPERTY,
     WAREHOUSE_PROPERTY,
     WRITE_PATH_PROPERTIES,
-    Registry,
+    FolderRegistry,
     contains,
     default_located_ancestors,
     is_registry_key,
@@ -127,7 +127,7 @@ def named_files_read(whose: str) -> Iterator[None]:
 
 
 def drop_with_entries(tx: Transaction, ns: str, name: str) -> None:
-    """Drop the table and its registry entries (lakecore.iceberg.roots) in ``tx``."""
+    """Drop the table and its registry entries (lakecore.iceberg.table_folders) in ``tx``."""
     tx.drop_table(ns, name)
     for key in (roots_key(ns, name), refs_key(ns, name)):
         if tx.definition_property(key) is not None:
@@ -138,7 +138,7 @@ class PlacementRules(CatalogBase):
     """The location rule between tables and namespaces, and the registry (see the module
     docstring)."""
 
-    # -- the location rule (lakecore.iceberg.roots) -------------------------------------------
+    # -- the location rule (lakecore.iceberg.table_folders) -------------------------------------------
 
     @staticmethod
     def _named_roots(metadata: TableMetadata) -> list[tuple[str, str]]:
@@ -202,7 +202,7 @@ class PlacementRules(CatalogBase):
         with named_files_read(f"table metadata {metadata_location}"):
             return finder.named_by_table(io, metadata, metadata_location)
 
-    def _registry(self, tx: Transaction) -> Registry:
+    def _registry(self, tx: Transaction) -> FolderRegistry:
         """The registry as ``tx`` would commit it."""
         properties = dict(tx.lakehouse_def.properties)
         for key, value in tx.definition_changes.items():
@@ -210,12 +210,12 @@ class PlacementRules(CatalogBase):
                 properties.pop(key, None)
             else:
                 properties[key] = value
-        return Registry.of(properties)
+        return FolderRegistry.of(properties)
 
     def _lakehouse_uri(self) -> str:
         return normalize_location(self._lakehouse.storage.root_uri)
 
-    def _ensure_registry(self, tx: Transaction) -> Registry:
+    def _ensure_registry(self, tx: Transaction) -> FolderRegistry:
         """The registry, built in ``tx`` from every Iceberg table's metadata and manifests when
         the lakehouse has none of this format yet (one scan per lakehouse, committed with the
         change ``tx`` makes, which also claims the warehouse).
@@ -294,11 +294,11 @@ class PlacementRules(CatalogBase):
         )
 
     def _tables_overlapping(
-        self, reader: CatalogReader, registry: Registry, path: str
+        self, reader: CatalogReader, registry: FolderRegistry, path: str
     ) -> dict[tuple[str, str], list[str]]:
         """Every live table with a root overlapping ``path``, with its roots: the registry's,
         the default-located tables at ``path`` and its ancestors, and the tables of every
-        namespace whose folder ``path`` contains (see lakecore.iceberg.roots)."""
+        namespace whose folder ``path`` contains (see lakecore.iceberg.table_folders)."""
         candidates: dict[tuple[str, str], list[str] | None] = {
             name: roots
             for name, roots in registry.tables.items()
@@ -335,7 +335,7 @@ class PlacementRules(CatalogBase):
         return found
 
     def _tables_holding(
-        self, reader: CatalogReader, registry: Registry, folder: str
+        self, reader: CatalogReader, registry: FolderRegistry, folder: str
     ) -> dict[tuple[str, str], list[str]]:
         """Every live table with a root that equals or contains ``folder``: the registry's and
         the default-located tables at ``folder`` and its ancestors (no scan)."""
@@ -351,7 +351,7 @@ class PlacementRules(CatalogBase):
         )
 
     def _namespaces_in_folder(
-        self, reader: CatalogReader, registry: Registry, path: str
+        self, reader: CatalogReader, registry: FolderRegistry, path: str
     ) -> list[str]:
         """Namespaces whose folder equals ``path`` or lies inside it."""
         found = set(registry.namespaces_with_folder_in(path))
@@ -376,7 +376,7 @@ class PlacementRules(CatalogBase):
         *,
         also_not: tuple[str, str] | None = None,
     ) -> None:
-        """The location rule for every root of table ``ns.name`` (see lakecore.iceberg.roots),
+        """The location rule for every root of table ``ns.name`` (see lakecore.iceberg.table_folders),
         and the registry entry that records its roots, both in ``tx``.
 
         Raises:
@@ -572,7 +572,7 @@ class PlacementRules(CatalogBase):
 
     def rebuild_location_registry(self) -> None:
         """Read every Iceberg table's metadata and manifests once and rewrite the location
-        registry (``lakecore.iceberg.roots``) from them, in one commit.
+        registry (``lakecore.iceberg.table_folders``) from them, in one commit.
 
         For a lakehouse that clients of an older lakecore wrote to after its registry was
         built: what they created, placed or referenced is not recorded, and a purge could

@@ -37,7 +37,7 @@ from lakecore.iceberg.errors import translated
 from lakecore.iceberg.path_rules import normalize_location
 from lakecore.iceberg.placement import PlacementRules, drop_with_entries
 from lakecore.iceberg.pointer import METADATA_LOCATION_PROPERTY, identifier_of
-from lakecore.iceberg.roots import WRITE_PATH_PROPERTIES
+from lakecore.iceberg.table_folders import WRITE_PATH_PROPERTIES
 from lakecore.lakehouse import Transaction
 from lakecore.maintenance.tables.marks import PurgeMark
 

@@ -52,7 +52,12 @@ from lakecore.iceberg.pointer import (
     pointer_properties,
     require_iceberg,
 )
-from lakecore.iceberg.roots import MAX_REFERENCE_FOLDERS, reduce_folders, refs_key, refs_property
+from lakecore.iceberg.table_folders import (
+    MAX_REFERENCE_FOLDERS,
+    reduce_folders,
+    refs_key,
+    refs_property,
+)
 from lakecore.lakehouse import Transaction
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from lakecore.errors import (
 from lakecore.iceberg.errors import translated
 from lakecore.iceberg.placement import PlacementRules
 from lakecore.iceberg.pointer import METADATA_LOCATION_PROPERTY, identifier_of, read_metadata
-from lakecore.iceberg.roots import refs_key
+from lakecore.iceberg.table_folders import refs_key
 from lakecore.lakehouse import Transaction
 from lakecore.lakehouse.undrop import find_dropped, undrop_plain
 from lakecore.maintenance.tables.marks import PURGING, marks_for, parse_mark

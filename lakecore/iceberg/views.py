@@ -73,7 +73,7 @@ from lakecore.iceberg.pointer import (
     identifier_of,
     pointer_properties,
 )
-from lakecore.iceberg.roots import contains
+from lakecore.iceberg.table_folders import contains
 from lakecore.lakehouse import Transaction
 from lakecore.lakehouse.group_commit import Batch
 from lakecore.maintenance.tables.marks import marks_of
