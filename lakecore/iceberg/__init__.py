@@ -2,8 +2,8 @@
 
 Needs the ``iceberg`` extra (``pip install '.[iceberg]'`` in the checkout; ``make setup`` installs it). The rules (what a table
 definition holds, how commits stay safe, where files may live, time travel, error types) are in
-``lakecore.iceberg.catalog``'s docstring, each part's also in the module of the collaborator that holds it,
-and in docs/format.md#iceberg-tables. Engine-neutral: nothing here imports pyspark or ``jobs``;
+``lakecore.iceberg.catalog``'s docstring, each part's also in the module of the collaborator
+that holds it, and in docs/format.md#iceberg-tables. Engine-neutral: nothing here imports pyspark or ``jobs``;
 it uses the public ``Lakehouse``/``Transaction`` API only.
 """
 
