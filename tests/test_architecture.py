@@ -243,14 +243,11 @@ def private_attribute_reaches(packages: tuple[str, ...] = PRIVATE_ATTRIBUTE_PACK
             continue
         tree = ast.parse(path.read_text(), str(path))
         own = own_names(tree)
-        module = importlib.import_module(name)
-        classes: dict[ast.AST, type] = {}
-        for node in tree.body:
-            if isinstance(node, ast.ClassDef) and isinstance(
-                getattr(module, node.name, None), type
-            ):
-                for inner in ast.walk(node):
-                    classes[inner] = getattr(module, node.name)
+        classes: dict[ast.AST, str] = {}  # each node inside a top-level class: the class's name
+        for top in tree.body:
+            if isinstance(top, ast.ClassDef):
+                for inner in ast.walk(top):
+                    classes[inner] = top.name
         for node in ast.walk(tree):
             if not isinstance(node, ast.Attribute) or not is_private(node.attr) or node.attr in own:
                 continue
@@ -261,7 +258,9 @@ def private_attribute_reaches(packages: tuple[str, ...] = PRIVATE_ATTRIBUTE_PACK
                 and value.func.id == "super"
             )
             if on_self and node in classes:
-                owner = next((k for k in classes[node].__mro__ if node.attr in vars(k)), None)
+                # Imported only here (the MRO says whose it is): most modules need no import.
+                cls = getattr(importlib.import_module(name), classes[node])
+                owner = next((k for k in cls.__mro__ if node.attr in vars(k)), None)
                 if owner is not None and not owner.__module__.startswith(("lakecore", "jobs")):
                     continue  # a hook of another project's base class
                 where = "an instance attribute set elsewhere" if owner is None else owner.__module__
