@@ -81,7 +81,7 @@ from lakecore.cli.table_maintenance import (
 )
 from lakecore.core.storage import Storage, request_pool
 from lakecore.core.units import plural
-from lakecore.iceberg.roots import Registry, overlaps
+from lakecore.iceberg.table_folders import FolderRegistry, overlaps
 from lakecore.maintenance.clock import read_clocks
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.samples import SAMPLE_LIMIT
@@ -244,7 +244,7 @@ def _maintain(
         retention = retention_at(storage, now)
     result.retained_versions = retention.versions
     latest_root = retention.plan.roots[retention.latest]
-    registry = Registry.of(latest_root.lakehouse_def.properties)
+    registry = FolderRegistry.of(latest_root.lakehouse_def.properties)
     marks = [
         m
         for m in marks_of(latest_root.lakehouse_def.properties)
@@ -263,7 +263,7 @@ def _maintain(
     warehouse = str(registry.warehouse)
     form = PathForm(warehouse)
     io_properties = file_io_properties(storage.storage_options)
-    registries = {r.version: Registry.of(r.lakehouse_def.properties) for r in retention.roots}
+    registries = {r.version: FolderRegistry.of(r.lakehouse_def.properties) for r in retention.roots}
 
     # -- tables, plan ---------------------------------------------------------------------------
     with job.stage(
@@ -335,7 +335,7 @@ def _maintain(
             newest = fresh.latest
             verified_latest = fresh.latest
             registries.update(
-                {r.version: Registry.of(r.lakehouse_def.properties) for r in fresh.roots}
+                {r.version: FolderRegistry.of(r.lakehouse_def.properties) for r in fresh.roots}
             )
             new = sorted(set(fresh.versions) - set(retention.versions))
             if new:
@@ -650,7 +650,7 @@ def _blocked(
     definition_problems: list[Unreadable],
     problems: list[tuple[str, Unreadable]],
     infos: dict[str, TableInfo],
-    registries: dict[int, Registry],
+    registries: dict[int, FolderRegistry],
     form: PathForm,
     after: set[int],
 ) -> Blocked:
