@@ -358,6 +358,12 @@ class LakecoreCatalog(MetastoreCatalog):
         """What the group committer did (batches, their sizes, conflicts), for metrics."""
         return self._path.stats
 
+    def settle(self, timeout: float = 30.0) -> bool:
+        """Wait up to ``timeout`` seconds until what this catalog writes after answering a
+        change (the latest-version hint) is written; False if it still was not. A program that
+        counts the store's files or requests right after a change calls it first."""
+        return self._path.settle(timeout)
+
     def warm_up(self) -> None:
         """Make the FileIO for the warehouse's scheme now, not in the first request that needs
         one (importing pyarrow's costs about a CPU-second): a server calls it at start."""

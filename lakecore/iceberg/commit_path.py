@@ -148,6 +148,12 @@ class CommitPath:
         """What the group committer did (batches, their sizes, conflicts), for metrics."""
         return self._committer.stats
 
+    def settle(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for what the committer writes after its answers (the
+        hint); False if a write was still in flight."""
+        hint = self._committer.hint
+        return True if hint is None else hint.flush(timeout)
+
     # -- the committer's side: one transaction a batch ----------------------------------------
 
     def _begin_batch(self) -> Transaction:
