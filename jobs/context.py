@@ -34,7 +34,7 @@ from jobs.session import (
     spark_session,
     stop_python_workers,
 )
-from lakecore.cli.job_report import JobReport
+from lakecore.contract.job_report import JobReport
 from lakecore.core.storage import Storage
 
 if TYPE_CHECKING:

@@ -65,7 +65,8 @@ from jobs.executor_errors import executor_errors
 from jobs.frames import Columns, driver_rows, fan_out_columns
 from jobs.run import run_job
 from jobs.validate_report import ValidateJobResult, ValidateOptions, render_validate
-from lakecore.cli.argparsing import OneLineArgumentParser, output_file, whole_number
+from lakecore.contract.one_line_parser import OneLineArgumentParser
+from lakecore.contract.option_types import output_file, whole_number
 from lakecore.core.locations import root_node_file_name
 from lakecore.core.storage import Storage
 from lakecore.core.tree import NodeStore

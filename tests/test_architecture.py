@@ -6,8 +6,10 @@
    and the package itself. It imports nothing but itself and ``lakecore.errors``.
 2. Engine-neutral catalog and maintenance, one package each: ``lakecore.lakehouse`` (the
    catalog API and the operations on a lakehouse), ``lakecore.maintenance``,
-   ``lakecore.iceberg``; then the command line, ``lakecore.cli``, on top. Never pyspark or
-   jobs/. ``lakecore.maintenance`` never imports the catalog API (``lakecore.lakehouse``).
+   ``lakecore.iceberg``, ``lakecore.rest``; over them the job contract, ``lakecore.contract``
+   (a job's arguments, options, outputs, report and renderer); then the command line,
+   ``lakecore.cli``, on top. Never pyspark or jobs/. ``lakecore.maintenance`` never imports
+   the catalog API (``lakecore.lakehouse``).
 3. Spark: jobs/.
 
 Every import counts, also one inside a function: a deferred import is still a dependency.
@@ -23,7 +25,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("lakecore", "jobs")
-# Tier of each module, by the longest matching prefix. The CLI modules sit on top of tier 2.
+# Tier of each module, by the longest matching prefix. The job contract sits on the catalog and
+# maintenance, the CLI on top of it.
 TIERS: dict[str, float] = {
     "lakecore": 1,
     "lakecore.errors": 1,
@@ -32,6 +35,7 @@ TIERS: dict[str, float] = {
     "lakecore.maintenance": 2,
     "lakecore.iceberg": 2,
     "lakecore.rest": 2,
+    "lakecore.contract": 2.25,
     "lakecore.cli": 2.5,
     "jobs": 3,
 }

@@ -1,4 +1,4 @@
-"""Outputs never land on a file they do not own (lakecore/cli/outputs.py).
+"""Outputs never land on a file they do not own (lakecore/contract/outputs.py).
 
 A report path inside the lakehouse once replaced the latest root file with a JSON report, from a
 dry run, and every command then failed with ``DamagedLakehouseError``. Each case below is
@@ -17,7 +17,7 @@ import pytest
 from jobs import gc as gc_job
 from jobs import validate as validate_job
 from lakecore.cli import main as cli_main
-from lakecore.cli.outputs import (
+from lakecore.contract.outputs import (
     Output,
     OutputKind,
     check_outputs,

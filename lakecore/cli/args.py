@@ -16,9 +16,9 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from lakecore.contract.option_types import time_millis
 from lakecore.core.display import escape_for_display
 from lakecore.errors import InvalidArgumentError
 
@@ -65,8 +65,8 @@ def add_storage_option(parser: argparse.ArgumentParser, *, top_level: bool = Fal
 def refuse_outputs_in_lakehouse(args: argparse.Namespace) -> None:
     """Before the command does any work: its output paths (``--html``; the lookup cache's
     folder, given or default) may not lie inside the lakehouse nor replace a file no lakecore
-    command wrote (``lakecore.cli.outputs.check_outputs``). Raises InvalidArgumentError."""
-    from lakecore.cli.outputs import Output, OutputKind, check_outputs
+    command wrote (``lakecore.contract.outputs.check_outputs``). Raises InvalidArgumentError."""
+    from lakecore.contract.outputs import Output, OutputKind, check_outputs
 
     outputs: list[Output] = []
     if getattr(args, "html", None):
@@ -120,34 +120,6 @@ def open_lakehouse(args: argparse.Namespace) -> Lakehouse:
     from lakecore.lakehouse import Lakehouse  # deferred: --help and --version stay cheap
 
     return Lakehouse.open(lakehouse_uri(args), storage_options=storage_options_of(args))
-
-
-def time_millis(text: str) -> int:
-    """An argparse type (``--as-of``, ``--since``): an ISO-8601 time (UTC unless it names a zone)
-    or epoch milliseconds. argparse names the option in front of the message."""
-    from lakecore.core.units import parse_time_millis
-
-    try:
-        return parse_time_millis(text, what="the time")
-    except InvalidArgumentError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def duration_millis(what: str, *, plain_unit: str | None = None) -> Callable[[str], int]:
-    """An argparse type: a duration (``7d``, ``12h``, ``90m``, ``30s``, ``250ms``; a plain number
-    only with ``plain_unit``) as milliseconds. ``what`` names the value in the message, after
-    argparse's own name of the option."""
-
-    def parse(text: str) -> int:
-        from lakecore.core.units import parse_duration_millis
-
-        try:
-            return parse_duration_millis(text, what=what, plain_unit=plain_unit)
-        except InvalidArgumentError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    parse.__name__ = "duration"  # argparse names the type in some of its messages
-    return parse
 
 
 def add_version_options(parser: argparse.ArgumentParser, what: str = "read") -> None:
@@ -231,7 +203,6 @@ __all__ = [
     "add_property_option",
     "add_storage_option",
     "add_version_options",
-    "duration_millis",
     "emit",
     "emit_error",
     "key_value",
@@ -241,5 +212,4 @@ __all__ = [
     "resolve_version",
     "say",
     "storage_options_of",
-    "time_millis",
 ]

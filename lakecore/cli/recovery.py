@@ -24,8 +24,8 @@ from lakecore.cli.args import (
     resolve_version,
     say,
     storage_options_of,
-    time_millis,
 )
+from lakecore.contract.option_types import time_millis
 from lakecore.core.units import plural
 from lakecore.errors import (
     CorruptFileError,
