@@ -13,7 +13,8 @@
 3. Spark: jobs/.
 
 Every import counts, also one inside a function: a deferred import is still a dependency.
-The tests also refuse import circles and private names (``_x``) imported across modules.
+The tests also refuse import circles and private names (``_x``) imported across modules, and
+any import of the command line (``lakecore.cli``) in jobs/: the jobs read the job contract.
 """
 
 from __future__ import annotations
@@ -219,6 +220,26 @@ def test_every_module_has_a_tier() -> None:
     assert [m for m in modules() if tier(m) is None] == []
 
 
+def command_line_imports_of_jobs() -> list[str]:
+    """Every import in jobs/ that reaches the command line (``lakecore.cli``), also through
+    ``from lakecore import cli``."""
+    known = set(modules())
+    return [
+        f"{imp.source}:{imp.line} imports {target}"
+        for imp in all_imports()
+        if imp.source == "jobs" or imp.source.startswith("jobs.")
+        for target in resolve(imp.target, imp.names, known)
+        if target == "lakecore.cli" or target.startswith("lakecore.cli.")
+    ]
+
+
+def test_the_jobs_never_import_the_command_line() -> None:
+    """The Spark jobs read the job contract (``lakecore.contract``: parser, options, outputs,
+    report, renderers), never the command line: ``lakecore.cli`` is a shell over the same
+    contract, for a person at a terminal."""
+    assert command_line_imports_of_jobs() == []
+
+
 def test_the_format_core_is_one_folder() -> None:
     """Tier 1 is lakecore/core/ (plus the error hierarchy and the package's entry), and the
     core reaches nothing outside itself but the errors: not even the package's lazy entry."""
@@ -249,8 +270,9 @@ if __name__ == "__main__":  # the numbers for a closing note
             "circles": circles(graph()),
             "upward_imports": len(upward_imports()),
             "private_imports": len(private_imports()),
+            "jobs_importing_the_cli": len(command_line_imports_of_jobs()),
             "largest_modules": sizes[:3],
         }
     )
-    for line in upward_imports() + private_imports():
+    for line in upward_imports() + private_imports() + command_line_imports_of_jobs():
         print(" ", line)
