@@ -47,7 +47,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from jobs.arguments import JobOptions, base_parser
+from jobs.command_line import JobOptions, base_parser
 from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
 from jobs.run import run_job

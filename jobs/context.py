@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from jobs.arguments import JobOptions
+from jobs.command_line import JobOptions
 from jobs.progress import StageProgress
 from jobs.session import (
     CACHE_COMPRESSED,

@@ -40,7 +40,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from jobs.arguments import JobOptions, base_parser
+from jobs.command_line import JobOptions, base_parser
 from jobs.context import JobContext
 from jobs.frames import Columns, driver_rows, fan_out
 from jobs.run import run_job

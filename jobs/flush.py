@@ -43,7 +43,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from jobs.arguments import JobOptions, base_parser, checked_option
+from jobs.command_line import JobOptions, base_parser, checked_option
 from jobs.context import JobContext
 from jobs.frames import collect_objects, fan_out_objects
 from jobs.run import run_job

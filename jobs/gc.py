@@ -57,7 +57,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobs.arguments import (
+from jobs.command_line import (
     JobOptions,
     add_full_list_option,
     base_parser,

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobs.arguments import JobOptions, base_parser
+from jobs.command_line import JobOptions, base_parser
 from jobs.context import JobContext
 from jobs.run import run_job
 from lakecore.contract.job_report import JobReport

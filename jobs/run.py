@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from jobs.arguments import JobOptions
+from jobs.command_line import JobOptions
 from jobs.context import JobContext
 from jobs.signals import Interruption, JobInterrupted, stop_on_signals
 from jobs.wrapper import parse_only, say_the_error, say_the_job_began

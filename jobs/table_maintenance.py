@@ -68,7 +68,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs.arguments import JobOptions, base_parser
+from jobs.command_line import JobOptions, base_parser
 from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
 from jobs.frames import PAYLOAD, Columns, collect_objects, driver_rows, fan_out

@@ -52,7 +52,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from jobs.arguments import (
+from jobs.command_line import (
     JobOptions,
     add_full_list_option,
     base_parser,

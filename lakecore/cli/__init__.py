@@ -11,7 +11,9 @@
 - ``maintenance``: ``gc``, ``compact-versions`` and ``table-maintenance`` in one process (a
   small lakehouse), over the job contract the Spark jobs read too (``lakecore.contract``: the
   jobs' options, checks and report, the one-line parser, the output-file checks);
-- ``args``: what every command shares (the lakehouse it names, how it prints);
+- ``shared_options``: the options every command shares and what they name (the lakehouse, its
+  storage options, a version);
+- ``printing``: how a command prints (a summary, or JSON with ``--json``; names escaped);
 - ``progress``: the one-line progress display on a terminal.
 """
 

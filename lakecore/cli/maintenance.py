@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from lakecore.cli.args import emit, lakehouse_uri, say, storage_options_of
+from lakecore.cli.printing import emit, say
+from lakecore.cli.shared_options import lakehouse_uri, storage_options_of
 from lakecore.contract.compact_versions import (
     add_compact_versions_arguments,
     compact_versions_options,

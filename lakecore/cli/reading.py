@@ -19,12 +19,11 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from lakecore.cli.args import (
+from lakecore.cli.printing import emit, say
+from lakecore.cli.shared_options import (
     add_version_options,
-    emit,
     lakehouse_uri,
     open_view,
-    say,
     storage_options_of,
 )
 from lakecore.contract.option_types import output_file, time_millis

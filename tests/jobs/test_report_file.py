@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import jobs.arguments
+import jobs.command_line
 import lakecore.contract.job_report
 from jobs.flush import main as flush_main
 from lakecore.contract.one_line_parser import ArgumentError
@@ -43,7 +43,7 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_any_work(
         ),
     }[where]
     with pytest.raises(ArgumentError, match=words):
-        jobs.arguments.base_parser("flush", "").parse_args(
+        jobs.command_line.base_parser("flush", "").parse_args(
             ["--lakehouse", lh.uri, "--report", str(report)]
         )
     # Through the job: its one line, exit 2, and no Spark session asked for (spark=None would

@@ -1,25 +1,27 @@
-"""What every ``lakecore`` command shares: the lakehouse it names and how it prints.
+"""The options every ``lakecore`` command shares, and what they name: the lakehouse, its storage
+options, a version, ``--json``, ``--property``.
 
-The command modules (``lakecore.cli`` and ``lakecore.cli.lookup``) sit on this module; it knows
-nothing of the commands, so that no command module has to import another.
+The command modules (``lakecore.cli.objects``, ``reading``, ...) sit on this module; it knows
+nothing of the commands, so that no command module has to import another. How a command prints
+is ``lakecore.cli.printing``; the job contract's parser and option types are
+``lakecore.contract``.
 
 - The lakehouse is ``-l/--lakehouse URI``, else ``$LAKECORE_LAKEHOUSE``.
 - Storage options come from repeated ``--storage-option KEY=VALUE`` through the one parser,
   ``lakecore.core.storage.parse_storage_options``.
-- Output is a short human summary, or indented JSON with ``--json``.
+- ``--version V`` and ``--as-of TIME`` (time travel) name a version; ``--json`` asks for JSON.
+- Output paths (``--html``, the lookup cache's folder) never land in a lakehouse
+  (``refuse_outputs_in_lakehouse``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import sys
 from typing import TYPE_CHECKING, Any
 
 from lakecore.contract.option_types import time_millis
-from lakecore.core.display import escape_for_display
 from lakecore.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -161,32 +163,6 @@ def resolve_version(args: argparse.Namespace) -> int | None:
     return None
 
 
-def emit(args: argparse.Namespace, human: str, data: Any) -> None:
-    """Print ``human``, or ``data`` as indented JSON with ``--json``."""
-    if getattr(args, "json", False):
-        print(json.dumps(data, indent=2, sort_keys=True, default=str))
-    else:
-        print(escape_for_display(human))
-
-
-def say(text: str, *, error: bool = False) -> None:
-    """One line (or block) for a person, on stdout or stderr, names escaped
-    (``lakecore.core.display``): every command prints through here or ``emit``."""
-    print(escape_for_display(text), file=sys.stderr if error else sys.stdout, flush=True)
-
-
-def emit_error(message: str, exit_code: int, **extra: Any) -> None:
-    """An error as JSON on stdout (``--json``): ``{"error": ..., "exit_code": ..., ...}``."""
-    print(
-        json.dumps(
-            {"error": message, "exit_code": int(exit_code), **extra},
-            indent=2,
-            sort_keys=True,
-            default=str,
-        )
-    )
-
-
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     """``--json`` on a subcommand too (``lakecore versions --json``), without overriding the
     top-level one."""
@@ -203,13 +179,10 @@ __all__ = [
     "add_property_option",
     "add_storage_option",
     "add_version_options",
-    "emit",
-    "emit_error",
     "key_value",
     "lakehouse_uri",
     "open_lakehouse",
     "open_view",
     "resolve_version",
-    "say",
     "storage_options_of",
 ]

@@ -1,5 +1,9 @@
 """A job's command line: the options every job shares, and the checks made as it is read.
 
+The parser, the option types and the output-file checks are the job contract's
+(``lakecore.contract``), which ``lakecore gc`` and the other in-process commands read too; this
+module adds what only a Spark job takes (where Spark runs, how wide) and its own outputs.
+
 Rules:
 - Every job takes ``--lakehouse``, ``--storage-option``, ``--report``, ``--env`` (its
   maintenance settings), where Spark runs (``--master`` or ``--remote``) and ``--parallelism``
