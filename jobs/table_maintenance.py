@@ -68,13 +68,13 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs.arguments import JobOptions, base_parser
+from jobs.command_line import JobOptions, base_parser
 from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
 from jobs.frames import PAYLOAD, Columns, collect_objects, driver_rows, fan_out
 from jobs.run import run_job
-from lakecore.cli.argparsing import OneLineArgumentParser
-from lakecore.cli.table_maintenance import (
+from lakecore.contract.one_line_parser import OneLineArgumentParser
+from lakecore.contract.table_maintenance import (
     add_table_maintenance_arguments,
     render_table_maintenance,
     table_maintenance_options,

@@ -6,15 +6,18 @@
    and the package itself. It imports nothing but itself and ``lakecore.errors``.
 2. Engine-neutral catalog and maintenance, one package each: ``lakecore.lakehouse`` (the
    catalog API and the operations on a lakehouse), ``lakecore.maintenance``,
-   ``lakecore.iceberg``; then the command line, ``lakecore.cli``, on top. Never pyspark or
-   jobs/. ``lakecore.maintenance`` never imports the catalog API (``lakecore.lakehouse``).
+   ``lakecore.iceberg``, ``lakecore.rest``; over them the job contract, ``lakecore.contract``
+   (a job's arguments, options, outputs, report and renderer); then the command line,
+   ``lakecore.cli``, on top. Never pyspark or jobs/. ``lakecore.maintenance`` never imports
+   the catalog API (``lakecore.lakehouse``).
 3. Spark: jobs/.
 
 Every import counts, also one inside a function: a deferred import is still a dependency.
-The tests also refuse import circles and private names (``_x``) imported across modules, and,
-in ``PRIVATE_ATTRIBUTE_PACKAGES``, a private attribute reached across modules: ``obj._x`` (or
+The tests also refuse import circles and private names (``_x``) imported across modules; in
+``PRIVATE_ATTRIBUTE_PACKAGES``, a private attribute reached across modules: ``obj._x`` (or
 ``self._x``) where ``_x`` is not this module's own (defined or assigned here) nor inherited
-from another project's base class (pyiceberg's ``Catalog`` hooks a catalog overrides).
+from another project's base class (pyiceberg's ``Catalog`` hooks a catalog overrides); and any
+import of the command line (``lakecore.cli``) in jobs/: the jobs read the job contract.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("lakecore", "jobs")
-# Tier of each module, by the longest matching prefix. The CLI modules sit on top of tier 2.
+# Tier of each module, by the longest matching prefix. The job contract sits on the catalog and
+# maintenance, the CLI on top of it.
 TIERS: dict[str, float] = {
     "lakecore": 1,
     "lakecore.errors": 1,
@@ -36,6 +40,7 @@ TIERS: dict[str, float] = {
     "lakecore.maintenance": 2,
     "lakecore.iceberg": 2,
     "lakecore.rest": 2,
+    "lakecore.contract": 2.25,
     "lakecore.cli": 2.5,
     "jobs": 3,
 }
@@ -294,6 +299,26 @@ def test_every_module_has_a_tier() -> None:
     assert [m for m in modules() if tier(m) is None] == []
 
 
+def command_line_imports_of_jobs() -> list[str]:
+    """Every import in jobs/ that reaches the command line (``lakecore.cli``), also through
+    ``from lakecore import cli``."""
+    known = set(modules())
+    return [
+        f"{imp.source}:{imp.line} imports {target}"
+        for imp in all_imports()
+        if imp.source == "jobs" or imp.source.startswith("jobs.")
+        for target in resolve(imp.target, imp.names, known)
+        if target == "lakecore.cli" or target.startswith("lakecore.cli.")
+    ]
+
+
+def test_the_jobs_never_import_the_command_line() -> None:
+    """The Spark jobs read the job contract (``lakecore.contract``: parser, options, outputs,
+    report, renderers), never the command line: ``lakecore.cli`` is a shell over the same
+    contract, for a person at a terminal."""
+    assert command_line_imports_of_jobs() == []
+
+
 def test_the_format_core_is_one_folder() -> None:
     """Tier 1 is lakecore/core/ (plus the error hierarchy and the package's entry), and the
     core reaches nothing outside itself but the errors: not even the package's lazy entry."""
@@ -325,8 +350,14 @@ if __name__ == "__main__":  # the numbers for a closing note
             "upward_imports": len(upward_imports()),
             "private_imports": len(private_imports()),
             "private_attribute_reaches": len(private_attribute_reaches()),
+            "jobs_importing_the_cli": len(command_line_imports_of_jobs()),
             "largest_modules": sizes[:3],
         }
     )
-    for line in upward_imports() + private_imports() + private_attribute_reaches():
+    for line in (
+        upward_imports()
+        + private_imports()
+        + private_attribute_reaches()
+        + command_line_imports_of_jobs()
+    ):
         print(" ", line)

@@ -25,17 +25,17 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from lakecore.cli.args import (
+from lakecore.cli.printing import emit
+from lakecore.cli.settings import add_age_options
+from lakecore.cli.shared_options import (
     add_property_option,
     add_version_options,
-    emit,
     key_value,
     lakehouse_uri,
     open_lakehouse,
     open_view,
     storage_options_of,
 )
-from lakecore.cli.settings import add_age_options
 from lakecore.errors import ExitCode, InvalidArgumentError, NotFoundError
 
 if TYPE_CHECKING:

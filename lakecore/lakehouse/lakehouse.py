@@ -141,7 +141,7 @@ class Lakehouse(LakehouseView):
         other = lakehouse_above(storage)
         if other is not None:
             # Its files would lie in the other's root, where no command writes
-            # (lakecore.cli.outputs); its gc would count them as foreign files.
+            # (lakecore.contract.outputs); its gc would count them as foreign files.
             raise AlreadyExistsError(
                 f"{storage.root_uri} is inside the lakehouse at {other} (links resolved); "
                 "create the lakehouse in a folder outside every lakehouse"

@@ -4,7 +4,7 @@ The units here are engine-neutral: the Spark job (``jobs/gc.py``) runs the listi
 reachability walk and the deletes on executors and keeps the big sets distributed;
 ``gc_in_process`` composes the same units with plain Python sets (``lakecore gc`` on a small
 lakehouse, and the tests' oracle). Both take ``GcOptions`` and return a ``GcResult``, which
-``lakecore.cli.gc.render_gc`` turns into the report.
+``lakecore.contract.gc.render_gc`` turns into the report.
 
 What is live
     Every retained version (every root file at the top of the root), every exported snapshot

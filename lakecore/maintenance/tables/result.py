@@ -1,5 +1,5 @@
 """A table-maintenance run's options and result: one shape for the Spark job and the in-process
-run (``lakecore table-maintenance``), which ``lakecore.cli.table_maintenance`` renders.
+run (``lakecore table-maintenance``), which ``lakecore.contract.table_maintenance`` renders.
 
 The result is filled stage by stage; a field is None (or empty) until its stage has run, so a
 run that stops part-way reports what it had found and done. The in-process run also keeps full
