@@ -1,8 +1,16 @@
-"""``s3://`` roots (``s3a``/``s3n`` are normalised to ``s3``): s3fs, with the S3 API called
-directly for listing, deletion and conditional create, so that every request is explicit about
-its ``Prefix``, batch size and precondition.
+"""``s3://`` roots (``s3a``/``s3n`` are normalised to ``s3``): reads, HEADs and PUTs by the
+direct request path (``lakecore.core.storage.s3_requests``), everything else by s3fs, with the S3
+API called directly for listing and deletion, so that every request is explicit about its
+``Prefix``, batch size and precondition.
 
 Rules:
+
+- **The simple requests go direct.** GetObject (whole or a range), HeadObject and PutObject
+  (conditional too) take ``s3_requests``, at a fifth of botocore's client CPU or less, unless
+  the configuration asks for something it does not do (a proxy, requester pays, encryption
+  settings, ...: ``s3_requests`` says what): then, as with ``lakecore_s3_requests=false``,
+  every request goes through s3fs. Both paths raise the same exceptions for the same answers,
+  so what follows holds for either. The direct client is built on first use, once per client.
 
 - **Exclusive create is one conditional PUT.** A single ``PutObject`` with
   ``If-None-Match: *`` is both exclusive and atomic in content (S3 answers 412 when the key
@@ -40,10 +48,13 @@ Rules:
 
 from __future__ import annotations
 
+import copy
 import errno
+import logging
 import os
 import re
 import socket
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime
@@ -59,9 +70,21 @@ from lakecore.core.storage.backend import (
     file_info_or_none,
     to_millis,
 )
-from lakecore.core.storage.options import timeout_seconds, without_lakecore_options
+from lakecore.core.storage.options import (
+    s3_requests_enabled,
+    timeout_seconds,
+    without_lakecore_options,
+)
+from lakecore.core.storage.s3_requests import (
+    SINGLE_PUT_MAX_BYTES,
+    S3Requests,
+    Unsupported,
+    open_s3_requests,
+)
 from lakecore.core.storage.translate import find_client_error
 from lakecore.errors import InvalidArgumentError, StorageError
+
+_LOG = logging.getLogger(__name__)
 
 # S3's DeleteObjects accepts at most 1000 keys per request: the one definition of that limit
 # (the settings' gc_delete_batch_size and Storage.delete's default read it).
@@ -86,11 +109,13 @@ def open_s3(root_uri: str, root_path: str, options: Mapping[str, Any]) -> Backen
     if endpoint is not None:
         _refuse_an_endpoint_without_scheme(root_uri, endpoint)
         _refuse_an_endpoint_nothing_answers(root_uri, endpoint, client_options["config_kwargs"])
+    # The direct path is configured from the same arguments as s3fs, before the session.
+    direct_options = dict(client_options) if s3_requests_enabled(options, root_uri) else None
     # s3fs makes a session from the options it does not know (``profile``) unless given one.
     client_options["session"] = _s3_session(client_options.pop("profile", None))
     fs = fsspec.filesystem("s3", **client_options)
     bucket, _, key_prefix = root_path.partition("/")
-    return S3Backend(fs, bucket, key_prefix, timeout_seconds(options, root_uri))
+    return S3Backend(fs, bucket, key_prefix, timeout_seconds(options, root_uri), direct_options)
 
 
 def s3_endpoint(options: Mapping[str, Any]) -> str | None:
@@ -117,17 +142,26 @@ def s3_client_options(options: Mapping[str, Any]) -> dict[str, Any]:
     # Key and secret, when not in the options, come from botocore's usual chain
     # (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, profiles, instance roles).
     client_options["skip_instance_cache"] = True
+    # A deep copy: botocore rewrites the retries entry in place, which changed the Storage's
+    # own options (and so the key of its cached client) after the first request.
     client_options["config_kwargs"] = {
         "max_pool_connections": S3_MAX_POOL_CONNECTIONS,
-        **(client_options.get("config_kwargs") or {}),
+        **copy.deepcopy(client_options.get("config_kwargs") or {}),
     }
     return client_options
 
 
 class S3Backend:
-    """``s3://`` roots through s3fs and direct S3 API calls."""
+    """``s3://`` roots through the direct request path, s3fs and direct S3 API calls."""
 
-    def __init__(self, fs: Any, bucket: str, key_prefix: str, timeout: float) -> None:
+    def __init__(
+        self,
+        fs: Any,
+        bucket: str,
+        key_prefix: str,
+        timeout: float,
+        direct_options: dict[str, Any] | None = None,
+    ) -> None:
         self.pid = os.getpid()
         self._fs = fs
         # Passed to every call: fsspec cancels the request after this many seconds. botocore's
@@ -135,6 +169,34 @@ class S3Backend:
         self._timeout = timeout
         self._bucket = bucket
         self._key_prefix = key_prefix  # '' or ends in '/'
+        # s3fs's arguments for the direct path (None: off), and the client made from them on
+        # first use: an S3Requests, or None when s3fs serves every request.
+        self._direct_options = direct_options
+        self._direct_client: S3Requests | None = None
+        self._direct_decided = direct_options is None
+        self._direct_lock = threading.Lock()
+
+    def _direct(self) -> S3Requests | None:
+        """The direct request client, or None where s3fs serves every request (see the module
+        doc); built on first use. A failure to build it (a missing profile) is raised, and the
+        next request tries again."""
+        if self._direct_decided:
+            return self._direct_client
+        with self._direct_lock:
+            if not self._direct_decided:
+                assert self._direct_options is not None
+                try:
+                    self._direct_client = open_s3_requests(
+                        self._direct_options, self._bucket, self._timeout
+                    )
+                except Unsupported as why:
+                    _LOG.info(
+                        "s3://%s: requests go through s3fs (the direct path does not support %s)",
+                        self._bucket,
+                        why,
+                    )
+                self._direct_decided = True
+        return self._direct_client
 
     def _key(self, rel: str) -> str:
         return self._key_prefix + rel
@@ -143,13 +205,20 @@ class S3Backend:
         return f"{self._bucket}/{self._key(rel)}"
 
     def read(self, rel: str) -> bytes:
+        direct = self._direct()
+        if direct is not None:
+            # The whole object, no range: one GET whose full checksum can be checked.
+            return direct.get(self._key(rel))
         # "bytes=0-" rather than no range: without one, s3fs first HEADs the object to decide
         # whether to fetch it in concurrent chunks, a second round trip (and, for large
         # objects, several GETs that could straddle an overwrite).
         return self.read_range(rel, 0, None)
 
     def read_range(self, rel: str, start: int, end: int | None) -> bytes:
+        direct = self._direct()
         try:
+            if direct is not None:
+                return direct.get(self._key(rel), start, end)
             data: bytes = self._fs.cat_file(
                 self._fs_path(rel), start=start, end=end, timeout=self._timeout
             )
@@ -160,18 +229,23 @@ class S3Backend:
             raise
         return data
 
-    def _head(self, rel: str) -> dict[str, Any]:
-        head: dict[str, Any] = self._fs.call_s3(
+    def _head(self, rel: str) -> tuple[int, Any]:
+        """(size, modification time as ``to_millis`` reads it)."""
+        direct = self._direct()
+        if direct is not None:
+            head = direct.head(self._key(rel))
+            return head.size, _http_date_or_none(head.last_modified)
+        answer: dict[str, Any] = self._fs.call_s3(
             "head_object", Bucket=self._bucket, Key=self._key(rel), timeout=self._timeout
         )
-        return head
+        return int(answer["ContentLength"]), answer.get("LastModified")
 
     def size(self, rel: str) -> int:
-        return int(self._head(rel)["ContentLength"])
+        return self._head(rel)[0]
 
     def info(self, rel: str) -> FileInfo:
-        head = self._head(rel)
-        return FileInfo(rel, int(head["ContentLength"]), to_millis(head.get("LastModified")))
+        size, modified = self._head(rel)
+        return FileInfo(rel, size, to_millis(modified))
 
     def exists(self, rel: str) -> bool:
         try:
@@ -183,7 +257,19 @@ class S3Backend:
     def write(self, rel: str, data: bytes, durable: bool = True) -> None:
         # A single PUT (multipart above 100 MiB) is atomic on S3: readers see old or new, and
         # durable once acknowledged.
+        direct = self._direct()
+        if direct is not None and len(data) < SINGLE_PUT_MAX_BYTES:
+            direct.put(self._key(rel), data)
+            return
         self._fs.pipe_file(self._fs_path(rel), data, timeout=self._timeout)
+
+    def _create(self, rel: str, data: bytes) -> None:
+        """One conditional PUT (``If-None-Match: *``; multipart above 100 MiB)."""
+        direct = self._direct()
+        if direct is not None and len(data) < SINGLE_PUT_MAX_BYTES:
+            direct.put(self._key(rel), data, if_none_match=True)
+            return
+        self._fs.pipe_file(self._fs_path(rel), data, mode="create", timeout=self._timeout)
 
     def sync(self) -> None:
         pass
@@ -191,7 +277,7 @@ class S3Backend:
     def create_exclusive(self, rel: str, data: bytes) -> bool:
         for attempt in range(_CONFLICT_RETRIES):
             try:
-                self._fs.pipe_file(self._fs_path(rel), data, mode="create", timeout=self._timeout)
+                self._create(rel, data)
                 return True
             except Exception as exc:
                 if isinstance(exc, FileExistsError) or find_client_error(
@@ -346,6 +432,16 @@ def parse_s3_timestamp(value: Any) -> datetime:
 
     parsed: datetime = parse_timestamp(value)
     return parsed
+
+
+def _http_date_or_none(value: str | None) -> datetime | None:
+    """A HEAD's Last-Modified as a datetime; None (an unknown age) when it does not parse."""
+    if value is None:
+        return None
+    try:
+        return parse_s3_timestamp(value)
+    except (ValueError, OverflowError, TypeError):
+        return None
 
 
 def _s3_session(profile: str | None) -> Any:
