@@ -1,5 +1,5 @@
 """What one S3 request costs the client: lakecore's direct request path
-(``lakecore.storage.s3_requests``) against s3fs and botocore (``lakecore_s3_requests=false``,
+(``lakecore.core.storage.s3_requests``) against s3fs and botocore (``lakecore_s3_requests=false``,
 the baseline) and, for reference, a plain boto3 client, in the same run, interleaved.
 
 The store: moto's S3 server in a process of its own behind ``bench/latency_proxy.py``, started
@@ -46,7 +46,7 @@ from typing import Any
 import _common as C
 from latency_proxy import MOTO_ENV
 
-from lakecore.storage import Storage
+from lakecore.core.storage import Storage
 
 HERE = Path(__file__).resolve().parent
 BUCKET = "lakecore-bench-requests"

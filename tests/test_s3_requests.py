@@ -926,24 +926,110 @@ def test_retries_in_standard_mode(scripted: Any) -> None:
     assert len(server.seen) == 3
 
 
-def test_a_put_whose_answer_was_lost_is_sent_again_and_its_landing_is_recognised(
-    s3_server: S3TestServer,
+@pytest.mark.parametrize("direct", [True, False])
+def test_a_conditional_put_whose_answer_was_lost_is_never_sent_again_blindly(
+    s3_server: S3TestServer, direct: bool
 ) -> None:
-    """The conditional PUT lands but its answer never comes back (the connection resets once):
-    the retry meets 412, the object holds our bytes, and the create counts as ours."""
+    """The conditional PUT lands but its answer never comes back (the connection resets once).
+    s3fs (botocore) sends it again, meets 412, finds its own bytes and counts the create as
+    its own. The direct path does not send it again: the create fails saying that it may or
+    may not have taken effect, and whoever looks finds the object (a commit reads it back)."""
     from tests.reliability.flaky_endpoint import FlakyEndpoint
 
     root, options = s3_server.new_root()
     port = int(s3_server.endpoint.rsplit(":", 1)[1])
     with FlakyEndpoint(port) as flaky:
-        storage = Storage(root, {**options, "client_kwargs": {"endpoint_url": flaky.endpoint}})
+        storage = Storage(
+            root,
+            {
+                **options,
+                "client_kwargs": {"endpoint_url": flaky.endpoint},
+                "lakecore_s3_requests": direct,
+            },
+        )
         storage.exists("warm-up")  # the client is built, its probe is done
         flaky.reset_requests_for(30)
-        storage.create_exclusive("root-1", b"ours")
-        assert flaky.requests_reset >= 1
+        if direct:
+            with pytest.raises(StorageError) as raised:
+                storage.create_exclusive("root-1", b"ours")
+            assert flaky.requests_reset == 1
+            line = str(raised.value)
+            assert "\n" not in line
+            uri = storage.uri("root-1")
+            assert line.startswith(f"lost the answer trying to exclusively create {uri}: ")
+            assert line.endswith("it may or may not have taken effect, check before retrying")
+        else:
+            storage.create_exclusive("root-1", b"ours")
+            assert flaky.requests_reset >= 1
         with pytest.raises(AlreadyExistsError):
             storage.create_exclusive("root-1", b"theirs")
     assert Storage(root, options).read("root-1") == b"ours"
+
+
+def test_a_conditional_put_is_sent_again_only_where_it_cannot_have_taken_effect(
+    scripted: Any,
+) -> None:
+    """Unanswered, or answered 500, a conditional PUT is sent once; a plain PUT (the same bytes
+    again) and a GET are retried as botocore retries them, and a conditional PUT is too after
+    503 SlowDown, which says S3 did nothing."""
+    from botocore.exceptions import ClientError, ReadTimeoutError
+
+    answers: list[Action] = []
+
+    def script(request: Seen) -> Action:
+        return answers.pop(0) if answers else _an_object(request)
+
+    server = scripted(script)
+    client = _client(server, read_timeout=0.3)
+
+    answers[:] = [SILENT]
+    with pytest.raises(ReadTimeoutError):
+        client.put("k", b"x", if_none_match=True)
+    assert [s.method for s in server.seen] == ["PUT"]
+
+    answers[:] = [SILENT]
+    client.put("k", b"x")
+    assert [s.method for s in server.seen[1:]] == ["PUT", "PUT"]
+
+    answers[:] = [s3_error(500, "InternalError")]
+    with pytest.raises(OSError) as raised:
+        client.put("k", b"x", if_none_match=True)
+    assert isinstance(raised.value.__cause__, ClientError)
+    assert len(server.seen) == 4
+
+    answers[:] = [s3_error(503, "SlowDown")]
+    client.put("k", b"x", if_none_match=True)
+    assert len(server.seen) == 6
+    assert all(s.headers.get("if-none-match") == "*" for s in server.seen[4:])
+
+
+def test_a_kept_alive_connection_closed_under_a_conditional_put_is_not_sent_again(
+    scripted: Any,
+) -> None:
+    """The server reads a request on a kept-alive connection and closes it without answering:
+    a GET goes again at once on a new connection (an idle timeout's race); a conditional PUT,
+    which the server may have carried out, does not."""
+    from botocore.exceptions import ConnectionClosedError
+
+    close_next = {"on": False}
+
+    def script(request: Seen) -> Action:
+        if close_next["on"]:
+            close_next["on"] = False
+            return CLOSE
+        return _an_object(request)
+
+    server = scripted(script)
+    client = _client(server, max_attempts=1)
+    assert client.head("k").size == 100
+    close_next["on"] = True
+    assert client.get("k") == OBJECT
+    assert [s.method for s in server.seen] == ["HEAD", "GET", "GET"]
+    assert server.connections == 2
+    close_next["on"] = True
+    with pytest.raises(ConnectionClosedError):
+        client.put("k", b"x", if_none_match=True)
+    assert [s.method for s in server.seen[3:]] == ["PUT"]
 
 
 def test_timeouts_and_the_deadline(scripted: Any) -> None:
@@ -973,6 +1059,76 @@ def test_timeouts_and_the_deadline(scripted: Any) -> None:
     with pytest.raises(FSTimeoutError):
         client.get("k")
     assert time.monotonic() - started < 2.5
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_credentials_that_never_come_are_inside_the_deadline(
+    scripted: Any, clean_aws_environment: None, monkeypatch: pytest.MonkeyPatch, direct: bool
+) -> None:
+    """botocore's chain asks a container's credential endpoint that accepts and never answers
+    (2 s a try, 3 tries). The direct path built its client, and so resolved credentials, before
+    its deadline started: 9.9 s for a deadline of 1 s (the s3fs path: 1.4 s). Now the first
+    request's deadline covers the build, on either path the same one line."""
+    import aiobotocore.session  # noqa: F401  (the process's imports: no deadline covers them)
+
+    server = scripted(lambda request: SILENT)
+    monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", f"{server.endpoint_url}/credentials")
+    storage = Storage(
+        "s3://b/lake",
+        {
+            "endpoint_url": server.endpoint_url,
+            "lakecore_s3_requests": direct,
+            "lakecore_timeout_seconds": 1,
+        },
+    )
+    started = time.monotonic()
+    with pytest.raises(StorageTimeoutError) as raised:
+        storage.read("x")
+    elapsed = time.monotonic() - started
+    assert elapsed < 3, f"{elapsed:.1f} s for a deadline of 1 s"
+    assert str(raised.value) == (
+        "timed out trying to read s3://b/lake/x: the store did not answer within 1 s (storage "
+        "option lakecore_timeout_seconds); nothing was changed"
+    )
+    # The provider is asked (by the build, which goes on): it was what the request waited for.
+    waited = time.monotonic() + 10
+    while not any(s.target == "/credentials" for s in server.seen):
+        assert time.monotonic() < waited, "the credential provider was never asked"
+        time.sleep(0.05)
+
+
+def test_a_credential_refresh_that_hangs_ends_at_the_deadline(scripted: Any) -> None:
+    """Expired credentials whose refresh (STS, IMDS) does not come back: the request fails at
+    its deadline, where it waited for the refresh as long as it took."""
+    from botocore.credentials import RefreshableCredentials
+    from fsspec.exceptions import FSTimeoutError
+
+    release = threading.Event()
+
+    def refresh() -> dict[str, str]:
+        release.wait(30)
+        return {
+            "access_key": "k",
+            "secret_key": "s",
+            "token": "t",
+            "expiry_time": "2999-01-01T00:00:00Z",
+        }
+
+    expired = RefreshableCredentials.create_from_metadata(
+        {"access_key": "k", "secret_key": "s", "token": "t", "expiry_time": "2000-01-01T00:00:00Z"},
+        refresh_using=refresh,
+        method="test",
+    )
+    server = scripted(_an_object)
+    client = S3Requests(_client(server).endpoint, expired, 1.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(FSTimeoutError):
+            client.get("k")
+        assert time.monotonic() - started < 2.5
+        assert server.seen == []
+    finally:
+        release.set()
 
 
 def test_a_checksum_that_does_not_match_fails_and_a_composite_one_is_not_checked(
@@ -1264,7 +1420,7 @@ def test_a_configuration_it_does_not_support_goes_through_s3fs(
         return await real(self, *args, **kwargs)
 
     monkeypatch.setattr(s3fs.S3FileSystem, "_pipe_file", counting)
-    with caplog.at_level(logging.INFO, logger="lakecore.core.storage.s3"):
+    with caplog.at_level(logging.INFO, logger="lakecore.core.storage"):
         storage = Storage(root, {**options, "config_kwargs": {"retries": {"mode": "adaptive"}}})
         storage.write("a", b"1")
         assert storage.read("a") == b"1"

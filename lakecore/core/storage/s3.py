@@ -16,12 +16,15 @@ Rules:
   ``If-None-Match: *`` is both exclusive and atomic in content (S3 answers 412 when the key
   exists). Because botocore and s3fs retry a PUT whose response was lost, a 412 can mean "your
   own earlier attempt landed": when the existing object holds exactly our bytes the create
-  counts as ours. Root files carry their creation time and fresh file names, so two different
+  counts as ours. (The direct path never sends a conditional PUT again once it may have
+  reached the store: its failure says the outcome is unknown, and the commit reads back.)
+  Root files carry their creation time and fresh file names, so two different
   writers never produce identical root bytes. A 409 (another conditional write to the key in
   flight) is retried a few times, as AWS documents.
 - **A delete is batched by ``S3_MAX_DELETE_BATCH``**, S3's limit for DeleteObjects; a key S3
   refuses is named, and the keys it took are still reported as deleted.
-- **Nothing hangs.** Every call carries the overall deadline (``options.TIMEOUT_OPTION``).
+- **Nothing hangs.** Every call carries the overall deadline (``options.TIMEOUT_OPTION``),
+  counted from the start of the call: the direct client's build on first use is inside it.
 - **A listing costs its bytes, not its timestamps.** botocore parses every timestamp of a
   response with dateutil, about 160 us each: 85% of the client's CPU for a page of 1,000 keys
   (186 ms a page, 27 ms without), which made a listing of 100k objects take 18 CPU-seconds in
@@ -50,11 +53,9 @@ from __future__ import annotations
 
 import copy
 import errno
-import logging
 import os
 import re
 import socket
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime
@@ -75,16 +76,9 @@ from lakecore.core.storage.options import (
     timeout_seconds,
     without_lakecore_options,
 )
-from lakecore.core.storage.s3_requests import (
-    SINGLE_PUT_MAX_BYTES,
-    S3Requests,
-    Unsupported,
-    open_s3_requests,
-)
+from lakecore.core.storage.s3_requests import SINGLE_PUT_MAX_BYTES, LazyS3Requests, S3Requests
 from lakecore.core.storage.translate import find_client_error
 from lakecore.errors import InvalidArgumentError, StorageError
-
-_LOG = logging.getLogger(__name__)
 
 # S3's DeleteObjects accepts at most 1000 keys per request: the one definition of that limit
 # (the settings' gc_delete_batch_size and Storage.delete's default read it).
@@ -169,34 +163,26 @@ class S3Backend:
         self._timeout = timeout
         self._bucket = bucket
         self._key_prefix = key_prefix  # '' or ends in '/'
-        # s3fs's arguments for the direct path (None: off), and the client made from them on
-        # first use: an S3Requests, or None when s3fs serves every request.
-        self._direct_options = direct_options
-        self._direct_client: S3Requests | None = None
-        self._direct_decided = direct_options is None
-        self._direct_lock = threading.Lock()
+        # The direct path's client, built from s3fs's arguments on first use (None: off).
+        self._direct_client = (
+            None if direct_options is None else LazyS3Requests(direct_options, bucket, timeout)
+        )
 
-    def _direct(self) -> S3Requests | None:
+    def _direct(self) -> tuple[S3Requests | None, float]:
         """The direct request client, or None where s3fs serves every request (see the module
-        doc); built on first use. A failure to build it (a missing profile) is raised, and the
-        next request tries again."""
-        if self._direct_decided:
-            return self._direct_client
-        with self._direct_lock:
-            if not self._direct_decided:
-                assert self._direct_options is not None
-                try:
-                    self._direct_client = open_s3_requests(
-                        self._direct_options, self._bucket, self._timeout
-                    )
-                except Unsupported as why:
-                    _LOG.info(
-                        "s3://%s: requests go through s3fs (the direct path does not support %s)",
-                        self._bucket,
-                        why,
-                    )
-                self._direct_decided = True
-        return self._direct_client
+        doc), and the deadline of the request about to be made: building the client on first
+        use (credentials by botocore's chain included) counts against it. A failure to build
+        (a missing profile) is raised, and the next request tries again."""
+        deadline = time.monotonic() + self._timeout
+        if self._direct_client is None:
+            return None, deadline
+        return self._direct_client.client(deadline), deadline
+
+    @staticmethod
+    def _left(deadline: float) -> float:
+        """What is left of ``deadline`` for an s3fs call (a moment at least: fsspec reads 0 as
+        no timeout at all)."""
+        return max(0.001, deadline - time.monotonic())
 
     def _key(self, rel: str) -> str:
         return self._key_prefix + rel
@@ -205,22 +191,31 @@ class S3Backend:
         return f"{self._bucket}/{self._key(rel)}"
 
     def read(self, rel: str) -> bytes:
-        direct = self._direct()
+        direct, deadline = self._direct()
         if direct is not None:
             # The whole object, no range: one GET whose full checksum can be checked.
-            return direct.get(self._key(rel))
+            return direct.get(self._key(rel), deadline=deadline)
         # "bytes=0-" rather than no range: without one, s3fs first HEADs the object to decide
         # whether to fetch it in concurrent chunks, a second round trip (and, for large
         # objects, several GETs that could straddle an overwrite).
-        return self.read_range(rel, 0, None)
+        return self._read_range(rel, 0, None, None, deadline)
 
     def read_range(self, rel: str, start: int, end: int | None) -> bytes:
-        direct = self._direct()
+        return self._read_range(rel, start, end, *self._direct())
+
+    def _read_range(
+        self,
+        rel: str,
+        start: int,
+        end: int | None,
+        direct: S3Requests | None,
+        deadline: float,
+    ) -> bytes:
         try:
             if direct is not None:
-                return direct.get(self._key(rel), start, end)
+                return direct.get(self._key(rel), start, end, deadline=deadline)
             data: bytes = self._fs.cat_file(
-                self._fs_path(rel), start=start, end=end, timeout=self._timeout
+                self._fs_path(rel), start=start, end=end, timeout=self._left(deadline)
             )
         except Exception as exc:
             # 416: start is at or past the end of an existing (possibly empty) object.
@@ -231,12 +226,12 @@ class S3Backend:
 
     def _head(self, rel: str) -> tuple[int, Any]:
         """(size, modification time as ``to_millis`` reads it)."""
-        direct = self._direct()
+        direct, deadline = self._direct()
         if direct is not None:
-            head = direct.head(self._key(rel))
+            head = direct.head(self._key(rel), deadline=deadline)
             return head.size, _http_date_or_none(head.last_modified)
         answer: dict[str, Any] = self._fs.call_s3(
-            "head_object", Bucket=self._bucket, Key=self._key(rel), timeout=self._timeout
+            "head_object", Bucket=self._bucket, Key=self._key(rel), timeout=self._left(deadline)
         )
         return int(answer["ContentLength"]), answer.get("LastModified")
 
@@ -257,19 +252,19 @@ class S3Backend:
     def write(self, rel: str, data: bytes, durable: bool = True) -> None:
         # A single PUT (multipart above 100 MiB) is atomic on S3: readers see old or new, and
         # durable once acknowledged.
-        direct = self._direct()
+        direct, deadline = self._direct()
         if direct is not None and len(data) < SINGLE_PUT_MAX_BYTES:
-            direct.put(self._key(rel), data)
+            direct.put(self._key(rel), data, deadline=deadline)
             return
-        self._fs.pipe_file(self._fs_path(rel), data, timeout=self._timeout)
+        self._fs.pipe_file(self._fs_path(rel), data, timeout=self._left(deadline))
 
     def _create(self, rel: str, data: bytes) -> None:
         """One conditional PUT (``If-None-Match: *``; multipart above 100 MiB)."""
-        direct = self._direct()
+        direct, deadline = self._direct()
         if direct is not None and len(data) < SINGLE_PUT_MAX_BYTES:
-            direct.put(self._key(rel), data, if_none_match=True)
+            direct.put(self._key(rel), data, if_none_match=True, deadline=deadline)
             return
-        self._fs.pipe_file(self._fs_path(rel), data, mode="create", timeout=self._timeout)
+        self._fs.pipe_file(self._fs_path(rel), data, mode="create", timeout=self._left(deadline))
 
     def sync(self) -> None:
         pass

@@ -37,7 +37,8 @@ Rules:
   shared by every thread, up to ``max_pool_connections`` idle (more are opened when more
   threads ask at once, and closed after). One found closed by the server (readable while idle)
   is dropped before use; a request whose kept-alive connection fails before any answer is
-  sent again at once on a new connection, without counting as an attempt. A forked child
+  sent again at once on a new connection, without counting as an attempt, once (a
+  conditional PUT only if it did not leave whole: it may have reached the store). A forked child
   never uses its parent's connections. ``TCP_NODELAY`` on, ``tcp_keepalive`` as configured.
 - **Retries as botocore's mode.** ``legacy`` (botocore's default): 5 attempts, a random wait
   of up to 1, 2, 4, 8 s; for connection failures and read timeouts, 429, 500, 502, 503 (S3's
@@ -47,12 +48,21 @@ Rules:
   within botocore's retry quota (500, a retry costs 5, a timeout's 10, a success gives back).
   ``max_attempts`` and the mode come from ``config_kwargs.retries`` or ``AWS_MAX_ATTEMPTS``
   and ``AWS_RETRY_MODE``, as botocore reads them. A PUT whose answer was lost is sent again,
-  as botocore does (the backend's conditional-create rule recognises its own object). 409
-  (``ConditionalRequestConflict``) is not retried here: the backend does that.
-- **Nothing hangs.** Each request carries the overall deadline (``lakecore_timeout_seconds``):
-  connect and every read and write wait at most their own timeout and what is left of it, and
-  a wait for a retry no longer than that; when it is spent the request fails with fsspec's
-  ``FSTimeoutError``, as the s3fs path does.
+  as botocore does, except a conditional one (``If-None-Match``, an exclusive create): once
+  it may have reached the store (sent whole, and no answer, or an answer that does not say
+  it did nothing, such as a 500) it is never sent again here. Its failure is raised as the
+  s3fs path raises it, an outcome unknown (``StorageError``, ``StorageTimeoutError`` "may or
+  may not have taken effect"), and whoever asked finds out by looking: the commit reads the
+  root back (``lakecore.core.commit``). It is retried only where it cannot have taken effect: a
+  connect that failed, a send that failed, 429, 503 and the throttling and ``RequestTimeout``
+  codes. 409 (``ConditionalRequestConflict``) is not retried here: the backend does that.
+- **Nothing hangs.** Each request carries one overall deadline (``lakecore_timeout_seconds``)
+  across everything it waits for: building the client on first use (``LazyS3Requests``: the
+  credential chain may make requests of its own, a container endpoint that never answers
+  took 3 x 2 s), a credential refresh, connect, the TLS handshake, every read and write (each
+  at most its own timeout and what is left), and the waits between attempts. When it is spent
+  the request fails with fsspec's ``FSTimeoutError``, as the s3fs path does, which
+  ``Storage`` reports as one line naming the deadline.
 - **Errors as the s3fs path raises them**: an S3 error is botocore's ``ClientError`` (its
   response dict: ``Error.Code`` from the XML body, or the status for a HEAD; the status and
   headers in ``ResponseMetadata``), translated by ``s3fs.errors.translate_boto_error``
@@ -102,14 +112,18 @@ import time
 import xml.etree.ElementTree as ElementTree
 import zlib
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from http.client import responses
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
 from lakecore.core.storage import sigv4
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 # s3fs's rule: a body below two of its 50 MiB chunks is one PutObject, anything bigger a
 # multipart upload (which stays with s3fs).
@@ -303,6 +317,90 @@ def open_s3_requests(
         deadline_seconds,
         lambda region: resolve_endpoint(session, fs_options, bucket, region),
     )
+
+
+class LazyS3Requests:
+    """The direct client of one backend, built on first use (``open_s3_requests``) within the
+    deadline of the request that needs it. The build runs in a thread of its own: it resolves
+    credentials by botocore's chain, whose providers make requests of their own (IMDS, a
+    container's endpoint, STS) with their own timeouts and retries (a container endpoint that
+    never answers: 3 x 2 s), and loads botocore's models. A request that has waited out its
+    deadline fails with fsspec's ``FSTimeoutError`` while the build goes on; the next request
+    waits for the same build. A build that fails (a missing profile) is raised to each request
+    that waited for it, and the next one builds again."""
+
+    def __init__(self, fs_options: Mapping[str, Any], bucket: str, deadline_seconds: float):
+        self._fs_options = fs_options
+        self._bucket = bucket
+        self._deadline_seconds = deadline_seconds
+        self._lock = threading.Lock()
+        self._build: Future[S3Requests] | None = None
+        self._decided = False
+        self._client: S3Requests | None = None
+
+    def client(self, deadline: float) -> S3Requests | None:
+        """The client, or None where s3fs serves every request (``Unsupported``, logged once)."""
+        if self._decided:
+            return self._client
+        with self._lock:
+            if self._decided:
+                return self._client
+            if self._build is None:
+                self._build = within_deadline(
+                    lambda: open_s3_requests(
+                        self._fs_options, self._bucket, self._deadline_seconds
+                    ),
+                    None,
+                )
+            build = self._build
+        done, _ = futures_wait([build], timeout=max(0.0, deadline - time.monotonic()))
+        if not done:
+            from fsspec.exceptions import FSTimeoutError
+
+            raise FSTimeoutError()
+        try:
+            client = build.result()
+        except Unsupported as why:
+            log.info(
+                "s3://%s: requests go through s3fs (the direct path does not support %s)",
+                self._bucket,
+                why,
+            )
+            client = None
+        except BaseException:
+            self._forget(build)
+            raise
+        with self._lock:
+            self._client, self._decided = client, True
+        return client
+
+    def _forget(self, build: Future[S3Requests]) -> None:
+        with self._lock:
+            if self._build is build:
+                self._build = None
+
+
+def within_deadline(call: Callable[[], _T], deadline: float | None) -> Future[_T]:
+    """``call()`` in a daemon thread of its own, for a blocking call of botocore's that no
+    socket timeout of this module bounds. With a ``deadline``, waited for until then
+    (``_DeadlineSpent`` after it; the call goes on, its result dropped); without one, not
+    waited for. Either way the future, done or not."""
+    future: Future[_T] = Future()
+
+    def run() -> None:
+        try:
+            result = call()
+        except BaseException as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    threading.Thread(target=run, name="lakecore-s3-requests", daemon=True).start()
+    if deadline is not None:
+        done, _ = futures_wait([future], timeout=max(0.0, deadline - time.monotonic()))
+        if not done:
+            raise _DeadlineSpent()
+    return future
 
 
 def check_supported(fs_options: Mapping[str, Any], bucket: str) -> None:
@@ -577,45 +675,75 @@ class S3Requests:
 
     # -- operations --------------------------------------------------------------------------
 
-    def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
-        """The object's bytes; ``start``/``end`` (exclusive; None: to the end) make it a range."""
+    def get(
+        self,
+        key: str,
+        start: int | None = None,
+        end: int | None = None,
+        *,
+        deadline: float | None = None,
+    ) -> bytes:
+        """The object's bytes; ``start``/``end`` (exclusive; None: to the end) make it a range.
+        ``deadline`` (``time.monotonic()``; here and below): the request's own, when the caller
+        started counting before (the first request, which builds the client); by default
+        ``deadline_seconds`` from now."""
         headers: dict[str, str] = {}
         if start is not None:
             headers["range"] = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
         if self.endpoint.get_checksum:
             headers["x-amz-checksum-mode"] = "ENABLED"
-        response = self._call("GetObject", "GET", key, headers, b"")
+        response = self._call("GetObject", "GET", key, headers, b"", deadline)
         if self.endpoint.get_checksum and response.status == 200:
             # A whole object's checksum; a range (206) is part of the object it describes.
             _check_checksum(self.endpoint, response.headers, response.body)
         return response.body
 
-    def head(self, key: str) -> Head:
-        response = self._call("HeadObject", "HEAD", key, {}, b"")
+    def head(self, key: str, *, deadline: float | None = None) -> Head:
+        response = self._call("HeadObject", "HEAD", key, {}, b"", deadline)
         return Head(
             int(response.headers.get("content-length", "0")),
             response.headers.get("last-modified"),
         )
 
-    def put(self, key: str, data: bytes, *, if_none_match: bool = False) -> None:
+    def put(
+        self,
+        key: str,
+        data: bytes,
+        *,
+        if_none_match: bool = False,
+        deadline: float | None = None,
+    ) -> None:
         """One PutObject (``data`` below ``SINGLE_PUT_MAX_BYTES``); with ``if_none_match`` it
-        creates the object only where there is none (412 otherwise)."""
+        creates the object only where there is none (412 otherwise), and is never sent again
+        once it may have reached the store (see the module doc)."""
         headers: dict[str, str] = {}
         if if_none_match:
             headers["if-none-match"] = "*"
         if self.endpoint.put_checksum:
             headers["x-amz-checksum-crc32"] = base64.b64encode(_crc32(data)).decode()
             headers["x-amz-sdk-checksum-algorithm"] = "CRC32"
-        self._call("PutObject", "PUT", key, headers, data)
+        self._call("PutObject", "PUT", key, headers, data, deadline, idempotent=not if_none_match)
 
     # -- one request, its attempts ---------------------------------------------------------------
 
     def _call(
-        self, operation: str, method: str, key: str, headers: dict[str, str], body: bytes
+        self,
+        operation: str,
+        method: str,
+        key: str,
+        headers: dict[str, str],
+        body: bytes,
+        deadline: float | None,
+        *,
+        idempotent: bool = True,
     ) -> _Response:
+        """One request and its attempts. ``idempotent`` False (a conditional PUT): sent again
+        only where it cannot have taken effect (it never reached the store whole, or the store
+        answered that it did nothing)."""
         from fsspec.exceptions import FSTimeoutError
 
-        deadline = time.monotonic() + self._deadline_seconds
+        if deadline is None:
+            deadline = time.monotonic() + self._deadline_seconds
         redirected = False
         attempt = 0
         quota_drawn = 0
@@ -625,9 +753,15 @@ class S3Requests:
             failure: Exception
             response: _Response | None = None
             try:
-                answer = self._attempt(endpoint, method, key, headers, body, deadline)
+                answer = self._attempt(endpoint, method, key, headers, body, deadline, idempotent)
             except _DeadlineSpent as spent:
                 raise FSTimeoutError() from spent.__cause__
+            except _NoAnswer as lost:
+                if lost.delivered and not idempotent:
+                    # It may have taken effect: whoever asked finds out by looking (the commit
+                    # reads the root back), never by a blind second request.
+                    raise _as_s3fs_raises(lost.failure) from lost.__cause__
+                failure = lost.failure
             except Exception as exc:
                 if not _is_connection_failure(exc):
                     raise
@@ -642,7 +776,7 @@ class S3Requests:
                     redirected = True
                     attempt -= 1
                     continue
-            delay, drawn = self._retry_delay(attempt, failure, response)
+            delay, drawn = self._retry_delay(attempt, failure, response, idempotent)
             if delay is None:
                 raise _as_s3fs_raises(failure)
             quota_drawn = drawn
@@ -654,15 +788,18 @@ class S3Requests:
             time.sleep(delay)
 
     def _retry_delay(
-        self, attempt: int, failure: Exception, response: _Response | None
+        self, attempt: int, failure: Exception, response: _Response | None, idempotent: bool
     ) -> tuple[float | None, int]:
         """Seconds to wait before the next attempt (None: give up), and what it drew from the
-        retry quota (botocore's rules for its mode)."""
+        retry quota (botocore's rules for its mode; a request that is not idempotent only
+        after an answer saying that nothing was done)."""
         endpoint = self.endpoint
         if attempt >= endpoint.max_attempts:
             return None, 0
         status = response.status if response is not None else None
         code = _error_code(failure)
+        if not idempotent and response is not None and not _nothing_done(status, code):
+            return None, 0
         if endpoint.retry_mode == "legacy":
             if not (
                 response is None
@@ -718,24 +855,31 @@ class S3Requests:
         headers: dict[str, str],
         body: bytes,
         deadline: float,
+        idempotent: bool,
     ) -> _Response:
         """One attempt: sent once more at once on a new connection when a kept-alive one turns
-        out to be closed before any answer."""
+        out to be closed before any answer (a request that is not idempotent: only when it
+        never left whole). ``_NoAnswer`` when no whole answer came."""
         path = endpoint.path_prefix + sigv4.uri_path(key)
         url = endpoint.url + path  # botocore's exceptions name the request's URL
-        request = self._request_head(endpoint, method, path, headers, body)
+        request = self._request_head(endpoint, method, path, headers, body, deadline)
         pool = self._pool
         fresh = False
         while True:
             connection = pool.take(url, deadline, fresh=fresh)
             try:
                 response, keep = connection.exchange(url, request, body, method, deadline)
-            except _StaleConnection as stale:
+            except _NoAnswer as lost:
                 connection.close()
-                if connection.reused and not fresh:
+                if (
+                    lost.stale
+                    and connection.reused
+                    and not fresh
+                    and (idempotent or not lost.delivered)
+                ):
                     fresh = True
                     continue
-                raise stale.failure from stale.__cause__
+                raise
             except BaseException:
                 connection.close()
                 raise
@@ -746,7 +890,13 @@ class S3Requests:
             return response
 
     def _request_head(
-        self, endpoint: Endpoint, method: str, path: str, headers: dict[str, str], body: bytes
+        self,
+        endpoint: Endpoint,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        body: bytes,
+        deadline: float,
     ) -> bytes:
         """The request line and headers, signed."""
         signed = {"host": endpoint.host_header, **headers}
@@ -764,7 +914,7 @@ class S3Requests:
         signed["x-amz-date"] = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         lines = [f"{method} {path} HTTP/1.1"]
         if endpoint.region is not None:
-            credentials = self._frozen_credentials()
+            credentials = self._frozen_credentials(deadline)
             if credentials.token:
                 signed["x-amz-security-token"] = credentials.token
             authorization = sigv4.authorization(
@@ -784,12 +934,19 @@ class S3Requests:
         lines.append("\r\n")
         return "\r\n".join(lines).encode("latin-1")
 
-    def _frozen_credentials(self) -> Any:
-        if not self._credentials:
+    def _frozen_credentials(self, deadline: float) -> Any:
+        """The credentials to sign with; a refresh (IMDS, a container's endpoint, STS: requests
+        of botocore's own, with timeouts and retries of their own) waits no longer than the
+        deadline."""
+        credentials = self._credentials
+        if not credentials:
             from botocore.exceptions import NoCredentialsError
 
             raise NoCredentialsError()
-        return self._credentials.get_frozen_credentials()
+        refresh_needed = getattr(credentials, "refresh_needed", None)
+        if refresh_needed is None or not refresh_needed():
+            return credentials.get_frozen_credentials()
+        return within_deadline(credentials.get_frozen_credentials, deadline).result()
 
 
 def _error_code(failure: Exception) -> str | None:
@@ -798,6 +955,12 @@ def _error_code(failure: Exception) -> str | None:
         code = response.get("Error", {}).get("Code")
         return str(code) if code is not None else None
     return None
+
+
+def _nothing_done(status: int | None, code: str | None) -> bool:
+    """True when S3's answer says the request was not carried out (throttled, busy, or its
+    body not read in time), so that sending it again cannot do it twice."""
+    return status in (429, 503) or code in _STANDARD_CODES
 
 
 def _is_connection_failure(exc: Exception) -> bool:
@@ -856,12 +1019,16 @@ def _as_s3fs_raises(failure: Exception) -> Exception:
 # -- connections ---------------------------------------------------------------------------------
 
 
-class _StaleConnection(Exception):
-    """A connection failed before any answer came: closed by the server while idle, or reset."""
+class _NoAnswer(Exception):
+    """An exchange that ended without a whole answer. ``failure``: botocore's exception for it;
+    ``delivered``: the whole request was sent, so the store may have acted on it; ``stale``:
+    not a byte of an answer came (a kept-alive connection the server had closed, or reset)."""
 
-    def __init__(self, failure: Exception) -> None:
+    def __init__(self, failure: Exception, *, delivered: bool, stale: bool) -> None:
         super().__init__(str(failure))
         self.failure = failure
+        self.delivered = delivered
+        self.stale = stale
 
 
 class _RetryQuota:
@@ -979,7 +1146,14 @@ class _Connection:
             if endpoint.tcp_keepalive:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             if tls is not None:
+                # The handshake has the connect timeout too, but never past the deadline
+                # (a slow connect left less of it).
+                timeout, clipped = _remaining(endpoint.connect_timeout, deadline)
+                sock.settimeout(timeout)
                 sock = tls.wrap_socket(sock, server_hostname=endpoint.host)
+        except _DeadlineSpent:
+            sock.close()
+            raise
         except OSError as exc:
             sock.close()
             raise _connect_failure(url, exc, clipped) from exc
@@ -1006,7 +1180,7 @@ class _Connection:
         self, url: str, head: bytes, body: bytes, method: str, deadline: float
     ) -> tuple[_Response, bool]:
         """Send a request, read its answer: (the answer, whether the connection stays open).
-        ``_StaleConnection`` when it failed before a byte of an answer came."""
+        ``_NoAnswer`` when no whole answer came."""
         sent = False
         try:
             self._send(head, body, deadline)
@@ -1015,12 +1189,10 @@ class _Connection:
         except _DeadlineSpent:
             raise
         except TimeoutError as exc:  # the configured timeout (the deadline's is _DeadlineSpent)
-            raise _read_timeout(url, exc) from exc
+            raise _NoAnswer(_read_timeout(url, exc), delivered=sent, stale=False) from exc
         except (OSError, _ProtocolError) as exc:
-            failure = _closed(url, exc)
-            if not sent or isinstance(exc, _NothingReceived):
-                raise _StaleConnection(failure) from exc
-            raise failure from exc
+            stale = not sent or isinstance(exc, _NothingReceived)
+            raise _NoAnswer(_closed(url, exc), delivered=sent, stale=stale) from exc
 
     def _send(self, head: bytes, body: bytes, deadline: float) -> None:
         timeout = self.endpoint.read_timeout
