@@ -34,7 +34,7 @@ SPARK_PY := $(SPARK_VENV)/bin/python
 SPARK_STAMP := $(SPARK_VENV)/.installed
 SPARK_SPEC := "pyspark==4.1.4"
 ENGINES_STAMP := build/engines/.fetched
-AIRFLOW_SPEC := "apache-airflow>=3.3,<3.4" "apache-airflow-providers-apache-spark>=6.3,<7" "pytest>=8,<10" "pytest-timeout>=2.3"
+AIRFLOW_SPEC := "apache-airflow>=3.3,<3.4" "apache-airflow-providers-apache-spark>=6.3,<7" "pytest>=8,<10" "pytest-timeout>=2.3" "pytest-xdist>=3.5,<4"
 
 .PHONY: setup demo test test-quick test-setup test-airflow test-engines lint proto bench clean browser jvm-archive engines
 
@@ -122,14 +122,18 @@ test-setup: $(STAMP) $(AIRFLOW_STAMP) $(DUCKDB_STAMP) $(SPARK_STAMP) $(ENGINES_S
 
 # tests/airflow runs in .venv-airflow beside the main suite, not after it: niced, it takes the
 # CPU the main suite's workers leave idle (they wait on JVMs and subprocesses: about 0.8 of the 2
-# cores on average), where it used to add about 110 s. Its output is kept in build/ and printed
-# after the main suite's; make test fails if either fails.
+# cores on average), where it used to add about 110 s. It is the longer of the two, so it starts
+# as soon as what it uses is built (the two venvs and the class archive), while the rest of the
+# setup (the engines, DuckDB, the browser, pyiceberg's suite) is still being built. Its output
+# is kept in build/ and printed after the main suite's; make test fails if either fails. Two
+# workers by file: the DAG checks (about 90 s) beside the end-to-end run, not after it.
 AIRFLOW_LOG := build/test-airflow.log
 test:
-	@$(MAKE) --no-print-directory -j4 test-setup
+	@$(MAKE) --no-print-directory -j4 $(STAMP) $(AIRFLOW_STAMP) jvm-archive
 	@mkdir -p build; \
 	LAKECORE_TEST_TIMES=build/test-times-airflow.json nice -n 10 \
-	  $(AIRFLOW_PY) -m pytest -q -p no:cacheprovider tests/airflow > $(AIRFLOW_LOG) 2>&1 & airflow=$$!; \
+	  $(AIRFLOW_PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/airflow > $(AIRFLOW_LOG) 2>&1 & airflow=$$!; \
+	$(MAKE) --no-print-directory -j4 test-setup || { kill $$airflow; wait $$airflow; exit 2; }; \
 	echo "$(VENV_PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup   (tests/airflow beside it: $(AIRFLOW_LOG))"; \
 	$(VENV_PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup; main=$$?; \
 	wait $$airflow; beside=$$?; \

@@ -292,7 +292,7 @@ venv_py="$ROOT/.venv/bin/python"
 
 # --- --remote sc://HOST:PORT or $SPARK_REMOTE: a Spark Connect client, no JVM here ------------------
 names_option() {  # $1: an argument, $2: an option; true for --option and --option=... (the
-    # jobs take no abbreviation: lakecore/cli/argparsing.py)
+    # jobs take no abbreviation: lakecore/contract/one_line_parser.py)
     [[ "${1%%=*}" == "$2" ]]
 }
 remote=""

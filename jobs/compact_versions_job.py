@@ -32,7 +32,7 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from jobs.arguments import JobOptions, base_parser
+from jobs.command_line import JobOptions, base_parser
 from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
 from jobs.persisted import Persisted
@@ -46,12 +46,12 @@ from jobs.spark_units import (
     sample_paths,
     unreached_only,
 )
-from lakecore.cli.argparsing import OneLineArgumentParser
-from lakecore.cli.compact_versions import (
+from lakecore.contract.compact_versions import (
     add_compact_versions_arguments,
     compact_versions_options,
     render_compact_versions,
 )
+from lakecore.contract.one_line_parser import OneLineArgumentParser
 from lakecore.core.tree.store import NodeCache
 from lakecore.core.units import plural
 from lakecore.maintenance.clock import read_clocks

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from jobs.arguments import JobOptions
+from jobs.command_line import JobOptions
 from jobs.progress import StageProgress
 from jobs.session import (
     CACHE_COMPRESSED,
@@ -34,7 +34,7 @@ from jobs.session import (
     spark_session,
     stop_python_workers,
 )
-from lakecore.cli.job_report import JobReport
+from lakecore.contract.job_report import JobReport
 from lakecore.core.storage import Storage
 
 if TYPE_CHECKING:

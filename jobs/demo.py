@@ -12,7 +12,7 @@ import os
 import sys
 
 from jobs.pipeline import remove_demo_reports, reports_dir, run_pipeline
-from lakecore.cli.argparsing import OneLineArgumentParser
+from lakecore.contract.one_line_parser import OneLineArgumentParser
 from lakecore.errors import InvalidArgumentError, LakecoreError
 from lakecore.lakehouse.demo import build_sample, clear_demo_lakehouse, describe
 

@@ -52,7 +52,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from lakecore.cli.argparsing import OneLineArgumentParser
+from lakecore.contract.one_line_parser import OneLineArgumentParser
 from lakecore.errors import LakecoreError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

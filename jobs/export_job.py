@@ -25,18 +25,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from jobs.arguments import JobOptions, base_parser
+from jobs.command_line import JobOptions, base_parser
 from jobs.context import JobContext
 from jobs.frames import Columns, driver_rows, fan_out
 from jobs.persisted import Persisted
 from jobs.run import run_job
 from jobs.spark_units import sample_paths
-from lakecore.cli.argparsing import OneLineArgumentParser, whole_number
-from lakecore.cli.args import storage_options_of
-from lakecore.cli.job_report import JobReport
+from lakecore.contract.job_report import JobReport
+from lakecore.contract.one_line_parser import OneLineArgumentParser
+from lakecore.contract.option_types import whole_number
 from lakecore.core.locations import is_full_uri
 from lakecore.core.node import Node
-from lakecore.core.storage import Storage
+from lakecore.core.storage import Storage, parse_storage_options
 from lakecore.core.tree import NodeStore, TreeShape
 from lakecore.core.units import format_bytes, plural
 from lakecore.core.versions import read_version
@@ -111,7 +111,7 @@ def export_options(args: argparse.Namespace, _common: JobOptions) -> ExportOptio
         target=args.target,
         version=args.version,
         target_storage_options=(
-            storage_options_of(argparse.Namespace(storage_option=args.target_storage_option))
+            parse_storage_options(args.target_storage_option)
             if args.target_storage_option
             else None
         ),

@@ -28,12 +28,13 @@ import argparse
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from jobs.arguments import JobOptions, base_parser, checked_option
+from jobs.command_line import JobOptions, base_parser, checked_option
 from jobs.context import JobContext
 from jobs.frames import collect_objects, fan_out_objects
 from jobs.run import run_job
-from lakecore.cli.argparsing import ArgumentError, OneLineArgumentParser, whole_number
-from lakecore.cli.job_report import JobReport
+from lakecore.contract.job_report import JobReport
+from lakecore.contract.one_line_parser import ArgumentError, OneLineArgumentParser
+from lakecore.contract.option_types import whole_number
 from lakecore.core.tree import TreeShape
 from lakecore.core.units import format_bytes, plural
 from lakecore.errors import ExitCode

@@ -42,7 +42,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from jobs.arguments import (
+from jobs.command_line import (
     JobOptions,
     add_full_list_option,
     base_parser,
@@ -62,8 +62,8 @@ from jobs.spark_units import (
     reach_frame,
     sample_paths,
 )
-from lakecore.cli.argparsing import OneLineArgumentParser
-from lakecore.cli.gc import add_gc_arguments, gc_options, render_gc
+from lakecore.contract.gc import add_gc_arguments, gc_options, render_gc
+from lakecore.contract.one_line_parser import OneLineArgumentParser
 from lakecore.core.locations import hash_directory_prefixes
 from lakecore.core.storage import Storage, request_pool
 from lakecore.core.tree.store import PREFETCH_THREADS, NodeCache

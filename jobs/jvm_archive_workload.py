@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from jobs.driver_jvm import BUILD_TIMEOUT_SECONDS, REPO_ROOT, java_options
-from lakecore.cli.argparsing import OneLineArgumentParser
+from lakecore.contract.one_line_parser import OneLineArgumentParser
 from lakecore.errors import LakecoreError
 
 

@@ -124,7 +124,7 @@ def remove_demo_reports() -> list[str]:
     """Delete the reports and pages the pipeline writes (by their names, and only what a
     lakecore command wrote: ``cli.outputs``), then the reports folder if that left it empty.
     Returns the paths deleted. Anything else there stays (``make clean``)."""
-    from lakecore.cli.outputs import Output, OutputKind, refuse_foreign_target
+    from lakecore.contract.outputs import Output, OutputKind, refuse_foreign_target
     from lakecore.errors import InvalidArgumentError
 
     folder = reports_dir("")

@@ -24,11 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobs.arguments import JobOptions, base_parser
+from jobs.command_line import JobOptions, base_parser
 from jobs.context import JobContext
 from jobs.run import run_job
-from lakecore.cli.argparsing import OneLineArgumentParser, whole_number
-from lakecore.cli.job_report import JobReport
+from lakecore.contract.job_report import JobReport
+from lakecore.contract.one_line_parser import OneLineArgumentParser
+from lakecore.contract.option_types import whole_number
 from lakecore.core.display import escape_for_display
 from lakecore.lakehouse import repair
 from lakecore.lakehouse.repair import RepairOutcome

@@ -19,12 +19,12 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from jobs.arguments import JobOptions
+from jobs.command_line import JobOptions
 from jobs.context import JobContext
 from jobs.signals import Interruption, JobInterrupted, stop_on_signals
 from jobs.wrapper import parse_only, say_the_error, say_the_job_began
 from jobs.wrapper import spark_log as wrapper_spark_log
-from lakecore.cli.job_report import JobReport, print_summary, write_report_or_fail
+from lakecore.contract.job_report import JobReport, print_summary, write_report_or_fail
 from lakecore.core.versions import no_lakehouse, refuse_a_file_as_root
 from lakecore.core.view import refuse_unsupported_format
 from lakecore.errors import ExitCode, LakecoreError

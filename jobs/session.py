@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from lakecore.cli.argparsing import ArgumentError
+from lakecore.contract.one_line_parser import ArgumentError
 from lakecore.maintenance.settings import CONF_DIR
 
 if TYPE_CHECKING:

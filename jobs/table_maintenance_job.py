@@ -54,21 +54,21 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobs.arguments import JobOptions, base_parser
+from jobs.command_line import JobOptions, base_parser
 from jobs.context import JobContext
 from jobs.executor_errors import executor_errors
 from jobs.frames import PAYLOAD, Columns, collect_objects, driver_rows, fan_out
 from jobs.persisted import Persisted
 from jobs.run import run_job
-from lakecore.cli.argparsing import OneLineArgumentParser
-from lakecore.cli.table_maintenance import (
+from lakecore.contract.one_line_parser import OneLineArgumentParser
+from lakecore.contract.table_maintenance import (
     add_table_maintenance_arguments,
     render_table_maintenance,
     table_maintenance_options,
 )
 from lakecore.core.storage import Storage, request_pool
 from lakecore.core.units import plural
-from lakecore.iceberg.roots import Registry, overlaps
+from lakecore.iceberg.table_folders import FolderRegistry, overlaps
 from lakecore.maintenance.clock import read_clocks
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.samples import SAMPLE_LIMIT
@@ -218,7 +218,7 @@ def _maintain(
         retention = retention_at(storage, now)
     result.retained_versions = retention.versions
     latest_root = retention.plan.roots[retention.latest]
-    registry = Registry.of(latest_root.lakehouse_def.properties)
+    registry = FolderRegistry.of(latest_root.lakehouse_def.properties)
     marks = [
         m
         for m in marks_of(latest_root.lakehouse_def.properties)
@@ -237,7 +237,7 @@ def _maintain(
     warehouse = str(registry.warehouse)
     form = PathForm(warehouse)
     io_properties = file_io_properties(storage.storage_options)
-    registries = {r.version: Registry.of(r.lakehouse_def.properties) for r in retention.roots}
+    registries = {r.version: FolderRegistry.of(r.lakehouse_def.properties) for r in retention.roots}
 
     # -- tables, plan ---------------------------------------------------------------------------
     with job.stage(
@@ -309,7 +309,7 @@ def _maintain(
             newest = fresh.latest
             verified_latest = fresh.latest
             registries.update(
-                {r.version: Registry.of(r.lakehouse_def.properties) for r in fresh.roots}
+                {r.version: FolderRegistry.of(r.lakehouse_def.properties) for r in fresh.roots}
             )
             new = sorted(set(fresh.versions) - set(retention.versions))
             if new:
@@ -649,7 +649,7 @@ def _blocked(
     definition_problems: list[Unreadable],
     problems: list[tuple[str, Unreadable]],
     infos: dict[str, TableInfo],
-    registries: dict[int, Registry],
+    registries: dict[int, FolderRegistry],
     form: PathForm,
     after: set[int],
 ) -> Blocked:

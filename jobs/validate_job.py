@@ -37,7 +37,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from jobs.arguments import (
+from jobs.command_line import (
     JobOptions,
     add_full_list_option,
     base_parser,
@@ -51,7 +51,8 @@ from jobs.frames import Columns, driver_rows, fan_out_columns
 from jobs.persisted import Persisted
 from jobs.run import run_job
 from jobs.validate_report import ValidateJobResult, ValidateOptions, render_validate
-from lakecore.cli.argparsing import OneLineArgumentParser, output_file, whole_number
+from lakecore.contract.one_line_parser import OneLineArgumentParser
+from lakecore.contract.option_types import output_file, whole_number
 from lakecore.core.locations import root_node_file_name
 from lakecore.core.storage import Storage
 from lakecore.core.tree import NodeStore

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lakecore.cli.job_report import JobReport
-from lakecore.cli.outputs import OutputKind, write_text_atomically
+from lakecore.contract.job_report import JobReport
+from lakecore.contract.outputs import OutputKind, write_text_atomically
 from lakecore.core.units import plural
 from lakecore.errors import ExitCode
 from lakecore.lakehouse import Lakehouse

@@ -6,24 +6,32 @@
    and the package itself. It imports nothing but itself and ``lakecore.errors``.
 2. Engine-neutral catalog and maintenance, one package each: ``lakecore.lakehouse`` (the
    catalog API and the operations on a lakehouse), ``lakecore.maintenance``,
-   ``lakecore.iceberg``; then the command line, ``lakecore.cli``, on top. Never pyspark or
-   jobs/. ``lakecore.maintenance`` never imports the catalog API (``lakecore.lakehouse``).
+   ``lakecore.iceberg``, ``lakecore.rest``; over them the job contract, ``lakecore.contract``
+   (a job's arguments, options, outputs, report and renderer); then the command line,
+   ``lakecore.cli``, on top. Never pyspark or jobs/. ``lakecore.maintenance`` never imports
+   the catalog API (``lakecore.lakehouse``).
 3. Spark: jobs/.
 
 Every import counts, also one inside a function: a deferred import is still a dependency.
-The tests also refuse import circles and private names (``_x``) imported across modules.
+The tests also refuse import circles and private names (``_x``) imported across modules; in
+``PRIVATE_ATTRIBUTE_PACKAGES``, a private attribute reached across modules: ``obj._x`` (or
+``self._x``) where ``_x`` is not this module's own (defined or assigned here) nor inherited
+from another project's base class (pyiceberg's ``Catalog`` hooks a catalog overrides); and any
+import of the command line (``lakecore.cli``) in jobs/: the jobs read the job contract.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("lakecore", "jobs")
-# Tier of each module, by the longest matching prefix. The CLI modules sit on top of tier 2.
+# Tier of each module, by the longest matching prefix. The job contract sits on the catalog and
+# maintenance, the CLI on top of it.
 TIERS: dict[str, float] = {
     "lakecore": 1,
     "lakecore.errors": 1,
@@ -32,6 +40,7 @@ TIERS: dict[str, float] = {
     "lakecore.maintenance": 2,
     "lakecore.iceberg": 2,
     "lakecore.rest": 2,
+    "lakecore.contract": 2.25,
     "lakecore.cli": 2.5,
     "jobs": 3,
 }
@@ -199,6 +208,75 @@ def private_imports() -> list[str]:
     return out
 
 
+# Where a private attribute may not be reached across modules: classes there hold collaborators
+# with public methods, not mixins that share private state through ``self``.
+PRIVATE_ATTRIBUTE_PACKAGES = (
+    "lakecore.iceberg",
+    "lakecore.lakehouse",
+    "lakecore.maintenance",
+    "lakecore.rest",
+)
+# Private attributes of other projects a module reaches on purpose, each with its reason.
+ALLOWED_FOREIGN_PRIVATE_ATTRIBUTES: dict[tuple[str, str], str] = {}
+
+
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def own_names(tree: ast.Module) -> set[str]:
+    """The private names a module defines: its functions, classes and module-level names, its
+    classes' methods and class attributes, and every attribute it assigns (``self._x = ...``)."""
+    own: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            own.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            own.add(node.attr)
+    return {name for name in own if is_private(name)}
+
+
+def private_attribute_reaches(packages: tuple[str, ...] = PRIVATE_ATTRIBUTE_PACKAGES) -> list[str]:
+    """``x._name`` where ``_name`` is another module's: on ``self``/``cls``/``super()`` it must
+    be this module's own or come from another project's base class (found in the class's MRO);
+    on any other object it must be this module's own (or allowed, with its reason)."""
+    out = []
+    for name, path in modules().items():
+        if not name.startswith(packages):
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        own = own_names(tree)
+        classes: dict[ast.AST, str] = {}  # each node inside a top-level class: the class's name
+        for top in tree.body:
+            if isinstance(top, ast.ClassDef):
+                for inner in ast.walk(top):
+                    classes[inner] = top.name
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not is_private(node.attr) or node.attr in own:
+                continue
+            value = node.value
+            on_self = (isinstance(value, ast.Name) and value.id in ("self", "cls")) or (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
+                and value.func.id == "super"
+            )
+            if on_self and node in classes:
+                # Imported only here (the MRO says whose it is): most modules need no import.
+                cls = getattr(importlib.import_module(name), classes[node])
+                owner = next((k for k in cls.__mro__ if node.attr in vars(k)), None)
+                if owner is not None and not owner.__module__.startswith(("lakecore", "jobs")):
+                    continue  # a hook of another project's base class
+                where = "an instance attribute set elsewhere" if owner is None else owner.__module__
+                out.append(f"{name}:{node.lineno} reaches self.{node.attr} ({where})")
+            elif not on_self:
+                target = ast.unparse(value)
+                if (name, node.attr) not in ALLOWED_FOREIGN_PRIVATE_ATTRIBUTES:
+                    out.append(f"{name}:{node.lineno} reaches {target}.{node.attr}")
+    return out
+
+
 def test_no_import_circles() -> None:
     assert circles(graph()) == []
 
@@ -211,8 +289,34 @@ def test_no_private_names_across_modules() -> None:
     assert private_imports() == []
 
 
+def test_no_private_attributes_across_modules() -> None:
+    """A class in ``PRIVATE_ATTRIBUTE_PACKAGES`` reaches only its own module's private
+    attributes: what it shares with another module's class goes through a public method."""
+    assert private_attribute_reaches() == []
+
+
 def test_every_module_has_a_tier() -> None:
     assert [m for m in modules() if tier(m) is None] == []
+
+
+def command_line_imports_of_jobs() -> list[str]:
+    """Every import in jobs/ that reaches the command line (``lakecore.cli``), also through
+    ``from lakecore import cli``."""
+    known = set(modules())
+    return [
+        f"{imp.source}:{imp.line} imports {target}"
+        for imp in all_imports()
+        if imp.source == "jobs" or imp.source.startswith("jobs.")
+        for target in resolve(imp.target, imp.names, known)
+        if target == "lakecore.cli" or target.startswith("lakecore.cli.")
+    ]
+
+
+def test_the_jobs_never_import_the_command_line() -> None:
+    """The Spark jobs read the job contract (``lakecore.contract``: parser, options, outputs,
+    report, renderers), never the command line: ``lakecore.cli`` is a shell over the same
+    contract, for a person at a terminal."""
+    assert command_line_imports_of_jobs() == []
 
 
 def test_the_format_core_is_one_folder() -> None:
@@ -245,8 +349,15 @@ if __name__ == "__main__":  # the numbers for a closing note
             "circles": circles(graph()),
             "upward_imports": len(upward_imports()),
             "private_imports": len(private_imports()),
+            "private_attribute_reaches": len(private_attribute_reaches()),
+            "jobs_importing_the_cli": len(command_line_imports_of_jobs()),
             "largest_modules": sizes[:3],
         }
     )
-    for line in upward_imports() + private_imports():
+    for line in (
+        upward_imports()
+        + private_imports()
+        + private_attribute_reaches()
+        + command_line_imports_of_jobs()
+    ):
         print(" ", line)

@@ -150,7 +150,7 @@ def test_bad_durations_are_refused(text: str) -> None:
 
 
 def test_plain_numbers_only_where_the_unit_is_named() -> None:
-    from lakecore.cli.args import duration_millis
+    from lakecore.contract.option_types import duration_millis
 
     assert parse_duration_millis("90", plain_unit="s") == 90_000
     older_than = duration_millis("duration", plain_unit="s")  # gc's --older-than

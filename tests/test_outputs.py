@@ -1,4 +1,4 @@
-"""Outputs never land on a file they do not own (lakecore/cli/outputs.py).
+"""Outputs never land on a file they do not own (lakecore/contract/outputs.py).
 
 A report path inside the lakehouse once replaced the latest root file with a JSON report, from a
 dry run, and every command then failed with ``DamagedLakehouseError``. Each case below is
@@ -16,7 +16,7 @@ import pytest
 
 from jobs import gc_job, validate_job
 from lakecore.cli import main as cli_main
-from lakecore.cli.outputs import (
+from lakecore.contract.outputs import (
     Output,
     OutputKind,
     check_outputs,
@@ -242,7 +242,7 @@ def test_a_report_that_appeared_while_the_job_ran_is_left_alone(
 ) -> None:
     """The last-moment check raised past the report writer: a traceback and exit 1 after the
     job's work. Now one line, exit 2, and the file keeps its bytes."""
-    from jobs.arguments import JobOptions, base_parser
+    from jobs.command_line import JobOptions, base_parser
     from jobs.run import run_job
 
     report = tmp_path / "r.json"
@@ -271,7 +271,7 @@ def test_two_runs_writing_one_full_list_each_publish_a_whole_one(tmp_path: Path)
     import threading
     import time as time_module
 
-    from jobs.arguments import write_full_list
+    from jobs.command_line import write_full_list
 
     class Frame:  # what write_full_list asks of a DataFrame: .write.parquet(path)
         def __init__(self, tag: str) -> None:

@@ -1,4 +1,4 @@
-"""The ``lakecore`` command: the top of tier 2, over the catalog and maintenance.
+"""The ``lakecore`` command: the top of tier 2, over the job contract, catalog and maintenance.
 
 - ``main``: the parser, assembled from the command modules, and dispatch (errors to exit
   codes);
@@ -8,14 +8,12 @@
 - ``recovery``: ``fsck`` and ``repair``;
 - ``settings``: ``settings show|set``;
 - ``lookup``: the lookup-file and diff commands;
-- ``maintenance``: ``gc`` and ``compact-versions`` in one process (a small lakehouse), with
-  ``gc`` and ``compact_versions``: their options, checks and report, which the Spark jobs share;
-- ``job_report``: a maintenance run's report (JSON and summary), the jobs' and these commands';
-- ``args``: what every command shares (the lakehouse it names, how it prints);
-- ``argparsing``: an argparse parser whose errors are one-line lakecore errors (the jobs use it
-  too);
-- ``outputs``: files a command writes (reports, pages) and the rule that keeps them out of the
-  lakehouse;
+- ``maintenance``: ``gc``, ``compact-versions`` and ``table-maintenance`` in one process (a
+  small lakehouse), over the job contract the Spark jobs read too (``lakecore.contract``: the
+  jobs' options, checks and report, the one-line parser, the output-file checks);
+- ``shared_options``: the options every command shares and what they name (the lakehouse, its
+  storage options, a version);
+- ``printing``: how a command prints (a summary, or JSON with ``--json``; names escaped);
 - ``progress``: the one-line progress display on a terminal.
 """
 

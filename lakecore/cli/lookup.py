@@ -7,7 +7,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from lakecore.cli.args import add_version_options, emit, open_view, resolve_version, say
+from lakecore.cli.printing import emit, say
+from lakecore.cli.shared_options import add_version_options, open_view, resolve_version
 from lakecore.errors import ExitCode, InvalidArgumentError
 
 if TYPE_CHECKING:

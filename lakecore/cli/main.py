@@ -31,14 +31,13 @@ from lakecore.cli import recovery as recovery_cli
 from lakecore.cli import serve as serve_cli
 from lakecore.cli import settings as settings_cli
 from lakecore.cli import snapshots as snapshots_cli
-from lakecore.cli.argparsing import OneLineArgumentParser
-from lakecore.cli.args import (
+from lakecore.cli.printing import emit_error, say
+from lakecore.cli.shared_options import (
     add_json_option,
     add_storage_option,
-    emit_error,
     refuse_outputs_in_lakehouse,
-    say,
 )
+from lakecore.contract.one_line_parser import OneLineArgumentParser
 from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError, exit_code_help
 from lakecore.maintenance.damage import with_next_step
 

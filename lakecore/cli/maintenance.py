@@ -3,8 +3,8 @@ of a small lakehouse in one process.
 
 They run the engine-neutral units the Spark jobs distribute (``gc_in_process``,
 ``expire_in_process``, ``table_maintenance_in_process``) with the jobs' options, safety checks,
-report and exit codes (``lakecore.cli.gc``, ``lakecore.cli.compact_versions``,
-``lakecore.cli.table_maintenance``): the grace period and a ``--now``
+report and exit codes (``lakecore.contract.gc``, ``lakecore.contract.compact_versions``,
+``lakecore.contract.table_maintenance``): the grace period and a ``--now``
 ahead of the clocks are refused as the command line is read, ``--dry-run`` changes nothing,
 ``--report PATH`` writes the job's JSON report, and the summary is the job's. Everything is
 held in this process's memory (every listed file, every reached path), so these suit a
@@ -23,17 +23,19 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from lakecore.cli.argparsing import OneLineArgumentParser, output_file
-from lakecore.cli.args import emit, lakehouse_uri, say, storage_options_of
-from lakecore.cli.compact_versions import (
+from lakecore.cli.printing import emit, say
+from lakecore.cli.shared_options import lakehouse_uri, storage_options_of
+from lakecore.contract.compact_versions import (
     add_compact_versions_arguments,
     compact_versions_options,
     render_compact_versions,
 )
-from lakecore.cli.gc import add_gc_arguments, gc_options, render_gc
-from lakecore.cli.job_report import JobReport, print_summary, write_report_or_fail
-from lakecore.cli.outputs import Output, OutputKind, check_outputs
-from lakecore.cli.table_maintenance import (
+from lakecore.contract.gc import add_gc_arguments, gc_options, render_gc
+from lakecore.contract.job_report import JobReport, print_summary, write_report_or_fail
+from lakecore.contract.one_line_parser import OneLineArgumentParser
+from lakecore.contract.option_types import output_file
+from lakecore.contract.outputs import Output, OutputKind, check_outputs
+from lakecore.contract.table_maintenance import (
     add_table_maintenance_arguments,
     render_table_maintenance,
     table_maintenance_options,

@@ -23,20 +23,23 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lakecore.cli.args import (
+from lakecore.cli.printing import emit
+from lakecore.cli.settings import add_age_options
+from lakecore.cli.shared_options import (
     add_property_option,
     add_version_options,
-    emit,
     key_value,
     lakehouse_uri,
     open_lakehouse,
     open_view,
     storage_options_of,
 )
-from lakecore.cli.settings import add_age_options
 from lakecore.errors import ExitCode, InvalidArgumentError, NotFoundError
+
+if TYPE_CHECKING:
+    from lakecore.core.defs import pb
 
 
 def _column(text: str) -> dict[str, Any]:
@@ -128,6 +131,35 @@ def _check_unset(kind: str, name: str, current: Any, keys: list[str]) -> None:
         )
 
 
+def _emit_names(args: argparse.Namespace, version: int, kind: str, names: list[str]) -> None:
+    """``table list`` and ``view list``: one name a line; as JSON ``{version, <kind>: [...]}``."""
+    emit(args, "\n".join(names) if names else f"(no {kind})", {"version": version, kind: names})
+
+
+def _emit_definition(
+    args: argparse.Namespace, version: int, definition: pb.TableDef | pb.ViewDef, heading: str
+) -> None:
+    """``table show`` and ``view show``: ``heading``, the columns and both property maps; as
+    JSON the definition's fields, its format properties always present, also when empty
+    (MessageToDict leaves empty maps out)."""
+    from google.protobuf.json_format import MessageToDict
+
+    from lakecore.core.defs import pb
+
+    columns = ", ".join(f"{c.name} {pb.DataType.Name(c.type)}" for c in definition.schema.columns)
+    emit(
+        args,
+        f"{heading}\n"
+        f"  columns: {columns or '-'}\n  properties: {dict(definition.properties)}\n"
+        f"  format properties: {dict(definition.format_properties)}",
+        {
+            "version": version,
+            **MessageToDict(definition, preserving_proto_field_name=True),
+            "format_properties": dict(definition.format_properties),
+        },
+    )
+
+
 def cmd_namespace(args: argparse.Namespace) -> int:
     if args.action == "list":
         view = open_view(args)
@@ -151,6 +183,8 @@ def cmd_namespace(args: argparse.Namespace) -> int:
             {"version": view.version, "name": definition.name, "properties": props},
         )
         return ExitCode.OK
+    from lakecore.core.defs import properties_after
+
     lh = open_lakehouse(args)
     before = lh.version
     data: dict[str, Any] = {}
@@ -165,7 +199,7 @@ def cmd_namespace(args: argparse.Namespace) -> int:
             props, unset = _property_changes(args)
             current = dict(tx.load_namespace(args.namespace).properties)
             _check_unset("namespace", repr(args.namespace), current, unset)
-            after = {**{k: v for k, v in current.items() if k not in unset}, **props}
+            after = properties_after(current, props, unset)
             data["properties"] = after
             if after != current:
                 tx.update_namespace(args.namespace, properties=props, remove_properties=unset)
@@ -190,39 +224,21 @@ def cmd_namespace(args: argparse.Namespace) -> int:
 
 
 def cmd_table(args: argparse.Namespace) -> int:
-    from google.protobuf.json_format import MessageToDict
-
+    from lakecore.core.defs import properties_after
     from lakecore.lakehouse.history import display_name  # deferred: --help stays cheap
 
     if args.action == "list":
         view = open_view(args)
-        names = view.list_tables(args.namespace)
-        emit(
-            args,
-            "\n".join(names) if names else "(no tables)",
-            {"version": view.version, "tables": names},
-        )
+        _emit_names(args, view.version, "tables", view.list_tables(args.namespace))
         return ExitCode.OK
     if args.action == "show":
         view = open_view(args)
         definition = view.load_table(args.namespace, args.table)
-        data = MessageToDict(definition, preserving_proto_field_name=True)
-        from lakecore.core.defs import pb
-
-        columns = ", ".join(
-            f"{c.name} {pb.DataType.Name(c.type)}" for c in definition.schema.columns
-        )
-        emit(
+        _emit_definition(
             args,
-            f"table {args.namespace}.{definition.name} ({definition.table_format}, {definition.table_type})\n"
-            f"  columns: {columns or '-'}\n  properties: {dict(definition.properties)}\n"
-            f"  format properties: {dict(definition.format_properties)}",
-            # Always present, also when empty (MessageToDict leaves empty maps out).
-            {
-                "version": view.version,
-                **data,
-                "format_properties": dict(definition.format_properties),
-            },
+            view.version,
+            definition,
+            f"table {args.namespace}.{definition.name} ({definition.table_format}, {definition.table_type})",
         )
         return ExitCode.OK
     if args.action == "undrop":
@@ -250,7 +266,7 @@ def cmd_table(args: argparse.Namespace) -> int:
             props, unset = _property_changes(args)
             current = dict(tx.load_table(args.namespace, args.table).properties)
             _check_unset("table", display_name(args.namespace, args.table), current, unset)
-            after = {**{k: v for k, v in current.items() if k not in unset}, **props}
+            after = properties_after(current, props, unset)
             changed["properties"] = after
             if after != current:
                 tx.update_table(
@@ -340,38 +356,20 @@ def _undrop_iceberg(storage: Any, namespace: str, table: str, version: int) -> N
 def cmd_view(args: argparse.Namespace) -> int:
     """``lakecore view list|show|drop``: Iceberg views as the lakehouse holds them (create and
     replace them through an Iceberg catalog: the definition points at Iceberg metadata)."""
-    from google.protobuf.json_format import MessageToDict
-
     from lakecore.lakehouse.history import display_name  # deferred: --help stays cheap
 
     if args.action == "list":
         view = open_view(args)
-        names = view.list_views(args.namespace)
-        emit(
-            args,
-            "\n".join(names) if names else "(no views)",
-            {"version": view.version, "views": names},
-        )
+        _emit_names(args, view.version, "views", view.list_views(args.namespace))
         return ExitCode.OK
     if args.action == "show":
         view = open_view(args)
         definition = view.load_view(args.namespace, args.view)
-        data = MessageToDict(definition, preserving_proto_field_name=True)
-        from lakecore.core.defs import pb
-
-        columns = ", ".join(
-            f"{c.name} {pb.DataType.Name(c.type)}" for c in definition.schema.columns
-        )
-        emit(
+        _emit_definition(
             args,
-            f"view {args.namespace}.{definition.name} ({definition.view_format})\n"
-            f"  columns: {columns or '-'}\n  properties: {dict(definition.properties)}\n"
-            f"  format properties: {dict(definition.format_properties)}",
-            {
-                "version": view.version,
-                **data,
-                "format_properties": dict(definition.format_properties),
-            },
+            view.version,
+            definition,
+            f"view {args.namespace}.{definition.name} ({definition.view_format})",
         )
         return ExitCode.OK
     lh = open_lakehouse(args)

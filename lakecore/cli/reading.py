@@ -10,7 +10,7 @@ Rules:
   tree as damaged and exits ``ExitCode.DAMAGED`` with the next step.
 * ``get`` of an absent key prints ``(absent)`` and exits ``ExitCode.NOT_FOUND``.
 * ``describe --html`` and ``tree --html`` write one self-contained page (the ``[report]``
-  extra), atomically, never into the lakehouse (``lakecore.cli.outputs``).
+  extra), atomically, never into the lakehouse (``lakecore.contract.outputs``).
 """
 
 from __future__ import annotations
@@ -19,16 +19,14 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from lakecore.cli.argparsing import output_file
-from lakecore.cli.args import (
+from lakecore.cli.printing import emit, say
+from lakecore.cli.shared_options import (
     add_version_options,
-    emit,
     lakehouse_uri,
     open_view,
-    say,
     storage_options_of,
-    time_millis,
 )
+from lakecore.contract.option_types import output_file, time_millis
 from lakecore.core.units import plural
 from lakecore.errors import ExitCode, InvalidArgumentError
 from lakecore.maintenance.damage import damage_next_step
@@ -148,7 +146,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     # health page, are what an operator wants to see of a damaged lakehouse.
     data = describe(view, entries, now_millis=now, damaged_tree_ok=True)
     if args.html:
-        from lakecore.cli.outputs import OutputKind, write_text_atomically
+        from lakecore.contract.outputs import OutputKind, write_text_atomically
         from lakecore.lakehouse.report.health import render_health_page
 
         page = render_health_page(data, entries, reports_dir=args.reports_dir)
@@ -200,7 +198,7 @@ def cmd_tree(args: argparse.Namespace) -> int:
         say(to_dot(view, summary, max_levels=args.max_levels))
         return ExitCode.OK
     if args.html:
-        from lakecore.cli.outputs import OutputKind, write_text_atomically
+        from lakecore.contract.outputs import OutputKind, write_text_atomically
         from lakecore.lakehouse.report.treepage import render_tree_page
 
         page = render_tree_page(view, summary)

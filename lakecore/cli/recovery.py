@@ -17,15 +17,14 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from lakecore.cli.args import (
-    emit,
+from lakecore.cli.printing import emit, say
+from lakecore.cli.shared_options import (
     lakehouse_uri,
     open_lakehouse,
     resolve_version,
-    say,
     storage_options_of,
-    time_millis,
 )
+from lakecore.contract.option_types import time_millis
 from lakecore.core.units import plural
 from lakecore.errors import (
     CorruptFileError,

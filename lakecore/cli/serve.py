@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from lakecore.cli.args import (
+from lakecore.cli.shared_options import (
     add_property_option,
     add_storage_option,
     key_value,

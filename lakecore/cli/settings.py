@@ -17,7 +17,9 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from lakecore.cli.args import add_property_option, duration_millis, emit, open_lakehouse
+from lakecore.cli.printing import emit
+from lakecore.cli.shared_options import add_property_option, open_lakehouse
+from lakecore.contract.option_types import duration_millis
 from lakecore.errors import ExitCode, InvalidArgumentError
 
 

@@ -18,7 +18,8 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from lakecore.cli.args import add_version_options, emit, open_lakehouse, resolve_version
+from lakecore.cli.printing import emit
+from lakecore.cli.shared_options import add_version_options, open_lakehouse, resolve_version
 from lakecore.errors import ExitCode, InvalidArgumentError
 
 if TYPE_CHECKING:

@@ -3,7 +3,8 @@
 
     1. the caller's plan writes every new non-root node and object definition
     2. root v+1 is created with an exclusive create; success commits
-    3. the hint is written, best effort
+    3. the hint is written, best effort (or handed to a ``BackgroundHint``, which writes it
+       after the commit has returned)
     on a lost race: read the latest version w, ask the caller whether its change still holds
     there (validation by value), rebase onto w and try w+1, with jittered backoff, a bounded
     number of times; then CommitConflictError.
@@ -22,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lakecore.core.background_hint import BackgroundHint
 from lakecore.core.locations import root_node_file_name
 from lakecore.core.node import Node
 from lakecore.core.storage import Storage
@@ -78,6 +80,9 @@ class CommitPolicy:
     backoff_base_seconds: float = DEFAULT_BACKOFF_BASE_SECONDS
     backoff_cap_seconds: float = DEFAULT_BACKOFF_CAP_SECONDS
     rng: random.Random = field(default_factory=random.Random)
+    # When set, the hint is handed to it and written off the commit's path (group commit
+    # answers its callers once the root exists); else it is written before commit returns.
+    hint: BackgroundHint | None = None
 
     def backoff(self, attempt: int) -> float:
         # Full jitter: spreads retrying writers apart so one of them wins the next round.
@@ -169,7 +174,11 @@ def commit(
                 landed = data if holds else _landed_earlier(storage, target, sent[target])
         if landed is not None:
             root = decode_root(landed, target, storage.uri(root_node_file_name(target)), order)
-            hint_written = write_hint(storage, target)
+            if policy.hint is not None:
+                policy.hint.publish(target)
+                hint_written = True  # handed on; BackgroundHint counts a failed write
+            else:
+                hint_written = write_hint(storage, target)
             return CommitOutcome(target, root, attempt + 1, conflicts, ambiguous, hint_written)
         conflicts += 1
         data = None  # the next attempt plans on the latest version

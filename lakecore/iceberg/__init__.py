@@ -2,8 +2,8 @@
 
 Needs the ``iceberg`` extra (``pip install '.[iceberg]'`` in the checkout; ``make setup`` installs it). The rules (what a table
 definition holds, how commits stay safe, where files may live, time travel, error types) are in
-``lakecore.iceberg.catalog``'s docstring, each part's also in the module that implements it,
-and in docs/format.md#iceberg-tables. Engine-neutral: nothing here imports pyspark or ``jobs``;
+``lakecore.iceberg.catalog``'s docstring, each part's also in the module of the collaborator
+that holds it, and in docs/format.md#iceberg-tables. Engine-neutral: nothing here imports pyspark or ``jobs``;
 it uses the public ``Lakehouse``/``Transaction`` API only.
 """
 
@@ -16,8 +16,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "lakecore.iceberg needs pyiceberg: pip install '.[iceberg]' in the lakecore checkout (make setup installs it)"
     ) from exc
 
-from lakecore.iceberg.base import ReadOnlyTable
-from lakecore.iceberg.catalog import LakecoreCatalog
+from lakecore.iceberg.catalog import LakecoreCatalog, ReadOnlyTable
 from lakecore.iceberg.columns import ICEBERG_TYPE_PROPERTY, columns_of
 from lakecore.iceberg.errors import ReadOnlyCatalogError
 from lakecore.iceberg.path_rules import normalize_location

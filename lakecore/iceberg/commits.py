@@ -29,18 +29,23 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError, ValidationError
-from pyiceberg.table import CommitTableResponse, StagedTable, Table
-from pyiceberg.table.locations import load_location_provider
-from pyiceberg.table.update import AssertCreate
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.io import FileIO
+from pyiceberg.table import CommitTableResponse, Table
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.update import AddSnapshotUpdate, AssertCreate
 from pyiceberg.typedef import Identifier
 
 from lakecore.iceberg.columns import columns_of
+from lakecore.iceberg.commit_path import CommitPath
 from lakecore.iceberg.errors import translated
+from lakecore.iceberg.location_checks import LocationChecks
+from lakecore.iceberg.metadata_files import MetadataFiles
 from lakecore.iceberg.placement import PlacementRules
 from lakecore.iceberg.pointer import (
     commit_response,
@@ -48,8 +53,7 @@ from lakecore.iceberg.pointer import (
     pointer_properties,
     require_iceberg,
 )
-from lakecore.iceberg.references import NamedFiles
-from lakecore.iceberg.updates import apply_updates
+from lakecore.iceberg.references import NamedFiles, read_named_files
 from lakecore.lakehouse.group_commit import Batch
 
 if TYPE_CHECKING:
@@ -84,9 +88,9 @@ def record_metadata(
 
 
 @dataclass
-class _TableChange:
+class TableChange:
     """One table's requirements and updates, and what staging them has prepared: the files its
-    new snapshots name (read before it was queued, ``_prefetch_named_files``) and, by the
+    new snapshots name (read before it was queued, ``TableCommits.commit``) and, by the
     metadata location it was staged on, the staged table (a batch staged again on an
     unchanged table reuses the metadata file it wrote)."""
 
@@ -98,134 +102,62 @@ class _TableChange:
     prepared: dict[str, Table] = field(default_factory=dict)
 
 
-class CommitOps(PlacementRules):
-    """``commit_table`` and ``commit_tables`` (see the module docstring)."""
+# Stages a table's requirements and updates on its current metadata (None: a create) as the
+# catalog's ``_staged_table`` does: the staged table, at its new metadata location.
+StageTable = Callable[
+    [Table | None, Identifier, tuple["TableRequirement", ...], tuple["TableUpdate", ...]], Table
+]
+# Writes a new metadata file (the catalog's ``_write_new_metadata``).
+WriteMetadata = Callable[[TableMetadata, FileIO, str], None]
 
-    def commit_table(
+
+class TableCommits:
+    """Staging table commits into the group committer's batches (see the module docstring)."""
+
+    def __init__(
         self,
-        table: Table,
-        requirements: tuple[TableRequirement, ...],
-        updates: tuple[TableUpdate, ...],
-    ) -> CommitTableResponse:
-        """Apply ``updates`` to the table's current metadata if ``requirements`` hold, and
-        commit the new metadata with the other commits of its batch.
+        catalog: Catalog,
+        path: CommitPath,
+        files: MetadataFiles,
+        checks: LocationChecks,
+        placement: PlacementRules,
+        stage_table: StageTable,
+        write_metadata: WriteMetadata,
+    ) -> None:
+        """``catalog`` is the one the tables it answers belong to."""
+        self._catalog = catalog
+        self._path = path
+        self._files = files
+        self._checks = checks
+        self._placement = placement
+        self._stage_table = stage_table
+        self._write_metadata = write_metadata
 
-        Raises:
-            NoSuchTableError: the table does not exist (and this is not a create).
-            CommitFailedException: a requirement failed (a create of a table that exists, too),
-                or other writers kept changing the table.
-            CommitStateUnknownException: the lakehouse commit may or may not have landed.
-            ValidationError: the new metadata breaks a location or transform rule.
-        """
-        return self.commit_changes(table.name(), requirements, updates)
+    def commit(self, changes: list[TableChange]) -> list[CommitTableResponse]:
+        """Commit ``changes`` as one unit of the group committer: all land in one lakehouse
+        version or none does. What their new snapshots name is read first, in the caller's
+        thread (``_prefetch_named_files``)."""
+        for change in changes:
+            self._prefetch_named_files(change)
+        return self._path.run(lambda batch: [self._stage_one(batch, c) for c in changes])
 
-    def commit_changes(
-        self,
-        identifier: str | Identifier,
-        requirements: tuple[TableRequirement, ...],
-        updates: tuple[TableUpdate, ...],
-    ) -> CommitTableResponse:
-        """``commit_table`` by the table's identifier (the REST server's ``updateTable``: no
-        metadata of the caller's needed)."""
-        self._refuse_read_only("commit_table")
-        ns, name = self._table(identifier)
-        change = _TableChange(ns, name, requirements, updates)
-        self._prefetch_named_files(change)
-        return self._committer.run(lambda batch: self._stage(batch, [change])[0])
-
-    def commit_tables(
-        self,
-        changes: Sequence[
-            tuple[str | Identifier, tuple[TableRequirement, ...], tuple[TableUpdate, ...]]
-        ],
-    ) -> list[CommitTableResponse]:
-        """Commit changes to several tables as one unit: all land in one lakehouse version or
-        none does.
-
-        A change whose requirements hold ``assert-create`` creates its table (a staged create
-        committed with the others, as DuckDB sends ``CREATE TABLE`` and ``INSERT`` in one
-        transaction). Each table is named once.
-
-        Raises:
-            NoSuchTableError: a table to change does not exist.
-            NoSuchNamespaceError: the namespace of a table to create does not exist.
-            CommitFailedException: a requirement failed (``assert-create`` of a table that
-                exists too), or other writers kept changing a table.
-            CommitStateUnknownException: the lakehouse commit may or may not have landed.
-            ValidationError: a table named twice, or new metadata outside the warehouse or in
-                another table's folder.
-        """
-        self._refuse_read_only("commit_tables")
-        names = [self._table(identifier) for identifier, _, _ in changes]
-        repeated = sorted({f"{ns}.{name}" for ns, name in names if names.count((ns, name)) > 1})
-        if repeated:
-            raise ValidationError(
-                f"a transaction names each table once; named more than once: {', '.join(repeated)}"
-            )
-        units = [
-            _TableChange(ns, name, requirements, updates)
-            for (ns, name), (_, requirements, updates) in zip(names, changes, strict=True)
-        ]
-        for unit in units:
-            self._prefetch_named_files(unit)
-        return self._committer.run(lambda batch: self._stage(batch, units))
-
-    # -- staging ------------------------------------------------------------------------------
-
-    def _stage(self, batch: Batch, changes: list[_TableChange]) -> list[CommitTableResponse]:
-        """Stage ``changes`` into ``batch``, all or none (the committer rolls the unit back when
-        this raises)."""
-        return [self._stage_one(batch, change) for change in changes]
-
-    def _staged_table(
-        self,
-        current: Table | None,
-        identifier: Identifier,
-        requirements: tuple[TableRequirement, ...],
-        updates: tuple[TableUpdate, ...],
-    ) -> Table:
-        """pyiceberg's ``_update_and_stage_table`` with ``apply_updates`` (no deep copy of the
-        metadata): the requirements checked against ``current`` (None: a create), the updates
-        applied, the next metadata file's location chosen by the table's location provider.
-
-        Raises:
-            CommitFailedException: a requirement does not hold.
-        """
-        base = None if current is None else current.metadata
-        for requirement in requirements:
-            requirement.validate(base)
+    def _prefetch_named_files(self, change: TableChange) -> None:
+        """Read what the new snapshots of ``change`` name (its ``add-snapshot`` updates' manifest
+        lists, and the manifests they add) in the caller's thread, before the change is queued:
+        side by side with other requests, not in the committer's turn. Each path is checked
+        first (``GuardedFileIO``). A file that cannot be read is left for the committer, which
+        says why."""
+        snapshots = [u.snapshot for u in change.updates if isinstance(u, AddSnapshotUpdate)]
+        if not snapshots:
+            return
         try:
-            metadata = apply_updates(
-                base if base is not None else self._empty_table_metadata(),
-                updates,
-                enforce_validation=current is None,
-                metadata_location=None if current is None else current.metadata_location,
+            change.named_files = read_named_files(
+                self._checks.guarded(self._files.file_io()), snapshots
             )
-        except StopIteration:
-            # pyiceberg looks the current schema, spec and sort order up with next(): updates
-            # that leave one of them unnamed ({"requirements": [{"type": "assert-create"}],
-            # "updates": []}) raised StopIteration, a 500 at the REST server.
-            what = "create" if current is None else "change"
-            raise ValidationError(
-                f"the updates of this {what} of table {'.'.join(identifier)} leave it without "
-                "the current schema, partition spec or sort order its metadata names; a create "
-                "must add a schema, a partition spec and a sort order and set each as current "
-                "(-1: the last added)"
-            ) from None
-        version = (
-            0 if current is None else self._parse_metadata_version(current.metadata_location) + 1
-        )
-        provider = load_location_provider(metadata.location, metadata.properties)
-        location = provider.new_table_metadata_file_location(version)
-        return StagedTable(
-            identifier=identifier,
-            metadata=metadata,
-            metadata_location=location,
-            io=self._load_file_io(location=location),
-            catalog=self,
-        )
+        except Exception:  # the committer reads it again and reports it as the unit's error
+            change.named_files = None
 
-    def _stage_one(self, batch: Batch, change: _TableChange) -> CommitTableResponse:
+    def _stage_one(self, batch: Batch, change: TableChange) -> CommitTableResponse:
         tx = batch.tx
         ns, name = change.ns, change.name
         identifier = identifier_of(ns, name)
@@ -239,18 +171,18 @@ class CommitOps(PlacementRules):
         if definition is not None:
             location = require_iceberg(identifier, definition)
             # A table an earlier unit of this batch changed: its new metadata, not written yet
-            # (``_metadata_at`` knows what the batch staged).
-            metadata = self._metadata_at(identifier, location)
-            current = Table(identifier, metadata, location, self._load_file_io(), self)
+            # (``MetadataFiles.table_metadata`` knows what the batch staged).
+            metadata = self._files.table_metadata(identifier, location)
+            current = Table(identifier, metadata, location, self._files.file_io(), self._catalog)
         base_location = None if current is None else current.metadata_location
         reused = change.prepared.get(base_location or "")
         if reused is not None:
             staged = reused
         else:
-            staged = self._staged_table(current, identifier, change.requirements, change.updates)
+            staged = self._stage_table(current, identifier, change.requirements, change.updates)
         if current is not None and (not change.updates or staged.metadata == current.metadata):
             return commit_response(current.metadata, current.metadata_location)
-        self._check_metadata(
+        self._checks.check_metadata(
             staged.metadata,
             staged.metadata_location,
             None if current is None else current.metadata,
@@ -258,22 +190,20 @@ class CommitOps(PlacementRules):
         # The location rule between tables: against what the batch staged so far, whose
         # creates are in ``tx`` already (two creates at one location are refused).
         with translated():
-            self._check_change(
+            self._placement.check_change(
                 tx, ns, name, definition, current, staged, prefetched=change.named_files
             )
         with translated(not_found=NoSuchNamespaceError):
             record_metadata(tx, ns, name, staged, base_location)
-        self._staged_metadata[staged.metadata_location] = staged.metadata
+        self._files.stage(staged.metadata_location, staged.metadata)
         if reused is None:
             change.prepared[base_location or ""] = staged
             batch.write_before_root(
                 staged.metadata_location,
-                lambda: self._write_new_metadata(
-                    staged.metadata, staged.io, staged.metadata_location
-                ),
+                lambda: self._write_metadata(staged.metadata, staged.io, staged.metadata_location),
             )
         # else: written by an earlier staging of this batch, on the same base: not again.
         return commit_response(staged.metadata, staged.metadata_location)
 
 
-__all__ = ["CommitOps"]
+__all__ = ["StageTable", "TableChange", "TableCommits", "WriteMetadata", "record_metadata"]

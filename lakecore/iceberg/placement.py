@@ -1,30 +1,31 @@
 """The catalog's side of the rule that no two tables share a folder: each change checks it and
 keeps the location registry that lets it be checked without a scan.
 
-``lakecore.iceberg.roots`` states the rule, the registry's keys and how the tables a path could
+``lakecore.iceberg.table_folders`` states the rule, the registry's keys and how the tables a path could
 overlap are found; ``lakecore.iceberg.references`` what a commit reads to find the folders it
 names files in; this module applies both inside the lakecore transaction of a change.
 
 Rules:
 
 * **Checked in the change's own transaction.** A table's roots (its location and write paths)
-  are checked when they are set or moved (``_check_roots``: ``create_table``,
+  are checked when they are set or moved (``check_roots``: ``create_table``,
   ``register_table``, ``rename_table``, a commit that changes a root) and a namespace's folder
-  when it is made or its ``location`` set (``_check_namespace_folder``), against what the
+  when it is made or its ``location`` set (``check_namespace_folder``), against what the
   transaction sees, and the registry entry is written in the same commit: a concurrent change
   that breaks the rule conflicts. A create also checks before any file is written
-  (``_precheck_roots``).
+  (``precheck_roots``).
 * **No table or namespace folder in another lakehouse's warehouse** (``lakecore.iceberg.warehouse``):
   a root placed explicitly, and every namespace folder, is refused there.
 * **The registry is built once per lakehouse**, with the first change that finds none of this
-  format (``_ensure_registry``): every Iceberg table's metadata and manifests are read
+  format (``ensure_registry``): every Iceberg table's metadata and manifests are read
   (``REGISTRY_BUILD_THREADS`` at a time) and the warehouse claimed. A lakehouse whose recorded
-  warehouse is another is refused. ``rebuild_location_registry`` builds it again on demand.
-* **A commit records only what is new** (``_check_change``): the folders outside the table's
+  warehouse is another is refused. ``build_registry(restamp=True)`` builds it again on demand
+  (the catalog's ``rebuild_location_registry``).
+* **A commit records only what is new** (``check_change``): the folders outside the table's
   roots where the files it adds lie; an append under the table's own roots changes no
   definition, and so never conflicts with another table's commit. A root the table gives up
   counts as outside from then on (it still holds files the metadata names).
-* **A table written around the registry is recorded whole** (``_written_around_registry``):
+* **A table written around the registry is recorded whole** (``written_around_registry``):
   when its stamp (``CHECKED_PROPERTY``) names another metadata file, or it has a root neither
   its name gives away nor the registry records, its next commit here records its roots and the
   references of every file it names, as the registry's build does.
@@ -37,7 +38,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from pyiceberg.catalog import LOCATION
 from pyiceberg.table import Table
@@ -45,8 +46,10 @@ from pyiceberg.table.metadata import TableMetadata
 
 from lakecore.core.defs import pb
 from lakecore.errors import InvalidArgumentError, InvalidLocationError, LakecoreError, StorageError
-from lakecore.iceberg.base import CatalogBase
+from lakecore.iceberg.commit_path import CommitPath
 from lakecore.iceberg.errors import translated
+from lakecore.iceberg.location_checks import LocationChecks
+from lakecore.iceberg.metadata_files import MetadataFiles
 from lakecore.iceberg.path_rules import normalize_location, physical_location
 from lakecore.iceberg.pointer import (
     CHECKED_PROPERTY,
@@ -56,13 +59,13 @@ from lakecore.iceberg.pointer import (
     is_checked,
 )
 from lakecore.iceberg.references import NamedFiles, ReferenceFinder
-from lakecore.iceberg.roots import (
+from lakecore.iceberg.table_folders import (
     MAX_REFERENCE_FOLDERS,
     REGISTRY_FORMAT,
     REGISTRY_MARKER_PROPERTY,
     WAREHOUSE_PROPERTY,
     WRITE_PATH_PROPERTIES,
-    Registry,
+    FolderRegistry,
     contains,
     default_located_ancestors,
     is_registry_key,
@@ -127,18 +130,31 @@ def named_files_read(whose: str) -> Iterator[None]:
 
 
 def drop_with_entries(tx: Transaction, ns: str, name: str) -> None:
-    """Drop the table and its registry entries (lakecore.iceberg.roots) in ``tx``."""
+    """Drop the table and its registry entries (lakecore.iceberg.table_folders) in ``tx``."""
     tx.drop_table(ns, name)
     for key in (roots_key(ns, name), refs_key(ns, name)):
         if tx.definition_property(key) is not None:
             tx.set_definition_properties({key: None})
 
 
-class PlacementRules(CatalogBase):
+class PlacementRules:
     """The location rule between tables and namespaces, and the registry (see the module
-    docstring)."""
+    docstring), for one catalog's warehouse."""
 
-    # -- the location rule (lakecore.iceberg.roots) -------------------------------------------
+    def __init__(
+        self,
+        warehouse: str,
+        path: CommitPath,
+        files: MetadataFiles,
+        checks: LocationChecks,
+    ) -> None:
+        self.warehouse = warehouse
+        self._path = path
+        self._files = files
+        self._checks = checks
+        self._lakehouse_uri = normalize_location(path.lakehouse.storage.root_uri)
+
+    # -- the location rule (lakecore.iceberg.table_folders) -----------------------------------
 
     @staticmethod
     def _named_roots(metadata: TableMetadata) -> list[tuple[str, str]]:
@@ -151,7 +167,8 @@ class PlacementRules(CatalogBase):
         ]
         return [(what, normalize_location(root)) for what, root in named]
 
-    def _roots(self, metadata: TableMetadata) -> list[str]:
+    def roots(self, metadata: TableMetadata) -> list[str]:
+        """The table's roots (its location and write paths), normalized and sorted."""
         return sorted({root for _, root in self._named_roots(metadata)})
 
     def _leads_to(self) -> Callable[[str], str]:
@@ -184,7 +201,7 @@ class PlacementRules(CatalogBase):
         metadata_location = definition.format_properties.get(METADATA_LOCATION_PROPERTY)
         if definition.table_format != "ICEBERG" or not metadata_location:
             return None
-        return self._metadata_at(identifier_of(ns, name), str(metadata_location))
+        return self._files.table_metadata(identifier_of(ns, name), str(metadata_location))
 
     def _definition_roots(self, ns: str, name: str, definition: pb.TableDef) -> list[str]:
         """The roots of a table from its current metadata (none for a non-Iceberg table)."""
@@ -195,14 +212,14 @@ class PlacementRules(CatalogBase):
             normalize_location(r) for r in table_roots(metadata.location, metadata.properties)
         )
 
-    def _table_references(self, metadata: TableMetadata, metadata_location: str) -> set[str]:
+    def table_references(self, metadata: TableMetadata, metadata_location: str) -> set[str]:
         """The reference folders of everything a table's metadata names (reads every manifest)."""
-        io = self._guarded(self._load_file_io(metadata.properties, metadata_location))
-        finder = ReferenceFinder(self.warehouse, self._roots(metadata), self._leads_to())
+        io = self._checks.guarded(self._files.file_io(metadata_location))
+        finder = ReferenceFinder(self.warehouse, self.roots(metadata), self._leads_to())
         with named_files_read(f"table metadata {metadata_location}"):
             return finder.named_by_table(io, metadata, metadata_location)
 
-    def _registry(self, tx: Transaction) -> Registry:
+    def _registry(self, tx: Transaction) -> FolderRegistry:
         """The registry as ``tx`` would commit it."""
         properties = dict(tx.lakehouse_def.properties)
         for key, value in tx.definition_changes.items():
@@ -210,12 +227,9 @@ class PlacementRules(CatalogBase):
                 properties.pop(key, None)
             else:
                 properties[key] = value
-        return Registry.of(properties)
+        return FolderRegistry.of(properties)
 
-    def _lakehouse_uri(self) -> str:
-        return normalize_location(self._lakehouse.storage.root_uri)
-
-    def _ensure_registry(self, tx: Transaction) -> Registry:
+    def ensure_registry(self, tx: Transaction) -> FolderRegistry:
         """The registry, built in ``tx`` from every Iceberg table's metadata and manifests when
         the lakehouse has none of this format yet (one scan per lakehouse, committed with the
         change ``tx`` makes, which also claims the warehouse).
@@ -227,7 +241,7 @@ class PlacementRules(CatalogBase):
         """
         registry = self._registry(tx)
         if not registry.complete:
-            self._build_registry(tx)
+            self.build_registry(tx)
             return self._registry(tx)
         if registry.warehouse != self.warehouse:
             raise InvalidLocationError(
@@ -237,12 +251,12 @@ class PlacementRules(CatalogBase):
             )
         return registry
 
-    def _build_registry(self, tx: Transaction, *, restamp: bool = False) -> None:
+    def build_registry(self, tx: Transaction, *, restamp: bool = False) -> None:
         """Write the whole registry in ``tx`` from every table's metadata and manifests,
         replacing any older one, and claim the warehouse. With ``restamp`` a table whose
         definition another writer changed after this catalog checked it is stamped checked
         again (its current state is what the registry now holds)."""
-        claim_warehouse(self.warehouse, self._lakehouse_uri(), self._warehouse_options)
+        claim_warehouse(self.warehouse, self._lakehouse_uri, self._files.warehouse_options)
         changes: dict[str, str | None] = {
             key: None for key in tx.lakehouse_def.properties if is_registry_key(key)
         }
@@ -261,7 +275,7 @@ class PlacementRules(CatalogBase):
             if metadata is None:
                 return None
             location = str(definition.format_properties[METADATA_LOCATION_PROPERTY])
-            return self._roots(metadata), self._table_references(metadata, location)
+            return self.roots(metadata), self.table_references(metadata, location)
 
         with ThreadPoolExecutor(REGISTRY_BUILD_THREADS) as pool:
             scanned = list(pool.map(scan, tables))
@@ -294,11 +308,11 @@ class PlacementRules(CatalogBase):
         )
 
     def _tables_overlapping(
-        self, reader: CatalogReader, registry: Registry, path: str
+        self, reader: CatalogReader, registry: FolderRegistry, path: str
     ) -> dict[tuple[str, str], list[str]]:
         """Every live table with a root overlapping ``path``, with its roots: the registry's,
         the default-located tables at ``path`` and its ancestors, and the tables of every
-        namespace whose folder ``path`` contains (see lakecore.iceberg.roots)."""
+        namespace whose folder ``path`` contains (see lakecore.iceberg.table_folders)."""
         candidates: dict[tuple[str, str], list[str] | None] = {
             name: roots
             for name, roots in registry.tables.items()
@@ -334,8 +348,8 @@ class PlacementRules(CatalogBase):
                 found[(ns, name)] = roots
         return found
 
-    def _tables_holding(
-        self, reader: CatalogReader, registry: Registry, folder: str
+    def tables_holding(
+        self, reader: CatalogReader, registry: FolderRegistry, folder: str
     ) -> dict[tuple[str, str], list[str]]:
         """Every live table with a root that equals or contains ``folder``: the registry's and
         the default-located tables at ``folder`` and its ancestors (no scan)."""
@@ -351,7 +365,7 @@ class PlacementRules(CatalogBase):
         )
 
     def _namespaces_in_folder(
-        self, reader: CatalogReader, registry: Registry, path: str
+        self, reader: CatalogReader, registry: FolderRegistry, path: str
     ) -> list[str]:
         """Namespaces whose folder equals ``path`` or lies inside it."""
         found = set(registry.namespaces_with_folder_in(path))
@@ -367,7 +381,7 @@ class PlacementRules(CatalogBase):
             found.update(n for n in names if n == folder or n.startswith(folder + "."))
         return sorted(found)
 
-    def _check_roots(
+    def check_roots(
         self,
         tx: Transaction,
         ns: str,
@@ -376,13 +390,13 @@ class PlacementRules(CatalogBase):
         *,
         also_not: tuple[str, str] | None = None,
     ) -> None:
-        """The location rule for every root of table ``ns.name`` (see lakecore.iceberg.roots),
+        """The location rule for every root of table ``ns.name`` (see lakecore.iceberg.table_folders),
         and the registry entry that records its roots, both in ``tx``.
 
         Raises:
             InvalidLocationError: a root breaks the rule (the message names the other party).
         """
-        registry = self._ensure_registry(tx)
+        registry = self.ensure_registry(tx)
         named = self._named_roots(metadata)
         for what, given in named:
             if named_by(self.warehouse, given) != (ns, name):
@@ -442,7 +456,7 @@ class PlacementRules(CatalogBase):
     def _refuse_claimed(self, folder: str, what: str) -> None:
         """Refuse a folder inside another lakehouse's warehouse (lakecore.iceberg.warehouse)."""
         claim = claimed_between(
-            self.warehouse, folder, self._lakehouse_uri(), self._warehouse_options
+            self.warehouse, folder, self._lakehouse_uri, self._files.warehouse_options
         )
         if claim is not None:
             raise InvalidLocationError(
@@ -451,7 +465,7 @@ class PlacementRules(CatalogBase):
                 "choose another location"
             )
 
-    def _check_namespace_folder(self, tx: Transaction, ns: str, folder: str, what: str) -> None:
+    def check_namespace_folder(self, tx: Transaction, ns: str, folder: str, what: str) -> None:
         """A namespace's folder is where its tables go: it may not equal or lie inside a table's
         root (that table's purge would then reach the namespace's tables), nor another
         lakehouse's warehouse.
@@ -461,9 +475,9 @@ class PlacementRules(CatalogBase):
                 lakecore's invalid-argument errors to NoSuchNamespaceError, for bad names).
         """
         with translated():
-            registry = self._ensure_registry(tx)
+            registry = self.ensure_registry(tx)
             for form in self._physical_forms(folder):
-                holders = self._tables_holding(tx, registry, form)
+                holders = self.tables_holding(tx, registry, form)
                 if holders:
                     (other_ns, other_name), roots = next(iter(sorted(holders.items())))
                     clash = next(r for r in roots if contains(r, form))
@@ -476,7 +490,18 @@ class PlacementRules(CatalogBase):
                     )
             self._refuse_claimed(folder, f"{what} {folder} of namespace {ns!r}")
 
-    def _written_around_registry(
+    def record_namespace_location(self, tx: Transaction, ns: str, location: Any) -> None:
+        """Record (or with None, forget) a namespace's own folder in the registry, in ``tx``,
+        after checking it (``check_namespace_folder``)."""
+        key = namespace_location_key(ns)
+        if location:
+            folder = normalize_location(str(location))
+            self.check_namespace_folder(tx, ns, folder, "the location")
+            tx.set_definition_properties({key: folder})
+        elif tx.definition_property(key) is not None:
+            tx.set_definition_properties({key: None})
+
+    def written_around_registry(
         self,
         ns: str,
         name: str,
@@ -495,18 +520,18 @@ class PlacementRules(CatalogBase):
             return False  # the build that comes with the next change reads the table as it is
         recorded = definition_property(roots_key(ns, name))
         known = set(json.loads(recorded)) if recorded else set()
-        return not set(registered_roots(self.warehouse, ns, name, self._roots(metadata))) <= known
+        return not set(registered_roots(self.warehouse, ns, name, self.roots(metadata))) <= known
 
-    def _precheck_roots(self, ns: str, name: str, metadata: TableMetadata) -> None:
+    def precheck_roots(self, ns: str, name: str, metadata: TableMetadata) -> None:
         """The rule, before any file is written (the commit checks again)."""
         with translated():
-            tx = self._scratch_lakehouse().transaction()
+            tx = self._path.scratch_lakehouse().transaction()
             try:
-                self._check_roots(tx, ns, name, metadata)
+                self.check_roots(tx, ns, name, metadata)
             finally:
                 tx.abort()
 
-    def _check_change(
+    def check_change(
         self,
         tx: Transaction,
         ns: str,
@@ -519,7 +544,7 @@ class PlacementRules(CatalogBase):
         """What a commit of ``staged`` over ``current`` (None: a create) checks and records in
         ``tx``: the lakehouse's warehouse is this catalog's; the location rule when the roots
         change; and the reference folders (lakecore.iceberg.references) of the files the commit
-        adds. A table other code wrote around the registry (``_written_around_registry``) is
+        adds. A table other code wrote around the registry (``written_around_registry``) is
         recorded whole, as the registry's build records a table: its roots, and the references
         of every file it names. The registry changes only for something not yet recorded: an
         append that writes under the table's own roots changes no definition, and so never
@@ -532,17 +557,17 @@ class PlacementRules(CatalogBase):
         # Three property lookups, not the whole registry: this runs for every commit.
         recorded = tx.definition_property(WAREHOUSE_PROPERTY)
         if recorded is not None and recorded != self.warehouse:
-            self._ensure_registry(tx)  # refuses: the lakehouse's warehouse is another
-        adopted = current is not None and self._written_around_registry(
+            self.ensure_registry(tx)  # refuses: the lakehouse's warehouse is another
+        adopted = current is not None and self.written_around_registry(
             ns, name, definition, current.metadata, tx.definition_property
         )
-        roots = self._roots(staged.metadata)
-        if current is None or roots != self._roots(current.metadata):
-            self._check_roots(tx, ns, name, staged.metadata)
+        roots = self.roots(staged.metadata)
+        if current is None or roots != self.roots(current.metadata):
+            self.check_roots(tx, ns, name, staged.metadata)
         elif adopted:
             # Recorded as the registry's build records a table: the folders it already has are
             # not judged (it cannot move), only what this commit changes is.
-            self._ensure_registry(tx)
+            self.ensure_registry(tx)
             tx.set_definition_properties(roots_property(self.warehouse, ns, name, roots))
         recorded_refs = tx.definition_property(refs_key(ns, name))
         known = json.loads(recorded_refs) if recorded_refs else []
@@ -550,8 +575,8 @@ class PlacementRules(CatalogBase):
         if current is not None:
             # A root given up (a write path moved elsewhere) still holds files the metadata
             # names, now outside the table's roots: another table may take the folder later.
-            finder.add_folders(self._roots(current.metadata))
-        io = self._guarded(staged.io)
+            finder.add_folders(self.roots(current.metadata))
+        io = self._checks.guarded(staged.io)
         with named_files_read(f"the commit to table {ns}.{name}"):
             if adopted:
                 folders = finder.named_by_table(io, staged.metadata, staged.metadata_location)
@@ -564,29 +589,9 @@ class PlacementRules(CatalogBase):
                 )
         if all(any(contains(k, f) for k in known) for f in folders):
             return
-        known = self._ensure_registry(tx).refs.get((ns, name), [])
+        known = self.ensure_registry(tx).refs.get((ns, name), [])
         merged = reduce_folders(self.warehouse, [*known, *folders], MAX_REFERENCE_FOLDERS)
         tx.set_definition_properties(refs_property(ns, name, merged))
-
-    # -- the location registry ----------------------------------------------------------------
-
-    def rebuild_location_registry(self) -> None:
-        """Read every Iceberg table's metadata and manifests once and rewrite the location
-        registry (``lakecore.iceberg.roots``) from them, in one commit.
-
-        For a lakehouse that clients of an older lakecore wrote to after its registry was
-        built: what they created, placed or referenced is not recorded, and a purge could
-        delete files their tables name. Run it once every client runs this release. Tables
-        such a client changed after this catalog checked them (which ``purge_table`` refuses)
-        become purgeable again. Costs one read of every table's metadata and manifests.
-
-        Raises:
-            InvalidLocationError: a table lies outside the warehouse, or another lakehouse
-                owns the warehouse.
-            CorruptFileError: a table's metadata cannot be read.
-        """
-        self._refuse_read_only("rebuild_location_registry")
-        self._change("rebuild_location_registry", lambda tx: self._build_registry(tx, restamp=True))
 
 
 __all__ = ["REGISTRY_BUILD_THREADS", "CatalogReader", "PlacementRules", "drop_with_entries"]

@@ -12,7 +12,7 @@ Rules:
   the request no longer waits for the deletes.
 * **Only the table's own folders.** The mark's folders are the table's location and its own
   write paths (``write.data.path``, ...), each inside the warehouse and out of lakecore's
-  directories (``_purgeable_roots``), never what its metadata merely names elsewhere (another
+  directories (``purgeable_roots``), never what its metadata merely names elsewhere (another
   table's files, lakecore's). The maintenance job deletes there only, and never a file that a
   retained version of any table names (``lakecore.maintenance.tables.rules``).
 * **Refused:** a registered (``EXTERNAL``) table, whose files were not written for it
@@ -31,13 +31,15 @@ import time
 
 from pyiceberg.exceptions import NoSuchTableError, ValidationError
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.typedef import Identifier
 
+from lakecore.iceberg.commit_path import CommitPath
 from lakecore.iceberg.errors import translated
+from lakecore.iceberg.location_checks import LocationChecks
+from lakecore.iceberg.metadata_files import MetadataFiles
 from lakecore.iceberg.path_rules import normalize_location
 from lakecore.iceberg.placement import PlacementRules, drop_with_entries
-from lakecore.iceberg.pointer import METADATA_LOCATION_PROPERTY, identifier_of
-from lakecore.iceberg.roots import WRITE_PATH_PROPERTIES
+from lakecore.iceberg.pointer import METADATA_LOCATION_PROPERTY, identifier_of, require_iceberg
+from lakecore.iceberg.table_folders import WRITE_PATH_PROPERTIES
 from lakecore.lakehouse import Transaction
 from lakecore.maintenance.tables.marks import PurgeMark
 
@@ -45,32 +47,31 @@ from lakecore.maintenance.tables.marks import PurgeMark
 _LOG = logging.getLogger("lakecore.iceberg.catalog")
 
 
-class PurgeOps(PlacementRules):
-    """``purge_table`` (see the module docstring)."""
+class Purger:
+    """``purge_table``'s drop and mark (see the module docstring)."""
 
-    def purge_table(self, identifier: str | Identifier) -> None:
-        """Drop the table and mark its files for deletion, in one commit (see the module doc).
+    def __init__(
+        self,
+        path: CommitPath,
+        files: MetadataFiles,
+        checks: LocationChecks,
+        placement: PlacementRules,
+    ) -> None:
+        self._path = path
+        self._files = files
+        self._checks = checks
+        self._placement = placement
 
-        Table maintenance deletes them once no retained lakehouse version holds the table, and
-        only files under the table's location or its own write paths (``write.data.path``,
-        ...), inside the warehouse and outside lakecore's directories, that no retained metadata
-        of any table names. Until then ``undrop_table`` brings the table back.
-
-        Refused: a table registered with ``register_table`` (``EXTERNAL``), whose files were not
-        written for it and may be another table's (``drop_table`` forgets it and leaves them);
-        and a table that other code (a client of an older lakecore) wrote around the location
-        registry (placed at a folder the registry does not know, or changed after this catalog
-        checked it), which may name files no registry entry records. A table without
-        Iceberg metadata (made through the lakehouse API) is dropped: it has no files.
+    def purge(self, ns: str, name: str) -> None:
+        """Drop table ``ns.name`` and mark its files for deletion, in one commit (the catalog's
+        ``purge_table`` has the whole contract).
 
         Raises:
             NoSuchTableError: no such table.
             ValidationError: the table is EXTERNAL, or was written around the registry.
         """
-        self._refuse_read_only("purge_table")
-        ns, name = self._table(identifier)
         with translated(invalid=NoSuchTableError, wording=f"Table does not exist: {ns}.{name}"):
-            before = self._latest_view()
+            before = self._path.latest()
             definition = before.load_table(ns, name)
         if definition.table_type == "EXTERNAL":
             raise ValidationError(
@@ -79,14 +80,22 @@ class PurgeOps(PlacementRules):
                 "and leaves its files"
             )
         if not definition.format_properties.get(METADATA_LOCATION_PROPERTY):
-            self.drop_table(identifier_of(ns, name))
+            self._path.change(
+                "drop_table",
+                lambda tx: drop_with_entries(tx, ns, name),
+                invalid=NoSuchTableError,
+                wording=f"Table does not exist: {ns}.{name}",
+            )
             _LOG.info(
                 "purge_table %s.%s: it had no Iceberg metadata, so no file to delete", ns, name
             )
             return
-        table = self._table_from(identifier_of(ns, name), definition, cached=False)
-        if self._written_around_registry(
-            ns, name, definition, table.metadata, before.lakehouse_def.properties.get
+        # What is deleted is decided from the file as it is now, not from a cached copy.
+        identifier = identifier_of(ns, name)
+        metadata_location = require_iceberg(identifier, definition)
+        metadata = self._files.read_uncached(identifier, metadata_location)
+        if self._placement.written_around_registry(
+            ns, name, definition, metadata, before.lakehouse_def.properties.get
         ):
             raise ValidationError(
                 f"table {ns}.{name} was written by other code (a client of an older lakecore) around the "
@@ -95,22 +104,24 @@ class PurgeOps(PlacementRules):
                 "rebuild_location_registry() reads every table once and makes it purgeable, or drop_table "
                 "removes it and leaves its files"
             )
-        roots = self._purgeable_roots(table.metadata)
+        roots = self.purgeable_roots(metadata)
         mark = PurgeMark(
             namespace=ns,
             table=name,
-            table_uuid=str(table.metadata.table_uuid),
-            metadata_location=table.metadata_location,
+            table_uuid=str(metadata.table_uuid),
+            metadata_location=metadata_location,
             roots=tuple(roots),
             dropped_at_millis=int(time.time() * 1000),
         )
 
         def drop(tx: Transaction) -> None:
-            self._ensure_registry(tx)  # a lakehouse from before the rule: find its overlaps
+            self._placement.ensure_registry(
+                tx
+            )  # a lakehouse from before the rule: find its overlaps
             drop_with_entries(tx, ns, name)
             tx.set_definition_properties({mark.key: mark.value()})
 
-        self._change("purge_table", drop, invalid=NoSuchTableError)
+        self._path.change("purge_table", drop, invalid=NoSuchTableError)
         _LOG.info(
             "purge_table %s.%s: dropped; its files under %s are deleted by table maintenance once "
             "no retained lakehouse version holds the table (until then undrop_table brings it back)",
@@ -119,9 +130,9 @@ class PurgeOps(PlacementRules):
             ", ".join(roots),
         )
 
-    def _purgeable_roots(self, metadata: TableMetadata) -> list[str]:
+    def purgeable_roots(self, metadata: TableMetadata) -> list[str]:
         """Where a purge may delete: the table's location and its own write paths (each checked
-        as ``_check_metadata`` checks them; one that fails is left out)."""
+        as ``LocationChecks.check_metadata`` checks them; one that fails is left out)."""
         locations = (
             metadata.location,
             *(metadata.properties.get(n) for n in WRITE_PATH_PROPERTIES),
@@ -129,8 +140,8 @@ class PurgeOps(PlacementRules):
         return [
             normalize_location(str(loc))
             for loc in locations
-            if loc and self._location_allowed(str(loc))
+            if loc and self._checks.allows_purge_at(str(loc))
         ]
 
 
-__all__ = ["PurgeOps"]
+__all__ = ["Purger"]

@@ -6,7 +6,7 @@ result. That copy grows with the metadata (its metadata log alone holds up to 10
 default, its snapshots as many as the table keeps): for a table a hundred commits old it was
 the largest part of a commit's CPU in the server (about 9 ms of some 13, profiled). The catalog
 never changes a metadata object once made (they are cached and shared,
-``lakecore.iceberg.base``), so the copy guards nothing here.
+``lakecore.iceberg.metadata_files``), so the copy guards nothing here.
 
 Rules:
 

@@ -16,7 +16,7 @@ Rules:
 * **Locations.** A view's location and every metadata file lie strictly inside the warehouse,
   in canonical form (``lakecore.iceberg.path_rules``), and not inside a live table's folder
   nor a purge mark's: table maintenance deletes the files there that no table names (the
-  table side, ``PlacementRules._refuse_views_inside``, keeps an explicitly placed table root
+  table side, ``PlacementRules.check_roots``, keeps an explicitly placed table root
   off a view's folder). The folder is kept in the definition (``VIEW_LOCATION_PROPERTY``). The default location is unique:
   ``<namespace folder>/<view>-<32 hex digits>``. Metadata files are
   ``<location>/metadata/<NNNNN>-<uuid>.metadata.json``, numbered on from the file replaced.
@@ -41,11 +41,11 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from io import BytesIO
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from pydantic import Field
-from pyiceberg.catalog import LOCATION, Catalog
 from pyiceberg.exceptions import (
     CommitFailedException,
     NoSuchNamespaceError,
@@ -56,7 +56,6 @@ from pyiceberg.exceptions import (
 from pyiceberg.schema import Schema
 from pyiceberg.serializers import Compressor
 from pyiceberg.typedef import EMPTY_DICT, IcebergBaseModel, Identifier, Properties
-from pyiceberg.view import View
 from pyiceberg.view.metadata import ViewHistoryEntry, ViewMetadata, ViewVersion
 
 from lakecore.core import namespaces as NS
@@ -64,16 +63,18 @@ from lakecore.core.keys import refuse_unclear_name
 from lakecore.core.sized_lru import SizedLRU
 from lakecore.errors import AlreadyExistsError, CorruptFileError, NotFoundError, StorageError
 from lakecore.iceberg.columns import columns_of
+from lakecore.iceberg.commit_path import CommitPath
 from lakecore.iceberg.errors import translated
-from lakecore.iceberg.path_rules import normalize_location
+from lakecore.iceberg.guarded_io import sync_local_file
+from lakecore.iceberg.location_checks import LocationChecks, canonical
+from lakecore.iceberg.metadata_files import MetadataFiles
 from lakecore.iceberg.placement import PlacementRules
 from lakecore.iceberg.pointer import (
     METADATA_LOCATION_PROPERTY,
     VIEW_LOCATION_PROPERTY,
-    identifier_of,
     pointer_properties,
 )
-from lakecore.iceberg.roots import contains
+from lakecore.iceberg.table_folders import contains
 from lakecore.lakehouse import Transaction
 from lakecore.lakehouse.group_commit import Batch
 from lakecore.maintenance.tables.marks import marks_of
@@ -299,76 +300,67 @@ def view_metadata_from_bytes(data: bytes, metadata_location: str) -> ViewMetadat
     return ViewMetadata.model_validate_json(text)
 
 
-class ViewOps(PlacementRules):
-    """pyiceberg's view calls, and the REST server's rename and commit (see the module
-    docstring)."""
+class IcebergViews:
+    """The views of one catalog: what pyiceberg's view calls and the REST server's rename and
+    commit do once the catalog has parsed the identifier (see the module docstring)."""
 
-    _view_metadata: SizedLRU[str, ViewMetadata] | None = None
-
-    # -- names --------------------------------------------------------------------------------
-
-    def _view_name(
-        self, identifier: str | Identifier, err: type[Exception] = NoSuchViewError
-    ) -> tuple[str, str]:
-        """(namespace, view) of an identifier: every level but the last is the namespace."""
-        parts = Catalog.identifier_to_tuple(identifier)
-        if len(parts) < 2 or not all(p.strip() for p in parts[:-1]):
-            detail = f"view identifier {'.'.join(parts)!r} has no namespace"
-            if err is NoSuchViewError:
-                raise NoSuchViewError(f"View does not exist: {'.'.join(parts)} ({detail})")
-            raise err(f"{detail}: a view identifier is 'namespace.view'")
-        return NS.join(parts[:-1]), parts[-1]
+    def __init__(
+        self,
+        path: CommitPath,
+        files: MetadataFiles,
+        checks: LocationChecks,
+        placement: PlacementRules,
+        namespace_location: Callable[[str | Identifier], str],
+        metadata_version: Callable[[str], int],
+        convert_schema: Callable[[Schema | pa.Schema], Schema],
+    ) -> None:
+        """``namespace_location`` is the catalog's (where a namespace's objects go by default),
+        ``metadata_version`` the version number of a metadata file's name (-1: none), and
+        ``convert_schema`` makes an Iceberg schema of a pyarrow one (pyiceberg's catalogs')."""
+        self._path = path
+        self._files = files
+        self._checks = checks
+        self._placement = placement
+        self._namespace_location = namespace_location
+        self._metadata_version = metadata_version
+        self._convert_schema = convert_schema
+        self._view_metadata = SizedLRU[str, ViewMetadata](VIEW_METADATA_CACHE_BYTES)
 
     # -- reads --------------------------------------------------------------------------------
 
-    def list_views(self, namespace: str | Identifier) -> list[Identifier]:
-        """Every view of the namespace.
+    def names_in(self, ns: str) -> list[Identifier]:
+        """Every view of namespace ``ns``.
 
         Raises:
             NoSuchNamespaceError: no such namespace.
         """
-        ns = self._namespace(namespace)
         with translated(
             not_found=NoSuchNamespaceError,
             invalid=NoSuchNamespaceError,
             wording=f"Namespace does not exist: {ns}",
         ):
-            return [(*NS.levels(ns), view) for view in self._read().list_views(ns)]
+            return [(*NS.levels(ns), view) for view in self._path.read().list_views(ns)]
 
-    def view_exists(self, identifier: str | Identifier) -> bool:
-        try:
-            ns, name = self._view_name(identifier)
-        except NoSuchViewError:
-            return False
+    def exists(self, ns: str, name: str) -> bool:
+        """Whether view ``ns.name`` exists (an invalid name names no view)."""
         try:
             with translated(invalid=NoSuchViewError, not_found=NoSuchViewError):
-                return self._read().view_exists(ns, name)
+                return self._path.read().view_exists(ns, name)
         except NoSuchViewError:  # an invalid name names no view
             return False
 
-    def load_view(self, identifier: str | Identifier) -> View:
-        """The view at its current metadata (at this catalog's version when time-travelling).
+    def load_metadata(self, ns: str, name: str) -> tuple[ViewMetadata, str]:
+        """View ``ns.name``'s current metadata and its location.
 
         Raises:
             NoSuchViewError: no such view.
         """
-        metadata, _ = self.load_view_metadata(identifier)
-        ns, name = self._view_name(identifier)
-        return View(identifier_of(ns, name), metadata)
-
-    def load_view_metadata(self, identifier: str | Identifier) -> tuple[ViewMetadata, str]:
-        """The view's current metadata and its location (what the REST server answers).
-
-        Raises:
-            NoSuchViewError: no such view.
-        """
-        ns, name = self._view_name(identifier)
         with translated(
             not_found=NoSuchViewError,
             invalid=NoSuchViewError,
             wording=f"View does not exist: {ns}.{name}",
         ):
-            definition = self._read().load_view(ns, name)
+            definition = self._path.read().load_view(ns, name)
         location = self._view_pointer(ns, name, definition)
         return self._view_metadata_at(f"{ns}.{name}", location), location
 
@@ -385,8 +377,6 @@ class ViewOps(PlacementRules):
 
     def _view_metadata_at(self, what: str, location: str) -> ViewMetadata:
         """The view metadata file at ``location`` (immutable once written: cached)."""
-        if self._view_metadata is None:
-            self._view_metadata = SizedLRU[str, ViewMetadata](VIEW_METADATA_CACHE_BYTES)
         cached = self._view_metadata.get(location)
         if cached is not None:
             return cached[0]
@@ -410,13 +400,13 @@ class ViewOps(PlacementRules):
         return metadata
 
     def _read_view_file(self, location: str) -> bytes:
-        inside = self._warehouse_path(location)
+        inside = self._files.inside_warehouse(location)
         if inside is not None and not location.startswith("file:"):
             try:
-                return self._warehouse_storage().read(inside)
+                return self._files.warehouse_storage().read(inside)
             except NotFoundError as exc:
                 raise FileNotFoundError(str(exc)) from exc
-        io = self._load_file_io(location=location)
+        io = self._files.file_io(location)
         try:
             with io.new_input(location).open() as stream:
                 return stream.read()
@@ -430,29 +420,25 @@ class ViewOps(PlacementRules):
 
     def _write_view_file(self, metadata: ViewMetadata, location: str) -> None:
         text = metadata.model_dump_json().encode("utf-8")
-        inside = self._warehouse_path(location)
+        inside = self._files.inside_warehouse(location)
         if inside is not None and not location.startswith("file:"):
-            self._warehouse_storage().write(inside, text)
+            self._files.warehouse_storage().write(inside, text)
         else:
-            from lakecore.iceberg.guarded_io import sync_local_file
-
-            io = self._load_file_io(location=location)
+            io = self._files.file_io(location)
             with io.new_output(location).create(overwrite=True) as out:
                 out.write(text)
             sync_local_file(location)
-        if self._view_metadata is None:
-            self._view_metadata = SizedLRU[str, ViewMetadata](VIEW_METADATA_CACHE_BYTES)
         self._view_metadata.put(location, metadata, len(text))
 
     def _new_view_metadata_location(self, metadata: ViewMetadata, previous: str | None) -> str:
-        version = 0 if previous is None else self._parse_metadata_version(previous) + 1
+        version = 0 if previous is None else self._metadata_version(previous) + 1
         return f"{metadata.location}/metadata/{version:05d}-{uuid.uuid4()}.metadata.json"
 
     # -- checks -------------------------------------------------------------------------------
 
     def _check_view_locations(self, metadata: ViewMetadata, metadata_location: str) -> None:
-        self.check_location(metadata.location, "view location")
-        self.check_location(metadata_location, "view metadata location")
+        self._checks.check(metadata.location, "view location")
+        self._checks.check(metadata_location, "view metadata location")
 
     def _check_view_placement(self, tx: Transaction, ns: str, name: str, location: str) -> None:
         """A view's folder may not lie in a live table's folder, nor in the folders of a table
@@ -466,8 +452,8 @@ class ViewOps(PlacementRules):
                     f"table {mark.name}, dropped with purge: table maintenance deletes the "
                     "files there; choose another location"
                 )
-        registry = self._ensure_registry(tx)
-        holders = self._tables_holding(tx, registry, location)
+        registry = self._placement.ensure_registry(tx)
+        holders = self._placement.tables_holding(tx, registry, location)
         if holders:
             (other_ns, other_name), roots = next(iter(sorted(holders.items())))
             clash = next(r for r in roots if contains(r, location))
@@ -480,7 +466,7 @@ class ViewOps(PlacementRules):
     def _refuse_taken_view_name(self, ns: str, name: str) -> None:
         with translated(not_found=NoSuchNamespaceError, exists=ViewAlreadyExistsError):
             refuse_unclear_name(name, "view")
-            view = self._latest_view()
+            view = self._path.latest()
             if not view.namespace_exists(ns):
                 raise NotFoundError(f"namespace {ns!r} does not exist; create it first")
             if view.view_exists(ns, name):
@@ -491,37 +477,31 @@ class ViewOps(PlacementRules):
                     "share names"
                 )
 
-    def _namespace_folder(self, ns: str) -> str:
-        """Where the namespace's objects go by default: its ``location`` property, else
-        ``<warehouse>/<level 1>/.../<level n>`` (as a table's)."""
-        properties = self.load_namespace_properties(tuple(NS.levels(ns)))
-        folder = "/".join([self.warehouse, *NS.levels(ns)])
-        return normalize_location(str(properties.get(LOCATION) or folder))
-
     # -- changes ------------------------------------------------------------------------------
 
-    def create_view(
+    def create(
         self,
-        identifier: str | Identifier,
+        ns: str,
+        name: str,
         schema: Schema | pa.Schema,
         view_version: ViewVersion,
         location: str | None = None,
         properties: Properties = EMPTY_DICT,
-    ) -> View:
-        """Write the view's first metadata file, then commit the view to the lakehouse.
+    ) -> ViewMetadata:
+        """Write view ``ns.name``'s first metadata file, then commit the view to the lakehouse;
+        its metadata.
 
         Raises:
             NoSuchNamespaceError: the namespace does not exist.
             ViewAlreadyExistsError: a view or a table of that name exists.
             ValidationError: a bad name, or a location outside the warehouse.
         """
-        self._refuse_read_only("create_view")
-        ns, name = self._view_name(identifier, NoSuchNamespaceError)
         self._refuse_taken_view_name(ns, name)
-        location = self._canonical(location, "view location")
+        location = canonical(location, "view location")
         if location is None:
-            location = f"{self._namespace_folder(ns)}/{name}-{uuid.uuid4().hex}"
-        iceberg_schema = self._convert_schema_if_needed(schema)
+            folder = self._namespace_location(tuple(NS.levels(ns)))
+            location = f"{folder}/{name}-{uuid.uuid4().hex}"
+        iceberg_schema = self._convert_schema(schema)
         iceberg_schema = iceberg_schema.model_copy(update={"schema_id": 0})
         now = int(time.time() * 1000)
         version = view_version.model_copy(
@@ -551,7 +531,7 @@ class ViewOps(PlacementRules):
             name,
             lambda batch: self._stage_new_view(batch, ns, name, metadata, metadata_location),
         )
-        return View(identifier_of(ns, name), metadata)
+        return metadata
 
     def _stage_new_view(
         self, batch: Batch, ns: str, name: str, metadata: ViewMetadata, metadata_location: str
@@ -571,7 +551,7 @@ class ViewOps(PlacementRules):
 
     def _commit_view_change(self, what: str, ns: str, name: str, stage: Any) -> Any:
         """Run ``stage(batch)`` as a unit of the group committer (rerun on a lost race)."""
-        self._refuse_read_only(what)
+        self._path.refuse_read_only(what)
 
         def apply(batch: Batch) -> Any:
             with translated(
@@ -580,10 +560,11 @@ class ViewOps(PlacementRules):
             ):
                 return stage(batch)
 
-        return self._committer.run(apply)
+        return self._path.run(apply)
 
-    def register_view(self, identifier: str | Identifier, metadata_location: str) -> View:
-        """Register an existing view metadata file (inside the warehouse) as a view.
+    def register(self, ns: str, name: str, metadata_location: str) -> ViewMetadata:
+        """Register an existing view metadata file (inside the warehouse) as view ``ns.name``;
+        its metadata.
 
         Raises:
             NoSuchNamespaceError: the namespace does not exist.
@@ -591,9 +572,7 @@ class ViewOps(PlacementRules):
             ValidationError: a metadata or view location outside the warehouse, or a file that
                 is no view metadata.
         """
-        self._refuse_read_only("register_view")
-        ns, name = self._view_name(identifier, NoSuchNamespaceError)
-        self.check_location(metadata_location, "view metadata location")
+        self._checks.check(metadata_location, "view metadata location")
         self._refuse_taken_view_name(ns, name)
         try:
             metadata = view_metadata_from_bytes(
@@ -605,7 +584,7 @@ class ViewOps(PlacementRules):
                 f"readable Iceberg view metadata file ({type(exc).__name__}: "
                 f"{' '.join(str(exc).split())[:300]})"
             ) from exc
-        self.check_location(metadata.location, "view location")
+        self._checks.check(metadata.location, "view location")
 
         def stage(batch: Batch) -> None:
             batch.tx.create_view(
@@ -618,17 +597,15 @@ class ViewOps(PlacementRules):
             self._check_view_placement(batch.tx, ns, name, metadata.location)
 
         self._commit_view_change("register_view", ns, name, stage)
-        return View(identifier_of(ns, name), metadata)
+        return metadata
 
-    def drop_view(self, identifier: str | Identifier) -> None:
-        """Remove the view from the lakehouse; its files stay.
+    def drop(self, ns: str, name: str) -> None:
+        """Remove view ``ns.name`` from the lakehouse; its files stay.
 
         Raises:
             NoSuchViewError: no such view.
         """
-        self._refuse_read_only("drop_view")
-        ns, name = self._view_name(identifier)
-        self._change(
+        self._path.change(
             "drop_view",
             lambda tx: tx.drop_view(ns, name),
             not_found=NoSuchViewError,
@@ -636,19 +613,14 @@ class ViewOps(PlacementRules):
             wording=f"View does not exist: {ns}.{name}",
         )
 
-    def rename_view(
-        self, from_identifier: str | Identifier, to_identifier: str | Identifier
-    ) -> None:
+    def rename(self, from_ns: str, from_name: str, to_ns: str, to_name: str) -> None:
         """Move the view's definition to the new name in one lakehouse commit (its files stay).
 
         Raises:
-            NoSuchViewError: ``from_identifier`` does not exist.
+            NoSuchViewError: ``from_ns.from_name`` does not exist.
             NoSuchNamespaceError: the target namespace does not exist.
-            ViewAlreadyExistsError: a view or a table named ``to_identifier`` exists.
+            ViewAlreadyExistsError: a view or a table named ``to_ns.to_name`` exists.
         """
-        self._refuse_read_only("rename_view")
-        from_ns, from_name = self._view_name(from_identifier)
-        to_ns, to_name = self._view_name(to_identifier, NoSuchNamespaceError)
 
         def rename(tx: Transaction) -> None:
             with translated(
@@ -671,11 +643,12 @@ class ViewOps(PlacementRules):
                     checked_by_catalog=True,
                 )
 
-        self._change("rename_view", rename)
+        self._path.change("rename_view", rename)
 
-    def commit_view(
+    def commit(
         self,
-        identifier: str | Identifier,
+        ns: str,
+        name: str,
         requirements: tuple[Any, ...] | list[Any],
         updates: tuple[Any, ...] | list[Any],
     ) -> tuple[ViewMetadata, str]:
@@ -689,8 +662,6 @@ class ViewOps(PlacementRules):
             ValidationError: an update names what the view does not have, or a location is
                 outside the warehouse.
         """
-        self._refuse_read_only("replace_view")
-        ns, name = self._view_name(identifier)
 
         def stage(batch: Batch) -> tuple[ViewMetadata, str]:
             tx = batch.tx
@@ -758,7 +729,7 @@ def _current_schema(metadata: ViewMetadata) -> Schema:
 __all__ = [
     "VIEW_LOCATION_PROPERTY",
     "AssertViewUUID",
-    "ViewOps",
+    "IcebergViews",
     "ViewRequirement",
     "ViewUpdate",
     "apply_view_updates",

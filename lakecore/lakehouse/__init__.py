@@ -13,16 +13,15 @@
 ``lakecore.core.view``.
 """
 
-from lakecore.lakehouse.lakehouse import (
-    ExportInfo,
-    Lakehouse,
+from lakecore.core.export_records import ExportInfo
+from lakecore.core.view import (
     LakehouseView,
-    SettingsChange,
     VersionInfo,
     list_versions,
     open_version,
     read_lakehouse_def,
 )
+from lakecore.lakehouse.lakehouse import Lakehouse, SettingsChange
 from lakecore.lakehouse.transaction import Transaction
 
 __all__ = [

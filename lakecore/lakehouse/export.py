@@ -144,7 +144,7 @@ def export_target(
     other = lakehouse_above(target_storage)
     if other is not None:
         # Another lakehouse's gc and exports never list the copy, but the copy's files would
-        # lie in that lakehouse's root, where no command writes (lakecore.cli.outputs).
+        # lie in that lakehouse's root, where no command writes (lakecore.contract.outputs).
         raise AlreadyExistsError(
             f"the export target {target_storage.root_uri} is inside the lakehouse at {other} "
             "(links resolved); export to a folder outside every lakehouse"

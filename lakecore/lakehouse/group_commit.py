@@ -30,6 +30,9 @@ Rules:
   one of its tables), the whole batch is staged again on the new latest version and only a
   unit whose own checks then fail is refused; after ``BATCH_ATTEMPTS`` stagings every unit
   left is answered that error (its client retries).
+* **Answered at the root.** A unit is answered once the root holding it exists; the hint
+  follows off the path (``BackgroundHint``: one write in flight, newest wins), so the next
+  batch does not wait for it either.
 * **Unknown is unknown.** If the root write's outcome is unknown, every unit of the batch gets
   that error; any other failure of the commit, every unit of the batch gets too, and nothing of
   it landed.
@@ -40,6 +43,7 @@ Rules:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
 import time
 from collections import deque
@@ -47,6 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
+from lakecore.core.background_hint import BackgroundHint
 from lakecore.core.storage import request_pool
 from lakecore.errors import CommitConflictError, CommitStateUnknownError, VersionExpiredError
 from lakecore.lakehouse.transaction import Savepoint, Transaction
@@ -184,6 +189,7 @@ class GroupCommitter:
         self._lock = threading.Condition()
         self._queue: deque[_Unit[Any]] = deque()
         self._leading = False
+        self.hint: BackgroundHint | None = None  # made by the first batch, for its storage
 
     def run(self, apply: Callable[[Batch], T]) -> T:
         """Queue a unit and answer it once committed (see the module docstring)."""
@@ -269,6 +275,7 @@ class GroupCommitter:
                 return
             try:
                 batch.write_files()
+                self._hand_the_hint_on(tx)
                 self._commit(tx)
             except self._retryable as exc:
                 self.stats.restagings += 1
@@ -286,6 +293,12 @@ class GroupCommitter:
             for unit in live:
                 unit.finish(unit.result)
             return
+
+    def _hand_the_hint_on(self, tx: Transaction) -> None:
+        if self.hint is None or self.hint.storage is not tx.lakehouse.storage:
+            self.hint = BackgroundHint(tx.lakehouse.storage)
+        policy = tx.policy or tx.lakehouse.commit_policy
+        tx.policy = dataclasses.replace(policy, hint=self.hint)
 
     def _fail(self, units: list[_Unit[Any]], error: Exception) -> None:
         if isinstance(error, self._unknown):

@@ -23,7 +23,6 @@ from lakecore.core.commit import CommitOutcome, CommitPolicy, RootPlan, commit
 from lakecore.core.defs import LakehouseDef
 from lakecore.core.export_records import (
     ROLLBACK_PIN_PREFIX,
-    ExportInfo,
     check_export_name_free,
     check_user_properties,
     with_export_recorded,
@@ -47,7 +46,6 @@ from lakecore.core.view import (
     has_lakehouse,
     lakehouse_above,
     list_versions,
-    open_version,
     read_lakehouse_def,
     read_root_and_def,
     store_for,
@@ -143,7 +141,7 @@ class Lakehouse(LakehouseView):
         other = lakehouse_above(storage)
         if other is not None:
             # Its files would lie in the other's root, where no command writes
-            # (lakecore.cli.outputs); its gc would count them as foreign files.
+            # (lakecore.contract.outputs); its gc would count them as foreign files.
             raise AlreadyExistsError(
                 f"{storage.root_uri} is inside the lakehouse at {other} (links resolved); "
                 "create the lakehouse in a folder outside every lakehouse"
@@ -600,16 +598,3 @@ class Lakehouse(LakehouseView):
                 _LOG.warning("%s", advice)
                 return
             raise LakecoreError(f"{failure.one_line()}; and {advice}") from failure
-
-
-__all__ = [
-    "ExportInfo",
-    "Lakehouse",
-    "LakehouseView",
-    "SettingsChange",
-    "Transaction",
-    "VersionInfo",
-    "list_versions",
-    "open_version",
-    "read_lakehouse_def",
-]

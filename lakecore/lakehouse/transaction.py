@@ -26,20 +26,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, Unpack
 
 from lakecore.core import keys as K
 from lakecore.core import namespaces as N
 from lakecore.core.commit import CommitOutcome, CommitPolicy, RootPlan
 from lakecore.core.defs import (
     LakehouseDef,
+    TableFields,
+    check_table_fields,
     decode_namespace_def,
     decode_table_def,
     decode_view_def,
     encode_def,
     namespace_def,
     pb,
+    properties_after,
     table_def,
+    table_fields,
     view_def,
 )
 from lakecore.core.locations import (
@@ -111,6 +115,8 @@ class CommitTarget(Protocol):
     def lakehouse_def(self) -> LakehouseDef: ...
     @property
     def store(self) -> NodeStore: ...
+    @property
+    def commit_policy(self) -> CommitPolicy: ...
 
     def commit_plan(
         self,
@@ -327,11 +333,7 @@ class Transaction:
         self._check_open()
         current = self.load_namespace(ns)
         definition = namespace_def(
-            ns,
-            {
-                **{k: v for k, v in current.properties.items() if k not in set(remove_properties)},
-                **dict(properties or {}),
-            },
+            ns, properties_after(current.properties, properties, remove_properties)
         )
         self._stage(
             K.namespace_key(ns, self.lakehouse_def),
@@ -375,21 +377,14 @@ class Transaction:
         self,
         ns: str,
         table: str,
-        columns: Iterable[Mapping[str, Any] | pb.Column] = (),
         *,
-        table_format: str = "ICEBERG",
-        table_type: str = "MANAGED",
-        properties: Mapping[str, str] | None = None,
-        format_properties: Mapping[str, str] | None = None,
-        distribution_keys: Iterable[int] = (),
-        primary_key: Iterable[int] = (),
-        sort_keys: Iterable[int] = (),
-        unique_columns: Iterable[int] = (),
         checked_by_catalog: bool = False,
+        **fields: Unpack[TableFields],
     ) -> None:
-        """Create table ``ns.table``. The format properties ``CATALOG_FORMAT_PROPERTIES`` (and
-        ``lakecore.*``) are refused unless ``checked_by_catalog``: only the Iceberg catalog,
-        which checks where the table's files live, passes it.
+        """Create table ``ns.table`` of the definition ``fields`` (``table_def``'s). The format
+        properties ``CATALOG_FORMAT_PROPERTIES`` (and ``lakecore.*``) are refused unless
+        ``checked_by_catalog``: only the Iceberg catalog, which checks where the table's files
+        live, passes it.
 
         Raises:
             AlreadyExistsError: it exists.
@@ -397,26 +392,16 @@ class Transaction:
             InvalidArgumentError: a catalog-only format property, or a bad definition.
         """
         self._check_open()
+        check_table_fields(fields)
         if not checked_by_catalog:
-            _refuse_catalog_format_properties(ns, table, format_properties)
+            _refuse_catalog_format_properties(ns, table, fields.get("format_properties"))
         key = K.table_key(ns, table, self.lakehouse_def)
         K.refuse_unclear_name(table, "table")
         self._require_namespace(ns, guard=True)
         if self._get(key) is not None:
             raise AlreadyExistsError(f"table {ns}.{table} already exists")
         self._refuse_other_kind(K.view_key(ns, table, self.lakehouse_def), f"{ns}.{table}", "view")
-        definition = table_def(
-            table,
-            columns=columns,
-            table_type=table_type,
-            table_format=table_format,
-            properties=properties,
-            format_properties=format_properties,
-            distribution_keys=distribution_keys,
-            primary_key=primary_key,
-            sort_keys=sort_keys,
-            unique_columns=unique_columns,
-        )
+        definition = table_def(table, **fields)
         self._stage(key, new_table_def_path(ns, table), encode_def(definition))
 
     def update_table(
@@ -438,23 +423,14 @@ class Transaction:
         if not checked_by_catalog:
             _refuse_catalog_format_properties(ns, table, format_properties)
         current = self.load_table(ns, table)
-        removed = set(remove_properties)
-        merged_properties = {k: v for k, v in current.properties.items() if k not in removed}
-        merged_properties.update(properties or {})
-        merged_format = dict(current.format_properties)
-        merged_format.update(format_properties or {})
-        definition = table_def(
-            table,
-            columns=list(current.schema.columns) if columns is None else columns,
-            table_type=table_type or current.table_type or "MANAGED",
-            table_format=current.table_format or "ICEBERG",
-            properties=merged_properties,
-            format_properties=merged_format,
-            distribution_keys=current.distribution_keys,
-            primary_key=current.primary_key,
-            sort_keys=current.sort_keys,
-            unique_columns=current.unique_columns,
-        )
+        fields = table_fields(current)
+        fields["properties"] = properties_after(current.properties, properties, remove_properties)
+        fields["format_properties"] = properties_after(current.format_properties, format_properties)
+        if columns is not None:
+            fields["columns"] = columns
+        if table_type:
+            fields["table_type"] = table_type
+        definition = table_def(table, **fields)
         self._stage(
             K.table_key(ns, table, self.lakehouse_def),
             new_table_def_path(ns, table),
@@ -463,9 +439,12 @@ class Transaction:
 
     def drop_table(self, ns: str, table: str) -> None:
         self._check_open()
-        key = K.table_key(ns, table, self.lakehouse_def)
+        self._drop(K.table_key(ns, table, self.lakehouse_def), f"table {ns}.{table}")
+
+    def _drop(self, key: str, what: str) -> None:
+        """Unset ``key`` (a table's or a view's, named ``what``), which must be set."""
         if self._get(key) is None:
-            raise NotFoundError(f"table {ns}.{table} does not exist")
+            raise NotFoundError(f"{what} does not exist")
         self._stage(key, None)
 
     def _refuse_other_kind(self, key: str, name: str, kind: str) -> None:
@@ -539,17 +518,12 @@ class Transaction:
         if not checked_by_catalog:
             _refuse_catalog_format_properties(ns, view, format_properties, "view")
         current = self.load_view(ns, view)
-        removed = set(remove_properties)
-        merged_properties = {k: v for k, v in current.properties.items() if k not in removed}
-        merged_properties.update(properties or {})
-        merged_format = dict(current.format_properties)
-        merged_format.update(format_properties or {})
         definition = view_def(
             view,
             columns=list(current.schema.columns) if columns is None else columns,
             view_format=current.view_format or "ICEBERG",
-            format_properties=merged_format,
-            properties=merged_properties,
+            format_properties=properties_after(current.format_properties, format_properties),
+            properties=properties_after(current.properties, properties, remove_properties),
         )
         self._stage(
             K.view_key(ns, view, self.lakehouse_def),
@@ -559,10 +533,7 @@ class Transaction:
 
     def drop_view(self, ns: str, view: str) -> None:
         self._check_open()
-        key = K.view_key(ns, view, self.lakehouse_def)
-        if self._get(key) is None:
-            raise NotFoundError(f"view {ns}.{view} does not exist")
-        self._stage(key, None)
+        self._drop(K.view_key(ns, view, self.lakehouse_def), f"view {ns}.{view}")
 
     def definition_property(self, key: str) -> str | None:
         """A lakehouse definition property as this transaction would commit it."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from lakecore.core.defs import LakehouseDef, decode_table_def, pb
+from lakecore.core.defs import LakehouseDef, decode_table_def, pb, table_fields
 from lakecore.core.versions import expired_versions
 from lakecore.core.view import LakehouseView, list_versions
 from lakecore.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
@@ -142,19 +142,7 @@ def undrop_plain(lh: Lakehouse, found: DroppedTable) -> int:
             raise NotFoundError(
                 f"namespace {found.namespace!r} does not exist: create it first, then undrop {found.name}"
             )
-        tx.create_table(
-            found.namespace,
-            found.table,
-            columns=list(definition.schema.columns),
-            table_format=definition.table_format or "ICEBERG",
-            table_type=definition.table_type or "MANAGED",
-            properties=dict(definition.properties),
-            format_properties=dict(definition.format_properties),
-            distribution_keys=definition.distribution_keys,
-            primary_key=definition.primary_key,
-            sort_keys=definition.sort_keys,
-            unique_columns=definition.unique_columns,
-        )
+        tx.create_table(found.namespace, found.table, **table_fields(definition))
     return lh.version
 
 

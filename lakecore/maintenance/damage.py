@@ -225,6 +225,25 @@ def explain_damage(
     )
 
 
+def refusal_or_damage(
+    storage: Storage,
+    roots: Mapping[int, LoadedRoot],
+    refusal: E,
+    damaged_error: type[E],
+    job: str,
+    *,
+    damaged: bool,
+) -> E:
+    """A deleting job's refusal over a retained version (of ``roots``) it could not walk: when
+    the failure said it may be damage (``damaged``) and a walk of the retained versions confirms
+    it, ``explain_damage``'s exit-6 refusal; else ``refusal`` as it is (exit 4: a failed read
+    may succeed on the next run)."""
+    if not damaged:
+        return refusal
+    explained = explain_damage(storage, roots, damaged_error, job)
+    return refusal if explained is None else explained
+
+
 def _names(versions: Iterable[int]) -> str:
     ordered = sorted(set(versions))
     shown = ", ".join(str(v) for v in ordered[:20])
@@ -243,5 +262,6 @@ __all__ = [
     "next_step",
     "pin_reason",
     "pins_of",
+    "refusal_or_damage",
     "rollback_command",
 ]

@@ -72,7 +72,7 @@ from lakecore.errors import (
     UnsafeOptionError,
 )
 from lakecore.maintenance.clock import Clocks, ahead_of_clock, read_clocks
-from lakecore.maintenance.damage import explain_damage, is_damage_reason, may_be_damage
+from lakecore.maintenance.damage import is_damage_reason, may_be_damage, refusal_or_damage
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import (
     list_top,
@@ -82,8 +82,8 @@ from lakecore.maintenance.reach import (
     NewVersionsReach,
     ReachPlan,
     plan_reach,
+    reach_in_memory,
     reach_new_versions,
-    run_reach_tasks,
 )
 from lakecore.maintenance.roots import LoadedRoot, exports_of, load_root, load_roots
 from lakecore.maintenance.samples import capped
@@ -281,11 +281,10 @@ def refusal_for_damage(
     """Expiry's refusal over a retained version it cannot walk: exit 6 with the damaged
     versions and the next step when it is damage (``damaged``: the failure said so) that a walk
     of the retained versions confirms; else ``refusal`` as it is (exit 4, retryable)."""
-    if not damaged:
-        return refusal
     retained = {v: plan.roots[v] for v in plan.retained}
-    explained = explain_damage(storage, retained, ExpiryDamagedError, "version compaction")
-    return refusal if explained is None else explained
+    return refusal_or_damage(
+        storage, retained, refusal, ExpiryDamagedError, "version compaction", damaged=damaged
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -533,8 +532,8 @@ def expire_in_process(
     result.retained_subtree_tasks = len(kept_plan.tasks)
     result.expired_subtree_tasks = len(gone_plan.tasks)
     result.expired_subtrees_shared = gone_plan.skipped_tasks
-    kept = list(kept_plan.driver_paths.items()) + list(run_reach_tasks(storage, kept_plan.tasks))
-    gone = list(gone_plan.driver_paths.items()) + list(run_reach_tasks(storage, gone_plan.tasks))
+    kept = reach_in_memory(storage, kept_plan)
+    gone = reach_in_memory(storage, gone_plan)
     result.tally = tally = difference_in_memory(gone, kept)
     if tally.retained_errors:
         refusal = ExpiryRefusedError(
@@ -569,15 +568,6 @@ def expire_in_process(
         deleted.add(delete_files(storage, batch, batch_size))
     result.files = deleted
     return result
-
-
-def _nothing_deleted(result: ExpiryResult) -> None:
-    """The end of a run that deletes nothing (a dry run, or nothing to expire)."""
-    result.roots, result.rechecked, result.files = (
-        RootDeletion(),
-        NewVersionsReach(),
-        DeleteOutcome(),
-    )
 
 
 def run_expire_in_process(

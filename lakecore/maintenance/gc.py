@@ -4,7 +4,7 @@ The units here are engine-neutral: the Spark job (``jobs/gc.py``) runs the listi
 reachability walk and the deletes on executors and keeps the big sets distributed;
 ``gc_in_process`` composes the same units with plain Python sets (``lakecore gc`` on a small
 lakehouse, and the tests' oracle). Both take ``GcOptions`` and return a ``GcResult``, which
-``lakecore.cli.gc.render_gc`` turns into the report.
+``lakecore.contract.gc.render_gc`` turns into the report.
 
 What is live
     Every retained version (every root file at the top of the root), every exported snapshot
@@ -56,7 +56,7 @@ Why a grace period
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 from lakecore.core.locations import hash_directory_prefixes
 from lakecore.core.storage import Storage
@@ -64,7 +64,7 @@ from lakecore.core.tree.store import NodeCache
 from lakecore.core.units import format_duration_millis, format_seconds, parse_duration_millis
 from lakecore.errors import UnsafeOptionError
 from lakecore.maintenance.clock import Clocks, ahead_of_clock, read_clocks
-from lakecore.maintenance.damage import explain_damage, is_damage_reason, may_be_damage
+from lakecore.maintenance.damage import is_damage_reason, may_be_damage, refusal_or_damage
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import (
     FOREIGN,
@@ -79,8 +79,8 @@ from lakecore.maintenance.listing import (
 from lakecore.maintenance.reach import (
     NewVersionsReach,
     plan_reach,
+    reach_in_memory,
     reach_new_versions,
-    run_reach_tasks,
 )
 from lakecore.maintenance.roots import Retained, read_retained
 from lakecore.maintenance.samples import capped
@@ -119,13 +119,10 @@ class GcOptions:
         dry_run: bool = False,
         override_grace: bool = False,
     ) -> GcOptions:
-        grace = (
-            older_than_millis
-            if older_than_millis is not None
-            else parse_duration_millis(settings.gc_older_than, what="gc_older_than", plain_unit="s")
-        )
         return cls(
-            grace_millis=grace,
+            grace_millis=grace_millis_of(
+                older_than_millis, settings.gc_older_than, "gc_older_than"
+            ),
             now_millis=now_millis,
             dry_run=dry_run,
             override_grace=override_grace,
@@ -167,7 +164,29 @@ def check_grace(
         )
 
 
-def check_options(options: GcOptions, clocks: Clocks) -> int:
+class GraceOptions(Protocol):
+    """What ``check_grace_options`` needs of a deleting run's options (``GcOptions``, and table
+    maintenance's)."""
+
+    @property
+    def grace_millis(self) -> int: ...
+    @property
+    def now_millis(self) -> int | None: ...
+    @property
+    def override_grace(self) -> bool: ...
+    @property
+    def commit_timeout_seconds(self) -> float: ...
+
+
+def grace_millis_of(older_than_millis: int | None, setting: str, what: str) -> int:
+    """The grace period: ``--older-than`` when given, else the setting ``what`` (a duration; a
+    bare number is seconds)."""
+    if older_than_millis is not None:
+        return older_than_millis
+    return parse_duration_millis(setting, what=what, plain_unit="s")
+
+
+def check_grace_options(options: GraceOptions, clocks: Clocks, job: str = "gc") -> int:
     """``check_grace`` of ``options`` against ``clocks``; returns the run's ``now``: the one
     given, else the earlier of the clocks (files are aged by it)."""
     now = options.now_millis if options.now_millis is not None else clocks.now_millis
@@ -177,8 +196,14 @@ def check_options(options: GcOptions, clocks: Clocks) -> int:
         now_millis=now,
         clocks=clocks,
         override=options.override_grace,
+        job=job,
     )
     return now
+
+
+def check_options(options: GcOptions, clocks: Clocks) -> int:
+    """``check_grace_options`` for gc."""
+    return check_grace_options(options, clocks)
 
 
 def refusal_for_damage(
@@ -187,10 +212,9 @@ def refusal_for_damage(
     """gc's refusal: exit 6 with the damaged versions and the next step when what stopped it is
     damage (``damaged``: the failure said so) that a walk of the retained versions confirms;
     else ``refusal`` as it is (exit 4: a failed read may succeed on the next run)."""
-    if not damaged:
-        return refusal
-    explained = explain_damage(storage, retained.roots, GcDamagedError, "gc")
-    return refusal if explained is None else explained
+    return refusal_or_damage(
+        storage, retained.roots, refusal, GcDamagedError, "gc", damaged=damaged
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,7 +336,7 @@ def gc_in_process(
     except GcRefusedError as exc:
         raise refusal_for_damage(storage, retained, exc, damaged=may_be_damage(exc)) from exc
     result.subtree_tasks, result.subtree_tasks_shared = len(plan.tasks), plan.shared_tasks
-    reach = list(plan.driver_paths.items()) + list(run_reach_tasks(storage, plan.tasks))
+    reach = reach_in_memory(storage, plan)
     result.seen = seen = tally_in_memory(listing, reach)
     if seen.error_count:
         refusal = GcRefusedError(

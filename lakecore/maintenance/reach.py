@@ -232,6 +232,13 @@ def run_reach_tasks(storage: Storage, tasks: Iterable[ReachTask]) -> Iterator[tu
         yield from zip(paths, sizes, strict=True)
 
 
+def reach_in_memory(storage: Storage, plan: ReachPlan) -> list[tuple[str, int]]:
+    """Everything ``plan`` reaches, in one process: the driver's paths and every task's walk
+    (``run_reach_tasks``, error records included). The in-process runs' reach; the Spark jobs
+    walk the tasks on executors instead."""
+    return list(plan.driver_paths.items()) + list(run_reach_tasks(storage, plan.tasks))
+
+
 def reach_task_columns(
     storage: Storage, tasks: Iterable[ReachTask]
 ) -> Iterator[tuple[list[str], list[int]]]:

@@ -76,8 +76,8 @@ from pyiceberg.view.metadata import ViewMetadata
 
 from lakecore.core.sized_lru import SizedLRU
 from lakecore.iceberg.catalog import LakecoreCatalog
-from lakecore.iceberg.roots import table_roots
 from lakecore.iceberg.storage_settings import is_s3
+from lakecore.iceberg.table_folders import table_roots
 from lakecore.rest.auth import Principal
 from lakecore.rest.credentials import CredentialVendor
 from lakecore.rest.defaults import MAX_JSON_DEPTH
@@ -419,13 +419,25 @@ def update_namespace_properties(call: Call) -> Reply:
 # -- tables -------------------------------------------------------------------------------------
 
 
+def names_page(
+    call: Call,
+    kind: str,
+    namespace: Identifier,
+    list_in: Callable[[Identifier], list[Identifier]],
+) -> tuple[list[str], str | None]:
+    """One page of the names of ``namespace``'s tables or views (``kind``) and the next page's
+    token; the listing's scope is the kind, the warehouse and the namespace as the path gave
+    it, so a token of one listing never pages another."""
+    return call.listings.page(
+        lambda: [identifier[-1] for identifier in list_in(namespace)],
+        call.query,
+        f"{kind}\0{call.scope}\0{call.params['namespace']}",
+    )
+
+
 def list_tables(call: Call) -> Reply:
     namespace = namespace_of(call.params["namespace"])
-    chunk, token = call.listings.page(
-        lambda: [identifier[-1] for identifier in call.target.catalog.list_tables(namespace)],
-        call.query,
-        f"tables\0{call.scope}\0{call.params['namespace']}",
-    )
+    chunk, token = names_page(call, "tables", namespace, call.target.catalog.list_tables)
     response = ListTablesResponse(
         identifiers=[ListTableResponseEntry(namespace=namespace, name=n) for n in chunk],
         next_page_token=token,  # type: ignore[call-arg]  # by field name, as pyiceberg does
@@ -625,11 +637,7 @@ def view_reply(call: Call, metadata: ViewMetadata, metadata_location: str) -> Re
 def list_views(call: Call) -> Reply:
     namespace = namespace_of(call.params["namespace"])
     catalog = view_catalog(call)
-    chunk, token = call.listings.page(
-        lambda: [identifier[-1] for identifier in catalog.list_views(namespace)],
-        call.query,
-        f"views\0{call.scope}\0{call.params['namespace']}",
-    )
+    chunk, token = names_page(call, "views", namespace, catalog.list_views)
     response = ListViewsResponse(
         identifiers=[ListViewResponseEntry(namespace=namespace, name=n) for n in chunk],
         next_page_token=token,  # type: ignore[call-arg]  # by field name, as pyiceberg does

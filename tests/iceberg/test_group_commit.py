@@ -10,6 +10,7 @@ them together are one batch.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,9 @@ from pyiceberg.table.update import (
     SetPropertiesUpdate,
 )
 
+from lakecore.core import background_hint
+from lakecore.core.storage import Storage
+from lakecore.core.versions import read_hint
 from lakecore.iceberg import LakecoreCatalog
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.group_commit import BATCH_ATTEMPTS
@@ -81,6 +85,17 @@ def lake_with_tables(tmp_path: Path) -> tuple[str, LakecoreCatalog]:
 
 def version(uri: str) -> int:
     return Lakehouse.open(uri).version
+
+
+def hint_reaches(storage: Storage, expected: int, timeout: float = 30) -> bool:
+    """Whether the hint names ``expected`` within ``timeout`` seconds (it is written off the
+    commit's path)."""
+    deadline = time.monotonic() + timeout
+    while read_hint(storage) != expected:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def test_changes_that_arrive_together_share_one_version(
@@ -251,6 +266,33 @@ def test_max_batch_one_commits_one_change_per_version(
     results = together(*(set_property(catalog, t, "1") for t in ("a", "b", "c")))
     assert not [r for r in results if isinstance(r, Exception)], results
     assert version(uri) == before + 3
+
+
+def test_a_change_is_answered_before_its_hint_is_written(
+    lake_with_tables: tuple[str, LakecoreCatalog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hint follows the root off the path: a held hint write delays no answer, and the
+    hint names the new version once it is let through."""
+    uri, setup = lake_with_tables
+    storage = Storage(uri)
+    before = version(uri)
+    assert hint_reaches(storage, before)  # the setup's own hint writes are done
+    release = threading.Event()
+    real_write = background_hint.write_hint
+
+    def held_write(storage: Any, version: int) -> bool:
+        release.wait(30)
+        return real_write(storage, version)
+
+    monkeypatch.setattr(background_hint, "write_hint", held_write)
+    catalog = batching(uri, 1, wait_ms=0)
+    set_property(catalog, "a", "1")()
+    set_property(catalog, "b", "1")()  # answered too: the first hint write is still held
+    assert version(uri) == before + 2
+    assert read_hint(storage) == before  # both commits answered, neither hint written yet
+    release.set()
+    assert hint_reaches(storage, before + 2)
+    assert setup.load_table("ns.b").properties["k"] == "1"
 
 
 def test_a_commit_to_a_missing_table_fails_alone(

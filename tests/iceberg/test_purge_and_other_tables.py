@@ -37,7 +37,7 @@ from lakecore.iceberg import (
     PREVIOUS_METADATA_LOCATION_PROPERTY,
     LakecoreCatalog,
 )
-from lakecore.iceberg.roots import WAREHOUSE_PROPERTY, reduce_folders, refs_key
+from lakecore.iceberg.table_folders import WAREHOUSE_PROPERTY, reduce_folders, refs_key
 from lakecore.iceberg.warehouse import MARKER_NAME
 from lakecore.lakehouse import Lakehouse
 from tests.conftest import S3TestServer

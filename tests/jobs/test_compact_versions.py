@@ -352,7 +352,7 @@ def test_on_s3_a_driver_clock_ahead_of_the_stores_expires_no_version_before_its_
     # Versions committed a moment ago by writers whose clocks agree with the store's; a maximum
     # age of 1 h, and a driver whose clock runs 3 h ahead. By the driver's clock alone every
     # version but the latest was 3 h old and expired, with its time travel, for good.
-    import lakecore.cli.compact_versions
+    import lakecore.contract.compact_versions
     import lakecore.maintenance.clock
 
     lake = f"s3://{s3_server.bucket}/{uuid.uuid4()}/lake"
@@ -368,7 +368,9 @@ def test_on_s3_a_driver_clock_ahead_of_the_stores_expires_no_version_before_its_
     )
     # ... and for the check of --now as the command line is read.
     monkeypatch.setattr(
-        lakecore.cli.compact_versions, "machine_clock_millis", lambda: real_clock() + ahead_millis
+        lakecore.contract.compact_versions,
+        "machine_clock_millis",
+        lambda: real_clock() + ahead_millis,
     )
 
     code, report = run_job(compact_main, *args(lake, *s3_server.job_args()))

@@ -19,7 +19,7 @@ import pytest
 
 from jobs import validate_job
 from lakecore.cli import main as cli
-from lakecore.cli.job_report import JobReport, write_report
+from lakecore.contract.job_report import JobReport, write_report
 from lakecore.lakehouse import Lakehouse
 from tests.browser import find_browser, render
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-import jobs.arguments
-import lakecore.cli.job_report
+import jobs.command_line
+import lakecore.contract.job_report
 from jobs.flush_job import main as flush_main
-from lakecore.cli.argparsing import ArgumentError
+from lakecore.contract.one_line_parser import ArgumentError
 from lakecore.errors import ExitCode
 from lakecore.lakehouse import Lakehouse
 
@@ -43,7 +43,7 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_any_work(
         ),
     }[where]
     with pytest.raises(ArgumentError, match=words):
-        jobs.arguments.base_parser("flush", "").parse_args(
+        jobs.command_line.base_parser("flush", "").parse_args(
             ["--lakehouse", lh.uri, "--report", str(report)]
         )
     # Through the job: its one line, exit 2, and no Spark session asked for (spark=None would
@@ -62,7 +62,7 @@ def test_a_report_that_fails_to_write_after_a_commit_says_the_commit_landed(
     def disk_full(report: Any, path: str) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(lakecore.cli.job_report, "write_report", disk_full)
+    monkeypatch.setattr(lakecore.contract.job_report, "write_report", disk_full)
     code = flush_main(
         ["--lakehouse", lh.uri, "--mode", "full", "--report", str(tmp_path / "r.json")], spark=spark
     )
@@ -86,10 +86,10 @@ def test_two_runs_writing_one_report_path_at_once_each_publish_a_whole_file(tmp_
     failures: list[BaseException] = []
 
     def writer(run: int) -> None:
-        report = lakecore.cli.job_report.JobReport(job="gc", lakehouse=f"run-{run}")
+        report = lakecore.contract.job_report.JobReport(job="gc", lakehouse=f"run-{run}")
         for _ in range(300):
             try:
-                lakecore.cli.job_report.write_report(report, str(path))
+                lakecore.contract.job_report.write_report(report, str(path))
             except BaseException as exc:  # counted, then asserted
                 failures.append(exc)
 

@@ -28,6 +28,7 @@ timeouts and error translation run as they would against S3.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import socket
 import struct
@@ -86,6 +87,7 @@ class FlakyEndpoint:
         self._until = 0.0
         self._open: set[_Connection] = set()
         self._reset_requests: set[bytes] = set()
+        self._window_on_first_request: float | None = None
         self._stopped = threading.Event()
         self._listener = self._bind(0)
         self.port: int = self._listener.getsockname()[1]
@@ -101,8 +103,14 @@ class FlakyEndpoint:
 
     # -- faults --------------------------------------------------------------------------------
 
-    def reset_requests_for(self, seconds: float) -> None:
-        self._fault("reset", seconds)
+    def reset_requests_for(self, seconds: float, *, from_first_request: bool = False) -> None:
+        """The reset fault (see the module docstring). ``from_first_request``: the window's
+        seconds count from the first request that arrives, not from now, so a client that is
+        slow to start (a loaded machine building its S3 client) still meets the fault."""
+        self._fault("reset", math.inf if from_first_request else seconds)
+        if from_first_request:
+            with self._lock:
+                self._window_on_first_request = seconds
 
     def refuse_for(self, seconds: float) -> None:
         self._fault("refuse", seconds)
@@ -110,6 +118,7 @@ class FlakyEndpoint:
     def _fault(self, mode: str, seconds: float) -> None:
         with self._lock:
             self._mode, self._until = mode, time.monotonic() + seconds
+            self._window_on_first_request = None
             self._reset_requests.clear()  # each window resets each request once
             victims, self._open = self._open, set()
             self.connections_reset += len(victims)
@@ -148,6 +157,9 @@ class FlakyEndpoint:
         if self._mode_now() != "reset":
             return False
         with self._lock:
+            if self._window_on_first_request is not None:
+                self._until = time.monotonic() + self._window_on_first_request
+                self._window_on_first_request = None
             if line in self._reset_requests:
                 return False
             self._reset_requests.add(line)

@@ -501,6 +501,22 @@ class Clients:
         return path.read_text(errors="replace")[-3000:] if path.exists() else ""
 
 
+def appends_summary(
+    lake: ServedLake, clients: Clients, records: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The summary fields of every run of clients appending through served lakes: the storage,
+    the clients, their appends and how many ended in each outcome."""
+    outcomes: dict[str, int] = {}
+    for record in records:
+        outcomes[record["outcome"]] = outcomes.get(record["outcome"], 0) + 1
+    return {
+        "storage": lake.kind,
+        "clients": len(clients.specs),
+        "appends": len(records),
+        "outcomes": outcomes,
+    }
+
+
 @contextlib.contextmanager
 def running_clients(clients: Clients) -> Iterator[Clients]:
     """Launch the clients; kill whatever is left of them at the end."""

@@ -51,6 +51,7 @@ from tests.reliability.rest_harness import (
     Plan,
     ServedLake,
     ServeProcess,
+    appends_summary,
     check_served_lake,
     cpu_seconds,
     create_tables,
@@ -222,18 +223,12 @@ def run_crash(
     fsck = None
     if cli_fsck:
         fsck = run_fsck(lake)
-    outcomes: dict[str, int] = {}
-    for record in records:
-        outcomes[record["outcome"]] = outcomes.get(record["outcome"], 0) + 1
     emit_summary(
         suite,
-        storage=lake.kind,
+        **appends_summary(lake, clients, records),
         kills=kills,
-        clients=len(clients.specs),
         trigger_hits=landings,
         kill_landed=kinds,
-        appends=len(records),
-        outcomes=outcomes,
         acknowledged=final.acknowledged,
         landed_without_answer=final.landed_without_answer,
         absent_without_answer=final.absent_without_answer,

@@ -39,6 +39,7 @@ from tests.reliability.rest_harness import (
     IdleConnection,
     Plan,
     ServedLake,
+    appends_summary,
     check_served_lake,
     cpu_seconds,
     create_tables,
@@ -111,16 +112,10 @@ def run_load(
     committed = sum(
         m.get('lakecore_rest_commit_units_total{outcome="committed"}', 0) for m in metrics
     )
-    outcomes: dict[str, int] = {}
-    for record in records:
-        outcomes[record["outcome"]] = outcomes.get(record["outcome"], 0) + 1
     emit_summary(
         suite,
-        storage=lake.kind,
+        **appends_summary(lake, clients, records),
         servers=servers,
-        clients=len(clients.specs),
-        appends=len(records),
-        outcomes=outcomes,
         versions=check.latest + 1,
         versions_checked=check.versions_checked,
         snapshots=check.snapshots,

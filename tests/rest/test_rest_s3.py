@@ -241,6 +241,6 @@ def test_serve_help_lists_storage_options_and_merges_both_places(
             "key=k",
         ]
     )
-    from lakecore.cli.args import storage_options_of
+    from lakecore.cli.shared_options import storage_options_of
 
     assert storage_options_of(args) == {"endpoint_url": "http://a", "key": "k"}

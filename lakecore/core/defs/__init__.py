@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, TypedDict, Unpack
 
 from google.protobuf.message import DecodeError
 
@@ -419,20 +419,69 @@ def column_from_value(value: Mapping[str, Any] | pb.Column, path: str = "column"
     return column
 
 
-def table_def(
-    name: str,
-    *,
-    columns: Iterable[Mapping[str, Any] | pb.Column] = (),
-    table_type: str = "MANAGED",
-    table_format: str = "ICEBERG",
-    properties: Mapping[str, str] | None = None,
-    format_properties: Mapping[str, str] | None = None,
-    distribution_keys: Iterable[int] = (),
-    primary_key: Iterable[int] = (),
-    sort_keys: Iterable[int] = (),
-    unique_columns: Iterable[int] = (),
-) -> pb.TableDef:
+class TableFields(TypedDict, total=False):
+    """A table definition's fields besides its name, as keywords: the one list of them.
+    ``table_def`` builds a TableDef from them and ``Transaction.create_table`` passes them on;
+    ``table_fields`` reads them back from a stored definition. A field left out takes its
+    default (in ``table_def``): no columns, ``MANAGED``, ``ICEBERG``, no properties, no keys."""
+
+    columns: Iterable[Mapping[str, Any] | pb.Column]
+    table_type: str  # one of TABLE_TYPES, any case
+    table_format: str  # one of TABLE_FORMATS, any case
+    properties: Mapping[str, str] | None
+    format_properties: Mapping[str, str] | None
+    distribution_keys: Iterable[int]  # top-level column ids, as the key fields below
+    primary_key: Iterable[int]
+    sort_keys: Iterable[int]
+    unique_columns: Iterable[int]
+
+
+def table_fields(definition: pb.TableDef) -> TableFields:
+    """A stored definition's fields, for a definition rebuilt from it (an update, an undrop, a
+    rename); an unset type or format is left out, so it takes ``table_def``'s default."""
+    fields = TableFields(
+        columns=list(definition.schema.columns),
+        properties=dict(definition.properties),
+        format_properties=dict(definition.format_properties),
+        distribution_keys=list(definition.distribution_keys),
+        primary_key=list(definition.primary_key),
+        sort_keys=list(definition.sort_keys),
+        unique_columns=list(definition.unique_columns),
+    )
+    if definition.table_type:
+        fields["table_type"] = definition.table_type
+    if definition.table_format:
+        fields["table_format"] = definition.table_format
+    return fields
+
+
+def properties_after(
+    current: Mapping[str, str], changes: Mapping[str, str] | None, removed: Iterable[str] = ()
+) -> dict[str, str]:
+    """A definition's properties after an update: ``current`` without ``removed``, then
+    ``changes`` set (a key both removed and set is set)."""
+    gone = set(removed)
+    after = {k: v for k, v in current.items() if k not in gone}
+    after.update(changes or {})
+    return after
+
+
+def check_table_fields(fields: Mapping[str, object]) -> None:
+    """Refuse a keyword that is not one of ``TableFields`` (a misspelt one would otherwise be
+    dropped unseen), as Python refuses an unexpected keyword argument."""
+    unknown = sorted(set(fields) - TableFields.__optional_keys__)
+    if unknown:
+        raise TypeError(
+            f"unexpected table definition field(s) {', '.join(unknown)}; "
+            f"the fields are {', '.join(TableFields.__annotations__)}"
+        )
+
+
+def table_def(name: str, **fields: Unpack[TableFields]) -> pb.TableDef:
     """Build and check a TableDef; column id references must name columns of the schema."""
+    check_table_fields(fields)
+    table_type = fields.get("table_type", "MANAGED")
+    table_format = fields.get("table_format", "ICEBERG")
     if table_type.upper() not in TABLE_TYPES:
         raise InvalidArgumentError(
             f"table_type {table_type!r} must be one of {', '.join(TABLE_TYPES)}"
@@ -445,7 +494,7 @@ def table_def(
     seen_ids: set[int] = set()  # top-level ids: the ones key fields may name
     all_ids: set[int] = set()  # ids are unique across the whole schema, nested fields included
     seen_names: set[str] = set()
-    for i, column in enumerate(columns):
+    for i, column in enumerate(fields.get("columns", ())):
         col = column_from_value(column, f"columns[{i}]")
         if col.name in seen_names:
             raise InvalidArgumentError(
@@ -460,27 +509,31 @@ def table_def(
             all_ids.add(part.id)
         seen_ids.add(col.id)
         msg.schema.columns.append(col)
-    for field_name, ids in (
-        ("distribution_keys", distribution_keys),
-        ("primary_key", primary_key),
-        ("sort_keys", sort_keys),
-        ("unique_columns", unique_columns),
+    for field_name, given in (
+        ("distribution_keys", fields.get("distribution_keys", ())),
+        ("primary_key", fields.get("primary_key", ())),
+        ("sort_keys", fields.get("sort_keys", ())),
+        ("unique_columns", fields.get("unique_columns", ())),
     ):
-        ids = list(ids)
+        ids = list(given)
         missing = [i for i in ids if isinstance(i, bool) or i not in seen_ids]
         if missing:
             raise InvalidArgumentError(
                 f"{field_name} of table {name!r} names unknown column ids {missing}"
             )
         getattr(msg, field_name).extend(ids)
-    msg.properties.update(_string_map(properties, "table properties"))
-    msg.format_properties.update(_string_map(format_properties, "table format_properties"))
+    msg.properties.update(_string_map(fields.get("properties"), "table properties"))
+    msg.format_properties.update(
+        _string_map(fields.get("format_properties"), "table format_properties")
+    )
     return msg
 
 
 __all__ = [
     "VIEW_FORMATS",
     "LakehouseDef",
+    "TableFields",
+    "check_table_fields",
     "column_from_value",
     "decode_namespace_def",
     "decode_table_def",
@@ -488,6 +541,8 @@ __all__ = [
     "encode_def",
     "namespace_def",
     "pb",
+    "properties_after",
     "table_def",
+    "table_fields",
     "view_def",
 ]

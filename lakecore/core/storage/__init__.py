@@ -8,6 +8,9 @@ backend is chosen by scheme, every failure leaves as a lakecore error. One conce
 - ``local``: ``file://`` through ``os`` (temp file, fsync, link: atomic exclusive create);
 - ``s3``: ``s3://`` through s3fs and the S3 API (conditional PUT, batched deletes, the
   timestamp parser, the endpoint probe);
+- ``s3_requests``: the direct path for S3's GET, HEAD and PUT of one object, at a fraction of
+  botocore's CPU, configured as s3fs's client is;
+- ``sigv4``: AWS Signature Version 4 for those requests;
 - ``generic``: any other fsspec scheme (``memory://`` with a lock-based exclusive create);
 - ``options``: the storage options each scheme accepts, and the one command-line parser;
 - ``translate``: backend failures as lakecore errors;
@@ -19,6 +22,7 @@ from lakecore.core.storage.clients import request_pool
 from lakecore.core.storage.facade import Storage
 from lakecore.core.storage.options import (
     DEFAULT_S3_TIMEOUT_SECONDS,
+    S3_REQUESTS_OPTION,
     TIMEOUT_OPTION,
     accepted_storage_options,
     parse_storage_options,
@@ -33,6 +37,7 @@ __all__ = [
     "DEFAULT_S3_TIMEOUT_SECONDS",
     "S3_MAX_DELETE_BATCH",
     "S3_MAX_POOL_CONNECTIONS",
+    "S3_REQUESTS_OPTION",
     "TIMEOUT_OPTION",
     "UNKNOWN_MTIME_MILLIS",
     "FileInfo",

@@ -13,6 +13,8 @@ Rules:
 - **Nothing hangs** (``TIMEOUT_OPTION``): every S3 call carries an overall deadline, taken out
   of the options before they reach s3fs. botocore's read timeout does not cover a PUT that
   waits for ``100 Continue`` from a silent server, which otherwise blocks a commit forever.
+- **lakecore's own keys** (``LAKECORE_OPTIONS``: the deadline, and ``S3_REQUESTS_OPTION``,
+  which turns the direct S3 request path off) never reach a file system client.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ from lakecore.errors import InvalidArgumentError
 # because it must outlast botocore's and s3fs's own retries; it exists so that nothing hangs.
 TIMEOUT_OPTION: Final = "lakecore_timeout_seconds"
 DEFAULT_S3_TIMEOUT_SECONDS: Final = 300.0
+# A lakecore option for s3:// roots: false sends every request through s3fs and botocore, where
+# by default reads, HEADs and single PUTs take the direct path (lakecore.core.storage.s3_requests).
+S3_REQUESTS_OPTION: Final = "lakecore_s3_requests"
+LAKECORE_OPTIONS: Final = frozenset({TIMEOUT_OPTION, S3_REQUESTS_OPTION})
 
 # The storage options each scheme accepts. Unknown keys are refused before any I/O: a typo
 # (``endpoint=`` for ``endpoint_url=``) would otherwise surface as a TypeError deep inside the
@@ -58,7 +64,7 @@ S3_OPTIONS: Final = frozenset(
     }
 )
 OPTIONS_BY_SCHEME: Final[dict[str, frozenset[str]]] = {
-    "s3": S3_OPTIONS,
+    "s3": S3_OPTIONS | {S3_REQUESTS_OPTION},
     "file": frozenset(),
     "memory": frozenset(),
 }
@@ -72,6 +78,7 @@ _BOOLEAN_OPTIONS: Final = frozenset(
         "version_aware",
         "cache_regions",
         "fixed_upload_size",
+        S3_REQUESTS_OPTION,
     }
 )
 # Typed by their full key on a command line; the nested one is the S3 client's connection pool
@@ -167,6 +174,19 @@ def timeout_seconds(options: Mapping[str, Any], root_uri: str) -> float:
     return seconds
 
 
+def s3_requests_enabled(options: Mapping[str, Any], root_uri: str) -> bool:
+    """Whether the direct S3 request path may serve this root (``S3_REQUESTS_OPTION``, on
+    unless false)."""
+    value = options.get(S3_REQUESTS_OPTION, True)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.lower() in ("true", "1", "yes")
+    raise InvalidArgumentError(
+        f"storage option {S3_REQUESTS_OPTION}={value!r} for {root_uri} must be true or false"
+    )
+
+
 def without_lakecore_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """The options a file system client gets: lakecore's own keys taken out."""
-    return {k: v for k, v in options.items() if k != TIMEOUT_OPTION}
+    return {k: v for k, v in options.items() if k not in LAKECORE_OPTIONS}

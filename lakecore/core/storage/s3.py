@@ -1,19 +1,30 @@
-"""``s3://`` roots (``s3a``/``s3n`` are normalised to ``s3``): s3fs, with the S3 API called
-directly for listing, deletion and conditional create, so that every request is explicit about
-its ``Prefix``, batch size and precondition.
+"""``s3://`` roots (``s3a``/``s3n`` are normalised to ``s3``): reads, HEADs and PUTs by the
+direct request path (``lakecore.core.storage.s3_requests``), everything else by s3fs, with the S3
+API called directly for listing and deletion, so that every request is explicit about its
+``Prefix``, batch size and precondition.
 
 Rules:
+
+- **The simple requests go direct.** GetObject (whole or a range), HeadObject and PutObject
+  (conditional too) take ``s3_requests``, at a fifth of botocore's client CPU or less, unless
+  the configuration asks for something it does not do (a proxy, requester pays, encryption
+  settings, ...: ``s3_requests`` says what): then, as with ``lakecore_s3_requests=false``,
+  every request goes through s3fs. Both paths raise the same exceptions for the same answers,
+  so what follows holds for either. The direct client is built on first use, once per client.
 
 - **Exclusive create is one conditional PUT.** A single ``PutObject`` with
   ``If-None-Match: *`` is both exclusive and atomic in content (S3 answers 412 when the key
   exists). Because botocore and s3fs retry a PUT whose response was lost, a 412 can mean "your
   own earlier attempt landed": when the existing object holds exactly our bytes the create
-  counts as ours. Root files carry their creation time and fresh file names, so two different
+  counts as ours. (The direct path never sends a conditional PUT again once it may have
+  reached the store: its failure says the outcome is unknown, and the commit reads back.)
+  Root files carry their creation time and fresh file names, so two different
   writers never produce identical root bytes. A 409 (another conditional write to the key in
   flight) is retried a few times, as AWS documents.
 - **A delete is batched by ``S3_MAX_DELETE_BATCH``**, S3's limit for DeleteObjects; a key S3
   refuses is named, and the keys it took are still reported as deleted.
-- **Nothing hangs.** Every call carries the overall deadline (``options.TIMEOUT_OPTION``).
+- **Nothing hangs.** Every call carries the overall deadline (``options.TIMEOUT_OPTION``),
+  counted from the start of the call: the direct client's build on first use is inside it.
 - **A listing costs its bytes, not its timestamps.** botocore parses every timestamp of a
   response with dateutil, about 160 us each: 85% of the client's CPU for a page of 1,000 keys
   (186 ms a page, 27 ms without), which made a listing of 100k objects take 18 CPU-seconds in
@@ -40,6 +51,7 @@ Rules:
 
 from __future__ import annotations
 
+import copy
 import errno
 import os
 import re
@@ -59,7 +71,12 @@ from lakecore.core.storage.backend import (
     file_info_or_none,
     to_millis,
 )
-from lakecore.core.storage.options import timeout_seconds, without_lakecore_options
+from lakecore.core.storage.options import (
+    s3_requests_enabled,
+    timeout_seconds,
+    without_lakecore_options,
+)
+from lakecore.core.storage.s3_requests import SINGLE_PUT_MAX_BYTES, LazyS3Requests, S3Requests
 from lakecore.core.storage.translate import find_client_error
 from lakecore.errors import InvalidArgumentError, StorageError
 
@@ -86,11 +103,13 @@ def open_s3(root_uri: str, root_path: str, options: Mapping[str, Any]) -> Backen
     if endpoint is not None:
         _refuse_an_endpoint_without_scheme(root_uri, endpoint)
         _refuse_an_endpoint_nothing_answers(root_uri, endpoint, client_options["config_kwargs"])
+    # The direct path is configured from the same arguments as s3fs, before the session.
+    direct_options = dict(client_options) if s3_requests_enabled(options, root_uri) else None
     # s3fs makes a session from the options it does not know (``profile``) unless given one.
     client_options["session"] = _s3_session(client_options.pop("profile", None))
     fs = fsspec.filesystem("s3", **client_options)
     bucket, _, key_prefix = root_path.partition("/")
-    return S3Backend(fs, bucket, key_prefix, timeout_seconds(options, root_uri))
+    return S3Backend(fs, bucket, key_prefix, timeout_seconds(options, root_uri), direct_options)
 
 
 def s3_endpoint(options: Mapping[str, Any]) -> str | None:
@@ -117,17 +136,26 @@ def s3_client_options(options: Mapping[str, Any]) -> dict[str, Any]:
     # Key and secret, when not in the options, come from botocore's usual chain
     # (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, profiles, instance roles).
     client_options["skip_instance_cache"] = True
+    # A deep copy: botocore rewrites the retries entry in place, which changed the Storage's
+    # own options (and so the key of its cached client) after the first request.
     client_options["config_kwargs"] = {
         "max_pool_connections": S3_MAX_POOL_CONNECTIONS,
-        **(client_options.get("config_kwargs") or {}),
+        **copy.deepcopy(client_options.get("config_kwargs") or {}),
     }
     return client_options
 
 
 class S3Backend:
-    """``s3://`` roots through s3fs and direct S3 API calls."""
+    """``s3://`` roots through the direct request path, s3fs and direct S3 API calls."""
 
-    def __init__(self, fs: Any, bucket: str, key_prefix: str, timeout: float) -> None:
+    def __init__(
+        self,
+        fs: Any,
+        bucket: str,
+        key_prefix: str,
+        timeout: float,
+        direct_options: dict[str, Any] | None = None,
+    ) -> None:
         self.pid = os.getpid()
         self._fs = fs
         # Passed to every call: fsspec cancels the request after this many seconds. botocore's
@@ -135,6 +163,26 @@ class S3Backend:
         self._timeout = timeout
         self._bucket = bucket
         self._key_prefix = key_prefix  # '' or ends in '/'
+        # The direct path's client, built from s3fs's arguments on first use (None: off).
+        self._direct_client = (
+            None if direct_options is None else LazyS3Requests(direct_options, bucket, timeout)
+        )
+
+    def _direct(self) -> tuple[S3Requests | None, float]:
+        """The direct request client, or None where s3fs serves every request (see the module
+        doc), and the deadline of the request about to be made: building the client on first
+        use (credentials by botocore's chain included) counts against it. A failure to build
+        (a missing profile) is raised, and the next request tries again."""
+        deadline = time.monotonic() + self._timeout
+        if self._direct_client is None:
+            return None, deadline
+        return self._direct_client.client(deadline), deadline
+
+    @staticmethod
+    def _left(deadline: float) -> float:
+        """What is left of ``deadline`` for an s3fs call (a moment at least: fsspec reads 0 as
+        no timeout at all)."""
+        return max(0.001, deadline - time.monotonic())
 
     def _key(self, rel: str) -> str:
         return self._key_prefix + rel
@@ -143,15 +191,31 @@ class S3Backend:
         return f"{self._bucket}/{self._key(rel)}"
 
     def read(self, rel: str) -> bytes:
+        direct, deadline = self._direct()
+        if direct is not None:
+            # The whole object, no range: one GET whose full checksum can be checked.
+            return direct.get(self._key(rel), deadline=deadline)
         # "bytes=0-" rather than no range: without one, s3fs first HEADs the object to decide
         # whether to fetch it in concurrent chunks, a second round trip (and, for large
         # objects, several GETs that could straddle an overwrite).
-        return self.read_range(rel, 0, None)
+        return self._read_range(rel, 0, None, None, deadline)
 
     def read_range(self, rel: str, start: int, end: int | None) -> bytes:
+        return self._read_range(rel, start, end, *self._direct())
+
+    def _read_range(
+        self,
+        rel: str,
+        start: int,
+        end: int | None,
+        direct: S3Requests | None,
+        deadline: float,
+    ) -> bytes:
         try:
+            if direct is not None:
+                return direct.get(self._key(rel), start, end, deadline=deadline)
             data: bytes = self._fs.cat_file(
-                self._fs_path(rel), start=start, end=end, timeout=self._timeout
+                self._fs_path(rel), start=start, end=end, timeout=self._left(deadline)
             )
         except Exception as exc:
             # 416: start is at or past the end of an existing (possibly empty) object.
@@ -160,18 +224,23 @@ class S3Backend:
             raise
         return data
 
-    def _head(self, rel: str) -> dict[str, Any]:
-        head: dict[str, Any] = self._fs.call_s3(
-            "head_object", Bucket=self._bucket, Key=self._key(rel), timeout=self._timeout
+    def _head(self, rel: str) -> tuple[int, Any]:
+        """(size, modification time as ``to_millis`` reads it)."""
+        direct, deadline = self._direct()
+        if direct is not None:
+            head = direct.head(self._key(rel), deadline=deadline)
+            return head.size, _http_date_or_none(head.last_modified)
+        answer: dict[str, Any] = self._fs.call_s3(
+            "head_object", Bucket=self._bucket, Key=self._key(rel), timeout=self._left(deadline)
         )
-        return head
+        return int(answer["ContentLength"]), answer.get("LastModified")
 
     def size(self, rel: str) -> int:
-        return int(self._head(rel)["ContentLength"])
+        return self._head(rel)[0]
 
     def info(self, rel: str) -> FileInfo:
-        head = self._head(rel)
-        return FileInfo(rel, int(head["ContentLength"]), to_millis(head.get("LastModified")))
+        size, modified = self._head(rel)
+        return FileInfo(rel, size, to_millis(modified))
 
     def exists(self, rel: str) -> bool:
         try:
@@ -183,7 +252,19 @@ class S3Backend:
     def write(self, rel: str, data: bytes, durable: bool = True) -> None:
         # A single PUT (multipart above 100 MiB) is atomic on S3: readers see old or new, and
         # durable once acknowledged.
-        self._fs.pipe_file(self._fs_path(rel), data, timeout=self._timeout)
+        direct, deadline = self._direct()
+        if direct is not None and len(data) < SINGLE_PUT_MAX_BYTES:
+            direct.put(self._key(rel), data, deadline=deadline)
+            return
+        self._fs.pipe_file(self._fs_path(rel), data, timeout=self._left(deadline))
+
+    def _create(self, rel: str, data: bytes) -> None:
+        """One conditional PUT (``If-None-Match: *``; multipart above 100 MiB)."""
+        direct, deadline = self._direct()
+        if direct is not None and len(data) < SINGLE_PUT_MAX_BYTES:
+            direct.put(self._key(rel), data, if_none_match=True, deadline=deadline)
+            return
+        self._fs.pipe_file(self._fs_path(rel), data, mode="create", timeout=self._left(deadline))
 
     def sync(self) -> None:
         pass
@@ -191,7 +272,7 @@ class S3Backend:
     def create_exclusive(self, rel: str, data: bytes) -> bool:
         for attempt in range(_CONFLICT_RETRIES):
             try:
-                self._fs.pipe_file(self._fs_path(rel), data, mode="create", timeout=self._timeout)
+                self._create(rel, data)
                 return True
             except Exception as exc:
                 if isinstance(exc, FileExistsError) or find_client_error(
@@ -346,6 +427,16 @@ def parse_s3_timestamp(value: Any) -> datetime:
 
     parsed: datetime = parse_timestamp(value)
     return parsed
+
+
+def _http_date_or_none(value: str | None) -> datetime | None:
+    """A HEAD's Last-Modified as a datetime; None (an unknown age) when it does not parse."""
+    if value is None:
+        return None
+    try:
+        return parse_s3_timestamp(value)
+    except (ValueError, OverflowError, TypeError):
+        return None
 
 
 def _s3_session(profile: str | None) -> Any:

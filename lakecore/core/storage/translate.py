@@ -7,6 +7,9 @@ No raw ``OSError`` or botocore exception leaves ``Storage``:
 - a timeout is ``StorageTimeoutError``. A request that changes the store (write, exclusive
   create, delete, sync) may or may not have taken effect; one that only looks changed nothing.
   When the overall deadline (``TIMEOUT_OPTION``) is what ran out, the line names it;
+- a request that changes the store whose connection closed before its answer came (botocore's
+  ``ConnectionClosedError``: it was sent, and may have been carried out) is ``StorageError``
+  saying that it may or may not have taken effect, not that it could not be done;
 - a refusal (no space, no permission, a read-only file system, S3's 403 codes) is
   ``StorageRefusedError`` with the cause as a person reads it: it did not take effect;
 - a server that cannot be reached at all (refused, no route, a name that does not resolve)
@@ -163,6 +166,14 @@ def raise_translated(
             ) from exc
         raise StorageTimeoutError(
             f"timed out trying to {action} {uri}: {cause}; nothing was changed"
+        ) from exc
+    lost = next((e for e in causes(exc) if type(e).__name__ == "ConnectionClosedError"), None)
+    if lost is not None and action.startswith(_CHANGING_ACTIONS):
+        # botocore's, found by name: the request went out and its answer never came.
+        raise StorageError(
+            f"lost the answer trying to {action} {uri}: the connection closed before the store "
+            f"answered ({type(lost).__name__}: {capped(lost)}); it may or may not have taken "
+            "effect, check before retrying"
         ) from exc
     if isinstance(exc, ImportError) or (
         isinstance(exc, OSError) and str(exc).startswith("Unable to load lib")

@@ -13,7 +13,7 @@ from typing import Any, Final
 from lakecore.core.display import escape_for_display
 
 #: In the head of every page: the mark by which the command line knows its own pages, and
-#: replaces one (``lakecore.cli.outputs``) where it would refuse another file.
+#: replaces one (``lakecore.contract.outputs``) where it would refuse another file.
 GENERATOR_META: Final = "<meta name='generator' content='lakecore'>"
 #: The first rule of ``STYLE``: the mark of the pages written before ``GENERATOR_META``.
 LEGACY_PAGE_MARK: Final = ":root { --ok: #17803d; --warn: #b26a00; --fail: #c0261f;"

@@ -1,5 +1,5 @@
 """A table-maintenance run's options and result: one shape for the Spark job and the in-process
-run (``lakecore table-maintenance``), which ``lakecore.cli.table_maintenance`` renders.
+run (``lakecore table-maintenance``), which ``lakecore.contract.table_maintenance`` renders.
 
 The result is filled stage by stage; a field is None (or empty) until its stage has run, so a
 run that stops part-way reports what it had found and done. The in-process run also keeps full
@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakecore.core.units import parse_duration_millis
 from lakecore.maintenance.clock import Clocks
 from lakecore.maintenance.delete import DeleteOutcome
-from lakecore.maintenance.gc import check_grace
+from lakecore.maintenance.gc import check_grace_options, grace_millis_of
 from lakecore.maintenance.settings import DEFAULT_SETTINGS, MaintenanceSettings
 from lakecore.maintenance.tables.commits import ExpiryAnswer, PlannedExpiry
 from lakecore.maintenance.tables.marks import PurgeMark
@@ -55,15 +54,10 @@ class TableMaintenanceOptions:
         expire: bool = True,
         orphans: bool = True,
     ) -> TableMaintenanceOptions:
-        grace = (
-            older_than_millis
-            if older_than_millis is not None
-            else parse_duration_millis(
-                settings.table_orphan_older_than, what="table_orphan_older_than", plain_unit="s"
-            )
-        )
         return cls(
-            grace_millis=grace,
+            grace_millis=grace_millis_of(
+                older_than_millis, settings.table_orphan_older_than, "table_orphan_older_than"
+            ),
             defaults=ExpiryDefaults.from_settings(settings),
             now_millis=now_millis,
             dry_run=dry_run,
@@ -84,16 +78,7 @@ def check_options(options: TableMaintenanceOptions, clocks: Clocks) -> int:
     or the commit timeout if longer) or a ``--now`` ahead of the clocks, unless
     ``--i-understand-grace-risk``; returns the run's ``now``. (``--skip-expiry`` with
     ``--skip-orphans`` is a run that does the purges alone.)"""
-    now = options.now_millis if options.now_millis is not None else clocks.now_millis
-    check_grace(
-        options.grace_millis / 1000,
-        commit_timeout_seconds=options.commit_timeout_seconds,
-        now_millis=now,
-        clocks=clocks,
-        override=options.override_grace,
-        job="table maintenance",
-    )
-    return now
+    return check_grace_options(options, clocks, job="table maintenance")
 
 
 @dataclass

@@ -19,7 +19,7 @@ manifest cannot be read (damaged, or a failed read) has an unknown reachable set
 
 * every folder that table may name files in is blocked: its roots (its location and write
   paths) and the reference folders the location registry records for it
-  (``lakecore.iceberg.roots``, the registry of each retained version's definition that holds
+  (``lakecore.iceberg.table_folders``, the registry of each retained version's definition that holds
   the table) -- no candidate of any table is deleted there;
 * when those folders cannot be known -- its metadata file itself is unreadable, it was written
   around the registry (a client of an older lakecore: its references are not recorded), or the
@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from lakecore.iceberg.roots import WRITE_PATH_PROPERTIES, Registry, contains
+from lakecore.iceberg.table_folders import WRITE_PATH_PROPERTIES, FolderRegistry, contains
 from lakecore.maintenance.tables.named import PathForm
 
 VERSION_HINT: Final = "version-hint.text"
@@ -115,7 +115,7 @@ def blocked_folders(
     roots: Iterable[str],
     namespace: str,
     table: str,
-    registries: Iterable[Registry],
+    registries: Iterable[FolderRegistry],
     form: PathForm,
 ) -> tuple[set[str], str | None]:
     """The folders a table with an unknown reachable set may name files in: its roots and the

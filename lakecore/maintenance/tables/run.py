@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakecore.core.storage import Storage
-from lakecore.iceberg.roots import Registry, overlaps
+from lakecore.iceberg.table_folders import FolderRegistry, overlaps
 from lakecore.maintenance.clock import Clocks, read_clocks
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.roots import LoadedRoot
@@ -170,7 +170,7 @@ def judge_blocked(
     catalogued: Catalogued,
     holders_of: dict[str, list[HeldTable]],
     facts: dict[str, MetadataFacts | Unreadable],
-    registries: dict[int, Registry],
+    registries: dict[int, FolderRegistry],
     form: PathForm,
 ) -> Blocked:
     """What the unreadable files met on the way stop (``lakecore.maintenance.tables.rules``)."""
@@ -243,7 +243,7 @@ def table_maintenance_in_process(
     retention = retention_at(storage, now)
     result.retained_versions = retention.versions
     latest = retention.plan.roots[retention.latest]
-    registry = Registry.of(latest.lakehouse_def.properties)
+    registry = FolderRegistry.of(latest.lakehouse_def.properties)
     marks = [
         m
         for m in marks_of(latest.lakehouse_def.properties)
@@ -262,7 +262,7 @@ def table_maintenance_in_process(
     catalogued = Catalogued()
     catalogued.add(storage, retention.roots)
     registries = {
-        root.version: Registry.of(root.lakehouse_def.properties) for root in retention.roots
+        root.version: FolderRegistry.of(root.lakehouse_def.properties) for root in retention.roots
     }
     in_scope_latest = [
         h
@@ -320,7 +320,9 @@ def table_maintenance_in_process(
         retained.versions,
         retained.retention,
     )
-    registries.update({r.version: Registry.of(r.lakehouse_def.properties) for r in fresh.roots})
+    registries.update(
+        {r.version: FolderRegistry.of(r.lakehouse_def.properties) for r in fresh.roots}
+    )
     result.retained_after = sorted(after)
     reached = graph.reach(units)
     result.reads = graph.reads

@@ -10,7 +10,7 @@ Two rules keep an output from landing on something that is not the command's own
   it lie in any other lakehouse on this disk: a folder above it that holds ``_latest_hint.txt``
   or version 0's root file is a lakehouse root. A report written over the latest root file once
   turned a lakehouse into ``DamagedLakehouseError`` from a dry run. Outputs are local files (a
-  URI is refused as the command line is read, ``argparsing.output_file``), so a lakehouse on an
+  URI is refused as the command line is read, ``option_types.output_file``), so a lakehouse on an
   object store cannot hold one.
 - **One file, one output.** Two outputs of one command may not be the same file (``--report
   x.html`` is also validate's own page), nor one inside the other.

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import argparse
 
-from lakecore.cli.argparsing import OneLineArgumentParser
-from lakecore.cli.args import time_millis
-from lakecore.cli.job_report import JobReport
+from lakecore.contract.job_report import JobReport
+from lakecore.contract.one_line_parser import OneLineArgumentParser
+from lakecore.contract.option_types import time_millis
 from lakecore.core.locations import root_node_file_name
 from lakecore.core.units import format_bytes, format_time_millis, plural
 from lakecore.errors import ExitCode, UnsafeOptionError

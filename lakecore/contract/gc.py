@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import argparse
 
-from lakecore.cli.argparsing import OneLineArgumentParser
-from lakecore.cli.args import duration_millis, time_millis
-from lakecore.cli.job_report import JobReport
+from lakecore.contract.job_report import JobReport
+from lakecore.contract.one_line_parser import OneLineArgumentParser
+from lakecore.contract.option_types import duration_millis, time_millis
 from lakecore.core.units import format_seconds, plural
 from lakecore.errors import ExitCode, LakecoreError, UnsafeOptionError
 from lakecore.maintenance.clock import Clocks, machine_clock_millis

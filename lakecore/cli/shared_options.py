@@ -1,25 +1,27 @@
-"""What every ``lakecore`` command shares: the lakehouse it names and how it prints.
+"""The options every ``lakecore`` command shares, and what they name: the lakehouse, its storage
+options, a version, ``--json``, ``--property``.
 
-The command modules (``lakecore.cli`` and ``lakecore.cli.lookup``) sit on this module; it knows
-nothing of the commands, so that no command module has to import another.
+The command modules (``lakecore.cli.objects``, ``reading``, ...) sit on this module; it knows
+nothing of the commands, so that no command module has to import another. How a command prints
+is ``lakecore.cli.printing``; the job contract's parser and option types are
+``lakecore.contract``.
 
 - The lakehouse is ``-l/--lakehouse URI``, else ``$LAKECORE_LAKEHOUSE``.
 - Storage options come from repeated ``--storage-option KEY=VALUE`` through the one parser,
   ``lakecore.core.storage.parse_storage_options``.
-- Output is a short human summary, or indented JSON with ``--json``.
+- ``--version V`` and ``--as-of TIME`` (time travel) name a version; ``--json`` asks for JSON.
+- Output paths (``--html``, the lookup cache's folder) never land in a lakehouse
+  (``refuse_outputs_in_lakehouse``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from lakecore.core.display import escape_for_display
+from lakecore.contract.option_types import time_millis
 from lakecore.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -65,8 +67,8 @@ def add_storage_option(parser: argparse.ArgumentParser, *, top_level: bool = Fal
 def refuse_outputs_in_lakehouse(args: argparse.Namespace) -> None:
     """Before the command does any work: its output paths (``--html``; the lookup cache's
     folder, given or default) may not lie inside the lakehouse nor replace a file no lakecore
-    command wrote (``lakecore.cli.outputs.check_outputs``). Raises InvalidArgumentError."""
-    from lakecore.cli.outputs import Output, OutputKind, check_outputs
+    command wrote (``lakecore.contract.outputs.check_outputs``). Raises InvalidArgumentError."""
+    from lakecore.contract.outputs import Output, OutputKind, check_outputs
 
     outputs: list[Output] = []
     if getattr(args, "html", None):
@@ -122,34 +124,6 @@ def open_lakehouse(args: argparse.Namespace) -> Lakehouse:
     return Lakehouse.open(lakehouse_uri(args), storage_options=storage_options_of(args))
 
 
-def time_millis(text: str) -> int:
-    """An argparse type (``--as-of``, ``--since``): an ISO-8601 time (UTC unless it names a zone)
-    or epoch milliseconds. argparse names the option in front of the message."""
-    from lakecore.core.units import parse_time_millis
-
-    try:
-        return parse_time_millis(text, what="the time")
-    except InvalidArgumentError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def duration_millis(what: str, *, plain_unit: str | None = None) -> Callable[[str], int]:
-    """An argparse type: a duration (``7d``, ``12h``, ``90m``, ``30s``, ``250ms``; a plain number
-    only with ``plain_unit``) as milliseconds. ``what`` names the value in the message, after
-    argparse's own name of the option."""
-
-    def parse(text: str) -> int:
-        from lakecore.core.units import parse_duration_millis
-
-        try:
-            return parse_duration_millis(text, what=what, plain_unit=plain_unit)
-        except InvalidArgumentError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    parse.__name__ = "duration"  # argparse names the type in some of its messages
-    return parse
-
-
 def add_version_options(parser: argparse.ArgumentParser, what: str = "read") -> None:
     """``--version V`` and ``--as-of TIME`` (mutually exclusive): time travel."""
     group = parser.add_mutually_exclusive_group()
@@ -189,32 +163,6 @@ def resolve_version(args: argparse.Namespace) -> int | None:
     return None
 
 
-def emit(args: argparse.Namespace, human: str, data: Any) -> None:
-    """Print ``human``, or ``data`` as indented JSON with ``--json``."""
-    if getattr(args, "json", False):
-        print(json.dumps(data, indent=2, sort_keys=True, default=str))
-    else:
-        print(escape_for_display(human))
-
-
-def say(text: str, *, error: bool = False) -> None:
-    """One line (or block) for a person, on stdout or stderr, names escaped
-    (``lakecore.core.display``): every command prints through here or ``emit``."""
-    print(escape_for_display(text), file=sys.stderr if error else sys.stdout, flush=True)
-
-
-def emit_error(message: str, exit_code: int, **extra: Any) -> None:
-    """An error as JSON on stdout (``--json``): ``{"error": ..., "exit_code": ..., ...}``."""
-    print(
-        json.dumps(
-            {"error": message, "exit_code": int(exit_code), **extra},
-            indent=2,
-            sort_keys=True,
-            default=str,
-        )
-    )
-
-
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     """``--json`` on a subcommand too (``lakecore versions --json``), without overriding the
     top-level one."""
@@ -231,15 +179,10 @@ __all__ = [
     "add_property_option",
     "add_storage_option",
     "add_version_options",
-    "duration_millis",
-    "emit",
-    "emit_error",
     "key_value",
     "lakehouse_uri",
     "open_lakehouse",
     "open_view",
     "resolve_version",
-    "say",
     "storage_options_of",
-    "time_millis",
 ]

@@ -1,5 +1,9 @@
 """A job's command line: the options every job shares, and the checks made as it is read.
 
+The parser, the option types and the output-file checks are the job contract's
+(``lakecore.contract``), which ``lakecore gc`` and the other in-process commands read too; this
+module adds what only a Spark job takes (where Spark runs, how wide) and its own outputs.
+
 Rules:
 - Every job takes ``--lakehouse``, ``--storage-option``, ``--report``, ``--env`` (its
   maintenance settings), where Spark runs (``--master`` or ``--remote``) and ``--parallelism``
@@ -9,7 +13,7 @@ Rules:
   line before the JVM starts (``jobs.wrapper``), not after a second of Spark startup.
 - Outputs (the report, the Parquet full list and the page beside it, ``--html``, Spark's log
   file) never land inside a lakehouse (the one named, an export's target, any other) nor on a
-  file no lakecore command wrote (``lakecore.cli.outputs``); the full list is written whole
+  file no lakecore command wrote (``lakecore.contract.outputs``); the full list is written whole
   (``write_full_list``).
 """
 
@@ -29,9 +33,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from jobs.session import REMOTE_VARIABLE
 from jobs.wrapper import parse_only, spark_log, under_the_wrapper
-from lakecore.cli.argparsing import OneLineArgumentParser, output_file, whole_number
-from lakecore.cli.args import storage_options_of
-from lakecore.cli.outputs import Output, OutputKind, check_outputs, refuse_foreign_target
+from lakecore.contract.one_line_parser import OneLineArgumentParser
+from lakecore.contract.option_types import output_file, whole_number
+from lakecore.contract.outputs import Output, OutputKind, check_outputs, refuse_foreign_target
+from lakecore.core.storage import parse_storage_options
 from lakecore.errors import CommitConflictError, InvalidArgumentError, LakecoreError, exit_code_help
 
 if TYPE_CHECKING:
@@ -59,7 +64,7 @@ class JobOptions:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> JobOptions:
         """Raises InvalidArgumentError (bad storage options, no settings for ``--env``)."""
-        storage_options = storage_options_of(args)
+        storage_options = parse_storage_options(args.storage_option)
         settings = load_settings(args.env)
         remote = None if args.master else (args.remote or os.environ.get(REMOTE_VARIABLE) or None)
         return cls(
@@ -182,7 +187,7 @@ def job_outputs(args: argparse.Namespace) -> list[Output]:
 
 def _outputs_outside_lakehouse(args: argparse.Namespace) -> str | None:
     """Refuse, as the command line is read, an output inside the lakehouse or onto a file no
-    lakecore command wrote (``lakecore.cli.outputs.check_outputs``)."""
+    lakecore command wrote (``lakecore.contract.outputs.check_outputs``)."""
     outputs = job_outputs(args)
     log = spark_log()
     if log and parse_only():

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakecore.cli.outputs import OutputKind, write_text_atomically
+from lakecore.contract.outputs import OutputKind, write_text_atomically
 from lakecore.core.display import escape_for_display
 from lakecore.errors import ExitCode, InvalidArgumentError
 from lakecore.maintenance.samples import SAMPLE_LIMIT

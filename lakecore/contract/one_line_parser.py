@@ -15,9 +15,8 @@ Options are never abbreviated (argparse's ``allow_abbrev`` is off): ``--i`` was 
 ``--i-understand-expiry-risk`` and ``--y`` for ``--yes``, so a stray keystroke overrode a
 safety refusal. An abbreviation is an unknown option, named with the option it would have been.
 
-``output_file`` is the ``type`` of an option that names a file to write (a report, a page): a
-folder, a path under a file, or a folder that cannot be written is refused as the command line
-is read, before a job does its work (a commit included) and only then fails to say what it did.
+The types that check one value as it is read (an output file, a whole number, a time, a
+duration) are ``lakecore.contract.option_types``.
 
 A rule between options (``--fill`` means something only with ``--mode threshold``) is a check
 added with ``add_check``: it runs as the command line is read, like a ``type``, so that a job's
@@ -28,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NoReturn
@@ -196,52 +193,4 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         return message
 
 
-def output_file(text: str) -> str:
-    """An argparse ``type``: ``text`` names a file this process can create or replace. Its
-    folder may be missing (the writer makes it) if the nearest existing ancestor is a folder
-    this process may write in."""
-    if not text:
-        raise argparse.ArgumentTypeError("an empty path")
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", text):
-        # Reports and pages are written on this machine (lakecore/cli/outputs.py): a URI would make a
-        # folder named after its scheme in the working directory.
-        raise argparse.ArgumentTypeError(
-            f"{text} is a URI; this writes a file on this machine: give a local path"
-        )
-    path = os.path.abspath(os.path.expanduser(text))
-    if os.path.isdir(path):
-        raise argparse.ArgumentTypeError(f"{text} is a folder; name a file in it")
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise argparse.ArgumentTypeError(f"{text} exists and cannot be written")
-    ancestor = os.path.dirname(path)
-    while not os.path.exists(ancestor):
-        ancestor = os.path.dirname(ancestor)
-    if not os.path.isdir(ancestor):
-        raise argparse.ArgumentTypeError(
-            f"{text} cannot be created: {ancestor} is a file, not a folder"
-        )
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(
-            f"{text} cannot be created: no permission to write in {ancestor}"
-        )
-    return os.path.expanduser(text)  # what the check reads is what the writer writes
-
-
-def whole_number(minimum: int) -> Callable[[str], int]:
-    """An argparse ``type``: a whole number of at least ``minimum`` (a version is at least 0, a
-    count of tasks at least 1), so that ``--version -1`` or ``--parallelism 0`` is refused as the
-    command line is read rather than after Spark has started, or not at all."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(
-                f"{value} is below {minimum}; give a whole number of at least {minimum}"
-            )
-        return value
-
-    parse.__name__ = "whole number"  # argparse names the type in its own messages
-    return parse
+__all__ = ["COMMAND_SYNONYMS", "ArgumentError", "OneLineArgumentParser"]

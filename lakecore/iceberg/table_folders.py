@@ -196,8 +196,10 @@ def _outermost(folders: Iterable[str]) -> list[str]:
 
 
 @dataclass
-class Registry:
-    """The registry as read from a lakehouse definition's properties."""
+class FolderRegistry:
+    """The location registry of table folders, as read from a lakehouse definition's
+    properties: each table's registered roots and reference folders, each namespace's
+    ``location``, the warehouse, and whether the registry is complete."""
 
     complete: bool
     tables: dict[tuple[str, str], list[str]] = field(default_factory=dict)
@@ -206,7 +208,7 @@ class Registry:
     warehouse: str | None = None
 
     @classmethod
-    def of(cls, properties: Mapping[str, str]) -> Registry:
+    def of(cls, properties: Mapping[str, str]) -> FolderRegistry:
         registry = cls(
             complete=properties.get(REGISTRY_MARKER_PROPERTY) == REGISTRY_FORMAT,
             warehouse=properties.get(WAREHOUSE_PROPERTY),
@@ -266,7 +268,7 @@ __all__ = [
     "ROOTS_PROPERTY_PREFIX",
     "WAREHOUSE_PROPERTY",
     "WRITE_PATH_PROPERTIES",
-    "Registry",
+    "FolderRegistry",
     "contains",
     "default_located_ancestors",
     "default_location",
