@@ -880,11 +880,15 @@ def child_main(args: argparse.Namespace) -> int:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     spark.sparkContext.parallelize([1, 2], 2).count()  # the executors' Python workers exist
-    import jobs.flush
-    import jobs.gc
-    import jobs.validate
+    import jobs.flush_job
+    import jobs.gc_job
+    import jobs.validate_job
 
-    mains = {"validate": jobs.validate.main, "gc": jobs.gc.main, "flush": jobs.flush.main}
+    mains = {
+        "validate": jobs.validate_job.main,
+        "gc": jobs.gc_job.main,
+        "flush": jobs.flush_job.main,
+    }
     started = time.perf_counter() - t0
     # Imported once here, not inside the first validate of round 0, so that every round
     # measures the same thing; a fresh spark-submit pays it on top (reported).

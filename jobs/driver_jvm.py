@@ -40,12 +40,6 @@ Usage: ``python -m jobs.driver_jvm --build | --rebuild | --path | --java-options
 
 from __future__ import annotations
 
-if __package__ in (None, ""):  # run as a file: the repo root must be importable
-    import os as _os
-    import sys as _sys
-
-    _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
-
 import contextlib
 import hashlib
 import importlib.util

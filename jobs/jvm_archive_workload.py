@@ -14,12 +14,6 @@ Exit codes: 0 done; 1 a sample job failed; 2 a wrong command line.
 
 from __future__ import annotations
 
-if __package__ in (None, ""):  # run as a file: the repo root must be importable
-    import os as _os
-    import sys as _sys
-
-    _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
-
 import contextlib
 import os
 import sys
@@ -36,7 +30,7 @@ def run(archive: str) -> int:
     """Run the sample jobs in a JVM that writes its classes to ``archive``; wait for its exit."""
     from pyspark import SparkConf, SparkContext
 
-    from jobs import flush, gc, validate
+    from jobs import flush_job, gc_job, validate_job
     from lakecore.lakehouse.demo import build_sample
 
     log4j = REPO_ROOT / "conf" / "log4j2.properties"
@@ -57,9 +51,9 @@ def run(archive: str) -> int:
         # The jobs' reports are not this tool's output.
         with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
             codes = [
-                validate.main(["--lakehouse", lakehouse]),
-                gc.main(["--lakehouse", lakehouse, "--dry-run"]),
-                flush.main(["--lakehouse", lakehouse]),
+                validate_job.main(["--lakehouse", lakehouse]),
+                gc_job.main(["--lakehouse", lakehouse, "--dry-run"]),
+                flush_job.main(["--lakehouse", lakehouse]),
             ]
     active = SparkContext._active_spark_context
     if active is not None:

@@ -14,12 +14,6 @@ gc after a failed validation); a job module that does not exist yet is skipped w
 
 from __future__ import annotations
 
-if __package__ in (None, ""):  # run as a file: the repo root must be importable
-    import os as _os
-    import sys as _sys
-
-    _sys.path.insert(0, _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
-
 import contextlib
 import importlib
 import importlib.util
@@ -67,22 +61,22 @@ def pipeline_steps(path: str) -> list[Step]:
     return [
         Step(
             "flush (threshold 0.5)",
-            "jobs.flush",
+            "jobs.flush_job",
             "1-flush-threshold",
             _fixed("--mode", "threshold", "--fill", "0.5"),
         ),
-        Step("validate", "jobs.validate", "2-validate", _fixed()),
-        Step("flush (full)", "jobs.flush", "3-flush-full", _fixed("--mode", "full")),
-        Step("validate", "jobs.validate", "4-validate", _fixed()),
+        Step("validate", "jobs.validate_job", "2-validate", _fixed()),
+        Step("flush (full)", "jobs.flush_job", "3-flush-full", _fixed("--mode", "full")),
+        Step("validate", "jobs.validate_job", "4-validate", _fixed()),
         Step(
             "compact-versions",
-            "jobs.compact_versions",
+            "jobs.compact_versions_job",
             "5-compact-versions",
             lambda: ("--now", _expiring_now(path), "--i-understand-expiry-risk"),
         ),
-        Step("gc --dry-run", "jobs.gc", "6-gc-dry-run", _fixed("--dry-run", *young)),
-        Step("gc", "jobs.gc", "7-gc", _fixed(*young)),
-        Step("validate --deep", "jobs.validate", "8-validate-deep", _fixed("--deep")),
+        Step("gc --dry-run", "jobs.gc_job", "6-gc-dry-run", _fixed("--dry-run", *young)),
+        Step("gc", "jobs.gc_job", "7-gc", _fixed(*young)),
+        Step("validate --deep", "jobs.validate_job", "8-validate-deep", _fixed("--deep")),
     ]
 
 

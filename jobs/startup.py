@@ -1,12 +1,20 @@
-"""A job's first step as a program: a Ctrl-C or SIGTERM while it imports says so in one line.
+"""A job's first step as a program: the job file hands over here, and a Ctrl-C or SIGTERM while
+the job imports says so in one line.
 
 Rules:
+- A job's program is its job file, ``jobs/JOB.py`` (``JOB`` with ``-`` as ``_``): spark-submit
+  runs that file by its path (``spark-submit.sh``, the Airflow DAGs), and ``python -m jobs.JOB``
+  runs it as a module. Run by its path, Python puts ``jobs/`` on ``sys.path``, not the repo root,
+  so nothing of ``jobs`` can be imported until the file has put the root there: that path fix
+  is the only code a job file holds, then it calls ``run_as_program`` (as ``__main__`` only).
+  Every job file is the same but for the job's name; importing one does nothing.
+- The job's code is its own module, ``jobs.JOB_job`` (``main``, the run, the report);
+  ``run_as_program`` imports it only after the quiet handlers below are in place.
 - Run as ``python -m jobs.JOB`` (local Spark, ``--remote``), a job spends about 0.4 s importing
   pyspark, pyarrow and lakecore before ``run_job`` installs the handler that stops a job
   cleanly (``jobs.signals``). Until now a Ctrl-C there printed a KeyboardInterrupt traceback
   through the import machinery, and a SIGTERM ended the process with 143 and no word.
-- ``quiet_until_the_job_begins`` is called by each job file, as ``__main__`` only, right after
-  the path fix and before its imports. From then on SIGINT and SIGTERM end the process at once
+- ``quiet_until_the_job_begins`` is called by ``run_as_program``, before the job's imports. From then on SIGINT and SIGTERM end the process at once
   with one line (nothing has been read or written yet) and ``ExitCode.INTERRUPTED``.
 - ``run_job`` installs its own handlers over these, then takes the dispositions they replaced
   (``take_dispositions_before_startup``) to put back after the job, so that a signal then is
@@ -19,9 +27,11 @@ Rules:
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
 from lakecore.errors import ExitCode
 
@@ -31,6 +41,14 @@ _DEFAULTS: dict[signal.Signals, Any] = {
     signal.SIGTERM: signal.SIG_DFL,
 }
 _installed: dict[signal.Signals, Any] = {}
+
+
+def run_as_program(job: str) -> NoReturn:
+    """Run ``job`` (``gc``, ``compact-versions``, ...) as this process's program: quiet until it
+    begins, then import its module (``jobs.JOB_job``) and exit with what its ``main()`` returns."""
+    quiet_until_the_job_begins(job)
+    module = importlib.import_module(f"jobs.{job.replace('-', '_')}_job")
+    sys.exit(module.main())
 
 
 def quiet_until_the_job_begins(job: str) -> None:

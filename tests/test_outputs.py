@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import gc as gc_job
-from jobs import validate as validate_job
+from jobs import gc_job, validate_job
 from lakecore.cli import main as cli_main
 from lakecore.contract.outputs import (
     Output,
@@ -200,7 +199,7 @@ def test_two_outputs_of_one_command_may_not_be_one_file(
 def test_outputs_stay_out_of_an_export_target(
     lake: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from jobs import export as export_job
+    from jobs import export_job
 
     target = tmp_path / "copy"
     argv = ["--lakehouse", str(lake), "--name", "e", "--mode", "full", "--target", str(target)]

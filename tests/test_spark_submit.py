@@ -144,6 +144,39 @@ def test_plain_spark_submit_of_a_job_file(tmp_path: Path) -> None:
     assert json.loads(report.read_text())["status"] == "ok"
 
 
+def _wrapper_jobs() -> list[str]:
+    """The jobs spark-submit.sh runs (its ``JOBS=`` line)."""
+    line = next(x for x in WRAPPER.read_text().splitlines() if x.startswith("JOBS="))
+    return line.split("=", 1)[1].strip('"').split()
+
+
+def test_a_job_file_run_by_its_path_finds_the_repo_and_starts_its_job(tmp_path: Path) -> None:
+    """spark-submit runs jobs/JOB.py by its path, which puts jobs/ on sys.path, not the repo:
+    the job file puts the repo first and starts its job, even where nothing installed ``jobs``
+    (``-S``: no .pth file, so no editable install; site-packages by PYTHONPATH), from another
+    folder. Every job file is that one file but for the job's name, and importing one does
+    nothing: the job is ``jobs.JOB_job``."""
+    import importlib
+    import importlib.util
+
+    site_packages = next(p for p in sys.path if p.endswith("site-packages"))
+    done = _run(
+        [sys.executable, "-S", str(REPO / "jobs" / "gc.py"), "--help"],
+        env=_env(PYTHONPATH=site_packages),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: spark-submit jobs/gc.py "), done.stdout
+    gc_file = (REPO / "jobs" / "gc.py").read_text()
+    for job in _wrapper_jobs():
+        module = job.replace("-", "_")
+        text = (REPO / "jobs" / f"{module}.py").read_text()
+        assert text == gc_file.replace("gc", module).replace(f'"{module}"', f'"{job}"'), job
+        imported = importlib.import_module(f"jobs.{module}")
+        assert [name for name in vars(imported) if not name.startswith("__")] == [], job
+        assert importlib.util.find_spec(f"jobs.{module}_job") is not None, job
+
+
 def test_an_unknown_job_is_one_line_naming_the_jobs() -> None:
     done = _run([str(WRAPPER), "vacuum", "--lakehouse", "/nowhere"])
     assert done.returncode == 2

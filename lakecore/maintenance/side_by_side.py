@@ -3,7 +3,7 @@ items handed to one consumer as they come.
 
 Why: on an object store a listing and a tree walk each spend most of their time waiting for
 responses. One task that runs both at once waits for the slower one, not for the sum of the
-two (gc's listing and walk in one task: ``jobs.gc``).
+two (gc's listing and walk in one task: ``jobs.gc_job``).
 
 Rules:
 

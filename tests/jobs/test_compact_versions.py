@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from jobs.compact_versions import main as compact_main
-from jobs.gc import main as gc_main
+from jobs.compact_versions_job import main as compact_main
+from jobs.gc_job import main as gc_main
 from lakecore.core.locations import root_node_file_name, version_from_root_node_file_name
 from lakecore.core.storage import Storage
 from lakecore.core.tree.store import NodeCache

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from jobs.export import main as export_main
-from jobs.repair import main as repair_main
+from jobs.export_job import main as export_main
+from jobs.repair_job import main as repair_main
 from lakecore.core.locations import LATEST_HINT_FILE_NAME, root_node_file_name
 from lakecore.core.tree import SHARED_CACHE
 from lakecore.core.versions import read_hint

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from jobs.flush import main as flush_main
+from jobs.flush_job import main as flush_main
 from lakecore.core.tree import items
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.treeinfo import buffered_messages

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from jobs.gc import main as gc_main
+from jobs.gc_job import main as gc_main
 from lakecore.cli import main as lakecore_main
 from lakecore.core.locations import (
     hash_directories,
@@ -358,7 +358,7 @@ def test_a_delete_interrupted_says_some_orphans_may_be_gone(
 ) -> None:
     """A Ctrl-C while executors delete: the line used to say only "nothing was committed ...;
     run the job again", and the report counted no deletes, while most orphans were gone."""
-    import jobs.gc
+    import jobs.gc_job
 
     storage = Storage(str(lake))
     old = plant_orphans(storage)
@@ -366,7 +366,7 @@ def test_a_delete_interrupted_says_some_orphans_may_be_gone(
     first = sorted(old)[0]
     before = files(lake)
     monkeypatch.setattr(
-        jobs.gc, "delete_frame", _interrupt_with_sigint(lambda: (lake / first).unlink())
+        jobs.gc_job, "delete_frame", _interrupt_with_sigint(lambda: (lake / first).unlink())
     )
     code, report = run_job(gc_main, *gc_args(storage.root_uri))
     assert code == 130, report
@@ -382,11 +382,11 @@ def test_a_delete_interrupted_says_some_orphans_may_be_gone(
 def test_a_listing_interrupted_says_to_run_again(
     lake: Path, run_job: RunJob, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import jobs.gc
+    import jobs.gc_job
 
     storage = Storage(str(lake))
     before = files(lake)
-    monkeypatch.setattr(jobs.gc, "reach_frame", _interrupt_with_sigint())
+    monkeypatch.setattr(jobs.gc_job, "reach_frame", _interrupt_with_sigint())
     code, report = run_job(gc_main, *gc_args(storage.root_uri))
     assert code == 130, report
     assert report["details"]["interrupted_stage"] == "list-reach-anti-join"
@@ -400,23 +400,20 @@ def test_a_listing_interrupted_says_to_run_again(
 def _judge(
     storage: Storage, spark: Any, listed: list[str], reached: list[tuple[str, int]]
 ) -> dict[str, Any]:
-    """jobs.gc.judge_listing over a listing without sizes or times (a local one), by path."""
+    """jobs.gc_job.judge_listing over a listing without sizes or times (a local one), by path."""
     from jobs.frames import driver_rows
-    from jobs.gc import LISTING, judge_listing
+    from jobs.gc_job import LISTING, judge_listing
+    from jobs.persisted import Persisted
     from jobs.spark_units import REACH
 
     listing_rows = driver_rows(spark, [(p, None, None, kind_of(p)) for p in listed], LISTING)
     reach_rows = driver_rows(spark, reached, REACH)
     cutoff = int((time.time() - DAY_SECONDS) * 1000)
-    cached: list[Any] = []
-    try:
+    with Persisted() as persist:
         return {
             row["path"]: row
-            for row in judge_listing(storage, listing_rows, reach_rows, cutoff, cached).collect()
+            for row in judge_listing(storage, listing_rows, reach_rows, cutoff, persist).collect()
         }
-    finally:
-        for frame in cached:
-            frame.unpersist()
 
 
 def test_judge_stats_the_orphans_a_local_listing_did_not(lake: Path, spark: Any) -> None:
@@ -723,7 +720,7 @@ def test_gc_on_s3_never_touches_a_neighbouring_lakehouse(
     s3_server: Any, run_job: RunJob, listing_mode: str
 ) -> None:
     # "hash-directories" on an object store: each task lists its directories and walks its
-    # subtrees side by side (jobs.gc._listing_and_reach).
+    # subtrees side by side (jobs.gc_job._listing_and_reach).
     base = f"s3://{s3_server.bucket}/{uuid.uuid4()}"
     options = s3_server.storage_options()
     lake, lake2 = f"{base}/lake", f"{base}/lake2"
@@ -809,24 +806,24 @@ def test_on_s3_the_listing_and_walk_rows_are_cached_whole_before_the_join_reads_
     # once. On a cluster a task of the second side on another executor, finding no cached
     # block, lists and walks the same share again (1.3-1.4x the requests on a standalone cluster).
     # So the rows must be in the cache, every partition, before the join is planned.
-    import jobs.gc
+    import jobs.gc_job
 
     lake = f"s3://{s3_server.bucket}/{uuid.uuid4()}/lake"
     options = s3_server.storage_options()
     build_lake(lake, options, commits=6)
-    real_judge = jobs.gc.judge_listing
+    real_judge = jobs.gc_job.judge_listing
     cached_at_join: list[list[tuple[int, int]]] = []
 
     def judge_after_looking(
-        storage: Storage, listing: Any, reach: Any, cutoff: int, cached: list[Any]
+        storage: Storage, listing: Any, reach: Any, cutoff: int, persist: Any
     ) -> Any:
         infos = listing.sparkSession.sparkContext._jsc.sc().getRDDStorageInfo()
         cached_at_join.append(
             [(int(i.numCachedPartitions()), int(i.numPartitions())) for i in infos]
         )
-        return real_judge(storage, listing, reach, cutoff, cached)
+        return real_judge(storage, listing, reach, cutoff, persist)
 
-    monkeypatch.setattr(jobs.gc, "judge_listing", judge_after_looking)
+    monkeypatch.setattr(jobs.gc_job, "judge_listing", judge_after_looking)
     code, report = run_job(gc_main, *gc_args(lake, *s3_server.job_args(), "--dry-run"))
     assert code == 0, report.get("error")
     assert report["details"]["listing"] == "hash-directories, walked alongside"

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from jobs.export import main as export_main
-from jobs.flush import main as flush_main
-from jobs.validate import main as validate_main
+from jobs.export_job import main as export_main
+from jobs.flush_job import main as flush_main
+from jobs.validate_job import main as validate_main
 from lakecore.lakehouse import Lakehouse
 
 pytestmark = pytest.mark.spark

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from jobs import validate
+from jobs import validate_job
 from lakecore.cli import main as cli
 from lakecore.contract.job_report import JobReport, write_report
 from lakecore.lakehouse import Lakehouse
@@ -98,7 +98,7 @@ def test_validate_report_health_and_tree_pages_in_a_browser(tmp_path: Path, spar
     write_report(tables_report, str(reports / "table-maintenance.json"))
     missing = _delete_a_leaf(lh)
     health = reports / "health.html"
-    code = validate.main(
+    code = validate_job.main(
         [
             "--lakehouse",
             lh.uri,

@@ -11,7 +11,7 @@ import pytest
 
 import jobs.command_line
 import lakecore.contract.job_report
-from jobs.flush import main as flush_main
+from jobs.flush_job import main as flush_main
 from lakecore.contract.one_line_parser import ArgumentError
 from lakecore.errors import ExitCode
 from lakecore.lakehouse import Lakehouse

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from jobs.table_maintenance import main as table_maintenance_main
+from jobs.table_maintenance_job import main as table_maintenance_main
 from lakecore.core.storage import Storage
 from lakecore.iceberg.expiry import CatalogCommitter
 from lakecore.lakehouse import Lakehouse
@@ -164,7 +164,7 @@ def test_the_job_on_s3(
     from tests.iceberg.conftest import s3_lake
 
     # The executors delete here (a run this small deletes on the driver otherwise).
-    monkeypatch.setattr("jobs.table_maintenance.DRIVER_DELETE_MAX_FILES", 0)
+    monkeypatch.setattr("jobs.table_maintenance_job.DRIVER_DELETE_MAX_FILES", 0)
 
     lake = s3_lake(s3_server, minimum_versions_to_keep=1, maximum_version_age_millis=0)
     catalog = lake.catalog()

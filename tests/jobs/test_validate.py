@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import jobs.expectations as expectations_module
-from jobs.validate import main
+from jobs.validate_job import main
 from lakecore.core import keys as K
 from lakecore.core.commit import RootPlan
 from lakecore.core.defs import encode_def, table_def
@@ -499,7 +499,7 @@ def test_the_report_lists_a_few_violations_and_full_list_writes_them_all(
 ) -> None:
     import pyarrow.parquet as pq
 
-    import jobs.validate as validate_module
+    import jobs.validate_job as validate_module
 
     lh = _open(lake)
     if damage == "leaves":  # tree violations, in every retained version that shares the leaves

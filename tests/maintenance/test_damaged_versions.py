@@ -251,7 +251,7 @@ def test_drop_damaged_plans_first_then_drops_only_damaged_roots(repaired: Damage
 def test_the_repair_job_drops_damaged_versions_too(repaired: Damaged, tmp_path: Path) -> None:
     """``spark-submit.sh repair ... drop-damaged``: the same plan and act as the CLI's, no Spark
     session needed (the driver does it), and a report that names what it dropped."""
-    from jobs.repair import main as repair_main
+    from jobs.repair_job import main as repair_main
 
     before = tree_digest(repaired.path)
     report_path = tmp_path / "repair.json"

@@ -78,8 +78,8 @@ from typing import Any
 
 import pytest
 
-from jobs.flush import main as flush_main
-from jobs.gc import main as gc_main
+from jobs.flush_job import main as flush_main
+from jobs.gc_job import main as gc_main
 from lakecore import clear_caches
 from lakecore.cli import main as cli_main
 from lakecore.core.storage import Storage
@@ -273,7 +273,7 @@ def test_sigterm_mid_delete_is_exit_130_and_a_rerun_converges(
     SIGTERM reaches the driver, before the rest. (SIGINT at the same point, the report and the
     line: ``tests/jobs/test_gc.py::test_a_delete_interrupted_says_some_orphans_may_be_gone``.)
     gc run again (its units in one process) deletes what is left and then finds nothing."""
-    import jobs.gc
+    import jobs.gc_job
     from jobs.spark_units import delete_frame
 
     lake = tmp_path / "lake"
@@ -287,7 +287,7 @@ def test_sigterm_mid_delete_is_exit_130_and_a_rerun_converges(
         time.sleep(30)  # the job's handler raises in here
         raise AssertionError("no SIGTERM arrived")
 
-    monkeypatch.setattr(jobs.gc, "delete_frame", first_batch_then_sigterm)
+    monkeypatch.setattr(jobs.gc_job, "delete_frame", first_batch_then_sigterm)
     code, report = run_job(
         gc_main,
         "--lakehouse",
@@ -584,8 +584,8 @@ def test_a_root_of_slash_or_of_a_link_to_etc_is_refused(
     """``init`` refuses a folder holding other files (exit 2); every other command and job
     finds no lakehouse there (exit 5); each says so in one line, and neither ``/`` nor
     ``/etc`` changes."""
-    import jobs.compact_versions
-    import jobs.validate
+    import jobs.compact_versions_job
+    import jobs.validate_job
 
     link = tmp_path / "lake"
     link.symlink_to("/etc", target_is_directory=True)
@@ -600,9 +600,9 @@ def test_a_root_of_slash_or_of_a_link_to_etc_is_refused(
             assert "NoLakehouseError: no lakehouse at file:///" in err, err
         for job, extra in (
             (gc_main, ["--older-than", "0s", "--i-understand-grace-risk"]),
-            (jobs.compact_versions.main, []),
+            (jobs.compact_versions_job.main, []),
             (flush_main, []),
-            (jobs.validate.main, []),
+            (jobs.validate_job.main, []),
         ):
             capsys.readouterr()
             code = job(["--lakehouse", root, *extra], spark=spark)

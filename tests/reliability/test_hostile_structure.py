@@ -454,8 +454,8 @@ JOB_CASES = [
 def test_validate_and_gc_jobs_detect_and_stop(
     name: str, template: Path, tmp_path: Path, run_job: Any
 ) -> None:
-    from jobs.gc import main as gc_main
-    from jobs.validate import main as validate_main
+    from jobs.gc_job import main as gc_main
+    from jobs.validate_job import main as validate_main
 
     case = _craft(name, template, tmp_path)
     before, outside_before = tree_digest(case.lake), tree_digest(case.outside)

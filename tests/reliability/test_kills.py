@@ -179,7 +179,7 @@ def _kill_committers(
 
 
 def _collect_orphans_with_gc_job(run_job: Any, uri: str) -> dict[str, Any]:
-    from jobs.gc import main as gc_main
+    from jobs.gc_job import main as gc_main
 
     clear_caches()
     before = len(
@@ -332,7 +332,7 @@ def test_sigkill_flush_job(tmp_path: Path, run_job: Any) -> None:
     """Three kills of ``python -m jobs.flush`` (driver + JVM): as soon as the executors write
     their first node file, at a random moment up to 0.5 s later, and right after the new root
     appears. Before each, commits put fresh messages into the buffers."""
-    from jobs.flush import main as flush_main
+    from jobs.flush_job import main as flush_main
 
     rng = random.Random(3)
     lake = tmp_path / "lake"

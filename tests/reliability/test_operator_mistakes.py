@@ -359,7 +359,7 @@ def test_repair_through_spark_submit_after_a_truncated_root(tmp_path: Path) -> N
 
 @pytest.mark.spark
 def test_flush_with_nothing_to_do_commits_nothing(tmp_path: Path, spark: Any) -> None:
-    from jobs.flush import main as flush_main
+    from jobs.flush_job import main as flush_main
 
     lake = tmp_path / "lake"
     lh = Lakehouse.create(
@@ -393,7 +393,7 @@ def test_a_flush_that_lost_the_race_commits_nothing_and_counts_its_redo(
 ) -> None:
     """Two flushes at once: the loser redoes its plan on the winner's version, finds nothing
     to do, and says so; its report counts the redo."""
-    import jobs.flush as flush_job
+    import jobs.flush_job as flush_job
     import lakecore.lakehouse.flush as flush_loop  # where the job's flush plans
 
     lake = tmp_path / "lake"
@@ -673,10 +673,10 @@ def _is_java(pid: int) -> bool:
 # waits (up to ten minutes) for a file the test never writes, so only a cancel ends it.
 _A_STAGE_THAT_WAITS = """
 import os, sys, time
-import jobs.gc
+import jobs.gc_job
 
 MARKS = sys.argv.pop(1)
-real_judge_listing = jobs.gc.judge_listing
+real_judge_listing = jobs.gc_job.judge_listing
 
 def waiting(batches):
     open(os.path.join(MARKS, "task-started"), "w").close()
@@ -690,8 +690,8 @@ def judge_listing(*args, **kwargs):
     judged = real_judge_listing(*args, **kwargs)
     return judged.mapInArrow(waiting, judged.schema)
 
-jobs.gc.judge_listing = judge_listing
-sys.exit(jobs.gc.main(sys.argv[1:]))
+jobs.gc_job.judge_listing = judge_listing
+sys.exit(jobs.gc_job.main(sys.argv[1:]))
 """
 
 

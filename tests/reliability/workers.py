@@ -128,7 +128,7 @@ def maintenance_loop(
     ready_path: str | None = None,
 ) -> None:
     """Run maintenance alongside writers until ``stop_path`` exists: an in-process full flush
-    committed like the flush job does (``jobs.flush``), and optionally in-process gc
+    committed like the flush job does (``jobs.flush_job``), and optionally in-process gc
     (``kinds``: "flush", "gc", "compact"). ``ready_path`` appears once the imports are done, so
     the writers can wait for it rather than finish before the first flush. Past the stop, a
     loop with no flush commit yet flushes on, alone, for up to ``FLUSH_DRAIN_SECONDS``. Writes a
