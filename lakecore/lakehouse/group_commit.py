@@ -30,9 +30,10 @@ Rules:
   one of its tables), the whole batch is staged again on the new latest version and only a
   unit whose own checks then fail is refused; after ``BATCH_ATTEMPTS`` stagings every unit
   left is answered that error (its client retries).
-* **Answered at the root.** A unit is answered once the root holding it exists; the hint
-  follows off the path (``BackgroundHint``: one write in flight, newest wins), so the next
-  batch does not wait for it either.
+* **Answered at the root.** A unit is answered once the root holding it exists; on an object
+  store the hint follows off the path (``BackgroundHint``: one write in flight, newest wins),
+  so neither the answer nor the next batch waits for its round trip. On local disk it is
+  written before the answer (``HINT_BEFORE_THE_ANSWER_SCHEMES``).
 * **Unknown is unknown.** If the root write's outcome is unknown, every unit of the batch gets
   that error; any other failure of the commit, every unit of the batch gets too, and nothing of
   it landed.
@@ -71,6 +72,10 @@ DEFAULT_MAX_WAIT_SECONDS: Final = 0.0
 # transaction grows past what a request should wait for.
 MAX_BATCH_LIMIT: Final = 4096
 MAX_WAIT_MILLIS_LIMIT: Final = 10_000
+# Stores whose hint is written before the answer, as Lakehouse writes it: a local write is an
+# fsync, not a round trip, and a local lakehouse is what tools and tests list right after a
+# change (a hint written later shows up there as a temporary file of its atomic write).
+HINT_BEFORE_THE_ANSWER_SCHEMES: Final = ("file", "memory")
 
 
 @dataclass
@@ -295,8 +300,11 @@ class GroupCommitter:
             return
 
     def _hand_the_hint_on(self, tx: Transaction) -> None:
-        if self.hint is None or self.hint.storage is not tx.lakehouse.storage:
-            self.hint = BackgroundHint(tx.lakehouse.storage)
+        storage = tx.lakehouse.storage
+        if storage.scheme in HINT_BEFORE_THE_ANSWER_SCHEMES:
+            return
+        if self.hint is None or self.hint.storage is not storage:
+            self.hint = BackgroundHint(storage)
         policy = tx.policy or tx.lakehouse.commit_policy
         tx.policy = dataclasses.replace(policy, hint=self.hint)
 
@@ -315,6 +323,7 @@ __all__ = [
     "BATCH_ATTEMPTS",
     "DEFAULT_MAX_BATCH",
     "DEFAULT_MAX_WAIT_SECONDS",
+    "HINT_BEFORE_THE_ANSWER_SCHEMES",
     "MAX_BATCH_LIMIT",
     "MAX_WAIT_MILLIS_LIMIT",
     "Batch",
