@@ -45,7 +45,7 @@ NODE_SCHEMA: Final = pa.schema(
 # Bytes an IPC file with one record batch of NODE_SCHEMA adds on top of its column buffers:
 # magic, schema message (twice: stream header and footer), batch metadata and footer. Measured
 # on pyarrow 15-26 as 762; rounded up so that a different flatbuffer padding cannot make a node
-# larger than the size the tree budgeted for. tests/test_node.py checks the bound.
+# larger than the size the tree budgeted for. tests/core/test_node.py checks the bound.
 IPC_FILE_OVERHEAD_BYTES: Final = 1024
 
 # The order in which system rows are written.

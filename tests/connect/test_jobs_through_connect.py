@@ -401,7 +401,7 @@ def classic(
 
 
 # spark-submit.sh given a Connect URL runs the job in Python, as "python" does
-# (tests/test_spark_submit.py checks that wrapper step); every job through the wrapper again is
+# (tests/jobs/test_spark_submit.py checks that wrapper step); every job through the wrapper again is
 # the slow variant (506 s of a loaded run's test time against python's 296).
 @pytest.mark.parametrize("mode", [pytest.param("submit", marks=pytest.mark.slow), "python"])
 def test_every_job_through_connect_reports_what_classic_mode_does(

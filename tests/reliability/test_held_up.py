@@ -17,14 +17,14 @@ intact, ``lakecore fsck --all --deep`` clean.
   and refuses every connection after it; ``lakecore fsck`` ends with exit 4 and one line (the
   storage server cannot be reached; check the endpoint and that the server is up). botocore's
   attempts cut to 2 (``AWS_MAX_ATTEMPTS``) to give up in a second. Refused from the start:
-  ``tests/test_storage.py::test_s3_connection_refused_is_storage_error`` (one TCP probe,
+  ``tests/core/test_storage.py::test_s3_connection_refused_is_storage_error`` (one TCP probe,
   "nothing answers at the S3 endpoint", in under 5 s).
 * **Flush on a full disk: exit 4, and no torn files.**
   ``test_a_flush_on_a_full_disk_is_exit_4_one_line_and_tears_nothing``: the flush job on a full
   4 MiB tmpfs (``small_disk``: root only) exits 4 with one line ending "No space left on
   device", and every file of the lakehouse is as it was, byte for byte. A commit on a full
-  disk: ``tests/test_commit.py::test_a_full_disk_is_one_line_exit_4_and_nothing_torn``; an
-  export into one: ``tests/test_spark_submit.py::test_an_executors_failure_is_one_line_and_sparks_traces_go_to_the_log``.
+  disk: ``tests/core/test_commit.py::test_a_full_disk_is_one_line_exit_4_and_nothing_torn``; an
+  export into one: ``tests/jobs/test_spark_submit.py::test_an_executors_failure_is_one_line_and_sparks_traces_go_to_the_log``.
 * **Two gc runs and a writer making 4,868 commits in 50 s: every acknowledged table present;
   fsck clean over 5,020 versions.** ``test_two_gc_runs_beside_a_writer_keep_every_acknowledged_table``:
   two gc processes (``--older-than 2s`` with the risk flag) loop beside a writer committing for
@@ -50,7 +50,7 @@ intact, ``lakecore fsck --all --deep`` clean.
   ``test_hostile_names_stay_inside_the_root``: each as a namespace and as a table name, through
   the command line; the names come back unchanged and every file lies in the root. Stored paths
   that try to leave the root: ``test_hostile_structure.py``; the path rules:
-  ``tests/test_locations.py::test_check_relative_path_refuses``.
+  ``tests/core/test_locations.py::test_check_relative_path_refuses``.
 * **A root of ``/`` or of a symlink to /etc: refused.**
   ``test_a_root_of_slash_or_of_a_link_to_etc_is_refused``: ``init`` exit 2 (the folder holds
   other files), the commands and the gc, compact-versions, flush and validate jobs exit 5 (no

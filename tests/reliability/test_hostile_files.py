@@ -526,7 +526,7 @@ def test_regression_lookup_block_bomb_stays_bounded(tmp_path: Path) -> None:
     must refuse it before allocating anything."""
     import zstandard
 
-    from tests.lookup._helpers import assemble, varint
+    from tests.core.lookup._helpers import assemble, varint
 
     raw = b"\x00" * (64 << 20)
     stored = varint(len(raw)) + zstandard.ZstdCompressor(write_content_size=False).compress(raw)
@@ -549,7 +549,7 @@ def test_regression_lookup_block_bomb_beyond_any_codec_is_refused(tmp_path: Path
     default reader before anything is allocated."""
     import zstandard
 
-    from tests.lookup._helpers import assemble, varint
+    from tests.core.lookup._helpers import assemble, varint
 
     frame = zstandard.ZstdCompressor(write_content_size=False).compress(b"\x00" * (1 << 20))
     path = tmp_path / "bomb.lk"

@@ -26,7 +26,7 @@ for Signature Version 4"; S3's own variant):
   twice) and forgets everything when it fills (a rotated secret, a new day).
 
 Checked against botocore's signer on a matrix of keys, queries and headers, and against the
-examples of AWS's S3 documentation (``tests/test_s3_requests.py``).
+examples of AWS's S3 documentation (``tests/core/test_s3_requests.py``).
 """
 
 from __future__ import annotations

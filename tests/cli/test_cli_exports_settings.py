@@ -32,7 +32,7 @@ from lakecore.errors import (
 )
 from lakecore.lakehouse import Lakehouse
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DAY_MILLIS = 86_400_000
 HINT = LATEST_HINT_FILE_NAME
 

@@ -18,7 +18,7 @@ import pytest
 
 from jobs import driver_jvm
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 WRAPPER = REPO / "spark-submit.sh"
 
 

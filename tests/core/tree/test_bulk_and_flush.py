@@ -24,7 +24,7 @@ from lakecore.core.tree.read import prefix_upper_bound
 from lakecore.core.tree.write import WNode
 from lakecore.errors import InvalidArgumentError, TreeStructureError
 from lakecore.maintenance.tree_check import TreeChecker
-from tests.tree.conftest import buffered_messages, make_store, random_tree
+from tests.core.tree.conftest import buffered_messages, make_store, random_tree
 
 
 def _data(n: int, seed: int = 0) -> dict[str, str]:

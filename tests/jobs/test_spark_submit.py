@@ -20,7 +20,7 @@ import pytest
 from lakecore.lakehouse import Lakehouse
 from tests.conftest import fill_disk
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 WRAPPER = REPO / "spark-submit.sh"
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 TIMEOUT = 300

@@ -27,7 +27,7 @@ from lakecore.errors import ExitCode, InvalidArgumentError
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.report.html import GENERATOR_META
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

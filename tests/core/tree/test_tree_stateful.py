@@ -28,7 +28,7 @@ from lakecore.core.tree import (
     scan_prefix,
 )
 from lakecore.maintenance.tree_check import TreeChecker
-from tests.tree.conftest import make_store
+from tests.core.tree.conftest import make_store
 
 EVENTS: Counter[str] = Counter()
 KEYS = st.integers(min_value=0, max_value=79).map(lambda i: f"k{i:03d}")

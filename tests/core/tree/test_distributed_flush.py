@@ -9,7 +9,7 @@ import pytest
 from lakecore.core.tree import FlushMode, FlushPolicy, items
 from lakecore.maintenance.flush import FlushTask, flush_in_process, run_flush_task
 from lakecore.maintenance.tree_check import TreeChecker
-from tests.tree.conftest import buffered_messages, random_tree
+from tests.core.tree.conftest import buffered_messages, random_tree
 
 
 def _random_tree(order: int, seed: int, steps: int = 500, delete_share: float = 0.3):  # type: ignore[no-untyped-def]
