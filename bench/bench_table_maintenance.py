@@ -211,13 +211,13 @@ def build_lake(
     with its warehouse at ``warehouse`` (default ``base/warehouse``); the warehouse's files go
     through ``put_files(list of (URI, bytes))`` (default: written to local disk)."""
     from lakecore.iceberg.pointer import pointer_properties
-    from lakecore.iceberg.table_folders import (
+    from lakecore.iceberg.warehouse import claim_warehouse
+    from lakecore.lakehouse import Lakehouse
+    from lakecore.maintenance.tables.table_folders import (
         REGISTRY_FORMAT,
         REGISTRY_MARKER_PROPERTY,
         WAREHOUSE_PROPERTY,
     )
-    from lakecore.iceberg.warehouse import claim_warehouse
-    from lakecore.lakehouse import Lakehouse
 
     uri = uri or str(base / "lake")
     warehouse = warehouse or f"file://{base}/warehouse"

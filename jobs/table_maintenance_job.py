@@ -68,7 +68,6 @@ from lakecore.contract.table_maintenance import (
 )
 from lakecore.core.storage import Storage, request_pool
 from lakecore.core.units import plural
-from lakecore.iceberg.table_folders import FolderRegistry, overlaps
 from lakecore.maintenance.clock import read_clocks
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.samples import SAMPLE_LIMIT
@@ -98,6 +97,7 @@ from lakecore.maintenance.tables.rows import (
     walk_rows,
 )
 from lakecore.maintenance.tables.rules import DeletionRules, blocked_folders
+from lakecore.maintenance.tables.table_folders import FolderRegistry, overlaps
 from lakecore.maintenance.tables.versions import (
     in_scope,
     refuse_unknown_scope,

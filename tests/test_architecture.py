@@ -9,7 +9,7 @@
    ``lakecore.iceberg``, ``lakecore.rest``; over them the job contract, ``lakecore.contract``
    (a job's arguments, options, outputs, report and renderer); then the command line,
    ``lakecore.cli``, on top. Never pyspark or jobs/. ``lakecore.maintenance`` never imports
-   the catalog API (``lakecore.lakehouse``).
+   the catalog API (``lakecore.lakehouse``) nor the Iceberg catalog (``lakecore.iceberg``).
 3. Spark: jobs/.
 
 Every import counts, also one inside a function: a deferred import is still a dependency.
@@ -182,6 +182,10 @@ def upward_imports() -> list[str]:
                 )
             if imp.source.startswith("lakecore.maintenance") and target == "lakecore.lakehouse":
                 out.append(f"{imp.source}:{imp.line} imports the catalog API lakecore.lakehouse")
+            if imp.source.startswith("lakecore.maintenance") and (
+                target == "lakecore.iceberg" or target.startswith("lakecore.iceberg.")
+            ):
+                out.append(f"{imp.source}:{imp.line} imports the Iceberg catalog {target}")
     return out
 
 

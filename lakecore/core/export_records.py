@@ -36,7 +36,7 @@ EXPORT_ORIGIN_PROPERTY = "lakecore.export.source"
 # In a source's definition: what an export recorded besides its root (mode, target), per export
 # name: ``lakecore.exports.<name>.mode`` and ``lakecore.exports.<name>.target``.
 EXPORTS_PROPERTY_PREFIX = "lakecore.exports."
-# The Iceberg catalog's location registry (``lakecore.iceberg.table_folders``).
+# The Iceberg catalog's location registry (``lakecore.maintenance.tables.table_folders``).
 ICEBERG_PROPERTY_PREFIX = "lakecore.iceberg."
 # Property keys lakecore writes itself; `init --property` and `settings set` refuse them.
 # exported_snapshots entries a rollback records while it reads its target (Lakehouse.rollback):

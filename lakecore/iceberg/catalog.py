@@ -48,7 +48,7 @@ Rules:
   namespace folder is placed inside another lakehouse's warehouse (a warehouse that holds
   another's can be claimed, since finding the other would take a listing of all of it, but its
   tables keep out of the one inside).
-* **No two tables share a folder** (``lakecore.iceberg.table_folders`` has the details). A table's
+* **No two tables share a folder** (``lakecore.maintenance.tables.table_folders`` has the details). A table's
   location and write paths (its *roots*) may not equal or contain the warehouse, a namespace's
   folder (``<warehouse>/<namespace levels>`` or its ``location``) or a root of another live
   table, nor lie inside another table's root; and a namespace's folder may not equal or lie
@@ -226,19 +226,19 @@ from lakecore.iceberg.properties import (
 from lakecore.iceberg.purge import Purger
 from lakecore.iceberg.purge_marks import finish_purges, start_purges
 from lakecore.iceberg.storage_settings import is_s3, s3_settings
-from lakecore.iceberg.table_folders import (
-    MAX_REFERENCE_FOLDERS,
-    FolderRegistry,
-    reduce_folders,
-    refs_key,
-    refs_property,
-)
 from lakecore.iceberg.undrop import undrop_table
 from lakecore.iceberg.updates import apply_updates
 from lakecore.iceberg.views import IcebergViews
 from lakecore.lakehouse import Lakehouse, LakehouseView, Transaction
 from lakecore.lakehouse.group_commit import CommitStats
 from lakecore.maintenance.tables.marks import PurgeMark
+from lakecore.maintenance.tables.table_folders import (
+    MAX_REFERENCE_FOLDERS,
+    FolderRegistry,
+    reduce_folders,
+    refs_key,
+    refs_property,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -1015,7 +1015,7 @@ class LakecoreCatalog(MetastoreCatalog):
 
     def rebuild_location_registry(self) -> None:
         """Read every Iceberg table's metadata and manifests once and rewrite the location
-        registry (``lakecore.iceberg.table_folders``) from them, in one commit.
+        registry (``lakecore.maintenance.tables.table_folders``) from them, in one commit.
 
         For a lakehouse that clients of an older lakecore wrote to after its registry was
         built: what they created, placed or referenced is not recorded, and a purge could

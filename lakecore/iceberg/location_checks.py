@@ -25,8 +25,8 @@ from pyiceberg.table.metadata import TableMetadata
 from lakecore.iceberg.errors import translated
 from lakecore.iceberg.guarded_io import GuardedFileIO
 from lakecore.iceberg.path_rules import canonical_location, check_warehouse_location
-from lakecore.iceberg.table_folders import WRITE_PATH_PROPERTIES
 from lakecore.iceberg.transforms import check_new_transforms
+from lakecore.maintenance.tables.table_folders import WRITE_PATH_PROPERTIES
 
 
 def canonical(location: str | None, what: str) -> str | None:

@@ -1,5 +1,5 @@
 """Where one Iceberg path may lie: the rules checked of every location, metadata file and write
-path on its own (``lakecore.iceberg.table_folders`` has the rules between tables).
+path on its own (``lakecore.maintenance.tables.table_folders`` has the rules between tables).
 
 Rules:
 

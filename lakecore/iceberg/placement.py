@@ -1,7 +1,7 @@
 """The catalog's side of the rule that no two tables share a folder: each change checks it and
 keeps the location registry that lets it be checked without a scan.
 
-``lakecore.iceberg.table_folders`` states the rule, the registry's keys and how the tables a path could
+``lakecore.maintenance.tables.table_folders`` states the rule, the registry's keys and how the tables a path could
 overlap are found; ``lakecore.iceberg.references`` what a commit reads to find the folders it
 names files in; this module applies both inside the lakecore transaction of a change.
 
@@ -59,7 +59,9 @@ from lakecore.iceberg.pointer import (
     is_checked,
 )
 from lakecore.iceberg.references import NamedFiles, ReferenceFinder
-from lakecore.iceberg.table_folders import (
+from lakecore.iceberg.warehouse import claim_warehouse, claimed_between
+from lakecore.lakehouse import Transaction
+from lakecore.maintenance.tables.table_folders import (
     MAX_REFERENCE_FOLDERS,
     REGISTRY_FORMAT,
     REGISTRY_MARKER_PROPERTY,
@@ -81,8 +83,6 @@ from lakecore.iceberg.table_folders import (
     roots_property,
     table_roots,
 )
-from lakecore.iceberg.warehouse import claim_warehouse, claimed_between
-from lakecore.lakehouse import Transaction
 
 # Threads reading tables' metadata and manifests when the registry is built.
 REGISTRY_BUILD_THREADS: Final = 8
@@ -130,7 +130,7 @@ def named_files_read(whose: str) -> Iterator[None]:
 
 
 def drop_with_entries(tx: Transaction, ns: str, name: str) -> None:
-    """Drop the table and its registry entries (lakecore.iceberg.table_folders) in ``tx``."""
+    """Drop the table and its registry entries (lakecore.maintenance.tables.table_folders) in ``tx``."""
     tx.drop_table(ns, name)
     for key in (roots_key(ns, name), refs_key(ns, name)):
         if tx.definition_property(key) is not None:
@@ -154,7 +154,7 @@ class PlacementRules:
         self._checks = checks
         self._lakehouse_uri = normalize_location(path.lakehouse.storage.root_uri)
 
-    # -- the location rule (lakecore.iceberg.table_folders) -----------------------------------
+    # -- the location rule (lakecore.maintenance.tables.table_folders) -----------------------------------
 
     @staticmethod
     def _named_roots(metadata: TableMetadata) -> list[tuple[str, str]]:
@@ -312,7 +312,7 @@ class PlacementRules:
     ) -> dict[tuple[str, str], list[str]]:
         """Every live table with a root overlapping ``path``, with its roots: the registry's,
         the default-located tables at ``path`` and its ancestors, and the tables of every
-        namespace whose folder ``path`` contains (see lakecore.iceberg.table_folders)."""
+        namespace whose folder ``path`` contains (see lakecore.maintenance.tables.table_folders)."""
         candidates: dict[tuple[str, str], list[str] | None] = {
             name: roots
             for name, roots in registry.tables.items()
@@ -390,7 +390,7 @@ class PlacementRules:
         *,
         also_not: tuple[str, str] | None = None,
     ) -> None:
-        """The location rule for every root of table ``ns.name`` (see lakecore.iceberg.table_folders),
+        """The location rule for every root of table ``ns.name`` (see lakecore.maintenance.tables.table_folders),
         and the registry entry that records its roots, both in ``tx``.
 
         Raises:

@@ -32,18 +32,15 @@ from pyiceberg.typedef import Identifier
 from lakecore.core import namespaces as NS
 from lakecore.core.defs import pb
 from lakecore.errors import CorruptFileError, NotFoundError, StorageError
+from lakecore.maintenance.tables.pointer_keys import CHECKED_PROPERTY, METADATA_LOCATION_PROPERTY
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
 
-#: format_properties key: full URI of the table's current Iceberg metadata file.
-METADATA_LOCATION_PROPERTY: Final = METADATA_LOCATION
+# pyiceberg's name, and the one table maintenance reads (maintenance.tables.pointer_keys).
+assert METADATA_LOCATION == METADATA_LOCATION_PROPERTY
 #: format_properties key: the metadata file the current one replaced (absent after create).
 PREVIOUS_METADATA_LOCATION_PROPERTY: Final = PREVIOUS_METADATA_LOCATION
-#: format_properties key: the metadata location this catalog checked and recorded in the
-#: registry when it wrote the definition; another value means that other code changed the
-#: table since (see ``lakecore.iceberg.catalog``'s docstring, "What is not guaranteed").
-CHECKED_PROPERTY: Final = "lakecore.checked-metadata-location"
 #: format_properties key of a view definition: the view's location (its folder), a full URI;
 #: the table placement rule reads it without Iceberg files (``lakecore.iceberg.views``).
 VIEW_LOCATION_PROPERTY: Final = "location"

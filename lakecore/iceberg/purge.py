@@ -39,9 +39,9 @@ from lakecore.iceberg.metadata_files import MetadataFiles
 from lakecore.iceberg.path_rules import normalize_location
 from lakecore.iceberg.placement import PlacementRules, drop_with_entries
 from lakecore.iceberg.pointer import METADATA_LOCATION_PROPERTY, identifier_of, require_iceberg
-from lakecore.iceberg.table_folders import WRITE_PATH_PROPERTIES
 from lakecore.lakehouse import Transaction
 from lakecore.maintenance.tables.marks import PurgeMark
+from lakecore.maintenance.tables.table_folders import WRITE_PATH_PROPERTIES
 
 # The catalog's logger: a purge's notes (what it marked, and why) are the catalog's.
 _LOG = logging.getLogger("lakecore.iceberg.catalog")

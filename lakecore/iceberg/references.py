@@ -1,5 +1,5 @@
 """Which folders outside its own roots a table's metadata names files in: the reference folders
-the location registry keeps (``lakecore.iceberg.table_folders``), so that a purge of another table
+the location registry keeps (``lakecore.maintenance.tables.table_folders``), so that a purge of another table
 finds this one and keeps the files it names.
 
 Rules:
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lakecore.iceberg.table_folders import contains, parent_folder
+from lakecore.maintenance.tables.table_folders import contains, parent_folder
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO

@@ -33,10 +33,10 @@ from lakecore.iceberg.errors import translated
 from lakecore.iceberg.metadata_files import MetadataFiles
 from lakecore.iceberg.placement import PlacementRules
 from lakecore.iceberg.pointer import METADATA_LOCATION_PROPERTY, read_metadata
-from lakecore.iceberg.table_folders import refs_key
 from lakecore.lakehouse import Transaction
 from lakecore.lakehouse.undrop import find_dropped, undrop_plain
 from lakecore.maintenance.tables.marks import PURGING, marks_for, parse_mark
+from lakecore.maintenance.tables.table_folders import refs_key
 
 
 def undrop_table(

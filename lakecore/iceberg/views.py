@@ -74,10 +74,10 @@ from lakecore.iceberg.pointer import (
     VIEW_LOCATION_PROPERTY,
     pointer_properties,
 )
-from lakecore.iceberg.table_folders import contains
 from lakecore.lakehouse import Transaction
 from lakecore.lakehouse.group_commit import Batch
 from lakecore.maintenance.tables.marks import marks_of
+from lakecore.maintenance.tables.table_folders import contains
 
 if TYPE_CHECKING:
     import pyarrow as pa

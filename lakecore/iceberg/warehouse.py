@@ -5,7 +5,7 @@ own tables only, and a purge in one could delete files a table of the other name
 warehouse belongs to one lakehouse:
 
 * **The claim.** A lakehouse's first catalog change records its warehouse ``W`` in its
-  definition (``lakecore.iceberg.table_folders``) and creates ``W/.lakecore-warehouse.json``
+  definition (``lakecore.maintenance.tables.table_folders``) and creates ``W/.lakecore-warehouse.json``
   (exclusively: of two lakehouses racing for ``W`` one wins), a JSON object whose ``lakehouse``
   is the root URI of the lakehouse that owns ``W``. The name holds a ``.``, which no namespace
   level can: it is never a namespace's folder.

@@ -77,7 +77,7 @@ from pyiceberg.view.metadata import ViewMetadata
 from lakecore.core.sized_lru import SizedLRU
 from lakecore.iceberg.catalog import LakecoreCatalog
 from lakecore.iceberg.storage_settings import is_s3
-from lakecore.iceberg.table_folders import table_roots
+from lakecore.maintenance.tables.table_folders import table_roots
 from lakecore.rest.auth import Principal
 from lakecore.rest.credentials import CredentialVendor
 from lakecore.rest.defaults import MAX_JSON_DEPTH

@@ -37,9 +37,9 @@ from lakecore.iceberg import (
     PREVIOUS_METADATA_LOCATION_PROPERTY,
     LakecoreCatalog,
 )
-from lakecore.iceberg.table_folders import WAREHOUSE_PROPERTY, reduce_folders, refs_key
 from lakecore.iceberg.warehouse import MARKER_NAME
 from lakecore.lakehouse import Lakehouse
+from lakecore.maintenance.tables.table_folders import WAREHOUSE_PROPERTY, reduce_folders, refs_key
 from tests.conftest import S3TestServer
 from tests.iceberg.conftest import (
     CATALOG_IMPL,

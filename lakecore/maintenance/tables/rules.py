@@ -19,7 +19,7 @@ manifest cannot be read (damaged, or a failed read) has an unknown reachable set
 
 * every folder that table may name files in is blocked: its roots (its location and write
   paths) and the reference folders the location registry records for it
-  (``lakecore.iceberg.table_folders``, the registry of each retained version's definition that holds
+  (``lakecore.maintenance.tables.table_folders``, the registry of each retained version's definition that holds
   the table) -- no candidate of any table is deleted there;
 * when those folders cannot be known -- its metadata file itself is unreadable, it was written
   around the registry (a client of an older lakecore: its references are not recorded), or the
@@ -35,8 +35,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from lakecore.iceberg.table_folders import WRITE_PATH_PROPERTIES, FolderRegistry, contains
 from lakecore.maintenance.tables.named import PathForm
+from lakecore.maintenance.tables.table_folders import (
+    WRITE_PATH_PROPERTIES,
+    FolderRegistry,
+    contains,
+)
 
 VERSION_HINT: Final = "version-hint.text"
 

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakecore.core.storage import Storage
-from lakecore.iceberg.table_folders import FolderRegistry, overlaps
 from lakecore.maintenance.clock import Clocks, read_clocks
 from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.roots import LoadedRoot
@@ -65,6 +64,7 @@ from lakecore.maintenance.tables.result import (
     check_options,
 )
 from lakecore.maintenance.tables.rules import DeletionRules, blocked_folders, table_roots
+from lakecore.maintenance.tables.table_folders import FolderRegistry, overlaps
 from lakecore.maintenance.tables.versions import (
     HeldTable,
     Retention,

@@ -31,10 +31,10 @@ from lakecore.core.tree.store import NodeCache, NodeStore
 from lakecore.core.versions import expired_versions
 from lakecore.core.view import LakehouseView
 from lakecore.errors import LakecoreError, NotFoundError
-from lakecore.iceberg.pointer import CHECKED_PROPERTY, METADATA_LOCATION_PROPERTY
 from lakecore.maintenance.expire import ExpiryPlan, plan_expiry
 from lakecore.maintenance.roots import LoadedRoot
 from lakecore.maintenance.tables.named import Kind, Unreadable
+from lakecore.maintenance.tables.pointer_keys import CHECKED_PROPERTY, METADATA_LOCATION_PROPERTY
 
 
 @dataclass(frozen=True)
