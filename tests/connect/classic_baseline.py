@@ -58,7 +58,7 @@ def main() -> int:
             lake = argv[argv.index("--lakehouse") + 1]
             latest = Lakehouse.open(lake, storage_options=plan["storage_options"]).version
             argv[argv.index("{latest-1}")] = str(latest - 1)
-        job = importlib.import_module(f"jobs.{step['job'].replace('-', '_')}")
+        job = importlib.import_module(f"jobs.{step['job'].replace('-', '_')}_job")
         started = time.monotonic()
         code = job.main(argv, spark=spark)
         results.append(
