@@ -1085,7 +1085,10 @@ def test_credentials_that_never_come_are_inside_the_deadline(
     with pytest.raises(StorageTimeoutError) as raised:
         storage.read("x")
     elapsed = time.monotonic() - started
-    assert elapsed < 3, f"{elapsed:.1f} s for a deadline of 1 s"
+    # The bug took 9.9 s (botocore's 3 tries of 2 s, after the build); idle, this takes about
+    # 1.5 s. The margin is for a loaded machine, where the build alone took 3.6 s in a
+    # fresh-clone run.
+    assert elapsed < 6, f"{elapsed:.1f} s for a deadline of 1 s"
     assert str(raised.value) == (
         "timed out trying to read s3://b/lake/x: the store did not answer within 1 s (storage "
         "option lakecore_timeout_seconds); nothing was changed"

@@ -201,7 +201,10 @@ def test_an_unreachable_store_is_503_naming_the_bucket(s3_server: S3TestServer) 
         options = {
             **s3_server.storage_options(),
             "client_kwargs": {"endpoint_url": flaky.endpoint},
-            "lakecore_timeout_seconds": 3,
+            # Long enough for the first request's S3 client build on a loaded machine (it
+            # counts inside the deadline: 3 s timed out in a fresh-clone run), short enough for
+            # the refused requests' retries.
+            "lakecore_timeout_seconds": 8,
         }
         Lakehouse.create(f"{base}/lake", storage_options=options)
         catalog = LakecoreCatalog("x", uri=f"{base}/lake", storage_options=options)
