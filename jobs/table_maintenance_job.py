@@ -76,7 +76,7 @@ from lakecore.maintenance.tables.deletes import delete_table_files
 from lakecore.maintenance.tables.fileio import file_io_properties
 from lakecore.maintenance.tables.listing import ERROR as LISTING_ERROR
 from lakecore.maintenance.tables.listing import list_flat, list_root
-from lakecore.maintenance.tables.marks import PurgeMark, marks_of
+from lakecore.maintenance.tables.marks import PurgeMark
 from lakecore.maintenance.tables.named import Kind, PathForm, Unreadable, file_io_factory
 from lakecore.maintenance.tables.result import (
     Blocked,
@@ -97,10 +97,10 @@ from lakecore.maintenance.tables.rows import (
     walk_rows,
 )
 from lakecore.maintenance.tables.rules import DeletionRules, blocked_folders
+from lakecore.maintenance.tables.run import scope_of
 from lakecore.maintenance.tables.table_folders import FolderRegistry, overlaps
 from lakecore.maintenance.tables.versions import (
     in_scope,
-    refuse_unknown_scope,
     retained_after,
     retention_at,
 )
@@ -216,24 +216,10 @@ def _maintain(
     # On the driver alone, without starting Spark: a lakehouse with no Iceberg table ends here.
     with job.driver_step("retained"):
         retention = retention_at(storage, now)
-    result.retained_versions = retention.versions
-    latest_root = retention.plan.roots[retention.latest]
-    registry = FolderRegistry.of(latest_root.lakehouse_def.properties)
-    marks = [
-        m
-        for m in marks_of(latest_root.lakehouse_def.properties)
-        if in_scope(m.namespace, options.namespace)
-    ]
-    result.marks = marks
-    result.warehouse = registry.warehouse
-    if not marks:
-        refuse_unknown_scope(storage, latest_root, options.namespace)
-    if registry.warehouse is None and not marks:
-        result.noop_reason = (
-            "no Iceberg table was ever made in this lakehouse (no warehouse recorded)"
-        )
-        result.deleted = DeleteOutcome()
+    scope = scope_of(storage, retention, options, result)
+    if scope is None:
         return result
+    registry, marks = scope.registry, scope.marks
     warehouse = str(registry.warehouse)
     form = PathForm(warehouse)
     io_properties = file_io_properties(storage.storage_options)

@@ -210,6 +210,46 @@ def judge_blocked(
     return blocked
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What a run works on: the latest retained root's folder registry, and the purge marks in
+    the run's namespace scope."""
+
+    registry: FolderRegistry
+    marks: list[PurgeMark]
+
+
+def scope_of(
+    storage: Storage,
+    retention: Retention,
+    options: TableMaintenanceOptions,
+    result: TableMaintenanceResult,
+) -> Scope | None:
+    """The run's scope over ``retention``, recorded in ``result`` (retained versions, marks,
+    warehouse); an unknown ``--namespace`` is refused. None, with ``result`` a noop, when no
+    Iceberg table was ever made in the lakehouse. The in-process run and the Spark job both
+    start here."""
+    result.retained_versions = retention.versions
+    latest = retention.plan.roots[retention.latest]
+    registry = FolderRegistry.of(latest.lakehouse_def.properties)
+    marks = [
+        m
+        for m in marks_of(latest.lakehouse_def.properties)
+        if in_scope(m.namespace, options.namespace)
+    ]
+    result.marks = marks
+    result.warehouse = registry.warehouse
+    if not marks:
+        refuse_unknown_scope(storage, latest, options.namespace)
+    if registry.warehouse is None and not marks:
+        result.noop_reason = (
+            "no Iceberg table was ever made in this lakehouse (no warehouse recorded)"
+        )
+        result.deleted = DeleteOutcome()
+        return None
+    return Scope(registry, marks)
+
+
 def table_maintenance_in_process(
     storage: Storage,
     committer: Committer,
@@ -241,24 +281,10 @@ def table_maintenance_in_process(
 
     # -- retained: the versions and their tables ---------------------------------------------
     retention = retention_at(storage, now)
-    result.retained_versions = retention.versions
-    latest = retention.plan.roots[retention.latest]
-    registry = FolderRegistry.of(latest.lakehouse_def.properties)
-    marks = [
-        m
-        for m in marks_of(latest.lakehouse_def.properties)
-        if in_scope(m.namespace, options.namespace)
-    ]
-    result.marks = marks
-    result.warehouse = registry.warehouse
-    if not marks:
-        refuse_unknown_scope(storage, latest, options.namespace)
-    if registry.warehouse is None and not marks:
-        result.noop_reason = (
-            "no Iceberg table was ever made in this lakehouse (no warehouse recorded)"
-        )
-        result.deleted = DeleteOutcome()
+    scope = scope_of(storage, retention, options, result)
+    if scope is None:
         return result
+    registry, marks = scope.registry, scope.marks
     catalogued = Catalogued()
     catalogued.add(storage, retention.roots)
     registries = {
