@@ -1,8 +1,10 @@
 """The commit protocol: write new files, then create root ``v+1`` exclusively
 (docs/format.md#commit-protocol).
 
-    1. the caller's plan writes every new non-root node and object definition
-    2. root v+1 is created with an exclusive create; success commits
+    1. the caller's plan writes every new non-root node and object definition; the hint is
+       read meanwhile, side by side (a round trip on an object store that need not wait)
+    2. unless the hint names v+1 or later, root v+1 is created with an exclusive create;
+       success commits
     3. the hint is written, best effort (or handed to a ``BackgroundHint``, which writes it
        after the commit has returned)
     on a lost race: read the latest version w, ask the caller whether its change still holds
@@ -21,12 +23,13 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 
 from lakecore.core.background_hint import BackgroundHint
 from lakecore.core.locations import root_node_file_name
 from lakecore.core.node import Node
-from lakecore.core.storage import Storage
+from lakecore.core.storage import Storage, request_pool
 from lakecore.core.versions import (
     RootInfo,
     decode_root,
@@ -53,6 +56,10 @@ DEFAULT_BACKOFF_CAP_SECONDS = 0.25
 # sent again before the commit's state is declared unknown. Few: each already waited out the
 # store's own timeout and retries.
 AMBIGUOUS_WRITE_RETRIES = 3
+# The hint is read in the process's request pool while the plan writes its files; after a
+# plan that took longer than this, it is read again right before the root's create.
+HINT_READ_THREADS = 2
+HINT_READ_EARLY_SECONDS = 1.0
 
 
 @dataclass
@@ -83,6 +90,10 @@ class CommitPolicy:
     # When set, the hint is handed to it and written off the commit's path (group commit
     # answers its callers once the root exists); else it is written before commit returns.
     hint: BackgroundHint | None = None
+    # The hint as read by the caller side by side with its own file writes, for the first
+    # attempt (group commit starts it with the batch's files); else the commit reads it beside
+    # its plan.
+    hint_read: Future[int | None] | None = None
 
     def backoff(self, attempt: int) -> float:
         # Full jitter: spreads retrying writers apart so one of them wins the next round.
@@ -125,8 +136,22 @@ def commit(
     data: bytes | None = None  # kept across an ambiguous retry: its nodes are written already
     for attempt in range(policy.max_retries + 1):
         target = current.version + 1
+        hint_read: Future[int | None] | None = None
         if data is None:
-            root_plan = plan(current)
+            if attempt == 0 and policy.hint_read is not None:
+                hint_read = policy.hint_read
+            else:
+                hint_read = request_pool(HINT_READ_THREADS).submit(read_hint, storage)
+            planning_started = time.monotonic()
+            try:
+                root_plan = plan(current)
+            finally:
+                # Ended before anything is raised or the root is created.
+                wait([hint_read])
+            if time.monotonic() - planning_started > HINT_READ_EARLY_SECONDS:
+                # A long plan (a job writing many nodes): the hint is read again right before
+                # the create, so that the window the check leaves stays as short as it was.
+                hint_read = None
             data = encode_root(
                 root_plan.node,
                 order,
@@ -137,7 +162,7 @@ def commit(
             )
             sent.setdefault(target, []).append(data)
         landed: bytes | None = None
-        hint = read_hint(storage)
+        hint = read_hint(storage) if hint_read is None else hint_read.result()
         if hint is not None and hint >= target:
             # The base is stale in a way the exclusive create cannot see: version compaction
             # may have deleted root `target` long after it was committed, and creating it again

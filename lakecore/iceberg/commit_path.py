@@ -15,7 +15,8 @@ Rules:
   before it. When another writer changed what a batch changes, the batch is staged again on
   the new latest version: each change re-checks what it relies on, so a rerun is what the
   caller asked for.
-* **One transaction a batch**, on the latest version; the batch's new Iceberg metadata files
+* **One transaction a batch**, on the latest version known (checked beside the batch,
+  ``lakecore.lakehouse.group_commit``); the batch's new Iceberg metadata files
   are forgotten when the next batch begins (``on_new_batch``). A failure of the lakecore commit
   whose outcome is unknown is ``CommitStateUnknownException`` (``lakecore.iceberg.errors``);
   a lost race is ``CommitFailedException``, and the committer stages the batch again.
@@ -28,6 +29,8 @@ from typing import Any, TypeVar
 
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
 
+from lakecore.core.storage import Storage
+from lakecore.core.versions import read_hint
 from lakecore.errors import ReadOnlyLakehouseError
 from lakecore.iceberg.errors import ReadOnlyCatalogError, translated
 from lakecore.lakehouse import Lakehouse, LakehouseView, Transaction
@@ -61,6 +64,7 @@ class CommitPath:
         self._latest = LatestVersion(lakehouse.storage, full_check_seconds=full_check_seconds)
         self._latest.installed(lakehouse.root_info, lakehouse.lakehouse_def)
         self._committer = GroupCommitter(
+            self._latest.view,
             self._begin_batch,
             self._commit_batch,
             self._batch_landed,
@@ -69,6 +73,7 @@ class CommitPath:
             retryable=(CommitFailedException,),
             unknown=(CommitStateUnknownException,),
             stale=self._latest.suspect,
+            hint_reader=self._read_hint,
         )
 
     # -- reads --------------------------------------------------------------------------------
@@ -156,14 +161,23 @@ class CommitPath:
 
     # -- the committer's side: one transaction a batch ----------------------------------------
 
-    def _begin_batch(self) -> Transaction:
-        """A transaction on the latest version, for the committer (its thread alone moves the
-        Lakehouse object)."""
+    def _begin_batch(self, view: LakehouseView | None) -> Transaction:
+        """A transaction on ``view`` or, with None, on the latest version known without a
+        request, for the committer (its thread alone moves the Lakehouse object)."""
         self._on_new_batch()
-        view = self._latest.view()
-        if view.version != self._lakehouse.version:
+        if view is None:
+            view = self._latest.known
+        if view is not None and view.version > self._lakehouse.version:
             self._lakehouse.move_to(view)
         return self._lakehouse.transaction()
+
+    def _read_hint(self, storage: Storage) -> int | None:
+        """The hint, read for a batch's root; the read serves the latest version's periodic
+        full look too (``LatestVersion.hint_seen``)."""
+        started = self._latest.now()
+        hint = read_hint(storage)
+        self._latest.hint_seen(hint, started)
+        return hint
 
     @staticmethod
     def _commit_batch(tx: Transaction) -> None:

@@ -22,9 +22,17 @@ Rules:
   lakecore transaction, whose reads see the units before it. A unit whose own checks fail (a
   requirement, a name, a location) is rolled back to the savepoint taken before it and
   answered alone; it never fails the others.
-* **Files before the root.** The new files the units stage (Iceberg metadata files) are
-  written side by side once all are staged, then the transaction writes its definitions, nodes
-  and root.
+* **Staged at once, checked beside.** A batch stands first on the latest version this process
+  knows (its own last commit, or what a read saw since), without a request; a check of the
+  latest version that started after every unit was queued runs meanwhile, beside the staging
+  and the file writes. If it finds a newer version, the staged units commit anyway (the
+  lakecore commit rebases them, or a change to one of their objects stages the batch again),
+  and a unit refused on the older version is judged again on the newer one before it is
+  answered: no answer rests on a version older than its request.
+* **Files before the root.** The new files the units stage (Iceberg metadata files) and the
+  transaction's definitions are written side by side, with the read of the hint the root's
+  create needs, once all are staged; then the root. A batch costs two round trips on an
+  object store: the files, then the root.
 * **A lost race.** The lakecore commit rebases by itself onto versions that changed other
   objects. When another writer changed an object of the batch (another process committed to
   one of its tables), the whole batch is staged again on the new latest version and only a
@@ -49,11 +57,15 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
 from lakecore.core.background_hint import BackgroundHint
-from lakecore.core.storage import request_pool
+from lakecore.core.commit import CommitPolicy
+from lakecore.core.storage import Storage, request_pool
+from lakecore.core.versions import read_hint
+from lakecore.core.view import LakehouseView
 from lakecore.errors import CommitConflictError, CommitStateUnknownError, VersionExpiredError
 from lakecore.lakehouse.transaction import Savepoint, Transaction
 
@@ -62,8 +74,11 @@ T = TypeVar("T")
 # Stagings of one batch that lost to a writer changing one of its objects, before its units are
 # refused (each restaging reads the new version's changed tables again).
 BATCH_ATTEMPTS: Final = 5
-# New files of one batch written at once (each a round trip on an object store).
-FILE_WRITE_THREADS: Final = 16
+# New files of one batch written at once (each a round trip on an object store): a batch's
+# metadata files and definitions go out in one wave.
+FILE_WRITE_THREADS: Final = 64
+# The batch's check of the latest version and its read of the hint, beside its file writes.
+CHECK_THREADS: Final = 2
 # The defaults of ``lakecore serve`` (docs/scaling.md measures why): batches of up to 64 units,
 # and no waiting for a batch to fill.
 DEFAULT_MAX_BATCH: Final = 64
@@ -158,17 +173,21 @@ class CommitStats:
 class GroupCommitter:
     """Commits units in batches (see the module docstring).
 
-    ``begin()`` gives a transaction on the latest version; ``commit(tx)`` commits it, raising
-    one of ``retryable`` when an object of the batch was changed by another writer (the batch
-    is then staged again), one of ``unknown`` when the outcome is unknown, and any other error
+    ``latest()`` is the latest version, from a check that started after the call;
+    ``begin(view)`` gives a transaction on ``view``, or with None on the latest version the
+    caller knows without asking the store; ``commit(tx)`` commits it, raising one of
+    ``retryable`` when an object of the batch was changed by another writer (the batch is
+    then staged again), one of ``unknown`` when the outcome is unknown, and any other error
     when nothing landed; ``landed(tx)`` is told about each committed transaction before its
     units are answered. A unit that meets ``VersionExpiredError`` while it is staged (the
     batch's version was expired under it) makes the whole batch start again, after
-    ``stale()``: the next ``begin()`` must look at the latest version afresh."""
+    ``stale()``: the next ``latest()`` must look at the store afresh. ``hint_reader`` reads
+    the hint a batch's root create needs (the caller may learn from it)."""
 
     def __init__(
         self,
-        begin: Callable[[], Transaction],
+        latest: Callable[[], LakehouseView],
+        begin: Callable[[LakehouseView | None], Transaction],
         commit: Callable[[Transaction], None],
         landed: Callable[[Transaction], None],
         *,
@@ -177,11 +196,13 @@ class GroupCommitter:
         retryable: tuple[type[Exception], ...] = (CommitConflictError,),
         unknown: tuple[type[Exception], ...] = (CommitStateUnknownError,),
         stale: Callable[[], None] | None = None,
+        hint_reader: Callable[[Storage], int | None] = read_hint,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         if max_wait_seconds < 0:
             raise ValueError(f"max_wait_seconds must not be negative, got {max_wait_seconds}")
+        self._latest = latest
         self._begin = begin
         self._commit = commit
         self._landed = landed
@@ -190,11 +211,15 @@ class GroupCommitter:
         self._retryable = retryable
         self._unknown = unknown
         self._stale = stale
+        self._read_hint = hint_reader
         self.stats = CommitStats()
         self._lock = threading.Condition()
         self._queue: deque[_Unit[Any]] = deque()
         self._leading = False
         self.hint: BackgroundHint | None = None  # made by the first batch, for its storage
+        # The batch's check and hint read run here, not in the request pool: a check that
+        # finds a new version reads it through that pool, and must never wait behind itself.
+        self._beside = ThreadPoolExecutor(CHECK_THREADS, thread_name_prefix="lakecore-batch-check")
 
     def run(self, apply: Callable[[Batch], T]) -> T:
         """Queue a unit and answer it once committed (see the module docstring)."""
@@ -247,66 +272,116 @@ class GroupCommitter:
         self.stats.batches += 1
         self.stats.batch_sizes.append(len(units))
         live = units
+        last_error: Exception = CommitConflictError("the batch was staged too many times")
         for attempt in range(BATCH_ATTEMPTS):
-            tx = self._begin()
+            # The first staging stands on the latest version this process knows, while a check
+            # that started after every unit of the batch was queued runs beside the staging
+            # and the file writes; a later staging stands on the latest version, checked first.
+            check = None if attempt else self._beside.submit(self._latest)
+            try:
+                tx = self._begin(None if check is not None else self._latest())
+            except BaseException:
+                _settle(check)
+                raise
             batch = Batch(tx)
-            staged: list[_Unit[Any]] = []
-            stale = False
-            for unit in live:
-                savepoint = batch.savepoint()
-                try:
-                    unit.result = unit.apply(batch)
-                except VersionExpiredError:
-                    # The version the batch stands on was expired under it (version compaction
-                    # between the look at the latest version and a read): not this unit's
-                    # fault; the batch starts again on the latest.
-                    stale = True
-                    break
-                except Exception as exc:
-                    batch.rollback_to(savepoint)
-                    self.stats.units_refused += 1
-                    unit.finish(error=exc)
-                else:
-                    staged.append(unit)
-            if stale:
+            staged, refused, expired = self._stage(batch, live)
+            if expired is not None:
+                # The version the batch stands on was expired under it (version compaction
+                # between the look at the latest version and a read): not a unit's fault; the
+                # batch starts again on the latest.
                 tx.abort()
+                _settle(check)
                 self.stats.restagings += 1
+                last_error = expired
                 if self._stale is not None:
                     self._stale()
                 continue
-            live = staged
-            if not live:
-                tx.abort()
-                return
             try:
-                batch.write_files()
-                self._hand_the_hint_on(tx)
-                self._commit(tx)
-            except self._retryable as exc:
-                self.stats.restagings += 1
-                if attempt == BATCH_ATTEMPTS - 1:
-                    self._fail(live, exc)
-                    return
-                continue
+                if staged:
+                    tx.policy = self._policy_for(tx)
+                    batch.write_files()
+                moved = check is not None and check.result().version > tx.base.version
             except Exception as exc:
-                self._fail(live, exc)
+                _settle(check)
+                tx.abort()
+                self._fail(staged, exc)
+                judged = check is None or (check.exception() is None and not _moved(check, tx))
+                self._refuse(refused, None if judged else exc)
                 return
-            if tx.outcome is not None:
-                self.stats.root_conflicts += tx.outcome.conflicts
-            self._landed(tx)
-            self.stats.units_committed += len(live)
-            for unit in live:
-                unit.finish(unit.result)
-            return
+            # A unit refused on a version older than the latest is judged again on the latest,
+            # after the others commit (they rebase onto it by themselves).
+            again = [unit for unit, _ in refused] if moved else []
+            if not moved:
+                self._refuse(refused, None)
+            if staged:
+                try:
+                    self._commit(tx)
+                except self._retryable as exc:
+                    self.stats.restagings += 1
+                    last_error = exc
+                    live = staged + again
+                    continue
+                except Exception as exc:
+                    self._fail(staged + again, exc)
+                    return
+                if tx.outcome is not None:
+                    self.stats.root_conflicts += tx.outcome.conflicts
+                self._landed(tx)
+                self.stats.units_committed += len(staged)
+                for unit in staged:
+                    unit.finish(unit.result)
+            else:
+                tx.abort()
+            if not again:
+                return
+            self.stats.restagings += 1
+            live = again
+        self._fail(live, last_error)
 
-    def _hand_the_hint_on(self, tx: Transaction) -> None:
+    def _stage(
+        self, batch: Batch, units: list[_Unit[Any]]
+    ) -> tuple[list[_Unit[Any]], list[tuple[_Unit[Any], Exception]], VersionExpiredError | None]:
+        """Each unit staged on what the batch built before it: the staged units, the refused
+        ones (rolled back to their savepoints) with their errors, or the VersionExpiredError
+        that stopped the staging."""
+        staged: list[_Unit[Any]] = []
+        refused: list[tuple[_Unit[Any], Exception]] = []
+        for unit in units:
+            savepoint = batch.savepoint()
+            try:
+                unit.result = unit.apply(batch)
+            except VersionExpiredError as exc:
+                return staged, refused, exc
+            except Exception as exc:
+                batch.rollback_to(savepoint)
+                refused.append((unit, exc))
+            else:
+                staged.append(unit)
+        return staged, refused, None
+
+    def _refuse(
+        self, refused: list[tuple[_Unit[Any], Exception]], instead: Exception | None
+    ) -> None:
+        """Answer each refused unit its own error (or ``instead``, when the version it was
+        judged on could not be confirmed as the latest)."""
+        for unit, error in refused:
+            self.stats.units_refused += 1
+            if instead is None:
+                unit.finish(error=error)
+            else:
+                self._fail([unit], instead)
+
+    def _policy_for(self, tx: Transaction) -> CommitPolicy:
+        """The batch's commit policy: the hint read beside the batch's file writes, and, on an
+        object store, written after the answers (``BackgroundHint``)."""
         storage = tx.lakehouse.storage
+        policy = tx.policy or tx.lakehouse.commit_policy
+        hint_read = self._beside.submit(self._read_hint, storage)
         if storage.scheme in HINT_BEFORE_THE_ANSWER_SCHEMES:
-            return
+            return dataclasses.replace(policy, hint_read=hint_read)
         if self.hint is None or self.hint.storage is not storage:
             self.hint = BackgroundHint(storage)
-        policy = tx.policy or tx.lakehouse.commit_policy
-        tx.policy = dataclasses.replace(policy, hint=self.hint)
+        return dataclasses.replace(policy, hint=self.hint, hint_read=hint_read)
 
     def _fail(self, units: list[_Unit[Any]], error: Exception) -> None:
         if isinstance(error, self._unknown):
@@ -317,6 +392,17 @@ class GroupCommitter:
             own = copy.copy(error)
             own.__cause__ = error.__cause__
             unit.finish(error=own)
+
+
+def _settle(check: Future[LakehouseView] | None) -> None:
+    """Wait for a batch's check to end (its outcome is not needed any more)."""
+    if check is not None:
+        wait([check])
+
+
+def _moved(check: Future[LakehouseView], tx: Transaction) -> bool:
+    """Whether the check found a version newer than the one ``tx`` stands on."""
+    return check.result().version > tx.base.version
 
 
 __all__ = [

@@ -21,6 +21,8 @@ Rules:
   (docs/format.md#latest-version): two requests; without a readable hint, the format's whole
   discovery, which lists the roots (and finds that the lakehouse vanished). So do the first check and any after
   ``suspect()``. A read is stale by at most that period in those rare cases, never otherwise.
+  A commit of this process reads the hint anyway (before it creates its root): that read
+  counts as the full look's (``hint_seen``), so a server that commits makes no extra request.
 * **Commits of this process** are known without asking: ``installed()`` takes the root a
   commit just created, before the commit is acknowledged.
 * A check that fails (the store does not answer, the lakehouse vanished) raises to every
@@ -40,7 +42,9 @@ from lakecore.core.storage import Storage
 from lakecore.core.versions import RootInfo, probe_up, read_hint
 from lakecore.core.view import LakehouseView, read_root_and_def, store_for
 
-FULL_CHECK_SECONDS: Final = 5.0
+# A gap above the known version needs an export's pin and version compaction both; a read is
+# stale by at most this long then. Commits' own hint reads count as full looks (``hint_seen``).
+FULL_CHECK_SECONDS: Final = 60.0
 
 
 class _Check:
@@ -167,6 +171,23 @@ class LatestVersion:
         """A commit of this process created ``root``: it is the latest (if no newer one is
         known), with no request."""
         self._adopt(root, lakehouse_def)
+
+    def now(self) -> float:
+        """This object's clock (monotonic seconds), to date a hint read (``hint_seen``)."""
+        return self._clock()
+
+    def hint_seen(self, hint: int | None, started: float) -> None:
+        """A read of the hint that started at ``started`` (``now()``) found ``hint``: another
+        path's read (a commit reads the hint before it creates its root) serves as the full
+        look's. A hint at or below the known version is what a full look would have found (the
+        next check's request covers the version above); a hint above it, or none, makes the
+        next check a full look."""
+        with self._lock:
+            known = self._known
+            if hint is not None and known is not None and hint <= known.version:
+                self._full_at = max(self._full_at, started)
+            else:
+                self._full_at = float("-inf")
 
     def suspect(self) -> None:
         """The known version may be gone (a read found one of its files missing): the next

@@ -246,6 +246,41 @@ def test_a_batch_that_keeps_losing_is_refused_after_its_attempts(
     assert setup.load_table("ns.a").properties["o"] == str(BATCH_ATTEMPTS)
 
 
+def test_a_change_refused_on_an_older_version_is_judged_again_on_the_latest(
+    lake_with_tables: tuple[str, LakecoreCatalog],
+) -> None:
+    """A batch stands on the version this process knows while its check runs beside it. A
+    change that another server's commit made valid (its client saw that commit) fails its
+    requirement on the known version: it is judged again on the latest, and lands."""
+    uri, setup = lake_with_tables
+    catalog = batching(uri, 1, wait_ms=0)
+    set_property(catalog, "b", "known")()  # the catalog now knows the latest version
+    other = LakecoreCatalog("other", uri=uri)
+    other.load_table("ns.a").append(rows(range(0, 1), "other"))
+    seen = other.load_table("ns.a").metadata.current_snapshot_id
+    assert seen is not None
+    set_property(
+        catalog, "a", "mine", requirements=[AssertRefSnapshotId(ref="main", snapshot_id=seen)]
+    )()
+    assert setup.load_table("ns.a").properties["k"] == "mine"
+    assert catalog.commit_stats.units_refused == 0
+
+
+def test_a_refusal_on_the_latest_version_is_answered_at_once(
+    lake_with_tables: tuple[str, LakecoreCatalog],
+) -> None:
+    """When the check finds no newer version, a change whose requirement fails is answered
+    with its own error, and nothing is committed for it."""
+    uri, _ = lake_with_tables
+    catalog = batching(uri, 1, wait_ms=0)
+    set_property(catalog, "b", "known")()
+    before = version(uri)
+    with pytest.raises(CommitFailedException, match="UUID"):
+        set_property(catalog, "a", "x", requirements=[AssertTableUUID(uuid=WRONG_UUID)])()
+    assert version(uri) == before
+    assert catalog.commit_stats.units_refused == 1 and catalog.commit_stats.restagings == 0
+
+
 def test_max_batch_one_commits_one_change_per_version(
     lake_with_tables: tuple[str, LakecoreCatalog],
 ) -> None:

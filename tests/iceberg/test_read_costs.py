@@ -30,7 +30,7 @@ def counted(
     setup = lake.catalog()
     setup.create_namespace("ns")
     setup.create_table("ns.t", SCHEMA)
-    # No full look at the latest version during the test (every 5 s by default): on a slow
+    # No full look at the latest version during the test (once a minute by default): on a slow
     # machine one would add its requests to a count.
     catalog = LakecoreCatalog(
         "counted", uri=lake.uri, **{"lakecore.latest.full-check-seconds": "3600"}
