@@ -18,12 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from lakecore.core.defs import LakehouseDef
-from lakecore.core.locations import (
-    external_root_for,
-    is_full_uri,
-    root_node_file_name,
-    version_from_root_node_file_name,
-)
+from lakecore.core.locations import root_node_file_name, version_from_root_node_file_name
 from lakecore.core.storage import Storage, request_pool
 from lakecore.core.versions import (
     RootInfo,
@@ -75,13 +70,6 @@ class Retained:
     @property
     def latest(self) -> int:
         return max(self.roots)
-
-
-def is_forged_pointer(location: str, external_roots: tuple[str, ...]) -> bool:
-    """A full URI that does not lead into an export's source root. An export source is read,
-    never walked or deleted by gc; any other full URI is forged or damaged, and gc must refuse
-    rather than skip it, or it would delete what lies below."""
-    return is_full_uri(location) and external_root_for(location, external_roots) is None
 
 
 def load_root(
