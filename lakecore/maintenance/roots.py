@@ -13,7 +13,7 @@ must exist (``read_retained``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -45,11 +45,13 @@ ROOT_READ_THREADS: Final = 16
 
 @dataclass(frozen=True)
 class LoadedRoot:
-    """A root read strictly, with its definition and the roots its nodes may point into."""
+    """A root read strictly, with what the maintenance jobs derive from its definition, once:
+    the roots its nodes may point into and the versions its exports pin."""
 
     info: RootInfo
     lakehouse_def: LakehouseDef
     external_roots: tuple[str, ...]
+    exports: Mapping[str, int]  # export name -> the version of this lakehouse it pins
 
     @property
     def version(self) -> int:
@@ -90,7 +92,9 @@ def load_root(
         raise refused(
             f"retained version {version} ({uri}) cannot be read: {exc.one_line()}"
         ) from exc
-    return LoadedRoot(info, lakehouse_def, external_roots_of(lakehouse_def))
+    return LoadedRoot(
+        info, lakehouse_def, external_roots_of(lakehouse_def), export_pins(lakehouse_def)
+    )
 
 
 def load_roots(
@@ -162,7 +166,7 @@ def exports_of(roots: Iterable[LoadedRoot]) -> dict[str, int]:
     """Exports named by any of these roots' definitions that pin a root of this lakehouse."""
     out: dict[str, int] = {}
     for root in roots:
-        out.update(export_pins(root.lakehouse_def))
+        out.update(root.exports)
     return out
 
 
