@@ -207,17 +207,16 @@ def _listing_and_reach(
 ) -> tuple[DataFrame, DataFrame]:
     """DataFrames of every listed file (``top`` and what ``way`` lists) and of every file the
     plan reaches."""
-    top_rows = driver_rows(job.spark, top, LISTING)
     if way.how == WALKED_ALONGSIDE:
         listed, reach = _listed_and_walked(job, storage, plan, way, persist)
     else:
+        reach = reach_frame(job, storage, plan)
         listed = (
             driver_rows(job.spark, way.flat, LISTING)
             if way.flat is not None
             else _listed(job, storage, way)
         )
-        reach = reach_frame(job, storage, plan)
-    return listed.unionByName(top_rows), reach
+    return listed.unionByName(driver_rows(job.spark, top, LISTING)), reach
 
 
 def _listed(job: JobContext, storage: Storage, way: ListingWay) -> DataFrame:
@@ -238,6 +237,7 @@ def _listed_and_walked(
     rows come as one persisted frame, filled before the join reads it on each side."""
     from pyspark.sql import functions as F
 
+    shares = _shares(way.directories, plan.tasks)
     threads = job.settings.gc_list_threads_per_task
 
     def list_and_walk(items: list[tuple[str, Any]]) -> Iterator[tuple[list[Any] | None, ...]]:
@@ -256,15 +256,7 @@ def _listed_and_walked(
         )
         return side_by_side([listed, reached])
 
-    both = persist(
-        fan_out_columns(
-            job.spark,
-            _shares(way.directories, plan.tasks),
-            list_and_walk,
-            LISTED_OR_REACHED,
-            way.tasks,
-        )
-    )
+    both = persist(fan_out_columns(job.spark, shares, list_and_walk, LISTED_OR_REACHED, way.tasks))
     # Filled before the join reads it: the join's two sides are two stages that both scan
     # these rows and may run at once. One executor's block lock makes a second task wait for
     # a block being computed, but on a cluster the other side's task runs on another executor,

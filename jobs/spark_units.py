@@ -31,13 +31,13 @@ def reach_frame(job: JobContext, storage: Storage, plan: ReachPlan) -> DataFrame
     """DataFrame of (path, size) reached: executors' subtree walks plus the driver's own paths.
     A subtree that cannot be walked is a row whose path starts with ``ERROR_KEY``."""
     tasks: list[ReachTask] = plan.tasks
+    driver = driver_reach(job, plan)
+    if not tasks:
+        return driver
 
     def walk(items: list[ReachTask]) -> Iterator[tuple[list[str], list[int]]]:
         return reach_task_columns(storage, items)
 
-    driver = driver_reach(job, plan)
-    if not tasks:
-        return driver
     return fan_out_columns(job.spark, tasks, walk, REACH, job.parallelism).unionByName(driver)
 
 

@@ -15,7 +15,9 @@ x86 32-bit, seed 0, of the UTF-8 bytes of ``name``, unsigned; ``b`` = the low 20
 as 20 binary digits, most significant first; optimized = ``b[0:4]/b[4:8]/b[8:12]/b[12:20]-name``.
 
 Stored locations are paths relative to the root. The root URI itself is never stored, so a
-lakehouse can be copied to another bucket and still read.
+lakehouse can be copied to another bucket and still read. A stored value that leads out of the
+root (``escaping_value``: ``../x``, ``/abs``, a full URI outside an export's source) is forged or
+damaged: the maintenance jobs refuse it rather than follow it.
 """
 
 from __future__ import annotations
@@ -224,6 +226,31 @@ def external_root_for(location: str, external_roots: Iterable[str]) -> str | Non
     for root in external_roots:
         if location.startswith(root):
             return root
+    return None
+
+
+def is_forged_pointer(location: str, external_roots: tuple[str, ...]) -> bool:
+    """A full URI that does not lead into an export's source root. An export source is read,
+    never walked or deleted by gc; any other full URI is forged or damaged, and gc must refuse
+    rather than skip it, or it would delete what lies below."""
+    return is_full_uri(location) and external_root_for(location, external_roots) is None
+
+
+def escaping_value(values: Iterable[str], external_roots: tuple[str, ...]) -> str | None:
+    """A value that points out of the lakehouse root (``../x``, ``/abs``, a full URI
+    not in an export's source), or None. gc refuses a version with one: such a pointer is
+    forged or damaged, and a version gc cannot fully account for is not one to collect around."""
+    # Nearly every value is a plain optimized path, which passes every rule: only the rest are
+    # looked at one by one.
+    for value in not_plain_optimized(values):
+        if is_full_uri(value):
+            if is_forged_pointer(value, external_roots):
+                return value
+            continue
+        try:
+            check_relative_path(value)
+        except InvalidLocationError:
+            return value
     return None
 
 

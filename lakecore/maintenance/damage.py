@@ -28,7 +28,7 @@ from typing import Final, Protocol, TypeVar
 from lakecore.core.defs import LakehouseDef
 from lakecore.core.storage import Storage
 from lakecore.core.tree.store import NodeCache, NodeStore
-from lakecore.core.versions import RootInfo, export_pins, is_damage_in_version
+from lakecore.core.versions import RootInfo, is_damage_in_version
 from lakecore.errors import (
     CorruptFileError,
     LakecoreError,
@@ -49,6 +49,8 @@ class LoadedRoot(Protocol):
     def lakehouse_def(self) -> LakehouseDef: ...
     @property
     def external_roots(self) -> tuple[str, ...]: ...
+    @property
+    def exports(self) -> Mapping[str, int]: ...
     @property
     def version(self) -> int: ...
 
@@ -121,7 +123,7 @@ def pins_of(
     wanted = set(versions)
     out: dict[int, dict[str, list[int]]] = {}
     for root in sorted(roots, key=lambda r: r.version):
-        for name, pinned in export_pins(root.lakehouse_def).items():
+        for name, pinned in root.exports.items():
             if pinned in wanted:
                 out.setdefault(pinned, {}).setdefault(name, []).append(root.version)
     return out

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from lakecore.core.locations import (
-    check_relative_path,
+    escaping_value,
+    is_forged_pointer,
     is_full_uri,
     not_plain_optimized,
 )
@@ -28,14 +29,11 @@ from lakecore.core.storage import Storage
 from lakecore.core.tree.shape import TreeShape
 from lakecore.core.tree.store import NodeCache, NodeStore
 from lakecore.core.versions import latest_version
-from lakecore.errors import (
-    InvalidLocationError,
-    LakecoreError,
-)
+from lakecore.errors import LakecoreError
 from lakecore.maintenance.damage import mark_damage
 from lakecore.maintenance.listing import ERROR_KEY, UNKNOWN_SIZE, GcRefusedError
 from lakecore.maintenance.partition import Placement, TreeCut, cut_tree, with_stores_reading_ahead
-from lakecore.maintenance.roots import LoadedRoot, is_forged_pointer, load_root
+from lakecore.maintenance.roots import LoadedRoot, load_root
 from lakecore.maintenance.tree_files import reachable_from_subtree
 
 # Rounds of the new-version re-check before deleting; each round narrows the race window.
@@ -88,24 +86,6 @@ def _add(paths: dict[str, int], path: str, size: int = UNKNOWN_SIZE) -> None:
         return  # in another lakehouse (an export's source): never ours to delete
     if paths.get(path, UNKNOWN_SIZE) == UNKNOWN_SIZE:
         paths[path] = size
-
-
-def escaping_value(values: Iterable[str], external_roots: tuple[str, ...]) -> str | None:
-    """A value that points out of the lakehouse root (``../x``, ``/abs``, a full URI
-    not in an export's source), or None. gc refuses a version with one: such a pointer is
-    forged or damaged, and a version gc cannot fully account for is not one to collect around."""
-    # Nearly every value is a plain optimized path, which passes every rule: only the rest are
-    # looked at one by one.
-    for value in not_plain_optimized(values):
-        if is_full_uri(value):
-            if is_forged_pointer(value, external_roots):
-                return value
-            continue
-        try:
-            check_relative_path(value)
-        except InvalidLocationError:
-            return value
-    return None
 
 
 def _escape_reason(where: str, value: str) -> str:

@@ -13,17 +13,12 @@ must exist (``read_retained``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from lakecore.core.defs import LakehouseDef
-from lakecore.core.locations import (
-    external_root_for,
-    is_full_uri,
-    root_node_file_name,
-    version_from_root_node_file_name,
-)
+from lakecore.core.locations import root_node_file_name, version_from_root_node_file_name
 from lakecore.core.storage import Storage, request_pool
 from lakecore.core.versions import (
     RootInfo,
@@ -50,11 +45,13 @@ ROOT_READ_THREADS: Final = 16
 
 @dataclass(frozen=True)
 class LoadedRoot:
-    """A root read strictly, with its definition and the roots its nodes may point into."""
+    """A root read strictly, with what the maintenance jobs derive from its definition, once:
+    the roots its nodes may point into and the versions its exports pin."""
 
     info: RootInfo
     lakehouse_def: LakehouseDef
     external_roots: tuple[str, ...]
+    exports: Mapping[str, int]  # export name -> the version of this lakehouse it pins
 
     @property
     def version(self) -> int:
@@ -77,13 +74,6 @@ class Retained:
         return max(self.roots)
 
 
-def is_forged_pointer(location: str, external_roots: tuple[str, ...]) -> bool:
-    """A full URI that does not lead into an export's source root. An export source is read,
-    never walked or deleted by gc; any other full URI is forged or damaged, and gc must refuse
-    rather than skip it, or it would delete what lies below."""
-    return is_full_uri(location) and external_root_for(location, external_roots) is None
-
-
 def load_root(
     storage: Storage, version: int, refused: type[LakecoreError] = GcRefusedError
 ) -> LoadedRoot:
@@ -102,7 +92,9 @@ def load_root(
         raise refused(
             f"retained version {version} ({uri}) cannot be read: {exc.one_line()}"
         ) from exc
-    return LoadedRoot(info, lakehouse_def, external_roots_of(lakehouse_def))
+    return LoadedRoot(
+        info, lakehouse_def, external_roots_of(lakehouse_def), export_pins(lakehouse_def)
+    )
 
 
 def load_roots(
@@ -174,7 +166,7 @@ def exports_of(roots: Iterable[LoadedRoot]) -> dict[str, int]:
     """Exports named by any of these roots' definitions that pin a root of this lakehouse."""
     out: dict[str, int] = {}
     for root in roots:
-        out.update(export_pins(root.lakehouse_def))
+        out.update(root.exports)
     return out
 
 
