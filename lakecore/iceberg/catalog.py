@@ -34,7 +34,7 @@ Rules:
   (checked when it is set, since it is where that namespace's tables go by default). A warehouse
   inside the lakehouse root must be a directory of its own whose first path segment is not a
   lakecore name (no leading ``_`` or ``.``, not a 4-binary-digit hash directory): lakecore's gc
-  lists only the root's top level and its hash directories and deletes only files with
+  lists only the lakehouse root's top level and its hash directories and deletes only files with
   lakecore's names, so Iceberg files are then never listed, let alone deleted. A table's
   default location is
   ``<warehouse or namespace location>/<namespace>/<table>-<uuid>``: unique, so a table created
@@ -294,7 +294,7 @@ class LakecoreCatalog(MetastoreCatalog):
                 fixed = lakehouse.at_version(version_number(version))
             elif as_of is not None:
                 fixed = lakehouse.as_of(as_of_millis(as_of))
-            root = lakehouse.storage.root_uri
+            root_uri = lakehouse.storage.root_uri
             self.warehouse = _warehouse_of(lakehouse, properties.get(WAREHOUSE_LOCATION))
             self.storage_settings = settings
             # The warehouse's files with the same settings as the lakehouse's, lakecore's
@@ -304,7 +304,7 @@ class LakecoreCatalog(MetastoreCatalog):
                 for key, value in settings.fileio_properties().items():
                     self.properties.setdefault(key, value)
             check_qualified(self.warehouse, "the warehouse")
-            refuse_lakecore_directory(self.warehouse, root, "the warehouse")
+            refuse_lakecore_directory(self.warehouse, root_uri, "the warehouse")
             max_batch, max_wait_seconds = group_commit_policy(properties)
             full_check = full_check_seconds(properties)
         except InvalidArgumentError as exc:
@@ -319,7 +319,7 @@ class LakecoreCatalog(MetastoreCatalog):
             max_wait_seconds=max_wait_seconds,
             on_new_batch=self._files.forget_staged,
         )
-        self._checks = LocationChecks(self.warehouse, root)
+        self._checks = LocationChecks(self.warehouse, root_uri)
         self._placement = PlacementRules(self.warehouse, self._path, self._files, self._checks)
         self._commits = TableCommits(
             self,
@@ -1185,10 +1185,10 @@ def _warehouse_of(lakehouse: Lakehouse, given: Any) -> str:
     is refused: every Iceberg table of a lakehouse lives in its one warehouse."""
     recorded = FolderRegistry.of(lakehouse.lakehouse_def.properties).warehouse
     if recorded is None:
-        root = lakehouse.storage.root_uri
+        root_uri = lakehouse.storage.root_uri
         if given:  # before it is recorded for good: every table location starts with it
             canonical_location(str(given), "the warehouse")
-        return normalize_location(str(given or root + DEFAULT_WAREHOUSE_DIRECTORY))
+        return normalize_location(str(given or root_uri + DEFAULT_WAREHOUSE_DIRECTORY))
     if given and normalize_location(str(given)) != recorded:
         raise InvalidLocationError(
             f"the warehouse {given} is not this lakehouse's: its Iceberg tables live in "

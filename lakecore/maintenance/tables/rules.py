@@ -99,10 +99,12 @@ class DeletionRules:
     def allows(self, path: str, owner_folders: Iterable[str]) -> str | None:
         """None when ``path`` may be deleted for an owner with ``owner_folders``; else why not."""
         warehouse = self.warehouse.rstrip("/")
-        root = self.lakehouse_root.rstrip("/")
+        lakehouse_root = self.lakehouse_root.rstrip("/")
         if not under(path, warehouse):
             return "outside the warehouse"
-        if under(path, root) and not (under(warehouse, root) or warehouse == root):
+        if under(path, lakehouse_root) and not (
+            under(warehouse, lakehouse_root) or warehouse == lakehouse_root
+        ):
             return "inside the lakehouse root"
         if not any(under(path, f) for f in owner_folders):
             return "outside its table's own folders"
