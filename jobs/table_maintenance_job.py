@@ -75,7 +75,7 @@ from lakecore.maintenance.tables.commits import ExpiryAnswer, PlannedExpiry
 from lakecore.maintenance.tables.deletes import delete_table_files
 from lakecore.maintenance.tables.fileio import file_io_properties
 from lakecore.maintenance.tables.listing import ERROR as LISTING_ERROR
-from lakecore.maintenance.tables.listing import list_flat, list_root
+from lakecore.maintenance.tables.listing import list_flat, list_folder
 from lakecore.maintenance.tables.marks import PurgeMark
 from lakecore.maintenance.tables.named import Kind, PathForm, Unreadable, file_io_factory
 from lakecore.maintenance.tables.result import (
@@ -350,9 +350,9 @@ def _maintain(
     for expiry in result.planned if options.dry_run else landed:
         info = infos.get(expiry.metadata_location)
         if info is not None:
-            owner_roots[f"table {expiry.name}"] = list(info.roots)
+            owner_roots[f"table {expiry.name}"] = list(info.folders)
     for mark in purging:
-        owner_roots[f"purge {mark.key}"] = [form(r).rstrip("/") for r in mark.roots]
+        owner_roots[f"purge {mark.key}"] = [form(r).rstrip("/") for r in mark.folders]
     listing_roots = (
         _listing_roots(tables, infos, newest, options, purging, form)
         if options.orphans or purging
@@ -678,7 +678,7 @@ def _blocked(
                 )
             registry = registries.get(version)
             folders, why = blocked_folders(
-                info.roots, ns, table, [registry] if registry is not None else [], form
+                info.folders, ns, table, [registry] if registry is not None else [], form
             )
             blocked.folders |= folders
             if why is not None:
@@ -691,10 +691,10 @@ def _marks_due(
 ) -> list[PurgeMark]:
     """``run.marks_due`` over the retained metadata files' facts."""
     uuids = {info.table_uuid for info in retained}
-    roots = {r for info in retained for r in info.roots}
+    roots = {r for info in retained for r in info.folders}
     due = []
     for mark in marks:
-        folders = [form(r).rstrip("/") for r in mark.roots]
+        folders = [form(r).rstrip("/") for r in mark.folders]
         if mark.table_uuid in uuids or any(overlaps(f, r) for f in folders for r in roots):
             continue
         due.append(mark)
@@ -703,7 +703,7 @@ def _marks_due(
 
 def _touches_blocked(mark: PurgeMark, rules: DeletionRules, form: PathForm) -> bool:
     return rules.blocked_everything or any(
-        form(r).rstrip("/") in rules.blocked or form(r) in rules.blocked_index for r in mark.roots
+        form(r).rstrip("/") in rules.blocked or form(r) in rules.blocked_index for r in mark.folders
     )
 
 
@@ -928,9 +928,9 @@ def _listing_roots(
             info = infos.get(str(metadata)) if metadata is not None else None
             if info is None or table_type == "EXTERNAL" or info.gc_disabled:
                 continue
-            roots.update(info.roots)
+            roots.update(info.folders)
     for mark in purging:
-        roots.update(form(r).rstrip("/") for r in mark.roots)
+        roots.update(form(r).rstrip("/") for r in mark.folders)
     return sorted(roots)
 
 
@@ -956,7 +956,9 @@ def _listing(
         job.spark,
         roots,
         lambda items: (
-            tuple(f) for root in items for f in list_root(warehouse_storage, warehouse, root, form)
+            tuple(f)
+            for root in items
+            for f in list_folder(warehouse_storage, warehouse, root, form)
         ),
         LISTING,
         job.parallelism,

@@ -151,12 +151,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         func: Callable[[argparse.Namespace], int] = args.func
         return func(args)
     except LakecoreError as exc:
-        root = (
+        root_uri = (
             (getattr(args, "lakehouse", None) or os.environ.get("LAKECORE_LAKEHOUSE"))
             if args is not None
             else None
         )
-        return fail(with_next_step(exc, root), exc.exit_code)
+        return fail(with_next_step(exc, root_uri), exc.exit_code)
     except KeyboardInterrupt:
         return fail(
             "interrupted; nothing was half-committed (a commit lands whole or not at all)",

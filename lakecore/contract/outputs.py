@@ -5,9 +5,9 @@ Two rules keep an output from landing on something that is not the command's own
 - **Never inside a lakehouse.** Every output path a command or job accepts (``--report``,
   ``--html``, the Parquet full list and the page beside a report, ``--cache-dir``, Spark's log
   file) is checked before any work with ``check_outputs``: its real path (every link resolved,
-  the missing tail of a path that does not exist yet included) may not be a root the command
-  names (the lakehouse, an export's target), lie inside one, or, for a folder, hold one. Nor may
-  it lie in any other lakehouse on this disk: a folder above it that holds ``_latest_hint.txt``
+  the missing tail of a path that does not exist yet included) may not be a lakehouse root the
+  command names (the lakehouse, an export's target), lie inside one, or, for a folder, hold one.
+  Nor may it lie in any other lakehouse on this disk: a folder above it that holds ``_latest_hint.txt``
   or version 0's root file is a lakehouse root. A report written over the latest root file once
   turned a lakehouse into ``DamagedLakehouseError`` from a dry run. Outputs are local files (a
   URI is refused as the command line is read, ``option_types.output_file``), so a lakehouse on an
@@ -96,15 +96,20 @@ def check_outputs(
     places = [(given, "the lakehouse root") for given in lakehouses] + [
         (target, "the export target (--target)")
     ]
-    roots = [(root, what) for root, what in ((_local_root(g), w) for g, w in places if g) if root]
+    lakehouse_roots = [
+        (local, what)
+        for local, what in ((_local_lakehouse_root(g), w) for g, w in places if g)
+        if local
+    ]
     seen: dict[str, Output] = {}
     for output in outputs:
         real = output_real_path(output.path)
-        for root, what in roots:
-            if _overlaps(real, root, output.kind):
-                where = "holds" if real != root and root.startswith(real + "/") else "is inside"
+        for lakehouse_root, what in lakehouse_roots:
+            if _overlaps(real, lakehouse_root, output.kind):
+                holds = real != lakehouse_root and lakehouse_root.startswith(real + "/")
+                where = "holds" if holds else "is inside"
                 raise InvalidArgumentError(
-                    f"{output.option} {output.path} {where} {what} {root} (as {real}): "
+                    f"{output.option} {output.path} {where} {what} {lakehouse_root} (as {real}): "
                     "a command never writes into a lakehouse; give a path outside it"
                 )
         other = _lakehouse_holding(real)
@@ -211,9 +216,9 @@ def write_text_atomically(path: str | Path, text: str, kind: OutputKind | None =
     return str(target)
 
 
-def _local_root(lakehouse: str) -> str | None:
+def _local_lakehouse_root(lakehouse: str) -> str | None:
     """The real path of a lakehouse root on this machine's disk, or None for any other store
-    (or a root that does not parse: the command refuses it itself, naming it better)."""
+    (or a URI that does not parse: the command refuses it itself, naming it better)."""
     try:
         uri = real_root_uri(normalize_root_uri(lakehouse))
     except InvalidArgumentError:
@@ -224,12 +229,12 @@ def _local_root(lakehouse: str) -> str | None:
 
 
 # Files every lakecore lakehouse root holds, one or the other: the hint (written at creation and
-# by every commit) and the first version's root (gone only once compaction expired it).
+# by every commit) and the first version's root file (gone only once compaction expired it).
 _LAKEHOUSE_MARKS: Final = ("_latest_hint.txt", "_" + "0" * 32 + ".arrow")
 
 
 def _lakehouse_holding(real: str) -> str | None:
-    """The root of the lakehouse on this disk that ``real`` (a path) lies in or is, if any: the
+    """The lakehouse root on this disk that ``real`` (a path) lies in or is, if any: the
     nearest folder at or above it holding one of ``_LAKEHOUSE_MARKS``. A stat per level."""
     folder = real if os.path.isdir(real) else os.path.dirname(real)
     while True:
@@ -241,11 +246,11 @@ def _lakehouse_holding(real: str) -> str | None:
         folder = parent
 
 
-def _overlaps(real: str, root: str, kind: OutputKind) -> bool:
-    inside = real == root or real.startswith(root.rstrip("/") + "/")
-    # A folder output holding the root would hold the lakehouse: a dataset written with
-    # Spark's overwrite deletes the folder first.
-    holds = kind is OutputKind.PARQUET_DATASET and root.startswith(real.rstrip("/") + "/")
+def _overlaps(real: str, lakehouse_root: str, kind: OutputKind) -> bool:
+    inside = real == lakehouse_root or real.startswith(lakehouse_root.rstrip("/") + "/")
+    # A folder output holding the lakehouse root would hold the lakehouse: a dataset written
+    # with Spark's overwrite deletes the folder first.
+    holds = kind is OutputKind.PARQUET_DATASET and lakehouse_root.startswith(real.rstrip("/") + "/")
     return inside or holds
 
 

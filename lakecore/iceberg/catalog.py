@@ -34,7 +34,7 @@ Rules:
   (checked when it is set, since it is where that namespace's tables go by default). A warehouse
   inside the lakehouse root must be a directory of its own whose first path segment is not a
   lakecore name (no leading ``_`` or ``.``, not a 4-binary-digit hash directory): lakecore's gc
-  lists only the root's top level and its hash directories and deletes only files with
+  lists only the lakehouse root's top level and its hash directories and deletes only files with
   lakecore's names, so Iceberg files are then never listed, let alone deleted. A table's
   default location is
   ``<warehouse or namespace location>/<namespace>/<table>-<uuid>``: unique, so a table created
@@ -48,19 +48,19 @@ Rules:
   namespace folder is placed inside another lakehouse's warehouse (a warehouse that holds
   another's can be claimed, since finding the other would take a listing of all of it, but its
   tables keep out of the one inside).
-* **No two tables share a folder** (``lakecore.maintenance.tables.table_folders`` has the details). A table's
-  location and write paths (its *roots*) may not equal or contain the warehouse, a namespace's
-  folder (``<warehouse>/<namespace levels>`` or its ``location``) or a root of another live
-  table, nor lie inside another table's root; and a namespace's folder may not equal or lie
-  inside a table's root. Checked at ``create_table`` (and a create transaction, before any
-  file is written), ``register_table``, ``rename_table``, ``create_namespace``, every
-  namespace ``location`` change and every commit that changes a root. The tables a path could
-  overlap are found without a scan: a default location names its table, and every other root
-  is kept in a registry in the lakehouse definition, written in the same commit.
-* **References.** A table's metadata may name files outside its roots (``add_files``). Each
+* **No two tables share a folder** (``lakecore.maintenance.tables.table_folders`` has the details).
+  A table's location and write paths (its *folders*) may not equal or contain the warehouse, a
+  namespace's folder (``<warehouse>/<namespace levels>`` or its ``location``) or a folder of another
+  live table, nor lie inside another table's folder; and a namespace's folder may not equal or lie
+  inside a table's folder. Checked at ``create_table`` (and a create transaction, before any file is
+  written), ``register_table``, ``rename_table``, ``create_namespace``, every namespace ``location``
+  change and every commit that changes a table folder. The tables a path could overlap are found
+  without a scan: a default location names its table, and every other folder is kept in a registry
+  in the lakehouse definition, written in the same commit.
+* **References.** A table's metadata may name files outside its folders (``add_files``). Each
   commit reads what it added (its manifest list and its new manifests: two small reads for an
   append) and records, in the registry, the folders inside the warehouse but outside the
-  table's roots where it names files (``lakecore.iceberg.references``); only a folder not yet
+  table's folders where it names files (``lakecore.iceberg.references``); only a folder not yet
   recorded changes the definition. ``register_table`` reads every manifest once to the same
   end. The lakehouse API refuses to set ``metadata_location`` (or any ``lakecore.*`` format
   property) itself: a table pointed at Iceberg metadata around the catalog would escape the
@@ -77,7 +77,7 @@ Rules:
   brings the table back (``lakecore.iceberg.undrop``); so does it a table dropped without purge,
   whose files are never deleted. On this machine's disk a path is judged by where it leads
   (``physical_location``: ``file:////w/t``, ``file:///w//t``, ``file:///w/./t`` and a link to
-  ``/w/t`` are one file), in the references a commit records and in the location rule (a root
+  ``/w/t`` are one file), in the references a commit records and in the location rule (a folder
   that is a link into another table's folder overlaps it); maintenance deletes nothing through
   a link. A registered (``EXTERNAL``) table is refused (``register_table`` with ``overwrite``
   makes the table ``EXTERNAL`` too): ``drop_table`` forgets it and leaves its files. A table
@@ -127,7 +127,7 @@ Rules:
   every location rule before the first metadata file is written; the commit checks all again.
   ``list_tables`` lists every lakecore table of the namespace, Iceberg metadata or not. Rename
   moves the definition in one lakehouse commit; the files stay, and the old default location
-  becomes an explicit root under the new name (recorded in the registry); a table without
+  becomes an explicit folder under the new name (recorded in the registry); a table without
   Iceberg metadata cannot be renamed here (the answer is the renamed Iceberg table). Drop
   forgets the table and its registry entries; its files stay.
 * **Namespaces.** Creating ``("a", "b")`` creates its missing parents (empty), as pyiceberg's
@@ -294,7 +294,7 @@ class LakecoreCatalog(MetastoreCatalog):
                 fixed = lakehouse.at_version(version_number(version))
             elif as_of is not None:
                 fixed = lakehouse.as_of(as_of_millis(as_of))
-            root = lakehouse.storage.root_uri
+            root_uri = lakehouse.storage.root_uri
             self.warehouse = _warehouse_of(lakehouse, properties.get(WAREHOUSE_LOCATION))
             self.storage_settings = settings
             # The warehouse's files with the same settings as the lakehouse's, lakecore's
@@ -304,7 +304,7 @@ class LakecoreCatalog(MetastoreCatalog):
                 for key, value in settings.fileio_properties().items():
                     self.properties.setdefault(key, value)
             check_qualified(self.warehouse, "the warehouse")
-            refuse_lakecore_directory(self.warehouse, root, "the warehouse")
+            refuse_lakecore_directory(self.warehouse, root_uri, "the warehouse")
             max_batch, max_wait_seconds = group_commit_policy(properties)
             full_check = full_check_seconds(properties)
         except InvalidArgumentError as exc:
@@ -319,7 +319,7 @@ class LakecoreCatalog(MetastoreCatalog):
             max_wait_seconds=max_wait_seconds,
             on_new_batch=self._files.forget_staged,
         )
-        self._checks = LocationChecks(self.warehouse, root)
+        self._checks = LocationChecks(self.warehouse, root_uri)
         self._placement = PlacementRules(self.warehouse, self._path, self._files, self._checks)
         self._commits = TableCommits(
             self,
@@ -684,7 +684,7 @@ class LakecoreCatalog(MetastoreCatalog):
         )
         self._checks.check_metadata(staged.metadata, staged.metadata_location)
         self._refuse_taken_or_homeless(ns, name)
-        self._placement.precheck_roots(ns, name, staged.metadata)
+        self._placement.precheck_folders(ns, name, staged.metadata)
         self._write_new_metadata(staged.metadata, staged.io, staged.metadata_location)
         self._commit_new_table(ns, name, staged.metadata, staged.metadata_location, "MANAGED")
         return self.load_table(identifier_of(ns, name))
@@ -714,7 +714,7 @@ class LakecoreCatalog(MetastoreCatalog):
         )
         # Before the caller writes any data file for it (its commit checks again).
         self._checks.check_metadata(txn.table_metadata, txn.table_metadata.location + "/metadata")
-        self._placement.precheck_roots(ns, name, txn.table_metadata)
+        self._placement.precheck_folders(ns, name, txn.table_metadata)
         return txn
 
     def _refuse_taken_or_homeless(self, ns: str, name: str) -> None:
@@ -740,7 +740,7 @@ class LakecoreCatalog(MetastoreCatalog):
                 format_properties=pointer_properties(metadata_location),
                 checked_by_catalog=True,
             )
-            self._placement.check_roots(tx, ns, name, metadata)
+            self._placement.check_folders(tx, ns, name, metadata)
 
         self._path.change("create_table", create, not_found=NoSuchNamespaceError)
 
@@ -779,7 +779,7 @@ class LakecoreCatalog(MetastoreCatalog):
         references = self._placement.table_references(metadata, metadata_location)
 
         def register(tx: Transaction) -> None:
-            self._placement.check_roots(tx, ns, name, metadata)
+            self._placement.check_folders(tx, ns, name, metadata)
             tx.set_definition_properties(
                 refs_property(
                     ns, name, reduce_folders(self.warehouse, references, MAX_REFERENCE_FOLDERS)
@@ -875,9 +875,9 @@ class LakecoreCatalog(MetastoreCatalog):
             drop_with_entries(tx, from_ns, from_name)
             if references is not None:
                 tx.set_definition_properties({refs_key(to_ns, to_name): references})
-            # The roots stay; under the new name the old default location is an explicit one.
+            # The folders stay; under the new name the old default location is an explicit one.
             moved = self._table_from(identifier_of(from_ns, from_name), current)
-            self._placement.check_roots(
+            self._placement.check_folders(
                 tx, to_ns, to_name, moved.metadata, also_not=(from_ns, from_name)
             )
 
@@ -1185,10 +1185,10 @@ def _warehouse_of(lakehouse: Lakehouse, given: Any) -> str:
     is refused: every Iceberg table of a lakehouse lives in its one warehouse."""
     recorded = FolderRegistry.of(lakehouse.lakehouse_def.properties).warehouse
     if recorded is None:
-        root = lakehouse.storage.root_uri
+        root_uri = lakehouse.storage.root_uri
         if given:  # before it is recorded for good: every table location starts with it
             canonical_location(str(given), "the warehouse")
-        return normalize_location(str(given or root + DEFAULT_WAREHOUSE_DIRECTORY))
+        return normalize_location(str(given or root_uri + DEFAULT_WAREHOUSE_DIRECTORY))
     if given and normalize_location(str(given)) != recorded:
         raise InvalidLocationError(
             f"the warehouse {given} is not this lakehouse's: its Iceberg tables live in "

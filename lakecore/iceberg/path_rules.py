@@ -26,10 +26,10 @@ Rules:
 * **Inside the warehouse, strictly.** Every table location, metadata file and write path, and
   every namespace ``location``, lies under the warehouse and is not the warehouse itself
   (``LakecoreCatalog.check_location``).
-* **Out of lakecore's own directories.** Inside the lakehouse root, a path may not be the root
-  itself nor lie in a first segment that is a lakecore name (a leading ``_`` or ``.``, or a
-  4-binary-digit hash directory): lakecore's gc lists only the root's top level and its hash
-  directories and deletes only files with lakecore's names, so Iceberg files kept elsewhere are
+* **Out of lakecore's own directories.** Inside the lakehouse root, a path may not be the lakehouse
+  root itself nor lie in a first segment that is a lakecore name (a leading ``_`` or ``.``, or a
+  4-binary-digit hash directory): lakecore's gc lists only the lakehouse root's top level and its
+  hash directories and deletes only files with lakecore's names, so Iceberg files kept elsewhere are
   never listed, let alone deleted.
 """
 
@@ -200,18 +200,18 @@ def check_qualified(location: str, what: str) -> None:
 def refuse_lakecore_directory(location: str, root_uri: str, what: str) -> None:
     """Refuse a location inside the lakehouse root that is, or is inside, a place where
     lakecore keeps (and its gc lists) its own files."""
-    root = root_uri.rstrip("/")
-    if location == root:
+    lakehouse_root = root_uri.rstrip("/")
+    if location == lakehouse_root:
         raise InvalidLocationError(
-            f"{what} {location} is the lakehouse root itself; use a directory of its own such as {root}/warehouse"
+            f"{what} {location} is the lakehouse root itself; use a directory of its own such as {lakehouse_root}/warehouse"
         )
-    if not location.startswith(root + "/"):
+    if not location.startswith(lakehouse_root + "/"):
         return
-    first = location[len(root) + 1 :].split("/", 1)[0]
+    first = location[len(lakehouse_root) + 1 :].split("/", 1)[0]
     if first.startswith(("_", ".")) or _HASH_SEGMENT_RE.match(first):
         raise InvalidLocationError(
-            f"{what} {location} lies in {root}/{first}, a name lakecore uses for its own files "
-            f"(leading '_' or '.', or a 4-binary-digit hash directory); use a directory such as {root}/warehouse"
+            f"{what} {location} lies in {lakehouse_root}/{first}, a name lakecore uses for its own files "
+            f"(leading '_' or '.', or a 4-binary-digit hash directory); use a directory such as {lakehouse_root}/warehouse"
         )
 
 

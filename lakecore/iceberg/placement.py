@@ -7,27 +7,27 @@ names files in; this module applies both inside the lakecore transaction of a ch
 
 Rules:
 
-* **Checked in the change's own transaction.** A table's roots (its location and write paths)
-  are checked when they are set or moved (``check_roots``: ``create_table``,
-  ``register_table``, ``rename_table``, a commit that changes a root) and a namespace's folder
+* **Checked in the change's own transaction.** A table's folders (its location and write paths)
+  are checked when they are set or moved (``check_folders``: ``create_table``,
+  ``register_table``, ``rename_table``, a commit that changes a folder) and a namespace's folder
   when it is made or its ``location`` set (``check_namespace_folder``), against what the
   transaction sees, and the registry entry is written in the same commit: a concurrent change
   that breaks the rule conflicts. A create also checks before any file is written
-  (``precheck_roots``).
+  (``precheck_folders``).
 * **No table or namespace folder in another lakehouse's warehouse** (``lakecore.iceberg.warehouse``):
-  a root placed explicitly, and every namespace folder, is refused there.
+  a table folder placed explicitly, and every namespace folder, is refused there.
 * **The registry is built once per lakehouse**, with the first change that finds none of this
   format (``ensure_registry``): every Iceberg table's metadata and manifests are read
   (``REGISTRY_BUILD_THREADS`` at a time) and the warehouse claimed. A lakehouse whose recorded
   warehouse is another is refused. ``build_registry(restamp=True)`` builds it again on demand
   (the catalog's ``rebuild_location_registry``).
 * **A commit records only what is new** (``check_change``): the folders outside the table's
-  roots where the files it adds lie; an append under the table's own roots changes no
-  definition, and so never conflicts with another table's commit. A root the table gives up
+  folders where the files it adds lie; an append under the table's own folders changes no
+  definition, and so never conflicts with another table's commit. A folder the table gives up
   counts as outside from then on (it still holds files the metadata names).
 * **A table written around the registry is recorded whole** (``written_around_registry``):
-  when its stamp (``CHECKED_PROPERTY``) names another metadata file, or it has a root neither
-  its name gives away nor the registry records, its next commit here records its roots and the
+  when its stamp (``CHECKED_PROPERTY``) names another metadata file, or it has a folder neither
+  its name gives away nor the registry records, its next commit here records its folders and the
   references of every file it names, as the registry's build does.
 * Dropping a table drops its registry entries in the same transaction (``drop_with_entries``).
 """
@@ -70,6 +70,8 @@ from lakecore.maintenance.tables.table_folders import (
     FolderRegistry,
     contains,
     default_located_ancestors,
+    folders_key,
+    folders_property,
     is_registry_key,
     named_by,
     namespace_location_key,
@@ -78,10 +80,8 @@ from lakecore.maintenance.tables.table_folders import (
     reduce_folders,
     refs_key,
     refs_property,
-    registered_roots,
-    roots_key,
-    roots_property,
-    table_roots,
+    registered_folders,
+    table_folders,
 )
 
 # Threads reading tables' metadata and manifests when the registry is built.
@@ -132,7 +132,7 @@ def named_files_read(whose: str) -> Iterator[None]:
 def drop_with_entries(tx: Transaction, ns: str, name: str) -> None:
     """Drop the table and its registry entries (lakecore.maintenance.tables.table_folders) in ``tx``."""
     tx.drop_table(ns, name)
-    for key in (roots_key(ns, name), refs_key(ns, name)):
+    for key in (folders_key(ns, name), refs_key(ns, name)):
         if tx.definition_property(key) is not None:
             tx.set_definition_properties({key: None})
 
@@ -157,24 +157,24 @@ class PlacementRules:
     # -- the location rule (lakecore.maintenance.tables.table_folders) -----------------------------------
 
     @staticmethod
-    def _named_roots(metadata: TableMetadata) -> list[tuple[str, str]]:
-        """(what, normalized root) for each root of the table."""
+    def _named_folders(metadata: TableMetadata) -> list[tuple[str, str]]:
+        """(what, normalized folder) for each folder of the table."""
         named = [("table location", metadata.location)]
         named += [
             (f"the table property {n}", str(metadata.properties[n]))
             for n in WRITE_PATH_PROPERTIES
             if metadata.properties.get(n)
         ]
-        return [(what, normalize_location(root)) for what, root in named]
+        return [(what, normalize_location(folder)) for what, folder in named]
 
-    def roots(self, metadata: TableMetadata) -> list[str]:
-        """The table's roots (its location and write paths), normalized and sorted."""
-        return sorted({root for _, root in self._named_roots(metadata)})
+    def folders(self, metadata: TableMetadata) -> list[str]:
+        """The table's folders (its location and write paths), normalized and sorted."""
+        return sorted({folder for _, folder in self._named_folders(metadata)})
 
     def _leads_to(self) -> Callable[[str], str]:
         """A function: where a location leads (``physical_location``), spelt from the warehouse
         as this catalog names it when it lies in the warehouse's real folder (the registry, the
-        roots and the default-location names are spelt so), else its real location. One name of
+        folders and the default-location names are spelt so), else its real location. One name of
         a local file for every spelling and link that reaches it: ``file:////w/t/x``,
         ``file:///w//t/x``, ``file:///w/./t/x`` and a link to ``/w/t`` all lead to ``W/t/x``."""
         warehouse = self.warehouse
@@ -203,19 +203,19 @@ class PlacementRules:
             return None
         return self._files.table_metadata(identifier_of(ns, name), str(metadata_location))
 
-    def _definition_roots(self, ns: str, name: str, definition: pb.TableDef) -> list[str]:
-        """The roots of a table from its current metadata (none for a non-Iceberg table)."""
+    def _definition_folders(self, ns: str, name: str, definition: pb.TableDef) -> list[str]:
+        """The folders of a table from its current metadata (none for a non-Iceberg table)."""
         metadata = self._metadata_of(ns, name, definition)
         if metadata is None:
             return []
         return sorted(
-            normalize_location(r) for r in table_roots(metadata.location, metadata.properties)
+            normalize_location(r) for r in table_folders(metadata.location, metadata.properties)
         )
 
     def table_references(self, metadata: TableMetadata, metadata_location: str) -> set[str]:
         """The reference folders of everything a table's metadata names (reads every manifest)."""
         io = self._checks.guarded(self._files.file_io(metadata_location))
-        finder = ReferenceFinder(self.warehouse, self.roots(metadata), self._leads_to())
+        finder = ReferenceFinder(self.warehouse, self.folders(metadata), self._leads_to())
         with named_files_read(f"table metadata {metadata_location}"):
             return finder.named_by_table(io, metadata, metadata_location)
 
@@ -275,15 +275,15 @@ class PlacementRules:
             if metadata is None:
                 return None
             location = str(definition.format_properties[METADATA_LOCATION_PROPERTY])
-            return self.roots(metadata), self.table_references(metadata, location)
+            return self.folders(metadata), self.table_references(metadata, location)
 
         with ThreadPoolExecutor(REGISTRY_BUILD_THREADS) as pool:
             scanned = list(pool.map(scan, tables))
         for (ns, name, definition), found in zip(tables, scanned, strict=True):
             if found is None:
                 continue
-            roots, references = found
-            outside = [r for r in roots if not r.startswith(self.warehouse + "/")]
+            folders, references = found
+            outside = [r for r in folders if not r.startswith(self.warehouse + "/")]
             if outside:
                 raise InvalidLocationError(
                     f"table {ns}.{name} keeps files in {outside[0]}, outside the warehouse "
@@ -291,7 +291,7 @@ class PlacementRules:
                     "live in its one warehouse; open the catalog with a warehouse that holds every "
                     "table's folders"
                 )
-            changes.update(roots_property(self.warehouse, ns, name, roots))
+            changes.update(folders_property(self.warehouse, ns, name, folders))
             changes.update(
                 refs_property(
                     ns, name, reduce_folders(self.warehouse, references, MAX_REFERENCE_FOLDERS)
@@ -310,31 +310,31 @@ class PlacementRules:
     def _tables_overlapping(
         self, reader: CatalogReader, registry: FolderRegistry, path: str
     ) -> dict[tuple[str, str], list[str]]:
-        """Every live table with a root overlapping ``path``, with its roots: the registry's,
+        """Every live table with a folder overlapping ``path``, with its folders: the registry's,
         the default-located tables at ``path`` and its ancestors, and the tables of every
         namespace whose folder ``path`` contains (see lakecore.maintenance.tables.table_folders)."""
         candidates: dict[tuple[str, str], list[str] | None] = {
-            name: roots
-            for name, roots in registry.tables.items()
-            if any(overlaps(r, path) for r in roots)
+            name: folders
+            for name, folders in registry.tables.items()
+            if any(overlaps(r, path) for r in folders)
         }
         for ns, name, _ in default_located_ancestors(self.warehouse, path):
             candidates.setdefault((ns, name), None)
         for ns in self._namespaces_in_folder(reader, registry, path):
             for name in reader.list_tables(ns):
                 candidates.setdefault((ns, name), None)
-        return self._live_with_roots(
-            reader, candidates, lambda roots: any(overlaps(r, path) for r in roots)
+        return self._live_with_folders(
+            reader, candidates, lambda folders: any(overlaps(r, path) for r in folders)
         )
 
-    def _live_with_roots(
+    def _live_with_folders(
         self,
         reader: CatalogReader,
         candidates: Mapping[tuple[str, str], list[str] | None],
         keep: Callable[[list[str]], bool],
     ) -> dict[tuple[str, str], list[str]]:
-        """The candidates that exist, with their roots (the registry's, which list only roots
-        the name does not give away, joined with the metadata's), where ``keep(roots)``."""
+        """The candidates that exist, with their folders (the registry's, which list only folders
+        the name does not give away, joined with the metadata's), where ``keep(folders)``."""
         found: dict[tuple[str, str], list[str]] = {}
         for (ns, name), known in candidates.items():
             try:
@@ -343,25 +343,25 @@ class PlacementRules:
                 definition = reader.load_table(ns, name)
             except InvalidArgumentError:  # a path segment that is no valid name names nothing
                 continue
-            roots = sorted(set(known or []) | set(self._definition_roots(ns, name, definition)))
-            if keep(roots):
-                found[(ns, name)] = roots
+            folders = sorted(set(known or []) | set(self._definition_folders(ns, name, definition)))
+            if keep(folders):
+                found[(ns, name)] = folders
         return found
 
     def tables_holding(
         self, reader: CatalogReader, registry: FolderRegistry, folder: str
     ) -> dict[tuple[str, str], list[str]]:
-        """Every live table with a root that equals or contains ``folder``: the registry's and
+        """Every live table with a folder that equals or contains ``folder``: the registry's and
         the default-located tables at ``folder`` and its ancestors (no scan)."""
         candidates: dict[tuple[str, str], list[str] | None] = {
-            name: roots
-            for name, roots in registry.tables.items()
-            if any(contains(r, folder) for r in roots)
+            name: folders
+            for name, folders in registry.tables.items()
+            if any(contains(r, folder) for r in folders)
         }
         for ns, name, _ in default_located_ancestors(self.warehouse, folder):
             candidates.setdefault((ns, name), None)
-        return self._live_with_roots(
-            reader, candidates, lambda roots: any(contains(r, folder) for r in roots)
+        return self._live_with_folders(
+            reader, candidates, lambda folders: any(contains(r, folder) for r in folders)
         )
 
     def _namespaces_in_folder(
@@ -381,7 +381,7 @@ class PlacementRules:
             found.update(n for n in names if n == folder or n.startswith(folder + "."))
         return sorted(found)
 
-    def check_roots(
+    def check_folders(
         self,
         tx: Transaction,
         ns: str,
@@ -390,14 +390,14 @@ class PlacementRules:
         *,
         also_not: tuple[str, str] | None = None,
     ) -> None:
-        """The location rule for every root of table ``ns.name`` (see lakecore.maintenance.tables.table_folders),
-        and the registry entry that records its roots, both in ``tx``.
+        """The location rule for every folder of table ``ns.name`` (see lakecore.maintenance.tables.table_folders),
+        and the registry entry that records its folders, both in ``tx``.
 
         Raises:
-            InvalidLocationError: a root breaks the rule (the message names the other party).
+            InvalidLocationError: a folder breaks the rule (the message names the other party).
         """
         registry = self.ensure_registry(tx)
-        named = self._named_roots(metadata)
+        named = self._named_folders(metadata)
         for what, given in named:
             if named_by(self.warehouse, given) != (ns, name):
                 # Placed explicitly: it may lie in a folder another lakehouse claimed, or hold
@@ -405,39 +405,39 @@ class PlacementRules:
                 self._refuse_claimed(given, f"{what} {given} of table {ns}.{name}")
                 self._refuse_views_inside(tx, given, f"{what} {given} of table {ns}.{name}")
             # Where it leads too: a link to another table's folder shares that folder.
-            for root in self._physical_forms(given):
+            for form in self._physical_forms(given):
                 subject = f"{what} {given}" + (
-                    "" if root == given else f" (a symbolic link to {root})"
+                    "" if form == given else f" (a symbolic link to {form})"
                 )
-                folders = self._namespaces_in_folder(tx, registry, root)
-                if folders:
+                namespaces = self._namespaces_in_folder(tx, registry, form)
+                if namespaces:
                     raise InvalidLocationError(
                         f"{subject} of table {ns}.{name} equals or contains the folder of namespace "
-                        f"{folders[0]!r}; a table "
+                        f"{namespaces[0]!r}; a table "
                         "needs a folder of its own (leave the location out for a default one)"
                     )
                 others = {
                     k: v
-                    for k, v in self._tables_overlapping(tx, registry, root).items()
+                    for k, v in self._tables_overlapping(tx, registry, form).items()
                     if k not in ((ns, name), also_not)
                 }
                 if others:
-                    (other_ns, other_name), roots = next(iter(sorted(others.items())))
-                    clash = next(r for r in roots if overlaps(r, root))
+                    (other_ns, other_name), theirs = next(iter(sorted(others.items())))
+                    clash = next(r for r in theirs if overlaps(r, form))
                     raise InvalidLocationError(
                         f"{subject} of table {ns}.{name} overlaps {clash}, a folder of table "
                         f"{other_ns}.{other_name}: tables never "
                         "share a folder (a purge of one would delete the other's files); choose another location"
                     )
         tx.set_definition_properties(
-            roots_property(self.warehouse, ns, name, [root for _, root in named])
+            folders_property(self.warehouse, ns, name, [folder for _, folder in named])
         )
 
-    def _refuse_views_inside(self, tx: Transaction, root: str, subject: str) -> None:
-        """Refuse a table root that equals or contains a view's folder: table maintenance
+    def _refuse_views_inside(self, tx: Transaction, table_folder: str, subject: str) -> None:
+        """Refuse a table folder that equals or contains a view's folder: table maintenance
         deletes the files under a table's folders that no table's metadata names, a view's
         metadata among them. Reads every view definition (views are few; only an explicitly
-        placed root asks)."""
+        placed folder asks)."""
         for view_ns, view_name in tx.all_views():
             definition = tx.load_view(view_ns, view_name)
             properties = definition.format_properties
@@ -446,7 +446,7 @@ class PlacementRules:
             if metadata:
                 folders.append(metadata.rsplit("/", 1)[0])
             for folder in folders:
-                if folder and contains(root, normalize_location(folder)):
+                if folder and contains(table_folder, normalize_location(folder)):
                     raise InvalidLocationError(
                         f"{subject} holds {folder}, a folder of view {view_ns}.{view_name}: "
                         "table maintenance deletes files in a table's folders that no table "
@@ -467,7 +467,7 @@ class PlacementRules:
 
     def check_namespace_folder(self, tx: Transaction, ns: str, folder: str, what: str) -> None:
         """A namespace's folder is where its tables go: it may not equal or lie inside a table's
-        root (that table's purge would then reach the namespace's tables), nor another
+        folder (that table's purge would then reach the namespace's tables), nor another
         lakehouse's warehouse.
 
         Raises:
@@ -479,8 +479,8 @@ class PlacementRules:
             for form in self._physical_forms(folder):
                 holders = self.tables_holding(tx, registry, form)
                 if holders:
-                    (other_ns, other_name), roots = next(iter(sorted(holders.items())))
-                    clash = next(r for r in roots if contains(r, form))
+                    (other_ns, other_name), theirs = next(iter(sorted(holders.items())))
+                    clash = next(r for r in theirs if contains(r, form))
                     where = "is" if clash == form else f"lies inside {clash},"
                     link = "" if form == folder else f" (a symbolic link to {form})"
                     raise InvalidLocationError(
@@ -511,23 +511,25 @@ class PlacementRules:
     ) -> bool:
         """Whether code that does not keep the registry (a client of an older lakecore) changed
         the table since this catalog checked it: its stamp (``CHECKED_PROPERTY``) names another
-        metadata file, or, with a complete registry, it has a root that neither its name gives
-        away nor the registry records (every root this catalog, or the registry's build, saw is
+        metadata file, or, with a complete registry, it has a folder that neither its name gives
+        away nor the registry records (every folder this catalog, or the registry's build, saw is
         recorded). Property lookups only, no read."""
         if not is_checked(definition):
             return True
         if definition_property(REGISTRY_MARKER_PROPERTY) != REGISTRY_FORMAT:
             return False  # the build that comes with the next change reads the table as it is
-        recorded = definition_property(roots_key(ns, name))
+        recorded = definition_property(folders_key(ns, name))
         known = set(json.loads(recorded)) if recorded else set()
-        return not set(registered_roots(self.warehouse, ns, name, self.roots(metadata))) <= known
+        return (
+            not set(registered_folders(self.warehouse, ns, name, self.folders(metadata))) <= known
+        )
 
-    def precheck_roots(self, ns: str, name: str, metadata: TableMetadata) -> None:
+    def precheck_folders(self, ns: str, name: str, metadata: TableMetadata) -> None:
         """The rule, before any file is written (the commit checks again)."""
         with translated():
             tx = self._path.scratch_lakehouse().transaction()
             try:
-                self.check_roots(tx, ns, name, metadata)
+                self.check_folders(tx, ns, name, metadata)
             finally:
                 tx.abort()
 
@@ -542,16 +544,16 @@ class PlacementRules:
         prefetched: NamedFiles | None = None,
     ) -> None:
         """What a commit of ``staged`` over ``current`` (None: a create) checks and records in
-        ``tx``: the lakehouse's warehouse is this catalog's; the location rule when the roots
+        ``tx``: the lakehouse's warehouse is this catalog's; the location rule when the folders
         change; and the reference folders (lakecore.iceberg.references) of the files the commit
         adds. A table other code wrote around the registry (``written_around_registry``) is
-        recorded whole, as the registry's build records a table: its roots, and the references
+        recorded whole, as the registry's build records a table: its folders, and the references
         of every file it names. The registry changes only for something not yet recorded: an
-        append that writes under the table's own roots changes no definition, and so never
+        append that writes under the table's own folders changes no definition, and so never
         conflicts with another table's commit.
 
         Raises:
-            InvalidLocationError: a root breaks the rule, or the warehouse is not this
+            InvalidLocationError: a folder breaks the rule, or the warehouse is not this
                 catalog's.
         """
         # Three property lookups, not the whole registry: this runs for every commit.
@@ -561,21 +563,21 @@ class PlacementRules:
         adopted = current is not None and self.written_around_registry(
             ns, name, definition, current.metadata, tx.definition_property
         )
-        roots = self.roots(staged.metadata)
-        if current is None or roots != self.roots(current.metadata):
-            self.check_roots(tx, ns, name, staged.metadata)
+        own_folders = self.folders(staged.metadata)
+        if current is None or own_folders != self.folders(current.metadata):
+            self.check_folders(tx, ns, name, staged.metadata)
         elif adopted:
             # Recorded as the registry's build records a table: the folders it already has are
             # not judged (it cannot move), only what this commit changes is.
             self.ensure_registry(tx)
-            tx.set_definition_properties(roots_property(self.warehouse, ns, name, roots))
+            tx.set_definition_properties(folders_property(self.warehouse, ns, name, own_folders))
         recorded_refs = tx.definition_property(refs_key(ns, name))
         known = json.loads(recorded_refs) if recorded_refs else []
-        finder = ReferenceFinder(self.warehouse, roots, self._leads_to(), known, prefetched)
+        finder = ReferenceFinder(self.warehouse, own_folders, self._leads_to(), known, prefetched)
         if current is not None:
-            # A root given up (a write path moved elsewhere) still holds files the metadata
-            # names, now outside the table's roots: another table may take the folder later.
-            finder.add_folders(self.roots(current.metadata))
+            # A folder given up (a write path moved elsewhere) still holds files the metadata
+            # names, now outside the table's folders: another table may take the folder later.
+            finder.add_folders(self.folders(current.metadata))
         io = self._checks.guarded(staged.io)
         with named_files_read(f"the commit to table {ns}.{name}"):
             if adopted:

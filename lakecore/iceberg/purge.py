@@ -12,7 +12,7 @@ Rules:
   the request no longer waits for the deletes.
 * **Only the table's own folders.** The mark's folders are the table's location and its own
   write paths (``write.data.path``, ...), each inside the warehouse and out of lakecore's
-  directories (``purgeable_roots``), never what its metadata merely names elsewhere (another
+  directories (``purgeable_folders``), never what its metadata merely names elsewhere (another
   table's files, lakecore's). The maintenance job deletes there only, and never a file that a
   retained version of any table names (``lakecore.maintenance.tables.rules``).
 * **Refused:** a registered (``EXTERNAL``) table, whose files were not written for it
@@ -104,13 +104,13 @@ class Purger:
                 "rebuild_location_registry() reads every table once and makes it purgeable, or drop_table "
                 "removes it and leaves its files"
             )
-        roots = self.purgeable_roots(metadata)
+        folders = self.purgeable_folders(metadata)
         mark = PurgeMark(
             namespace=ns,
             table=name,
             table_uuid=str(metadata.table_uuid),
             metadata_location=metadata_location,
-            roots=tuple(roots),
+            folders=tuple(folders),
             dropped_at_millis=int(time.time() * 1000),
         )
 
@@ -127,10 +127,10 @@ class Purger:
             "no retained lakehouse version holds the table (until then undrop_table brings it back)",
             ns,
             name,
-            ", ".join(roots),
+            ", ".join(folders),
         )
 
-    def purgeable_roots(self, metadata: TableMetadata) -> list[str]:
+    def purgeable_folders(self, metadata: TableMetadata) -> list[str]:
         """Where a purge may delete: the table's location and its own write paths (each checked
         as ``LocationChecks.check_metadata`` checks them; one that fails is left out)."""
         locations = (

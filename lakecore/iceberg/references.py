@@ -1,12 +1,12 @@
-"""Which folders outside its own roots a table's metadata names files in: the reference folders
+"""Where, outside a table's own folders, its metadata names files: the reference folders
 the location registry keeps (``lakecore.maintenance.tables.table_folders``), so that a purge of another table
 finds this one and keeps the files it names.
 
 Rules:
 
-* A file counts when it lies strictly inside the warehouse and under none of the table's own
-  roots (a file outside the warehouse lies under no root of this lakehouse, so no purge here
-  can delete it). Its folder is what is recorded.
+* A file counts when it lies strictly inside the warehouse and under none of the table's own folders
+  (a file outside the warehouse lies under no table folder of this lakehouse, so no purge here can
+  delete it). Its folder is what is recorded.
 * The files a table's metadata names are the ones pyiceberg's purge would delete: the metadata
   file and its log, every snapshot's manifest list, every manifest, and every entry of every
   manifest, data and delete files alike, deleted entries too.
@@ -22,7 +22,7 @@ Rules:
   a snapshot the read-ahead did not see).
 * **A whole table** (``named_by_table``: a register, the registry's first build, a table last
   changed by code that does not check) has every snapshot read.
-* **A root given up** (a write path moved elsewhere) is a reference folder from then on: the
+* **A folder given up** (a write path moved elsewhere) is a reference folder from then on: the
   files written there are still named, and the folder is free for another table to take.
 """
 
@@ -72,12 +72,12 @@ def read_named_files(io: FileIO, snapshots: Sequence[Snapshot]) -> NamedFiles:
 
 class ReferenceFinder:
     """Collects the reference folders of one table: files inside ``warehouse`` and under none
-    of ``roots`` (all normalized with ``normalize``)."""
+    of ``own_folders`` (all normalized with ``normalize``)."""
 
     def __init__(
         self,
         warehouse: str,
-        roots: Sequence[str],
+        own_folders: Sequence[str],
         normalize: Callable[[str], str],
         known: Iterable[str] = (),
         ahead: NamedFiles | None = None,
@@ -85,7 +85,7 @@ class ReferenceFinder:
         self._normalize = normalize
         self._ahead = ahead or NamedFiles()
         self.warehouse = warehouse
-        self.roots = list(roots)
+        self.own_folders = list(own_folders)
         self.known = list(known)
         self.folders: set[str] = set()
 
@@ -94,7 +94,7 @@ class ReferenceFinder:
         normalized = self._normalize(path)
         if not normalized.startswith(self.warehouse + "/"):
             return None
-        if any(contains(root, normalized) for root in self.roots):
+        if any(contains(own, normalized) for own in self.own_folders):
             return None
         return parent_folder(normalized)
 
@@ -106,10 +106,10 @@ class ReferenceFinder:
 
     def add_folders(self, folders: Iterable[str]) -> None:
         """Record whole folders the table names files in (normalized), where they are
-        references: inside the warehouse and under none of the roots."""
+        references: inside the warehouse and under none of its own folders."""
         for folder in folders:
             if folder.startswith(self.warehouse + "/") and not any(
-                contains(root, folder) for root in self.roots
+                contains(own, folder) for own in self.own_folders
             ):
                 self.folders.add(folder)
 

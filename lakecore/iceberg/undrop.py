@@ -4,10 +4,10 @@ retained lakehouse version that held it.
 Rules (``lakecore.lakehouse.undrop`` finds the version; this module adds what an Iceberg
 table needs):
 
-* **Its folders are still its own.** The table comes back with the roots it had; the location
-  rule is checked again in the undrop's commit (``PlacementRules.check_roots``): a table created since in one
-  of its folders makes the undrop refused (``ValidationError``), naming that table.
-* **Its registry entries come back**: its roots (the rule's check writes them) and the
+* **Its folders are still its own.** The table comes back with the folders it had; the location rule
+  is checked again in the undrop's commit (``PlacementRules.check_folders``): a table created since
+  in one of its folders makes the undrop refused (``ValidationError``), naming that table.
+* **Its registry entries come back**: its folders (the rule's check writes them) and the
   reference folders that version's definition recorded for it.
 * **Its files must still be there.** Its metadata file is read first: a table whose files were
   purged already is refused (``NoSuchTableError``, "already purged").
@@ -113,7 +113,7 @@ def undrop_table(
             unique_columns=definition.unique_columns,
             checked_by_catalog=True,
         )
-        placement.check_roots(tx, ns, name, metadata)
+        placement.check_folders(tx, ns, name, metadata)
         if references is not None:
             tx.set_definition_properties({refs_key(ns, name): references})
 

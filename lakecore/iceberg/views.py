@@ -16,7 +16,7 @@ Rules:
 * **Locations.** A view's location and every metadata file lie strictly inside the warehouse,
   in canonical form (``lakecore.iceberg.path_rules``), and not inside a live table's folder
   nor a purge mark's: table maintenance deletes the files there that no table names (the
-  table side, ``PlacementRules.check_roots``, keeps an explicitly placed table root
+  table side, ``PlacementRules.check_folders``, keeps an explicitly placed table folder
   off a view's folder). The folder is kept in the definition (``VIEW_LOCATION_PROPERTY``). The default location is unique:
   ``<namespace folder>/<view>-<32 hex digits>``. Metadata files are
   ``<location>/metadata/<NNNNN>-<uuid>.metadata.json``, numbered on from the file replaced.
@@ -445,7 +445,7 @@ class IcebergViews:
         dropped with purge and not purged yet: table maintenance deletes the files there that
         no table's metadata names."""
         for mark in marks_of(tx.lakehouse_def.properties):
-            clash = next((r for r in mark.roots if contains(r, location)), None)
+            clash = next((r for r in mark.folders if contains(r, location)), None)
             if clash is not None:
                 raise ValidationError(
                     f"view location {location} of view {ns}.{name} lies in {clash}, a folder of "
@@ -455,8 +455,8 @@ class IcebergViews:
         registry = self._placement.ensure_registry(tx)
         holders = self._placement.tables_holding(tx, registry, location)
         if holders:
-            (other_ns, other_name), roots = next(iter(sorted(holders.items())))
-            clash = next(r for r in roots if contains(r, location))
+            (other_ns, other_name), theirs = next(iter(sorted(holders.items())))
+            clash = next(r for r in theirs if contains(r, location))
             raise ValidationError(
                 f"view location {location} of view {ns}.{name} lies in {clash}, a folder of "
                 f"table {other_ns}.{other_name}: a view needs a folder outside every table's "

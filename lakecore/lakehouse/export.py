@@ -1,4 +1,4 @@
-"""Snapshot export: copy one version to a target root as a lakehouse of its own.
+"""Snapshot export: copy one version to a target URI as a lakehouse of its own.
 
 Modes (docs/format.md#exported-copies: an export may stop replicating at any level):
 
@@ -81,13 +81,13 @@ def copy_reachable_files(source: Storage, target: Storage, store: NodeStore, roo
         target.write(path, source.read(path))
 
 
-def _absolute_values(node: Node, source_root: str) -> Node:
+def _absolute_values(node: Node, source_root_uri: str) -> Node:
     return Node(
         list(node.keys),
-        [absolute_location(v, source_root) for v in node.values],
+        [absolute_location(v, source_root_uri) for v in node.values],
         list(node.children),
         {
-            k: (None if v is None else absolute_location(v, source_root))
+            k: (None if v is None else absolute_location(v, source_root_uri))
             for k, v in node.buffer.items()
         },
         dict(node.system),

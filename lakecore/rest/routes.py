@@ -77,7 +77,7 @@ from pyiceberg.view.metadata import ViewMetadata
 from lakecore.core.sized_lru import SizedLRU
 from lakecore.iceberg.catalog import LakecoreCatalog
 from lakecore.iceberg.storage_settings import is_s3
-from lakecore.maintenance.tables.table_folders import table_roots
+from lakecore.maintenance.tables.table_folders import table_folders
 from lakecore.rest.auth import Principal
 from lakecore.rest.credentials import CredentialVendor
 from lakecore.rest.defaults import MAX_JSON_DEPTH
@@ -140,7 +140,7 @@ class TableAccess:
         prefix."""
         if self.vendor is None or not asked:
             return []
-        folders = table_roots(metadata.location, metadata.properties)
+        folders = table_folders(metadata.location, metadata.properties)
         if not all(is_s3(folder) for folder in folders):
             return []
         write = call.principal.may_write and call.target.version is None

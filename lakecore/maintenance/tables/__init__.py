@@ -39,8 +39,8 @@ What may be deleted
 Fail closed
     A metadata file, manifest list or manifest that cannot be read makes the reachable set of
     every table whose retained metadata leads to it unknown. Nothing is then deleted in any
-    folder such a table may name files in (its roots and the registry's reference folders for
-    it), by any table's expiry or orphan removal; when those folders cannot be known (its
+    folder such a table may name files in (its own folders and the registry's reference folders
+    for it), by any table's expiry or orphan removal; when those folders cannot be known (its
     metadata file itself is unreadable, it was written around the registry, or the registry is
     incomplete) nothing is deleted at all. The run names each unreadable file and fails (exit 6
     for damage, 4 for a failed read) after doing what stayed safe. A listing that fails deletes

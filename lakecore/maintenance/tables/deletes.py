@@ -3,7 +3,7 @@
 A batch is at most ``batch_size`` files (S3's DeleteObjects takes at most 1,000 keys a request:
 ``S3_MAX_DELETE_BATCH``), deleted through a ``Storage`` rooted at the warehouse, which refuses any
 path outside it. Every path is checked again against ``DeletionRules`` (inside its owner's
-roots, not blocked, not lakecore's) whatever the caller computed; a refused path is reported,
+folders, not blocked, not lakecore's) whatever the caller computed; a refused path is reported,
 never deleted. A failed batch is recorded and the others go on; the outcome counts what this
 call deleted (a file another run deleted first is ``already_gone``), as gc's deletes do
 (``lakecore.maintenance.delete.DeleteOutcome``).
@@ -60,11 +60,11 @@ def delete_table_files(
     files: Sequence[tuple[str, int, Sequence[str]]],
     batch_size: int,
 ) -> DeleteOutcome:
-    """Delete ``(path, size, owner roots)`` files (an executor unit); see the module doc."""
+    """Delete ``(path, size, owner folders)`` files (an executor unit); see the module doc."""
     out = DeleteOutcome(requested=len(files))
     allowed: list[tuple[str, int]] = []
-    for path, size, owner_roots in files:
-        why = rules.allows(path, owner_roots)
+    for path, size, owner_folders in files:
+        why = rules.allows(path, owner_folders)
         if why is None:
             allowed.append((path, size))
         else:

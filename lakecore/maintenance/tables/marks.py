@@ -13,8 +13,10 @@ whatever expires; every reader of a version already reads its definition, so the
 found without a scan; and a reader that knows nothing of marks ignores a property it does not
 know (old lakehouses have none; older readers read new ones).
 
-* ``roots`` are the folders the purge may delete in: the table's location and own write paths
-  as the catalog checked them (``PurgeOps``), never a folder of another table.
+* ``roots`` (``PurgeMark.folders``) are the folders the purge may delete in: the table's location
+  and own write paths as the catalog checked them (``lakecore.iceberg.purge``), never a folder of
+  another table. The key keeps the word ``roots``, what a table's folders were once called: it is
+  file bytes, and the table-maintenance report's ``purge_marks`` show it too.
 * ``state`` is ``waiting`` until the maintenance job finds that no retained lakehouse version
   holds a table with this UUID any more (the drop's version and every older one have left
   retention, or a retained one was pinned by an export meanwhile: then it waits). It then
@@ -46,7 +48,7 @@ class PurgeMark:
     table: str
     table_uuid: str
     metadata_location: str
-    roots: tuple[str, ...]
+    folders: tuple[str, ...]
     dropped_at_millis: int
     state: str = WAITING
 
@@ -62,7 +64,7 @@ class PurgeMark:
         return json.dumps(
             {
                 "metadata_location": self.metadata_location,
-                "roots": list(self.roots),
+                "roots": list(self.folders),  # the key on disk keeps its word
                 "dropped_at_millis": self.dropped_at_millis,
                 "state": self.state,
             },
@@ -75,7 +77,7 @@ class PurgeMark:
             self.table,
             self.table_uuid,
             self.metadata_location,
-            self.roots,
+            self.folders,
             self.dropped_at_millis,
             state,
         )
@@ -85,7 +87,7 @@ class PurgeMark:
             "table": self.name,
             "table_uuid": self.table_uuid,
             "metadata_location": self.metadata_location,
-            "roots": list(self.roots),
+            "roots": list(self.folders),  # the report's key, as on disk
             "dropped_at_millis": self.dropped_at_millis,
             "state": self.state,
         }

@@ -147,7 +147,7 @@ class TableMaintenanceResult:
     deleted: DeleteOutcome | None = None
     # The in-process run's full sets (test oracles):
     reachable: set[str] = field(default_factory=set)
-    expired: dict[str, list[str]] = field(default_factory=dict)  # path -> owner roots
+    expired: dict[str, list[str]] = field(default_factory=dict)  # path -> owner folders
     orphans: set[str] = field(default_factory=set)
     chosen: set[str] = field(default_factory=set)
 

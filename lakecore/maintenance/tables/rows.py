@@ -38,7 +38,7 @@ from lakecore.maintenance.tables.named import (
     read_metadata,
 )
 from lakecore.maintenance.tables.policy import ExpiryDefaults, gc_disabled
-from lakecore.maintenance.tables.rules import table_roots
+from lakecore.maintenance.tables.rules import table_folders
 from lakecore.maintenance.tables.run import plan_table
 from lakecore.maintenance.tables.versions import (
     HeldTable,
@@ -57,7 +57,7 @@ class TableInfo:
 
     metadata: str
     table_uuid: str
-    roots: tuple[str, ...]
+    folders: tuple[str, ...]
     gc_disabled: bool
     snapshot_ids: tuple[int, ...]
 
@@ -137,7 +137,7 @@ def info_of(location: str, facts: MetadataFacts, form: PathForm) -> TableInfo:
     return TableInfo(
         metadata=location,
         table_uuid=facts.table_uuid,
-        roots=table_roots(facts.table_location, facts.properties, form),
+        folders=table_folders(facts.table_location, facts.properties, form),
         gc_disabled=gc_disabled(facts.properties),
         snapshot_ids=tuple(s.snapshot_id for s in facts.snapshots),
     )

@@ -6,7 +6,7 @@ chosen and again right before its batch is deleted (``allows``):
 * it lies strictly inside the warehouse (the deletes go through a ``Storage`` rooted there, which
   refuses anything else), and not inside the lakehouse root unless the warehouse itself lies
   there (lakecore's own files are never an Iceberg table's);
-* it lies under a root of its *owner*: the table whose expired snapshot, purge mark or listed
+* it lies under a folder of its *owner*: the table whose expired snapshot, purge mark or listed
   folder made it a candidate (a file a table names outside its own folders, ``add_files`` of
   files written elsewhere, was not written for it and is never deleted here, as a purge never
   deletes it);
@@ -17,8 +17,8 @@ chosen and again right before its batch is deleted (``allows``):
 when no retained metadata of *any* table names it. A table whose metadata file, manifest list or
 manifest cannot be read (damaged, or a failed read) has an unknown reachable set, so:
 
-* every folder that table may name files in is blocked: its roots (its location and write
-  paths) and the reference folders the location registry records for it
+* every folder that table may name files in is blocked: its own folders (its location and
+  write paths) and the reference folders the location registry records for it
   (``lakecore.maintenance.tables.table_folders``, the registry of each retained version's definition that holds
   the table) -- no candidate of any table is deleted there;
 * when those folders cannot be known -- its metadata file itself is unreadable, it was written
@@ -45,10 +45,10 @@ from lakecore.maintenance.tables.table_folders import (
 VERSION_HINT: Final = "version-hint.text"
 
 
-def table_roots(location: str, properties: Mapping[str, str], form: PathForm) -> tuple[str, ...]:
-    """A table's roots in ``form``: its location and the write paths its properties set."""
-    roots = [location, *(str(properties[n]) for n in WRITE_PATH_PROPERTIES if properties.get(n))]
-    return tuple(sorted({form(r).rstrip("/") for r in roots}))
+def table_folders(location: str, properties: Mapping[str, str], form: PathForm) -> tuple[str, ...]:
+    """A table's folders in ``form``: its location and the write paths its properties set."""
+    folders = [location, *(str(properties[n]) for n in WRITE_PATH_PROPERTIES if properties.get(n))]
+    return tuple(sorted({form(f).rstrip("/") for f in folders}))
 
 
 def under(path: str, folder: str) -> bool:
@@ -96,15 +96,17 @@ class DeletionRules:
     def __post_init__(self) -> None:
         object.__setattr__(self, "blocked_index", Folders(self.blocked))
 
-    def allows(self, path: str, owner_roots: Iterable[str]) -> str | None:
-        """None when ``path`` may be deleted for an owner with ``owner_roots``; else why not."""
+    def allows(self, path: str, owner_folders: Iterable[str]) -> str | None:
+        """None when ``path`` may be deleted for an owner with ``owner_folders``; else why not."""
         warehouse = self.warehouse.rstrip("/")
-        root = self.lakehouse_root.rstrip("/")
+        lakehouse_root = self.lakehouse_root.rstrip("/")
         if not under(path, warehouse):
             return "outside the warehouse"
-        if under(path, root) and not (under(warehouse, root) or warehouse == root):
+        if under(path, lakehouse_root) and not (
+            under(warehouse, lakehouse_root) or warehouse == lakehouse_root
+        ):
             return "inside the lakehouse root"
-        if not any(under(path, r) for r in owner_roots):
+        if not any(under(path, f) for f in owner_folders):
             return "outside its table's own folders"
         if path.rsplit("/", 1)[-1] == VERSION_HINT:
             return "a version hint"
@@ -116,16 +118,16 @@ class DeletionRules:
 
 
 def blocked_folders(
-    roots: Iterable[str],
+    own_folders: Iterable[str],
     namespace: str,
     table: str,
     registries: Iterable[FolderRegistry],
     form: PathForm,
 ) -> tuple[set[str], str | None]:
-    """The folders a table with an unknown reachable set may name files in: its roots and the
+    """The folders a table with an unknown reachable set may name files in: its own folders and the
     registry's reference folders for it (from each registry that records it), and, when they
     cannot be known, why (then the whole warehouse is blocked)."""
-    folders = {r.rstrip("/") for r in roots}
+    folders = {f.rstrip("/") for f in own_folders}
     why = None
     for registry in registries:
         if not registry.complete:
@@ -145,6 +147,6 @@ __all__ = [
     "Folders",
     "blocked_folders",
     "covered",
-    "table_roots",
+    "table_folders",
     "under",
 ]

@@ -43,7 +43,7 @@ from lakecore.maintenance.tables.commits import Committer, ExpiryAnswer, Planned
 from lakecore.maintenance.tables.deletes import delete_table_files
 from lakecore.maintenance.tables.fileio import file_io_properties
 from lakecore.maintenance.tables.graph import FileGraph, Reached, Unit
-from lakecore.maintenance.tables.listing import Listed, is_error, list_flat, list_roots
+from lakecore.maintenance.tables.listing import Listed, is_error, list_flat, list_folders
 from lakecore.maintenance.tables.marks import PurgeMark, marks_of
 from lakecore.maintenance.tables.named import (
     Kind,
@@ -63,7 +63,7 @@ from lakecore.maintenance.tables.result import (
     TableMaintenanceResult,
     check_options,
 )
-from lakecore.maintenance.tables.rules import DeletionRules, blocked_folders, table_roots
+from lakecore.maintenance.tables.rules import DeletionRules, blocked_folders, table_folders
 from lakecore.maintenance.tables.table_folders import FolderRegistry, overlaps
 from lakecore.maintenance.tables.versions import (
     HeldTable,
@@ -148,18 +148,20 @@ def marks_due(
     form: PathForm,
 ) -> list[PurgeMark]:
     """The purge marks whose time has come: no retained metadata is of a table with the mark's
-    UUID (the dropped table, under any name), and none has a root overlapping the mark's folders
+    UUID (the dropped table, under any name), and none has a folder overlapping the mark's
     (a table of a lakehouse from before the location rule may share them)."""
     uuids: set[str] = set()
-    roots: set[str] = set()
+    retained_folders: set[str] = set()
     for facts in retained:
         if isinstance(facts, MetadataFacts):
             uuids.add(facts.table_uuid)
-            roots.update(table_roots(facts.table_location, facts.properties, form))
+            retained_folders.update(table_folders(facts.table_location, facts.properties, form))
     due = []
     for mark in marks:
-        folders = [form(r).rstrip("/") for r in mark.roots]
-        if mark.table_uuid in uuids or any(overlaps(f, r) for f in folders for r in roots):
+        folders = [form(f).rstrip("/") for f in mark.folders]
+        if mark.table_uuid in uuids or any(
+            overlaps(f, r) for f in folders for r in retained_folders
+        ):
             continue
         due.append(mark)
     return due
@@ -198,7 +200,7 @@ def judge_blocked(
                         f"it names files in are unknown, and {problem.line()}"
                     )
                 folders, why = blocked_folders(
-                    table_roots(known.table_location, known.properties, form),
+                    table_folders(known.table_location, known.properties, form),
                     held.namespace,
                     held.table,
                     [registries[held.version]],
@@ -383,19 +385,19 @@ def table_maintenance_in_process(
 
     expired: dict[str, tuple[set[str], int]] = {}
     expiries = landed if not options.dry_run else result.planned
-    for unit, roots, name in _expired_units(expiries, graph, io, threads):
+    for unit, folders, name in _expired_units(expiries, graph, io, threads):
         for path, (kind, size) in graph.reach([unit]).files.items():
             if kind in (Kind.METADATA, Kind.METADATA_LOG) or path in own(name):
                 continue  # the metadata file stays in the new metadata's log
             owners, _ = expired.setdefault(path, (set(), size))
-            owners.update(roots)
+            owners.update(folders)
     for mark in purging:
         mark_reach = graph.reach([Unit(mark.metadata_location)])
         for path, (_kind, size) in mark_reach.files.items():
             if path in own(mark.name):
                 continue
             owners, _ = expired.setdefault(path, (set(), size))
-            owners.update(graph.form(r).rstrip("/") for r in mark.roots)
+            owners.update(graph.form(f).rstrip("/") for f in mark.folders)
     result.expired = {p: sorted(o) for p, (o, _) in expired.items()}
     result.expired_files = len(expired)
     rules = DeletionRules(
@@ -461,7 +463,7 @@ def table_maintenance_in_process(
 
 def _touches_blocked(mark: PurgeMark, rules: DeletionRules) -> bool:
     return rules.blocked_everything or any(
-        r in rules.blocked_index or r.rstrip("/") in rules.blocked for r in mark.roots
+        r in rules.blocked_index or r.rstrip("/") in rules.blocked for r in mark.folders
     )
 
 
@@ -540,16 +542,16 @@ def _expired_units(
     expiries: Sequence[ExpiryAnswer | PlannedExpiry], graph: FileGraph, io: Any, threads: int
 ) -> list[tuple[Unit, tuple[str, ...], str]]:
     """Each expiry as the unit of what it removed (its expired snapshots in the metadata it was
-    planned on), the owning table's roots and its name."""
+    planned on), the owning table's folders and its name."""
     graph.read(io, {e.metadata_location for e in expiries}, threads=threads)
     out = []
     for expiry in expiries:
         facts = graph.metadata.get(expiry.metadata_location)
         if not isinstance(facts, MetadataFacts) or not expiry.expiry.snapshot_ids:
             continue
-        roots = table_roots(facts.table_location, facts.properties, graph.form)
+        folders = table_folders(facts.table_location, facts.properties, graph.form)
         unit = Unit(expiry.metadata_location, frozenset(expiry.expiry.snapshot_ids))
-        out.append((unit, roots, expiry.name))
+        out.append((unit, folders, expiry.name))
     return out
 
 
@@ -569,7 +571,7 @@ def _orphans(
 ) -> None:
     """List the folders of the tables in scope in version ``latest`` (the newest after the
     commits) and of the due marks; choose the old orphans."""
-    roots: set[str] = set()
+    folders: set[str] = set()
     for held in catalogued.of_versions([latest] if options.orphans else []):
         if not in_scope(held.namespace, options.namespace):
             continue
@@ -582,24 +584,24 @@ def _orphans(
             continue
         if gc_disabled(facts.properties):
             continue
-        roots.update(table_roots(facts.table_location, facts.properties, graph.form))
+        folders.update(table_folders(facts.table_location, facts.properties, graph.form))
     for mark in purging:
-        roots.update(graph.form(r).rstrip("/") for r in mark.roots)
+        folders.update(graph.form(f).rstrip("/") for f in mark.folders)
     warehouse_storage = Storage(warehouse + "/", storage.storage_options)
     listing = list_flat(
-        warehouse_storage, warehouse, roots, graph.form, options.flat_listing_max_files
+        warehouse_storage, warehouse, folders, graph.form, options.flat_listing_max_files
     )
     result.listing = "flat"
     if listing is None:
         listing = list(
-            list_roots(warehouse_storage, warehouse, roots, graph.form, options.list_threads)
+            list_folders(warehouse_storage, warehouse, folders, graph.form, options.list_threads)
         )
         result.listing = "by table folder"
     files = [f for f in listing if not is_error(f)]
     result.files_listed = len(files)
     for failure in (f for f in listing if is_error(f)):
         result.blocked.problems.append(
-            Unreadable(failure.root, Kind.METADATA, failure.path.split(": ", 1)[-1], False)
+            Unreadable(failure.folder, Kind.METADATA, failure.path.split(": ", 1)[-1], False)
         )
     cutoff = result.cutoff_millis
     young: list[str] = []
@@ -613,12 +615,12 @@ def _orphans(
             result.too_young += 1
             young.append(listed.path)
             continue
-        why = rules.allows(listed.path, [listed.root])
+        why = rules.allows(listed.path, [listed.folder])
         if why is not None:
             result.orphans_refused += 1
             result.refused_sample.append(f"{listed.path} ({why})")
             continue
-        chosen[listed.path] = (listed.size, [listed.root])
+        chosen[listed.path] = (listed.size, [listed.folder])
     result.too_young_sample = capped(sorted(young))
 
 

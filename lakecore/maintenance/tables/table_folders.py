@@ -1,14 +1,14 @@
 """Where an Iceberg table's files may live, and how the catalog finds, without loading every
 table, the few tables whose files could share a folder with a given path.
 
-Terms. ``W`` is the catalog's warehouse. A table's *roots* are its location and each write path
+Terms. ``W`` is the catalog's warehouse. A table's *folders* are its location and each write path
 its properties set (``WRITE_PATH_PROPERTIES``). A namespace's *folder* is its default folder
 ``W/<level 1>/.../<level n>`` and, when it sets one, its ``location`` property. Two paths
 *overlap* when they are equal or one lies inside the other.
 
-**The rule** (issue 39): every root of a table lies strictly inside ``W``, neither equals nor
+**The rule** (issue 39): every folder of a table lies strictly inside ``W``, neither equals nor
 contains a namespace folder (lying inside one is what a default location does), and overlaps no
-root of another live table. Purge deletes only files under the purged table's own roots, so
+folder of another live table. Purge deletes only files under the purged table's own folders, so
 with the rule no purge can reach another table's folder.
 
 **Finding the tables a path could overlap** (at millions of tables, without a scan):
@@ -18,38 +18,39 @@ with the rule no purge can reach another table's folder.
   ``<namespace levels>/<table>-<uuid>`` and looking that table up: one lookup per level.
   (``W/a.b/t-<uuid>``, the default folder of a flat namespace named ``a.b`` before namespaces
   nested, reads the same way.)
-* Every other root (an explicit location, a write path, a location under a namespace's own
+* Every other folder (an explicit location, a write path, a location under a namespace's own
   ``location``, a location kept through a rename) is in the **registry**, written in the same
-  commit that gives the table that root: the lakehouse definition property
-  ``lakecore.iceberg.roots <namespace> <table>`` holds the JSON list of that table's roots (the
-  space cannot occur in a name). Every namespace ``location`` is there too
-  (``lakecore.iceberg.namespace-location <namespace>``). Explicit roots are few, and the
+  commit that gives the table that folder: the lakehouse definition property
+  ``lakecore.iceberg.roots <namespace> <table>`` holds the JSON list of that table's folders (the
+  space cannot occur in a name; the property name keeps the word ``roots``, what a table's
+  folders were once called: it is file bytes). Every namespace ``location`` is there too
+  (``lakecore.iceberg.namespace-location <namespace>``). Explicit folders are few, and the
   definition is read by every open anyway.
 * A path equals or contains a default namespace folder exactly when its levels below ``W``,
   joined with ``.``, name a namespace or a prefix of one: one range lookup of namespace keys.
 
-So the tables that could overlap a path ``P`` are: the registry's tables with a root
+So the tables that could overlap a path ``P`` are: the registry's tables with a folder
 overlapping ``P``; the default-located tables at ``P`` and its ancestors; and, only when ``P``
-contains a namespace folder (never true of a root the rule admitted, so only in a lakehouse made
+contains a namespace folder (never true of a folder the rule admitted, so only in a lakehouse made
 before the rule), every table of those namespaces.
 
-**References.** A table's metadata may also name files outside its own roots (``add_files``
+**References.** A table's metadata may also name files outside its own folders (``add_files``
 of another table's files, a registered copy). Purge keeps every file another live table's
 current metadata names, so it must find the tables that name files under the purged table's
-roots. The registry holds, per table, the folders inside ``W`` but outside the table's own roots
+folders. The registry holds, per table, the folders inside ``W`` but outside the table's own folders
 in which its metadata names a file (``lakecore.iceberg.refs <namespace> <table>``: a JSON list,
 at most ``MAX_REFERENCE_FOLDERS``; a longer list is coarsened to common ancestors, which only
 makes more purges read the table). Each commit adds the folders of the files its new snapshots
 name (``lakecore.iceberg.references``); nothing is ever taken out while the table lives, so the
-list only over-approximates. Files outside ``W`` need no entry: no root of this lakehouse can
-hold them.
+list only over-approximates. Files outside ``W`` need no entry: no table folder of this lakehouse
+can hold them.
 
 **The warehouse** is recorded too (``lakecore.iceberg.warehouse``): all of a lakehouse's tables
 live in one warehouse, and a catalog given another one is refused (the module
 ``lakecore.iceberg.warehouse`` claims the folder against other lakehouses).
 
 **Lakehouses made before the registry** (or before its format ``REGISTRY_FORMAT``) may hold
-tables whose roots overlap in any way, and tables that name other tables' files. The first
+tables whose folders overlap in any way, and tables that name other tables' files. The first
 catalog change on such a lakehouse (its definition has no ``lakecore.iceberg.roots-registry``
 property of this format) reads every Iceberg table's metadata and manifests once and commits
 the registry, and the marker, with that change; from then on nothing is scanned.
@@ -65,16 +66,18 @@ from typing import Final
 
 from lakecore.core.export_records import ICEBERG_PROPERTY_PREFIX
 
-ROOTS_PROPERTY_PREFIX: Final = ICEBERG_PROPERTY_PREFIX + "roots "
+# The registry's property names keep the word "roots" (what a table's folders were once called):
+# they are file bytes, in every lakehouse definition written since the registry came.
+FOLDERS_PROPERTY_PREFIX: Final = ICEBERG_PROPERTY_PREFIX + "roots "
 NAMESPACE_LOCATION_PROPERTY_PREFIX: Final = ICEBERG_PROPERTY_PREFIX + "namespace-location "
 REFS_PROPERTY_PREFIX: Final = ICEBERG_PROPERTY_PREFIX + "refs "
 WAREHOUSE_PROPERTY: Final = ICEBERG_PROPERTY_PREFIX + "warehouse"
-REGISTRY_MARKER_PROPERTY: Final = ICEBERG_PROPERTY_PREFIX + "roots-registry"
-# 2: references and the warehouse recorded too (1 had roots and namespace locations only).
+REGISTRY_MARKER_PROPERTY: Final = ICEBERG_PROPERTY_PREFIX + "roots-registry"  # file bytes too
+# 2: references and the warehouse recorded too (1 had folders and namespace locations only).
 REGISTRY_FORMAT: Final = "2"
 # The registry is read by every open: a table's reference list stays short.
 MAX_REFERENCE_FOLDERS: Final = 16
-# Table properties that place files: each is a root of the table.
+# Table properties that place files: each is a folder of the table.
 WRITE_PATH_PROPERTIES: Final = (
     "write.data.path",
     "write.metadata.path",
@@ -136,13 +139,13 @@ def namespace_name_of_folder(warehouse: str, path: str) -> str | None:
     return None if not levels else ".".join(levels)
 
 
-def table_roots(location: str, properties: Mapping[str, str]) -> list[str]:
-    """The table's roots as given (normalize them before comparing)."""
+def table_folders(location: str, properties: Mapping[str, str]) -> list[str]:
+    """The table's folders as given (normalize them before comparing)."""
     return [location, *(str(properties[n]) for n in WRITE_PATH_PROPERTIES if properties.get(n))]
 
 
-def roots_key(namespace: str, table: str) -> str:
-    return f"{ROOTS_PROPERTY_PREFIX}{namespace} {table}"
+def folders_key(namespace: str, table: str) -> str:
+    return f"{FOLDERS_PROPERTY_PREFIX}{namespace} {table}"
 
 
 def refs_key(namespace: str, table: str) -> str:
@@ -156,7 +159,7 @@ def namespace_location_key(namespace: str) -> str:
 def is_registry_key(key: str) -> bool:
     """Whether a definition property belongs to the registry (rebuilt as a whole)."""
     return key.startswith(
-        (ROOTS_PROPERTY_PREFIX, REFS_PROPERTY_PREFIX, NAMESPACE_LOCATION_PROPERTY_PREFIX)
+        (FOLDERS_PROPERTY_PREFIX, REFS_PROPERTY_PREFIX, NAMESPACE_LOCATION_PROPERTY_PREFIX)
     ) or key in (REGISTRY_MARKER_PROPERTY, WAREHOUSE_PROPERTY)
 
 
@@ -198,7 +201,7 @@ def _outermost(folders: Iterable[str]) -> list[str]:
 @dataclass
 class FolderRegistry:
     """The location registry of table folders, as read from a lakehouse definition's
-    properties: each table's registered roots and reference folders, each namespace's
+    properties: each table's registered folders and reference folders, each namespace's
     ``location``, the warehouse, and whether the registry is complete."""
 
     complete: bool
@@ -214,8 +217,8 @@ class FolderRegistry:
             warehouse=properties.get(WAREHOUSE_PROPERTY),
         )
         for key, value in properties.items():
-            if key.startswith(ROOTS_PROPERTY_PREFIX):
-                namespace, _, table = key[len(ROOTS_PROPERTY_PREFIX) :].partition(" ")
+            if key.startswith(FOLDERS_PROPERTY_PREFIX):
+                namespace, _, table = key[len(FOLDERS_PROPERTY_PREFIX) :].partition(" ")
                 registry.tables[(namespace, table)] = [str(r) for r in json.loads(value)]
             elif key.startswith(REFS_PROPERTY_PREFIX):
                 namespace, _, table = key[len(REFS_PROPERTY_PREFIX) :].partition(" ")
@@ -226,7 +229,7 @@ class FolderRegistry:
 
     def tables_overlapping(self, path: str) -> list[tuple[str, str]]:
         return [
-            name for name, roots in self.tables.items() if any(overlaps(r, path) for r in roots)
+            name for name, folders in self.tables.items() if any(overlaps(r, path) for r in folders)
         ]
 
     def tables_referencing(self, path: str) -> list[tuple[str, str]]:
@@ -240,17 +243,19 @@ class FolderRegistry:
         return [ns for ns, loc in self.namespace_locations.items() if contains(path, loc)]
 
 
-def registered_roots(warehouse: str, namespace: str, table: str, roots: Iterable[str]) -> list[str]:
-    """The roots the registry must hold for the table: those its name does not give away."""
-    return sorted({r for r in roots if named_by(warehouse, r) != (namespace, table)})
+def registered_folders(
+    warehouse: str, namespace: str, table: str, folders: Iterable[str]
+) -> list[str]:
+    """The folders the registry must hold for the table: those its name does not give away."""
+    return sorted({r for r in folders if named_by(warehouse, r) != (namespace, table)})
 
 
-def roots_property(
-    warehouse: str, namespace: str, table: str, roots: Iterable[str]
+def folders_property(
+    warehouse: str, namespace: str, table: str, folders: Iterable[str]
 ) -> dict[str, str | None]:
-    """The definition property change that records the table's roots (None: remove)."""
-    kept = registered_roots(warehouse, namespace, table, roots)
-    return {roots_key(namespace, table): json.dumps(kept) if kept else None}
+    """The definition property change that records the table's folders (None: remove)."""
+    kept = registered_folders(warehouse, namespace, table, folders)
+    return {folders_key(namespace, table): json.dumps(kept) if kept else None}
 
 
 def refs_property(namespace: str, table: str, folders: Iterable[str]) -> dict[str, str | None]:
@@ -260,18 +265,20 @@ def refs_property(namespace: str, table: str, folders: Iterable[str]) -> dict[st
 
 
 __all__ = [
+    "FOLDERS_PROPERTY_PREFIX",
     "MAX_REFERENCE_FOLDERS",
     "NAMESPACE_LOCATION_PROPERTY_PREFIX",
     "REFS_PROPERTY_PREFIX",
     "REGISTRY_FORMAT",
     "REGISTRY_MARKER_PROPERTY",
-    "ROOTS_PROPERTY_PREFIX",
     "WAREHOUSE_PROPERTY",
     "WRITE_PATH_PROPERTIES",
     "FolderRegistry",
     "contains",
     "default_located_ancestors",
     "default_location",
+    "folders_key",
+    "folders_property",
     "is_registry_key",
     "levels_below",
     "named_by",
@@ -282,8 +289,6 @@ __all__ = [
     "reduce_folders",
     "refs_key",
     "refs_property",
-    "registered_roots",
-    "roots_key",
-    "roots_property",
-    "table_roots",
+    "registered_folders",
+    "table_folders",
 ]
