@@ -67,6 +67,7 @@ import logging
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -74,6 +75,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -944,6 +946,67 @@ class MotoS3:
 # Command line
 
 
+def _serve_moto_only(bucket: str) -> int:
+    with MotoS3() as moto:
+        moto.create_bucket(bucket)
+        print(f"moto S3 on {moto.endpoint}", flush=True)
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        with contextlib.suppress(KeyboardInterrupt):
+            while not stop.wait(1.0):
+                pass
+    return 0
+
+
+class MotoS3Process:
+    """``MotoS3`` in a process of its own (``--moto --moto-only``), with ``bucket`` made.
+
+    A load test keeps moto out of the process that runs the latency proxy and the clients'
+    bookkeeping: in one process the proxy's threads and moto's share one interpreter lock, and
+    requests in flight wait for it, a queue S3 itself never shows."""
+
+    def __init__(self, bucket: str) -> None:
+        self.bucket = bucket
+        self._process: subprocess.Popen[str] | None = None
+        self.endpoint = ""
+
+    def __enter__(self) -> MotoS3Process:
+        self._process = subprocess.Popen(
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--moto",
+                "--moto-only",
+                "--bucket",
+                self.bucket,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line.startswith("moto S3 on "):
+            self._process.kill()
+            raise RuntimeError(f"moto did not start: {line!r}")
+        self.endpoint = line.split("moto S3 on ", 1)[1].strip()
+        return self
+
+    def cpu_seconds(self) -> float:
+        """The moto process's CPU time so far (user + system)."""
+        assert self._process is not None
+        fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            try:
+                self._process.wait(30)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+            self._process = None
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -976,7 +1039,17 @@ def main(argv: list[str] | None = None, ready: Callable[[LatencyProxy], None] | 
     parser.add_argument(
         "--bucket", default="bench", help="with --moto: a bucket to create (default bench)"
     )
+    parser.add_argument(
+        "--moto-only",
+        action="store_true",
+        help="with --moto: no proxy; print moto's endpoint on stdout and serve until SIGTERM "
+        "(MotoS3Process runs this: moto in a process of its own)",
+    )
     args = parser.parse_args(argv)
+    if args.moto_only:
+        if not args.moto:
+            parser.error("--moto-only needs --moto")
+        return _serve_moto_only(args.bucket)
     with contextlib.ExitStack() as stack:
         endpoint = args.target
         if args.moto:

@@ -1,8 +1,9 @@
 """The REST server under load (``bench_rest.py --load``): group commit against
 ``--no-group-commit``, in the same run, with real processes.
 
-Layout: this process runs moto's S3 server behind the latency proxy (``latency_proxy.py``,
-``--latency-ms`` first-byte latency, 20 ms by default) and counts every S3 request there; each
+Layout: moto's S3 server runs in a process of its own (``latency_proxy.MotoS3Process``) behind
+the latency proxy in this process (``latency_proxy.py``, ``--latency-ms`` first-byte latency,
+20 ms by default), which counts every S3 request; each
 ``lakecore serve`` is a process of its own (its CPU is read from ``/proc``); each client is a
 process of its own, ``python bench/rest_load.py client ...``, running one thread a writer or
 reader over keep-alive HTTP connections and printing its samples as JSON.
@@ -33,6 +34,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import threading
@@ -237,6 +239,7 @@ class ServerProcess:
 
 
 CLIENT_PROPERTIES: dict[str, str] = {}  # what pyiceberg's clients need to reach the store
+STORE: Any = None  # moto's process (latency_proxy.MotoS3Process) on S3 runs
 
 
 def run_clients(
@@ -297,8 +300,18 @@ def measured(servers: list[ServerProcess], proxy: Any | None) -> Iterator[dict[s
         proxy.reset()
     cpu = [s.cpu_seconds() for s in servers]
     before = [s.metrics() for s in servers]
+    store_before = STORE.cpu_seconds() if STORE is not None else 0.0
+    here_before = time.process_time()
+    children_before = _children_cpu_seconds()
     yield result
     result["server_cpu_seconds"] = round(sum(s.cpu_seconds() for s in servers) - sum(cpu), 3)
+    # Where the rest of the machine's CPU went: moto's process, this one (the latency proxy and
+    # the bookkeeping), the client processes that ended inside the block.
+    result["other_cpu_seconds"] = {
+        "moto": round(STORE.cpu_seconds() - store_before, 3) if STORE is not None else None,
+        "proxy_and_bench": round(time.process_time() - here_before, 3),
+        "clients": round(_children_cpu_seconds() - children_before, 3),
+    }
     after = [s.metrics() for s in servers]
     result["committer"] = {
         key: sum(a.get(key, 0) - b.get(key, 0) for a, b in zip(after, before, strict=True))
@@ -306,6 +319,11 @@ def measured(servers: list[ServerProcess], proxy: Any | None) -> Iterator[dict[s
     }
     if proxy is not None:
         result["s3_requests"] = proxy.requests_by_kind()
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def light_run(
@@ -425,8 +443,9 @@ def run_mode(
 
 
 def run_load(args: argparse.Namespace) -> dict[str, Any]:
+    global STORE
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from latency_proxy import LatencyProxy, MotoS3
+    from latency_proxy import LatencyProxy, MotoS3Process
 
     doc: dict[str, Any] = {
         "benchmark": "bench_rest --load",
@@ -447,8 +466,10 @@ def run_load(args: argparse.Namespace) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         proxy = None
         if args.storage == "s3":
-            moto = stack.enter_context(MotoS3())
-            moto.create_bucket(BUCKET)
+            # moto in a process of its own: beside the proxy's threads it would queue requests
+            # for one interpreter lock, a wait S3 never shows.
+            moto = stack.enter_context(MotoS3Process(BUCKET))
+            STORE = moto
             proxy = stack.enter_context(LatencyProxy(moto.endpoint, args.latency_ms, 0))
             lake = f"s3://{BUCKET}/lake-{int(time.time())}"
             storage_options = {"endpoint_url": proxy.endpoint}

@@ -94,6 +94,13 @@ class CommitPath:
             return self._fixed
         return self.latest()
 
+    def known(self) -> LakehouseView | None:
+        """The latest version this process knows, without asking the store (None before the
+        first look): for reads that only warm caches."""
+        if self._fixed is not None:
+            return self._fixed
+        return self._latest.known
+
     def latest(self) -> LakehouseView:
         """A read-only view of the latest version, as of a check that started after this call
         (``LatestVersion``: one request when nothing changed, shared by concurrent reads),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
 from pyiceberg.table.update import (
     AssertCreate,
@@ -25,8 +26,10 @@ from pyiceberg.table.update import (
 
 from lakecore.core import background_hint
 from lakecore.core.storage import Storage
+from lakecore.core.view import clear_definition_cache
 from lakecore.core.versions import read_hint
 from lakecore.iceberg import LakecoreCatalog
+from lakecore.iceberg.commits import TableCommits
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.group_commit import BATCH_ATTEMPTS
 from tests.conftest import S3TestServer
@@ -279,6 +282,49 @@ def test_a_refusal_on_the_latest_version_is_answered_at_once(
         set_property(catalog, "a", "x", requirements=[AssertTableUUID(uuid=WRONG_UUID)])()
     assert version(uri) == before
     assert catalog.commit_stats.units_refused == 1 and catalog.commit_stats.restagings == 0
+
+
+def test_a_change_reads_its_tables_files_before_it_joins_a_batch(
+    lake_with_tables: tuple[str, LakecoreCatalog], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The definition and metadata of a table the server has not read lately are read in the
+    caller's thread, beside other callers', not one after another in the committer's turn."""
+    uri, _ = lake_with_tables
+    catalog = batching(uri, 2, wait_ms=500)
+    catalog.load_table("ns.c")  # the catalog knows the latest version; a and b are cold
+    clear_definition_cache()
+    staging = threading.local()
+    reads_while_staging: list[str] = []
+    storage = catalog.lakehouse.storage
+    original_read = storage.read
+
+    def read(path: str, *args: Any, **kw: Any) -> Any:
+        if getattr(staging, "on", False):
+            reads_while_staging.append(path)
+        return original_read(path, *args, **kw)
+
+    monkeypatch.setattr(storage, "read", read)
+    new_input = PyArrowFileIO.new_input
+
+    def counting_input(self: PyArrowFileIO, location: str) -> Any:
+        if getattr(staging, "on", False):
+            reads_while_staging.append(location)
+        return new_input(self, location)
+
+    monkeypatch.setattr(PyArrowFileIO, "new_input", counting_input)
+    stage_one = TableCommits._stage_one
+
+    def staged(self: TableCommits, *args: Any) -> Any:
+        staging.on = True
+        try:
+            return stage_one(self, *args)
+        finally:
+            staging.on = False
+
+    monkeypatch.setattr(TableCommits, "_stage_one", staged)
+    results = together(set_property(catalog, "a", "1"), set_property(catalog, "b", "1"))
+    assert not [r for r in results if isinstance(r, Exception)], results
+    assert reads_while_staging == []
 
 
 def test_max_batch_one_commits_one_change_per_version(
