@@ -917,6 +917,11 @@ class LakecoreCatalog(MetastoreCatalog):
         ns, name = table_of(identifier)
         return self._commits.commit([TableChange(ns, name, requirements, updates)])[0]
 
+    def written_metadata_json(self, location: str) -> bytes | None:
+        """The JSON this catalog wrote lately as the metadata file at ``location`` (a commit's
+        answer sends it as its metadata), or None."""
+        return self._files.written_text(location)
+
     def commit_tables(
         self,
         changes: Sequence[

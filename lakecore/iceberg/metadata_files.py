@@ -16,6 +16,9 @@ Rules:
   lakehouse's storage options: one request (pyarrow's FileIO makes three, a multipart upload,
   for any size). On a local disk a new file is synced before the root that will name it is
   written (pyarrow's local writes are not).
+* **Written once, rendered once.** The JSON of the last ``WRITTEN_TEXTS`` files this catalog
+  wrote is kept (``written_text``): the commit's answer carries the same metadata, and the
+  server sends those bytes instead of rendering them again.
 * **FileIO.** Made from the catalog's own properties, one per scheme and kept, never from a
   table's properties: they come from the table's writers, and pyiceberg would otherwise let
   ``py-io-impl`` pick any class to import, or ``s3.endpoint`` send the server's requests,
@@ -24,6 +27,8 @@ Rules:
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import urlparse
@@ -44,6 +49,9 @@ from lakecore.iceberg.pointer import read_metadata_bytes, read_metadata_sized
 # Iceberg metadata files kept decoded, by the size of their JSON: a table of a few hundred
 # snapshots has some 100 KB, so 256 MiB holds those of thousands of busy tables.
 METADATA_CACHE_BYTES: Final = 256 << 20
+# The JSON of this many files the catalog wrote, kept for their commits' answers (a batch
+# holds at most a few hundred changes; an answer is rendered right after its batch).
+WRITTEN_TEXTS: Final = 1024
 
 
 class MetadataFiles:
@@ -65,6 +73,8 @@ class MetadataFiles:
         self._legacy_snapshot_id = Config().get_bool("legacy-current-snapshot-id") or False
         self._file_ios: dict[str, FileIO] = {}
         self._warehouse_files: Storage | None = None
+        self._texts: OrderedDict[str, bytes] = OrderedDict()
+        self._texts_lock = threading.Lock()
 
     # -- FileIO and storage -------------------------------------------------------------------
 
@@ -129,6 +139,11 @@ class MetadataFiles:
         without a read."""
         # As pyiceberg's ToOutputFile writes it (its legacy option, its compression by name).
         text = metadata.model_dump_json(exclude_none=not self._legacy_snapshot_id).encode("utf-8")
+        if not self._legacy_snapshot_id:  # as an answer renders it: nulls left out
+            with self._texts_lock:
+                self._texts[metadata_path] = text
+                if len(self._texts) > WRITTEN_TEXTS:
+                    self._texts.popitem(last=False)
         data = Compressor.get_compressor(metadata_path).bytes_compressor()(text)
         inside = self.inside_warehouse(metadata_path)
         if inside is not None and not metadata_path.startswith("file:"):
@@ -140,6 +155,12 @@ class MetadataFiles:
                 out.write(data)
             sync_local_file(metadata_path)
         self._cache.put(metadata_path, metadata, len(text))
+
+    def written_text(self, location: str) -> bytes | None:
+        """The JSON (nulls left out) of the metadata file this catalog wrote at ``location``
+        lately, or None."""
+        with self._texts_lock:
+            return self._texts.get(location)
 
     def stage(self, location: str, metadata: TableMetadata) -> None:
         """The batch being staged will write ``metadata`` at ``location``."""

@@ -542,7 +542,14 @@ def update_table(call: Call) -> Reply:
             f"{'.'.join(identifier)!r}"
         )
     response = commit_one(call.target.catalog, identifier, body)
-    return json_reply(response, headers={"ETag": etag_of(response.metadata_location, "all")})
+    headers = {"ETag": etag_of(response.metadata_location, "all")}
+    written = getattr(call.target.catalog, "written_metadata_json", None)
+    text = None if written is None else written(response.metadata_location)
+    if text is None:
+        return json_reply(response, headers=headers)
+    # The metadata as the catalog just wrote it to its file: the same JSON, not rendered twice.
+    location = json.dumps(response.metadata_location).encode("utf-8")
+    return Reply(200, b'{"metadata-location":' + location + b',"metadata":' + text + b"}", headers)
 
 
 def drop_table(call: Call) -> Reply:

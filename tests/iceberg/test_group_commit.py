@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table.update import (
     AssertCreate,
     AssertRefSnapshotId,
@@ -26,8 +26,8 @@ from pyiceberg.table.update import (
 
 from lakecore.core import background_hint
 from lakecore.core.storage import Storage
-from lakecore.core.view import clear_definition_cache
 from lakecore.core.versions import read_hint
+from lakecore.core.view import clear_definition_cache
 from lakecore.iceberg import LakecoreCatalog
 from lakecore.iceberg.commits import TableCommits
 from lakecore.lakehouse import Lakehouse

@@ -3,6 +3,7 @@ processes on one lakehouse, multi-table transactions, and time travel."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -253,3 +254,23 @@ def _iso_after(rest: Served, version: int) -> str:
     assert info.created_at_millis is not None
     when = dt.datetime.fromtimestamp(info.created_at_millis / 1000, tz=dt.UTC)
     return when.isoformat().replace("+00:00", "Z")
+
+
+def test_a_commits_answer_is_the_metadata_it_wrote(rest: Served) -> None:
+    """updateTable answers with the JSON the catalog wrote to the new metadata file (not
+    rendered twice): the same document pyiceberg's model renders, and the file's content."""
+    client = rest.client()
+    client.create_namespace("answer")
+    client.create_table("answer.t", ARROW_SCHEMA)
+    client.load_table("answer.t").append(rows(range(0, 2), "w"))
+    body = {"requirements": [], "updates": [{"action": "set-properties", "updates": {"k": "v"}}]}
+    response = requests.post(f"{rest.url}/v1/namespaces/answer/tables/t", json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    table = rest.catalog.load_table(("answer", "t"))
+    assert answer["metadata-location"] == table.metadata_location
+    written = rest.catalog.written_metadata_json(table.metadata_location)
+    assert written is not None and json.loads(written) == answer["metadata"]
+    assert answer["metadata"] == json.loads(table.metadata.model_dump_json(exclude_none=True))
+    assert answer["metadata"]["properties"]["k"] == "v"
+    assert len(answer["metadata"]["snapshots"]) == 1
