@@ -21,6 +21,7 @@ from lakecore.cli.shared_options import (
 )
 from lakecore.errors import InvalidArgumentError
 from lakecore.lakehouse.group_commit import (
+    DEFAULT_LINGER_SECONDS,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_WAIT_SECONDS,
     MAX_BATCH_LIMIT,
@@ -107,6 +108,15 @@ def add_commands(sub: Any, subcommand: Callable[..., argparse.ArgumentParser]) -
         "root write)",
     )
     p.add_argument(
+        "--batch-linger",
+        type=float,
+        default=DEFAULT_LINGER_SECONDS * 1000,
+        metavar="MS",
+        help="group commit: how long a batch waits for the writers the last batch answered to "
+        f"send their next change, in milliseconds (default {DEFAULT_LINGER_SECONDS * 1000:g}; "
+        "0: never; after a wait in vain it does not wait for a while)",
+    )
+    p.add_argument(
         "--no-group-commit",
         action="store_true",
         help="one change per lakehouse version, in arrival order (the same as --max-batch 1)",
@@ -174,6 +184,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     if not 1 <= args.max_batch <= MAX_BATCH_LIMIT:
         raise InvalidArgumentError(f"--max-batch {args.max_batch} must be 1 to {MAX_BATCH_LIMIT}")
+    if not 0 <= args.batch_linger <= MAX_WAIT_MILLIS_LIMIT:
+        raise InvalidArgumentError(
+            f"--batch-linger {args.batch_linger:g} must be 0 to {MAX_WAIT_MILLIS_LIMIT} ms"
+        )
     if not 0 <= args.max_batch_wait <= MAX_WAIT_MILLIS_LIMIT:
         raise InvalidArgumentError(
             f"--max-batch-wait {args.max_batch_wait:g} must be 0 to {MAX_WAIT_MILLIS_LIMIT} ms"
@@ -181,8 +195,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.no_group_commit and (
         args.max_batch != DEFAULT_MAX_BATCH
         or args.max_batch_wait != DEFAULT_MAX_WAIT_SECONDS * 1000
+        or args.batch_linger != DEFAULT_LINGER_SECONDS * 1000
     ):
-        raise InvalidArgumentError("--no-group-commit takes no --max-batch or --max-batch-wait")
+        raise InvalidArgumentError(
+            "--no-group-commit takes no --max-batch, --max-batch-wait or --batch-linger"
+        )
     options = ServeOptions(
         lakehouse=lakehouse_uri(args),
         warehouse=args.warehouse,
@@ -198,6 +215,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         vending=vending_options(args),
         max_batch=1 if args.no_group_commit else args.max_batch,
         max_batch_wait_ms=0.0 if args.no_group_commit else args.max_batch_wait,
+        batch_linger_ms=0.0 if args.no_group_commit else args.batch_linger,
     )
     return serve(options)
 

@@ -305,7 +305,7 @@ class LakecoreCatalog(MetastoreCatalog):
                     self.properties.setdefault(key, value)
             check_qualified(self.warehouse, "the warehouse")
             refuse_lakecore_directory(self.warehouse, root_uri, "the warehouse")
-            max_batch, max_wait_seconds = group_commit_policy(properties)
+            max_batch, max_wait_seconds, linger_seconds = group_commit_policy(properties)
             full_check = full_check_seconds(properties)
         except InvalidArgumentError as exc:
             raise ValidationError(str(exc)) from exc
@@ -317,6 +317,7 @@ class LakecoreCatalog(MetastoreCatalog):
             full_check_seconds=full_check,
             max_batch=max_batch,
             max_wait_seconds=max_wait_seconds,
+            linger_seconds=linger_seconds,
             on_new_batch=self._files.forget_staged,
         )
         self._checks = LocationChecks(self.warehouse, root_uri)

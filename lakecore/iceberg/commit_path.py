@@ -51,6 +51,7 @@ class CommitPath:
         full_check_seconds: float,
         max_batch: int,
         max_wait_seconds: float,
+        linger_seconds: float,
         on_new_batch: Callable[[], None],
     ) -> None:
         """``fixed`` is the one version a time-travel catalog reads (None: the latest);
@@ -70,6 +71,7 @@ class CommitPath:
             self._batch_landed,
             max_batch=max_batch,
             max_wait_seconds=max_wait_seconds,
+            linger_seconds=linger_seconds,
             retryable=(CommitFailedException,),
             unknown=(CommitStateUnknownException,),
             stale=self._latest.suspect,

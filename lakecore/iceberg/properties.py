@@ -20,8 +20,9 @@ Rules:
   after a gap appeared above the known version, or the lakehouse vanished.
 * **Group commit** (``lakecore.lakehouse.group_commit``): ``lakecore.group-commit.max-batch`` (the
   most changes one lakehouse version holds, an integer from 1; 1 commits one change per
-  version) and ``lakecore.group-commit.max-wait-ms`` (how long a batch waits to fill, 0 and
-  up, milliseconds).
+  version), ``lakecore.group-commit.max-wait-ms`` (how long a batch waits to fill, 0 and
+  up, milliseconds) and ``lakecore.group-commit.linger-ms`` (how long a batch waits for the
+  callers the last batch answered to send their next change, 0 and up, milliseconds; 0 never).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pyiceberg.exceptions import ValidationError
 
 from lakecore.errors import InvalidArgumentError
 from lakecore.lakehouse.group_commit import (
+    DEFAULT_LINGER_SECONDS,
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_WAIT_SECONDS,
     MAX_BATCH_LIMIT,
@@ -49,6 +51,7 @@ VERSION_PROPERTY: Final = "version"
 AS_OF_PROPERTY: Final = "as_of"
 MAX_BATCH_PROPERTY: Final = "lakecore.group-commit.max-batch"
 MAX_WAIT_PROPERTY: Final = "lakecore.group-commit.max-wait-ms"
+LINGER_PROPERTY: Final = "lakecore.group-commit.linger-ms"
 FULL_CHECK_PROPERTY: Final = "lakecore.latest.full-check-seconds"
 
 
@@ -77,8 +80,9 @@ def full_check_seconds(properties: Mapping[str, Any]) -> float:
     return _number(properties, FULL_CHECK_PROPERTY, FULL_CHECK_SECONDS, 0.01, 3600)
 
 
-def group_commit_policy(properties: Mapping[str, Any]) -> tuple[int, float]:
-    """(max batch, max wait in seconds) of the group committer, from the catalog properties.
+def group_commit_policy(properties: Mapping[str, Any]) -> tuple[int, float, float]:
+    """(max batch, max wait in seconds, linger in seconds) of the group committer, from the
+    catalog properties.
 
     Raises:
         InvalidArgumentError: a value that is not a number in its range.
@@ -90,7 +94,10 @@ def group_commit_policy(properties: Mapping[str, Any]) -> tuple[int, float]:
     wait_ms = _number(
         properties, MAX_WAIT_PROPERTY, DEFAULT_MAX_WAIT_SECONDS * 1000, 0, MAX_WAIT_MILLIS_LIMIT
     )
-    return int(max_batch), wait_ms / 1000
+    linger_ms = _number(
+        properties, LINGER_PROPERTY, DEFAULT_LINGER_SECONDS * 1000, 0, MAX_WAIT_MILLIS_LIMIT
+    )
+    return int(max_batch), wait_ms / 1000, linger_ms / 1000
 
 
 def storage_options_of(properties: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -131,6 +138,7 @@ OWN_PROPERTIES: Final = (
     STORAGE_OPTIONS_PROPERTY,
     MAX_BATCH_PROPERTY,
     MAX_WAIT_PROPERTY,
+    LINGER_PROPERTY,
     FULL_CHECK_PROPERTY,
 )
 
@@ -210,6 +218,7 @@ __all__ = [
     "AS_OF_PROPERTY",
     "CREATE_PROPERTY",
     "FULL_CHECK_PROPERTY",
+    "LINGER_PROPERTY",
     "MAX_BATCH_PROPERTY",
     "MAX_WAIT_PROPERTY",
     "OWN_PROPERTIES",

@@ -18,6 +18,14 @@ Rules:
   and returns. Units that arrive meanwhile wait in the queue for the next batch. With
   ``max_wait_seconds`` the leader, holding fewer than ``max_batch``, waits that long for more
   before it stages (0, the default: a batch is what queued during the previous root write).
+* **Lingering for the writers just answered.** Writers that commit in a loop send their next
+  change a few milliseconds after their answer; by then the next batch has left without them,
+  and a closed loop of N writers takes turns in two batches of N/2, each change waiting two
+  root writes. So a leader waits up to ``linger_seconds`` (10 ms by default) for as many
+  arrivals as the previous batch answered; N writers then share one batch. A wait that ends
+  with them missing (callers with work of their own between commits) turns the lingering off
+  for ``LINGER_BACKOFF_BATCHES`` batches, so that such callers do not pay it every time. A lone
+  writer never lingers: its own next change is the arrival its leader would wait for.
 * **Staged in order, on what the batch built so far.** Each unit stages into the batch's one
   lakecore transaction, whose reads see the units before it. A unit whose own checks fail (a
   requirement, a name, a location) is rolled back to the savepoint taken before it and
@@ -83,6 +91,11 @@ CHECK_THREADS: Final = 2
 # and no waiting for a batch to fill.
 DEFAULT_MAX_BATCH: Final = 64
 DEFAULT_MAX_WAIT_SECONDS: Final = 0.0
+# How long a leader waits for the callers its previous batch answered to send their next
+# change (a closed loop of writers then shares one batch instead of alternating between two),
+# and the batches it does not wait after a wait in vain.
+DEFAULT_LINGER_SECONDS: Final = 0.010
+LINGER_BACKOFF_BATCHES: Final = 16
 # The most changes a batch may hold, and the longest wait: beyond these a batch's one
 # transaction grows past what a request should wait for.
 MAX_BATCH_LIMIT: Final = 4096
@@ -165,6 +178,7 @@ class CommitStats:
     units_committed: int = 0
     units_refused: int = 0
     restagings: int = 0
+    linger_misses: int = 0
     root_conflicts: int = 0
     unknown: int = 0
     batch_sizes: deque[int] = field(default_factory=lambda: deque(maxlen=4096))
@@ -197,6 +211,7 @@ class GroupCommitter:
         unknown: tuple[type[Exception], ...] = (CommitStateUnknownError,),
         stale: Callable[[], None] | None = None,
         hint_reader: Callable[[Storage], int | None] = read_hint,
+        linger_seconds: float = DEFAULT_LINGER_SECONDS,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -216,6 +231,9 @@ class GroupCommitter:
         self._lock = threading.Condition()
         self._queue: deque[_Unit[Any]] = deque()
         self._leading = False
+        self.linger_seconds = linger_seconds
+        self._expected = 0  # callers the last batch answered that have not come back yet
+        self._linger_off = 0  # batches left without lingering, after one that waited in vain
         self.hint: BackgroundHint | None = None  # made by the first batch, for its storage
         # The batch's check and hint read run here, not in the request pool: a check that
         # finds a new version reads it through that pool, and must never wait behind itself.
@@ -226,6 +244,8 @@ class GroupCommitter:
         unit = _Unit(apply)
         with self._lock:
             self._queue.append(unit)
+            if self._expected:
+                self._expected -= 1
             lead = not self._leading
             self._leading = True
             self._lock.notify_all()
@@ -249,6 +269,8 @@ class GroupCommitter:
             raise
         finally:
             with self._lock:
+                # The callers just answered are likely to send their next change soon.
+                self._expected = len(batch)
                 if self._queue:
                     successor = self._queue[0]
                     successor.lead = True
@@ -258,14 +280,27 @@ class GroupCommitter:
 
     def _take(self) -> list[_Unit[Any]]:
         """Up to ``max_batch`` units from the head of the queue, after waiting up to
-        ``max_wait_seconds`` for it to hold that many."""
-        deadline = time.monotonic() + self.max_wait_seconds
+        ``max_wait_seconds`` for it to hold that many, and up to ``linger_seconds`` for the
+        callers the last batch answered to come back (see the module docstring)."""
+        started = time.monotonic()
+        deadline = started + self.max_wait_seconds
         with self._lock:
+            linger = self.linger_seconds > 0 and self._expected > 0 and not self._linger_off
+            linger_until = started + self.linger_seconds if linger else started
             while len(self._queue) < self.max_batch:
-                left = deadline - time.monotonic()
+                until = max(deadline, linger_until if self._expected > 0 else started)
+                left = until - time.monotonic()
                 if left <= 0:
                     break
                 self._lock.wait(left)
+            if linger and self._expected > 0:
+                # They did not come back in time (callers with work of their own between
+                # commits): no lingering for a while, so as not to delay every batch.
+                self.stats.linger_misses += 1
+                self._linger_off = LINGER_BACKOFF_BATCHES
+            elif self._linger_off:
+                self._linger_off -= 1
+            self._expected = 0
             return [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
 
     def _commit_batch(self, units: list[_Unit[Any]]) -> None:

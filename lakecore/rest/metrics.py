@@ -21,8 +21,10 @@ Rules:
 * For a catalog with a group committer (``watch_commits``, ``lakecore.lakehouse.group_commit``):
   ``lakecore_rest_commit_batches_total`` (lakehouse versions the committer tried to make),
   ``lakecore_rest_commit_units_total{outcome}`` (changes ``committed``, ``refused`` on their
-  own checks, ``unknown``), ``lakecore_rest_commit_restagings_total`` (batches staged again
-  because another writer changed one of their tables), ``lakecore_rest_root_conflicts_total``
+  own checks, ``unknown``), ``lakecore_rest_commit_linger_misses_total`` (batches that waited
+  for the last batch's writers in vain), ``lakecore_rest_commit_restagings_total`` (batches
+  staged again because another writer changed one of their tables),
+  ``lakecore_rest_root_conflicts_total``
   (root writes that lost to another writer and were rebased: the conflicts the server resolved
   itself, which no client sees), and ``lakecore_rest_commit_batch_size`` (a summary of the
   last 4,096 batches' sizes: quantiles 0.5 and 0.99).
@@ -79,6 +81,7 @@ class CommitCounts(Protocol):
     restagings: int
     root_conflicts: int
     unknown: int
+    linger_misses: int
     batch_sizes: Any
 
 
@@ -106,6 +109,11 @@ class GroupCommits:
             "lakecore_rest_commit_restagings",
             "Batches staged again: another writer changed one of their tables",
             value=c.restagings,
+        )
+        yield CounterMetricFamily(
+            "lakecore_rest_commit_linger_misses",
+            "Batches that waited for the last batch's writers in vain (no waiting for a while)",
+            value=c.linger_misses,
         )
         yield CounterMetricFamily(
             "lakecore_rest_root_conflicts",

@@ -52,8 +52,12 @@ from pyiceberg.exceptions import ValidationError
 
 from lakecore.errors import ExitCode, InvalidArgumentError, LakecoreError, NoLakehouseError
 from lakecore.iceberg.catalog import LakecoreCatalog
-from lakecore.iceberg.properties import MAX_BATCH_PROPERTY, MAX_WAIT_PROPERTY
-from lakecore.lakehouse.group_commit import DEFAULT_MAX_BATCH, DEFAULT_MAX_WAIT_SECONDS
+from lakecore.iceberg.properties import LINGER_PROPERTY, MAX_BATCH_PROPERTY, MAX_WAIT_PROPERTY
+from lakecore.lakehouse.group_commit import (
+    DEFAULT_LINGER_SECONDS,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_WAIT_SECONDS,
+)
 from lakecore.rest.app import app, client_properties_for
 from lakecore.rest.auth import Authenticator
 from lakecore.rest.credentials import CredentialVendor, VendingOptions
@@ -84,6 +88,7 @@ class ServeOptions:
     properties: dict[str, str] = field(default_factory=dict)
     max_batch: int = DEFAULT_MAX_BATCH
     max_batch_wait_ms: float = DEFAULT_MAX_WAIT_SECONDS * 1000
+    batch_linger_ms: float = DEFAULT_LINGER_SECONDS * 1000
     client_properties: dict[str, str] = field(default_factory=dict)
     vending: VendingOptions | None = None
 
@@ -131,6 +136,7 @@ def catalog_for(
         extra["warehouse"] = options.warehouse
     extra.setdefault(MAX_BATCH_PROPERTY, str(options.max_batch))
     extra.setdefault(MAX_WAIT_PROPERTY, str(options.max_batch_wait_ms))
+    extra.setdefault(LINGER_PROPERTY, str(options.batch_linger_ms))
     try:
         return LakecoreCatalog(
             CATALOG_NAME,

@@ -327,6 +327,46 @@ def test_a_change_reads_its_tables_files_before_it_joins_a_batch(
     assert reads_while_staging == []
 
 
+def test_writers_that_come_back_share_the_next_batch(
+    lake_with_tables: tuple[str, LakecoreCatalog],
+) -> None:
+    """Two writers committing in a loop: the leader waits (lingers) for the writer its last
+    batch answered, so both share each batch instead of taking turns."""
+    uri, _ = lake_with_tables
+    catalog = LakecoreCatalog("lingering", uri=uri, **{"lakecore.group-commit.linger-ms": "2000"})
+    rounds = 6
+
+    def loop(table: str) -> None:
+        for i in range(rounds):
+            set_property(catalog, table, str(i))()
+
+    results = together(lambda: loop("a"), lambda: loop("b"))
+    assert not [r for r in results if isinstance(r, Exception)], results
+    stats = catalog.commit_stats
+    assert stats.units_committed == 2 * rounds
+    assert stats.batches <= rounds + 1, stats  # taking turns: 2 * rounds
+    assert stats.linger_misses <= 1  # at the end, a writer done with its loop does not return
+
+
+def test_a_wait_in_vain_stops_the_lingering_for_a_while(
+    lake_with_tables: tuple[str, LakecoreCatalog],
+) -> None:
+    uri, _ = lake_with_tables
+    catalog = LakecoreCatalog(
+        "lingering",
+        uri=uri,
+        **{
+            "lakecore.group-commit.max-batch": "2",
+            "lakecore.group-commit.max-wait-ms": "300",
+            "lakecore.group-commit.linger-ms": "200",
+        },
+    )
+    together(set_property(catalog, "a", "1"), set_property(catalog, "b", "1"))  # one batch
+    set_property(catalog, "a", "2")()  # waits for b as well, which does not come back
+    set_property(catalog, "a", "3")()
+    assert catalog.commit_stats.linger_misses == 1
+
+
 def test_max_batch_one_commits_one_change_per_version(
     lake_with_tables: tuple[str, LakecoreCatalog],
 ) -> None:
