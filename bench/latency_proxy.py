@@ -263,7 +263,8 @@ class _Handler(BaseHTTPRequestHandler):
     # Nagle's algorithm the body would wait for the client's delayed ACK of the headers (40 ms).
     disable_nagle_algorithm = True
     server: _Server
-    _upstream: http.client.HTTPConnection | None = None
+    _upstreams: dict[tuple[str, int], http.client.HTTPConnection] | None = None
+    _dest: tuple[str, int] = ("", 0)  # where the request being forwarded goes
     _body_received = 0.0
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -280,13 +281,14 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self._close_upstream()
 
-    def _connection(self) -> http.client.HTTPConnection:
-        if self._upstream is None:
-            proxy = self.server.proxy
-            self._upstream = http.client.HTTPConnection(
-                proxy.target_host, proxy.target_port, timeout=UPSTREAM_TIMEOUT_SECONDS
-            )
-        return self._upstream
+    def _connection(self, dest: tuple[str, int]) -> http.client.HTTPConnection:
+        if self._upstreams is None:
+            self._upstreams = {}
+        conn = self._upstreams.get(dest)
+        if conn is None:
+            conn = http.client.HTTPConnection(*dest, timeout=UPSTREAM_TIMEOUT_SECONDS)
+            self._upstreams[dest] = conn
+        return conn
 
     def _read_chunked(self, pacer: _Pacer) -> bytes:
         parts: list[bytes] = []
@@ -325,7 +327,7 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> tuple[http.client.HTTPResponse, float]:
         """Send the request on: ``body``, or else ``length`` bytes streamed from the client.
         Returns the response and the moment the request was fully received."""
-        conn = self._connection()
+        conn = self._connection(self._dest)
         conn.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
         for key, value in headers:
             conn.putheader(key, value)
@@ -351,6 +353,11 @@ class _Handler(BaseHTTPRequestHandler):
         proxy = self.server.proxy
         method, target = self.command, self.path
         kind = request_kind(method, target)
+        dests = proxy.destinations(kind, target)
+        if len(dests) > 1:
+            self._forward_listing(dests, kind)
+            return
+        self._dest = dests[0]
         proxy.counters.begin()
         status, length, bytes_out, upstream_s, over, failed, answered = (
             0,
@@ -432,10 +439,56 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             proxy.counters.end(kind, method, status, length, bytes_out, upstream_s, over, failed)
 
+    def _forward_listing(self, dests: list[tuple[str, int]], kind: str) -> None:
+        """A listing whose prefix spans several targets (``routes``): asked of each; the one
+        answer with entries goes back (or the first, when none has any). Two with entries
+        would need their pages merged: a 502 says so."""
+        proxy = self.server.proxy
+        proxy.counters.begin()
+        status, bytes_out, failed = 0, 0, False
+        received = time.monotonic()
+        try:
+            headers = [(k, v) for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP]
+            answers = []
+            for dest in dests:
+                self._dest = dest
+                response, _ = self._send_upstream(
+                    self.command, self.path, headers, b"", 0, _Pacer(0)
+                )
+                answers.append((response, response.read()))
+            full = [a for a in answers if b"<Contents>" in a[1] or b"<CommonPrefixes>" in a[1]]
+            if len(full) > 1:
+                raise ValueError("a listing with entries on several routed targets (not merged)")
+            response, body = (full or answers)[0]
+            status = response.status
+            delay = received + proxy.latency_seconds - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            self.send_response_only(status, response.reason)
+            for key, value in response.getheaders():
+                if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
+                    self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            self.wfile.flush()
+            bytes_out = len(body)
+        except Exception as exc:
+            failed = True
+            self._close_upstream()
+            self.close_connection = True
+            status = 502
+            with contextlib.suppress(OSError):
+                self.send_error(502, f"latency proxy: {type(exc).__name__}: {exc}")
+        finally:
+            proxy.counters.end(
+                kind, self.command, status, 0, bytes_out, time.monotonic() - received, False, failed
+            )
+
     def _close_upstream(self) -> None:
-        if self._upstream is not None:
-            self._upstream.close()
-            self._upstream = None
+        for conn in (self._upstreams or {}).values():
+            conn.close()
+        self._upstreams = None
 
 
 class LatencyProxy:
@@ -450,19 +503,44 @@ class LatencyProxy:
         bandwidth_mbps: float = DEFAULT_BANDWIDTH_MBPS,
         host: str = "127.0.0.1",
         port: int = 0,
+        routes: Iterable[tuple[str, str]] = (),
     ) -> None:
-        parsed = urllib.parse.urlsplit(target)
-        if parsed.scheme != "http" or not parsed.hostname:
-            raise ValueError(f"target must be http://host:port, not {target!r}")
+        """``routes``: (path prefix, target) pairs; a request whose path (``/bucket/key``)
+        starts with a prefix goes to its target (the first that matches), any other to
+        ``target``. A listing goes to every target whose keys its prefix may hold."""
         self.target = target
-        self.target_host = parsed.hostname
-        self.target_port = parsed.port or 80
+        self.target_host, self.target_port = _host_port(target)
+        self.routes = [(prefix, _host_port(to)) for prefix, to in routes]
         self.latency_ms = latency_ms
         self.bandwidth_mbps = bandwidth_mbps
         self.counters = _Counters()
         self._host, self._port = host, port
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+
+    def destinations(self, kind: str, target: str) -> list[tuple[str, int]]:
+        """Where a request goes (see ``routes``): one target, or for a listing every target
+        whose keys its prefix may hold."""
+        default = (self.target_host, self.target_port)
+        if not self.routes:
+            return [default]
+        parsed = urllib.parse.urlsplit(target)
+        if kind in ("list", "list_v1"):
+            query = urllib.parse.parse_qs(parsed.query, keep_blank_values=True)
+            path = parsed.path.rstrip("/") + "/" + query.get("prefix", [""])[0]
+            found = [
+                to
+                for prefix, to in self.routes
+                if prefix.startswith(path) or path.startswith(prefix)
+            ]
+            if not any(path.startswith(prefix) for prefix, _ in self.routes):
+                found.append(default)
+            return list(dict.fromkeys(found)) or [default]
+        path = urllib.parse.unquote(parsed.path)
+        for prefix, to in self.routes:
+            if path.startswith(prefix):
+                return [to]
+        return [default]
 
     @property
     def latency_seconds(self) -> float:
@@ -1005,6 +1083,13 @@ class MotoS3Process:
             except subprocess.TimeoutExpired:
                 self._process.kill()
             self._process = None
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme != "http" or not parsed.hostname:
+        raise ValueError(f"target must be http://host:port, not {url!r}")
+    return parsed.hostname, parsed.port or 80
 
 
 def free_port() -> int:

@@ -239,7 +239,17 @@ class ServerProcess:
 
 
 CLIENT_PROPERTIES: dict[str, str] = {}  # what pyiceberg's clients need to reach the store
-STORE: Any = None  # moto's process (latency_proxy.MotoS3Process) on S3 runs
+STORE: Any = None  # moto's processes (``Shards``) on S3 runs
+
+
+class Shards:
+    """The moto processes of a run, as one store: their CPU together."""
+
+    def __init__(self, processes: list[Any]) -> None:
+        self.processes = processes
+
+    def cpu_seconds(self) -> float:
+        return sum(p.cpu_seconds() for p in self.processes)
 
 
 def run_clients(
@@ -466,12 +476,25 @@ def run_load(args: argparse.Namespace) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         proxy = None
         if args.storage == "s3":
-            # moto in a process of its own: beside the proxy's threads it would queue requests
-            # for one interpreter lock, a wait S3 never shows.
-            moto = stack.enter_context(MotoS3Process(BUCKET))
-            STORE = moto
-            proxy = stack.enter_context(LatencyProxy(moto.endpoint, args.latency_ms, 0))
+            # moto in processes of their own, one per folder of the bucket the run writes (the
+            # lakehouse's top-level files, its other files, the warehouse), as S3 spreads
+            # prefixes over partitions: one moto process serves a batch's requests one after
+            # another, and beside the proxy's threads they would queue for one interpreter
+            # lock too, waits S3 never shows.
             lake = f"s3://{BUCKET}/lake-{int(time.time())}"
+            folder = lake.removeprefix("s3://")
+            shards = [stack.enter_context(MotoS3Process(BUCKET)) for _ in range(args.moto_shards)]
+            STORE = Shards(shards)
+            routes = list(
+                zip(
+                    [f"/{folder}/_", f"/{folder}-warehouse/"][: len(shards) - 1],
+                    [m.endpoint for m in shards[1:]],
+                    strict=True,
+                )
+            )
+            proxy = stack.enter_context(
+                LatencyProxy(shards[0].endpoint, args.latency_ms, 0, routes=routes)
+            )
             storage_options = {"endpoint_url": proxy.endpoint}
             properties = {
                 "s3.endpoint": proxy.endpoint,
@@ -636,6 +659,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--duration", type=float, default=10.0, help="seconds a measurement runs")
     parser.add_argument("--writers", type=C.parse_int_list, default=list(WRITER_COUNTS))
+    parser.add_argument(
+        "--moto-shards",
+        type=int,
+        choices=(1, 2, 3),
+        default=3,
+        help="moto processes behind the proxy (default 3: the lakehouse's top-level files, "
+        "its other files, the warehouse; 1: one for everything)",
+    )
 
 
 if __name__ == "__main__":

@@ -293,3 +293,19 @@ def test_fast_list_rendering_answers_byte_for_byte_as_moto_does() -> None:
         assert by_moto >= 2, lp.RENDERED_PAGES  # fetch-owner and one-entry pages stay moto's
         assert pages(moto.endpoint) == expected  # and moto's own again once outside
         assert lp.RENDERED_PAGES["fast"] - before["fast"] == fast
+
+
+def test_routes_send_a_request_to_the_target_of_its_prefix() -> None:
+    proxy = lp.LatencyProxy(
+        "http://127.0.0.1:1001",
+        routes=[("/b/lake/_", "http://127.0.0.1:1002"), ("/b/lake-wh/", "http://127.0.0.1:1003")],
+    )
+    assert proxy.destinations("put", "/b/lake/_10000.arrow") == [("127.0.0.1", 1002)]
+    assert proxy.destinations("get", "/b/lake/0110/def.binpb") == [("127.0.0.1", 1001)]
+    assert proxy.destinations("head", "/b/lake-wh/t/metadata.json") == [("127.0.0.1", 1003)]
+    # A listing goes to every target whose keys its prefix may hold.
+    assert proxy.destinations("list", "/b?list-type=2&prefix=lake-wh/t/") == [("127.0.0.1", 1003)]
+    assert proxy.destinations("list", "/b?list-type=2&prefix=lake/") == [
+        ("127.0.0.1", 1002),
+        ("127.0.0.1", 1001),
+    ]
