@@ -68,10 +68,10 @@ from lakecore.core.locations import hash_directory_prefixes
 from lakecore.core.storage import Storage, request_pool
 from lakecore.core.tree.store import PREFETCH_THREADS, NodeCache
 from lakecore.core.units import plural
-from lakecore.maintenance.clock import read_clocks
+from lakecore.maintenance.clock import check_grace_options, read_clocks
 from lakecore.maintenance.damage import DAMAGED_MARK, may_be_damage
 from lakecore.maintenance.delete import DeleteOutcome
-from lakecore.maintenance.gc import GcFound, GcOptions, GcResult, check_options, refusal_for_damage
+from lakecore.maintenance.gc import GcFound, GcOptions, GcResult, refusal_for_damage
 from lakecore.maintenance.listing import (
     DELETABLE_KIND_NAMES,
     ERROR_KEY,
@@ -409,7 +409,7 @@ def _gc(options: GcJobOptions, job: JobContext, persist: Persisted) -> GcResult:
 
     storage, gc = job.storage, options.gc
     clocks = read_clocks(storage)  # files are aged by the earlier of this machine's and the store's
-    now = check_options(gc, clocks)
+    now = check_grace_options(gc, clocks, job="gc")
     result = job.track(
         GcResult(
             now_millis=now,

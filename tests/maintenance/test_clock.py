@@ -12,10 +12,10 @@ from lakecore.maintenance.clock import (
     CLOCK_SKEW_TOLERANCE_MILLIS,
     Clocks,
     ahead_of_clock,
+    check_grace,
     read_clocks,
 )
 from lakecore.maintenance.expire import check_expiry_now
-from lakecore.maintenance.gc import check_grace
 
 HOUR = 3600 * 1000
 T = 1_795_800_000_000
@@ -77,11 +77,19 @@ def test_a_now_ahead_of_the_store_clock_is_refused_unless_the_operator_means_it(
             now_millis=T + 3 * HOUR,
             clocks=clocks,
             override=False,
+            job="gc",
         )
     check_grace(
-        86400, commit_timeout_seconds=600, now_millis=T + 3 * HOUR, clocks=clocks, override=True
+        86400,
+        commit_timeout_seconds=600,
+        now_millis=T + 3 * HOUR,
+        clocks=clocks,
+        override=True,
+        job="gc",
     )
-    check_grace(86400, commit_timeout_seconds=600, now_millis=T, clocks=clocks, override=False)
+    check_grace(
+        86400, commit_timeout_seconds=600, now_millis=T, clocks=clocks, override=False, job="gc"
+    )
     assert ahead_of_clock(T + HOUR, T) is not None and "this machine's clock" in str(
         ahead_of_clock(T + HOUR, T)
     )
