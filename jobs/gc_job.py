@@ -471,11 +471,11 @@ def _gc(options: GcJobOptions, job: JobContext, persist: Persisted) -> GcResult:
             raise refusal_for_damage(storage, retained, refusal, damaged=damaged)
     result.listing = way.how
     found = _found(groups)
+    if found.missing:
+        found.missing_sample = missing_paths(reach, judged)
     found.foreign_sample = (
         sample_paths(judged.where(F.col("kind") == FOREIGN)) if found.foreign else []
     )
-    if found.missing:
-        found.missing_sample = missing_paths(reach, judged)
     orphan_frame = judged.where(F.col("orphan"))
     # A few orphans (the usual case) come to the driver in one query, which then answers the
     # samples, the re-check's "is it an orphan" and the totals itself: four Spark jobs fewer,
@@ -507,11 +507,12 @@ def _gc(options: GcJobOptions, job: JobContext, persist: Persisted) -> GcResult:
     if old_orphans:  # nothing old enough to delete: nothing to protect
         # Known orphans need no membership question; a huge set is not worth the driver's memory.
         unreached = {path for path, _, _ in known} if known is not None else set()
+        is_reached = membership_in(job, judged.where(F.col("reached")))
         with job.stage("recheck", "walk versions committed since the listing (driver)"):
             rechecked = reach_new_versions(
                 storage,
                 retained.latest,
-                membership_in(job, judged.where(F.col("reached"))),
+                is_reached,
                 cache=cache,
                 covered=plan.covered,
                 unreached=unreached,
