@@ -9,7 +9,9 @@ A value that escapes the lakehouse (a forged full URI outside the allowed export
 relative path that leaves the root) is damage: it is reported, never followed.
 
 ``reach_new_versions`` is the re-check for versions that landed after a listing: it descends
-only into nodes not already known reachable (a known-reachable node's subtree is reachable too)."""
+only into nodes not already known reachable (a known-reachable node's subtree is reachable too).
+The new roots, read whole (``roots.load_root``), are its first level; every node it reads, roots
+included, has its values and children checked in one pass (``_checked_node``)."""
 
 from __future__ import annotations
 
