@@ -68,10 +68,10 @@ from lakecore.core.locations import hash_directory_prefixes
 from lakecore.core.storage import Storage, request_pool
 from lakecore.core.tree.store import PREFETCH_THREADS, NodeCache
 from lakecore.core.units import plural
-from lakecore.maintenance.clock import read_clocks
+from lakecore.maintenance.clock import check_grace_options, read_clocks
 from lakecore.maintenance.damage import DAMAGED_MARK, may_be_damage
 from lakecore.maintenance.delete import DeleteOutcome
-from lakecore.maintenance.gc import GcFound, GcOptions, GcResult, check_options, refusal_for_damage
+from lakecore.maintenance.gc import GcFound, GcOptions, GcResult, refusal_for_damage
 from lakecore.maintenance.listing import (
     DELETABLE_KIND_NAMES,
     ERROR_KEY,
@@ -409,7 +409,7 @@ def _gc(options: GcJobOptions, job: JobContext, persist: Persisted) -> GcResult:
 
     storage, gc = job.storage, options.gc
     clocks = read_clocks(storage)  # files are aged by the earlier of this machine's and the store's
-    now = check_options(gc, clocks)
+    now = check_grace_options(gc, clocks, job="gc")
     result = job.track(
         GcResult(
             now_millis=now,
@@ -471,11 +471,11 @@ def _gc(options: GcJobOptions, job: JobContext, persist: Persisted) -> GcResult:
             raise refusal_for_damage(storage, retained, refusal, damaged=damaged)
     result.listing = way.how
     found = _found(groups)
+    if found.missing:
+        found.missing_sample = missing_paths(reach, judged)
     found.foreign_sample = (
         sample_paths(judged.where(F.col("kind") == FOREIGN)) if found.foreign else []
     )
-    if found.missing:
-        found.missing_sample = missing_paths(reach, judged)
     orphan_frame = judged.where(F.col("orphan"))
     # A few orphans (the usual case) come to the driver in one query, which then answers the
     # samples, the re-check's "is it an orphan" and the totals itself: four Spark jobs fewer,
@@ -507,11 +507,12 @@ def _gc(options: GcJobOptions, job: JobContext, persist: Persisted) -> GcResult:
     if old_orphans:  # nothing old enough to delete: nothing to protect
         # Known orphans need no membership question; a huge set is not worth the driver's memory.
         unreached = {path for path, _, _ in known} if known is not None else set()
+        is_reached = membership_in(job, judged.where(F.col("reached")))
         with job.stage("recheck", "walk versions committed since the listing (driver)"):
             rechecked = reach_new_versions(
                 storage,
                 retained.latest,
-                membership_in(job, judged.where(F.col("reached"))),
+                is_reached,
                 cache=cache,
                 covered=plan.covered,
                 unreached=unreached,

@@ -53,12 +53,12 @@ from jobs.run import run_job
 from jobs.validate_report import ValidateJobResult, ValidateOptions, render_validate
 from lakecore.contract.one_line_parser import OneLineArgumentParser
 from lakecore.contract.option_types import output_file, whole_number
+from lakecore.core.export_records import external_roots_of
 from lakecore.core.locations import root_node_file_name
 from lakecore.core.storage import Storage
 from lakecore.core.tree import NodeStore
 from lakecore.core.units import plural
 from lakecore.core.versions import latest_version, list_root_versions
-from lakecore.core.view import external_roots_of
 from lakecore.errors import (
     LakecoreError,
     NotFoundError,

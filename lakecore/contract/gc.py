@@ -19,8 +19,8 @@ from lakecore.contract.one_line_parser import OneLineArgumentParser
 from lakecore.contract.option_types import duration_millis, time_millis
 from lakecore.core.units import format_seconds, plural
 from lakecore.errors import ExitCode, LakecoreError, UnsafeOptionError
-from lakecore.maintenance.clock import Clocks, machine_clock_millis
-from lakecore.maintenance.gc import GcOptions, GcResult, check_options
+from lakecore.maintenance.clock import Clocks, check_grace_options, machine_clock_millis
+from lakecore.maintenance.gc import GcOptions, GcResult
 from lakecore.maintenance.settings import DEFAULT_SETTINGS, MaintenanceSettings, load_settings
 
 # Retained versions listed in the report; beyond this only the count and the range.
@@ -76,7 +76,9 @@ def grace_is_safe(args: argparse.Namespace) -> str | None:
     cannot be read (the run then says so itself, with its report). Before the run: this
     machine's clock alone (the run checks the store's too)."""
     try:
-        check_options(gc_options(args, load_settings(args.env)), Clocks(machine_clock_millis()))
+        check_grace_options(
+            gc_options(args, load_settings(args.env)), Clocks(machine_clock_millis()), job="gc"
+        )
     except UnsafeOptionError as exc:
         return str(exc)
     except LakecoreError:

@@ -10,7 +10,7 @@ Rules:
   ``ROLLBACK_PIN_PREFIX``, which no export may have.
 - An exported copy's definition carries ``lakecore.export.mode`` (and its name, version and
   source): such a lakehouse is a read-only snapshot (``read_only_reason``). ``source_root`` is
-  the one root a minimal or partial copy may read through to.
+  the one root a minimal or partial copy may read through to (``external_roots_of``).
 - ``lakecore.export.*``, ``lakecore.exports.*`` and ``lakecore.iceberg.*`` (the Iceberg
   catalog's location registry) are lakecore's own: setting one by hand
   (``check_user_properties``) is refused.
@@ -136,6 +136,12 @@ def read_only_reason(lakehouse_def: LakehouseDef) -> str | None:
     return f"a read-only {mode} export {name!r} of {of}"
 
 
+def external_roots_of(lakehouse_def: LakehouseDef) -> tuple[str, ...]:
+    """The source root an exported copy may point into (its ``source_root``); none otherwise."""
+    source = lakehouse_def.properties.get(EXPORT_SOURCE_PROPERTY)
+    return (source,) if source else ()
+
+
 def check_user_properties(keys: Iterable[str]) -> None:
     """Refuse property keys that lakecore itself writes (export bookkeeping): setting one by
     hand would turn a lakehouse into a read-only export copy, or fake an export's record."""
@@ -163,6 +169,7 @@ __all__ = [
     "check_export_name_free",
     "check_user_properties",
     "export_infos",
+    "external_roots_of",
     "read_only_reason",
     "with_export_recorded",
     "with_rollback_pin",

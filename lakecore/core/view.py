@@ -44,9 +44,9 @@ from lakecore.core.defs import (
     pb,
 )
 from lakecore.core.export_records import (
-    EXPORT_SOURCE_PROPERTY,
     ExportInfo,
     export_infos,
+    external_roots_of,
     read_only_reason,
 )
 from lakecore.core.locations import (
@@ -521,12 +521,6 @@ def lakehouse_above(storage: Storage) -> str | None:
         except LakecoreError:
             continue
     return None
-
-
-def external_roots_of(lakehouse_def: LakehouseDef) -> tuple[str, ...]:
-    """The source root an export copy may point into (``lakecore.lakehouse.export``); none otherwise."""
-    source = lakehouse_def.properties.get(EXPORT_SOURCE_PROPERTY)
-    return (source,) if source else ()
 
 
 def store_for(storage: Storage, lakehouse_def: LakehouseDef) -> NodeStore:

@@ -1,4 +1,4 @@
-"""The clocks a maintenance job's "now" is read from, and ``--now`` against them.
+"""The clocks a maintenance job's "now" is read from, and ``--now`` and the grace period against them.
 
 A ``--now`` is how a scheduler makes a retry decide the same (Airflow's ``data_interval_end``)
 and how a test ages a lakehouse. In the past it only makes a job do less than it could. In the
@@ -28,16 +28,31 @@ ages a version by its commit timestamp against the same earlier of the two clock
 ahead of the store would otherwise expire versions before their age, for good. The store's
 clock stands in for the writers' there (they write to it; nothing else of theirs can be asked),
 so a store behind its writers keeps versions longer than their age, never shorter.
+
+The grace period
+    A deleting job (gc, table maintenance) deletes only files older than its grace period
+    (``--older-than``, else a setting: ``grace_millis_of``). A commit writes its files before the
+    pointer that makes them live, so a grace period shorter than the longest commit (one hour,
+    ``MIN_GRACE_SECONDS``, or the commit timeout if longer) could delete the files of a commit
+    in flight, and a ``--now`` ahead of the clocks shortens it by as much: both are refused
+    unless the operator passes ``--i-understand-grace-risk`` (``check_grace``;
+    ``check_grace_options`` for a run's options, which returns the run's now).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from lakecore.core.storage import Storage
-from lakecore.core.units import format_seconds, format_time_millis
+from lakecore.core.units import (
+    format_duration_millis,
+    format_seconds,
+    format_time_millis,
+    parse_duration_millis,
+)
+from lakecore.errors import UnsafeOptionError
 
 # How far --now may run ahead of the clock, and how far the driver's and the store's clocks may
 # differ before a job says so: the clocks of a scheduler, a cluster and a store differ.
@@ -45,6 +60,9 @@ CLOCK_SKEW_TOLERANCE_MILLIS: Final = 5 * 60 * 1000
 
 THIS_MACHINE: Final = "this machine's clock"
 THE_STORE: Final = "the store's clock"
+
+# Shorter than any sane commit: below it a deleting job could delete the files of a commit in flight.
+MIN_GRACE_SECONDS: Final = 3600
 
 
 @dataclass(frozen=True)
@@ -135,10 +153,84 @@ def ahead_of_clock(
     )
 
 
+def check_grace(
+    grace_seconds: float,
+    *,
+    commit_timeout_seconds: float,
+    now_millis: int,
+    clocks: Clocks,
+    override: bool,
+    job: str,
+) -> None:
+    """Refuse a grace period (or a ``--now`` ahead of the earlier of ``clocks``, which shortens
+    it) that could delete the files of a commit in flight, unless ``override``; ``job`` names
+    the job in the refusal."""
+    said = format_duration_millis(round(abs(grace_seconds) * 1000))
+    if grace_seconds < 0:
+        raise UnsafeOptionError(f"--older-than -{said} is negative")
+    if override:
+        return
+    floor = max(float(MIN_GRACE_SECONDS), float(commit_timeout_seconds))
+    if grace_seconds < floor:
+        raise UnsafeOptionError(
+            f"--older-than {said} is shorter than {format_seconds(floor)} (one hour, or "
+            f"the commit timeout of {format_seconds(commit_timeout_seconds)} if longer): {job} could delete the "
+            "files of a commit in flight. Pass --i-understand-grace-risk to do it anyway"
+        )
+    ahead = ahead_of_clock(now_millis, clocks.now_millis, clocks.now_name)
+    if ahead is not None:
+        raise UnsafeOptionError(
+            f"{ahead}, which shortens the grace period by as much. Pass --i-understand-grace-risk to do it anyway"
+        )
+
+
+class GraceOptions(Protocol):
+    """What ``check_grace_options`` needs of a deleting run's options (``GcOptions``, and table
+    maintenance's)."""
+
+    @property
+    def grace_millis(self) -> int: ...
+    @property
+    def now_millis(self) -> int | None: ...
+    @property
+    def override_grace(self) -> bool: ...
+    @property
+    def commit_timeout_seconds(self) -> float: ...
+
+
+def grace_millis_of(older_than_millis: int | None, setting: str, what: str) -> int:
+    """The grace period: ``--older-than`` when given, else the setting ``what`` (a duration; a
+    bare number is seconds)."""
+    if older_than_millis is not None:
+        return older_than_millis
+    return parse_duration_millis(setting, what=what, plain_unit="s")
+
+
+def check_grace_options(options: GraceOptions, clocks: Clocks, *, job: str) -> int:
+    """``check_grace`` of ``options`` against ``clocks`` (``job`` names the job in a refusal);
+    returns the run's ``now``: the one given, else the earlier of the clocks (files are aged by
+    it)."""
+    now = options.now_millis if options.now_millis is not None else clocks.now_millis
+    check_grace(
+        options.grace_millis / 1000,
+        commit_timeout_seconds=options.commit_timeout_seconds,
+        now_millis=now,
+        clocks=clocks,
+        override=options.override_grace,
+        job=job,
+    )
+    return now
+
+
 __all__ = [
     "CLOCK_SKEW_TOLERANCE_MILLIS",
+    "MIN_GRACE_SECONDS",
     "Clocks",
+    "GraceOptions",
     "ahead_of_clock",
+    "check_grace",
+    "check_grace_options",
+    "grace_millis_of",
     "machine_clock_millis",
     "read_clocks",
 ]

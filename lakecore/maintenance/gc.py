@@ -56,14 +56,11 @@ Why a grace period
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final, Protocol
 
 from lakecore.core.locations import hash_directory_prefixes
 from lakecore.core.storage import Storage
 from lakecore.core.tree.store import NodeCache
-from lakecore.core.units import format_duration_millis, format_seconds, parse_duration_millis
-from lakecore.errors import UnsafeOptionError
-from lakecore.maintenance.clock import Clocks, ahead_of_clock, read_clocks
+from lakecore.maintenance.clock import Clocks, check_grace_options, grace_millis_of, read_clocks
 from lakecore.maintenance.damage import is_damage_reason, may_be_damage, refusal_or_damage
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import (
@@ -86,10 +83,6 @@ from lakecore.maintenance.roots import Retained, read_retained
 from lakecore.maintenance.samples import capped
 from lakecore.maintenance.settings import DEFAULT_SETTINGS, MaintenanceSettings
 from lakecore.maintenance.tally import Tally, select_by_age, tally_in_memory
-
-# Shorter than any sane commit: below it gc could delete the files of a commit in flight.
-MIN_GRACE_SECONDS: Final = 3600
-
 
 # ---------------------------------------------------------------------------------------------
 # Options
@@ -131,79 +124,6 @@ class GcOptions:
             list_threads_per_task=settings.gc_list_threads_per_task,
             flat_listing_max_files=settings.gc_flat_listing_max_files,
         )
-
-
-def check_grace(
-    grace_seconds: float,
-    *,
-    commit_timeout_seconds: float,
-    now_millis: int,
-    clocks: Clocks,
-    override: bool,
-    job: str = "gc",
-) -> None:
-    """Refuse a grace period (or a ``--now`` ahead of the earlier of ``clocks``, which shortens
-    it) that could delete the files of a commit in flight, unless ``override``; ``job`` names
-    the job in the refusal."""
-    said = format_duration_millis(round(abs(grace_seconds) * 1000))
-    if grace_seconds < 0:
-        raise UnsafeOptionError(f"--older-than -{said} is negative")
-    if override:
-        return
-    floor = max(float(MIN_GRACE_SECONDS), float(commit_timeout_seconds))
-    if grace_seconds < floor:
-        raise UnsafeOptionError(
-            f"--older-than {said} is shorter than {format_seconds(floor)} (one hour, or "
-            f"the commit timeout of {format_seconds(commit_timeout_seconds)} if longer): {job} could delete the "
-            "files of a commit in flight. Pass --i-understand-grace-risk to do it anyway"
-        )
-    ahead = ahead_of_clock(now_millis, clocks.now_millis, clocks.now_name)
-    if ahead is not None:
-        raise UnsafeOptionError(
-            f"{ahead}, which shortens the grace period by as much. Pass --i-understand-grace-risk to do it anyway"
-        )
-
-
-class GraceOptions(Protocol):
-    """What ``check_grace_options`` needs of a deleting run's options (``GcOptions``, and table
-    maintenance's)."""
-
-    @property
-    def grace_millis(self) -> int: ...
-    @property
-    def now_millis(self) -> int | None: ...
-    @property
-    def override_grace(self) -> bool: ...
-    @property
-    def commit_timeout_seconds(self) -> float: ...
-
-
-def grace_millis_of(older_than_millis: int | None, setting: str, what: str) -> int:
-    """The grace period: ``--older-than`` when given, else the setting ``what`` (a duration; a
-    bare number is seconds)."""
-    if older_than_millis is not None:
-        return older_than_millis
-    return parse_duration_millis(setting, what=what, plain_unit="s")
-
-
-def check_grace_options(options: GraceOptions, clocks: Clocks, job: str = "gc") -> int:
-    """``check_grace`` of ``options`` against ``clocks``; returns the run's ``now``: the one
-    given, else the earlier of the clocks (files are aged by it)."""
-    now = options.now_millis if options.now_millis is not None else clocks.now_millis
-    check_grace(
-        options.grace_millis / 1000,
-        commit_timeout_seconds=options.commit_timeout_seconds,
-        now_millis=now,
-        clocks=clocks,
-        override=options.override_grace,
-        job=job,
-    )
-    return now
-
-
-def check_options(options: GcOptions, clocks: Clocks) -> int:
-    """``check_grace_options`` for gc."""
-    return check_grace_options(options, clocks)
 
 
 def refusal_for_damage(
@@ -306,7 +226,7 @@ def gc_in_process(
     now_given: bool = True,
 ) -> GcResult:
     """gc without Spark: the same units, with the sets held in memory. The caller checks the
-    grace period first (``check_options``; ``run_gc_in_process`` does both), and takes
+    grace period first (``clock.check_grace_options``; ``run_gc_in_process`` does both), and takes
     ``now_millis`` from ``read_clocks(storage)`` (the earlier of this machine's clock and the
     store's) unless it has a fixed time to give. Used by ``lakecore gc``, and by the tests as
     the oracle of the Spark job."""
@@ -385,10 +305,10 @@ def gc_in_process(
 
 
 def run_gc_in_process(storage: Storage, options: GcOptions, *, target_tasks: int = 8) -> GcResult:
-    """``lakecore gc``: the clocks read, the options checked against them (``check_options``),
+    """``lakecore gc``: the clocks read, the options checked against them (``check_grace_options``),
     then ``gc_in_process``."""
     clocks = read_clocks(storage)
-    now = check_options(options, clocks)
+    now = check_grace_options(options, clocks, job="gc")
     return gc_in_process(
         storage,
         now_millis=now,

@@ -9,7 +9,9 @@ A value that escapes the lakehouse (a forged full URI outside the allowed export
 relative path that leaves the root) is damage: it is reported, never followed.
 
 ``reach_new_versions`` is the re-check for versions that landed after a listing: it descends
-only into nodes not already known reachable (a known-reachable node's subtree is reachable too)."""
+only into nodes not already known reachable (a known-reachable node's subtree is reachable too).
+The new roots, read whole (``roots.load_root``), are its first level; every node it reads, roots
+included, has its values and children checked in one pass (``_checked_node``)."""
 
 from __future__ import annotations
 
@@ -300,23 +302,27 @@ def reach_new_versions(
         if latest <= since:
             break
         out.rounds += 1
-        frontier: dict[str, _SizedStore] = {}  # node location -> the store to load it with
+        # The walk's first level: the new roots, read whole already (``load_root``).
+        level: list[_NewNode] = []  # (location, node, its tree's store, where, for a refusal)
         for version in range(since + 1, latest + 1):
             root = load_root(storage, version, refused)
             out.versions.append(version)
-            out.paths.update({root.info.path, root.info.lakehouse_def_path})
-            out.paths.update(v for v in root.info.node.pvalues() if not is_full_uri(v))
+            out.paths.add(root.info.lakehouse_def_path)
             store = _node_store(storage, root, cache)
-            for child in _checked_children(
-                root.info.node, root.external_roots, f"version {version}", refused
-            ):
-                if child not in visited:
-                    frontier.setdefault(child, store)
-        while frontier:
+            level.append((root.info.path, root.info.node, store, f"version {version}"))
+        while level:
+            frontier: dict[str, _SizedStore] = {}  # node location -> the store to load it with
+            for location, node, store, where in level:
+                values, children = _checked_node(node, store.external_roots, where, refused)
+                out.paths.add(location)
+                out.paths.update(values)
+                for child in children:
+                    if child not in visited:
+                        frontier.setdefault(child, store)
             visited.update(frontier)
             ask = {p for p in frontier if p not in covered and p not in unreached}
             known = (known_reachable(ask) if ask else set()) | (frontier.keys() & covered)
-            next_frontier: dict[str, _SizedStore] = {}
+            level = []
             for location in sorted(frontier.keys() - known):
                 store = frontier[location]
                 try:
@@ -327,31 +333,34 @@ def reach_new_versions(
                         f"{exc.one_line()}"
                     ) from exc
                 out.nodes_read += 1
-                out.paths.add(location)
-                out.paths.update(v for v in node.pvalues() if not is_full_uri(v))
-                for child in _checked_children(
-                    node, store.external_roots, f"node {location}", refused
-                ):
-                    if child not in visited:
-                        next_frontier.setdefault(child, store)
-            frontier = next_frontier
+                level.append((location, node, store, f"node {location}"))
         since = latest
     return out
 
 
-def _checked_children(
+# A node of a version committed during the run, read and waiting to be checked: its location,
+# the node, the store of its version's tree (to read its children with) and, for a refusal,
+# where it is ("version V" for a root, "node LOCATION" below).
+_NewNode = tuple[str, Node, _SizedStore, str]
+
+
+def _checked_node(
     node: Node, external_roots: tuple[str, ...], where: str, refused: type[LakecoreError]
-) -> Iterator[str]:
-    """The children to walk: relative paths; an export source's full URIs are left out, and
-    any other full URI, or a value that escapes the root, is ``refused``."""
-    escape = escaping_value(node.pvalues(), external_roots)
+) -> tuple[list[str], list[str]]:
+    """The node's values in this lakehouse and its children to walk, each checked once: an
+    export source's full URIs are left out, and any other full URI, or a value that escapes
+    the root, is ``refused``."""
+    values = list(node.pvalues())
+    escape = escaping_value(values, external_roots)
     if escape is not None:
         raise refused(_escape_reason(f"a version committed during the run: {where}", escape))
+    children = []
     for child in node.children:
         if not is_full_uri(child):
-            yield child
+            children.append(child)
         elif is_forged_pointer(child, external_roots):
             raise refused(
-                f"a version committed during the run: {where} points to {child!r}, outside the "
-                "lakehouse root and not in an export's source; run validate"
+                f"a version committed during the run: {where} points to {child!r}, outside "
+                "the lakehouse root and not in an export's source; run validate"
             )
+    return [value for value in values if not is_full_uri(value)], children

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from lakecore.core.defs import LakehouseDef
+from lakecore.core.export_records import external_roots_of
 from lakecore.core.locations import root_node_file_name, version_from_root_node_file_name
 from lakecore.core.storage import Storage, request_pool
 from lakecore.core.versions import (
@@ -79,7 +80,7 @@ def load_root(
 ) -> LoadedRoot:
     """Read root ``version`` and its definition strictly; any failure is ``refused``, naming
     the file and the reason."""
-    from lakecore.core.view import external_roots_of, read_lakehouse_def
+    from lakecore.core.view import read_lakehouse_def
 
     path = root_node_file_name(version)
     uri = storage.uri(path)
@@ -87,14 +88,14 @@ def load_root(
         data = storage.read(path)
         loose = decode_root(data, version, uri)
         lakehouse_def = read_lakehouse_def(storage, loose.lakehouse_def_path)
+        # What the definition says for the jobs (read once here), then the root by its order.
+        external_roots, exports = external_roots_of(lakehouse_def), export_pins(lakehouse_def)
         info = decode_root(data, version, uri, lakehouse_def.order)
     except LakecoreError as exc:
         raise refused(
             f"retained version {version} ({uri}) cannot be read: {exc.one_line()}"
         ) from exc
-    return LoadedRoot(
-        info, lakehouse_def, external_roots_of(lakehouse_def), export_pins(lakehouse_def)
-    )
+    return LoadedRoot(info, lakehouse_def, external_roots, exports)
 
 
 def load_roots(

@@ -25,11 +25,6 @@ class Reachable:
     values: set[str] = field(default_factory=set)
     node_bytes: int = 0
 
-    def update(self, other: Reachable) -> None:
-        self.nodes |= other.nodes
-        self.values |= other.values
-        self.node_bytes += other.node_bytes
-
     @property
     def files(self) -> set[str]:
         return self.nodes | self.values

@@ -12,10 +12,10 @@ from lakecore.maintenance.clock import (
     CLOCK_SKEW_TOLERANCE_MILLIS,
     Clocks,
     ahead_of_clock,
+    check_grace,
     read_clocks,
 )
 from lakecore.maintenance.expire import check_expiry_now
-from lakecore.maintenance.gc import check_grace
 
 HOUR = 3600 * 1000
 T = 1_795_800_000_000
@@ -66,22 +66,25 @@ def test_skew_within_the_tolerance_says_nothing() -> None:
 
 def test_a_now_ahead_of_the_store_clock_is_refused_unless_the_operator_means_it() -> None:
     clocks = Clocks(T + 3 * HOUR, store_millis=T)
+
+    def check(now_millis: int, *, override: bool) -> None:
+        check_grace(
+            86400,
+            commit_timeout_seconds=600,
+            now_millis=now_millis,
+            clocks=clocks,
+            override=override,
+            job="gc",
+        )
+
     # The scheduler's --now by this machine's clock: 3 h ahead of the clock that dates the files.
     with pytest.raises(
         UnsafeOptionError,
         match=r"is 3h ahead of the store's clock, which shortens the grace period",
     ):
-        check_grace(
-            86400,
-            commit_timeout_seconds=600,
-            now_millis=T + 3 * HOUR,
-            clocks=clocks,
-            override=False,
-        )
-    check_grace(
-        86400, commit_timeout_seconds=600, now_millis=T + 3 * HOUR, clocks=clocks, override=True
-    )
-    check_grace(86400, commit_timeout_seconds=600, now_millis=T, clocks=clocks, override=False)
+        check(T + 3 * HOUR, override=False)
+    check(T + 3 * HOUR, override=True)
+    check(T, override=False)
     assert ahead_of_clock(T + HOUR, T) is not None and "this machine's clock" in str(
         ahead_of_clock(T + HOUR, T)
     )

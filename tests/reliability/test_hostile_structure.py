@@ -49,6 +49,7 @@ from lakecore.errors import LakecoreError
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.version_check import check_version
 from lakecore.maintenance.gc import gc_in_process
+from lakecore.maintenance.reach import reach_new_versions
 from tests.reliability.faulty_storage import clear_caches, emit_summary, tree_digest
 
 pytestmark = pytest.mark.reliability
@@ -511,3 +512,20 @@ def test_regression_gc_refuses_a_forged_full_uri_child_whatever_the_cut(
                 target_tasks=target_tasks,
             )
     assert tree_digest(case.lake) == before
+
+
+@pytest.mark.parametrize("name", ["pvalue-absolute", "pvalue-file-uri", "root-pnode-file-uri"])
+def test_the_recheck_refuses_a_new_version_that_points_out_of_the_root(
+    name: str, template: Path, tmp_path: Path
+) -> None:
+    """gc's re-check walks versions committed during the run itself: one whose value or node
+    pointer leaves the root is refused there too, naming the pointer, before a file is read
+    through it."""
+    case = _craft(name, template, tmp_path)
+    storage = Storage(case.uri)
+    clear_caches()
+    with watched(case) as (watch, roots):
+        with pytest.raises(LakecoreError, match="a version committed during the run") as refused:
+            reach_new_versions(storage, latest_version(storage) - 1, lambda asked: set())
+        _assert_never_left(case, watch, roots, "the re-check")
+    assert "outside" in str(refused.value) or "points out of" in str(refused.value)

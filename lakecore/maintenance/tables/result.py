@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakecore.maintenance.clock import Clocks
+from lakecore.maintenance.clock import Clocks, check_grace_options, grace_millis_of
 from lakecore.maintenance.delete import DeleteOutcome
-from lakecore.maintenance.gc import check_grace_options, grace_millis_of
 from lakecore.maintenance.settings import DEFAULT_SETTINGS, MaintenanceSettings
 from lakecore.maintenance.tables.commits import ExpiryAnswer, PlannedExpiry
 from lakecore.maintenance.tables.marks import PurgeMark
