@@ -476,11 +476,10 @@ def run_load(args: argparse.Namespace) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         proxy = None
         if args.storage == "s3":
-            # moto in processes of their own, one per folder of the bucket the run writes (the
-            # lakehouse's top-level files, its other files, the warehouse), as S3 spreads
-            # prefixes over partitions: one moto process serves a batch's requests one after
-            # another, and beside the proxy's threads they would queue for one interpreter
-            # lock too, waits S3 never shows.
+            # moto in processes of their own: beside the proxy's threads its requests would
+            # queue for one interpreter lock, a wait S3 never shows. With --moto-shards, one
+            # process per folder of the bucket the run writes (the lakehouse's top-level files,
+            # its other files, the warehouse), as S3 spreads prefixes over partitions.
             lake = f"s3://{BUCKET}/lake-{int(time.time())}"
             folder = lake.removeprefix("s3://")
             shards = [stack.enter_context(MotoS3Process(BUCKET)) for _ in range(args.moto_shards)]
@@ -663,9 +662,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--moto-shards",
         type=int,
         choices=(1, 2, 3),
-        default=3,
-        help="moto processes behind the proxy (default 3: the lakehouse's top-level files, "
-        "its other files, the warehouse; 1: one for everything)",
+        default=1,
+        help="moto processes behind the proxy (default 1; 3: one each for the lakehouse's "
+        "top-level files, its other files and the warehouse, for machines with cores to spare)",
     )
 
 
