@@ -145,7 +145,7 @@ WALKED = Columns(
     )
 )
 LISTING = Columns(
-    (("path", "string"), ("size", "bigint"), ("mtime_millis", "bigint"), ("root", "string"))
+    (("path", "string"), ("size", "bigint"), ("mtime_millis", "bigint"), ("folder", "string"))
 )
 CANDIDATE = Columns((("path", "string"), ("size", "bigint"), ("owners", "string")))
 VERDICT = Columns(
@@ -346,22 +346,22 @@ def _maintain(
         blocked=frozenset(result.blocked.folders),
         blocked_everything=result.blocked.everything is not None,
     )
-    owner_roots: dict[str, list[str]] = {}
+    owner_folders: dict[str, list[str]] = {}
     for expiry in result.planned if options.dry_run else landed:
         info = infos.get(expiry.metadata_location)
         if info is not None:
-            owner_roots[f"table {expiry.name}"] = list(info.folders)
+            owner_folders[f"table {expiry.name}"] = list(info.folders)
     for mark in purging:
-        owner_roots[f"purge {mark.key}"] = [form(r).rstrip("/") for r in mark.folders]
-    listing_roots = (
-        _listing_roots(tables, infos, newest, options, purging, form)
+        owner_folders[f"purge {mark.key}"] = [form(r).rstrip("/") for r in mark.folders]
+    listing_folders = (
+        _listing_folders(tables, infos, newest, options, purging, form)
         if options.orphans or purging
         else None
     )
     with job.stage(
         "judge",
         "reach minus expired and orphans, over the whole lakehouse"
-        + (f"; list {plural(len(listing_roots), 'table folder')}" if listing_roots else ""),
+        + (f"; list {plural(len(listing_folders), 'table folder')}" if listing_folders else ""),
     ):
         verdict = _verdict(
             job,
@@ -369,8 +369,8 @@ def _maintain(
             warehouse,
             form,
             walked,
-            owner_roots,
-            listing_roots,
+            owner_folders,
+            listing_folders,
             rules,
             result.cutoff_millis,
             persist,
@@ -691,11 +691,11 @@ def _marks_due(
 ) -> list[PurgeMark]:
     """``run.marks_due`` over the retained metadata files' facts."""
     uuids = {info.table_uuid for info in retained}
-    roots = {r for info in retained for r in info.folders}
+    kept_folders = {r for info in retained for r in info.folders}
     due = []
     for mark in marks:
         folders = [form(r).rstrip("/") for r in mark.folders]
-        if mark.table_uuid in uuids or any(overlaps(f, r) for f in folders for r in roots):
+        if mark.table_uuid in uuids or any(overlaps(f, r) for f in folders for r in kept_folders):
             continue
         due.append(mark)
     return due
@@ -742,16 +742,16 @@ def _verdict(
     warehouse: str,
     form: PathForm,
     walked: DataFrame,
-    owner_roots: dict[str, list[str]],
-    listing_roots: list[str] | None,
+    owner_folders: dict[str, list[str]],
+    listing_folders: list[str] | None,
     rules: DeletionRules,
     cutoff: int,
     persist: Persisted,
 ) -> Verdict:
     """One verdict per candidate file (``VERDICT``), persisted: each file the expired
     snapshots and due purges named (``source`` expired: ``KEPT`` when retained metadata names
-    it, else ``DELETE`` or ``REFUSED`` by the rules against its owners' roots), each file listed
-    under ``listing_roots`` that neither retained metadata nor a candidate names (``source``
+    it, else ``DELETE`` or ``REFUSED`` by the rules against its owners' folders), each file listed
+    under ``listing_folders`` that neither retained metadata nor a candidate names (``source``
     orphan: ``YOUNG``, ``DELETE`` or ``REFUSED``), and each folder that could not be listed
     (``ERROR``). The reach and the candidates are anti-joined on a 64-bit hash of the path (a
     collision only keeps more). The counts and samples come with it: two queries."""
@@ -759,7 +759,7 @@ def _verdict(
 
     reach = persist(walked.where(F.col("kind") == "R").select("path").distinct())
     candidates = persist(
-        walked.where((F.col("kind") == "E") & F.col("owner").isin(sorted(owner_roots)))
+        walked.where((F.col("kind") == "E") & F.col("owner").isin(sorted(owner_folders)))
         .groupBy("path")
         .agg(
             F.to_json(F.array_sort(F.collect_set("owner"))).alias("owners"),
@@ -777,10 +777,10 @@ def _verdict(
             for path, size, owners, kept in zip(
                 *(batch.column(i).to_pylist() for i in range(4)), strict=True
             ):
-                roots = sorted({r for o in json.loads(owners) for r in owner_roots.get(o, [])})
-                why = None if kept else rules.allows(path, roots)
+                folders = sorted({r for o in json.loads(owners) for r in owner_folders.get(o, [])})
+                why = None if kept else rules.allows(path, folders)
                 category = KEPT if kept else DELETE if why is None else REFUSED
-                rows.append((path, size, json.dumps(roots), "expired", category, why))
+                rows.append((path, size, json.dumps(folders), "expired", category, why))
             yield from VERDICT.batches(rows)
 
     frames = [
@@ -790,12 +790,12 @@ def _verdict(
     ]
     listed_files: DataFrame | None = None
     how: str | None = None
-    if listing_roots is not None:
-        listing, how = _listing(job, storage, warehouse, form, listing_roots, persist)
+    if listing_folders is not None:
+        listing, how = _listing(job, storage, warehouse, form, listing_folders, persist)
         failed = F.col("path").startswith(LISTING_ERROR)
         frames.append(
             listing.where(failed).select(
-                F.col("root").alias("path"),
+                F.col("folder").alias("path"),
                 F.lit(-1).cast("bigint").alias("size"),
                 F.lit("[]").alias("owners"),
                 F.lit("error").alias("source"),
@@ -809,16 +809,16 @@ def _verdict(
         def judge_orphans(batches: Iterator[Any]) -> Iterator[Any]:
             for batch in batches:
                 rows = []
-                for path, size, mtime, root in zip(
+                for path, size, mtime, folder in zip(
                     *(batch.column(i).to_pylist() for i in range(4)), strict=True
                 ):
-                    why = None if mtime >= cutoff else rules.allows(path, [root])
+                    why = None if mtime >= cutoff else rules.allows(path, [folder])
                     category = YOUNG if mtime >= cutoff else DELETE if why is None else REFUSED
-                    rows.append((path, size, json.dumps([root]), "orphan", category, why))
+                    rows.append((path, size, json.dumps([folder]), "orphan", category, why))
                 yield from VERDICT.batches(rows)
 
         frames.append(
-            orphans.select("path", "size", "mtime_millis", "root").mapInArrow(
+            orphans.select("path", "size", "mtime_millis", "folder").mapInArrow(
                 judge_orphans, VERDICT.ddl
             )
         )
@@ -910,7 +910,7 @@ def _unreached(frame: DataFrame, known: DataFrame) -> DataFrame:
     )
 
 
-def _listing_roots(
+def _listing_folders(
     tables: DataFrame,
     infos: dict[str, TableInfo],
     newest: int,
@@ -918,9 +918,9 @@ def _listing_roots(
     purging: Sequence[PurgeMark],
     form: PathForm,
 ) -> list[str]:
-    """The folders to list: the roots of the newest version's tables in scope (not external, gc
+    """The folders to list: those of the newest version's tables in scope (not external, gc
     enabled), and of the purging marks."""
-    roots: set[str] = set()
+    folders: set[str] = set()
     if options.orphans:
         for _ns, _table, _definition, metadata, table_type in _version_tables(
             tables, newest, options.namespace
@@ -928,10 +928,10 @@ def _listing_roots(
             info = infos.get(str(metadata)) if metadata is not None else None
             if info is None or table_type == "EXTERNAL" or info.gc_disabled:
                 continue
-            roots.update(info.folders)
+            folders.update(info.folders)
     for mark in purging:
-        roots.update(form(r).rstrip("/") for r in mark.folders)
-    return sorted(roots)
+        folders.update(form(r).rstrip("/") for r in mark.folders)
+    return sorted(folders)
 
 
 def _listing(
@@ -939,26 +939,26 @@ def _listing(
     storage: Storage,
     warehouse: str,
     form: PathForm,
-    roots: list[str],
+    folders: list[str],
     persist: Persisted,
 ) -> tuple[DataFrame, str]:
-    """The files under ``roots`` (``LISTING``) and how they were listed: one flat listing of the
+    """The files under ``folders`` (``LISTING``) and how they were listed: one flat listing of the
     warehouse on the driver when it is small (``flat``), else a task per folder (``by table
     folder``); a folder that cannot be listed is one row whose path is ``LISTING_ERROR`` and the
     reason."""
     warehouse_storage = Storage(warehouse + "/", storage.storage_options)
     flat = list_flat(
-        warehouse_storage, warehouse, roots, form, job.settings.gc_flat_listing_max_files
+        warehouse_storage, warehouse, folders, form, job.settings.gc_flat_listing_max_files
     )
     if flat is not None:
         return persist(driver_rows(job.spark, [tuple(f) for f in flat], LISTING)), "flat"
     listing = fan_out(
         job.spark,
-        roots,
+        folders,
         lambda items: (
             tuple(f)
-            for root in items
-            for f in list_folder(warehouse_storage, warehouse, root, form)
+            for folder in items
+            for f in list_folder(warehouse_storage, warehouse, folder, form)
         ),
         LISTING,
         job.parallelism,
