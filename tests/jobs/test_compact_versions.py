@@ -378,7 +378,10 @@ def test_on_s3_a_driver_clock_ahead_of_the_stores_expires_no_version_before_its_
     assert report["status"] == "noop" and report["counts"]["expired_versions"] == 0
     assert list_root_versions(storage) == versions
     clocks = report["details"]["clocks"]
-    assert abs(clocks["clock_skew_millis"] - ahead_millis) <= 2000
+    # The machine's clock is read before the store's request, whose Date has a resolution of a
+    # second: the skew is short by that request's time (on a loaded machine, with the S3
+    # client's first build, a few seconds; a fresh-clone CI run met 3.6 s).
+    assert abs(clocks["clock_skew_millis"] - ahead_millis) <= 10_000
     assert report["details"]["now_millis"] == clocks["store_clock_millis"]
     assert any(
         re.match(
