@@ -335,7 +335,7 @@ class GroupCommitter:
                 if staged:
                     tx.policy = self._policy_for(tx)
                     batch.write_files()
-                moved = check is not None and check.result().version > tx.base.version
+                moved = check is not None and _moved(check, tx)
             except Exception as exc:
                 _settle(check)
                 tx.abort()
