@@ -949,9 +949,13 @@ def test_a_conditional_put_whose_answer_was_lost_is_never_sent_again_blindly(
         )
         storage.exists("warm-up")  # the client is built, its probe is done
         flaky.reset_requests_for(30)
+        warm_up = len(flaky.forwarded)
+        puts = ["PUT /" + storage.uri("root-1").removeprefix("s3://")]  # path-style
         if direct:
             with pytest.raises(StorageError) as raised:
                 storage.create_exclusive("root-1", b"ours")
+            # Sent once, reset after it was forwarded: never sent again.
+            assert [line.split(" HTTP/")[0] for line in flaky.forwarded[warm_up:]] == puts
             assert flaky.requests_reset == 1
             line = str(raised.value)
             assert "\n" not in line

@@ -6,7 +6,8 @@ for byte, to ``127.0.0.1:target_port``. Two faults, each for a given number of s
 
     reset_requests_for(s)   every connection open at that moment is reset (TCP RST, SO_LINGER
                             0: the client reads "Connection reset by peer"); then, until the
-                            time is up, each request is forwarded and its connection reset
+                            time is up (and, with ``at_least=n``, until n requests were
+                            reset), each request is forwarded and its connection reset
                             before the answer comes back, unless that same request (method
                             and target) was reset before in this window. So every request in
                             the window fails
@@ -21,7 +22,8 @@ for byte, to ``127.0.0.1:target_port``. Two faults, each for a given number of s
 ``on_connection`` (optional) is called with the number of connections accepted so far, before
 the new one is served: a test starts a fault from there, at a known point of a command's work.
 ``requests_reset`` and ``connections_reset`` count what the faults did, so that a test can
-show that a fault really met its client. Nothing above TCP is faked: the client's own retries,
+show that a fault really met its client; ``forwarded`` lists the request line of every request
+that went through. Nothing above TCP is faked: the client's own retries,
 timeouts and error translation run as they would against S3.
 """
 
@@ -59,6 +61,7 @@ class _Connection:
         self.client = client
         self.upstream = upstream
         self.doomed = False
+        self.closed = threading.Event()  # set once both sockets are closed (an RST when doomed)
 
     def doom(self) -> None:
         """Reset the client's side: the pumps are woken without a FIN, and the client's socket
@@ -88,6 +91,7 @@ class FlakyEndpoint:
         self._open: set[_Connection] = set()
         self._reset_requests: set[bytes] = set()
         self._window_on_first_request: float | None = None
+        self._at_least = 0  # the reset window stays open until this many requests were reset
         self._stopped = threading.Event()
         self._listener = self._bind(0)
         self.port: int = self._listener.getsockname()[1]
@@ -95,6 +99,7 @@ class FlakyEndpoint:
         self.connections = 0
         self.requests_reset = 0
         self.connections_reset = 0
+        self.forwarded: list[str] = []  # the request line of every request forwarded, in order
         self._thread = threading.Thread(target=self._serve, name="flaky-endpoint", daemon=True)
 
     @property
@@ -103,11 +108,16 @@ class FlakyEndpoint:
 
     # -- faults --------------------------------------------------------------------------------
 
-    def reset_requests_for(self, seconds: float, *, from_first_request: bool = False) -> None:
+    def reset_requests_for(
+        self, seconds: float, *, from_first_request: bool = False, at_least: int = 0
+    ) -> None:
         """The reset fault (see the module docstring). ``from_first_request``: the window's
         seconds count from the first request that arrives, not from now, so a client that is
-        slow to start (a loaded machine building its S3 client) still meets the fault."""
-        self._fault("reset", math.inf if from_first_request else seconds)
+        slow to start (a loaded machine building its S3 client) still meets the fault.
+        ``at_least``: the window does not close before that many requests were reset, however
+        long the client takes between them (its back-off and a loaded machine can make a few
+        seconds hold a single request)."""
+        self._fault("reset", math.inf if from_first_request else seconds, at_least)
         if from_first_request:
             with self._lock:
                 self._window_on_first_request = seconds
@@ -115,10 +125,11 @@ class FlakyEndpoint:
     def refuse_for(self, seconds: float) -> None:
         self._fault("refuse", seconds)
 
-    def _fault(self, mode: str, seconds: float) -> None:
+    def _fault(self, mode: str, seconds: float, at_least: int = 0) -> None:
         with self._lock:
             self._mode, self._until = mode, time.monotonic() + seconds
             self._window_on_first_request = None
+            self._at_least = at_least
             self._reset_requests.clear()  # each window resets each request once
             victims, self._open = self._open, set()
             self.connections_reset += len(victims)
@@ -126,6 +137,11 @@ class FlakyEndpoint:
                 self._listener.close()
         for connection in victims:
             connection.doom()
+        # The RST leaves when each victim's serving thread closes its socket: wait for that, so
+        # that the client's next request cannot go out on a kept-alive connection that is
+        # doomed but not yet reset (it would be lost unsent, never reaching the fault).
+        for connection in victims:
+            connection.closed.wait(5)
         if mode == "refuse":
             # A bound socket that does not listen answers a SYN with RST: refused. The port is
             # free again once the reset connections, which hold it too, are closed.
@@ -144,7 +160,8 @@ class FlakyEndpoint:
     def _mode_now(self) -> str:
         """The mode in force, ending an expired fault (listening again after a refusal)."""
         with self._lock:
-            if self._mode != "forward" and time.monotonic() >= self._until:
+            short = self._mode == "reset" and len(self._reset_requests) < self._at_least
+            if self._mode != "forward" and time.monotonic() >= self._until and not short:
                 if self._mode == "refuse":
                     self._listener.listen(64)
                 self._mode = "forward"
@@ -218,6 +235,7 @@ class FlakyEndpoint:
             client.close()
         with contextlib.suppress(OSError):
             upstream.close()
+        connection.closed.set()
 
     def _pump(
         self,
@@ -236,8 +254,10 @@ class FlakyEndpoint:
                 if not data or connection.doomed:
                     break
                 sink.sendall(data)
-                if examine and _REQUEST_LINE.match(data) and self._first_reset_of(data):
-                    connection.doom()
+                if examine and _REQUEST_LINE.match(data):
+                    self.forwarded.append(data.split(b"\r\n", 1)[0].decode("latin-1"))
+                    if self._first_reset_of(data):
+                        connection.doom()
         except OSError:
             pass
         if not connection.doomed:

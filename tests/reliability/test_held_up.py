@@ -128,8 +128,11 @@ def _moto_port(s3: S3TestServer) -> int:
 # How long each job's requests are reset (each once): the trial's 30-60 s, scaled to cover
 # most of what either job asks of a lakehouse this small. Counted from the job's first request:
 # on a loaded machine (load 20, a CI run beside three others) building the S3 client took the
-# whole window and compaction met no reset at all.
+# whole window and compaction met no reset at all. And open until RESETS_AT_LEAST requests were
+# reset: in a CI run beside tests/airflow, compaction's first reset request, its retry after
+# botocore's back-off and the next request took the whole 2 s, and only one was reset.
 RESET_SECONDS = 2.0
+RESETS_AT_LEAST = 3
 
 
 @pytest.mark.s3
@@ -147,17 +150,18 @@ def test_connections_reset_during_compaction_and_gc_are_waited_out(
         healthy = expire_in_process(direct, now_millis=later, dry_run=True)
         assert healthy.plan.expired, "nothing to expire: not a test of compaction"
         clear_caches()  # every read goes through the endpoint
-        flaky.reset_requests_for(RESET_SECONDS, from_first_request=True)
+        flaky.reset_requests_for(RESET_SECONDS, from_first_request=True, at_least=RESETS_AT_LEAST)
         compacted = expire_in_process(storage, now_millis=later)
         resets_in_compaction = flaky.requests_reset
 
         clear_caches()
-        flaky.reset_requests_for(RESET_SECONDS, from_first_request=True)
+        flaky.reset_requests_for(RESET_SECONDS, from_first_request=True, at_least=RESETS_AT_LEAST)
         collected = gc_in_process(storage, now_millis=later, grace_millis=3 * DAY_MILLIS)
         resets_in_gc = flaky.requests_reset - resets_in_compaction
 
     # Both met resets (each reset request failed once, and its retry got through) ...
-    assert resets_in_compaction >= 2 and resets_in_gc >= 2, (resets_in_compaction, resets_in_gc)
+    met = (resets_in_compaction, resets_in_gc)
+    assert min(met) >= RESETS_AT_LEAST, met
     # ... and did what a healthy run does.
     assert compacted.plan.expired == healthy.plan.expired
     assert list_root_versions(direct) == healthy.plan.retained
