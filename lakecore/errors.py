@@ -226,6 +226,11 @@ class CommitConflictError(LakecoreError):
     exit_code = ExitCode.CONFLICT
 
 
+class CommitTimeoutError(CommitConflictError):
+    """A commit outlived its timeout before creating its root, and gave up: nothing was
+    committed, and running it again is safe (its files are orphans for gc)."""
+
+
 class CommitStateUnknownError(LakecoreError):
     """The root write failed ambiguously and the outcome could not be established.
 

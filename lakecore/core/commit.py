@@ -11,6 +11,15 @@
     there (validation by value), rebase onto w and try w+1, with jittered backoff, a bounded
     number of times; then CommitConflictError.
 
+A commit has a timeout (``CommitPolicy.timeout_seconds``, 600 s unless set): root v+1 is never
+created once the commit's first new file is older than that (``CommitTimeoutError``: nothing was
+committed, run it again). gc takes every file older than its grace period that no version
+reaches for an orphan, and its grace may not be shorter than the commit timeout, so a commit
+stalled past it (a paused process, a sync that waits on a busy disk) must not land a root that
+names files gc may have deleted meanwhile. The clock counts from the transaction's first file
+write (``files_since``; else from ``commit`` being called) and includes time asleep
+(``commit_clock``); what it cannot bound is the root write itself, one request.
+
 An ambiguous root write (a timeout, a dropped connection) may or may not have landed. The
 committer never guesses: it reads the root back and compares it with the bytes it sent (every
 attempt's bytes are unique, they carry ``created_at_millis`` and fresh node paths). If the root
@@ -30,6 +39,7 @@ from lakecore.core.background_hint import BackgroundHint
 from lakecore.core.locations import root_node_file_name
 from lakecore.core.node import Node
 from lakecore.core.storage import Storage, request_pool
+from lakecore.core.units import format_seconds, plural
 from lakecore.core.versions import (
     RootInfo,
     decode_root,
@@ -43,6 +53,7 @@ from lakecore.errors import (
     AlreadyExistsError,
     CommitConflictError,
     CommitStateUnknownError,
+    CommitTimeoutError,
     LakecoreError,
     NotFoundError,
     StorageError,
@@ -50,6 +61,10 @@ from lakecore.errors import (
 )
 
 DEFAULT_MAX_RETRIES = 25
+# The longest a commit may take, from its first new file to its root. gc's grace period may not
+# be shorter than the settings' ``commit_timeout_seconds`` (``lakecore.maintenance.clock``),
+# whose default this is: a setting below it would let gc outpace lakecore's own writers.
+DEFAULT_COMMIT_TIMEOUT_SECONDS = 600.0
 DEFAULT_BACKOFF_BASE_SECONDS = 0.002
 DEFAULT_BACKOFF_CAP_SECONDS = 0.25
 # Root writes that failed ambiguously (a timeout, a reset) and had not landed when read back,
@@ -94,12 +109,46 @@ class CommitPolicy:
     # attempt (group commit starts it with the batch's files); else the commit reads it beside
     # its plan.
     hint_read: Future[int | None] | None = None
+    # No root is created once the commit's first file is older than this (None: no limit).
+    timeout_seconds: float | None = DEFAULT_COMMIT_TIMEOUT_SECONDS
 
     def backoff(self, attempt: int) -> float:
         # Full jitter: spreads retrying writers apart so one of them wins the next round.
         return self.rng.uniform(
             0, min(self.backoff_cap_seconds, self.backoff_base_seconds * (2**attempt))
         )
+
+
+def commit_clock() -> float:
+    """Seconds on a clock that never steps and counts time asleep (Linux's boot time; elsewhere
+    the monotonic clock): what a commit's age is measured on."""
+    return time.clock_gettime(_COMMIT_CLOCK)
+
+
+_COMMIT_CLOCK: int = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
+def _check_age(
+    policy: CommitPolicy, since: float, storage: Storage, target: int, ambiguous: int
+) -> None:
+    """Refuse to create root ``target`` once the commit is older than its timeout."""
+    limit = policy.timeout_seconds
+    age = commit_clock() - since
+    if limit is None or age <= limit:
+        return
+    what = (
+        f"its first new file was written {format_seconds(age)} ago, past the commit timeout of "
+        f"{format_seconds(limit)} (gc may take files that old for orphans)"
+    )
+    if ambiguous:
+        raise CommitStateUnknownError(
+            f"writing root {target} at {storage.uri(root_node_file_name(target))} failed "
+            f"{plural(ambiguous, 'time')} and it is not sent again: {what}; an earlier write may yet land: "
+            "reopen the lakehouse to see whether the commit landed before retrying it"
+        )
+    raise CommitTimeoutError(
+        f"gave up before creating root {target}: {what}; nothing was committed, run it again"
+    )
 
 
 def _root_holds(storage: Storage, version: int, data: bytes) -> bool | None:
@@ -120,6 +169,7 @@ def commit(
     policy: CommitPolicy | None = None,
     *,
     now_millis: Callable[[], int] = lambda: int(time.time() * 1000),
+    files_since: float | None = None,
 ) -> CommitOutcome:
     """Commit ``plan(base)`` as the next version; on a lost race rebase onto the latest version
     if ``still_valid(latest)`` returns None, else raise CommitConflictError with its reason.
@@ -127,8 +177,12 @@ def commit(
     A root write the store refused (``StorageRefusedError``: no space, no permission) and that
     did not land is that error, at once: nothing was committed, and retrying it as a lost race
     only wrote more orphans. An ambiguous failure (a timeout, a reset) that did not land is sent
-    again, the same bytes for the same version, ``AMBIGUOUS_WRITE_RETRIES`` times at most."""
+    again, the same bytes for the same version, ``AMBIGUOUS_WRITE_RETRIES`` times at most.
+
+    ``files_since``: when (``commit_clock``) the caller wrote its first file for this commit;
+    the timeout counts from it, or from now when None."""
     policy = policy or CommitPolicy()
+    since = commit_clock() if files_since is None else files_since
     current = base
     conflicts = 0
     ambiguous = 0
@@ -171,6 +225,7 @@ def commit(
             # or past the target means: lost race, rebase.
             pass
         else:
+            _check_age(policy, since, storage, target, ambiguous)
             try:
                 storage.create_exclusive(root_node_file_name(target), data)
                 landed = data

@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from lakecore.core.commit import CommitOutcome, CommitPolicy, RootPlan, commit
@@ -241,9 +241,7 @@ class Lakehouse(LakehouseView):
             )
         policy = self.commit_policy
         if max_retries is not None:
-            policy = CommitPolicy(
-                max_retries, policy.backoff_base_seconds, policy.backoff_cap_seconds, policy.rng
-            )
+            policy = replace(policy, max_retries=max_retries)
         return Transaction(self, isolation, policy)
 
     def commit_plan(
@@ -252,8 +250,11 @@ class Lakehouse(LakehouseView):
         still_valid: Callable[[RootInfo], str | None],
         *,
         policy: CommitPolicy | None = None,
+        files_since: float | None = None,
     ) -> CommitOutcome:
         """Commit on top of this object's version; on success this object moves to it.
+        ``files_since``: when the caller wrote this commit's first file (``commit``'s timeout
+        counts from it).
 
         Once the root has landed nothing may raise: the commit is acknowledged even when the new
         lakehouse definition cannot be read back (a caller that saw an error would retry and
@@ -270,6 +271,7 @@ class Lakehouse(LakehouseView):
             plan,
             still_valid,
             policy or self.commit_policy,
+            files_since=files_since,
         )
         self.last_commit = outcome
         lakehouse_def = self._definition_of_landed_root(outcome.root)

@@ -30,7 +30,7 @@ from typing import Any, Final, Literal, Protocol, Unpack
 
 from lakecore.core import keys as K
 from lakecore.core import namespaces as N
-from lakecore.core.commit import CommitOutcome, CommitPolicy, RootPlan
+from lakecore.core.commit import CommitOutcome, CommitPolicy, RootPlan, commit_clock
 from lakecore.core.defs import (
     LakehouseDef,
     TableFields,
@@ -124,6 +124,7 @@ class CommitTarget(Protocol):
         still_valid: Callable[[RootInfo], str | None],
         *,
         policy: CommitPolicy | None = None,
+        files_since: float | None = None,
     ) -> CommitOutcome: ...
 
 
@@ -145,6 +146,9 @@ class Transaction:
         self.writes: dict[str, str | None] = {}
         self.new_files: dict[str, bytes] = {}
         self._files_written: set[str] = set()
+        # When the first file of this commit was written (``commit_clock``): the commit's
+        # timeout counts from it (``lakecore.core.commit``).
+        self.files_since: float | None = None
         self.reads: dict[str, str | None] = {}
         self.ranges: dict[str, list[tuple[str, str]]] = {}
         self.guard_keys: dict[str, str | None] = {}
@@ -588,7 +592,12 @@ class Transaction:
         """Write the definition files staged so far now (the commit writes any left): a caller
         with other files to write before the root writes these beside them, in one round."""
         self._check_open()
+        self._files_written_now()  # the caller's own files go out beside these
         self._write_new_files()
+
+    def _files_written_now(self) -> None:
+        if self.files_since is None:
+            self.files_since = commit_clock()
 
     def _write_new_files(self) -> None:
         # Only definitions a key still points to: a table created and then updated in the same
@@ -601,6 +610,7 @@ class Transaction:
         ]
         if not todo:
             return
+        self._files_written_now()
         storage = self.lakehouse.storage
 
         def write(item: tuple[str, bytes]) -> None:
@@ -638,6 +648,7 @@ class Transaction:
                     properties[key] = value
             new_def = self.lakehouse_def.with_changes(properties=properties).validate()
             path = new_lakehouse_def_path()
+            self._files_written_now()
             self.lakehouse.storage.write(path, new_def.to_bytes())
             self._new_definition_path = path
         return self._new_definition_path
@@ -692,7 +703,9 @@ class Transaction:
                 "the lakehouse object moved to another version while this transaction was open; "
                 "start transactions from the object you commit them with"
             )
-        self.outcome = self.lakehouse.commit_plan(self._plan, self._still_valid, policy=self.policy)
+        self.outcome = self.lakehouse.commit_plan(
+            self._plan, self._still_valid, policy=self.policy, files_since=self.files_since
+        )
         self.committed_version = self.outcome.version
         return self.outcome.version
 

@@ -7,6 +7,8 @@ a mistyped key would otherwise be silently ignored and its default used.
     description               free text
     subtree_tasks_per_core    subtree tasks to aim for per executor core
     commit_timeout_seconds    the longest a commit may take; gc's grace period must exceed it
+                              (lakecore's writers give up at DEFAULT_COMMIT_TIMEOUT_SECONDS,
+                              600 s: a lower setting lets gc outpace them)
     gc_older_than             gc's default grace period (a duration: 90s, 15m, 6h, 3d)
     gc_delete_batch_size      files per delete request (S3 takes at most S3_MAX_DELETE_BATCH)
     gc_list_threads_per_task  concurrent listing requests per listing task
@@ -42,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from lakecore.core.commit import DEFAULT_COMMIT_TIMEOUT_SECONDS
 from lakecore.core.storage import S3_MAX_DELETE_BATCH
 from lakecore.core.units import parse_duration_millis
 from lakecore.errors import InvalidArgumentError
@@ -58,7 +61,7 @@ CONF_DIR = Path(os.environ.get("LAKECORE_CONF_DIR", Path(__file__).resolve().par
 class MaintenanceSettings:
     description: str = ""
     subtree_tasks_per_core: int = 4
-    commit_timeout_seconds: float = 600.0
+    commit_timeout_seconds: float = DEFAULT_COMMIT_TIMEOUT_SECONDS
     gc_older_than: str = "3d"
     gc_delete_batch_size: int = S3_MAX_DELETE_BATCH
     gc_list_threads_per_task: int = 8

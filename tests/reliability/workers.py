@@ -142,6 +142,7 @@ def maintenance_loop(
     counts: dict[str, int] = {}
     errors: list[str] = []
     committed: list[int] = []  # the versions the maintenance commits claim
+    gc_deleted: list[str] = []  # what gc deleted, for a test to name what went missing
     rng = random.Random(os.getpid())
 
     def bump(name: str, by: int = 1) -> None:
@@ -184,6 +185,7 @@ def maintenance_loop(
                     )
                     bump("gc_runs")
                     bump("gc_deleted", result.deleted.deleted)
+                    gc_deleted.extend(result.deleted.deleted_paths)
                 elif kind == "compact":
                     bump("versions_expired", compact_once(uri, storage_options))
                     bump("compact_runs")
@@ -194,7 +196,14 @@ def maintenance_loop(
                 errors.append(exc.one_line())
             time.sleep(rng.uniform(0.0, 0.05))
     Path(report_path).write_text(
-        json.dumps({"counts": counts, "errors": errors[:20], "versions": committed})
+        json.dumps(
+            {
+                "counts": counts,
+                "errors": errors[:20],
+                "versions": committed,
+                "gc_deleted": gc_deleted[:1000],
+            }
+        )
     )
 
 
