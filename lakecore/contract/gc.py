@@ -152,11 +152,7 @@ def render_gc(result: GcResult, report: JobReport) -> None:
     deleted = result.deleted
     if deleted is None:
         return
-    report.counts["orphans_deleted"] = deleted.deleted
-    # Deleted by a run racing this one between the listing and the delete: not counted above.
-    report.counts["orphans_already_gone"] = deleted.already_gone
-    report.bytes["freed_bytes"] = deleted.bytes_freed
-    report.sample("deleted", deleted.deleted_paths)
+    report.record_deletes(deleted, "orphans")
     versions_retained = report.counts["retained_versions"]
     verb = "would delete" if result.dry_run else "deleted"
     too_young = found.too_young

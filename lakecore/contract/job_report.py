@@ -26,6 +26,7 @@ from typing import Any
 from lakecore.contract.outputs import OutputKind, write_text_atomically
 from lakecore.core.display import escape_for_display
 from lakecore.errors import ExitCode, InvalidArgumentError
+from lakecore.maintenance.delete import DeleteOutcome
 from lakecore.maintenance.samples import SAMPLE_LIMIT
 
 
@@ -59,6 +60,15 @@ class JobReport:
             else list(paths)[:SAMPLE_LIMIT]
         )
         self.samples[name] = list(items)
+
+    def record_deletes(self, deleted: DeleteOutcome, noun: str) -> None:
+        """A delete stage's outcome: ``{noun}_deleted``, ``{noun}_already_gone`` (deleted by a
+        run racing this one since the listing: not counted as this run's), ``freed_bytes`` and
+        the ``deleted`` sample."""
+        self.counts[f"{noun}_deleted"] = deleted.deleted
+        self.counts[f"{noun}_already_gone"] = deleted.already_gone
+        self.bytes["freed_bytes"] = deleted.bytes_freed
+        self.sample("deleted", deleted.deleted_paths)
 
     def as_dict(self) -> dict[str, Any]:
         return {

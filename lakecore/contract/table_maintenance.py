@@ -223,10 +223,7 @@ def render_table_maintenance(result: TableMaintenanceResult, report: JobReport) 
     deleted = result.deleted
     if deleted is None:
         return
-    report.counts["files_deleted"] = deleted.deleted
-    report.counts["files_already_gone"] = deleted.already_gone
-    report.bytes["freed_bytes"] = deleted.bytes_freed
-    report.sample("deleted", deleted.deleted_paths)
+    report.record_deletes(deleted, "files")
     if result.dry_run:
         report.unprinted.update({"files_deleted", "files_already_gone", "freed_bytes"})
     _summarize(result, report)
