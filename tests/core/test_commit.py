@@ -23,7 +23,6 @@ from lakecore.core.commit import (
     CommitPolicy,
     RootPlan,
     commit,
-    commit_clock,
 )
 from lakecore.core.locations import root_node_file_name
 from lakecore.core.storage import Storage
@@ -213,82 +212,92 @@ def test_ambiguous_failures_without_end_are_an_unknown_state_not_a_conflict(
 # -- the commit timeout ------------------------------------------------------------------------
 # gc deletes unreached files older than its grace period, which may not be shorter than the
 # commit timeout: a commit stalled past the timeout must not land a root naming such files.
+# The commit's clock is replaced by one the test moves: a loaded machine cannot make a commit
+# outlive its timeout, or not, where the test does not say so.
+
+
+class Clock:
+    """``commit_clock`` for a test: stands still until moved."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    import lakecore.core.commit
+    import lakecore.lakehouse.transaction
+
+    fake = Clock()
+    monkeypatch.setattr(lakecore.core.commit, "commit_clock", fake)
+    monkeypatch.setattr(lakecore.lakehouse.transaction, "commit_clock", fake)
+    return fake
+
 
 TIMED = CommitPolicy(
     max_retries=25, backoff_base_seconds=0, backoff_cap_seconds=0, timeout_seconds=5
 )
 
 
-def test_a_commit_past_its_timeout_creates_no_root(lake: Lakehouse, tmp_path: Path) -> None:
+def test_a_commit_past_its_timeout_creates_no_root(
+    lake: Lakehouse, tmp_path: Path, clock: Clock
+) -> None:
     root = tmp_path / "lake"
     before = files_of(root)
     planner = Planner(lake)
     # Its first file was written 6 s ago (a sync that waited on a busy disk, a paused process).
     with pytest.raises(CommitTimeoutError) as caught:
-        commit(
-            lake.storage, 8, lake.root_info, planner, still, TIMED, files_since=commit_clock() - 6
-        )
+        commit(lake.storage, 8, lake.root_info, planner, still, TIMED, files_since=clock.now - 6)
     line = str(caught.value)
-    assert "\n" not in line and line.startswith(
-        "gave up before creating root 2: its first new file"
-    )
-    assert "past the commit timeout of 5s" in line and line.endswith(
-        "nothing was committed, run it again"
+    assert "\n" not in line
+    assert line == (
+        "gave up before creating root 2: its first new file was written 6s ago, past the commit "
+        "timeout of 5s (gc may take files that old for orphans); nothing was committed, run it "
+        "again"
     )
     assert caught.value.exit_code == ExitCode.CONFLICT  # a conflict's "run again" (409 over REST)
     assert isinstance(caught.value, CommitConflictError)
     assert latest_version(lake.storage) == 1 and files_of(root) == before
-    # Within the timeout the same commit lands.
+    # At the timeout, not past it, the same commit lands.
     outcome = commit(
-        lake.storage, 8, lake.root_info, planner, still, TIMED, files_since=commit_clock() - 4
+        lake.storage, 8, lake.root_info, planner, still, TIMED, files_since=clock.now - 5
     )
     assert outcome.version == 2
 
 
-def test_a_slow_plan_counts_against_the_timeout(lake: Lakehouse) -> None:
+def test_a_slow_plan_counts_against_the_timeout(lake: Lakehouse, clock: Clock) -> None:
     """Without ``files_since`` the clock starts when ``commit`` is called: a plan (writing its
-    nodes) that outlasts the timeout lands nothing."""
-    started = commit_clock()
+    nodes) that outlasts the timeout lands nothing; with no timeout it does."""
 
     class Slow(Planner):
         def __call__(self, base: RootInfo) -> RootPlan:
-            while commit_clock() - started <= 0.05:
-                pass
+            clock.now += 5.5
             return super().__call__(base)
 
-    policy = CommitPolicy(timeout_seconds=0.05)
-    with pytest.raises(CommitTimeoutError, match="past the commit timeout of 50ms"):
-        commit(lake.storage, 8, lake.root_info, Slow(lake), still, policy)
+    with pytest.raises(
+        CommitTimeoutError, match=r"written 5\.5s ago, past the commit timeout of 5s"
+    ):
+        commit(lake.storage, 8, lake.root_info, Slow(lake), still, TIMED)
     assert latest_version(lake.storage) == 1
-    assert (
-        commit(
-            lake.storage,
-            8,
-            lake.root_info,
-            Planner(lake),
-            still,
-            CommitPolicy(timeout_seconds=None),
-        ).version
-        == 2
-    )
+    untimed = CommitPolicy(timeout_seconds=None)
+    assert commit(lake.storage, 8, lake.root_info, Slow(lake), still, untimed).version == 2
 
 
-def test_a_transaction_times_from_its_first_file(tmp_path: Path) -> None:
+def test_a_transaction_times_from_its_first_file(tmp_path: Path, clock: Clock) -> None:
     """A transaction whose definitions went out early (``write_new_files``, as a group commit
     writes them beside its own files) counts from then, not from its commit: its files are
     what gc would take for orphans."""
-    lh = Lakehouse.open(
-        str(Lakehouse.create(str(tmp_path / "lake"), name="t", order=8).storage.root_uri),
-        commit_policy=CommitPolicy(timeout_seconds=0.05),
-    )
+    created = Lakehouse.create(str(tmp_path / "lake"), name="t", order=8)
+    lh = Lakehouse.open(created.storage.root_uri, commit_policy=TIMED)
     tx = lh.transaction()
     tx.create_namespace("late")
     tx.write_new_files()
-    written = tx.files_since
-    assert written is not None
-    while commit_clock() - written <= 0.05:
-        pass
-    with pytest.raises(CommitTimeoutError):
+    assert tx.files_since == clock.now
+    clock.now += 6
+    with pytest.raises(CommitTimeoutError, match="written 6s ago"):
         tx.commit()
     assert latest_version(lh.storage) == 0
     with lh.transaction() as again:  # a new transaction, its own clock
@@ -297,21 +306,21 @@ def test_a_transaction_times_from_its_first_file(tmp_path: Path) -> None:
 
 
 def test_an_ambiguous_write_past_the_timeout_is_an_unknown_state(
-    lake: Lakehouse, monkeypatch: pytest.MonkeyPatch
+    lake: Lakehouse, monkeypatch: pytest.MonkeyPatch, clock: Clock
 ) -> None:
     """An ambiguous root write is not sent again once the commit is past its timeout, and since
     the first may yet land, the outcome is unknown, not a conflict to run again."""
-    started = commit_clock()
+    sent: list[bytes] = []
 
     def slow_reset(self: Storage, path: str, data: bytes) -> None:
-        while commit_clock() - started <= 0.05:
-            pass
+        sent.append(data)
+        clock.now += 6  # the reset came after 6 s
         raise StorageError("could not exclusively create: connection reset")
 
     monkeypatch.setattr(Storage, "create_exclusive", slow_reset)
-    policy = CommitPolicy(timeout_seconds=0.05)
     with pytest.raises(CommitStateUnknownError, match="failed 1 time and it is not sent again"):
-        commit(lake.storage, 8, lake.root_info, Planner(lake), still, policy)
+        commit(lake.storage, 8, lake.root_info, Planner(lake), still, TIMED)
+    assert len(sent) == 1
 
 
 # -- a real full disk --------------------------------------------------------------------------
