@@ -62,8 +62,8 @@ from lakecore.errors import (
 
 DEFAULT_MAX_RETRIES = 25
 # The longest a commit may take, from its first new file to its root. gc's grace period may not
-# be shorter than the settings' ``commit_timeout_seconds`` (``lakecore.maintenance.clock``),
-# whose default this is: a setting below it would let gc outpace lakecore's own writers.
+# be shorter than one hour or the settings' ``commit_timeout_seconds`` (whose default this is),
+# whichever is longer (``lakecore.maintenance.clock``), unless the caller takes the risk.
 DEFAULT_COMMIT_TIMEOUT_SECONDS = 600.0
 DEFAULT_BACKOFF_BASE_SECONDS = 0.002
 DEFAULT_BACKOFF_CAP_SECONDS = 0.25

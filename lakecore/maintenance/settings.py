@@ -7,8 +7,8 @@ a mistyped key would otherwise be silently ignored and its default used.
     description               free text
     subtree_tasks_per_core    subtree tasks to aim for per executor core
     commit_timeout_seconds    the longest a commit may take; gc's grace period must exceed it
-                              (lakecore's writers give up at DEFAULT_COMMIT_TIMEOUT_SECONDS,
-                              600 s: a lower setting lets gc outpace them)
+                              and one hour (lakecore's own writers give up at 600 s,
+                              DEFAULT_COMMIT_TIMEOUT_SECONDS)
     gc_older_than             gc's default grace period (a duration: 90s, 15m, 6h, 3d)
     gc_delete_batch_size      files per delete request (S3 takes at most S3_MAX_DELETE_BATCH)
     gc_list_threads_per_task  concurrent listing requests per listing task
