@@ -138,6 +138,17 @@ def s3_server() -> Iterator[S3TestServer]:
             server.stop()
 
 
+class ManualClock:
+    """A clock for code that takes one (``LatestVersion``, ``CommitPolicy.clock``): it stands
+    still until the test moves ``now``."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @dataclass
 class MotoClock:
     """How far moto's clock runs behind the real one: the Last-Modified of what it stores and

@@ -96,6 +96,15 @@ class CommitOutcome:
     hint_written: bool = True
 
 
+def commit_clock() -> float:
+    """Seconds on a clock that never steps and counts time asleep (Linux's boot time; elsewhere
+    the monotonic clock): what a commit's age is measured on."""
+    return time.clock_gettime(_COMMIT_CLOCK)
+
+
+_COMMIT_CLOCK: int = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
 @dataclass
 class CommitPolicy:
     max_retries: int = DEFAULT_MAX_RETRIES
@@ -111,6 +120,8 @@ class CommitPolicy:
     hint_read: Future[int | None] | None = None
     # No root is created once the commit's first file is older than this (None: no limit).
     timeout_seconds: float | None = DEFAULT_COMMIT_TIMEOUT_SECONDS
+    # What the commit's age is measured on (a test gives a clock it moves).
+    clock: Callable[[], float] = commit_clock
 
     def backoff(self, attempt: int) -> float:
         # Full jitter: spreads retrying writers apart so one of them wins the next round.
@@ -119,21 +130,12 @@ class CommitPolicy:
         )
 
 
-def commit_clock() -> float:
-    """Seconds on a clock that never steps and counts time asleep (Linux's boot time; elsewhere
-    the monotonic clock): what a commit's age is measured on."""
-    return time.clock_gettime(_COMMIT_CLOCK)
-
-
-_COMMIT_CLOCK: int = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
-
-
 def _check_age(
     policy: CommitPolicy, since: float, storage: Storage, target: int, ambiguous: int
 ) -> None:
     """Refuse to create root ``target`` once the commit is older than its timeout."""
     limit = policy.timeout_seconds
-    age = commit_clock() - since
+    age = policy.clock() - since
     if limit is None or age <= limit:
         return
     what = (
@@ -179,10 +181,10 @@ def commit(
     only wrote more orphans. An ambiguous failure (a timeout, a reset) that did not land is sent
     again, the same bytes for the same version, ``AMBIGUOUS_WRITE_RETRIES`` times at most.
 
-    ``files_since``: when (``commit_clock``) the caller wrote its first file for this commit;
-    the timeout counts from it, or from now when None."""
+    ``files_since``: when (on ``policy.clock``) the caller wrote its first file for this
+    commit; the timeout counts from it, or from now when None."""
     policy = policy or CommitPolicy()
-    since = commit_clock() if files_since is None else files_since
+    since = policy.clock() if files_since is None else files_since
     current = base
     conflicts = 0
     ambiguous = 0

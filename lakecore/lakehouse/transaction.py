@@ -30,7 +30,7 @@ from typing import Any, Final, Literal, Protocol, Unpack
 
 from lakecore.core import keys as K
 from lakecore.core import namespaces as N
-from lakecore.core.commit import CommitOutcome, CommitPolicy, RootPlan, commit_clock
+from lakecore.core.commit import CommitOutcome, CommitPolicy, RootPlan
 from lakecore.core.defs import (
     LakehouseDef,
     TableFields,
@@ -146,7 +146,7 @@ class Transaction:
         self.writes: dict[str, str | None] = {}
         self.new_files: dict[str, bytes] = {}
         self._files_written: set[str] = set()
-        # When the first file of this commit was written (``commit_clock``): the commit's
+        # When the first file of this commit was written (on ``policy.clock``): the commit's
         # timeout counts from it (``lakecore.core.commit``).
         self.files_since: float | None = None
         self.reads: dict[str, str | None] = {}
@@ -597,7 +597,7 @@ class Transaction:
 
     def _files_written_now(self) -> None:
         if self.files_since is None:
-            self.files_since = commit_clock()
+            self.files_since = self.policy.clock()
 
     def _write_new_files(self) -> None:
         # Only definitions a key still points to: a table created and then updated in the same

@@ -37,6 +37,7 @@ from lakecore.errors import (
     StorageTimeoutError,
 )
 from lakecore.lakehouse import Lakehouse
+from tests.conftest import ManualClock as Clock
 from tests.conftest import fill_disk
 
 FAST = CommitPolicy(max_retries=25, backoff_base_seconds=0, backoff_cap_seconds=0)
@@ -212,34 +213,23 @@ def test_ambiguous_failures_without_end_are_an_unknown_state_not_a_conflict(
 # -- the commit timeout ------------------------------------------------------------------------
 # gc deletes unreached files older than its grace period, which may not be shorter than the
 # commit timeout: a commit stalled past the timeout must not land a root naming such files.
-# The commit's clock is replaced by one the test moves: a loaded machine cannot make a commit
-# outlive its timeout, or not, where the test does not say so.
-
-
-class Clock:
-    """``commit_clock`` for a test: stands still until moved."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+# The commit's clock is one the test moves: a loaded machine cannot make a commit outlive its
+# timeout, or not, where the test does not say so.
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    import lakecore.core.commit
-    import lakecore.lakehouse.transaction
-
-    fake = Clock()
-    monkeypatch.setattr(lakecore.core.commit, "commit_clock", fake)
-    monkeypatch.setattr(lakecore.lakehouse.transaction, "commit_clock", fake)
-    return fake
+def clock() -> Clock:
+    return Clock()
 
 
-TIMED = CommitPolicy(
-    max_retries=25, backoff_base_seconds=0, backoff_cap_seconds=0, timeout_seconds=5
-)
+def timed(clock: Clock) -> CommitPolicy:
+    return CommitPolicy(
+        max_retries=25,
+        backoff_base_seconds=0,
+        backoff_cap_seconds=0,
+        timeout_seconds=5,
+        clock=clock,
+    )
 
 
 def test_a_commit_past_its_timeout_creates_no_root(
@@ -250,7 +240,9 @@ def test_a_commit_past_its_timeout_creates_no_root(
     planner = Planner(lake)
     # Its first file was written 6 s ago (a sync that waited on a busy disk, a paused process).
     with pytest.raises(CommitTimeoutError) as caught:
-        commit(lake.storage, 8, lake.root_info, planner, still, TIMED, files_since=clock.now - 6)
+        commit(
+            lake.storage, 8, lake.root_info, planner, still, timed(clock), files_since=clock.now - 6
+        )
     line = str(caught.value)
     assert "\n" not in line
     assert line == (
@@ -263,7 +255,7 @@ def test_a_commit_past_its_timeout_creates_no_root(
     assert latest_version(lake.storage) == 1 and files_of(root) == before
     # At the timeout, not past it, the same commit lands.
     outcome = commit(
-        lake.storage, 8, lake.root_info, planner, still, TIMED, files_since=clock.now - 5
+        lake.storage, 8, lake.root_info, planner, still, timed(clock), files_since=clock.now - 5
     )
     assert outcome.version == 2
 
@@ -280,7 +272,7 @@ def test_a_slow_plan_counts_against_the_timeout(lake: Lakehouse, clock: Clock) -
     with pytest.raises(
         CommitTimeoutError, match=r"written 5\.5s ago, past the commit timeout of 5s"
     ):
-        commit(lake.storage, 8, lake.root_info, Slow(lake), still, TIMED)
+        commit(lake.storage, 8, lake.root_info, Slow(lake), still, timed(clock))
     assert latest_version(lake.storage) == 1
     untimed = CommitPolicy(timeout_seconds=None)
     assert commit(lake.storage, 8, lake.root_info, Slow(lake), still, untimed).version == 2
@@ -291,7 +283,7 @@ def test_a_transaction_times_from_its_first_file(tmp_path: Path, clock: Clock) -
     writes them beside its own files) counts from then, not from its commit: its files are
     what gc would take for orphans."""
     created = Lakehouse.create(str(tmp_path / "lake"), name="t", order=8)
-    lh = Lakehouse.open(created.storage.root_uri, commit_policy=TIMED)
+    lh = Lakehouse.open(created.storage.root_uri, commit_policy=timed(clock))
     tx = lh.transaction()
     tx.create_namespace("late")
     tx.write_new_files()
@@ -319,7 +311,7 @@ def test_an_ambiguous_write_past_the_timeout_is_an_unknown_state(
 
     monkeypatch.setattr(Storage, "create_exclusive", slow_reset)
     with pytest.raises(CommitStateUnknownError, match="failed 1 time and it is not sent again"):
-        commit(lake.storage, 8, lake.root_info, Planner(lake), still, TIMED)
+        commit(lake.storage, 8, lake.root_info, Planner(lake), still, timed(clock))
     assert len(sent) == 1
 
 

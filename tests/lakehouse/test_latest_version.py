@@ -7,14 +7,7 @@ from pathlib import Path
 
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.latest import LatestVersion
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.conftest import ManualClock as Clock
 
 
 def latest_over(tmp_path: Path) -> tuple[Lakehouse, LatestVersion, Clock]:
