@@ -61,6 +61,7 @@ class _Connection:
         self.client = client
         self.upstream = upstream
         self.doomed = False
+        self.muted = False  # set before a request to be reset is forwarded: no answer goes back
         self.closed = threading.Event()  # set once both sockets are closed (an RST when doomed)
 
     def doom(self) -> None:
@@ -167,10 +168,9 @@ class FlakyEndpoint:
                 self._mode = "forward"
             return self._mode
 
-    def _first_reset_of(self, request: bytes) -> bool:
-        """True when ``request`` (its request line) is to be reset now: a reset window is open
-        and this request has not been reset before."""
-        line = request.split(b"\r\n", 1)[0]
+    def _first_reset_of(self, line: bytes) -> bool:
+        """True when the request of ``line`` (its request line) is to be reset now: a reset
+        window is open and this request has not been reset before."""
         if self._mode_now() != "reset":
             return False
         with self._lock:
@@ -247,17 +247,24 @@ class FlakyEndpoint:
         """Copy until the source ends or fails; then end both directions (with a FIN, unless
         the connection is being reset: then its RST is all the client gets). With ``examine``
         (the client's side) a request's head may doom the connection once it has been
-        forwarded."""
+        forwarded: the answer is muted first, so that none of it can reach the client before
+        the reset (on a loaded machine the target answered between the forward and the doom,
+        and a request meant to lose its answer got it)."""
         try:
             while not connection.doomed:
                 data = source.recv(65536)
                 if not data or connection.doomed:
                     break
-                sink.sendall(data)
+                if connection.muted and not examine:
+                    continue  # an answer to a request being reset: dropped
+                reset = False
                 if examine and _REQUEST_LINE.match(data):
-                    self.forwarded.append(data.split(b"\r\n", 1)[0].decode("latin-1"))
-                    if self._first_reset_of(data):
-                        connection.doom()
+                    line = data.split(b"\r\n", 1)[0]
+                    self.forwarded.append(line.decode("latin-1"))
+                    reset = connection.muted = self._first_reset_of(line)
+                sink.sendall(data)
+                if reset:
+                    connection.doom()
         except OSError:
             pass
         if not connection.doomed:
