@@ -85,13 +85,12 @@ from lakecore.maintenance.listing import (
     stat_listed,
 )
 from lakecore.maintenance.reach import (
-    NewVersionsReach,
     ReachPlan,
     ReachTask,
     plan_reach,
-    reach_new_versions,
     reach_task_columns,
 )
+from lakecore.maintenance.recheck import NewVersionsReach, reach_new_versions
 from lakecore.maintenance.roots import read_retained
 from lakecore.maintenance.samples import capped
 from lakecore.maintenance.side_by_side import side_by_side

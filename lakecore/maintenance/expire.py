@@ -78,13 +78,8 @@ from lakecore.maintenance.listing import (
     list_top,
     root_version_of,
 )
-from lakecore.maintenance.reach import (
-    NewVersionsReach,
-    ReachPlan,
-    plan_reach,
-    reach_in_memory,
-    reach_new_versions,
-)
+from lakecore.maintenance.reach import ReachPlan, plan_reach, reach_in_memory
+from lakecore.maintenance.recheck import NewVersionsReach, reach_new_versions
 from lakecore.maintenance.roots import LoadedRoot, exports_of, load_root, load_roots
 from lakecore.maintenance.samples import capped
 from lakecore.maintenance.settings import DEFAULT_SETTINGS

@@ -73,12 +73,8 @@ from lakecore.maintenance.listing import (
     list_top,
     listing_levels,
 )
-from lakecore.maintenance.reach import (
-    NewVersionsReach,
-    plan_reach,
-    reach_in_memory,
-    reach_new_versions,
-)
+from lakecore.maintenance.reach import plan_reach, reach_in_memory
+from lakecore.maintenance.recheck import NewVersionsReach, reach_new_versions
 from lakecore.maintenance.roots import Retained, read_retained
 from lakecore.maintenance.samples import capped
 from lakecore.maintenance.settings import DEFAULT_SETTINGS, MaintenanceSettings

@@ -39,6 +39,10 @@ class SubtreeTask:
     ancestors: tuple[str, ...] = ()
 
 
+# A node placed in a cut: its location and its depth (the root is depth 1).
+Placement = tuple[str, int]
+
+
 @dataclass
 class TreeCut:
     """The top of a tree (nodes above the cut, loaded on the driver) and the subtrees below."""
@@ -47,17 +51,16 @@ class TreeCut:
     subtrees: list[SubtreeTask] = field(default_factory=list)
     cut_depth: int = 1
     shared: int = 0  # children left out because ``known`` already covers them
+    # Every node below the root this cut loaded or handed out, with its depth: what a caller
+    # adds to its ``known`` once it has checked the cut.
+    placements: list[Placement] = field(default_factory=list)
 
-    def placements(self) -> Iterator[Placement]:
-        """Every node below the root this cut loaded or handed out, with its depth."""
-        for location, _node, depth in self.top[1:]:
-            yield location, depth
-        for task in self.subtrees:
-            yield task.location, task.depth
-
-
-# A node placed in a cut: its location and its depth (the root is depth 1).
-Placement = tuple[str, int]
+    def finish(self, subtrees: list[SubtreeTask], cut_depth: int) -> TreeCut:
+        """The cut with its subtrees and depth set, and its placements recorded."""
+        self.subtrees, self.cut_depth = subtrees, cut_depth
+        self.placements = [(location, depth) for location, _node, depth in self.top[1:]]
+        self.placements += [(task.location, task.depth) for task in subtrees]
+        return self
 
 
 def cut_tree(
@@ -91,21 +94,15 @@ def cut_tree(
                     SubtreeTask(child, child_low, child_high, depth + 1, (*ancestors, location))
                 )
         if not children:
-            cut.subtrees = []
-            cut.cut_depth = depth
-            return cut
+            return cut.finish([], depth)
         if len(children) >= target or depth + 1 >= max_depth:
-            cut.subtrees = children
-            cut.cut_depth = depth + 1
-            return cut
+            return cut.finish(children, depth + 1)
         loaded = [
             (t.location, store.load(t.location), t.low, t.high, t.ancestors) for t in children
         ]
         if any(not node.children for _, node, _, _, _ in loaded):
             # The next level is the leaves: hand out this level as it is.
-            cut.subtrees = children
-            cut.cut_depth = depth + 1
-            return cut
+            return cut.finish(children, depth + 1)
         cut.top.extend((loc, node, depth + 1) for loc, node, _, _, _ in loaded)
         level = loaded
         depth += 1

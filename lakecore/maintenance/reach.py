@@ -8,17 +8,13 @@ the driver adds the root files, definitions, top nodes and their values.
 A value that escapes the lakehouse (a forged full URI outside the allowed export source, or a
 relative path that leaves the root) is damage: it is reported, never followed.
 
-``reach_new_versions`` is the re-check for versions that landed after a listing: it descends
-only into nodes not already known reachable (a known-reachable node's subtree is reachable too).
-The new roots, read whole (``roots.load_root``), are its first level; every node it reads, roots
-included, has its values and children checked in one pass (``_checked_node``)."""
+The re-check of versions that land after a listing is ``recheck``."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Final
 
 from lakecore.core.locations import (
     escaping_value,
@@ -30,17 +26,12 @@ from lakecore.core.node import Node
 from lakecore.core.storage import Storage
 from lakecore.core.tree.shape import TreeShape
 from lakecore.core.tree.store import NodeCache, NodeStore
-from lakecore.core.versions import latest_version
 from lakecore.errors import LakecoreError
 from lakecore.maintenance.damage import mark_damage
 from lakecore.maintenance.listing import ERROR_KEY, UNKNOWN_SIZE, GcRefusedError
 from lakecore.maintenance.partition import Placement, TreeCut, cut_tree, with_stores_reading_ahead
-from lakecore.maintenance.roots import LoadedRoot, load_root
+from lakecore.maintenance.roots import LoadedRoot
 from lakecore.maintenance.tree_files import reachable_from_subtree
-
-# Rounds of the new-version re-check before deleting; each round narrows the race window.
-MAX_RECHECK_ROUNDS: Final = 3
-
 
 # ---------------------------------------------------------------------------------------------
 # Reachability
@@ -90,7 +81,7 @@ def _add(paths: dict[str, int], path: str, size: int = UNKNOWN_SIZE) -> None:
         paths[path] = size
 
 
-def _escape_reason(where: str, value: str) -> str:
+def escape_reason(where: str, value: str) -> str:
     return (
         f"{where}: value {value!r} points out of the lakehouse root and not into an export's source; "
         "the version is damaged (run validate, then repair)"
@@ -103,7 +94,7 @@ def _damage_in_cut(root: LoadedRoot, cut: TreeCut) -> str | None:
     for location, node, _depth in cut.top:
         value = escaping_value(node.pvalues(), root.external_roots)
         if value is not None:
-            return _escape_reason(f"version {root.version}, node {location}", value)
+            return escape_reason(f"version {root.version}, node {location}", value)
     for sub in cut.subtrees:
         if is_forged_pointer(sub.location, root.external_roots):
             return (
@@ -161,7 +152,7 @@ def plan_reach(
             tolerated.append(damage)
             plan.unwalked.append(root.version)
             continue
-        known.update(cut.placements())
+        known.update(cut.placements)
         plan.shared_tasks += cut.shared
         for location, node, _depth in cut.top:
             if location != info.path:
@@ -240,7 +231,7 @@ def reach_task_columns(
             unusual = not_plain_optimized(reach.values)
             escape = escaping_value(unusual, task.external_roots)
             if escape is not None:
-                raise GcRefusedError(_escape_reason(f"subtree {task.location}", escape))
+                raise GcRefusedError(escape_reason(f"subtree {task.location}", escape))
         except Exception as exc:  # any failure at all must fail the caller closed
             store.drop_read_ahead()  # the failed walk's reads ahead would hold the store's slots
             reason = (
@@ -258,109 +249,3 @@ def reach_task_columns(
         sizes.extend(itertools.repeat(UNKNOWN_SIZE, len(values)))
         nodes.extend(values)
         yield nodes, sizes
-
-
-# ---------------------------------------------------------------------------------------------
-# Re-check: versions that landed after the listing
-
-
-@dataclass
-class NewVersionsReach:
-    versions: list[int] = field(default_factory=list)
-    paths: set[str] = field(default_factory=set)
-    nodes_read: int = 0
-    rounds: int = 0
-
-
-def reach_new_versions(
-    storage: Storage,
-    since: int,
-    known_reachable: Callable[[set[str]], set[str]],
-    *,
-    cache: NodeCache | None = None,
-    max_rounds: int = MAX_RECHECK_ROUNDS,
-    refused: type[LakecoreError] = GcRefusedError,
-    covered: set[str] | frozenset[str] = frozenset(),
-    unreached: set[str] | frozenset[str] = frozenset(),
-) -> NewVersionsReach:
-    """Everything the versions after ``since`` reach that is not already known reachable.
-
-    All new roots of a round are walked together, breadth first, one level at a time; a node
-    that is known reachable is not descended into: its whole subtree is reachable already.
-    ``covered`` nodes are known reachable and ``unreached`` ones (orphans) known not to be,
-    without asking; about the others ``known_reachable`` is asked, one batch membership
-    question per level. Runs again while new versions keep landing, up to ``max_rounds``
-    times. Any unreadable new root or node is ``refused``."""
-    out = NewVersionsReach()
-    cache = cache if cache is not None else NodeCache()
-    visited: set[str] = set()
-    for _ in range(max_rounds):
-        try:
-            latest = latest_version(storage)
-        except LakecoreError as exc:
-            raise refused(f"could not re-read the latest version: {exc.one_line()}") from exc
-        if latest <= since:
-            break
-        out.rounds += 1
-        # The walk's first level: the new roots, read whole already (``load_root``).
-        level: list[_NewNode] = []  # (location, node, its tree's store, where, for a refusal)
-        for version in range(since + 1, latest + 1):
-            root = load_root(storage, version, refused)
-            out.versions.append(version)
-            out.paths.add(root.info.lakehouse_def_path)
-            store = _node_store(storage, root, cache)
-            level.append((root.info.path, root.info.node, store, f"version {version}"))
-        while level:
-            frontier: dict[str, _SizedStore] = {}  # node location -> the store to load it with
-            for location, node, store, where in level:
-                values, children = _checked_node(node, store.external_roots, where, refused)
-                out.paths.add(location)
-                out.paths.update(values)
-                for child in children:
-                    if child not in visited:
-                        frontier.setdefault(child, store)
-            visited.update(frontier)
-            ask = {p for p in frontier if p not in covered and p not in unreached}
-            known = (known_reachable(ask) if ask else set()) | (frontier.keys() & covered)
-            level = []
-            for location in sorted(frontier.keys() - known):
-                store = frontier[location]
-                try:
-                    node = store.load(location)
-                except LakecoreError as exc:
-                    raise refused(
-                        f"a version committed during the run (after {since}) cannot be walked: "
-                        f"{exc.one_line()}"
-                    ) from exc
-                out.nodes_read += 1
-                level.append((location, node, store, f"node {location}"))
-        since = latest
-    return out
-
-
-# A node of a version committed during the run, read and waiting to be checked: its location,
-# the node, the store of its version's tree (to read its children with) and, for a refusal,
-# where it is ("version V" for a root, "node LOCATION" below).
-_NewNode = tuple[str, Node, _SizedStore, str]
-
-
-def _checked_node(
-    node: Node, external_roots: tuple[str, ...], where: str, refused: type[LakecoreError]
-) -> tuple[list[str], list[str]]:
-    """The node's values in this lakehouse and its children to walk, each checked once: an
-    export source's full URIs are left out, and any other full URI, or a value that escapes
-    the root, is ``refused``."""
-    values = list(node.pvalues())
-    escape = escaping_value(values, external_roots)
-    if escape is not None:
-        raise refused(_escape_reason(f"a version committed during the run: {where}", escape))
-    children = []
-    for child in node.children:
-        if not is_full_uri(child):
-            children.append(child)
-        elif is_forged_pointer(child, external_roots):
-            raise refused(
-                f"a version committed during the run: {where} points to {child!r}, outside "
-                "the lakehouse root and not in an export's source; run validate"
-            )
-    return [value for value in values if not is_full_uri(value)], children

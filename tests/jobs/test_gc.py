@@ -36,7 +36,7 @@ from lakecore.core.versions import list_root_versions
 from lakecore.errors import CommitConflictError, LakecoreError
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.version_check import check_version
-from lakecore.maintenance import listing, reach, roots, tally
+from lakecore.maintenance import listing, reach, recheck, roots, tally
 from lakecore.maintenance import settings as maintenance_settings
 from lakecore.maintenance.gc import gc_in_process
 from lakecore.maintenance.listing import kind_of
@@ -707,7 +707,7 @@ def test_recheck_rescues_the_files_of_a_version_committed_after_the_listing(lake
         asked.append(paths)
         return paths & reachable
 
-    rechecked = reach.reach_new_versions(
+    rechecked = recheck.reach_new_versions(
         storage, retained.latest, known, covered=plan.covered, unreached=orphans
     )
     assert rechecked.versions == [lh.version]

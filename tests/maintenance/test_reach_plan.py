@@ -78,7 +78,7 @@ def test_a_cut_skips_the_placements_it_is_given(storage: Storage) -> None:
     whole = cut_tree(store, latest.info.node, latest.info.path, 3, max_depth)
     assert whole.subtrees and whole.shared == 0
     again = cut_tree(
-        store, latest.info.node, latest.info.path, 3, max_depth, known=set(whole.placements())
+        store, latest.info.node, latest.info.path, 3, max_depth, known=set(whole.placements)
     )
     # Everything below the root was placed: the same version cut again hands out nothing.
     assert again.subtrees == [] and len(again.top) == 1

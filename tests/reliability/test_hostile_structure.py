@@ -49,7 +49,7 @@ from lakecore.errors import LakecoreError
 from lakecore.lakehouse import Lakehouse
 from lakecore.lakehouse.version_check import check_version
 from lakecore.maintenance.gc import gc_in_process
-from lakecore.maintenance.reach import reach_new_versions
+from lakecore.maintenance.recheck import reach_new_versions
 from tests.reliability.faulty_storage import clear_caches, emit_summary, tree_digest
 
 pytestmark = pytest.mark.reliability
