@@ -59,29 +59,34 @@ from jobs.spark_units import (
     delete_frame,
     driver_reach,
     membership_in,
-    reach_frame,
     sample_paths,
 )
 from lakecore.contract.gc import add_gc_arguments, gc_options, render_gc
 from lakecore.contract.one_line_parser import OneLineArgumentParser
-from lakecore.core.locations import hash_directory_prefixes
 from lakecore.core.storage import Storage, request_pool
 from lakecore.core.tree.store import PREFETCH_THREADS, NodeCache
 from lakecore.core.units import plural
 from lakecore.maintenance.clock import check_grace_options, read_clocks
-from lakecore.maintenance.damage import DAMAGED_MARK, may_be_damage
+from lakecore.maintenance.damage import DAMAGED_MARK
 from lakecore.maintenance.delete import DeleteOutcome
-from lakecore.maintenance.gc import GcFound, GcOptions, GcResult, refusal_for_damage
+from lakecore.maintenance.gc import (
+    GcFound,
+    GcOptions,
+    GcResult,
+    over_retained_refusal,
+    raise_explained,
+)
 from lakecore.maintenance.listing import (
     DELETABLE_KIND_NAMES,
     ERROR_KEY,
     FOREIGN,
+    WALKED_ALONGSIDE,
     GcRefusedError,
     ListedFile,
+    ListingWay,
     list_directories_columns,
-    list_small_root,
     list_top,
-    listing_levels,
+    listing_way,
     stat_listed,
 )
 from lakecore.maintenance.reach import (
@@ -146,55 +151,6 @@ STATTED = Columns(
 # Listed and reached files in one frame, told apart by ``reached`` (``_listing_and_reach``).
 LISTED_OR_REACHED = Columns((*LISTING.fields, ("reached", "boolean")))
 
-# How the lakehouse was listed (the report's ``listing``): ``ListingWay.how``.
-FLAT = "flat"
-HASH_DIRECTORIES = "hash-directories"
-WALKED_ALONGSIDE = "hash-directories, walked alongside"
-
-
-@dataclass(frozen=True)
-class ListingWay:
-    """How gc lists the lakehouse (``listing_way``), chosen on the driver before a task runs.
-
-    - ``FLAT``, small (the retained trees reach at most ``gc_flat_listing_max_files`` paths and
-      the listing confirms it): one flat listing on the driver (``flat``); the walk on executors.
-    - ``HASH_DIRECTORIES``, large, on local disk: the directories at or above the hash
-      directories, as many as the tasks can use (``listing.listing_levels``), listed in tasks of
-      their own, and the walk in others.
-    - ``WALKED_ALONGSIDE``, large, on an object store: a task per core, each listing its share
-      of the directories, with requests enough in flight for its threads, and walking its share
-      of the subtrees at the same time (``side_by_side``): both wait on responses, so a task
-      waits for the slower, not for the sum. On local[1] the two used to run one after the other.
-    """
-
-    how: str
-    flat: list[ListedFile] | None  # FLAT: every file under the root
-    directories: list[str]  # otherwise: the directories listed one by one
-    tasks: int  # otherwise: the listing's tasks
-
-    @property
-    def directories_listed(self) -> int | None:
-        """The report's ``listing_directories``: None for a flat listing."""
-        return None if self.flat is not None else len(self.directories)
-
-
-def listing_way(job: JobContext, storage: Storage, plan: ReachPlan) -> ListingWay:
-    """How to list the lakehouse that ``plan`` walks (``ListingWay``); a small one is listed here."""
-    most = job.settings.gc_flat_listing_max_files
-    # Every task reaches at least one file: a lower bound on the lakehouse's size.
-    plan_size = len(plan.driver_paths) + len(plan.tasks)
-    flat = list_small_root(storage, most) if plan_size <= most else None
-    if flat is not None:
-        return ListingWay(FLAT, flat, [], 0)
-    if not storage.waits_on_network:
-        how, tasks, concurrency = HASH_DIRECTORIES, job.parallelism, job.parallelism
-    else:
-        # A task per core, each with its requests in flight: every task needs directories
-        # enough for its threads, and more tasks would only split them thinner.
-        how, tasks = WALKED_ALONGSIDE, job.default_parallelism
-        concurrency = tasks * job.settings.gc_list_threads_per_task
-    return ListingWay(how, None, hash_directory_prefixes(listing_levels(concurrency)), tasks)
-
 
 def _listing_and_reach(
     job: JobContext,
@@ -205,66 +161,67 @@ def _listing_and_reach(
     persist: Persisted,
 ) -> tuple[DataFrame, DataFrame]:
     """DataFrames of every listed file (``top`` and what ``way`` lists) and of every file the
-    plan reaches."""
+    plan reaches, from the tasks of ``_listed_and_walked``: on an object store one set of
+    tasks lists and walks side by side, and their rows are one persisted frame, filled before
+    the join reads it on each side; otherwise the listing (unless the lakehouse was listed flat
+    on the driver) and the walk each have tasks of their own, and each frame is read once."""
+    from pyspark.sql import functions as F
+
     if way.how == WALKED_ALONGSIDE:
-        listed, reach = _listed_and_walked(job, storage, plan, way, persist)
+        both = persist(_listed_and_walked(job, storage, way.directories, plan.tasks, way.tasks))
+        # Filled before the join reads it: the join's two sides are two stages that both scan
+        # these rows and may run at once. One executor's block lock makes a second task wait
+        # for a block being computed, but on a cluster the other side's task runs on another
+        # executor, which knows of no such block and lists and walks the same share again (a
+        # standalone cluster on moto: 1,667 requests for gc where local[2] makes 1,217, and
+        # 1.5x its time).
+        both.count()
+        listed, walked = both.where(~F.col("reached")), both.where(F.col("reached"))
     else:
-        reach = reach_frame(job, storage, plan)
         listed = (
             driver_rows(job.spark, way.flat, LISTING)
             if way.flat is not None
-            else _listed(job, storage, way)
+            else _listed_and_walked(job, storage, way.directories, [], way.tasks)
         )
-    return listed.unionByName(driver_rows(job.spark, top, LISTING)), reach
-
-
-def _listed(job: JobContext, storage: Storage, way: ListingWay) -> DataFrame:
-    """The files under ``way.directories``, listed in tasks of their own."""
-    threads = job.settings.gc_list_threads_per_task
-
-    def list_dirs(items: list[str]) -> Iterator[tuple[list[Any], ...]]:
-        return (listed.columns() for listed in list_directories_columns(storage, items, threads))
-
-    return fan_out_columns(job.spark, way.directories, list_dirs, LISTING, way.tasks)
+        walked = _listed_and_walked(job, storage, [], plan.tasks, job.parallelism)
+    listed = listed.select(*LISTING.names).unionByName(driver_rows(job.spark, top, LISTING))
+    return listed, walked.select(*REACH.names).unionByName(driver_reach(job, plan))
 
 
 def _listed_and_walked(
-    job: JobContext, storage: Storage, plan: ReachPlan, way: ListingWay, persist: Persisted
-) -> tuple[DataFrame, DataFrame]:
-    """The files under ``way.directories`` and the files the plan reaches, from tasks that
-    each list a share of the directories and walk a share of the subtrees side by side. Their
-    rows come as one persisted frame, filled before the join reads it on each side."""
-    from pyspark.sql import functions as F
-
-    shares = _shares(way.directories, plan.tasks)
+    job: JobContext,
+    storage: Storage,
+    directories: list[str],
+    walks: list[ReachTask],
+    tasks: int,
+) -> DataFrame:
+    """The files under ``directories`` and the files the subtrees ``walks`` reach, as rows of
+    ``LISTED_OR_REACHED`` from ``tasks`` tasks: each lists its share of the directories and
+    walks its share of the subtrees, side by side when it has both."""
+    shares = _shares(directories, walks)
     threads = job.settings.gc_list_threads_per_task
 
     def list_and_walk(items: list[tuple[str, Any]]) -> Iterator[tuple[list[Any] | None, ...]]:
         to_list = [item for kind, item in items if kind == _LIST]
         to_walk = [item for kind, item in items if kind == _WALK]
-        # One pool serves both (``storage.request_pool``): wide enough that the walk's reads
-        # need not wait for the listing's window.
-        request_pool(threads + PREFETCH_THREADS)
-        listed = (
-            (*chunk.columns(), [False] * len(chunk))
-            for chunk in list_directories_columns(storage, to_list, threads)
-        )
-        reached = (
-            (paths, sizes, None, None, [True] * len(paths))
-            for paths, sizes in reach_task_columns(storage, to_walk)
-        )
-        return side_by_side([listed, reached])
+        producers: list[Iterator[tuple[list[Any] | None, ...]]] = []
+        if to_list:
+            producers.append(
+                (*chunk.columns(), [False] * len(chunk))
+                for chunk in list_directories_columns(storage, to_list, threads)
+            )
+        if to_walk:
+            producers.append(
+                (paths, sizes, None, None, [True] * len(paths))
+                for paths, sizes in reach_task_columns(storage, to_walk)
+            )
+        if len(producers) > 1:
+            # One pool serves both (``storage.request_pool``): wide enough that the walk's
+            # reads need not wait for the listing's window.
+            request_pool(threads + PREFETCH_THREADS)
+        return side_by_side(producers)
 
-    both = persist(fan_out_columns(job.spark, shares, list_and_walk, LISTED_OR_REACHED, way.tasks))
-    # Filled before the join reads it: the join's two sides are two stages that both scan
-    # these rows and may run at once. One executor's block lock makes a second task wait for
-    # a block being computed, but on a cluster the other side's task runs on another executor,
-    # which knows of no such block and lists and walks the same share again (a standalone
-    # cluster on moto: 1,667 requests for gc where local[2] makes 1,217, and 1.5x its time).
-    both.count()
-    listed = both.where(~F.col("reached")).select(*LISTING.names)
-    reach = both.where(F.col("reached")).select(*REACH.names).unionByName(driver_reach(job, plan))
-    return listed, reach
+    return fan_out_columns(job.spark, shares, list_and_walk, LISTED_OR_REACHED, tasks)
 
 
 _LIST = "list"
@@ -274,7 +231,7 @@ _WALK = "walk"
 def _shares(directories: list[str], walks: list[ReachTask]) -> list[tuple[str, Any]]:
     """The directories and the subtrees as one task list in which every contiguous slice (a
     partition's tasks) holds its share of each, each kind in its own order (neighbouring
-    subtrees share nodes, and so a partition's cache)."""
+    subtrees share nodes, and so a partition's cache). Either may be empty."""
     placed: list[tuple[float, int, int, tuple[str, Any]]] = [
         ((i + 0.5) / len(directories), 0, i, (_LIST, d)) for i, d in enumerate(directories)
     ]
@@ -398,7 +355,12 @@ def run_gc(options: GcJobOptions, job: JobContext) -> GcResult:
     """gc on executors, in the stages of the module doc; returns the ``GcResult`` that
     ``gc_in_process`` returns, with capped samples where that one has full lists."""
     with Persisted() as persist, executor_errors():
-        return _gc(options, job, persist)
+        try:
+            return _gc(options, job, persist)
+        except GcRefusedError as refusal:  # told here: damage, or a refusal that stands
+            tracked = job.tracked
+            retained = tracked.retained if isinstance(tracked, GcResult) else None
+            raise_explained(job.storage, retained, refusal)
 
 
 def _gc(options: GcJobOptions, job: JobContext, persist: Persisted) -> GcResult:
@@ -427,17 +389,28 @@ def _gc(options: GcJobOptions, job: JobContext, persist: Persisted) -> GcResult:
     result.retained = retained
     with job.stage("plan", f"cut the trees of {len(retained.versions)} retained versions (driver)"):
         cache = NodeCache()
-        try:
-            plan = plan_reach(storage, retained.roots.values(), job.parallelism, cache=cache)
-        except GcRefusedError as exc:
-            raise refusal_for_damage(storage, retained, exc, damaged=may_be_damage(exc)) from exc
+        plan = plan_reach(
+            storage,
+            retained.roots.values(),
+            job.parallelism,
+            cache=cache,
+            refused=over_retained_refusal,
+        )
     result.subtree_tasks, result.subtree_tasks_shared = len(plan.tasks), plan.shared_tasks
 
     # -- one pass: list, walk the subtrees, join in the JVM, aggregate ----------------------
     with job.stage(
         "list-reach-anti-join", f"list the lakehouse, walk {len(plan.tasks)} subtrees, anti-join"
     ):
-        way = listing_way(job, storage, plan)
+        # Every task reaches at least one file: a lower bound on the lakehouse's size.
+        way = listing_way(
+            storage,
+            len(plan.driver_paths) + len(plan.tasks),
+            max_flat_files=job.settings.gc_flat_listing_max_files,
+            parallelism=job.parallelism,
+            cores=job.default_parallelism,
+            threads_per_task=job.settings.gc_list_threads_per_task,
+        )
         result.listing_directories = way.directories_listed
         # The judged rows are kept (the listing and the reach are each computed once, into
         # them; on an object store the listing-and-walk rows are kept too): every count below,
@@ -458,16 +431,17 @@ def _gc(options: GcJobOptions, job: JobContext, persist: Persisted) -> GcResult:
             reasons = [
                 row[0] for row in judged.where(F.col("error")).select("path").limit(3).collect()
             ]
-            refusal = GcRefusedError(
-                f"{failures} hash directories, subtrees of retained versions or orphans could not be "
-                f"listed, walked or statted, so gc cannot tell live files from old orphans: "
-                f"{'; '.join(reason.removeprefix(ERROR_KEY) for reason in reasons)}"
-            )
             damaged = (
                 judged.where(F.col("path").startswith(ERROR_KEY + DAMAGED_MARK)).limit(1).count()
                 > 0
             )
-            raise refusal_for_damage(storage, retained, refusal, damaged=damaged)
+            raise GcRefusedError(
+                f"{failures} hash directories, subtrees of retained versions or orphans could not be "
+                f"listed, walked or statted, so gc cannot tell live files from old orphans: "
+                f"{'; '.join(reason.removeprefix(ERROR_KEY) for reason in reasons)}",
+                over_retained=True,
+                damage_marked=damaged,
+            )
     result.listing = way.how
     found = _found(groups)
     if found.missing:

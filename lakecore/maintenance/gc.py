@@ -56,22 +56,23 @@ Why a grace period
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NoReturn
 
-from lakecore.core.locations import hash_directory_prefixes
 from lakecore.core.storage import Storage
 from lakecore.core.tree.store import NodeCache
 from lakecore.maintenance.clock import Clocks, check_grace_options, grace_millis_of, read_clocks
 from lakecore.maintenance.damage import is_damage_reason, may_be_damage, refusal_or_damage
 from lakecore.maintenance.delete import DeleteOutcome, chunks, delete_files
 from lakecore.maintenance.listing import (
+    FLAT,
     FOREIGN,
+    HASH_DIRECTORIES,
     GcDamagedError,
     GcRefusedError,
     ListedFile,
     list_directories,
-    list_small_root,
     list_top,
-    listing_levels,
+    listing_way,
 )
 from lakecore.maintenance.reach import plan_reach, reach_in_memory
 from lakecore.maintenance.recheck import NewVersionsReach, reach_new_versions
@@ -122,12 +123,23 @@ class GcOptions:
         )
 
 
-def refusal_for_damage(
-    storage: Storage, retained: Retained, refusal: GcRefusedError, *, damaged: bool
+def over_retained_refusal(reason: str) -> GcRefusedError:
+    """The refusal of a retained tree whose top cannot be cut (``plan_reach``'s ``refused``):
+    one that ``explained_refusal`` tells damage in."""
+    return GcRefusedError(reason, over_retained=True)
+
+
+def explained_refusal(
+    storage: Storage, retained: Retained | None, refusal: GcRefusedError
 ) -> GcRefusedError:
-    """gc's refusal: exit 6 with the damaged versions and the next step when what stopped it is
-    damage (``damaged``: the failure said so) that a walk of the retained versions confirms;
-    else ``refusal`` as it is (exit 4: a failed read may succeed on the next run)."""
+    """gc's refusal as it leaves the run, told in one place for both engines: exit 6 with the
+    damaged versions and the next step when the refusal is over what a retained version reaches
+    (``over_retained``), may be damage (its cause, or a record marked as damage) and a walk of
+    the retained versions confirms it; else ``refusal`` as it is (exit 4: a failed read may
+    succeed on the next run)."""
+    if retained is None or not refusal.over_retained:
+        return refusal
+    damaged = refusal.damage_marked or may_be_damage(refusal)
     return refusal_or_damage(
         storage, retained.roots, refusal, GcDamagedError, "gc", damaged=damaged
     )
@@ -208,6 +220,17 @@ class GcResult:
 # The whole of gc in one process
 
 
+def raise_explained(
+    storage: Storage, retained: Retained | None, refusal: GcRefusedError
+) -> NoReturn:
+    """Raise ``refusal`` as it leaves the run (``explained_refusal``): the damage refusal, from
+    it, or ``refusal`` itself."""
+    explained = explained_refusal(storage, retained, refusal)
+    if explained is refusal:
+        raise refusal
+    raise explained from refusal
+
+
 def gc_in_process(
     storage: Storage,
     *,
@@ -236,31 +259,43 @@ def gc_in_process(
     )
     top = list_top(storage)
     result.retained = retained = read_retained(storage, top)
-    hashed = list_small_root(storage, flat_listing_max_files)
-    result.listing = "flat"
-    if hashed is None:
-        directories = hash_directory_prefixes(
-            listing_levels(list_threads if storage.waits_on_network else 1)
-        )
-        result.listing_directories = len(directories)
-        result.listing = "hash-directories"
-        hashed = list(list_directories(storage, directories, list_threads))
-    listing = list(top) + hashed
     cache = NodeCache()
     try:
-        plan = plan_reach(storage, retained.roots.values(), target_tasks, cache=cache)
-    except GcRefusedError as exc:
-        raise refusal_for_damage(storage, retained, exc, damaged=may_be_damage(exc)) from exc
-    result.subtree_tasks, result.subtree_tasks_shared = len(plan.tasks), plan.shared_tasks
-    reach = reach_in_memory(storage, plan)
-    result.seen = seen = tally_in_memory(listing, reach)
-    if seen.error_count:
-        refusal = GcRefusedError(
-            f"a retained version cannot be walked or the root listed: {seen.errors[0]}"
+        plan = plan_reach(
+            storage,
+            retained.roots.values(),
+            target_tasks,
+            cache=cache,
+            refused=over_retained_refusal,
         )
-        raise refusal_for_damage(
-            storage, retained, refusal, damaged=any(map(is_damage_reason, seen.errors))
+        result.subtree_tasks, result.subtree_tasks_shared = len(plan.tasks), plan.shared_tasks
+        # One process lists one directory after another, ``list_threads`` requests in flight.
+        way = listing_way(
+            storage,
+            len(plan.driver_paths) + len(plan.tasks),
+            max_flat_files=flat_listing_max_files,
+            parallelism=1,
+            cores=1,
+            threads_per_task=list_threads,
         )
+        result.listing = FLAT if way.flat is not None else HASH_DIRECTORIES
+        result.listing_directories = way.directories_listed
+        hashed = (
+            way.flat
+            if way.flat is not None
+            else list(list_directories(storage, way.directories, list_threads))
+        )
+        listing = list(top) + hashed
+        reach = reach_in_memory(storage, plan)
+        result.seen = seen = tally_in_memory(listing, reach)
+        if seen.error_count:
+            raise GcRefusedError(
+                f"a retained version cannot be walked or the root listed: {seen.errors[0]}",
+                over_retained=True,
+                damage_marked=any(map(is_damage_reason, seen.errors)),
+            )
+    except GcRefusedError as refusal:
+        raise_explained(storage, retained, refusal)
     reachable = {path for path, _ in reach}
     selection = select_by_age(seen.orphans, result.cutoff_millis)
     result.too_young = selection.too_young

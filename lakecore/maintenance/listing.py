@@ -12,7 +12,8 @@ flat listing and gives up as soon as the lakehouse turns out larger: after more 
 whole holds more than 1.25 times that (``estimated_files``: the files spread uniformly over
 them). The fanned-out listing comes as columns (``ListedColumns``) and, on a local file
 system, without a stat per file: only the files gc may delete need their time, and
-``stat_listed`` reads it for them after the join.
+``stat_listed`` reads it for them after the join. ``listing_way`` makes that choice, and the
+choice of how workers share the listing, before any of it runs.
 
 A listed file is classified by its *name* (``locations.classify_path``): lakecore's own kinds,
 or ``foreign`` (reported, never touched). Only node files, namespace, table and lakehouse
@@ -30,12 +31,14 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Final, NamedTuple, TypeVar
 
 from lakecore.core.locations import (
     HASH_DIRECTORY_LEVELS,
     FileKind,
     classify_path,
+    hash_directory_prefixes,
     kind_value,
     kind_values,
 )
@@ -74,8 +77,17 @@ class GcRefusedError(LakecoreError):
 
     exit_code = 4
 
-    def __init__(self, reason: str) -> None:
+    def __init__(
+        self, reason: str, *, over_retained: bool = False, damage_marked: bool = False
+    ) -> None:
         super().__init__(f"{reason}; nothing was deleted")
+        # A refusal over what a retained version reaches (its tree's top, a subtree, a hash
+        # directory, an orphan's stat) may be damage, which gc tells where the refusal leaves
+        # the run (``gc.explained_refusal``): by a walk of the retained versions, made when the
+        # cause, or a listing or walk record marked as damage (``damage_marked``), says it may
+        # be. Any other refusal stands as it is.
+        self.over_retained = over_retained
+        self.damage_marked = damage_marked
 
 
 class GcDamagedError(GcRefusedError):
@@ -350,6 +362,69 @@ def estimated_files(in_hash_directories: list[FileInfo]) -> float:
         1 << (4 * HASH_DIRECTORY_LEVELS)
     )  # up to the end of the last one: a low guess
     return len(in_hash_directories) / passed
+
+
+# ---------------------------------------------------------------------------------------------
+# How to list
+
+# How a lakehouse was listed (gc's report: ``listing``): ``ListingWay.how``.
+FLAT: Final = "flat"
+HASH_DIRECTORIES: Final = "hash-directories"
+WALKED_ALONGSIDE: Final = "hash-directories, walked alongside"
+
+
+@dataclass(frozen=True)
+class ListingWay:
+    """How a lakehouse is listed (``listing_way``), chosen before a worker starts.
+
+    - ``FLAT``, small (what the retained trees reach is at most ``max_flat_files`` paths and
+      the listing confirms it): one flat listing, made while choosing (``flat``).
+    - ``HASH_DIRECTORIES``, large, on local disk: the directories at or above the hash
+      directories, as many as the workers can use (``listing_levels``), listed by workers of
+      their own (``tasks``), and the walk by others.
+    - ``WALKED_ALONGSIDE``, large, on an object store: a worker per core, each listing its
+      share of the directories, with requests enough in flight for its threads, and walking its
+      share of the subtrees at the same time (``side_by_side``): both wait on responses, so a
+      worker waits for the slower, not for the sum.
+    """
+
+    how: str
+    flat: list[ListedFile] | None  # FLAT: every file under the root
+    directories: list[str]  # otherwise: the directories listed one by one
+    tasks: int  # otherwise: the listing's workers
+
+    @property
+    def directories_listed(self) -> int | None:
+        """gc's report's ``listing_directories``: None for a flat listing."""
+        return None if self.flat is not None else len(self.directories)
+
+
+def listing_way(
+    storage: Storage,
+    reached_at_least: int,
+    *,
+    max_flat_files: int,
+    parallelism: int,
+    cores: int,
+    threads_per_task: int,
+) -> ListingWay:
+    """How to list a lakehouse whose retained versions reach at least ``reached_at_least``
+    files: flat, listed here, when that and the listing say it holds at most
+    ``max_flat_files``; else in hash directories, by ``parallelism`` workers on local disk or
+    one per core (``cores``) with ``threads_per_task`` requests in flight each on an object
+    store."""
+    if not storage.waits_on_network:
+        how, tasks, concurrency = HASH_DIRECTORIES, parallelism, parallelism
+    else:
+        # A worker per core, each with its requests in flight: every worker needs directories
+        # enough for its threads, and more workers would only split them thinner.
+        how, tasks, concurrency = WALKED_ALONGSIDE, cores, cores * threads_per_task
+    levels = listing_levels(concurrency)
+    small = reached_at_least <= max_flat_files
+    flat = list_small_root(storage, max_flat_files) if small else None
+    if flat is not None:
+        return ListingWay(FLAT, flat, [], 0)
+    return ListingWay(how, None, hash_directory_prefixes(levels), tasks)
 
 
 def list_top(storage: Storage) -> list[ListedFile]:

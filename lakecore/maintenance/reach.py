@@ -13,7 +13,7 @@ The re-check of versions that land after a listing is ``recheck``."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from lakecore.core.locations import (
@@ -115,7 +115,7 @@ def plan_reach(
     *,
     cache: NodeCache | None = None,
     skip: set[str] | frozenset[str] = frozenset(),
-    refused: type[LakecoreError] = GcRefusedError,
+    refused: Callable[[str], LakecoreError] = GcRefusedError,
     tolerated: list[str] | None = None,
 ) -> ReachPlan:
     """Cut every root's tree; de-duplicate subtrees across versions.

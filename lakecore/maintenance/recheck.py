@@ -40,10 +40,13 @@ MAX_RECHECK_ROUNDS: Final = 3
 
 @dataclass
 class NewVersionsReach:
-    versions: list[int] = field(default_factory=list)
-    paths: set[str] = field(default_factory=set)
-    nodes_read: int = 0
-    rounds: int = 0
+    """What the re-check found: the versions it walked, every path they reach that was not
+    known reachable (the caller keeps these), and what the walk cost."""
+
+    versions: list[int] = field(default_factory=list)  # committed during the run, walked
+    paths: set[str] = field(default_factory=set)  # nodes, values and definitions they reach
+    nodes_read: int = 0  # below the new roots
+    rounds: int = 0  # walks while new versions kept landing
 
 
 def reach_new_versions(

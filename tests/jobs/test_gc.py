@@ -386,7 +386,7 @@ def test_a_listing_interrupted_says_to_run_again(
 
     storage = Storage(str(lake))
     before = files(lake)
-    monkeypatch.setattr(jobs.gc_job, "reach_frame", _interrupt_with_sigint())
+    monkeypatch.setattr(jobs.gc_job, "driver_reach", _interrupt_with_sigint())
     code, report = run_job(gc_main, *gc_args(storage.root_uri))
     assert code == 130, report
     assert report["details"]["interrupted_stage"] == "list-reach-anti-join"
