@@ -353,7 +353,8 @@ def missing_paths(reach: DataFrame, judged: DataFrame) -> list[str]:
 
 def run_gc(options: GcJobOptions, job: JobContext) -> GcResult:
     """gc on executors, in the stages of the module doc; returns the ``GcResult`` that
-    ``gc_in_process`` returns, with capped samples where that one has full lists."""
+    ``gc_in_process`` returns, with capped samples where that one has full lists. A refusal
+    leaves through here, told as ``gc_in_process`` tells its own (``gc.raise_explained``)."""
     with Persisted() as persist, executor_errors():
         try:
             return _gc(options, job, persist)
