@@ -15,8 +15,33 @@
   storage options, a version);
 - ``printing``: how a command prints (a summary, or JSON with ``--json``; names escaped);
 - ``progress``: the one-line progress display on a terminal.
+
+The command's entry point is ``main`` here, and this module imports nothing heavy: the
+commands' modules take about a third of a second to import, and a Ctrl-C in that time must be
+the same one line and exit code as a Ctrl-C later (``lakecore.cli.main`` handles those), not a
+traceback.
 """
 
-from lakecore.cli.main import main
+from __future__ import annotations
 
-__all__ = ["main"]
+import sys
+from collections.abc import Sequence
+
+from lakecore.errors import ExitCode
+
+# What a Ctrl-C while the command starts leaves behind: nothing, no command has run yet.
+INTERRUPTED_WHILE_STARTING = "lakecore: interrupted while starting; nothing was done"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``lakecore`` command (``lakecore.cli.main.main``), imported here so that an
+    interruption during the import is one line and ``ExitCode.INTERRUPTED``."""
+    try:
+        from lakecore.cli.main import main as run
+    except KeyboardInterrupt:
+        print(INTERRUPTED_WHILE_STARTING, file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    return run(argv)
+
+
+__all__ = ["INTERRUPTED_WHILE_STARTING", "main"]

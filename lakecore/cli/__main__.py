@@ -2,6 +2,6 @@
 
 import sys
 
-from lakecore.cli.main import main
+from lakecore.cli import main
 
 sys.exit(main())

@@ -128,14 +128,7 @@ def _wants_json(argv: Sequence[str]) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     raw = list(sys.argv[1:] if argv is None else argv)
-    try:
-        import argcomplete
-    except ImportError:
-        pass
-    else:
-        argcomplete.autocomplete(parser)
     as_json = _wants_json(raw)
 
     def fail(message: str, code: int) -> int:
@@ -146,6 +139,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args: argparse.Namespace | None = None
     try:
+        parser = build_parser()
+        try:
+            import argcomplete
+        except ImportError:
+            pass
+        else:
+            argcomplete.autocomplete(parser)
         args = parser.parse_args(raw)
         refuse_outputs_in_lakehouse(args)
         func: Callable[[argparse.Namespace], int] = args.func

@@ -206,3 +206,29 @@ def test_names_at_the_limits_and_with_a_backslash_make_tables_on_local_disk(tmp_
     assert shown.returncode == 0 and '"a\\\\b"' in shown.stdout, shown.stdout
     deep = run("-l", str(lake), "fsck", "--deep")
     assert deep.returncode == 0 and ": clean" in deep.stdout, deep.stdout
+
+
+# Importing the commands' modules is where a Ctrl-C lands in the first third of a second; this
+# finder makes that import raise KeyboardInterrupt, as a Ctrl-C then does.
+_INTERRUPTED_IMPORT = """
+import sys
+
+class Interrupting:
+    def find_spec(self, name, path=None, target=None):
+        if name == "lakecore.cli.main":
+            raise KeyboardInterrupt
+        return None
+
+sys.meta_path.insert(0, Interrupting())
+import lakecore.cli
+sys.exit(lakecore.cli.main(["--version"]))
+"""
+
+
+def test_a_ctrl_c_while_the_command_starts_is_one_line_and_exit_130() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_IMPORT], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == "lakecore: interrupted while starting; nothing was done\n"
+    assert proc.stdout == ""
