@@ -409,7 +409,7 @@ def _gc(options: GcJobOptions, job: JobContext, persist: Persisted) -> GcResult:
             len(plan.driver_paths) + len(plan.tasks),
             max_flat_files=job.settings.gc_flat_listing_max_files,
             parallelism=job.parallelism,
-            cores=job.default_parallelism,
+            cores=lambda: job.default_parallelism,
             threads_per_task=job.settings.gc_list_threads_per_task,
         )
         result.listing_directories = way.directories_listed

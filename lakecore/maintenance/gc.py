@@ -275,7 +275,7 @@ def gc_in_process(
             len(plan.driver_paths) + len(plan.tasks),
             max_flat_files=flat_listing_max_files,
             parallelism=1,
-            cores=1,
+            cores=lambda: 1,
             threads_per_task=list_threads,
         )
         result.listing = FLAT if way.flat is not None else HASH_DIRECTORIES

@@ -405,26 +405,26 @@ def listing_way(
     *,
     max_flat_files: int,
     parallelism: int,
-    cores: int,
+    cores: Callable[[], int],
     threads_per_task: int,
 ) -> ListingWay:
     """How to list a lakehouse whose retained versions reach at least ``reached_at_least``
     files: flat, listed here, when that and the listing say it holds at most
     ``max_flat_files``; else in hash directories, by ``parallelism`` workers on local disk or
-    one per core (``cores``) with ``threads_per_task`` requests in flight each on an object
-    store."""
+    one per core (``cores()``, asked only then: on Spark Connect the answer costs a query) with
+    ``threads_per_task`` requests in flight each on an object store."""
+    small = reached_at_least <= max_flat_files
+    flat = list_small_root(storage, max_flat_files) if small else None
+    if flat is not None:
+        return ListingWay(FLAT, flat, [], 0)
     if not storage.waits_on_network:
         how, tasks, concurrency = HASH_DIRECTORIES, parallelism, parallelism
     else:
         # A worker per core, each with its requests in flight: every worker needs directories
         # enough for its threads, and more workers would only split them thinner.
-        how, tasks, concurrency = WALKED_ALONGSIDE, cores, cores * threads_per_task
-    levels = listing_levels(concurrency)
-    small = reached_at_least <= max_flat_files
-    flat = list_small_root(storage, max_flat_files) if small else None
-    if flat is not None:
-        return ListingWay(FLAT, flat, [], 0)
-    return ListingWay(how, None, hash_directory_prefixes(levels), tasks)
+        tasks = cores()
+        how, concurrency = WALKED_ALONGSIDE, tasks * threads_per_task
+    return ListingWay(how, None, hash_directory_prefixes(listing_levels(concurrency)), tasks)
 
 
 def list_top(storage: Storage) -> list[ListedFile]:
