@@ -1,6 +1,7 @@
 """The ``lakecore`` command: the top of tier 2, over the job contract, catalog and maintenance.
 
-- ``main``: the parser, assembled from the command modules, and dispatch (errors to exit
+- ``main`` (here): the command's entry point;
+- ``dispatch``: the parser, assembled from the command modules, and dispatch (errors to exit
   codes);
 - ``objects``: ``init``, ``namespace`` and ``table``;
 - ``reading``: ``versions``, ``history``, ``describe``, ``get`` and ``tree``;
@@ -18,8 +19,9 @@
 
 The command's entry point is ``main`` here, and this module imports nothing heavy: the
 commands' modules take about a third of a second to import, and a Ctrl-C in that time must be
-the same one line and exit code as a Ctrl-C later (``lakecore.cli.main`` handles those), not a
-traceback.
+one line and an exit code, as a Ctrl-C later is (``dispatch`` handles those), not a traceback.
+(The entry point is not in a module named ``main``: importing a submodule binds its name on
+the package, and ``lakecore.cli.main`` would then be that module, not this function.)
 """
 
 from __future__ import annotations
@@ -34,10 +36,10 @@ INTERRUPTED_WHILE_STARTING = "lakecore: interrupted while starting; nothing was 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The ``lakecore`` command (``lakecore.cli.main.main``), imported here so that an
-    interruption during the import is one line and ``ExitCode.INTERRUPTED``."""
+    """The ``lakecore`` command (``dispatch.main``), imported here so that an interruption
+    during the import is one line and ``ExitCode.INTERRUPTED``."""
     try:
-        from lakecore.cli.main import main as run
+        from lakecore.cli.dispatch import main as run
     except KeyboardInterrupt:
         print(INTERRUPTED_WHILE_STARTING, file=sys.stderr)
         return ExitCode.INTERRUPTED

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lakecore.cli.main import build_parser, main
+from lakecore.cli.dispatch import build_parser, main
 from lakecore.core.storage import Storage
 from lakecore.core.tree import SHARED_CACHE
 from lakecore.core.units import format_bytes, format_seconds, format_time_millis, plural

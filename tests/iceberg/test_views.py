@@ -20,7 +20,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 from pyiceberg.view.metadata import SQLViewRepresentation, ViewRepresentation, ViewVersion
 
-from lakecore.cli.main import main as lakecore_main
+from lakecore.cli import main as lakecore_main
 from lakecore.core import keys as K
 from lakecore.core.defs import encode_def, table_def, view_def
 from lakecore.core.view import clear_definition_cache

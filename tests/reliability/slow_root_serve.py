@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Final
 
-from lakecore.cli.main import main
+from lakecore.cli import main
 from lakecore.core.locations import is_root_node_file_name
 from lakecore.core.storage import Storage
 

@@ -226,7 +226,7 @@ def test_an_unreachable_store_is_503_naming_the_bucket(s3_server: S3TestServer) 
 def test_serve_help_lists_storage_options_and_merges_both_places(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from lakecore.cli.main import build_parser, main
+    from lakecore.cli.dispatch import build_parser, main
 
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
