@@ -644,13 +644,21 @@ def test_a_create_transaction_without_a_schema_is_400_and_creates_nothing(
     """Found by the fuzzing: ``{"requirements": [{"type": "assert-create"}], "updates": []}``
     was 500 "updateTable raised StopIteration": pyiceberg builds a created table's metadata
     from the updates and looks up its schema, spec and sort order with ``next()``. Now the
-    catalog says what a create must add (400), and no table appears."""
+    catalog says what a create must add (400), and no table appears.
+
+    ``db.new`` must not exist first: the fuzzing (sharing this sandbox) may have created it,
+    and a create of a name that is taken is a 409 before the updates are read."""
+    new = ("db", "new")
+    if sandbox.catalog.table_exists(new):
+        sandbox.catalog.drop_table(new)
+    if sandbox.catalog.view_exists(new):
+        sandbox.catalog.drop_view(new)
     ensure_state(sandbox)
     request = next(r for r in FINDINGS[1:] if r.operation == route and r.body)
     answer = check(sandbox, "tokens", request)
     assert (answer.status, answer.error_type) == (400, "IllegalArgumentException"), answer.body
     assert "a create must add a schema" in answer.json()["error"]["message"]
-    assert not sandbox.catalog.table_exists(("db", "new"))
+    assert not sandbox.catalog.table_exists(new)
 
 
 @pytest.mark.parametrize(
