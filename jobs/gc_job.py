@@ -403,10 +403,9 @@ def _gc(options: GcJobOptions, job: JobContext, persist: Persisted) -> GcResult:
     with job.stage(
         "list-reach-anti-join", f"list the lakehouse, walk {len(plan.tasks)} subtrees, anti-join"
     ):
-        # Every task reaches at least one file: a lower bound on the lakehouse's size.
         way = listing_way(
             storage,
-            len(plan.driver_paths) + len(plan.tasks),
+            plan.files_at_least,
             max_flat_files=job.settings.gc_flat_listing_max_files,
             parallelism=job.parallelism,
             cores=lambda: job.default_parallelism,

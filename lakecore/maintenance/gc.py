@@ -272,7 +272,7 @@ def gc_in_process(
         # One process lists one directory after another, ``list_threads`` requests in flight.
         way = listing_way(
             storage,
-            len(plan.driver_paths) + len(plan.tasks),
+            plan.files_at_least,
             max_flat_files=flat_listing_max_files,
             parallelism=1,
             cores=lambda: 1,

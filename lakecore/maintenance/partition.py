@@ -51,15 +51,18 @@ class TreeCut:
     subtrees: list[SubtreeTask] = field(default_factory=list)
     cut_depth: int = 1
     shared: int = 0  # children left out because ``known`` already covers them
-    # Every node below the root this cut loaded or handed out, with its depth: what a caller
-    # adds to its ``known`` once it has checked the cut.
-    placements: list[Placement] = field(default_factory=list)
+
+    @property
+    def placements(self) -> list[Placement]:
+        """Every node below the root this cut loaded or handed out, with its depth: what a
+        caller adds to its ``known`` once it has checked the cut."""
+        return [(location, depth) for location, _node, depth in self.top[1:]] + [
+            (task.location, task.depth) for task in self.subtrees
+        ]
 
     def finish(self, subtrees: list[SubtreeTask], cut_depth: int) -> TreeCut:
-        """The cut with its subtrees and depth set, and its placements recorded."""
+        """The cut with its subtrees and depth set."""
         self.subtrees, self.cut_depth = subtrees, cut_depth
-        self.placements = [(location, depth) for location, _node, depth in self.top[1:]]
-        self.placements += [(task.location, task.depth) for task in subtrees]
         return self
 
 

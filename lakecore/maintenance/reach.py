@@ -73,6 +73,12 @@ class ReachPlan:
     skipped_tasks: int = 0  # subtrees covered elsewhere (``skip``) or in an export's source
     unwalked: list[int] = field(default_factory=list)  # versions left out as ``tolerated``
 
+    @property
+    def files_at_least(self) -> int:
+        """A lower bound on the files of the lakehouse: the driver's paths, and a file (at
+        least) per task. How to list it is chosen by it (``listing.listing_way``)."""
+        return len(self.driver_paths) + len(self.tasks)
+
 
 def _add(paths: dict[str, int], path: str, size: int = UNKNOWN_SIZE) -> None:
     if is_full_uri(path):
