@@ -102,7 +102,12 @@ def test_create_load_list_replace_and_drop(catalog: LakecoreCatalog) -> None:
     # Setting an equal version again reuses its id; nothing changes, no new file.
     again, location = catalog.commit_view("ns.v", [], [])
     assert location == second_location and again == replaced.metadata
-    stale = AssertViewUUID(type="assert-view-uuid", uuid=str(first.view_uuid)[:-1] + "0")
+    # Another UUID: the view's own with its last digit changed (it kept a final "0" as it was,
+    # one run in 16, and the assertion passed).
+    own = str(first.view_uuid)
+    stale = AssertViewUUID(
+        type="assert-view-uuid", uuid=own[:-1] + ("1" if own[-1] == "0" else "0")
+    )
     with pytest.raises(Exception, match="view UUID does not match"):
         catalog.commit_view("ns.v", [stale], [])
     catalog.drop_view("ns.v")
