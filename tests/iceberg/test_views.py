@@ -102,8 +102,8 @@ def test_create_load_list_replace_and_drop(catalog: LakecoreCatalog) -> None:
     # Setting an equal version again reuses its id; nothing changes, no new file.
     again, location = catalog.commit_view("ns.v", [], [])
     assert location == second_location and again == replaced.metadata
-    # Another UUID: the view's own with its last digit changed (it kept a final "0" as it was,
-    # one run in 16, and the assertion passed).
+    # Another UUID: the view's own with its last digit changed (setting it to "0" left a UUID
+    # that ended in 0, one in 16, as it was: the commit went through).
     own = str(first.view_uuid)
     stale = AssertViewUUID(
         type="assert-view-uuid", uuid=own[:-1] + ("1" if own[-1] == "0" else "0")
